@@ -1,0 +1,143 @@
+"""The typed values the assets pass along, and their table form for storage.
+
+Each artifact turns into ``(tables, info)`` — Parquet tables plus a JSON
+mapping — and back, so :class:`~kebab_eval_pipeline.storage.ArtifactStore`
+stays ignorant of what it stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from kebab_eval_pipeline.golden.load import LoadedGolden
+from kebab_eval_pipeline.golden.model import GoldenSet
+from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
+from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.systems.runner import RetrievalResults
+
+Tables = dict[str, pd.DataFrame]
+
+
+@dataclass
+class GoldenArtifact:
+    loaded: LoadedGolden
+    queries: pd.DataFrame
+    supports: pd.DataFrame
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedGolden) -> GoldenArtifact:
+        return cls(loaded, queries_table(loaded.golden), supports_table(loaded.golden))
+
+    @property
+    def golden(self) -> GoldenSet:
+        return self.loaded.golden
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        g = self.golden
+        info = {
+            "name": g.name, "source": g.source, "format": g.format, "sha256": g.sha256,
+            "schema_version": g.schema_version, "files": self.loaded.files, "warnings": self.loaded.warnings,
+        }
+        return {"queries": self.queries, "supports": self.supports}, info
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> GoldenArtifact:
+        golden = golden_from_tables(
+            tables["queries"], tables["supports"], name=info["name"], source=info["source"],
+            format=info["format"], sha256=info["sha256"], schema_version=info["schema_version"],
+        )
+        loaded = LoadedGolden(golden=golden, files=info["files"], warnings=info["warnings"])
+        return cls(loaded, tables["queries"], tables["supports"])
+
+
+@dataclass
+class RetrievalArtifact:
+    results: RetrievalResults
+    info: dict[str, Any]  # k requested, answers on/off, golden sha: what produced these rows
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        r = self.results
+        tables = {"outcomes": r.outcomes, "hits": r.hits, "citations": r.citations, "known_chunks": r.known_chunks}
+        return tables, {**self.info, "system": r.system.model_dump()}
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RetrievalArtifact:
+        info = dict(info)
+        system = SystemInfo.model_validate(info.pop("system"))
+        results = RetrievalResults(
+            outcomes=tables["outcomes"], hits=tables["hits"], citations=tables["citations"],
+            known_chunks=tables["known_chunks"], system=system,
+        )
+        return cls(results, info)
+
+
+@dataclass
+class QueryScoresArtifact:
+    scores: pd.DataFrame  # the query_scores table: one row per golden query
+    info: dict[str, Any]
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        return {"query_scores": self.scores}, self.info
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> QueryScoresArtifact:
+        return cls(tables["query_scores"], info)
+
+
+@dataclass
+class RunMetricsArtifact:
+    """Aggregate metrics of one run plus everything that makes it comparable."""
+
+    metrics: dict[str, float | None]
+    denominators: dict[str, int]
+    breakdowns: pd.DataFrame  # dimension, value, metric, score, n
+    info: dict[str, Any] = field(default_factory=dict)  # run_id, created_at, versions, system, golden, k
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        names = list(self.metrics)
+        metrics = pd.DataFrame(
+            {
+                "metric": pd.array(names, dtype="string"),
+                "value": pd.array([self.metrics[n] for n in names], dtype="Float64"),
+                "n": pd.array([self.denominators.get(n) for n in names], dtype="Int64"),
+            }
+        )
+        return {"metrics": metrics, "breakdowns": self.breakdowns}, self.info
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RunMetricsArtifact:
+        frame = tables["metrics"]
+        metrics = {m: (None if pd.isna(v) else float(v)) for m, v in zip(frame["metric"], frame["value"], strict=True)}
+        denominators = {m: int(n) for m, n in zip(frame["metric"], frame["n"], strict=True) if not pd.isna(n)}
+        return cls(metrics, denominators, tables["breakdowns"], info)
+
+
+@dataclass
+class ComparisonArtifact:
+    """The comparison of a run (b) with its baseline (a); ``baseline`` None means there was none."""
+
+    per_metric: pd.DataFrame  # metric, a, b, delta, rel_change
+    per_query: pd.DataFrame  # query_id, verdict, a_rank, b_rank, note
+    markdown: str
+    info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, verdict counts, drift
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        return {"per_metric": self.per_metric, "per_query": self.per_query}, {**self.info, "markdown": self.markdown}
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> ComparisonArtifact:
+        info = dict(info)
+        markdown = info.pop("markdown")
+        return cls(tables["per_metric"], tables["per_query"], markdown, info)
+
+
+ARTIFACT_TYPES: dict[str, type] = {
+    "golden_set": GoldenArtifact,
+    "retrieval_results": RetrievalArtifact,
+    "query_scores": QueryScoresArtifact,
+    "run_metrics": RunMetricsArtifact,
+    "comparison_report": ComparisonArtifact,
+}

@@ -1,0 +1,313 @@
+"""``kebab-eval``: the helper CLI for what Dagster's own CLI does not do (SPEC §12).
+
+Exit codes: 0 success; 1 a blocking gate failed; 2 bad input or usage — always
+a short message on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.")
+runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
+golden_app = typer.Typer(no_args_is_help=True, help="Validate golden sets.")
+app.add_typer(runs_app, name="runs")
+app.add_typer(golden_app, name="golden")
+
+out = Console()
+err = Console(stderr=True)
+
+DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
+
+
+def _instance():
+    """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr)."""
+    from dagster import DagsterInstance
+
+    if not os.environ.get("DAGSTER_HOME"):
+        home = DEFAULT_HOME.resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "dagster.yaml").touch()
+        os.environ["DAGSTER_HOME"] = str(home)
+        err.print(f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]")
+    return DagsterInstance.get()
+
+
+def _store(config: Path | None = None):
+    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.storage import ArtifactStore, default_storage_base
+
+    _instance()  # anchors the default storage beside the instance
+    return ArtifactStore(default_storage_base(load_settings(config).storage))
+
+
+def _fmt(v) -> str:
+    return "null" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+@app.command()
+def run(
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Partition key (default: run-<UTC time>).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (SPEC §12).")] = None,
+    golden: Annotated[str | None, typer.Option("--golden", help="Golden file (overrides the config).")] = None,
+    system: Annotated[str | None, typer.Option("--system", help="reference (others arrive with their adapters).")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="lexical | vector | hybrid")] = None,
+    answers: Annotated[bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="previous | none | <run_id>")] = None,
+    chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="Reference chunker size.")] = None,
+) -> None:
+    """Register a run partition and materialize the whole chain in-process."""
+    from kebab_eval_pipeline import progress
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+    from kebab_eval_pipeline.defs.partitions import eval_runs
+    from kebab_eval_pipeline.pipeline import headline, load_golden_artifact
+    from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+    from kebab_eval_pipeline.systems.factory import build_system
+
+    if system not in (None, "reference"):
+        raise InputError("unsupported system", [Offender("--system", f"{system!r}: this version ships 'reference'")])
+    run_id = check_run_id(run_id or f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    overrides = {k: v for k, v in {"golden": golden, "mode": mode, "answers": answers, "baseline": baseline,
+                                   "chunk_size": chunk_size}.items() if v is not None}
+    instance = _instance()
+    defs = build_definitions(config, overrides=overrides)
+    settings = defs.resources["eval_settings"].load()
+    loaded = load_golden_artifact(settings)  # fail fast on bad golden input, before any run exists
+    build_system(settings)
+    instance.add_dynamic_partitions(eval_runs.name, [run_id])
+    job = defs.resolve_job_def(JOB_NAME)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("queries", total=len(loaded.golden.queries))
+        stage_line = {"text": ""}
+
+        def on_stage(name: str) -> None:
+            stage_line["text"] = name
+            bar.update(task, description=name)
+
+        def on_query(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        with progress.reporting_to(on_stage, on_query):
+            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False)
+
+    base = defs.resources["artifact_storage"].base
+    store = ArtifactStore(base)
+    if not store.exists("run_metrics", run_id):
+        _raise_run_failure(result, run_id)
+    _print_run(store, run_id, settings.k, headline)
+    if not result.success:
+        _raise_run_failure(result, run_id)
+
+
+def _raise_run_failure(result, run_id: str) -> None:
+    """Turn a failed in-process run into InputError (bad input) or GateFailure (blocking gate)."""
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.step_failure_data.error
+        chain = []
+        while error is not None:
+            chain.append(error)
+            error = error.cause
+        if any(e.cls_name == "DagsterAssetCheckFailedError" for e in chain):
+            raise GateFailure(f"run {run_id}: a blocking gate failed (see the gate table above)")
+        for e in chain:
+            if e.cls_name == "InputError":
+                raise InputError(e.message.split(": ", 1)[-1].strip())
+        raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
+    raise RuntimeError(f"run {run_id} failed")
+
+
+def _print_run(store, run_id: str, ks: list[int], headline) -> None:
+    from kebab_eval_pipeline.compare.report import render_run_markdown
+    from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
+
+    metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
+    table = Table(title=f"run {run_id} — {metrics.info['golden']['name']} "
+                        f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
+                        f"/{metrics.info['system']['mode']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("n", justify="right")
+    for name, value in headline(metrics.metrics, ks).items():
+        table.add_row(name, _fmt(value), str(metrics.denominators.get(name, "")))
+    out.print(table)
+    gates = metrics.info.get("gates", [])
+    for g in gates:
+        state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
+        colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
+        out.print(f"  gate [{colour}]{state:4}[/{colour}] {g['name']}: {g['reason']}")
+    reports = Path(str(store.base)) / "reports" / run_id if "://" not in str(store.base) else None
+    if reports is not None:
+        reports.mkdir(parents=True, exist_ok=True)
+        (reports / "run.md").write_text(
+            render_run_markdown(run_id, metrics.info, metrics.metrics, metrics.breakdowns, gates), encoding="utf-8")
+        if store.exists("comparison_report", run_id):
+            comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", run_id))
+            (reports / "comparison.md").write_text(comparison.markdown, encoding="utf-8")
+            out.print(f"comparison: {comparison.info.get('baseline_note')}; verdicts "
+                      + ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v))
+        out.print(f"report: {reports / 'run.md'}")
+
+
+@runs_app.command("add")
+def runs_add(run_id: str) -> None:
+    """Register a run partition only (then `dagster asset materialize --partition ID`)."""
+    from kebab_eval_pipeline.defs.partitions import eval_runs
+    from kebab_eval_pipeline.storage import check_run_id
+
+    instance = _instance()
+    check_run_id(run_id)
+    if instance.has_dynamic_partition(eval_runs.name, run_id):
+        out.print(f"run {run_id} is already registered")
+        return
+    instance.add_dynamic_partitions(eval_runs.name, [run_id])
+    out.print(f"registered run {run_id} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+
+
+@runs_app.command("list")
+def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -> None:
+    """Registered run partitions and whether their metrics are stored."""
+    from kebab_eval_pipeline.defs.partitions import eval_runs
+
+    instance = _instance()
+    store = _store(config)
+    table = Table("run_id", "metrics stored", "created_at")
+    stored = {m["run_id"]: m for m in store.runs("run_metrics")}
+    for key in instance.get_dynamic_partitions(eval_runs.name):
+        m = stored.get(key)
+        table.add_row(key, "yes" if m else "no", (m or {}).get("info", {}).get("created_at", ""))
+    out.print(table)
+
+
+@golden_app.command("validate")
+def golden_validate(files: list[Path], fmt: Annotated[str, typer.Option("--format")] = "auto") -> None:
+    """Validate golden files; every offender is listed at once (exit 2 when any)."""
+    from kebab_eval_pipeline.golden.load import load_golden
+
+    loaded = load_golden(files, fmt=fmt)
+    for w in loaded.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}")
+    qs = loaded.golden.queries
+    cats: dict[str, int] = {}
+    for q in qs:
+        cats[q.category] = cats.get(q.category, 0) + 1
+    answerable = sum(q.answerable for q in qs)
+    out.print(f"ok: {len(qs)} queries ({answerable} answerable, {len(qs) - answerable} unanswerable; "
+              + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())) + f") format {loaded.golden.format}")
+
+
+@app.command()
+def compare(
+    a: str, b: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    strict_chunker_version: Annotated[bool, typer.Option("--strict-chunker-version")] = False,
+    config: Annotated[Path | None, typer.Option("--config")] = None,
+) -> None:
+    """Compare two stored runs (delta = B − A)."""
+    from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
+    from kebab_eval_pipeline.export import _records
+
+    store = _store(config)
+    report = compare_bundles(load_bundle(store, a), load_bundle(store, b), strict_chunker_version)
+    if as_json:
+        doc = {**report.info, "per_metric": _records(report.per_metric), "per_query": _records(report.per_query)}
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.print(report.markdown, markup=False, highlight=False)
+
+
+@app.command()
+def export(
+    run_id: str,
+    fmt: Annotated[str, typer.Option("--format", help="json | trec")] = "json",
+    out_path: Annotated[Path | None, typer.Option("--out", help="File to write (json: default stdout).")] = None,
+    config: Annotated[Path | None, typer.Option("--config")] = None,
+) -> None:
+    """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
+    from kebab_eval_pipeline.export import export_json, export_trec
+
+    store = _store(config)
+    if fmt == "json":
+        text = json.dumps(export_json(store, run_id), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        if out_path:
+            out_path.write_text(text, encoding="utf-8")
+            err.print(f"wrote {out_path}")
+        else:
+            sys.stdout.write(text)
+    elif fmt == "trec":
+        run_file, qrels = export_trec(store, run_id, out_path or Path(f"{run_id}.trec"))
+        err.print(f"wrote {run_file} and {qrels}")
+    else:
+        raise InputError("unknown export format", [Offender("--format", f"{fmt!r}: use json or trec")])
+
+
+@app.command()
+def history(
+    metric: Annotated[list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")] = None,
+    config: Annotated[Path | None, typer.Option("--config")] = None,
+) -> None:
+    """Headline metrics across stored runs, oldest first."""
+    from kebab_eval_pipeline.history import metric_history
+
+    frame = metric_history(_store(config), metric)
+    if frame.empty:
+        out.print("no stored runs")
+        return
+    table = Table(*[str(c) for c in frame.columns])
+    for row in frame.itertuples(index=False):
+        table.add_row(*[_fmt(None if (isinstance(v, float) and v != v) else v) for v in row])
+    out.print(table)
+
+
+def _mount_reference_cli() -> None:
+    try:
+        from kebab_eval_pipeline.systems.reference.cli import ref_app
+    except ImportError:  # the reference CLI is optional at import time
+        return
+    app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
+
+
+_mount_reference_cli()
+
+
+def main() -> None:
+    """Console-script entry: map our errors to exit codes, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except InputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except GateFailure as exc:
+        err.print(f"gate failed: {exc}", markup=False, highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # click usage errors carry their own exit code (2)
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Per-query verdicts between a baseline run (a) and a candidate run (b) — vectorised.
+
+For answerable queries with gold supports, by first relevant rank:
+``win`` b found a relevant hit a missed, or ranked it higher; ``loss`` both
+found, b ranked lower; ``regression`` a found, b missed; ``draw`` same rank or
+both missed. Unanswerable queries, where both runs answered, compare refusals:
+b refusing where a answered is a win, the reverse a regression.
+Queries present in only one run are ``only_a`` / ``only_b`` (golden drift).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+VERDICTS = ("win", "loss", "regression", "draw", "not_scored", "only_a", "only_b")
+
+VERDICT_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "verdict": "string",
+    "a_rank": "Int64",
+    "b_rank": "Int64",
+    "note": "string",
+}
+
+
+def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Compare two per-query frames with columns ``query_id, applicable, rank, answerable, refused``.
+
+    ``rank`` is the first relevant rank (null when none within the cutoff);
+    ``refused`` is null when the run produced no answer. Returns
+    :data:`VERDICT_COLUMNS`, ordered by query id.
+    """
+    cols = ["query_id", "applicable", "rank", "answerable", "refused"]
+    m = a[cols].merge(b[cols], on="query_id", how="outer", suffixes=("_a", "_b"), indicator=True)
+    ra = m["rank_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    rb = m["rank_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    found_a, found_b = ~np.isnan(ra), ~np.isnan(rb)
+    both = (m["_merge"] == "both").to_numpy()
+    applicable = both & m["applicable_a"].fillna(False).astype(bool).to_numpy() & m["applicable_b"].fillna(
+        False
+    ).astype(bool).to_numpy()
+    unanswerable = both & ~m["answerable_b"].fillna(True).astype(bool).to_numpy()
+    ref_a = m["refused_a"].astype("boolean")
+    ref_b = m["refused_b"].astype("boolean")
+    both_answered = (ref_a.notna() & ref_b.notna()).to_numpy()
+    ref_a_np = ref_a.fillna(False).to_numpy(dtype=bool)
+    ref_b_np = ref_b.fillna(False).to_numpy(dtype=bool)
+
+    conditions = [
+        (m["_merge"] == "left_only").to_numpy(),
+        (m["_merge"] == "right_only").to_numpy(),
+        applicable & found_b & ~found_a,
+        applicable & found_a & ~found_b,
+        applicable & found_a & found_b & (rb < ra),
+        applicable & found_a & found_b & (rb > ra),
+        applicable,
+        unanswerable & both_answered & ref_b_np & ~ref_a_np,
+        unanswerable & both_answered & ref_a_np & ~ref_b_np,
+        unanswerable & both_answered,
+    ]
+    verdicts = ["only_a", "only_b", "win", "regression", "win", "loss", "draw", "win", "regression", "draw"]
+    notes = [
+        "query only in the baseline's golden set",
+        "query only in this run's golden set",
+        "b found a relevant hit a missed",
+        "a found a relevant hit, b missed",
+        "b ranks the first relevant hit higher",
+        "b ranks the first relevant hit lower",
+        "",  # filled below: same rank or both missed
+        "unanswerable: b refuses, a answered",
+        "unanswerable: a refused, b answers",
+        "unanswerable: same refusal behaviour",
+    ]
+    verdict = np.select(conditions, verdicts, default="not_scored")
+    note = np.select(conditions, notes, default="no gold supports or no answers to compare")
+    draw_rank = applicable & (verdict == "draw")
+    note = np.where(draw_rank & found_a, "same rank", np.where(draw_rank, "both missed", note))
+    out = pd.DataFrame(
+        {
+            "query_id": m["query_id"],
+            "verdict": verdict,
+            "a_rank": m["rank_a"],
+            "b_rank": m["rank_b"],
+            "note": note,
+        }
+    )
+    return out.astype(VERDICT_COLUMNS).sort_values("query_id", kind="stable").reset_index(drop=True)
+
+
+def verdict_counts(verdicts: pd.DataFrame) -> dict[str, int]:
+    counts = verdicts["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}

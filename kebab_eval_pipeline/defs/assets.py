@@ -1,0 +1,252 @@
+"""The evaluation chain as software-defined assets — thin wiring around :mod:`pipeline`.
+
+golden_file / system_under_test (observable sources: content hash, index version)
+  → golden_set → retrieval_results → query_scores → run_metrics → comparison_report
+Each asset is partitioned by run (``eval_runs``) and records, on every
+materialization, the versions that make runs comparable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from kebab_eval_pipeline import pipeline, progress
+from kebab_eval_pipeline.artifacts import (
+    ComparisonArtifact,
+    GoldenArtifact,
+    QueryScoresArtifact,
+    RetrievalArtifact,
+    RunMetricsArtifact,
+)
+from kebab_eval_pipeline.compare.report import render_run_markdown
+from kebab_eval_pipeline.compare.runs import COMPARE_VERSION, choose_baseline, compare_bundles, load_bundle, no_baseline
+from kebab_eval_pipeline.defs.partitions import eval_runs
+from kebab_eval_pipeline.defs.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.gates import evaluate_gates
+from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
+from kebab_eval_pipeline.systems.factory import build_system
+
+GROUP = "evaluation"
+IO = "artifact_io"
+TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
+
+
+def _versions_metadata(versions: dict[str, Any], system: dict[str, Any], golden: dict[str, Any]) -> dict:
+    meta: dict[str, Any] = {k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in versions.items()}
+    meta["system"] = dg.MetadataValue.text(str(system.get("kind")))
+    meta["mode"] = dg.MetadataValue.text(str(system.get("mode")))
+    meta["golden_sha256"] = dg.MetadataValue.text(str(golden.get("sha256")))
+    meta["golden_queries"] = dg.MetadataValue.int(int(golden.get("queries") or 0))
+    return meta
+
+
+def _number(value: float | None) -> dg.MetadataValue:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return dg.MetadataValue.null()
+    return dg.MetadataValue.float(float(value))
+
+
+def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
+    """A frame as a UI table (lists joined, nulls as None), capped at TABLE_ROW_LIMIT rows."""
+    shown = frame.head(TABLE_ROW_LIMIT)
+    types = {"int64": "int", "Int64": "int", "float64": "float", "Float64": "float", "bool": "bool", "boolean": "bool"}
+    schema = dg.TableSchema(
+        columns=[dg.TableColumn(str(c), types.get(str(shown[c].dtype), "string")) for c in shown.columns]
+    )
+
+    def cell(v):
+        if isinstance(v, list | tuple) or hasattr(v, "tolist") and not isinstance(v, str | float | int | bool):
+            return ", ".join(map(str, list(v)))
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return v.item() if hasattr(v, "item") else v
+
+    records = [dg.TableRecord({str(k): cell(v) for k, v in row.items()}) for row in shown.to_dict("records")]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+@dg.observable_source_asset(
+    group_name="evaluation_inputs",
+    required_resource_keys={"eval_settings"},
+    description="The golden file(s) on disk. Its data version is the content sha256, so editing the "
+    "golden set marks every run's golden_set as stale.",
+)
+def golden_file(context) -> dg.ObserveResult:
+    settings = context.resources.eval_settings.load()
+    sha = golden_content_sha256(settings.golden_path())
+    return dg.ObserveResult(
+        data_version=dg.DataVersion(sha),
+        metadata={"path": dg.MetadataValue.path(str(settings.golden_path())), "sha256": sha},
+    )
+
+
+@dg.observable_source_asset(
+    group_name="evaluation_inputs",
+    required_resource_keys={"eval_settings"},
+    description="The configured system under test. Its data version is the index version (parser + "
+    "chunker + embedding versions + corpus hash), so a new chunker or corpus marks results stale.",
+)
+def system_under_test(context) -> dg.ObserveResult:
+    info = build_system(context.resources.eval_settings.load()).info()
+    version = info.index_version or info.model_dump_json()
+    return dg.ObserveResult(
+        data_version=dg.DataVersion(version),
+        metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
+    )
+
+
+def _identity_for(settings, golden: GoldenArtifact) -> dict[str, Any]:
+    info = build_system(settings).info()
+    return {"versions": info.versions(), "system": {"kind": info.kind, "mode": info.mode},
+            "golden": {"sha256": golden.golden.sha256, "queries": len(golden.golden.queries)}}
+
+
+@dg.asset(
+    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=PARSER_VERSION,
+    deps=[golden_file], kinds={"python", "parquet"},
+    description="The golden query set, parsed and validated into the canonical model (queries + supports).",
+)
+def golden_set(context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource) -> dg.Output[GoldenArtifact]:
+    progress.stage("golden_set")
+    settings = eval_settings.load()
+    art = pipeline.load_golden_artifact(settings)
+    for warning in art.loaded.warnings:
+        context.log.warning(warning)
+    q = art.queries
+    ident = _identity_for(settings, art)
+    meta = {
+        **_versions_metadata(ident["versions"], ident["system"], ident["golden"]),
+        "golden_path": dg.MetadataValue.path(art.golden.source),
+        "golden_format": art.golden.format,
+        "queries": len(q),
+        "answerable": int(q["answerable"].sum()),
+        "unanswerable": int((~q["answerable"]).sum()),
+        "groups": int(q["group"].nunique()),
+        "per_category": dg.MetadataValue.json(q["category"].value_counts().sort_index().to_dict()),
+        "per_difficulty": dg.MetadataValue.json(q["difficulty"].value_counts().sort_index().to_dict()),
+    }
+    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.golden.sha256}"))
+
+
+@dg.asset(
+    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.RUNNER_VERSION,
+    deps=[system_under_test], kinds={"python", "parquet"},
+    description="Per-query results of the system under test: ranked hits, answers with citations, "
+    "latencies and errors. A failing query is a row with an error, never a missing row.",
+)
+def retrieval_results(
+    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact
+) -> dg.Output[RetrievalArtifact]:
+    progress.stage("retrieval_results")
+    settings = eval_settings.load()
+    art = pipeline.retrieve(settings, golden_set)
+    r = art.results
+    errors = int(r.outcomes["error"].notna().sum())
+    if errors:
+        context.log.warning(f"{errors} of {len(r.outcomes)} queries failed; see the 'error' column")
+    system = {"kind": r.system.kind, "mode": r.system.mode}
+    golden = {"sha256": golden_set.golden.sha256, "queries": len(golden_set.golden.queries)}
+    meta = {
+        **_versions_metadata(r.system.versions(), system, golden),
+        "queries": len(r.outcomes),
+        "hits": len(r.hits),
+        "errors": errors,
+        "answers": settings.answers,
+        "k_requested": art.info["k_requested"],
+    }
+    return dg.Output(art, metadata=meta)
+
+
+@dg.asset(
+    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.METRICS_VERSION,
+    kinds={"python", "parquet"},
+    description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, precision@k, nDCG@k, "
+    "refusal and answer checks. Null where a metric does not apply.",
+)
+def query_scores(
+    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact,
+    retrieval_results: RetrievalArtifact,
+) -> dg.Output[QueryScoresArtifact]:
+    progress.stage("query_scores")
+    settings = eval_settings.load()
+    art = pipeline.score(settings, golden_set, retrieval_results)
+    r = retrieval_results.results
+    system = {"kind": r.system.kind, "mode": r.system.mode}
+    golden = {"sha256": golden_set.golden.sha256, "queries": len(golden_set.golden.queries)}
+    meta = {
+        **_versions_metadata(r.system.versions(), system, golden),
+        "per_query": _table_metadata(art.scores),
+        "rows": len(art.scores),
+    }
+    return dg.Output(art, metadata=meta)
+
+
+@dg.asset(
+    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.METRICS_VERSION,
+    kinds={"python", "parquet"},
+    description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
+    "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
+)
+def run_metrics(
+    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact,
+    retrieval_results: RetrievalArtifact, query_scores: QueryScoresArtifact,
+) -> dg.Output[RunMetricsArtifact]:
+    progress.stage("run_metrics")
+    settings = eval_settings.load()
+    art = pipeline.summarize(context.partition_key, settings, golden_set, retrieval_results, query_scores)
+    gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics)]
+    art.info["gates"] = gates
+    report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
+    meta = {
+        **_versions_metadata(art.info["versions"], art.info["system"], art.info["golden"]),
+        **{f"metric/{k}": _number(v) for k, v in pipeline.headline(art.metrics, settings.k).items()},
+        "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
+        "k": dg.MetadataValue.json(settings.k),
+        "breakdowns": _table_metadata(art.breakdowns),
+        "report": dg.MetadataValue.md(report),
+    }
+    return dg.Output(art, metadata=meta)
+
+
+@dg.asset(
+    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=COMPARE_VERSION,
+    kinds={"python", "parquet"},
+    description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
+    "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
+)
+def comparison_report(
+    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, artifact_storage: ArtifactStorage,
+    run_metrics: RunMetricsArtifact,
+) -> dg.Output[ComparisonArtifact]:
+    progress.stage("comparison_report")
+    settings = eval_settings.load()
+    run_id = context.partition_key
+    store = artifact_storage.store()
+    baseline, note = choose_baseline(
+        store, run_id, settings.baseline, run_metrics.info["golden"]["name"], run_metrics.info["created_at"]
+    )
+    if baseline is None:
+        art = no_baseline(run_id, note, run_metrics)
+    else:
+        art = compare_bundles(load_bundle(store, baseline), load_bundle(store, run_id), baseline_note=note)
+    context.log.info(note)
+    counts = art.info["verdict_counts"]
+    meta = {
+        "baseline_run": dg.MetadataValue.text(str(baseline)),
+        "baseline_note": note,
+        "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
+        **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
+        "versions": dg.MetadataValue.json({"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}),
+        "report": dg.MetadataValue.md(art.markdown),
+        **{f"delta/{r.metric}": _number(r.delta) for r in art.per_metric.itertuples() if r.metric in
+           pipeline.headline(run_metrics.metrics, settings.k)},
+    }
+    return dg.Output(art, metadata=meta)
+
+
+EVAL_ASSETS = [golden_set, retrieval_results, query_scores, run_metrics, comparison_report]
+SOURCE_ASSETS = [golden_file, system_under_test]

@@ -1,0 +1,71 @@
+"""Nightly runs and golden-file change detection. Both start STOPPED; turn them on in the UI
+(Automation tab) or with ``dagster sensor start``.
+
+The nightly trigger is a sensor rather than a schedule because only sensors may
+register a dynamic partition together with the run that needs it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from kebab_eval_pipeline.defs.assets import golden_file
+from kebab_eval_pipeline.defs.partitions import eval_runs
+from kebab_eval_pipeline.golden.load import golden_content_sha256
+from kebab_eval_pipeline.settings import RunSettings
+
+NIGHTLY_HOUR_ENV = "KEBAB_EVAL_NIGHTLY_HOUR_UTC"
+
+
+def nightly_run_key(now: datetime) -> str:
+    return f"nightly-{now:%Y-%m-%d}"
+
+
+def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -> list[dg.SensorDefinition]:
+    @dg.sensor(
+        job=job, minimum_interval_seconds=600, default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Every night after the configured UTC hour (env KEBAB_EVAL_NIGHTLY_HOUR_UTC, default 2) "
+        "registers run nightly-YYYY-MM-DD and materializes the evaluation chain for it (once per day).",
+    )
+    def nightly_eval_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        now = datetime.now(UTC)
+        hour = int(os.environ.get(NIGHTLY_HOUR_ENV, "2"))
+        key = nightly_run_key(now)
+        if now.hour < hour:
+            return dg.SkipReason(f"waiting for {hour:02d}:00 UTC")
+        if context.instance.has_dynamic_partition(eval_runs.name, key):
+            return dg.SkipReason(f"{key} already registered")
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "nightly"})],
+            dynamic_partitions_requests=[eval_runs.build_add_request([key])],
+        )
+
+    @dg.sensor(
+        job=job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Launches a run when the golden file's content sha256 changes (first evaluation only "
+        "records the current hash). Also records the new hash as an observation of golden_file.",
+    )
+    def golden_change_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        path = settings.golden_path()
+        if not path.exists():
+            return dg.SkipReason(f"golden file {path} does not exist")
+        sha = golden_content_sha256(path)
+        observation = dg.AssetObservation(
+            asset_key=golden_file.key, tags={"dagster/data_version": sha}, metadata={"sha256": sha}
+        )
+        if context.cursor == sha:
+            return dg.SkipReason("golden file unchanged")
+        if context.cursor is None:
+            return dg.SensorResult(cursor=sha, asset_events=[observation])
+        key = f"golden-{datetime.now(UTC):%Y%m%dT%H%M%S}-{sha[:8]}"
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "golden-change"})],
+            dynamic_partitions_requests=[eval_runs.build_add_request([key])],
+            cursor=sha,
+            asset_events=[observation],
+        )
+
+    return [nightly_eval_sensor, golden_change_sensor]

@@ -1,0 +1,55 @@
+"""Errors users can act on.
+
+``InputError`` carries every offender at once (file, position, query id, field,
+reason) so a curator fixes a whole file in one pass. The CLI prints it and
+exits 2; the Dagster layer raises it as a step failure with the same text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Offender:
+    """One problem in one input: where it is and why it is wrong."""
+
+    file: str
+    reason: str
+    position: str | None = None  # "line 12, column 3" or "queries[4]"
+    query_id: str | None = None
+    field: str | None = None
+
+    def render(self) -> str:
+        where = self.file
+        if self.position:
+            where += f":{self.position}"
+        parts = [where]
+        if self.query_id is not None:
+            parts.append(f"query {self.query_id!r}")
+        if self.field:
+            parts.append(f"field {self.field!r}")
+        return " — ".join(parts) + f": {self.reason}"
+
+
+class InputError(Exception):
+    """Bad input from a user: a config, a golden set, a CLI argument.
+
+    ``offenders`` lists every problem found; ``str(error)`` renders them all.
+    """
+
+    def __init__(self, summary: str, offenders: list[Offender] | None = None):
+        self.summary = summary
+        self.offenders = list(offenders or [])
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if not self.offenders:
+            return self.summary
+        lines = [f"{self.summary} ({len(self.offenders)} problem{'s' if len(self.offenders) != 1 else ''}):"]
+        lines += [f"  - {o.render()}" for o in self.offenders]
+        return "\n".join(lines)
+
+
+class GateFailure(Exception):
+    """A blocking ship gate failed (CLI exit code 1)."""

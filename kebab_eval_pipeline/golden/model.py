@@ -1,0 +1,95 @@
+"""The canonical golden-set model (SPEC §3.1).
+
+Every reader maps its format onto :class:`GoldenQuery`; everything downstream
+(systems, matching, metrics) sees only this model or its table form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = "1"
+
+RecencyRule = Literal["cite_newer", "cite_both", "acknowledge_both"]
+
+
+class Support(BaseModel):
+    """One piece of gold evidence. A hit matches when every field set here agrees (SPEC §5)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chunk_id: str | None = None
+    doc_id: str | None = None
+    rel_path: str | None = None
+    heading_path: list[str] | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    snippet: str | None = None
+    symbol: str | None = None
+    symbol_kind: str | None = None
+    grade: int = 1
+
+    def is_empty(self) -> bool:
+        """True when the support names no evidence at all (it could never match)."""
+        return all(
+            getattr(self, f) in (None, [], "")
+            for f in ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "snippet", "symbol")
+        )
+
+
+class GoldenQuery(BaseModel):
+    """One golden query. ``answerable=False`` means the correct behaviour is to refuse."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    query: str
+    lang: str = ""
+    answerable: bool = True
+    category: str = "general"
+    difficulty: str = ""
+    tags: list[str] = Field(default_factory=list)
+    group: str | None = None
+    pending: bool = False
+    supports: list[Support] = Field(default_factory=list)
+    required_support_groups: list[list[int]] = Field(default_factory=list)
+    must_contain: list[str] = Field(default_factory=list)
+    forbidden: list[str] = Field(default_factory=list)
+    gold_claim_substr: list[str] = Field(default_factory=list)
+    recency_rule: RecencyRule | None = None
+    expected_kind: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: object) -> object:
+        # YAML turns `id: 17` into an int; ids are identifiers, keep them as text.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    def expected_doc_ids(self) -> frozenset[str]:
+        """The distinct documents the supports point at (doc_id, else rel_path)."""
+        return frozenset(s.doc_id or s.rel_path for s in self.supports if (s.doc_id or s.rel_path))
+
+
+class GoldenSet(BaseModel):
+    """A loaded golden set: its queries plus where they came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = SCHEMA_VERSION
+    name: str = ""
+    source: str = ""
+    format: str = "canonical"
+    sha256: str = ""
+    queries: list[GoldenQuery]
+
+    def by_id(self) -> dict[str, GoldenQuery]:
+        return {q.id: q for q in self.queries}
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,137 @@
+"""Golden sets as typed tables: one row per query, one row per support.
+
+The tables are what metric kernels join against (no per-query Python in the
+kernels) and what the ``golden_set`` asset stores as Parquet. Round-trips
+losslessly with :class:`GoldenSet`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
+
+QUERY_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "query": "string",
+    "lang": "string",
+    "answerable": "bool",
+    "category": "string",
+    "difficulty": "string",
+    "tags": "object",  # list[str]
+    "group": "string",
+    "pending": "bool",
+    "n_supports": "int64",
+    "required_support_groups": "string",  # JSON list[list[int]]: rarely used, kept exact
+    "must_contain": "object",  # list[str]
+    "forbidden": "object",
+    "gold_claim_substr": "object",
+    "recency_rule": "string",
+    "expected_kind": "string",
+}
+
+SUPPORT_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "support_idx": "int64",
+    "chunk_id": "string",
+    "doc_id": "string",
+    "rel_path": "string",
+    "heading_path": "object",  # list[str] or None
+    "line_start": "Int64",
+    "line_end": "Int64",
+    "snippet": "string",
+    "symbol": "string",
+    "symbol_kind": "string",
+    "grade": "int64",
+}
+
+
+def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> pd.DataFrame:
+    """Build a DataFrame with exactly ``columns`` (in order) and their declared dtypes."""
+    frame = pd.DataFrame(rows, columns=list(columns))
+    return frame.astype(columns)
+
+
+def queries_table(golden: GoldenSet) -> pd.DataFrame:
+    rows = [
+        {
+            "query_id": q.id,
+            "query": q.query,
+            "lang": q.lang,
+            "answerable": q.answerable,
+            "category": q.category,
+            "difficulty": q.difficulty,
+            "tags": list(q.tags),
+            "group": q.group,
+            "pending": q.pending,
+            "n_supports": len(q.supports),
+            "required_support_groups": json.dumps(q.required_support_groups),
+            "must_contain": list(q.must_contain),
+            "forbidden": list(q.forbidden),
+            "gold_claim_substr": list(q.gold_claim_substr),
+            "recency_rule": q.recency_rule,
+            "expected_kind": q.expected_kind,
+        }
+        for q in golden.queries
+    ]
+    return typed_frame(rows, QUERY_COLUMNS)
+
+
+def supports_table(golden: GoldenSet) -> pd.DataFrame:
+    rows = [
+        {"query_id": q.id, "support_idx": i, **s.model_dump()}
+        for q in golden.queries
+        for i, s in enumerate(q.supports)
+    ]
+    return typed_frame(rows, SUPPORT_COLUMNS)
+
+
+def _none_if_na(value):
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):  # lists / arrays
+        pass
+    return value
+
+
+def _as_list(value) -> list:
+    value = _none_if_na(value)
+    return [] if value is None else [str(v) for v in value]
+
+
+def golden_from_tables(queries: pd.DataFrame, supports: pd.DataFrame, **set_fields) -> GoldenSet:
+    """Inverse of :func:`queries_table` / :func:`supports_table`."""
+    by_query: dict[str, list[Support]] = {}
+    for row in supports.sort_values(["query_id", "support_idx"]).to_dict("records"):
+        fields = {k: _none_if_na(row[k]) for k in SUPPORT_COLUMNS if k not in ("query_id", "support_idx")}
+        if fields["heading_path"] is not None:
+            fields["heading_path"] = [str(h) for h in fields["heading_path"]]
+        by_query.setdefault(row["query_id"], []).append(Support(**fields))
+    out = []
+    for row in queries.to_dict("records"):
+        out.append(
+            GoldenQuery(
+                id=row["query_id"],
+                query=row["query"],
+                lang=_none_if_na(row["lang"]) or "",
+                answerable=bool(row["answerable"]),
+                category=_none_if_na(row["category"]) or "",
+                difficulty=_none_if_na(row["difficulty"]) or "",
+                tags=_as_list(row["tags"]),
+                group=_none_if_na(row["group"]),
+                pending=bool(row["pending"]),
+                supports=by_query.get(row["query_id"], []),
+                required_support_groups=json.loads(row["required_support_groups"] or "[]"),
+                must_contain=_as_list(row["must_contain"]),
+                forbidden=_as_list(row["forbidden"]),
+                gold_claim_substr=_as_list(row["gold_claim_substr"]),
+                recency_rule=_none_if_na(row["recency_rule"]),
+                expected_kind=_none_if_na(row["expected_kind"]),
+            )
+        )
+    return GoldenSet(queries=out, **set_fields)

@@ -1,0 +1,32 @@
+"""Metrics across stored runs, read from the Parquet artifacts (never a shared database file)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from kebab_eval_pipeline.storage import ArtifactStore
+
+DEFAULT_METRICS = ("hit@5", "mrr", "recall@5", "refusal_correctness", "error_rate")
+
+
+def metric_history(store: ArtifactStore, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per stored run (oldest first): run id, time, chunker version, golden name, metrics.
+
+    Metrics a run did not compute (or computed as null) are NaN.
+    """
+    wanted = list(metrics or DEFAULT_METRICS)
+    rows = []
+    for manifest in store.runs("run_metrics"):
+        info = manifest["info"]
+        tables, _ = store.read("run_metrics", manifest["run_id"])
+        values = dict(zip(tables["metrics"]["metric"], tables["metrics"]["value"], strict=True))
+        rows.append({
+            "run_id": manifest["run_id"],
+            "created_at": (info.get("created_at") or "")[:19],
+            "chunker_version": info.get("versions", {}).get("chunker_version"),
+            "golden": info.get("golden", {}).get("name"),
+            **{m: (float(values[m]) if m in values and not pd.isna(values[m]) else float("nan")) for m in wanted},
+        })
+    return pd.DataFrame(rows, columns=["run_id", "created_at", "chunker_version", "golden", *wanted])

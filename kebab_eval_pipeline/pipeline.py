@@ -1,0 +1,106 @@
+"""The evaluation chain as plain functions — what each asset does, without Dagster.
+
+golden → system → matching/metrics → aggregate. The Dagster assets call these
+one-to-one; tests and benchmarks call them directly.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kebab_eval_pipeline import progress
+from kebab_eval_pipeline.artifacts import (
+    GoldenArtifact,
+    QueryScoresArtifact,
+    RetrievalArtifact,
+    RunMetricsArtifact,
+)
+from kebab_eval_pipeline.golden.load import load_golden
+from kebab_eval_pipeline.metrics.aggregate import (
+    aggregate_metrics,
+    breakdowns,
+    build_query_scores,
+    metric_denominators,
+)
+from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.runner import run_golden
+
+RUNNER_VERSION = "runner-1"
+METRICS_VERSION = "metrics-1"
+
+
+def load_golden_artifact(settings: RunSettings) -> GoldenArtifact:
+    """Load and validate the configured golden set (InputError lists every offender)."""
+    return GoldenArtifact.from_loaded(load_golden(settings.golden_path()))
+
+
+def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:
+    """Run every golden query through the configured system under test."""
+    system = build_system(settings)
+    k = max(max(settings.k), settings.mrr_cutoff)
+    results = run_golden(system, golden.golden, k=k, answers=settings.answers, progress=progress.query_progress())
+    info = {"k_requested": k, "answers": settings.answers, "golden_sha256": golden.golden.sha256}
+    return RetrievalArtifact(results, info)
+
+
+def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact) -> QueryScoresArtifact:
+    """Per-query scores: one row per golden query (nulls where a metric does not apply)."""
+    r = retrieval.results
+    known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
+    scores = build_query_scores(
+        golden.queries, golden.supports, r.hits, r.outcomes, r.citations,
+        ks=settings.k, mrr_cutoff=settings.mrr_cutoff, criterion=settings.match, known_chunk_ids=known,
+    )
+    info = {"k": settings.k, "mrr_cutoff": settings.mrr_cutoff, "match": settings.match}
+    return QueryScoresArtifact(scores, info)
+
+
+def run_identity(
+    run_id: str, settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact
+) -> dict[str, Any]:
+    """Everything that makes two runs comparable, for metadata, exports and comparison."""
+    system = retrieval.results.system
+    g = golden.golden
+    return {
+        "run_id": run_id,
+        "created_at": datetime.now(UTC).isoformat(),
+        "versions": system.versions(),
+        "system": {"kind": system.kind, "mode": system.mode, **system.details},
+        "golden": {"name": g.name, "path": g.source, "sha256": g.sha256, "queries": len(g.queries),
+                   "format": g.format},
+        "k": settings.k,
+        "mrr_cutoff": settings.mrr_cutoff,
+        "match": settings.match,
+        "answers": settings.answers,
+    }
+
+
+def summarize(
+    run_id: str, settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact,
+    scores: QueryScoresArtifact,
+) -> RunMetricsArtifact:
+    """Aggregate metrics (None for empty denominators), their denominators and breakdowns."""
+    metrics = aggregate_metrics(scores.scores, settings.k)
+    return RunMetricsArtifact(
+        metrics=metrics,
+        denominators=metric_denominators(scores.scores, settings.k),
+        breakdowns=breakdowns(scores.scores, settings.k),
+        info=run_identity(run_id, settings, golden, retrieval),
+    )
+
+
+HEADLINE = ("hit@1", "hit@5", "mrr", "recall@5", "precision@5", "ndcg@10", "refusal_correctness",
+            "over_refusal_rate", "under_refusal_rate", "empty_result_rate", "error_rate")
+
+
+def headline(metrics: dict[str, float | None], ks: list[int]) -> dict[str, float | None]:
+    """The few numbers shown first (and plotted across runs in the Dagster UI)."""
+    out = {}
+    for name in HEADLINE:
+        if "@" in name and int(name.split("@")[1]) not in ks:
+            continue
+        if name in metrics:
+            out[name] = metrics[name]
+    return out

@@ -1,0 +1,195 @@
+"""Run settings: the YAML file of SPEC §12 as a typed, strict pydantic model.
+
+Every key is optional; the defaults evaluate the bundled demo golden set with
+the built-in reference system. Relative paths resolve against the config
+file's folder. Unknown keys are errors (a typo must not silently change a run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.yaml_io import parse_yaml, read_text, yaml_line_of
+
+DEMO_DIR = Path(__file__).parent / "data" / "demo"
+DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
+DEMO_CORPUS = DEMO_DIR / "corpus"
+
+MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span"]
+DEFAULT_KS = (1, 3, 5, 10)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReferenceSystemSettings(_Strict):
+    """The built-in reference RAG system (SPEC §4.1)."""
+
+    kind: Literal["reference"] = "reference"
+    corpus: str | None = None  # folder to index; default: the bundled demo corpus
+    index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
+    chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800
+    chunk_overlap: Annotated[int, Field(ge=0)] = 0
+    mode: Literal["lexical", "vector", "hybrid"] = "lexical"
+    refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReferenceSystemSettings:
+        if self.corpus and self.index:
+            raise ValueError("set either 'corpus' or 'index', not both")
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
+
+
+SystemSettings = ReferenceSystemSettings
+
+
+class GateSettings(_Strict):
+    """An absolute threshold on one metric (SPEC §7)."""
+
+    min: float | None = None
+    max: float | None = None
+    blocking: bool = True
+    skip_if_null: bool = False
+
+    @model_validator(mode="after")
+    def _has_bound(self) -> GateSettings:
+        if self.min is None and self.max is None:
+            raise ValueError("a gate needs 'min' or 'max'")
+        return self
+
+
+class RegressionGateSettings(_Strict):
+    """A tolerance against the baseline run: the metric may not drop by more than ``max_drop``."""
+
+    max_drop: Annotated[float, Field(ge=0.0)] = 0.0
+    blocking: bool = True
+
+
+class RunSettings(_Strict):
+    """Everything that defines one evaluation run, minus its run id."""
+
+    golden: str | None = None
+    system: SystemSettings = Field(default_factory=ReferenceSystemSettings)
+    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: list(DEFAULT_KS))
+    mrr_cutoff: Annotated[int, Field(ge=1)] = 10
+    answers: bool = True
+    match: MatchCriterion = "auto"
+    baseline: str = "previous"  # previous | none | <run_id>
+    source_root: str | None = None
+    storage: str | None = None  # artifact base path or fsspec URL; default: under the Dagster instance
+    gates: dict[str, GateSettings] = Field(default_factory=dict)
+    regression_gates: dict[str, RegressionGateSettings] = Field(default_factory=dict)
+    default_gates: bool = True  # the WFGY answer gates, non-blocking, skipped where no answers exist
+    judge: None = None  # the LLM judge arrives with its own issue; only null is accepted today
+
+    @field_validator("k")
+    @classmethod
+    def _sorted_unique(cls, ks: list[int]) -> list[int]:
+        if not ks:
+            raise ValueError("k needs at least one value")
+        return sorted(set(ks))
+
+    def golden_path(self) -> Path:
+        return Path(self.golden) if self.golden else DEMO_GOLDEN
+
+    def effective_gates(self) -> dict[str, GateSettings]:
+        """Configured gates plus, unless disabled, the WFGY defaults for metrics not configured."""
+        gates = dict(self.gates)
+        if self.default_gates:
+            for name, gate in WFGY_DEFAULT_GATES.items():
+                gates.setdefault(name, gate)
+        return gates
+
+
+# SPEC §7: the WFGY answer gates. Warnings by default: they speak only where answers exist.
+WFGY_DEFAULT_GATES: dict[str, GateSettings] = {
+    "answer_precision": GateSettings(min=0.80, blocking=False, skip_if_null=True),
+    "chr": GateSettings(min=0.75, blocking=False, skip_if_null=True),
+    "under_refusal_rate": GateSettings(max=0.05, blocking=False, skip_if_null=True),
+    "over_refusal_rate": GateSettings(max=0.10, blocking=False, skip_if_null=True),
+}
+
+
+def _normalise_document(doc: dict) -> dict:
+    """Accept SPEC §12's two spellings: ``k``/``answers`` under ``system`` and ``gates.regression``."""
+    doc = dict(doc)
+    system = doc.get("system")
+    if isinstance(system, dict):
+        system = dict(system)
+        for key in ("k", "answers"):
+            if key in system:
+                if key in doc:
+                    raise ValueError(f"'{key}' is set both at top level and under 'system'")
+                doc[key] = system.pop(key)
+        doc["system"] = system
+    gates = doc.get("gates")
+    if isinstance(gates, dict) and "regression" in gates:
+        gates = dict(gates)
+        doc["regression_gates"] = {**(doc.get("regression_gates") or {}), **(gates.pop("regression") or {})}
+        doc["gates"] = gates
+    return doc
+
+
+def _resolve_relative(settings: RunSettings, base: Path) -> RunSettings:
+    """Make path-valued settings absolute against the config file's folder (URLs untouched)."""
+
+    def fix(value: str | None) -> str | None:
+        if value is None or "://" in value:
+            return value
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else (base / path).resolve())
+
+    system = settings.system.model_copy(
+        update={"corpus": fix(settings.system.corpus), "index": fix(settings.system.index)}
+    )
+    return settings.model_copy(
+        update={
+            "golden": fix(settings.golden),
+            "source_root": fix(settings.source_root),
+            "storage": fix(settings.storage),
+            "system": system,
+        }
+    )
+
+
+def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = None) -> RunSettings:
+    """Validate a config mapping; every problem is listed with its position when ``text`` is given."""
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise InputError(
+            "run config must be a mapping", [Offender(source, f"top level is a {type(doc).__name__}")]
+        )
+    try:
+        return RunSettings.model_validate(_normalise_document(doc))
+    except ValueError as exc:
+        if not isinstance(exc, ValidationError):
+            raise InputError("run config is invalid", [Offender(source, str(exc))]) from None
+        offenders = []
+        for err in exc.errors():
+            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in ("reference",))]
+            line = yaml_line_of(text, list(loc)) if text else None
+            field = ".".join(str(p) for p in loc) or None
+            reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            offenders.append(
+                Offender(source, reason, position=f"line {line}" if line else None, field=field)
+            )
+        raise InputError("run config is invalid", offenders) from None
+
+
+def load_settings(path: str | Path | None) -> RunSettings:
+    """Load run settings from a YAML file; ``None`` gives the defaults (the embedded demo)."""
+    if path is None:
+        return RunSettings()
+    path = Path(path)
+    text = read_text(path, "run config")
+    doc = parse_yaml(text, path, "run config")
+    settings = settings_from_dict(doc, source=str(path), text=text)
+    return _resolve_relative(settings, path.resolve().parent)

@@ -1,0 +1,156 @@
+"""What every system under test returns (SPEC §4), and the adapter protocol.
+
+Adapters produce pydantic :class:`Hit` / :class:`Answer` objects at the edge;
+the runner turns them into the typed tables declared here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
+RetrievalMode = Literal["lexical", "vector", "hybrid"]
+
+
+class Hit(BaseModel):
+    """One returned result, in rank order (kebab ``search_hit.v1`` field names)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    rank: int
+    chunk_id: str | None = None
+    doc_id: str | None = None
+    doc_path: str | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    line_start: int | None = None
+    line_end: int | None = None
+    snippet: str = ""
+    score: float | None = None
+    score_kind: ScoreKind = "other"
+    lexical_score: float | None = None
+    vector_score: float | None = None
+    lexical_rank: int | None = None
+    vector_rank: int | None = None
+    index_version: str | None = None
+    embedding_model: str | None = None
+    chunker_version: str | None = None
+
+
+class Citation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    chunk_id: str | None = None
+    doc_path: str | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    marker: str | None = None
+
+
+class Answer(BaseModel):
+    """A generated (or extracted) answer with its citations."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = ""
+    citations: list[Citation] = Field(default_factory=list)
+    grounded: bool = False
+    refused: bool = False
+    refusal_reason: str | None = None
+    prompt_template_version: str | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class SystemInfo(BaseModel):
+    """Who the system under test is and the versions that make its runs comparable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    mode: str | None = None
+    chunker_version: str | None = None
+    embedding_model: str | None = None
+    embedding_version: str | None = None
+    prompt_template_version: str | None = None
+    index_version: str | None = None
+    parser_version: str | None = None
+    details: dict[str, str] = Field(default_factory=dict)
+
+    def versions(self) -> dict[str, str | None]:
+        return {
+            "chunker_version": self.chunker_version,
+            "embedding_model": self.embedding_model,
+            "embedding_version": self.embedding_version,
+            "prompt_template_version": self.prompt_template_version,
+            "index_version": self.index_version,
+            "parser_version": self.parser_version,
+        }
+
+
+@runtime_checkable
+class SystemUnderTest(Protocol):
+    """The adapter protocol. Implementations may raise; the runner turns errors into rows."""
+
+    def info(self) -> SystemInfo: ...
+
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+    def ask(self, query: str, hits: list[Hit]) -> Answer: ...
+
+    def known_chunk_ids(self) -> frozenset[str] | None:
+        """Chunk ids the system holds, for citation resolution; None when unknown."""
+        ...
+
+
+# Declared columns of the retrieval_results tables (pandas dtypes).
+HIT_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "rank": "int64",
+    "chunk_id": "string",
+    "doc_id": "string",
+    "doc_path": "string",
+    "heading_path": "object",  # list[str]
+    "line_start": "Int64",
+    "line_end": "Int64",
+    "snippet": "string",
+    "score": "float64",
+    "score_kind": "string",
+    "lexical_score": "float64",
+    "vector_score": "float64",
+    "lexical_rank": "Int64",
+    "vector_rank": "Int64",
+    "index_version": "string",
+    "embedding_model": "string",
+    "chunker_version": "string",
+}
+
+OUTCOME_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "n_hits": "int64",
+    "retrieval_ms": "float64",
+    "answer_ms": "float64",
+    "error": "string",  # "ErrorClass: message" or null
+    "timed_out": "bool",
+    "answered": "bool",  # an answer was requested and produced
+    "answer_text": "string",
+    "refused": "boolean",
+    "grounded": "boolean",
+    "refusal_reason": "string",
+    "prompt_template_version": "string",
+    "model": "string",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+}
+
+CITATION_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "position": "int64",
+    "chunk_id": "string",
+    "doc_path": "string",
+    "line_start": "Int64",
+    "line_end": "Int64",
+    "marker": "string",
+}

@@ -1,0 +1,48 @@
+"""Build the configured system under test from run settings."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.settings import DEMO_CORPUS, ReferenceSystemSettings, RunSettings
+from kebab_eval_pipeline.systems.base import SystemUnderTest
+
+
+def _corpus_fingerprint(corpus: Path) -> tuple:
+    # Cheap change detector for the in-process cache (names, sizes, mtimes); the index's own
+    # corpus hash remains the authority for index_version.
+    return tuple(
+        sorted((str(p.relative_to(corpus)), p.stat().st_size, p.stat().st_mtime_ns) for p in corpus.rglob("*") if p.is_file())
+    )
+
+
+@lru_cache(maxsize=8)
+def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemUnderTest:
+    from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
+    if settings.index:
+        index = ReferenceIndex.load(Path(settings.index))
+    else:
+        corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
+        index = ReferenceIndex.build(corpus, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    kwargs = {} if settings.refusal_threshold is None else {"refusal_threshold": settings.refusal_threshold}
+    return ReferenceSystem(index, mode=settings.mode, **kwargs)
+
+
+def build_system(settings: RunSettings) -> SystemUnderTest:
+    """The system under test for ``settings`` (cached per process while its inputs are unchanged)."""
+    system = settings.system
+    if system.kind == "reference":
+        if system.index:
+            source = Path(system.index)
+            if not (source / "manifest.json").exists() and not source.is_dir():
+                raise InputError("reference index not found", [Offender(str(source), "no such index folder")])
+            return _reference(system, (str(source),))
+        corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
+        if not corpus.is_dir():
+            raise InputError("reference corpus not found", [Offender(str(corpus), "no such folder", field="system.corpus")])
+        return _reference(system, _corpus_fingerprint(corpus))
+    raise InputError("unknown system kind", [Offender("<config>", f"{system.kind!r}", field="system.kind")])

@@ -1,0 +1,30 @@
+"""Shared fixtures: a real temporary Dagster instance and artifact storage per test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "kebab-docs"
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    """A real SQLite-backed Dagster instance in a temp DAGSTER_HOME (what `dagster dev` would use)."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.delenv("KEBAB_EVAL_STORAGE", raising=False)
+    monkeypatch.delenv("KEBAB_EVAL_CONFIG", raising=False)
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
+        yield inst
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.settings import DEMO_GOLDEN, load_settings
+from tests.conftest import write
+
+
+def test_defaults_are_the_embedded_demo():
+    s = load_settings(None)
+    assert s.golden_path() == DEMO_GOLDEN
+    assert s.system.kind == "reference" and s.system.mode == "lexical"
+    assert s.k == [1, 3, 5, 10]
+    assert set(s.effective_gates()) == {"answer_precision", "chr", "under_refusal_rate", "over_refusal_rate"}
+    assert not any(g.blocking for g in s.effective_gates().values())
+
+
+def test_spec_shape_with_k_under_system_and_regression_gates(tmp_path: Path):
+    cfg = write(tmp_path / "cfg" / "run.yaml", """
+golden: ../golden.yaml
+system:
+  kind: reference
+  corpus: docs
+  chunk_size: 400
+  k: [10, 1, 5, 5]
+  answers: false
+baseline: none
+gates:
+  mrr: {min: 0.5}
+  regression: {mrr: {max_drop: 0.02}}
+""")
+    s = load_settings(cfg)
+    assert s.k == [1, 5, 10]
+    assert s.answers is False
+    assert s.golden == str((tmp_path / "golden.yaml").resolve())
+    assert s.system.corpus == str((tmp_path / "cfg" / "docs").resolve())
+    assert s.gates["mrr"].min == 0.5 and s.gates["mrr"].blocking
+    assert s.regression_gates["mrr"].max_drop == 0.02
+
+
+def test_unknown_keys_are_listed_with_line_numbers(tmp_path: Path):
+    cfg = write(tmp_path / "run.yaml", "golden: g.yaml\nsystem:\n  kind: reference\n  chunk_sise: 10\nbaselin: none\n")
+    with pytest.raises(InputError) as exc:
+        load_settings(cfg)
+    text = str(exc.value)
+    assert "2 problems" in text
+    assert "line 4" in text and "system.chunk_sise" in text and "unknown key" in text
+    assert "line 5" in text and "baselin" in text
+    assert str(cfg) in text
+
+
+def test_malformed_yaml_names_line_and_column(tmp_path: Path):
+    cfg = write(tmp_path / "run.yaml", "golden: [unclosed\nsystem: {kind: reference}\n")
+    with pytest.raises(InputError) as exc:
+        load_settings(cfg)
+    assert "line 2" in str(exc.value) and "column" in str(exc.value) and "invalid YAML" in str(exc.value)
+
+
+def test_missing_config_file(tmp_path: Path):
+    with pytest.raises(InputError, match="not found"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_gate_without_bound_and_bad_overlap(tmp_path: Path):
+    cfg = write(tmp_path / "run.yaml", "gates:\n  mrr: {blocking: true}\nsystem: {chunk_size: 100, chunk_overlap: 100}\n")
+    with pytest.raises(InputError) as exc:
+        load_settings(cfg)
+    assert "a gate needs 'min' or 'max'" in str(exc.value)
+    assert "chunk_overlap must be smaller" in str(exc.value)
