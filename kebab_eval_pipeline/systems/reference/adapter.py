@@ -1,0 +1,57 @@
+"""The reference system as a :class:`~kebab_eval_pipeline.systems.base.SystemUnderTest`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.reference.index import ALL_MODES, SUPPORTED_MODES, ReferenceIndex
+
+
+class ReferenceSystem:
+    """In-process adapter over a :class:`ReferenceIndex`.
+
+    ``mode`` is fixed per system (a run compares systems, and the mode is part
+    of what a system *is*). ``gate_threshold`` overrides the index's answer
+    score-gate threshold; None keeps the index default.
+    """
+
+    def __init__(
+        self, index: ReferenceIndex, mode: str = "lexical", gate_threshold: float | None = None
+    ) -> None:
+        # Fail at construction, not on the first query: a misconfigured mode
+        # would otherwise turn every row of a run into the same error.
+        if mode not in SUPPORTED_MODES:
+            known = "known" if mode in ALL_MODES else "unknown"
+            raise ValueError(
+                f"{known} retrieval mode {mode!r} is not available in this reference index version; "
+                f"supported: {', '.join(SUPPORTED_MODES)}"
+            )
+        self.index = index
+        self.mode = mode
+        self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold
+
+    @classmethod
+    def from_path(
+        cls, index_dir: Path, mode: str = "lexical", gate_threshold: float | None = None
+    ) -> ReferenceSystem:
+        """Load a saved index (see :meth:`ReferenceIndex.load`) and wrap it."""
+        return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
+
+    def info(self) -> SystemInfo:
+        """Versions and settings; ``details["gate_threshold"]`` is this adapter's threshold."""
+        info = self.index.info(self.mode)
+        info.details["gate_threshold"] = f"{self.gate_threshold:g}"
+        return info
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """Top-``k`` hits in this system's mode (``ValueError`` for ``k < 1``)."""
+        return self.index.search(query, k=k, mode=self.mode)
+
+    def ask(self, query: str, hits: list[Hit]) -> Answer:
+        """Extractive answer from the hits' full chunk texts (snippet for unknown chunk ids)."""
+        return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
+
+    def known_chunk_ids(self) -> frozenset[str]:
+        """All chunk ids of the index."""
+        return self.index.known_chunk_ids()

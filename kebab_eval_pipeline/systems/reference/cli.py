@@ -1,0 +1,142 @@
+"""``ref`` CLI: build, search and ask the reference index from the shell.
+
+Mounted by the main ``kebab-eval`` CLI; also what the command adapter's tests
+run as a real process. ``--json`` output is kebab-compatible
+(``search_hit.v1`` hits). Bad input is a one-line error on stderr and exit
+code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kebab_eval_pipeline.systems.base import Answer, Hit
+from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
+
+ref_app = typer.Typer(
+    name="ref",
+    help="The built-in reference RAG system: index a folder, search it, ask it.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_LOAD_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, OSError)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _load(index_dir: Path) -> ReferenceIndex:
+    try:
+        return ReferenceIndex.load(index_dir)
+    except _LOAD_ERRORS as exc:
+        _fail(str(exc))
+
+
+def _emit_json(payload: dict) -> None:
+    # Plain echo, not rich: rich would wrap long lines and break the JSON.
+    typer.echo(json.dumps(payload, ensure_ascii=False))
+
+
+def _hits_table(hits: list[Hit]) -> Table:
+    table = Table("#", "score")
+    # Fold rather than ellipsize: a path cut short is useless for opening the file.
+    table.add_column("where", overflow="fold")
+    table.add_column("heading path")
+    table.add_column("snippet")
+    for hit in hits:
+        snippet = " ".join(hit.snippet.split())
+        table.add_row(
+            str(hit.rank),
+            f"{hit.score:.3f}" if hit.score is not None else "",
+            f"{hit.doc_path}:{hit.line_start}-{hit.line_end}",
+            " > ".join(hit.heading_path),
+            snippet[:80] + ("…" if len(snippet) > 80 else ""),
+        )
+    return table
+
+
+@ref_app.command("index")
+def index_cmd(
+    corpus_dir: Annotated[Path, typer.Argument(help="Folder of markdown / text / code files.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the index to.")],
+    chunk_size: Annotated[int, typer.Option("--chunk-size", help="Chunk size in characters.")] = 800,
+    chunk_overlap: Annotated[int, typer.Option("--chunk-overlap", help="Overlap in characters.")] = 0,
+) -> None:
+    """Build an index of CORPUS_DIR and save it to --out."""
+    started = time.perf_counter()
+    try:
+        index = ReferenceIndex.build(corpus_dir, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        index.save(out)
+    except _LOAD_ERRORS as exc:
+        _fail(str(exc))
+    elapsed = time.perf_counter() - started
+    m = index.manifest
+    console = Console()
+    console.print(
+        f"indexed {m['n_docs']} documents into {m['n_chunks']} chunks in {elapsed:.2f}s → {out}\n"
+        f"index_version {m['index_version']}  chunker {m['chunker_version']}"
+    )
+    for warning in index.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
+
+
+@ref_app.command("search")
+def search_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
+    query: Annotated[str, typer.Argument(help="The query text.")],
+    mode: Annotated[str, typer.Option("--mode", help=f"One of {', '.join(ALL_MODES)}.")] = "lexical",
+    k: Annotated[int, typer.Option("--k", help="Number of hits.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print search_hit.v1 JSON.")] = False,
+) -> None:
+    """Search the index; prints a table, or search_hit.v1 JSON with --json."""
+    index = _load(index_dir)
+    try:
+        hits = index.search(query, k=k, mode=mode)
+    except ValueError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json({"schema": "search_hit.v1", "query": query, "hits": [h.model_dump() for h in hits]})
+        return
+    if not hits:
+        typer.echo("no hits")
+        return
+    Console().print(_hits_table(hits))
+
+
+@ref_app.command("ask")
+def ask_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
+    query: Annotated[str, typer.Argument(help="The question.")],
+    k: Annotated[int, typer.Option("--k", help="Hits to retrieve as evidence.")] = 5,
+    gate_threshold: Annotated[
+        float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print answer and hits as JSON.")] = False,
+) -> None:
+    """Answer a question extractively, citing hits with [#n] markers."""
+    index = _load(index_dir)
+    try:
+        hits = index.search(query, k=k)
+        answer: Answer = index.ask(query, hits, gate_threshold=gate_threshold)
+    except ValueError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json({"answer": answer.model_dump(), "hits": [h.model_dump() for h in hits]})
+        return
+    console = Console()
+    if answer.refused:
+        console.print(f"refused ({answer.refusal_reason})", highlight=False)
+    else:
+        console.print(answer.text, highlight=False, markup=False)
+    if hits:
+        console.print(_hits_table(hits))

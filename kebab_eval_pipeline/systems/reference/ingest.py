@@ -1,0 +1,221 @@
+"""Read a corpus folder into :class:`Document` objects (SPEC §4.1, ingest).
+
+One document per file. Markdown files get YAML front matter and ATX headings
+parsed; plain text and code files are kept as lines only (a ``#`` in Python or
+TOML is a comment, not a heading). Line numbers everywhere are the true 1-based
+lines of the file on disk, front matter included, so a citation can be opened
+with any editor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from markdown_it import MarkdownIt
+
+PARSER_VERSION = "md-parser-1"
+
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
+TEXT_SUFFIXES = frozenset({".txt"})
+CODE_SUFFIXES = frozenset({".py", ".rs", ".go", ".ts", ".js", ".toml", ".yaml"})
+CORPUS_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | CODE_SUFFIXES
+
+DocKind = Literal["markdown", "text", "code"]
+
+# CommonMark, not the GFM-ish "default" preset: we only need block structure
+# (headings, fences, indented code), and the strict preset is the stable one.
+_MD = MarkdownIt("commonmark")
+
+
+@dataclass(frozen=True)
+class Heading:
+    """An ATX heading: ``level`` 1-6, cleaned ``text``, 1-based file ``line``."""
+
+    level: int
+    text: str
+    line: int
+
+
+@dataclass
+class Document:
+    """One corpus file.
+
+    ``lines`` holds every line of the file (front matter included) without line
+    terminators, so ``lines[n - 1]`` is file line ``n``. ``body_start`` is the
+    1-based line where content after the front matter begins (1 when there is
+    none). ``content_sha256`` hashes the raw bytes.
+    """
+
+    doc_id: str
+    rel_path: str
+    kind: DocKind
+    title: str
+    front_matter: dict[str, Any]
+    lines: list[str]
+    headings: list[Heading]
+    body_start: int
+    content_sha256: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_corpus(corpus_dir: Path) -> list[Document]:
+    """Read every supported file under ``corpus_dir``, recursively.
+
+    Inputs: a directory. Files whose suffix is in :data:`CORPUS_SUFFIXES` are
+    read; anything under a hidden path component (``.git``, ``.obsidian``) is
+    skipped because it is tool state, not content.
+
+    Output: documents sorted by relative path (forward slashes), so the order and
+    hence chunk order is identical on every machine.
+
+    Edge cases: a missing path raises ``FileNotFoundError``, a file path raises
+    ``NotADirectoryError``; an empty folder gives ``[]``. Undecodable bytes are
+    replaced (U+FFFD) and noted in the document's ``warnings``.
+    """
+    root = Path(corpus_dir)
+    if not root.exists():
+        raise FileNotFoundError(f"corpus directory does not exist: {root}")
+    if not root.is_dir():
+        raise NotADirectoryError(f"corpus path is not a directory: {root}")
+    found: list[tuple[str, Path]] = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if path.suffix.lower() in CORPUS_SUFFIXES and path.is_file():
+            found.append((rel.as_posix(), path))
+    found.sort(key=lambda item: item[0])
+    return [parse_document(rel_path, path.read_bytes()) for rel_path, path in found]
+
+
+def parse_document(rel_path: str, data: bytes) -> Document:
+    """Parse one file's bytes into a :class:`Document`.
+
+    Inputs: the forward-slash relative path (it becomes ``doc_id``; its suffix
+    picks markdown / text / code handling) and the raw bytes.
+
+    Output: the document with lines, front matter, headings and title.
+
+    Edge cases: a UTF-8 BOM is dropped; CRLF line ends are normalised; bad UTF-8
+    is replaced and warned about; a malformed or unclosed front-matter block is
+    kept as ordinary text with a warning; an empty file has no lines.
+    """
+    warnings: list[str] = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        warnings.append(f"{rel_path}: invalid UTF-8 at byte {exc.start}, replaced undecodable bytes")
+    text = text.removeprefix("\ufeff")
+    lines = _split_lines(text)
+    suffix = Path(rel_path).suffix.lower()
+    kind: DocKind = "code"
+    if suffix in MARKDOWN_SUFFIXES:
+        kind = "markdown"
+    elif suffix in TEXT_SUFFIXES:
+        kind = "text"
+
+    front_matter: dict[str, Any] = {}
+    body_start = 1
+    headings: list[Heading] = []
+    if kind == "markdown":
+        front_matter, body_start = _parse_front_matter(lines, rel_path, warnings)
+        headings = _atx_headings(lines, body_start)
+
+    title = _title(front_matter, headings, rel_path)
+    return Document(
+        doc_id=rel_path,
+        rel_path=rel_path,
+        kind=kind,
+        title=title,
+        front_matter=front_matter,
+        lines=lines,
+        headings=headings,
+        body_start=body_start,
+        content_sha256=hashlib.sha256(data).hexdigest(),
+        warnings=warnings,
+    )
+
+
+def corpus_sha256(docs: list[Document]) -> str:
+    """Content hash of a corpus: sha256 over the sorted (rel_path, file-bytes hash) pairs.
+
+    Any added, removed, renamed or edited file changes it; reading order does
+    not. An empty corpus hashes to the sha256 of nothing.
+    """
+    digest = hashlib.sha256()
+    for doc in sorted(docs, key=lambda d: d.rel_path):
+        # NUL separators keep ("ab", h) and ("a", "b"+h) from colliding.
+        digest.update(doc.rel_path.encode("utf-8") + b"\0" + doc.content_sha256.encode("ascii") + b"\0")
+    return digest.hexdigest()
+
+
+def _split_lines(text: str) -> list[str]:
+    # Not str.splitlines(): it also splits on \x0c, \u2028 and friends, which
+    # editors and `sed -n Np` do not, and line numbers would drift.
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _parse_front_matter(lines: list[str], rel_path: str, warnings: list[str]) -> tuple[dict[str, Any], int]:
+    """Return (front matter, 1-based first body line). No block → ({}, 1)."""
+    if not lines or lines[0].strip() != "---":
+        return {}, 1
+    for idx in range(1, len(lines)):
+        if lines[idx].strip() in ("---", "..."):
+            block = "\n".join(lines[1:idx])
+            try:
+                loaded = yaml.safe_load(block) if block.strip() else {}
+            except yaml.YAMLError as exc:
+                reason = str(exc).splitlines()[0]
+                warnings.append(f"{rel_path}: malformed front matter ({reason}); kept as text")
+                return {}, 1
+            if not isinstance(loaded, dict):
+                warnings.append(f"{rel_path}: front matter is not a mapping; kept as text")
+                return {}, 1
+            return {str(k): v for k, v in loaded.items()}, idx + 2
+    warnings.append(f"{rel_path}: front matter opened with '---' but never closed; kept as text")
+    return {}, 1
+
+
+def _atx_headings(lines: list[str], body_start: int) -> list[Heading]:
+    """ATX headings of the body, found by a CommonMark parser.
+
+    A parser rather than a regex because it already knows what is *not* a
+    heading: lines in ``` / ~~~ fences, indented code, HTML blocks. Only
+    top-level headings count (``> # x`` inside a quote is quoted text), and
+    setext headings (underlined with ===/---) are ignored by design: the
+    contract is ATX only, and a ``---`` under a paragraph is too easily a rule.
+    """
+    body = "\n".join(lines[body_start - 1 :])
+    tokens = _MD.parse(body)
+    headings: list[Heading] = []
+    for idx, tok in enumerate(tokens):
+        if tok.type != "heading_open" or tok.level != 0 or not tok.markup.startswith("#") or tok.map is None:
+            continue
+        inline = tokens[idx + 1]
+        text = " ".join(inline.content.split())
+        if not text:
+            # `#` alone is a valid but empty heading; it names nothing, so it is
+            # not a section boundary either.
+            continue
+        headings.append(Heading(level=len(tok.markup), text=text, line=body_start + tok.map[0]))
+    return headings
+
+
+def _title(front_matter: dict[str, Any], headings: list[Heading], rel_path: str) -> str:
+    title = front_matter.get("title")
+    if isinstance(title, str) and title.strip():
+        return title.strip()
+    for heading in headings:
+        if heading.level == 1:
+            return heading.text
+    return Path(rel_path).stem
