@@ -1,0 +1,346 @@
+"""The ``query_scores`` table and its aggregation into run metrics and breakdowns (SPEC §6).
+
+``build_query_scores`` runs matching and every per-query kernel; ``aggregate_metrics`` averages
+each metric over the queries where it is defined (its *denominator*, see ``metric_denominators``);
+``breakdowns`` does the same per category, difficulty, language, tag and answerability in one
+vectorised pass. A metric whose denominator is empty is ``None`` — never 0, never 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kebab_eval_pipeline.matching import MatchCriterion, match_hits
+from kebab_eval_pipeline.metrics.answers import answer_scores
+from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
+from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, RETRIEVAL_AT_K, check_ks, retrieval_scores
+
+__all__ = [
+    "ANSWER_METRICS",
+    "BREAKDOWN_COLUMNS",
+    "BREAKDOWN_DIMENSIONS",
+    "QUERY_META_COLUMNS",
+    "aggregate_metrics",
+    "breakdowns",
+    "build_query_scores",
+    "metric_denominators",
+    "metric_names",
+]
+
+#: Golden metadata carried into ``query_scores`` (first columns, in this order).
+QUERY_META_COLUMNS: tuple[str, ...] = (
+    "query_id",
+    "category",
+    "difficulty",
+    "lang",
+    "tags",
+    "group",
+    "answerable",
+    "pending",
+)
+#: Per-query answer column → aggregate metric name.
+ANSWER_METRICS: tuple[tuple[str, str], ...] = (
+    ("refusal_correct", "refusal_correctness"),
+    ("under_refusal", "under_refusal_rate"),
+    ("over_refusal", "over_refusal_rate"),
+    ("citation_ok", "citation_coverage"),
+    ("chr", "chr"),
+    ("answer_precision", "answer_precision"),
+    ("attribution_hit", "attribution_hit_rate"),
+    ("groundedness_rule", "groundedness_rule"),
+)
+BREAKDOWN_DIMENSIONS: tuple[str, ...] = ("category", "difficulty", "lang", "tag", "answerable")
+BREAKDOWN_COLUMNS: dict[str, str] = {
+    "dimension": "string",
+    "value": "string",
+    "metric": "string",
+    "score": "float64",
+    "n": "int64",
+}
+NO_VALUE = "(none)"
+_HIT_AT = re.compile(r"^hit@(\d+)$")
+
+
+def build_query_scores(
+    queries: pd.DataFrame,
+    supports: pd.DataFrame,
+    hits: pd.DataFrame,
+    outcomes: pd.DataFrame,
+    citations: pd.DataFrame,
+    ks: Sequence[int] = DEFAULT_KS,
+    mrr_cutoff: int = 10,
+    criterion: MatchCriterion | str = "auto",
+    known_chunk_ids: frozenset[str] | None = None,
+    strict_snippet: bool = False,
+) -> pd.DataFrame:
+    """The ``query_scores`` table: one row per golden query (in ``queries`` order).
+
+    Columns: ``QUERY_META_COLUMNS`` (query_id, category, difficulty, lang, tags, group, answerable,
+    pending), then the retrieval columns of
+    :func:`~kebab_eval_pipeline.metrics.retrieval.retrieval_scores` (applicable, n_hits,
+    first_relevant_rank, mrr, hit@k, recall@k, recall_any@k, recall_all@k, precision@k, ndcg@k),
+    the answer columns of :func:`~kebab_eval_pipeline.metrics.answers.answer_scores` (refused,
+    n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
+    attribution_hit, groundedness_rule) and the operational columns of
+    :func:`~kebab_eval_pipeline.metrics.operations.operation_columns` (error, timed_out,
+    empty_result, empty_response, mixed_version_hits, retrieval_ms, answer_ms). Values are
+    unrounded; NaN/NA wherever a metric does not apply to the query.
+    """
+    ks = check_ks(ks)
+    matches = match_hits(hits, supports, criterion=criterion, strict_snippet=strict_snippet)
+    retrieval = retrieval_scores(queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff)
+    answers = answer_scores(queries, supports, outcomes, citations, hits, matches, known_chunk_ids)
+    operations = operation_columns(queries, outcomes, hits=hits, n_hits=retrieval["n_hits"].to_numpy())
+    meta = pd.DataFrame(
+        {
+            c: queries[c].to_numpy(dtype=object) if c == "tags" else queries[c].array
+            for c in QUERY_META_COLUMNS
+        }
+    )
+    parts = [meta, retrieval.drop(columns="query_id"), answers.drop(columns="query_id")]
+    parts.append(operations.drop(columns="query_id"))
+    return pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+
+
+def metric_names(ks: Sequence[int]) -> list[str]:
+    """Every aggregate metric name, in the order :func:`aggregate_metrics` returns them."""
+    ks = check_ks(ks)
+    at_k = [f"{m}@{k}" for m in RETRIEVAL_AT_K for k in ks]
+    return [
+        "n_queries",
+        "n_applicable",
+        "mrr",
+        *at_k,
+        *[f"group_consistency@{k}" for k in ks],
+        *[name for _, name in ANSWER_METRICS],
+        "error_rate",
+        "timeout_rate",
+        "empty_result_rate",
+        "empty_response_rate",
+        "mixed_version_rate",
+        *[f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")],
+        "total_suite_ms",
+    ]
+
+
+def aggregate_metrics(
+    query_scores: pd.DataFrame, ks: Sequence[int] | None = None, round_to: int | None = 4
+) -> dict[str, float | None]:
+    """Run-level metrics: each the mean of its per-query column over the queries where it is defined.
+
+    Inputs: the ``query_scores`` table; ``ks`` (default: inferred from its ``hit@k`` columns);
+    ``round_to`` decimals (``None`` keeps full precision, e.g. to compare with trec_eval).
+
+    Output (keys in :func:`metric_names` order; a metric is ``None`` when its denominator is empty —
+    never 0 or 1 by default):
+
+    - ``n_queries``, ``n_applicable`` (ints).
+    - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``recall_any@k``, ``recall_all@k``,
+      ``precision@k``, ``ndcg@k`` — over applicable queries.
+    - ``group_consistency@k`` — over intent groups (non-null ``group``) with at least one member
+      whose ``hit@k`` is defined: share of groups where every such member has ``hit@k = 1``.
+    - answers: ``refusal_correctness``, ``under_refusal_rate``, ``over_refusal_rate``,
+      ``citation_coverage``, ``chr``, ``answer_precision``, ``attribution_hit_rate``,
+      ``groundedness_rule`` — over their per-query denominators (see ``answers.answer_scores``).
+    - operations (see ``operations.operation_metrics``): ``error_rate``, ``timeout_rate``,
+      ``empty_result_rate`` (all queries), ``empty_response_rate``, ``mixed_version_rate``,
+      ``retrieval_ms_p50|p95|max``, ``answer_ms_p50|p95|max``, ``total_suite_ms``.
+    """
+    ks = _ks(query_scores, ks)
+    codes = np.zeros(len(query_scores), dtype=np.int64)
+    scores, counts = _grouped(query_scores, codes, np.arange(len(query_scores)), 1, ks)
+    out: dict[str, float | None] = {}
+    for name in metric_names(ks):
+        if name not in scores:
+            continue
+        if name in ("n_queries", "n_applicable"):
+            out[name] = int(counts[name][0])
+            continue
+        value = scores[name][0]
+        out[name] = (
+            None if np.isnan(value) else float(value if round_to is None else np.round(value, round_to))
+        )
+    return out
+
+
+def metric_denominators(query_scores: pd.DataFrame, ks: Sequence[int] | None = None) -> dict[str, int]:
+    """How many items stand behind each metric of :func:`aggregate_metrics` (0 ⇒ the metric is None).
+
+    Queries for per-query means and rates, intent groups for ``group_consistency@k``, hits for
+    ``mixed_version_rate``, recorded latencies for the latency metrics.
+    """
+    ks = _ks(query_scores, ks)
+    codes = np.zeros(len(query_scores), dtype=np.int64)
+    _, counts = _grouped(query_scores, codes, np.arange(len(query_scores)), 1, ks)
+    return {name: int(counts[name][0]) for name in metric_names(ks) if name in counts}
+
+
+def breakdowns(
+    query_scores: pd.DataFrame, ks: Sequence[int] | None = None, round_to: int | None = 4
+) -> pd.DataFrame:
+    """Every aggregate metric per slice, as a long table ``dimension, value, metric, score, n``.
+
+    Dimensions (``BREAKDOWN_DIMENSIONS``): ``category``, ``difficulty``, ``lang``, ``tag`` (a query
+    counts in the slice of each of its tags) and ``answerable`` (values ``true``/``false``). A null
+    or empty value is reported as ``(none)``; queries without tags are not in any ``tag`` slice.
+    ``score`` is the metric over the slice's queries (NaN when ``n``, its denominator, is 0; rounded
+    to ``round_to`` decimals). ``n_queries``/``n_applicable`` are not repeated as metrics. Rows are
+    ordered by dimension, value, then metric order.
+    """
+    ks = _ks(query_scores, ks)
+    n = len(query_scores)
+    rows_parts: list[np.ndarray] = []
+    code_parts: list[np.ndarray] = []
+    dims: list[str] = []
+    values: list[str] = []
+    for dim in BREAKDOWN_DIMENSIONS:
+        rows, labels = _dimension_labels(query_scores, dim, n)
+        if len(rows) == 0:
+            continue
+        inv, uniq = pd.factorize(labels, sort=True)
+        rows_parts.append(rows)
+        code_parts.append(inv.astype(np.int64) + len(values))
+        dims.extend([dim] * len(uniq))
+        values.extend(uniq.tolist())
+    names = [m for m in metric_names(ks) if m not in ("n_queries", "n_applicable")]
+    if not values:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in BREAKDOWN_COLUMNS.items()})
+    rows = np.concatenate(rows_parts)
+    codes = np.concatenate(code_parts)
+    scores, counts = _grouped(query_scores, codes, rows, len(values), ks)
+    names = [m for m in names if m in scores]
+    n_slices = len(values)
+    score = np.concatenate([scores[m] for m in names]) if names else np.zeros(0)
+    if round_to is not None:
+        score = np.round(score, round_to)
+    frame = pd.DataFrame(
+        {
+            "dimension": np.tile(np.asarray(dims, dtype=object), len(names)),
+            "value": np.tile(np.asarray(values, dtype=object), len(names)),
+            "metric": np.repeat(np.asarray(names, dtype=object), n_slices),
+            "score": score,
+            "n": np.concatenate([counts[m] for m in names]).astype(np.int64)
+            if names
+            else np.zeros(0, np.int64),
+        }
+    )
+    order = np.lexsort(
+        (
+            np.repeat(np.arange(len(names)), n_slices),
+            np.tile(np.arange(n_slices), len(names)),
+        )
+    )
+    return frame.iloc[order].reset_index(drop=True).astype(BREAKDOWN_COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _ks(query_scores: pd.DataFrame, ks: Sequence[int] | None) -> list[int]:
+    if ks is None:
+        found = [int(m.group(1)) for c in query_scores.columns if (m := _HIT_AT.match(str(c)))]
+        return check_ks(found) if found else list(DEFAULT_KS)
+    return check_ks(ks)
+
+
+def _dimension_labels(qs: pd.DataFrame, dim: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, label) membership pairs of one breakdown dimension."""
+    if dim == "tag":
+        if "tags" not in qs.columns:
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        lists = pa.array(
+            qs["tags"].to_numpy(dtype=object), type=pa.list_(pa.large_string()), from_pandas=True
+        )
+        rows = pc.list_parent_indices(lists).to_numpy().astype(np.int64)
+        labels = pc.list_flatten(lists)
+    elif dim == "answerable":
+        if "answerable" not in qs.columns:
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        flag = qs["answerable"].astype("boolean")
+        labels = pa.array(
+            np.where(flag.fillna(False).to_numpy(dtype=bool), "true", "false"), pa.large_string()
+        )
+        labels = pc.if_else(pa.array(flag.isna().to_numpy()), pa.scalar(None, pa.large_string()), labels)
+        rows = np.arange(n, dtype=np.int64)
+    else:
+        if dim not in qs.columns:
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        labels = pa.array(qs[dim].astype("string"), type=pa.large_string(), from_pandas=True)
+        rows = np.arange(n, dtype=np.int64)
+    labels = pc.fill_null(
+        pc.if_else(pc.equal(labels, ""), pa.scalar(None, pa.large_string()), labels), NO_VALUE
+    )
+    return rows, labels.to_numpy(zero_copy_only=False).astype(object)
+
+
+def _float(qs: pd.DataFrame, column: str) -> np.ndarray:
+    return qs[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _grouped(
+    qs: pd.DataFrame, codes: np.ndarray, rows: np.ndarray, n_groups: int, ks: list[int]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every metric per group: row ``rows[i]`` of ``qs`` belongs to group ``codes[i]``."""
+    scores: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
+
+    def mean(name: str, values: np.ndarray) -> None:
+        v = values[rows]
+        ok = ~np.isnan(v)
+        n = np.bincount(codes[ok], minlength=n_groups)
+        s = np.bincount(codes[ok], weights=v[ok], minlength=n_groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scores[name] = np.where(n > 0, s / np.maximum(n, 1), np.nan)
+        counts[name] = n
+
+    counts["n_queries"] = np.bincount(codes, minlength=n_groups)
+    scores["n_queries"] = counts["n_queries"].astype(float)
+    if "applicable" in qs.columns:
+        applicable = qs["applicable"].astype("boolean").fillna(False).to_numpy(dtype=bool)[rows]
+        counts["n_applicable"] = np.bincount(codes[applicable], minlength=n_groups)
+        scores["n_applicable"] = counts["n_applicable"].astype(float)
+    if "mrr" in qs.columns:
+        mean("mrr", _float(qs, "mrr"))
+    for metric in RETRIEVAL_AT_K:
+        for k in ks:
+            if f"{metric}@{k}" in qs.columns:
+                mean(f"{metric}@{k}", _float(qs, f"{metric}@{k}"))
+    if "group" in qs.columns:
+        group = pa.array(qs["group"].astype("string"), type=pa.large_string(), from_pandas=True)
+        group_code = pc.fill_null(pc.dictionary_encode(group).indices, -1).to_numpy().astype(np.int64)[rows]
+        for k in ks:
+            if f"hit@{k}" in qs.columns:
+                scores[f"group_consistency@{k}"], counts[f"group_consistency@{k}"] = _group_consistency(
+                    codes, group_code, _float(qs, f"hit@{k}")[rows], n_groups
+                )
+    for column, name in ANSWER_METRICS:
+        if column in qs.columns:
+            mean(name, _float(qs, column))
+    op_scores, op_counts = grouped_operation_metrics(qs, codes, n_groups, rows)
+    scores.update(op_scores)
+    counts.update(op_counts)
+    return scores, counts
+
+
+def _group_consistency(
+    codes: np.ndarray, group_code: np.ndarray, hit: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per slice: share of intent groups whose every member (with a defined hit@k) hits."""
+    ok = (group_code >= 0) & ~np.isnan(hit)
+    if not ok.any():
+        return np.full(n_groups, np.nan), np.zeros(n_groups, dtype=np.int64)
+    width = np.int64(group_code.max() + 1)
+    key, inv = np.unique(codes[ok] * width + group_code[ok], return_inverse=True)
+    worst = np.ones(len(key))
+    np.minimum.at(worst, inv, hit[ok])
+    slice_of = key // width
+    n = np.bincount(slice_of, minlength=n_groups)
+    s = np.bincount(slice_of, weights=(worst >= 1.0).astype(float), minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, s / np.maximum(n, 1), np.nan), n
