@@ -72,7 +72,8 @@ def run(
     """Register a run partition and materialize the whole chain in-process."""
     from kebab_eval_pipeline import progress
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
-    from kebab_eval_pipeline.defs.partitions import eval_runs
+    from kebab_eval_pipeline.orchestration.assets import observe_inputs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.pipeline import headline, load_golden_artifact
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
     from kebab_eval_pipeline.systems.factory import build_system
@@ -88,6 +89,7 @@ def run(
     loaded = load_golden_artifact(settings)  # fail fast on bad golden input, before any run exists
     build_system(settings)
     instance.add_dynamic_partitions(eval_runs.name, [run_id])
+    observe_inputs(instance, settings)
     job = defs.resolve_job_def(JOB_NAME)
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -167,12 +169,20 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
 
 @runs_app.command("add")
 def runs_add(run_id: str) -> None:
-    """Register a run partition only (then `dagster asset materialize --partition ID`)."""
-    from kebab_eval_pipeline.defs.partitions import eval_runs
+    """Register a run partition only (then `dagster asset materialize --partition ID`).
+
+    Also records the golden hash and index version the run will read (config from
+    $KEBAB_EVAL_CONFIG, as the code location loads it).
+    """
+    from kebab_eval_pipeline.definitions import CONFIG_ENV
+    from kebab_eval_pipeline.orchestration.assets import observe_inputs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
+    from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.storage import check_run_id
 
     instance = _instance()
     check_run_id(run_id)
+    observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
     if instance.has_dynamic_partition(eval_runs.name, run_id):
         out.print(f"run {run_id} is already registered")
         return
@@ -183,7 +193,7 @@ def runs_add(run_id: str) -> None:
 @runs_app.command("list")
 def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -> None:
     """Registered run partitions and whether their metrics are stored."""
-    from kebab_eval_pipeline.defs.partitions import eval_runs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
 
     instance = _instance()
     store = _store(config)
@@ -261,15 +271,21 @@ def export(
 def history(
     metric: Annotated[list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")] = None,
     config: Annotated[Path | None, typer.Option("--config")] = None,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")] = False,
 ) -> None:
     """Headline metrics across stored runs, oldest first."""
     from kebab_eval_pipeline.history import metric_history
 
     frame = metric_history(_store(config), metric)
+    if as_csv:
+        sys.stdout.write(frame.to_csv(index=False, na_rep="null"))
+        return
     if frame.empty:
         out.print("no stored runs")
         return
-    table = Table(*[str(c) for c in frame.columns])
+    table = Table()
+    for column in frame.columns:  # fold, never truncate: versions and run ids must stay whole
+        table.add_column(str(column), overflow="fold", justify="left" if frame[column].dtype == object else "right")
     for row in frame.itertuples(index=False):
         table.add_row(*[_fmt(None if (isinstance(v, float) and v != v) else v) for v in row])
     out.print(table)
@@ -300,10 +316,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(1)
-    except Exception as exc:  # click usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors: typer may vendor its own click, so recognise ClickException by name.
+        if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
             exc.show()
             sys.exit(exc.exit_code)
         raise

@@ -8,25 +8,17 @@ builds the same definitions from FILE in-process.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import dagster as dg
-from dagster._utils.warnings import BetaWarning, PreviewWarning
 
-from kebab_eval_pipeline.defs.assets import EVAL_ASSETS, GROUP, SOURCE_ASSETS
-from kebab_eval_pipeline.defs.automation import build_sensors
-from kebab_eval_pipeline.defs.checks import gate_checks
-from kebab_eval_pipeline.defs.io import ArtifactIOManager
-from kebab_eval_pipeline.defs.partitions import eval_runs
-from kebab_eval_pipeline.defs.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, GROUP, SOURCE_ASSETS
+from kebab_eval_pipeline.orchestration.automation import build_sensors
+from kebab_eval_pipeline.orchestration.checks import gate_checks
+from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
+from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
 from kebab_eval_pipeline.gates import check_gate_names
 from kebab_eval_pipeline.storage import default_storage_base
-
-# Partitioned asset checks and observable sources are marked preview/beta in Dagster 1.13;
-# we rely on them deliberately (per-run gate results and staleness in the UI).
-warnings.filterwarnings("ignore", category=PreviewWarning)
-warnings.filterwarnings("ignore", category=BetaWarning)
 
 CONFIG_ENV = "KEBAB_EVAL_CONFIG"
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
@@ -42,7 +34,7 @@ def build_definitions(config_file: str | Path | None = None, storage: str | None
     check_gate_names(settings, source=config or "<defaults>")
     base = default_storage_base(storage or settings.storage)
     job = dg.define_asset_job(
-        JOB_NAME, selection=dg.AssetSelection.groups(GROUP), partitions_def=eval_runs,
+        JOB_NAME, selection=dg.AssetSelection.groups(GROUP),
         description="Materialize the whole evaluation chain (and its gates) for one run partition.",
     )
     # The chain is strictly sequential, so separate step processes only add start-up time;

@@ -32,7 +32,8 @@ def _raise(what: str, path: Path, position: str | None, reason: str):
 def parse_yaml(text: str, path: Path, what: str) -> Any:
     """Parse YAML; a syntax error names the file and the parser's 1-based line and column."""
     try:
-        return yaml.safe_load(text)
+        # libyaml when present: ~10x faster on large golden sets, same errors and marks
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
@@ -52,21 +53,39 @@ def parse_json(text: str, path: Path, what: str) -> Any:
 def yaml_line_of(text: str, key_path: list[str | int]) -> int | None:
     """1-based line where ``key_path`` (mapping keys / sequence indexes) starts in a YAML document.
 
-    Used to give pydantic validation errors a real position. None when not found.
+    Used to give validation errors a real position. None when not found. Composes the
+    document each call: use :class:`YamlPositions` for many look-ups in one document.
     """
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    for key in key_path:
-        if isinstance(node, yaml.MappingNode):
-            found = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
-            if found is None:
-                found = next((k for k, _ in node.value if getattr(k, "value", None) == str(key)), None)
-                return found.start_mark.line + 1 if found is not None else node.start_mark.line + 1
-            node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
-            node = node.value[key]
-        else:
-            break
-    return node.start_mark.line + 1 if node is not None else None
+    return YamlPositions(text).line_of(key_path)
+
+
+class YamlPositions:
+    """Line look-ups in one YAML document, composing it once and only when first asked."""
+
+    def __init__(self, text: str):
+        self._text = text
+        self._root: yaml.Node | None = None
+        self._composed = False
+
+    def line_of(self, key_path: list[str | int]) -> int | None:
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self._text)
+            except yaml.YAMLError:
+                self._root = None
+        node = self._root
+        if node is None:
+            return None
+        for key in key_path:
+            if isinstance(node, yaml.MappingNode):
+                found = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
+                if found is None:
+                    found = next((k for k, _ in node.value if getattr(k, "value", None) == str(key)), None)
+                    return found.start_mark.line + 1 if found is not None else node.start_mark.line + 1
+                node = found
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+                node = node.value[key]
+            else:
+                break
+        return node.start_mark.line + 1

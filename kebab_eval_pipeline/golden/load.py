@@ -18,7 +18,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import RawQuery, canonical, kebab
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.yaml_io import parse_json, parse_yaml, read_text, yaml_line_of
+from kebab_eval_pipeline.yaml_io import YamlPositions, parse_json, parse_yaml, read_text
 
 PARSER_VERSION = "golden-1"
 FORMATS = ("auto", "kebab", "canonical")
@@ -109,14 +109,14 @@ def _raw_queries(path: Path, text: str, doc: Any, fmt: str, warnings: list[str])
     return items
 
 
-def _position(raw: RawQuery, text: str, is_yaml: bool) -> str | None:
+def _position(raw: RawQuery, key_path: list, positions: YamlPositions | None) -> str | None:
     if raw.line is not None:
         return f"line {raw.line}"
-    if is_yaml:
-        line = yaml_line_of(text, raw.key_path)
+    if positions is not None:
+        line = positions.line_of(key_path)
         if line:
             return f"line {line}"
-    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in raw.key_path).lstrip(".") or None
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or None
 
 
 def _combine(digests: list[tuple[str, str]]) -> str:
@@ -143,7 +143,7 @@ def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> 
     files = _expand([paths] if isinstance(paths, str | Path) else paths)
     warnings: list[str] = []
     queries: list[GoldenQuery] = []
-    sources: list[tuple[str, str | None]] = []
+    sources: list[tuple[str, RawQuery, YamlPositions | None]] = []
     offenders: list[Offender] = []
     digests: list[tuple[str, str]] = []
     detected: set[str] = set()
@@ -155,21 +155,26 @@ def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> 
         if isinstance(doc, dict) and "__jsonl__" not in doc:
             name = name or str(doc.get("name") or "")
         detected.add("canonical" if isinstance(doc, dict) and "__jsonl__" in doc else _detect(doc, path, fmt))
+        # Positions are looked up only for offenders: composing YAML is slow on large sets.
+        positions = YamlPositions(text) if path.suffix in (".yaml", ".yml") else None
         for raw in _raw_queries(path, text, doc, fmt, warnings):
-            position = _position(raw, text, path.suffix in (".yaml", ".yml"))
             qid = raw.fields.get("id") if isinstance(raw.fields, dict) else None
             try:
                 queries.append(GoldenQuery.model_validate(raw.fields))
-                sources.append((str(path), position))
+                sources.append((str(path), raw, positions))
             except ValidationError as exc:
                 for err in exc.errors():
                     field_name = ".".join(str(p) for p in err["loc"]) or None
                     reason = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-                    where = _position(RawQuery(raw.fields, [*raw.key_path, *err["loc"]], raw.line), text,
-                                      path.suffix in (".yaml", ".yml")) if raw.key_path else position
+                    where = _position(raw, [*raw.key_path, *err["loc"]], positions)
                     offenders.append(Offender(str(path), reason, position=where,
                                               query_id=None if qid is None else str(qid), field=field_name))
-    offenders += validate_queries(queries, lambda i: sources[i])
+
+    def source_of(i: int) -> tuple[str, str | None]:
+        file, raw, positions = sources[i]
+        return file, _position(raw, raw.key_path, positions)
+
+    offenders += validate_queries(queries, source_of)
     if not queries and not offenders:
         offenders.append(Offender(", ".join(map(str, files)), "golden set holds no queries"))
     if offenders:

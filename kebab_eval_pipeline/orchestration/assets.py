@@ -6,8 +6,6 @@ Each asset is partitioned by run (``eval_runs``) and records, on every
 materialization, the versions that make runs comparable.
 """
 
-from __future__ import annotations
-
 import math
 from typing import Any
 
@@ -24,14 +22,15 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.compare.report import render_run_markdown
 from kebab_eval_pipeline.compare.runs import COMPARE_VERSION, choose_baseline, compare_bundles, load_bundle, no_baseline
-from kebab_eval_pipeline.defs.partitions import eval_runs
-from kebab_eval_pipeline.defs.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.orchestration.partitions import eval_runs
+from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.systems.factory import build_system
 
 GROUP = "evaluation"
 IO = "artifact_io"
+DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
 
 
@@ -69,6 +68,33 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
+def golden_file_observation(sha256: str) -> dg.AssetObservation:
+    return dg.AssetObservation(asset_key="golden_file", tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256})
+
+
+def system_data_version(info) -> str:
+    """The index version names parser, chunker, embedding and corpus; else the whole system info."""
+    return info.index_version or info.model_dump_json()
+
+
+def system_observation(info) -> dg.AssetObservation:
+    return dg.AssetObservation(
+        asset_key="system_under_test", tags={DATA_VERSION_TAG: system_data_version(info)},
+        metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
+    )
+
+
+def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
+    """Record the current golden hash and index version before a run starts.
+
+    Dagster reads an asset's input data versions when its step starts, so observing here
+    (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
+    then shows the run as stale.
+    """
+    instance.report_runless_asset_event(golden_file_observation(golden_content_sha256(settings.golden_path())))
+    instance.report_runless_asset_event(system_observation(build_system(settings).info()))
+
+
 @dg.observable_source_asset(
     group_name="evaluation_inputs",
     required_resource_keys={"eval_settings"},
@@ -92,9 +118,8 @@ def golden_file(context) -> dg.ObserveResult:
 )
 def system_under_test(context) -> dg.ObserveResult:
     info = build_system(context.resources.eval_settings.load()).info()
-    version = info.index_version or info.model_dump_json()
     return dg.ObserveResult(
-        data_version=dg.DataVersion(version),
+        data_version=dg.DataVersion(system_data_version(info)),
         metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
     )
 
@@ -114,6 +139,9 @@ def golden_set(context: dg.AssetExecutionContext, eval_settings: EvalSettingsRes
     progress.stage("golden_set")
     settings = eval_settings.load()
     art = pipeline.load_golden_artifact(settings)
+    # Record the hash of what was actually read: if it differs from the version observed before
+    # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
+    context.log_event(golden_file_observation(art.golden.sha256))
     for warning in art.loaded.warnings:
         context.log.warning(warning)
     q = art.queries
@@ -145,6 +173,7 @@ def retrieval_results(
     settings = eval_settings.load()
     art = pipeline.retrieve(settings, golden_set)
     r = art.results
+    context.log_event(system_observation(r.system))
     errors = int(r.outcomes["error"].notna().sum())
     if errors:
         context.log.warning(f"{errors} of {len(r.outcomes)} queries failed; see the 'error' column")

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from kebab_eval_pipeline.defs.assets import golden_file
-from kebab_eval_pipeline.defs.partitions import eval_runs
+from kebab_eval_pipeline.orchestration.assets import golden_file_observation, system_observation
+from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.systems.factory import build_system
 
 NIGHTLY_HOUR_ENV = "KEBAB_EVAL_NIGHTLY_HOUR_UTC"
 
@@ -41,6 +42,9 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         return dg.SensorResult(
             run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "nightly"})],
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
+            # what the run will read, recorded first so the run's provenance is exact
+            asset_events=[golden_file_observation(golden_content_sha256(settings.golden_path())),
+                          system_observation(build_system(settings).info())],
         )
 
     @dg.sensor(
@@ -53,9 +57,7 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         if not path.exists():
             return dg.SkipReason(f"golden file {path} does not exist")
         sha = golden_content_sha256(path)
-        observation = dg.AssetObservation(
-            asset_key=golden_file.key, tags={"dagster/data_version": sha}, metadata={"sha256": sha}
-        )
+        observation = golden_file_observation(sha)
         if context.cursor == sha:
             return dg.SkipReason("golden file unchanged")
         if context.cursor is None:

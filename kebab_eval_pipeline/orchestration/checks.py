@@ -10,8 +10,8 @@ from __future__ import annotations
 import dagster as dg
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.defs.assets import comparison_report, run_metrics
-from kebab_eval_pipeline.defs.partitions import eval_runs
+from kebab_eval_pipeline.orchestration.assets import comparison_report, run_metrics
+from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.gates import GateResult, check_name, evaluate_gate, evaluate_regression_gate
 from kebab_eval_pipeline.settings import RunSettings
 

@@ -28,7 +28,7 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
     else:
         corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
         index = ReferenceIndex.build(corpus, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
-    kwargs = {} if settings.refusal_threshold is None else {"refusal_threshold": settings.refusal_threshold}
+    kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(index, mode=settings.mode, **kwargs)
 
 
@@ -38,11 +38,28 @@ def build_system(settings: RunSettings) -> SystemUnderTest:
     if system.kind == "reference":
         if system.index:
             source = Path(system.index)
-            if not (source / "manifest.json").exists() and not source.is_dir():
-                raise InputError("reference index not found", [Offender(str(source), "no such index folder")])
-            return _reference(system, (str(source),))
-        corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
-        if not corpus.is_dir():
-            raise InputError("reference corpus not found", [Offender(str(corpus), "no such folder", field="system.corpus")])
-        return _reference(system, _corpus_fingerprint(corpus))
+            if not source.is_dir():
+                raise InputError(
+                    "reference index not found",
+                    [Offender(str(source), "no such index folder", field="system.index")],
+                )
+            key = (
+                str(source),
+                (source / "manifest.json").stat().st_mtime_ns if (source / "manifest.json").exists() else 0,
+            )
+        else:
+            corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
+            if not corpus.is_dir():
+                raise InputError(
+                    "reference corpus not found",
+                    [Offender(str(corpus), "no such folder", field="system.corpus")],
+                )
+            key = _corpus_fingerprint(corpus)
+        try:
+            return _reference(system, key)
+        except (ValueError, OSError) as exc:  # not an index, unsupported mode, unreadable corpus
+            raise InputError(
+                "cannot start the reference system",
+                [Offender(system.index or system.corpus or str(DEMO_CORPUS), str(exc), field="system")],
+            ) from None
     raise InputError("unknown system kind", [Offender("<config>", f"{system.kind!r}", field="system.kind")])

@@ -1,0 +1,64 @@
+"""Sensors evaluated against a real instance: partitions registered, runs requested, stopped by default."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from kebab_eval_pipeline.definitions import build_definitions
+from kebab_eval_pipeline.golden.load import golden_content_sha256
+from kebab_eval_pipeline.settings import DEMO_GOLDEN
+
+
+def sensor(defs: dg.Definitions, name: str) -> dg.SensorDefinition:
+    return defs.resolve_sensor_def(name)
+
+
+def test_sensors_are_stopped_by_default():
+    defs = build_definitions()
+    for name in ("nightly_eval_sensor", "golden_change_sensor"):
+        assert sensor(defs, name).default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_nightly_sensor_registers_and_launches_once_a_day(instance, monkeypatch):
+    monkeypatch.setenv("KEBAB_EVAL_NIGHTLY_HOUR_UTC", "0")
+    defs = build_definitions()
+    nightly = sensor(defs, "nightly_eval_sensor")
+    key = f"nightly-{datetime.now(UTC):%Y-%m-%d}"
+    result = nightly(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert [r.partition_key for r in result.run_requests] == [key]
+    assert result.dynamic_partitions_requests[0].partition_keys == [key]
+    instance.add_dynamic_partitions("eval_runs", [key])
+    again = nightly(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert isinstance(again, dg.SkipReason) and "already registered" in again.skip_message
+
+
+def test_nightly_sensor_waits_for_its_hour(instance, monkeypatch):
+    monkeypatch.setenv("KEBAB_EVAL_NIGHTLY_HOUR_UTC", "24")  # never reached
+    defs = build_definitions()
+    result = sensor(defs, "nightly_eval_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert isinstance(result, dg.SkipReason) and "waiting" in result.skip_message
+
+
+def test_golden_change_sensor_launches_on_content_change(instance, tmp_path):
+    golden = tmp_path / "golden.yaml"
+    shutil.copy(DEMO_GOLDEN, golden)
+    defs = build_definitions(overrides={"golden": str(golden)})
+    watch = sensor(defs, "golden_change_sensor")
+
+    first = watch(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert first.cursor == golden_content_sha256(golden) and not first.run_requests  # records, launches nothing
+
+    same = watch(dg.build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor))
+    assert isinstance(same, dg.SkipReason)
+
+    golden.write_text(golden.read_text() + "\n# a curator's edit\n")
+    changed = watch(dg.build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor))
+    new_sha = golden_content_sha256(golden)
+    assert changed.cursor == new_sha != first.cursor
+    [request] = changed.run_requests
+    assert request.partition_key.startswith("golden-") and request.partition_key.endswith(new_sha[:8])
+    assert changed.dynamic_partitions_requests[0].partition_keys == [request.partition_key]
+    assert changed.asset_events[0].tags["dagster/data_version"] == new_sha

@@ -1,0 +1,171 @@
+"""The whole chain through a real Dagster instance: materializations, metadata, gates, comparison."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+from kebab_eval_pipeline.orchestration.assets import observe_inputs
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.golden.load import golden_content_sha256, load_golden
+from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.storage import ArtifactStore
+from tests.conftest import write
+
+VERSION_KEYS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version", "parser_version")
+
+
+def run_partition(instance, run_id: str, config: Path | None = None, overrides: dict | None = None):
+    """What `kebab-eval run` does: register the partition, observe inputs, execute the job."""
+    defs = build_definitions(config, overrides=overrides)
+    instance.add_dynamic_partitions("eval_runs", [run_id])
+    try:
+        observe_inputs(instance, defs.resources["eval_settings"].load())
+    except InputError:
+        pass  # bad input: the run itself must report it
+    result = defs.resolve_job_def(JOB_NAME).execute_in_process(
+        partition_key=run_id, instance=instance, raise_on_error=False
+    )
+    return defs, result
+
+
+def materializations(result) -> dict[str, dg.AssetMaterialization]:
+    return {
+        e.asset_key.path[-1]: e.step_materialization_data.materialization
+        for e in result.get_asset_materialization_events()
+    }
+
+
+def test_demo_chain_materializes_every_asset_with_versions(instance):
+    defs, result = run_partition(instance, "r1")
+    assert result.success
+    mats = materializations(result)
+    assert set(mats) == {"golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report"}
+    golden = load_golden(DEMO_GOLDEN).golden
+    for name in ("golden_set", "retrieval_results", "query_scores", "run_metrics"):
+        meta = mats[name].metadata
+        for key in VERSION_KEYS:
+            assert key in meta, (name, key)
+        assert meta["chunker_version"].value == "md-heading-1:size=800:overlap=0"
+        assert meta["golden_sha256"].value == golden.sha256
+        assert meta["golden_queries"].value == len(golden.queries)
+        assert meta["system"].value == "reference" and meta["mode"].value == "lexical"
+    metrics_meta = mats["run_metrics"].metadata
+    assert isinstance(metrics_meta["metric/mrr"].value, float)
+    assert 0.0 < metrics_meta["metric/mrr"].value <= 1.0
+    assert "# Evaluation run `r1`" in metrics_meta["report"].value
+    assert len(mats["query_scores"].metadata["per_query"].value.records) == len(golden.queries)
+    # the golden set's data version is its content hash; code versions are recorded
+    assert mats["golden_set"].tags["dagster/data_version"].endswith(golden.sha256)
+    assert mats["golden_set"].tags["dagster/code_version"] == "golden-1"
+
+    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    stored = RunMetricsArtifact.from_tables(*store.read("run_metrics", "r1"))
+    assert stored.metrics["mrr"] == pytest.approx(metrics_meta["metric/mrr"].value)
+    assert stored.info["versions"]["chunker_version"] == "md-heading-1:size=800:overlap=0"
+    assert stored.denominators["refusal_correctness"] == sum(not q.answerable for q in golden.queries)
+    comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", "r1"))
+    assert comparison.info["run_a"] is None and "no baseline" in comparison.markdown
+
+
+def test_two_chunk_sizes_compare_with_both_chunker_versions(instance):
+    _, first = run_partition(instance, "small-chunks", overrides={"chunk_size": 300})
+    defs, second = run_partition(instance, "large-chunks", overrides={"chunk_size": 1200})
+    assert first.success and second.success
+    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    report = ComparisonArtifact.from_tables(*store.read("comparison_report", "large-chunks"))
+    assert report.info["run_a"] == "small-chunks"
+    assert report.info["versions_a"]["chunker_version"] == "md-heading-1:size=300:overlap=0"
+    assert report.info["versions_b"]["chunker_version"] == "md-heading-1:size=1200:overlap=0"
+    assert "md-heading-1:size=300:overlap=0" in report.markdown and "size=1200" in report.markdown
+    counts = report.info["verdict_counts"]
+    golden = load_golden(DEMO_GOLDEN).golden
+    assert sum(counts.values()) == len(golden.queries)
+    assert counts["win"] + counts["loss"] + counts["regression"] + counts["draw"] > len(golden.queries) // 2
+    # the demo golden set anchors by path + headings: matching never relied on chunk ids
+    assert report.info["chunker_version_match"] == "chunk_independent"
+    meta = materializations(second)["comparison_report"].metadata
+    assert meta["verdict/win"].value == counts["win"] and meta["baseline_run"].value == "small-chunks"
+    a = RunMetricsArtifact.from_tables(*store.read("run_metrics", "small-chunks")).metrics
+    b = RunMetricsArtifact.from_tables(*store.read("run_metrics", "large-chunks")).metrics
+    row = report.per_metric.set_index("metric").loc["mrr"]
+    assert row["delta"] == pytest.approx(round(b["mrr"] - a["mrr"], 4))
+
+
+def test_blocking_gate_fails_the_run_with_numbers(instance, tmp_path):
+    cfg = write(tmp_path / "eval.yaml", "gates:\n  mrr: {min: 1.01}\n  hit@10: {min: 0.0, blocking: false}\n")
+    _, result = run_partition(instance, "gated", config=cfg)
+    assert not result.success
+    evaluations = {
+        e.event_specific_data.check_name: e.event_specific_data
+        for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    failed = evaluations["gate_mrr_min"]
+    assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
+    assert failed.metadata["threshold"].value == 1.01
+    value = failed.metadata["value"].value
+    assert failed.metadata["delta"].value == pytest.approx(round(value - 1.01, 4))
+    assert evaluations["gate_hit_at_10_min"].passed
+
+
+def test_bad_golden_fails_fast_and_names_offenders(instance, tmp_path):
+    bad = write(tmp_path / "g.yaml", "queries:\n  - {id: a, query: x}\n  - {id: a, query: y}\n")
+    _, result = run_partition(instance, "bad", overrides={"golden": str(bad)})
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert failure.step_key == "golden_set"
+    text = str(failure.step_failure_data.error.to_string())
+    assert "duplicate id" in text and str(bad) in text
+
+
+def test_changed_golden_file_or_chunker_shows_as_stale(instance, tmp_path):
+    # Dagster's own resolver behind the UI's "stale" badge (a private, test-only helper).
+    from dagster._utils.test.data_versions import get_stale_status_resolver
+
+    from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
+
+    def status(asset: str) -> str:
+        resolver = get_stale_status_resolver(instance, [*SOURCE_ASSETS, *EVAL_ASSETS])
+        return resolver.get_status(dg.AssetKey(asset), "s1").value
+
+    golden = tmp_path / "golden.yaml"
+    shutil.copy(DEMO_GOLDEN, golden)
+    defs, result = run_partition(instance, "s1", overrides={"golden": str(golden)})
+    assert result.success
+    assert (status("golden_set"), status("retrieval_results")) == ("FRESH", "FRESH")
+
+    # a new chunk size is a new index version: the system's results go stale, the golden set not
+    observe_inputs(instance, build_definitions(overrides={"golden": str(golden), "chunk_size": 300})
+                   .resources["eval_settings"].load())
+    assert (status("golden_set"), status("retrieval_results")) == ("FRESH", "STALE")
+
+    golden.write_text(golden.read_text() + "\n# edited\n")
+    observe_inputs(instance, defs.resources["eval_settings"].load())
+    assert status("golden_set") == "STALE"
+    assert golden_content_sha256(golden) in str(
+        instance.fetch_observations(dg.AssetKey("golden_file"), limit=1).records[0].asset_observation.tags
+    )
+
+
+def test_shared_corpus_runs_when_present(instance, tmp_path):
+    from tests.conftest import SHARED_CORPUS
+
+    if not SHARED_CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {SHARED_CORPUS} (only present in the project workspace)")
+    golden = write(tmp_path / "g.yaml", """queries:
+  - id: k1
+    query: How does kebab compute the normalised RRF score?
+    supports: [{rel_path: docs/components/search/README.md}]
+  - id: k2
+    query: What is the capital of Mongolia?
+    answerable: false
+""")
+    _, result = run_partition(instance, "shared", overrides={"golden": str(golden)},
+                              config=write(tmp_path / "c.yaml", f"system: {{corpus: {SHARED_CORPUS}}}\n"))
+    assert result.success
+    assert DEMO_CORPUS.is_dir()
