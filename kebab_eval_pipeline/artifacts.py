@@ -38,16 +38,26 @@ class GoldenArtifact:
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         g = self.golden
         info = {
-            "name": g.name, "source": g.source, "format": g.format, "sha256": g.sha256,
-            "schema_version": g.schema_version, "files": self.loaded.files, "warnings": self.loaded.warnings,
+            "name": g.name,
+            "source": g.source,
+            "format": g.format,
+            "sha256": g.sha256,
+            "schema_version": g.schema_version,
+            "files": self.loaded.files,
+            "warnings": self.loaded.warnings,
         }
         return {"queries": self.queries, "supports": self.supports}, info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> GoldenArtifact:
         golden = golden_from_tables(
-            tables["queries"], tables["supports"], name=info["name"], source=info["source"],
-            format=info["format"], sha256=info["sha256"], schema_version=info["schema_version"],
+            tables["queries"],
+            tables["supports"],
+            name=info["name"],
+            source=info["source"],
+            format=info["format"],
+            sha256=info["sha256"],
+            schema_version=info["schema_version"],
         )
         loaded = LoadedGolden(golden=golden, files=info["files"], warnings=info["warnings"])
         return cls(loaded, tables["queries"], tables["supports"])
@@ -60,7 +70,12 @@ class RetrievalArtifact:
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         r = self.results
-        tables = {"outcomes": r.outcomes, "hits": r.hits, "citations": r.citations, "known_chunks": r.known_chunks}
+        tables = {
+            "outcomes": r.outcomes,
+            "hits": r.hits,
+            "citations": r.citations,
+            "known_chunks": r.known_chunks,
+        }
         return tables, {**self.info, "system": r.system.model_dump()}
 
     @classmethod
@@ -68,8 +83,11 @@ class RetrievalArtifact:
         info = dict(info)
         system = SystemInfo.model_validate(info.pop("system"))
         results = RetrievalResults(
-            outcomes=tables["outcomes"], hits=tables["hits"], citations=tables["citations"],
-            known_chunks=tables["known_chunks"], system=system,
+            outcomes=tables["outcomes"],
+            hits=tables["hits"],
+            citations=tables["citations"],
+            known_chunks=tables["known_chunks"],
+            system=system,
         )
         return cls(results, info)
 
@@ -110,7 +128,10 @@ class RunMetricsArtifact:
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RunMetricsArtifact:
         frame = tables["metrics"]
-        metrics = {m: (None if pd.isna(v) else float(v)) for m, v in zip(frame["metric"], frame["value"], strict=True)}
+        metrics = {
+            m: (None if pd.isna(v) else float(v))
+            for m, v in zip(frame["metric"], frame["value"], strict=True)
+        }
         denominators = {m: int(n) for m, n in zip(frame["metric"], frame["n"], strict=True) if not pd.isna(n)}
         return cls(metrics, denominators, tables["breakdowns"], info)
 
@@ -125,7 +146,10 @@ class ComparisonArtifact:
     info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, verdict counts, drift
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {"per_metric": self.per_metric, "per_query": self.per_query}, {**self.info, "markdown": self.markdown}
+        return {"per_metric": self.per_metric, "per_query": self.per_query}, {
+            **self.info,
+            "markdown": self.markdown,
+        }
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> ComparisonArtifact:

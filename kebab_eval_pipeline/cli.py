@@ -20,8 +20,12 @@ from rich.table import Table
 
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
+)
 runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
 golden_app = typer.Typer(no_args_is_help=True, help="Validate golden sets.")
 app.add_typer(runs_app, name="runs")
@@ -42,7 +46,9 @@ def _instance():
         home.mkdir(parents=True, exist_ok=True)
         (home / "dagster.yaml").touch()
         os.environ["DAGSTER_HOME"] = str(home)
-        err.print(f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]")
+        err.print(
+            f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]"
+        )
     return DagsterInstance.get()
 
 
@@ -60,12 +66,20 @@ def _fmt(v) -> str:
 
 @app.command()
 def run(
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Partition key (default: run-<UTC time>).")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Partition key (default: run-<UTC time>).")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (SPEC §12).")] = None,
-    golden: Annotated[str | None, typer.Option("--golden", help="Golden file (overrides the config).")] = None,
-    system: Annotated[str | None, typer.Option("--system", help="reference (others arrive with their adapters).")] = None,
+    golden: Annotated[
+        str | None, typer.Option("--golden", help="Golden file (overrides the config).")
+    ] = None,
+    system: Annotated[
+        str | None, typer.Option("--system", help="reference (others arrive with their adapters).")
+    ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="lexical | vector | hybrid")] = None,
-    answers: Annotated[bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")] = None,
+    answers: Annotated[
+        bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")
+    ] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="previous | none | <run_id>")] = None,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="Reference chunker size.")] = None,
 ) -> None:
@@ -79,10 +93,21 @@ def run(
     from kebab_eval_pipeline.systems.factory import build_system
 
     if system not in (None, "reference"):
-        raise InputError("unsupported system", [Offender("--system", f"{system!r}: this version ships 'reference'")])
+        raise InputError(
+            "unsupported system", [Offender("--system", f"{system!r}: this version ships 'reference'")]
+        )
     run_id = check_run_id(run_id or f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}")
-    overrides = {k: v for k, v in {"golden": golden, "mode": mode, "answers": answers, "baseline": baseline,
-                                   "chunk_size": chunk_size}.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "golden": golden,
+            "mode": mode,
+            "answers": answers,
+            "baseline": baseline,
+            "chunk_size": chunk_size,
+        }.items()
+        if v is not None
+    }
     instance = _instance()
     defs = build_definitions(config, overrides=overrides)
     settings = defs.resources["eval_settings"].load()
@@ -92,8 +117,14 @@ def run(
     observe_inputs(instance, settings)
     job = defs.resolve_job_def(JOB_NAME)
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task("queries", total=len(loaded.golden.queries))
         stage_line = {"text": ""}
 
@@ -105,7 +136,14 @@ def run(
             bar.update(task, completed=done, total=total)
 
         with progress.reporting_to(on_stage, on_query):
-            result = job.execute_in_process(partition_key=run_id, instance=instance, raise_on_error=False)
+            # Dagster's DEBUG event stream stays in the instance (and the UI); the terminal gets
+            # the progress bar and warnings only.
+            result = job.execute_in_process(
+                partition_key=run_id,
+                instance=instance,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
 
     base = defs.resources["artifact_storage"].base
     store = ArtifactStore(base)
@@ -140,9 +178,11 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
-    table = Table(title=f"run {run_id} — {metrics.info['golden']['name']} "
-                        f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
-                        f"/{metrics.info['system']['mode']})")
+    table = Table(
+        title=f"run {run_id} — {metrics.info['golden']['name']} "
+        f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
+        f"/{metrics.info['system']['mode']})"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
@@ -158,12 +198,17 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
         (reports / "run.md").write_text(
-            render_run_markdown(run_id, metrics.info, metrics.metrics, metrics.breakdowns, gates), encoding="utf-8")
+            render_run_markdown(run_id, metrics.info, metrics.metrics, metrics.breakdowns, gates),
+            encoding="utf-8",
+        )
         if store.exists("comparison_report", run_id):
             comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", run_id))
             (reports / "comparison.md").write_text(comparison.markdown, encoding="utf-8")
-            out.print(f"comparison: {comparison.info.get('baseline_note')}; verdicts "
-                      + ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v))
+            counts = ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v)
+            out.print(
+                f"comparison: {comparison.info.get('baseline_note')}"
+                + (f"; verdicts: {counts}" if counts else "")
+            )
         out.print(f"report: {reports / 'run.md'}")
 
 
@@ -218,13 +263,17 @@ def golden_validate(files: list[Path], fmt: Annotated[str, typer.Option("--forma
     for q in qs:
         cats[q.category] = cats.get(q.category, 0) + 1
     answerable = sum(q.answerable for q in qs)
-    out.print(f"ok: {len(qs)} queries ({answerable} answerable, {len(qs) - answerable} unanswerable; "
-              + ", ".join(f"{k} {v}" for k, v in sorted(cats.items())) + f") format {loaded.golden.format}")
+    out.print(
+        f"ok: {len(qs)} queries ({answerable} answerable, {len(qs) - answerable} unanswerable; "
+        + ", ".join(f"{k} {v}" for k, v in sorted(cats.items()))
+        + f") format {loaded.golden.format}"
+    )
 
 
 @app.command()
 def compare(
-    a: str, b: str,
+    a: str,
+    b: str,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     strict_chunker_version: Annotated[bool, typer.Option("--strict-chunker-version")] = False,
     config: Annotated[Path | None, typer.Option("--config")] = None,
@@ -236,7 +285,11 @@ def compare(
     store = _store(config)
     report = compare_bundles(load_bundle(store, a), load_bundle(store, b), strict_chunker_version)
     if as_json:
-        doc = {**report.info, "per_metric": _records(report.per_metric), "per_query": _records(report.per_query)}
+        doc = {
+            **report.info,
+            "per_metric": _records(report.per_metric),
+            "per_query": _records(report.per_query),
+        }
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
         out.print(report.markdown, markup=False, highlight=False)
@@ -246,7 +299,9 @@ def compare(
 def export(
     run_id: str,
     fmt: Annotated[str, typer.Option("--format", help="json | trec")] = "json",
-    out_path: Annotated[Path | None, typer.Option("--out", help="File to write (json: default stdout).")] = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="File to write (json: default stdout).")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config")] = None,
 ) -> None:
     """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
@@ -269,9 +324,13 @@ def export(
 
 @app.command()
 def history(
-    metric: Annotated[list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")] = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config")] = None,
-    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")] = False,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
+    ] = False,
 ) -> None:
     """Headline metrics across stored runs, oldest first."""
     from kebab_eval_pipeline.history import metric_history
@@ -285,7 +344,9 @@ def history(
         return
     table = Table()
     for column in frame.columns:  # fold, never truncate: versions and run ids must stay whole
-        table.add_column(str(column), overflow="fold", justify="left" if frame[column].dtype == object else "right")
+        table.add_column(
+            str(column), overflow="fold", justify="left" if frame[column].dtype == object else "right"
+        )
     for row in frame.itertuples(index=False):
         table.add_row(*[_fmt(None if (isinstance(v, float) and v != v) else v) for v in row])
     out.print(table)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from kebab_eval_pipeline.gates import check_gate_names
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, GROUP, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
-from kebab_eval_pipeline.gates import check_gate_names
 from kebab_eval_pipeline.storage import default_storage_base
 
 CONFIG_ENV = "KEBAB_EVAL_CONFIG"
@@ -25,8 +25,9 @@ EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 JOB_NAME = "evaluation_run"
 
 
-def build_definitions(config_file: str | Path | None = None, storage: str | None = None,
-                      overrides: dict | None = None) -> dg.Definitions:
+def build_definitions(
+    config_file: str | Path | None = None, storage: str | None = None, overrides: dict | None = None
+) -> dg.Definitions:
     """Definitions for one configuration. ``overrides`` are EvalSettingsResource fields (CLI flags)."""
     config = str(config_file) if config_file else None
     resource = EvalSettingsResource(config_file=config, **(overrides or {}))
@@ -34,12 +35,15 @@ def build_definitions(config_file: str | Path | None = None, storage: str | None
     check_gate_names(settings, source=config or "<defaults>")
     base = default_storage_base(storage or settings.storage)
     job = dg.define_asset_job(
-        JOB_NAME, selection=dg.AssetSelection.groups(GROUP),
+        JOB_NAME,
+        selection=dg.AssetSelection.groups(GROUP),
         description="Materialize the whole evaluation chain (and its gates) for one run partition.",
     )
     # The chain is strictly sequential, so separate step processes only add start-up time;
     # KEBAB_EVAL_EXECUTOR=multiprocess restores Dagster's default.
-    executor = dg.multiprocess_executor if os.environ.get(EXECUTOR_ENV) == "multiprocess" else dg.in_process_executor
+    executor = (
+        dg.multiprocess_executor if os.environ.get(EXECUTOR_ENV) == "multiprocess" else dg.in_process_executor
+    )
     return dg.Definitions(
         assets=[*SOURCE_ASSETS, *EVAL_ASSETS],
         asset_checks=gate_checks(settings),
@@ -56,4 +60,3 @@ def build_definitions(config_file: str | Path | None = None, storage: str | None
 
 def defs_from_environment() -> dg.Definitions:
     return build_definitions(os.environ.get(CONFIG_ENV) or None)
-

@@ -11,11 +11,35 @@ import pandas as pd
 from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.storage import ArtifactStore
 
-_HIT_FIELDS = ("rank", "chunk_id", "doc_id", "doc_path", "heading_path", "line_start", "line_end", "snippet",
-               "score", "score_kind", "lexical_score", "vector_score", "lexical_rank", "vector_rank",
-               "index_version", "embedding_model", "chunker_version")
-_ANSWER_FIELDS = ("answer_text", "refused", "grounded", "refusal_reason", "prompt_template_version", "model",
-                  "prompt_tokens", "completion_tokens")
+_HIT_FIELDS = (
+    "rank",
+    "chunk_id",
+    "doc_id",
+    "doc_path",
+    "heading_path",
+    "line_start",
+    "line_end",
+    "snippet",
+    "score",
+    "score_kind",
+    "lexical_score",
+    "vector_score",
+    "lexical_rank",
+    "vector_rank",
+    "index_version",
+    "embedding_model",
+    "chunker_version",
+)
+_ANSWER_FIELDS = (
+    "answer_text",
+    "refused",
+    "grounded",
+    "refusal_reason",
+    "prompt_template_version",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+)
 
 
 def _plain(value: Any) -> Any:
@@ -41,7 +65,9 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
     info = b.metrics.info
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in _records(b.metrics.breakdowns):
-        breakdowns.setdefault(str(row["dimension"]), {}).setdefault(str(row["value"]), {})[row["metric"]] = row["score"]
+        breakdowns.setdefault(str(row["dimension"]), {}).setdefault(str(row["value"]), {})[row["metric"]] = (
+            row["score"]
+        )
     r = b.retrieval.results
     hits_by_query = {
         qid: [{f: rec[f] for f in _HIT_FIELDS} for rec in _records(group)]
@@ -61,14 +87,16 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         if out.get("answered"):
             answer = {("text" if f == "answer_text" else f): out.get(f) for f in _ANSWER_FIELDS}
             answer["citations"] = cites_by_query.get(qid, [])
-        per_query.append({
-            "query_id": qid,
-            "scores": {k: v for k, v in rec.items() if k not in meta_cols},
-            "hits": hits_by_query.get(qid, []),
-            "answer": answer,
-            "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
-            "error": out.get("error"),
-        })
+        per_query.append(
+            {
+                "query_id": qid,
+                "scores": {k: v for k, v in rec.items() if k not in meta_cols},
+                "hits": hits_by_query.get(qid, []),
+                "answer": answer,
+                "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
+                "error": out.get("error"),
+            }
+        )
     return {
         "run_id": run_id,
         "created_at": info.get("created_at"),
@@ -93,12 +121,18 @@ def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Pat
     docid = hits["chunk_id"].fillna(hits["doc_id"]).fillna(hits["doc_path"])
     # trec_eval orders by score, so write a strictly decreasing pseudo-score from the rank.
     score = (hits["rank"].max() + 1 - hits["rank"]).astype(float) if len(hits) else hits["rank"]
-    lines = [f"{q} Q0 {d} {r} {s:.6f} {run_id}" for q, d, r, s in zip(hits["query_id"], docid, hits["rank"], score,
-                                                                     strict=True)]
+    lines = [
+        f"{q} Q0 {d} {r} {s:.6f} {run_id}"
+        for q, d, r, s in zip(hits["query_id"], docid, hits["rank"], score, strict=True)
+    ]
     out.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
     sup = b.golden.supports
     gold = sup["chunk_id"].fillna(sup["doc_id"]).fillna(sup["rel_path"])
-    qrels = [f"{q} 0 {d} {g}" for q, d, g in zip(sup["query_id"], gold, sup["grade"], strict=True) if isinstance(d, str)]
+    qrels = [
+        f"{q} 0 {d} {g}"
+        for q, d, g in zip(sup["query_id"], gold, sup["grade"], strict=True)
+        if isinstance(d, str)
+    ]
     qrels_path = out.with_name(out.name + ".qrels")
     qrels_path.write_text("\n".join(qrels) + ("\n" if qrels else ""), encoding="utf-8")
     return out, qrels_path

@@ -14,11 +14,30 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, RunSettings
 
 _PLAIN = {
-    "mrr", "refusal_correctness", "under_refusal_rate", "over_refusal_rate", "citation_coverage", "chr",
-    "answer_precision", "attribution_hit_rate", "groundedness_rule", "error_rate", "timeout_rate",
-    "empty_result_rate", "empty_response_rate", "scope_miss_rate", "hallucination_rate",
-    "recency_correctness", "mixed_version_rate", "retrieval_ms_p50", "retrieval_ms_p95", "retrieval_ms_max",
-    "answer_ms_p50", "answer_ms_p95", "answer_ms_max", "total_suite_ms",
+    "mrr",
+    "refusal_correctness",
+    "under_refusal_rate",
+    "over_refusal_rate",
+    "citation_coverage",
+    "chr",
+    "answer_precision",
+    "attribution_hit_rate",
+    "groundedness_rule",
+    "error_rate",
+    "timeout_rate",
+    "empty_result_rate",
+    "empty_response_rate",
+    "scope_miss_rate",
+    "hallucination_rate",
+    "recency_correctness",
+    "mixed_version_rate",
+    "retrieval_ms_p50",
+    "retrieval_ms_p95",
+    "retrieval_ms_max",
+    "answer_ms_p50",
+    "answer_ms_p95",
+    "answer_ms_max",
+    "total_suite_ms",
 }
 _AT_K = re.compile(r"^(hit|recall|recall_any|recall_all|precision|ndcg|group_consistency)@(\d+)$")
 
@@ -76,39 +95,78 @@ def evaluate_gate(metric: str, gate: GateSettings, metrics: dict[str, float | No
         name = check_name(metric, kind)
         if _is_null(value):
             skipped = gate.skip_if_null
-            reason = (
-                f"{metric} is null (empty denominator): "
-                + ("skipped as configured" if skipped else "a gate on a null metric fails")
+            reason = f"{metric} is null (empty denominator): " + (
+                "skipped as configured" if skipped else "a gate on a null metric fails"
             )
-            results.append(GateResult(name, metric, kind, skipped, skipped, gate.blocking, None, threshold, None, reason))
+            results.append(
+                GateResult(name, metric, kind, skipped, skipped, gate.blocking, None, threshold, None, reason)
+            )
             continue
         passed = value >= threshold if kind == "min" else value <= threshold
         op = "≥" if kind == "min" else "≤"
         reason = f"{metric} = {value:.4f} {'meets' if passed else 'misses'} {op} {threshold}"
         results.append(
-            GateResult(name, metric, kind, passed, False, gate.blocking, value, threshold, round(value - threshold, 4), reason)
+            GateResult(
+                name,
+                metric,
+                kind,
+                passed,
+                False,
+                gate.blocking,
+                value,
+                threshold,
+                round(value - threshold, 4),
+                reason,
+            )
         )
     return results
 
 
 def evaluate_regression_gate(
-    metric: str, gate: RegressionGateSettings, metrics: dict[str, float | None], baseline: dict[str, float | None] | None
+    metric: str,
+    gate: RegressionGateSettings,
+    metrics: dict[str, float | None],
+    baseline: dict[str, float | None] | None,
 ) -> GateResult:
     """Fails when ``metric`` dropped by more than ``max_drop`` against the baseline run."""
     name = check_name(metric, "max_drop")
     value, before = metrics.get(metric), (baseline or {}).get(metric)
     if baseline is None:
-        return GateResult(name, metric, "max_drop", True, True, gate.blocking, value, -gate.max_drop, None,
-                          "no baseline run: nothing to regress against")
+        return GateResult(
+            name,
+            metric,
+            "max_drop",
+            True,
+            True,
+            gate.blocking,
+            value,
+            -gate.max_drop,
+            None,
+            "no baseline run: nothing to regress against",
+        )
     if _is_null(value) or _is_null(before):
-        return GateResult(name, metric, "max_drop", False, False, gate.blocking, value, -gate.max_drop, None,
-                          f"{metric} is null in {'this run' if _is_null(value) else 'the baseline'}")
+        return GateResult(
+            name,
+            metric,
+            "max_drop",
+            False,
+            False,
+            gate.blocking,
+            value,
+            -gate.max_drop,
+            None,
+            f"{metric} is null in {'this run' if _is_null(value) else 'the baseline'}",
+        )
     delta = round(value - before, 4)
     passed = delta >= -gate.max_drop - 1e-12
     reason = f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed drop {gate.max_drop}"
-    return GateResult(name, metric, "max_drop", passed, False, gate.blocking, value, -gate.max_drop, delta, reason)
+    return GateResult(
+        name, metric, "max_drop", passed, False, gate.blocking, value, -gate.max_drop, delta, reason
+    )
 
 
 def evaluate_gates(settings: RunSettings, metrics: dict[str, float | None]) -> list[GateResult]:
     """Every absolute gate (configured + defaults) against one run's metrics."""
-    return [r for metric, gate in settings.effective_gates().items() for r in evaluate_gate(metric, gate, metrics)]
+    return [
+        r for metric, gate in settings.effective_gates().items() for r in evaluate_gate(metric, gate, metrics)
+    ]

@@ -22,11 +22,16 @@ def metric_history(store: ArtifactStore, metrics: Sequence[str] | None = None) -
         info = manifest["info"]
         tables, _ = store.read("run_metrics", manifest["run_id"])
         values = dict(zip(tables["metrics"]["metric"], tables["metrics"]["value"], strict=True))
-        rows.append({
-            "run_id": manifest["run_id"],
-            "created_at": (info.get("created_at") or "")[:19],
-            "chunker_version": info.get("versions", {}).get("chunker_version"),
-            "golden": info.get("golden", {}).get("name"),
-            **{m: (float(values[m]) if m in values and not pd.isna(values[m]) else float("nan")) for m in wanted},
-        })
+        rows.append(
+            {
+                "run_id": manifest["run_id"],
+                "created_at": (info.get("created_at") or "")[:19],
+                "chunker_version": info.get("versions", {}).get("chunker_version"),
+                "golden": info.get("golden", {}).get("name"),
+                **{
+                    m: (float(values[m]) if m in values and not pd.isna(values[m]) else float("nan"))
+                    for m in wanted
+                },
+            }
+        )
     return pd.DataFrame(rows, columns=["run_id", "created_at", "chunker_version", "golden", *wanted])

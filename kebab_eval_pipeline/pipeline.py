@@ -40,7 +40,9 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
     """Run every golden query through the configured system under test."""
     system = build_system(settings)
     k = max(max(settings.k), settings.mrr_cutoff)
-    results = run_golden(system, golden.golden, k=k, answers=settings.answers, progress=progress.query_progress())
+    results = run_golden(
+        system, golden.golden, k=k, answers=settings.answers, progress=progress.query_progress()
+    )
     info = {"k_requested": k, "answers": settings.answers, "golden_sha256": golden.golden.sha256}
     return RetrievalArtifact(results, info)
 
@@ -50,8 +52,15 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
     r = retrieval.results
     known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
     scores = build_query_scores(
-        golden.queries, golden.supports, r.hits, r.outcomes, r.citations,
-        ks=settings.k, mrr_cutoff=settings.mrr_cutoff, criterion=settings.match, known_chunk_ids=known,
+        golden.queries,
+        golden.supports,
+        r.hits,
+        r.outcomes,
+        r.citations,
+        ks=settings.k,
+        mrr_cutoff=settings.mrr_cutoff,
+        criterion=settings.match,
+        known_chunk_ids=known,
     )
     info = {"k": settings.k, "mrr_cutoff": settings.mrr_cutoff, "match": settings.match}
     return QueryScoresArtifact(scores, info)
@@ -68,8 +77,13 @@ def run_identity(
         "created_at": datetime.now(UTC).isoformat(),
         "versions": system.versions(),
         "system": {"kind": system.kind, "mode": system.mode, **system.details},
-        "golden": {"name": g.name, "path": g.source, "sha256": g.sha256, "queries": len(g.queries),
-                   "format": g.format},
+        "golden": {
+            "name": g.name,
+            "path": g.source,
+            "sha256": g.sha256,
+            "queries": len(g.queries),
+            "format": g.format,
+        },
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
@@ -78,7 +92,10 @@ def run_identity(
 
 
 def summarize(
-    run_id: str, settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact,
+    run_id: str,
+    settings: RunSettings,
+    golden: GoldenArtifact,
+    retrieval: RetrievalArtifact,
     scores: QueryScoresArtifact,
 ) -> RunMetricsArtifact:
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns."""
@@ -91,8 +108,19 @@ def summarize(
     )
 
 
-HEADLINE = ("hit@1", "hit@5", "mrr", "recall@5", "precision@5", "ndcg@10", "refusal_correctness",
-            "over_refusal_rate", "under_refusal_rate", "empty_result_rate", "error_rate")
+HEADLINE = (
+    "hit@1",
+    "hit@5",
+    "mrr",
+    "recall@5",
+    "precision@5",
+    "ndcg@10",
+    "refusal_correctness",
+    "over_refusal_rate",
+    "under_refusal_rate",
+    "empty_result_rate",
+    "error_rate",
+)
 
 
 def headline(metrics: dict[str, float | None], ks: list[int]) -> dict[str, float | None]:

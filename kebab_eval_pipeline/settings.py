@@ -178,9 +178,7 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
             line = yaml_line_of(text, list(loc)) if text else None
             field = ".".join(str(p) for p in loc) or None
             reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            offenders.append(
-                Offender(source, reason, position=f"line {line}" if line else None, field=field)
-            )
+            offenders.append(Offender(source, reason, position=f"line {line}" if line else None, field=field))
         raise InputError("run config is invalid", offenders) from None
 
 

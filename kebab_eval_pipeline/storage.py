@@ -13,6 +13,7 @@ previous complete attempt readable. Older attempts are removed afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -91,10 +92,8 @@ class ArtifactStore:
     def _remove_other_attempts(self, run_dir: UPath, keep: str) -> None:
         for child in run_dir.iterdir():
             if child.is_dir() and child.name != keep:
-                try:
+                with contextlib.suppress(OSError):  # best effort: an unreferenced attempt is harmless
                     child.fs.rm(child.path, recursive=True)
-                except OSError:  # best effort: an unreferenced attempt is harmless
-                    pass
 
     def manifest(self, asset: str, run_id: str) -> dict[str, Any] | None:
         path = self._run_dir(asset, run_id) / MANIFEST
@@ -111,7 +110,11 @@ class ArtifactStore:
         if manifest is None:
             raise InputError(
                 f"no stored {asset} for run {run_id!r}",
-                [Offender(str(self.base / asset / run_id), "not materialized (or not under this storage path)")],
+                [
+                    Offender(
+                        str(self.base / asset / run_id), "not materialized (or not under this storage path)"
+                    )
+                ],
             )
         attempt_dir = self._run_dir(asset, run_id) / manifest["attempt"]
         tables = {
@@ -136,7 +139,9 @@ class ArtifactStore:
         for child in root.iterdir():
             if child.is_dir() and (child / MANIFEST).exists():
                 found.append(json.loads((child / MANIFEST).read_bytes()))
-        return sorted(found, key=lambda m: (m.get("info", {}).get("created_at") or m["written_at"], m["run_id"]))
+        return sorted(
+            found, key=lambda m: (m.get("info", {}).get("created_at") or m["written_at"], m["run_id"])
+        )
 
 
 def default_storage_base(configured: str | None = None) -> str:

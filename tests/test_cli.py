@@ -50,7 +50,9 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
     assert lines[0] == "run_id,created_at,chunker_version,golden,mrr,hit@1"
-    assert lines[1].startswith("demo-1,") and ",md-heading-1:size=400:overlap=0,demo-fermentation," in lines[1]
+    assert (
+        lines[1].startswith("demo-1,") and ",md-heading-1:size=400:overlap=0,demo-fermentation," in lines[1]
+    )
     assert lines[2].startswith("demo-2,") and len(lines) == 3
     assert "demo-2" in cli(env, "history").stdout
 
@@ -58,12 +60,22 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
     assert exported.returncode == 0, exported.stderr
     doc = json.loads(exported.stdout)
     golden = load_golden(DEMO_GOLDEN).golden
-    assert set(doc) >= {"run_id", "created_at", "versions", "system", "golden", "metrics", "breakdowns", "gates",
-                        "per_query"}
+    assert set(doc) >= {
+        "run_id",
+        "created_at",
+        "versions",
+        "system",
+        "golden",
+        "metrics",
+        "breakdowns",
+        "gates",
+        "per_query",
+    }
     assert doc["golden"]["queries"] == len(golden.queries) == len(doc["per_query"])
     assert doc["versions"]["chunker_version"] == "md-heading-1:size=800:overlap=0"
-    unanswerable = next(q for q in doc["per_query"] if q["query_id"] == next(
-        g.id for g in golden.queries if not g.answerable))
+    unanswerable = next(
+        q for q in doc["per_query"] if q["query_id"] == next(g.id for g in golden.queries if not g.answerable)
+    )
     assert unanswerable["scores"]["mrr"] is None  # null, not 0, for an empty denominator
     assert all(isinstance(h["rank"], int) for q in doc["per_query"] for h in q["hits"])
 
@@ -82,18 +94,40 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
 
 def test_runs_add_then_dagster_asset_materialize(env, tmp_path):
     assert cli(env, "runs", "add", "ci-1").returncode == 0
-    dagster = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "kebab_eval_pipeline",
-               "--select", "*", "--partition", "ci-1"]
+    dagster = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "asset",
+        "materialize",
+        "-m",
+        "kebab_eval_pipeline",
+        "--select",
+        "*",
+        "--partition",
+        "ci-1",
+    ]
     ok = subprocess.run(dagster, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr[-3000:]
     exported = json.loads(cli(env, "export", "ci-1").stdout)
-    assert set(exported["versions"]) >= {"chunker_version", "embedding_model", "prompt_template_version",
-                                         "index_version", "parser_version"}
+    assert set(exported["versions"]) >= {
+        "chunker_version",
+        "embedding_model",
+        "prompt_template_version",
+        "index_version",
+        "parser_version",
+    }
 
     gate = write(tmp_path / "gate.yaml", "gates:\n  mrr: {min: 1.01}\n")
     assert cli(env, "runs", "add", "ci-2").returncode == 0
-    failing = subprocess.run([*dagster[:-1], "ci-2"], env={**env, "KEBAB_EVAL_CONFIG": str(gate)},
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    failing = subprocess.run(
+        [*dagster[:-1], "ci-2"],
+        env={**env, "KEBAB_EVAL_CONFIG": str(gate)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert failing.returncode != 0
     assert "gate_mrr_min" in failing.stderr + failing.stdout
 
@@ -110,12 +144,26 @@ def test_blocking_gate_exit_code_1(env, tmp_path):
     ("files", "args", "expected"),
     [
         ({}, ["run", "--golden", "missing.yaml"], ["missing.yaml", "no such file"]),
-        ({"c.yaml": "golden: [oops\n"}, ["run", "--config", "c.yaml"], ["c.yaml", "line 2", "column", "invalid YAML"]),
-        ({"g.yaml": "queries:\n  - {id: a, query: x}\n  - {id: a, query: y}\n"}, ["run", "--golden", "g.yaml"],
-         ["g.yaml", "line 3", "query 'a'", "duplicate id"]),
-        ({"c.yaml": "system:\n  kind: reference\n  chunksize: 3\n"}, ["run", "--config", "c.yaml"],
-         ["c.yaml", "line 3", "system.chunksize", "unknown key"]),
-        ({"c.yaml": "gates:\n  mrrr: {min: 0.1}\n"}, ["run", "--config", "c.yaml"], ["unknown metric 'mrrr'"]),
+        (
+            {"c.yaml": "golden: [oops\n"},
+            ["run", "--config", "c.yaml"],
+            ["c.yaml", "line 2", "column", "invalid YAML"],
+        ),
+        (
+            {"g.yaml": "queries:\n  - {id: a, query: x}\n  - {id: a, query: y}\n"},
+            ["run", "--golden", "g.yaml"],
+            ["g.yaml", "line 3", "query 'a'", "duplicate id"],
+        ),
+        (
+            {"c.yaml": "system:\n  kind: reference\n  chunksize: 3\n"},
+            ["run", "--config", "c.yaml"],
+            ["c.yaml", "line 3", "system.chunksize", "unknown key"],
+        ),
+        (
+            {"c.yaml": "gates:\n  mrrr: {min: 0.1}\n"},
+            ["run", "--config", "c.yaml"],
+            ["unknown metric 'mrrr'"],
+        ),
         ({}, ["run", "--run-id", "../escape"], ["invalid run id"]),
         ({}, ["compare", "nope-a", "nope-b"], ["no stored golden_set for run 'nope-a'"]),
         ({}, ["golden", "validate", "nothing.yaml"], ["nothing.yaml"]),

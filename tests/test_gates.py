@@ -33,5 +33,7 @@ def test_regression_gate():
 
 
 def test_metric_names():
-    assert known_metric("hit@5", [1, 5]) and not known_metric("hit@7", [1, 5]) and not known_metric("mrrr", [5])
+    assert (
+        known_metric("hit@5", [1, 5]) and not known_metric("hit@7", [1, 5]) and not known_metric("mrrr", [5])
+    )
     assert check_name("recall_all@10", "max") == "gate_recall_all_at_10_max"

@@ -17,7 +17,9 @@ def test_defaults_are_the_embedded_demo():
 
 
 def test_spec_shape_with_k_under_system_and_regression_gates(tmp_path: Path):
-    cfg = write(tmp_path / "cfg" / "run.yaml", """
+    cfg = write(
+        tmp_path / "cfg" / "run.yaml",
+        """
 golden: ../golden.yaml
 system:
   kind: reference
@@ -29,7 +31,8 @@ baseline: none
 gates:
   mrr: {min: 0.5}
   regression: {mrr: {max_drop: 0.02}}
-""")
+""",
+    )
     s = load_settings(cfg)
     assert s.k == [1, 5, 10]
     assert s.answers is False
@@ -40,7 +43,9 @@ gates:
 
 
 def test_unknown_keys_are_listed_with_line_numbers(tmp_path: Path):
-    cfg = write(tmp_path / "run.yaml", "golden: g.yaml\nsystem:\n  kind: reference\n  chunk_sise: 10\nbaselin: none\n")
+    cfg = write(
+        tmp_path / "run.yaml", "golden: g.yaml\nsystem:\n  kind: reference\n  chunk_sise: 10\nbaselin: none\n"
+    )
     with pytest.raises(InputError) as exc:
         load_settings(cfg)
     text = str(exc.value)
@@ -63,7 +68,10 @@ def test_missing_config_file(tmp_path: Path):
 
 
 def test_gate_without_bound_and_bad_overlap(tmp_path: Path):
-    cfg = write(tmp_path / "run.yaml", "gates:\n  mrr: {blocking: true}\nsystem: {chunk_size: 100, chunk_overlap: 100}\n")
+    cfg = write(
+        tmp_path / "run.yaml",
+        "gates:\n  mrr: {blocking: true}\nsystem: {chunk_size: 100, chunk_overlap: 100}\n",
+    )
     with pytest.raises(InputError) as exc:
         load_settings(cfg)
     assert "a gate needs 'min' or 'max'" in str(exc.value)

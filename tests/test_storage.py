@@ -11,9 +11,14 @@ from kebab_eval_pipeline.storage import MANIFEST, ArtifactStore, check_run_id
 
 
 def frame(n: int) -> pd.DataFrame:
-    return pd.DataFrame({"query_id": pd.array([f"q{i}" for i in range(n)], dtype="string"),
-                         "rank": list(range(n)), "heading_path": [["A", f"B{i}"] for i in range(n)],
-                         "score": [None if i == 0 else i / 3 for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "query_id": pd.array([f"q{i}" for i in range(n)], dtype="string"),
+            "rank": list(range(n)),
+            "heading_path": [["A", f"B{i}"] for i in range(n)],
+            "score": [None if i == 0 else i / 3 for i in range(n)],
+        }
+    )
 
 
 def test_round_trip_keeps_types_and_lists(tmp_path: Path):

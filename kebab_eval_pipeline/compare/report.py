@@ -6,8 +6,14 @@ import math
 
 import pandas as pd
 
-VERSION_KEYS = ("chunker_version", "embedding_model", "embedding_version", "prompt_template_version",
-                "index_version", "parser_version")
+VERSION_KEYS = (
+    "chunker_version",
+    "embedding_model",
+    "embedding_version",
+    "prompt_template_version",
+    "index_version",
+    "parser_version",
+)
 
 
 def _fmt(x) -> str:
@@ -37,22 +43,47 @@ def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame
     lines.append(f"| system | {sa.get('kind')} / {sa.get('mode')} | {sb.get('kind')} / {sb.get('mode')} |")
     ga, gb = info.get("golden_a", {}), info.get("golden_b", {})
     lines.append(f"| golden sha256 | {str(ga.get('sha256'))[:12]} | {str(gb.get('sha256'))[:12]} |")
-    lines += ["", f"**chunker_version_match:** `{info['chunker_version_match']}` "
-              f"(per-query matching criterion: `{info.get('matching_criterion')}`)", ""]
+    lines += [
+        "",
+        f"**chunker_version_match:** `{info['chunker_version_match']}` "
+        f"(per-query matching criterion: `{info.get('matching_criterion')}`)",
+        "",
+    ]
     counts = info["verdict_counts"]
-    lines += ["## Per-query verdicts", "",
-              " · ".join(f"**{k}** {v}" for k, v in counts.items() if v or k in ("win", "loss", "regression", "draw")),
-              ""]
-    lines += ["## Metrics (delta = b − a)", "", "| metric | a | b | delta | relative |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "## Per-query verdicts",
+        "",
+        " · ".join(
+            f"**{k}** {v}" for k, v in counts.items() if v or k in ("win", "loss", "regression", "draw")
+        ),
+        "",
+    ]
+    lines += [
+        "## Metrics (delta = b − a)",
+        "",
+        "| metric | a | b | delta | relative |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for row in per_metric.itertuples(index=False):
-        lines.append(f"| {row.metric} | {_fmt(row.a)} | {_fmt(row.b)} | {_signed(row.delta)} | {_signed(row.rel_change)} |")
+        cells = (row.metric, _fmt(row.a), _fmt(row.b), _signed(row.delta), _signed(row.rel_change))
+        lines.append("| " + " | ".join(cells) + " |")
     notable = verdicts[verdicts["verdict"].isin(["regression", "loss", "win"])]
     order = {"regression": 0, "loss": 1, "win": 2}
-    notable = notable.sort_values(["verdict", "query_id"], key=lambda s: s.map(order) if s.name == "verdict" else s)
+    notable = notable.sort_values(
+        ["verdict", "query_id"], key=lambda s: s.map(order) if s.name == "verdict" else s
+    )
     if len(notable):
-        lines += ["", "## Notable queries", "", "| query | verdict | a rank | b rank | note |", "|---|---|---:|---:|---|"]
+        lines += [
+            "",
+            "## Notable queries",
+            "",
+            "| query | verdict | a rank | b rank | note |",
+            "|---|---|---:|---:|---|",
+        ]
         for row in notable.head(max_rows).itertuples(index=False):
-            lines.append(f"| {row.query_id} | {row.verdict} | {_fmt(row.a_rank)} | {_fmt(row.b_rank)} | {row.note} |")
+            lines.append(
+                f"| {row.query_id} | {row.verdict} | {_fmt(row.a_rank)} | {_fmt(row.b_rank)} | {row.note} |"
+            )
         if len(notable) > max_rows:
             lines.append(f"| … | {len(notable) - max_rows} more in the per-query table | | | |")
     drift_a, drift_b = info.get("only_in_a", []), info.get("only_in_b", [])
@@ -65,29 +96,53 @@ def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame
     return "\n".join(lines) + "\n"
 
 
-def render_run_markdown(run_id: str, info: dict, metrics: dict, breakdowns: pd.DataFrame, gates: list[dict]) -> str:
+def render_run_markdown(
+    run_id: str, info: dict, metrics: dict, breakdowns: pd.DataFrame, gates: list[dict]
+) -> str:
     """The per-run report: versions, metrics, gates and the category breakdown."""
     lines = [f"# Evaluation run `{run_id}`", ""]
     system, golden = info.get("system", {}), info.get("golden", {})
-    lines += [f"System **{system.get('kind')}** ({system.get('mode')}), golden set **{golden.get('name')}** "
-              f"({golden.get('queries')} queries, sha256 `{str(golden.get('sha256'))[:12]}`).", ""]
+    lines += [
+        f"System **{system.get('kind')}** ({system.get('mode')}), golden set **{golden.get('name')}** "
+        f"({golden.get('queries')} queries, sha256 `{str(golden.get('sha256'))[:12]}`).",
+        "",
+    ]
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
-    lines += [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()]
+    lines += [
+        f"| {k} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |" for k, v in metrics.items()
+    ]
     if gates:
-        lines += ["", "## Gates", "", "| gate | result | value | threshold | reason |", "|---|---|---:|---:|---|"]
+        lines += [
+            "",
+            "## Gates",
+            "",
+            "| gate | result | value | threshold | reason |",
+            "|---|---|---:|---:|---|",
+        ]
         for g in gates:
-            result = "skipped" if g["skipped"] else ("pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn"))
-            lines.append(f"| {g['name']} | {result} | {_fmt(g['value'])} | {g['threshold']} | {g['reason']} |")
+            result = (
+                "skipped"
+                if g["skipped"]
+                else ("pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn"))
+            )
+            lines.append(
+                f"| {g['name']} | {result} | {_fmt(g['value'])} | {g['threshold']} | {g['reason']} |"
+            )
     if len(breakdowns):
         cat = breakdowns[breakdowns["dimension"] == "category"]
         if len(cat):
             pivot = cat.pivot_table(index="value", columns="metric", values="score", aggfunc="first")
             keep = [c for c in ("hit@5", "mrr", "recall@5", "refusal_correctness") if c in pivot.columns]
             if keep:
-                lines += ["", "## By category", "", "| category | " + " | ".join(keep) + " |",
-                          "|---|" + "---:|" * len(keep)]
+                lines += [
+                    "",
+                    "## By category",
+                    "",
+                    "| category | " + " | ".join(keep) + " |",
+                    "|---|" + "---:|" * len(keep),
+                ]
                 for value, row in pivot[keep].iterrows():
                     lines.append(f"| {value} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
     return "\n".join(lines) + "\n"

@@ -42,16 +42,22 @@ class RunBundle:
 def load_bundle(store: ArtifactStore, run_id: str) -> RunBundle:
     """Read a run's artifacts; InputError names what is missing."""
     parts = {}
-    for asset, cls in (("golden_set", GoldenArtifact), ("retrieval_results", RetrievalArtifact),
-                       ("query_scores", QueryScoresArtifact), ("run_metrics", RunMetricsArtifact)):
+    for asset, cls in (
+        ("golden_set", GoldenArtifact),
+        ("retrieval_results", RetrievalArtifact),
+        ("query_scores", QueryScoresArtifact),
+        ("run_metrics", RunMetricsArtifact),
+    ):
         tables, info = store.read(asset, run_id)
         parts[asset] = cls.from_tables(tables, info)
-    return RunBundle(run_id, parts["golden_set"], parts["retrieval_results"], parts["query_scores"],
-                     parts["run_metrics"])
+    return RunBundle(
+        run_id, parts["golden_set"], parts["retrieval_results"], parts["query_scores"], parts["run_metrics"]
+    )
 
 
-def choose_baseline(store: ArtifactStore, run_id: str, baseline: str, golden_name: str,
-                    created_at: str) -> tuple[str | None, str]:
+def choose_baseline(
+    store: ArtifactStore, run_id: str, baseline: str, golden_name: str, created_at: str
+) -> tuple[str | None, str]:
     """Resolve ``baseline`` (previous | none | <run_id>) to a stored run id, with a note saying why."""
     if baseline == "none":
         return None, "no baseline: comparison disabled by configuration"
@@ -62,7 +68,8 @@ def choose_baseline(store: ArtifactStore, run_id: str, baseline: str, golden_nam
             return None, f"no baseline: configured baseline run {baseline!r} has no stored metrics"
         return baseline, f"baseline {baseline!r} (configured)"
     earlier = [
-        m for m in store.runs("run_metrics")
+        m
+        for m in store.runs("run_metrics")
         if m["run_id"] != run_id
         and m["info"].get("golden", {}).get("name") == golden_name
         and (m["info"].get("created_at") or "") < created_at
@@ -93,11 +100,17 @@ def _chunker_mode(a: RunBundle, b: RunBundle, strict: bool) -> tuple[str, str | 
     if strict:
         raise InputError(
             "chunker versions differ and --strict-chunker-version was given",
-            [Offender(f"runs {a.run_id} / {b.run_id}", f"chunker_version {va!r} vs {vb!r}: chunk ids are not comparable")],
+            [
+                Offender(
+                    f"runs {a.run_id} / {b.run_id}",
+                    f"chunker_version {va!r} vs {vb!r}: chunk ids are not comparable",
+                )
+            ],
         )
     chunk_supports = supports[uses_chunks]
     spans_known = (
-        chunk_supports["line_start"].notna() & chunk_supports["line_end"].notna()
+        chunk_supports["line_start"].notna()
+        & chunk_supports["line_end"].notna()
         & (chunk_supports["rel_path"].notna() | chunk_supports["doc_id"].notna())
     )
     return ("fallback_span", "span") if spans_known.all() else ("fallback_doc", "doc")
@@ -133,12 +146,15 @@ def _null(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
-def compare_bundles(a: RunBundle, b: RunBundle, strict_chunker_version: bool = False,
-                    baseline_note: str = "") -> ComparisonArtifact:
+def compare_bundles(
+    a: RunBundle, b: RunBundle, strict_chunker_version: bool = False, baseline_note: str = ""
+) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a)."""
     mode, criterion = _chunker_mode(a, b, strict_chunker_version)
     cutoff = int(b.scores.info.get("mrr_cutoff", 10))
-    verdicts = per_query_verdicts(_per_query_frame(a, criterion, cutoff), _per_query_frame(b, criterion, cutoff))
+    verdicts = per_query_verdicts(
+        _per_query_frame(a, criterion, cutoff), _per_query_frame(b, criterion, cutoff)
+    )
     per_metric = _metric_table(a.metrics.metrics, b.metrics.metrics)
     counts = verdict_counts(verdicts)
     info = {
@@ -170,8 +186,15 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         pd.DataFrame(columns=["query_id", "applicable", "rank", "answerable", "refused"]),
         pd.DataFrame(columns=["query_id", "applicable", "rank", "answerable", "refused"]),
     )
-    info = {"run_a": None, "run_b": run_id, "baseline_note": note, "versions_b": metrics.info.get("versions", {}),
-            "chunker_version_match": None, "verdict_counts": verdict_counts(verdicts),
-            "metrics_a": {}, "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()}}
+    info = {
+        "run_a": None,
+        "run_b": run_id,
+        "baseline_note": note,
+        "versions_b": metrics.info.get("versions", {}),
+        "chunker_version_match": None,
+        "verdict_counts": verdict_counts(verdicts),
+        "metrics_a": {},
+        "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
+    }
     markdown = f"# Comparison for run `{run_id}`\n\n{note}.\n"
     return ComparisonArtifact(per_metric=per_metric, per_query=verdicts, markdown=markdown, info=info)

@@ -37,9 +37,11 @@ def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     rb = m["rank_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     found_a, found_b = ~np.isnan(ra), ~np.isnan(rb)
     both = (m["_merge"] == "both").to_numpy()
-    applicable = both & m["applicable_a"].fillna(False).astype(bool).to_numpy() & m["applicable_b"].fillna(
-        False
-    ).astype(bool).to_numpy()
+    applicable = (
+        both
+        & m["applicable_a"].fillna(False).astype(bool).to_numpy()
+        & m["applicable_b"].fillna(False).astype(bool).to_numpy()
+    )
     unanswerable = both & ~m["answerable_b"].fillna(True).astype(bool).to_numpy()
     ref_a = m["refused_a"].astype("boolean")
     ref_b = m["refused_b"].astype("boolean")

@@ -41,7 +41,9 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in GOLDEN_SUFFIXES)
             if not found:
-                raise InputError("golden folder holds no golden files", [Offender(str(p), "no *.yaml/*.json/*.jsonl")])
+                raise InputError(
+                    "golden folder holds no golden files", [Offender(str(p), "no *.yaml/*.json/*.jsonl")]
+                )
             files += found
         else:
             files.append(p)
@@ -70,8 +72,13 @@ def _detect(doc: Any, path: Path, fmt: str) -> str:
     kind = type(doc).__name__ if doc is not None else "an empty document"
     raise InputError(
         "cannot tell the golden set's format",
-        [Offender(str(path), f"top level is {kind}; expected a canonical mapping with 'queries' or a kebab "
-                  "list of queries with 'expected_doc_ids' (use --format to say which)")],
+        [
+            Offender(
+                str(path),
+                f"top level is {kind}; expected a canonical mapping with 'queries' or a kebab "
+                "list of queries with 'expected_doc_ids' (use --format to say which)",
+            )
+        ],
     )
 
 
@@ -82,12 +89,19 @@ def _check_schema_version(doc: Any, path: Path, warnings: list[str]) -> None:
     major, _, minor = raw.partition(".")
     ours_major, _, ours_minor = SCHEMA_VERSION.partition(".")
     if not major.isdigit():
-        raise InputError("golden set is invalid", [Offender(str(path), f"schema_version {raw!r} is not a version")])
+        raise InputError(
+            "golden set is invalid", [Offender(str(path), f"schema_version {raw!r} is not a version")]
+        )
     if int(major) > int(ours_major):
         raise InputError(
             "golden set is newer than this tool",
-            [Offender(str(path), f"schema_version {raw} has major {major}; this tool reads {SCHEMA_VERSION}",
-                      field="schema_version")],
+            [
+                Offender(
+                    str(path),
+                    f"schema_version {raw} has major {major}; this tool reads {SCHEMA_VERSION}",
+                    field="schema_version",
+                )
+            ],
         )
     if int(major) == int(ours_major) and minor.isdigit() and int(minor) > int(ours_minor or 0):
         warnings.append(f"{path}: schema_version {raw} is newer than {SCHEMA_VERSION}; loading what is known")
@@ -167,8 +181,15 @@ def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> 
                     field_name = ".".join(str(p) for p in err["loc"]) or None
                     reason = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
                     where = _position(raw, [*raw.key_path, *err["loc"]], positions)
-                    offenders.append(Offender(str(path), reason, position=where,
-                                              query_id=None if qid is None else str(qid), field=field_name))
+                    offenders.append(
+                        Offender(
+                            str(path),
+                            reason,
+                            position=where,
+                            query_id=None if qid is None else str(qid),
+                            field=field_name,
+                        )
+                    )
 
     def source_of(i: int) -> tuple[str, str | None]:
         file, raw, positions = sources[i]

@@ -50,7 +50,9 @@ def validate_queries(
             bad = [ix for ix in group if not 0 <= ix < len(q.supports)]
             if bad:
                 add(
-                    i, q, f"required_support_groups[{g}]",
+                    i,
+                    q,
+                    f"required_support_groups[{g}]",
                     f"index {bad} out of range (the query has {len(q.supports)} supports)",
                 )
         if not q.answerable and q.supports:
@@ -67,7 +69,9 @@ def validate_queries(
             docs = queries[i].expected_doc_ids()
             if docs != reference:
                 add(
-                    i, queries[i], "group",
+                    i,
+                    queries[i],
+                    "group",
                     f"group {name!r}: expected docs {sorted(docs)} differ from "
                     f"{queries[members[0]].id!r}'s {sorted(reference)}",
                 )

@@ -21,11 +21,17 @@ from kebab_eval_pipeline.artifacts import (
     RunMetricsArtifact,
 )
 from kebab_eval_pipeline.compare.report import render_run_markdown
-from kebab_eval_pipeline.compare.runs import COMPARE_VERSION, choose_baseline, compare_bundles, load_bundle, no_baseline
-from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.compare.runs import (
+    COMPARE_VERSION,
+    choose_baseline,
+    compare_bundles,
+    load_bundle,
+    no_baseline,
+)
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
+from kebab_eval_pipeline.orchestration.partitions import eval_runs
+from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
 from kebab_eval_pipeline.systems.factory import build_system
 
 GROUP = "evaluation"
@@ -35,7 +41,9 @@ TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Pa
 
 
 def _versions_metadata(versions: dict[str, Any], system: dict[str, Any], golden: dict[str, Any]) -> dict:
-    meta: dict[str, Any] = {k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in versions.items()}
+    meta: dict[str, Any] = {
+        k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in versions.items()
+    }
     meta["system"] = dg.MetadataValue.text(str(system.get("kind")))
     meta["mode"] = dg.MetadataValue.text(str(system.get("mode")))
     meta["golden_sha256"] = dg.MetadataValue.text(str(golden.get("sha256")))
@@ -52,13 +60,22 @@ def _number(value: float | None) -> dg.MetadataValue:
 def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     """A frame as a UI table (lists joined, nulls as None), capped at TABLE_ROW_LIMIT rows."""
     shown = frame.head(TABLE_ROW_LIMIT)
-    types = {"int64": "int", "Int64": "int", "float64": "float", "Float64": "float", "bool": "bool", "boolean": "bool"}
+    types = {
+        "int64": "int",
+        "Int64": "int",
+        "float64": "float",
+        "Float64": "float",
+        "bool": "bool",
+        "boolean": "bool",
+    }
     schema = dg.TableSchema(
         columns=[dg.TableColumn(str(c), types.get(str(shown[c].dtype), "string")) for c in shown.columns]
     )
 
     def cell(v):
-        if isinstance(v, list | tuple) or hasattr(v, "tolist") and not isinstance(v, str | float | int | bool):
+        if isinstance(v, list | tuple) or (
+            hasattr(v, "tolist") and not isinstance(v, str | float | int | bool)
+        ):
             return ", ".join(map(str, list(v)))
         if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
             return None
@@ -69,7 +86,9 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
 
 
 def golden_file_observation(sha256: str) -> dg.AssetObservation:
-    return dg.AssetObservation(asset_key="golden_file", tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256})
+    return dg.AssetObservation(
+        asset_key="golden_file", tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256}
+    )
 
 
 def system_data_version(info) -> str:
@@ -79,7 +98,8 @@ def system_data_version(info) -> str:
 
 def system_observation(info) -> dg.AssetObservation:
     return dg.AssetObservation(
-        asset_key="system_under_test", tags={DATA_VERSION_TAG: system_data_version(info)},
+        asset_key="system_under_test",
+        tags={DATA_VERSION_TAG: system_data_version(info)},
         metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
     )
 
@@ -91,7 +111,9 @@ def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
     then shows the run as stale.
     """
-    instance.report_runless_asset_event(golden_file_observation(golden_content_sha256(settings.golden_path())))
+    instance.report_runless_asset_event(
+        golden_file_observation(golden_content_sha256(settings.golden_path()))
+    )
     instance.report_runless_asset_event(system_observation(build_system(settings).info()))
 
 
@@ -126,16 +148,25 @@ def system_under_test(context) -> dg.ObserveResult:
 
 def _identity_for(settings, golden: GoldenArtifact) -> dict[str, Any]:
     info = build_system(settings).info()
-    return {"versions": info.versions(), "system": {"kind": info.kind, "mode": info.mode},
-            "golden": {"sha256": golden.golden.sha256, "queries": len(golden.golden.queries)}}
+    return {
+        "versions": info.versions(),
+        "system": {"kind": info.kind, "mode": info.mode},
+        "golden": {"sha256": golden.golden.sha256, "queries": len(golden.golden.queries)},
+    }
 
 
 @dg.asset(
-    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=PARSER_VERSION,
-    deps=[golden_file], kinds={"python", "parquet"},
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
+    code_version=PARSER_VERSION,
+    deps=[golden_file],
+    kinds={"python", "parquet"},
     description="The golden query set, parsed and validated into the canonical model (queries + supports).",
 )
-def golden_set(context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource) -> dg.Output[GoldenArtifact]:
+def golden_set(
+    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource
+) -> dg.Output[GoldenArtifact]:
     progress.stage("golden_set")
     settings = eval_settings.load()
     art = pipeline.load_golden_artifact(settings)
@@ -161,8 +192,12 @@ def golden_set(context: dg.AssetExecutionContext, eval_settings: EvalSettingsRes
 
 
 @dg.asset(
-    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.RUNNER_VERSION,
-    deps=[system_under_test], kinds={"python", "parquet"},
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
+    code_version=pipeline.RUNNER_VERSION,
+    deps=[system_under_test],
+    kinds={"python", "parquet"},
     description="Per-query results of the system under test: ranked hits, answers with citations, "
     "latencies and errors. A failing query is a row with an error, never a missing row.",
 )
@@ -191,13 +226,18 @@ def retrieval_results(
 
 
 @dg.asset(
-    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.METRICS_VERSION,
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
+    code_version=pipeline.METRICS_VERSION,
     kinds={"python", "parquet"},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, precision@k, nDCG@k, "
     "refusal and answer checks. Null where a metric does not apply.",
 )
 def query_scores(
-    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact,
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
@@ -215,14 +255,20 @@ def query_scores(
 
 
 @dg.asset(
-    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=pipeline.METRICS_VERSION,
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
+    code_version=pipeline.METRICS_VERSION,
     kinds={"python", "parquet"},
     description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
     "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
 )
 def run_metrics(
-    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact,
-    retrieval_results: RetrievalArtifact, query_scores: QueryScoresArtifact,
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    golden_set: GoldenArtifact,
+    retrieval_results: RetrievalArtifact,
+    query_scores: QueryScoresArtifact,
 ) -> dg.Output[RunMetricsArtifact]:
     progress.stage("run_metrics")
     settings = eval_settings.load()
@@ -242,13 +288,18 @@ def run_metrics(
 
 
 @dg.asset(
-    partitions_def=eval_runs, group_name=GROUP, io_manager_key=IO, code_version=COMPARE_VERSION,
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
+    code_version=COMPARE_VERSION,
     kinds={"python", "parquet"},
     description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
     "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
 )
 def comparison_report(
-    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, artifact_storage: ArtifactStorage,
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    artifact_storage: ArtifactStorage,
     run_metrics: RunMetricsArtifact,
 ) -> dg.Output[ComparisonArtifact]:
     progress.stage("comparison_report")
@@ -269,10 +320,15 @@ def comparison_report(
         "baseline_note": note,
         "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
         **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
-        "versions": dg.MetadataValue.json({"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}),
+        "versions": dg.MetadataValue.json(
+            {"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}
+        ),
         "report": dg.MetadataValue.md(art.markdown),
-        **{f"delta/{r.metric}": _number(r.delta) for r in art.per_metric.itertuples() if r.metric in
-           pipeline.headline(run_metrics.metrics, settings.k)},
+        **{
+            f"delta/{r.metric}": _number(r.delta)
+            for r in art.per_metric.itertuples()
+            if r.metric in pipeline.headline(run_metrics.metrics, settings.k)
+        },
     }
     return dg.Output(art, metadata=meta)
 

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.orchestration.assets import golden_file_observation, system_observation
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 
@@ -27,7 +27,9 @@ def nightly_run_key(now: datetime) -> str:
 
 def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -> list[dg.SensorDefinition]:
     @dg.sensor(
-        job=job, minimum_interval_seconds=600, default_status=dg.DefaultSensorStatus.STOPPED,
+        job=job,
+        minimum_interval_seconds=600,
+        default_status=dg.DefaultSensorStatus.STOPPED,
         description="Every night after the configured UTC hour (env KEBAB_EVAL_NIGHTLY_HOUR_UTC, default 2) "
         "registers run nightly-YYYY-MM-DD and materializes the evaluation chain for it (once per day).",
     )
@@ -40,15 +42,21 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         if context.instance.has_dynamic_partition(eval_runs.name, key):
             return dg.SkipReason(f"{key} already registered")
         return dg.SensorResult(
-            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "nightly"})],
+            run_requests=[
+                dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "nightly"})
+            ],
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
             # what the run will read, recorded first so the run's provenance is exact
-            asset_events=[golden_file_observation(golden_content_sha256(settings.golden_path())),
-                          system_observation(build_system(settings).info())],
+            asset_events=[
+                golden_file_observation(golden_content_sha256(settings.golden_path())),
+                system_observation(build_system(settings).info()),
+            ],
         )
 
     @dg.sensor(
-        job=job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED,
+        job=job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.STOPPED,
         description="Launches a run when the golden file's content sha256 changes (first evaluation only "
         "records the current hash). Also records the new hash as an observation of golden_file.",
     )
@@ -64,7 +72,9 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
             return dg.SensorResult(cursor=sha, asset_events=[observation])
         key = f"golden-{datetime.now(UTC):%Y%m%dT%H%M%S}-{sha[:8]}"
         return dg.SensorResult(
-            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "golden-change"})],
+            run_requests=[
+                dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "golden-change"})
+            ],
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
             cursor=sha,
             asset_events=[observation],

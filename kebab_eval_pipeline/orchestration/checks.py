@@ -10,9 +10,9 @@ from __future__ import annotations
 import dagster as dg
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.gates import GateResult, check_name, evaluate_gate, evaluate_regression_gate
 from kebab_eval_pipeline.orchestration.assets import comparison_report, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.gates import GateResult, check_name, evaluate_gate, evaluate_regression_gate
 from kebab_eval_pipeline.settings import RunSettings
 
 
@@ -39,13 +39,18 @@ def _absolute_check(metric: str, kind: str, gate) -> dg.AssetChecksDefinition:
     op = "≥" if kind == "min" else "≤"
 
     @dg.asset_check(
-        asset=run_metrics, name=check_name(metric, kind), blocking=gate.blocking, partitions_def=eval_runs,
-        description=f"{metric} {op} {bound}" + (" (blocking)" if gate.blocking else " (warning)")
+        asset=run_metrics,
+        name=check_name(metric, kind),
+        blocking=gate.blocking,
+        partitions_def=eval_runs,
+        description=f"{metric} {op} {bound}"
+        + (" (blocking)" if gate.blocking else " (warning)")
         + (", skipped when null" if gate.skip_if_null else ""),
     )
     def _check(run_metrics: RunMetricsArtifact) -> dg.AssetCheckResult:
-        only = gate.model_copy(update={"min": gate.min if kind == "min" else None,
-                                       "max": gate.max if kind == "max" else None})
+        only = gate.model_copy(
+            update={"min": gate.min if kind == "min" else None, "max": gate.max if kind == "max" else None}
+        )
         return _result(evaluate_gate(metric, only, run_metrics.metrics)[0])
 
     return _check
@@ -53,7 +58,9 @@ def _absolute_check(metric: str, kind: str, gate) -> dg.AssetChecksDefinition:
 
 def _regression_check(metric: str, gate) -> dg.AssetChecksDefinition:
     @dg.asset_check(
-        asset=comparison_report, name=check_name(metric, "max_drop"), blocking=gate.blocking,
+        asset=comparison_report,
+        name=check_name(metric, "max_drop"),
+        blocking=gate.blocking,
         partitions_def=eval_runs,
         description=f"{metric} may not drop by more than {gate.max_drop} against the baseline",
     )

@@ -20,7 +20,9 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.path[-1]
         tables, info = obj.to_tables()
         attempt = self._store().write(asset, context.asset_partition_key, tables, info)
-        context.add_output_metadata({"storage_path": f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"})
+        context.add_output_metadata(
+            {"storage_path": f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"}
+        )
 
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.path[-1]

@@ -28,12 +28,18 @@ class EvalSettingsResource(dg.ConfigurableResource):
         base = load_settings(self.config_file)
         overrides = {
             key: value
-            for key, value in (("golden", self.golden), ("answers", self.answers),
-                               ("baseline", self.baseline), ("k", self.k))
+            for key, value in (
+                ("golden", self.golden),
+                ("answers", self.answers),
+                ("baseline", self.baseline),
+                ("k", self.k),
+            )
             if value is not None
         }
         system = {
-            key: value for key, value in (("mode", self.mode), ("chunk_size", self.chunk_size)) if value is not None
+            key: value
+            for key, value in (("mode", self.mode), ("chunk_size", self.chunk_size))
+            if value is not None
         }
         if not overrides and not system:
             return base

@@ -14,7 +14,11 @@ def _corpus_fingerprint(corpus: Path) -> tuple:
     # Cheap change detector for the in-process cache (names, sizes, mtimes); the index's own
     # corpus hash remains the authority for index_version.
     return tuple(
-        sorted((str(p.relative_to(corpus)), p.stat().st_size, p.stat().st_mtime_ns) for p in corpus.rglob("*") if p.is_file())
+        sorted(
+            (str(p.relative_to(corpus)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in corpus.rglob("*")
+            if p.is_file()
+        )
     )
 
 
@@ -27,7 +31,9 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
         index = ReferenceIndex.load(Path(settings.index))
     else:
         corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
-        index = ReferenceIndex.build(corpus, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+        index = ReferenceIndex.build(
+            corpus, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap
+        )
     kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(index, mode=settings.mode, **kwargs)
 

@@ -85,7 +85,8 @@ def run_golden(
                     completion_tokens=answer.completion_tokens,
                 )
                 citation_rows += [
-                    {"query_id": q.id, "position": i, **c.model_dump()} for i, c in enumerate(answer.citations)
+                    {"query_id": q.id, "position": i, **c.model_dump()}
+                    for i, c in enumerate(answer.citations)
                 ]
             except Exception as exc:
                 row["error"] = _error_text(exc)

@@ -45,12 +45,23 @@ def test_canonical_maps_every_field(tmp_path: Path):
     assert not q3.answerable and q3.supports == []
     assert g.sha256 == golden_content_sha256(tmp_path / "g.yaml")
     # table round trip is lossless
-    assert golden_from_tables(queries_table(g), supports_table(g), name=g.name, source=g.source,
-                              format=g.format, sha256=g.sha256) == g
+    assert (
+        golden_from_tables(
+            queries_table(g),
+            supports_table(g),
+            name=g.name,
+            source=g.source,
+            format=g.format,
+            sha256=g.sha256,
+        )
+        == g
+    )
 
 
 def test_kebab_list_format(tmp_path: Path):
-    path = write(tmp_path / "k.yaml", """
+    path = write(
+        tmp_path / "k.yaml",
+        """
 - id: a
   query: where is the index stored?
   expected_doc_ids: [docs/store.md]
@@ -59,7 +70,8 @@ def test_kebab_list_format(tmp_path: Path):
 - id: b
   query: what is the capital of France?
   expected_doc_ids: []
-""")
+""",
+    )
     g = load_golden(path).golden
     assert g.format == "kebab"
     a, b = g.queries
@@ -69,7 +81,9 @@ def test_kebab_list_format(tmp_path: Path):
 
 
 def test_every_offender_listed_with_position(tmp_path: Path):
-    path = write(tmp_path / "bad.yaml", """schema_version: "1"
+    path = write(
+        tmp_path / "bad.yaml",
+        """schema_version: "1"
 queries:
   - id: q1
     query: ""
@@ -82,7 +96,8 @@ queries:
   - id: q4
     query: typo
     answerabel: true
-""")
+""",
+    )
     with pytest.raises(InputError) as exc:
         load_golden(path)
     text = str(exc.value)
@@ -92,14 +107,22 @@ queries:
     assert any("duplicate id" in o.reason and o.position == "line 5" for o in offenders)
     assert any("line_start 9 > line_end 3" in o.reason for o in offenders)
     assert any("index [4] out of range" in o.reason for o in offenders)
-    assert any(o.field == "answerabel" and o.reason == "unknown field" and o.position == "line 13" for o in offenders)
+    assert any(
+        o.field == "answerabel" and o.reason == "unknown field" and o.position == "line 13" for o in offenders
+    )
 
 
 def test_group_members_must_expect_same_docs(tmp_path: Path):
-    path = write(tmp_path / "g.jsonl", "\n".join(json.dumps(d) for d in [
-        {"id": "a", "query": "x", "group": "g", "supports": [{"doc_id": "d1"}]},
-        {"id": "b", "query": "y", "group": "g", "supports": [{"doc_id": "d2"}]},
-    ]))
+    path = write(
+        tmp_path / "g.jsonl",
+        "\n".join(
+            json.dumps(d)
+            for d in [
+                {"id": "a", "query": "x", "group": "g", "supports": [{"doc_id": "d1"}]},
+                {"id": "b", "query": "y", "group": "g", "supports": [{"doc_id": "d2"}]},
+            ]
+        ),
+    )
     with pytest.raises(InputError) as exc:
         load_golden(path)
     assert exc.value.offenders[0].query_id == "b" and exc.value.offenders[0].position == "line 2"
@@ -109,7 +132,9 @@ def test_group_members_must_expect_same_docs(tmp_path: Path):
 def test_schema_version_rules(tmp_path: Path):
     with pytest.raises(InputError, match="newer than this tool"):
         load_golden(write(tmp_path / "a.yaml", 'schema_version: "2"\nqueries: [{id: a, query: x}]\n'))
-    loaded = load_golden(write(tmp_path / "b.yaml", 'schema_version: "1.3"\nqueries: [{id: a, query: x}]\nextra: 1\n'))
+    loaded = load_golden(
+        write(tmp_path / "b.yaml", 'schema_version: "1.3"\nqueries: [{id: a, query: x}]\nextra: 1\n')
+    )
     assert any("newer than 1" in w for w in loaded.warnings)
     assert any("unknown fields ignored: extra" in w for w in loaded.warnings)
 
@@ -126,7 +151,7 @@ def test_malformed_and_missing(tmp_path: Path):
 
 
 def test_folder_forms_one_set(tmp_path: Path):
-    write(tmp_path / "set" / "a.yaml", 'queries: [{id: a, query: x}]\n')
+    write(tmp_path / "set" / "a.yaml", "queries: [{id: a, query: x}]\n")
     write(tmp_path / "set" / "b.jsonl", '{"id": "b", "query": "y"}\n')
     g = load_golden(tmp_path / "set").golden
     assert [q.id for q in g.queries] == ["a", "b"]

@@ -49,7 +49,9 @@ def test_golden_change_sensor_launches_on_content_change(instance, tmp_path):
     watch = sensor(defs, "golden_change_sensor")
 
     first = watch(dg.build_sensor_context(instance=instance, definitions=defs))
-    assert first.cursor == golden_content_sha256(golden) and not first.run_requests  # records, launches nothing
+    assert (
+        first.cursor == golden_content_sha256(golden) and not first.run_requests
+    )  # records, launches nothing
 
     same = watch(dg.build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor))
     assert isinstance(same, dg.SkipReason)

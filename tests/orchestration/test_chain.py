@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -10,24 +11,28 @@ import pytest
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
-from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import golden_content_sha256, load_golden
+from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
 from tests.conftest import write
 
-VERSION_KEYS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version", "parser_version")
+VERSION_KEYS = (
+    "chunker_version",
+    "embedding_model",
+    "prompt_template_version",
+    "index_version",
+    "parser_version",
+)
 
 
 def run_partition(instance, run_id: str, config: Path | None = None, overrides: dict | None = None):
     """What `kebab-eval run` does: register the partition, observe inputs, execute the job."""
     defs = build_definitions(config, overrides=overrides)
     instance.add_dynamic_partitions("eval_runs", [run_id])
-    try:
+    with contextlib.suppress(InputError):  # bad input: the run itself must report it
         observe_inputs(instance, defs.resources["eval_settings"].load())
-    except InputError:
-        pass  # bad input: the run itself must report it
     result = defs.resolve_job_def(JOB_NAME).execute_in_process(
         partition_key=run_id, instance=instance, raise_on_error=False
     )
@@ -45,7 +50,13 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     defs, result = run_partition(instance, "r1")
     assert result.success
     mats = materializations(result)
-    assert set(mats) == {"golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report"}
+    assert set(mats) == {
+        "golden_set",
+        "retrieval_results",
+        "query_scores",
+        "run_metrics",
+        "comparison_report",
+    }
     golden = load_golden(DEMO_GOLDEN).golden
     for name in ("golden_set", "retrieval_results", "query_scores", "run_metrics"):
         meta = mats[name].metadata
@@ -103,7 +114,8 @@ def test_blocking_gate_fails_the_run_with_numbers(instance, tmp_path):
     assert not result.success
     evaluations = {
         e.event_specific_data.check_name: e.event_specific_data
-        for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
     failed = evaluations["gate_mrr_min"]
     assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
@@ -140,8 +152,12 @@ def test_changed_golden_file_or_chunker_shows_as_stale(instance, tmp_path):
     assert (status("golden_set"), status("retrieval_results")) == ("FRESH", "FRESH")
 
     # a new chunk size is a new index version: the system's results go stale, the golden set not
-    observe_inputs(instance, build_definitions(overrides={"golden": str(golden), "chunk_size": 300})
-                   .resources["eval_settings"].load())
+    observe_inputs(
+        instance,
+        build_definitions(overrides={"golden": str(golden), "chunk_size": 300})
+        .resources["eval_settings"]
+        .load(),
+    )
     assert (status("golden_set"), status("retrieval_results")) == ("FRESH", "STALE")
 
     golden.write_text(golden.read_text() + "\n# edited\n")
@@ -157,15 +173,22 @@ def test_shared_corpus_runs_when_present(instance, tmp_path):
 
     if not SHARED_CORPUS.is_dir():
         pytest.skip(f"shared corpus not found at {SHARED_CORPUS} (only present in the project workspace)")
-    golden = write(tmp_path / "g.yaml", """queries:
+    golden = write(
+        tmp_path / "g.yaml",
+        """queries:
   - id: k1
     query: How does kebab compute the normalised RRF score?
     supports: [{rel_path: docs/components/search/README.md}]
   - id: k2
     query: What is the capital of Mongolia?
     answerable: false
-""")
-    _, result = run_partition(instance, "shared", overrides={"golden": str(golden)},
-                              config=write(tmp_path / "c.yaml", f"system: {{corpus: {SHARED_CORPUS}}}\n"))
+""",
+    )
+    _, result = run_partition(
+        instance,
+        "shared",
+        overrides={"golden": str(golden)},
+        config=write(tmp_path / "c.yaml", f"system: {{corpus: {SHARED_CORPUS}}}\n"),
+    )
     assert result.success
     assert DEMO_CORPUS.is_dir()

@@ -10,8 +10,10 @@ TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
 
 
 def looks_like(doc: Any) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get("queries"), list) and not any(
-        isinstance(q, dict) and "intent" in q for q in doc["queries"]
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("queries"), list)
+        and not any(isinstance(q, dict) and "intent" in q for q in doc["queries"])
     )
 
 

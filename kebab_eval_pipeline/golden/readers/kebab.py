@@ -12,15 +12,27 @@ from typing import Any
 from kebab_eval_pipeline.golden.readers import RawQuery
 
 KNOWN_KEYS = {
-    "id", "query", "lang", "expected_doc_ids", "expected_chunk_ids", "must_contain", "forbidden",
-    "difficulty", "group", "category", "tags", "notes",
+    "id",
+    "query",
+    "lang",
+    "expected_doc_ids",
+    "expected_chunk_ids",
+    "must_contain",
+    "forbidden",
+    "difficulty",
+    "group",
+    "category",
+    "tags",
+    "notes",
 }
 
 
 def looks_like(doc: Any) -> bool:
-    return isinstance(doc, list) and all(
-        isinstance(q, dict) and ("expected_doc_ids" in q or "expected_chunk_ids" in q) for q in doc
-    ) and bool(doc)
+    return (
+        isinstance(doc, list)
+        and all(isinstance(q, dict) and ("expected_doc_ids" in q or "expected_chunk_ids" in q) for q in doc)
+        and bool(doc)
+    )
 
 
 def _as_list(value: Any) -> list:
