@@ -100,6 +100,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "created_at": info.get("created_at"),
+        "pipeline_version": info.get("pipeline_version"),
         "versions": info.get("versions", {}),
         "system": info.get("system", {}),
         "golden": {k: info.get("golden", {}).get(k) for k in ("path", "sha256", "queries")},

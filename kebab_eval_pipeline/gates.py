@@ -11,40 +11,13 @@ import re
 from dataclasses import asdict, dataclass
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.metrics.aggregate import metric_names
 from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, RunSettings
-
-_PLAIN = {
-    "mrr",
-    "refusal_correctness",
-    "under_refusal_rate",
-    "over_refusal_rate",
-    "citation_coverage",
-    "chr",
-    "answer_precision",
-    "attribution_hit_rate",
-    "groundedness_rule",
-    "error_rate",
-    "timeout_rate",
-    "empty_result_rate",
-    "empty_response_rate",
-    "scope_miss_rate",
-    "hallucination_rate",
-    "recency_correctness",
-    "mixed_version_rate",
-    "retrieval_ms_p50",
-    "retrieval_ms_p95",
-    "retrieval_ms_max",
-    "answer_ms_p50",
-    "answer_ms_p95",
-    "answer_ms_max",
-    "total_suite_ms",
-}
-_AT_K = re.compile(r"^(hit|recall|recall_any|recall_all|precision|ndcg|group_consistency)@(\d+)$")
 
 
 def known_metric(name: str, ks: list[int]) -> bool:
-    m = _AT_K.match(name)
-    return name in _PLAIN or (m is not None and int(m.group(2)) in ks)
+    """True when a run with these ``ks`` computes ``name`` (the metric catalogue is the single source)."""
+    return name in metric_names(ks)
 
 
 def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:

@@ -23,6 +23,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
     build_query_scores,
     metric_denominators,
 )
+from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.runner import run_golden
@@ -75,6 +76,7 @@ def run_identity(
     return {
         "run_id": run_id,
         "created_at": datetime.now(UTC).isoformat(),
+        "pipeline_version": pipeline_revision(),
         "versions": system.versions(),
         "system": {"kind": system.kind, "mode": system.mode, **system.details},
         "golden": {

@@ -30,8 +30,11 @@ from kebab_eval_pipeline.compare.runs import (
 )
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
+from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 
 GROUP = "evaluation"
@@ -40,14 +43,16 @@ DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
 
 
-def _versions_metadata(versions: dict[str, Any], system: dict[str, Any], golden: dict[str, Any]) -> dict:
+def _identity_metadata(system: SystemInfo, golden: GoldenSet) -> dict:
+    """What makes runs comparable, on every materialization: versions, system, golden hash and size."""
     meta: dict[str, Any] = {
-        k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in versions.items()
+        k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in system.versions().items()
     }
-    meta["system"] = dg.MetadataValue.text(str(system.get("kind")))
-    meta["mode"] = dg.MetadataValue.text(str(system.get("mode")))
-    meta["golden_sha256"] = dg.MetadataValue.text(str(golden.get("sha256")))
-    meta["golden_queries"] = dg.MetadataValue.int(int(golden.get("queries") or 0))
+    meta["system"] = dg.MetadataValue.text(system.kind)
+    meta["mode"] = dg.MetadataValue.text(str(system.mode))
+    meta["golden_sha256"] = dg.MetadataValue.text(golden.sha256)
+    meta["golden_queries"] = dg.MetadataValue.int(len(golden.queries))
+    meta["pipeline_version"] = dg.MetadataValue.text(pipeline_revision())
     return meta
 
 
@@ -146,15 +151,6 @@ def system_under_test(context) -> dg.ObserveResult:
     )
 
 
-def _identity_for(settings, golden: GoldenArtifact) -> dict[str, Any]:
-    info = build_system(settings).info()
-    return {
-        "versions": info.versions(),
-        "system": {"kind": info.kind, "mode": info.mode},
-        "golden": {"sha256": golden.golden.sha256, "queries": len(golden.golden.queries)},
-    }
-
-
 @dg.asset(
     partitions_def=eval_runs,
     group_name=GROUP,
@@ -176,9 +172,8 @@ def golden_set(
     for warning in art.loaded.warnings:
         context.log.warning(warning)
     q = art.queries
-    ident = _identity_for(settings, art)
     meta = {
-        **_versions_metadata(ident["versions"], ident["system"], ident["golden"]),
+        **_identity_metadata(build_system(settings).info(), art.golden),
         "golden_path": dg.MetadataValue.path(art.golden.source),
         "golden_format": art.golden.format,
         "queries": len(q),
@@ -212,10 +207,8 @@ def retrieval_results(
     errors = int(r.outcomes["error"].notna().sum())
     if errors:
         context.log.warning(f"{errors} of {len(r.outcomes)} queries failed; see the 'error' column")
-    system = {"kind": r.system.kind, "mode": r.system.mode}
-    golden = {"sha256": golden_set.golden.sha256, "queries": len(golden_set.golden.queries)}
     meta = {
-        **_versions_metadata(r.system.versions(), system, golden),
+        **_identity_metadata(r.system, golden_set.golden),
         "queries": len(r.outcomes),
         "hits": len(r.hits),
         "errors": errors,
@@ -244,10 +237,8 @@ def query_scores(
     settings = eval_settings.load()
     art = pipeline.score(settings, golden_set, retrieval_results)
     r = retrieval_results.results
-    system = {"kind": r.system.kind, "mode": r.system.mode}
-    golden = {"sha256": golden_set.golden.sha256, "queries": len(golden_set.golden.queries)}
     meta = {
-        **_versions_metadata(r.system.versions(), system, golden),
+        **_identity_metadata(r.system, golden_set.golden),
         "per_query": _table_metadata(art.scores),
         "rows": len(art.scores),
     }
@@ -277,7 +268,7 @@ def run_metrics(
     art.info["gates"] = gates
     report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
     meta = {
-        **_versions_metadata(art.info["versions"], art.info["system"], art.info["golden"]),
+        **_identity_metadata(retrieval_results.results.system, golden_set.golden),
         **{f"metric/{k}": _number(v) for k, v in pipeline.headline(art.metrics, settings.k).items()},
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),

@@ -66,6 +66,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
         assert meta["golden_sha256"].value == golden.sha256
         assert meta["golden_queries"].value == len(golden.queries)
         assert meta["system"].value == "reference" and meta["mode"].value == "lexical"
+        assert meta["pipeline_version"].value.startswith("0.1.0")
     metrics_meta = mats["run_metrics"].metadata
     assert isinstance(metrics_meta["metric/mrr"].value, float)
     assert 0.0 < metrics_meta["metric/mrr"].value <= 1.0
