@@ -193,3 +193,57 @@ def test_shared_corpus_runs_when_present(instance, tmp_path):
     )
     assert result.success
     assert DEMO_CORPUS.is_dir()
+
+
+def test_regression_gate_on_comparison_report(instance, tmp_path):
+    cfg = write(
+        tmp_path / "eval.yaml",
+        "gates:\n  regression:\n    hit@1: {max_drop: 0.0}\n    hit@10: {max_drop: 0.0}\n",
+    )
+    _, base = run_partition(instance, "base", config=cfg, overrides={"chunk_size": 800})
+    assert base.success  # no baseline yet: the regression gate passes as skipped
+    defs, worse = run_partition(instance, "worse", config=cfg, overrides={"chunk_size": 300})
+    evaluations = {
+        e.event_specific_data.check_name: e.event_specific_data
+        for e in worse.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    a = RunMetricsArtifact.from_tables(*store.read("run_metrics", "base")).metrics
+    b = RunMetricsArtifact.from_tables(*store.read("run_metrics", "worse")).metrics
+    assert b["hit@1"] < a["hit@1"] and b["hit@10"] == a["hit@10"]  # what the demo's chunkers give
+    hit1 = evaluations["gate_hit_at_1_max_drop"]
+    assert not hit1.passed and hit1.metadata["delta"].value == pytest.approx(
+        round(b["hit@1"] - a["hit@1"], 4)
+    )
+    assert evaluations["gate_hit_at_10_max_drop"].passed
+    assert not worse.success
+
+
+def test_chunk_id_golden_falls_back_when_chunkers_differ(instance, tmp_path):
+    from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
+    index = ReferenceIndex.build(DEMO_CORPUS, chunk_size=800)
+    entries = []
+    for n, query in enumerate(
+        ["kombucha second fermentation", "yogurt incubation temperature", "rye sourdough"]
+    ):
+        top = index.search(query, k=1)[0]
+        entries.append(
+            f"- id: k{n}\n  query: {query}\n  expected_doc_ids: [{top.doc_id}]\n"
+            f"  expected_chunk_ids: [{top.chunk_id}]\n"
+        )
+    golden = write(tmp_path / "kebab.yaml", "".join(entries))
+    run_partition(instance, "c800", overrides={"golden": str(golden), "chunk_size": 800})
+    defs, _ = run_partition(instance, "c300", overrides={"golden": str(golden), "chunk_size": 300})
+    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    a, b = load_bundle(store, "c800"), load_bundle(store, "c300")
+    # chunk ids of the 800-char chunker cannot match the 300-char run: exact matching would say "missed"
+    assert b.scores.scores["first_relevant_rank"].isna().all()
+    assert (a.scores.scores["first_relevant_rank"] == 1).all()
+    report = compare_bundles(a, b)
+    assert report.info["chunker_version_match"] == "fallback_doc"
+    assert report.info["verdict_counts"]["regression"] == 0  # by document, the 300-char run still finds them
+    with pytest.raises(InputError, match="strict-chunker-version"):
+        compare_bundles(a, b, strict_chunker_version=True)
