@@ -22,6 +22,9 @@ from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from kebab_eval_pipeline.settings import DEMO_GOLDEN
 
+# as `kebab-eval run` does: Dagster's DEBUG event stream goes to the instance, not the terminal
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
 
 def replicated_golden(times: int, folder: Path) -> Path:
     """The demo golden set with every query repeated ``times`` times (fresh ids, same supports)."""
@@ -65,7 +68,9 @@ def main() -> None:
                 plain_s.append(time.perf_counter() - started)
                 instance.add_dynamic_partitions("eval_runs", [f"bench-{r}"])
                 started = time.perf_counter()
-                result = job.execute_in_process(partition_key=f"bench-{r}", instance=instance)
+                result = job.execute_in_process(
+                    partition_key=f"bench-{r}", instance=instance, run_config=QUIET
+                )
                 dagster_s.append(time.perf_counter() - started)
                 assert result.success
         n_queries = len(yaml.safe_load(golden.read_text())["queries"])

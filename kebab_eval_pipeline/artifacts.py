@@ -8,6 +8,7 @@ stays ignorant of what it stores.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -23,44 +24,56 @@ Tables = dict[str, pd.DataFrame]
 
 @dataclass
 class GoldenArtifact:
-    loaded: LoadedGolden
+    """A validated golden set as tables, plus where it came from (``info``).
+
+    Downstream steps need only the tables; the pydantic model is rebuilt on demand.
+    """
+
     queries: pd.DataFrame
     supports: pd.DataFrame
+    info: dict[str, Any]  # name, source, format, sha256, schema_version, files, warnings
 
     @classmethod
     def from_loaded(cls, loaded: LoadedGolden) -> GoldenArtifact:
-        return cls(loaded, queries_table(loaded.golden), supports_table(loaded.golden))
-
-    @property
-    def golden(self) -> GoldenSet:
-        return self.loaded.golden
-
-    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        g = self.golden
+        g = loaded.golden
         info = {
             "name": g.name,
             "source": g.source,
             "format": g.format,
             "sha256": g.sha256,
             "schema_version": g.schema_version,
-            "files": self.loaded.files,
-            "warnings": self.loaded.warnings,
+            "files": loaded.files,
+            "warnings": loaded.warnings,
         }
-        return {"queries": self.queries, "supports": self.supports}, info
+        return cls(queries_table(g), supports_table(g), info)
+
+    @property
+    def sha256(self) -> str:
+        return self.info["sha256"]
+
+    @property
+    def name(self) -> str:
+        return self.info["name"]
+
+    @cached_property
+    def golden(self) -> GoldenSet:
+        i = self.info
+        return golden_from_tables(
+            self.queries,
+            self.supports,
+            name=i["name"],
+            source=i["source"],
+            format=i["format"],
+            sha256=i["sha256"],
+            schema_version=i["schema_version"],
+        )
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        return {"queries": self.queries, "supports": self.supports}, self.info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> GoldenArtifact:
-        golden = golden_from_tables(
-            tables["queries"],
-            tables["supports"],
-            name=info["name"],
-            source=info["source"],
-            format=info["format"],
-            sha256=info["sha256"],
-            schema_version=info["schema_version"],
-        )
-        loaded = LoadedGolden(golden=golden, files=info["files"], warnings=info["warnings"])
-        return cls(loaded, tables["queries"], tables["supports"])
+        return cls(tables["queries"], tables["supports"], info)
 
 
 @dataclass

@@ -125,7 +125,7 @@ def run(
         console=err,
         transient=True,
     ) as bar:
-        task = bar.add_task("queries", total=len(loaded.golden.queries))
+        task = bar.add_task("queries", total=len(loaded.queries))
         stage_line = {"text": ""}
 
         def on_stage(name: str) -> None:

@@ -42,9 +42,9 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
     system = build_system(settings)
     k = max(max(settings.k), settings.mrr_cutoff)
     results = run_golden(
-        system, golden.golden, k=k, answers=settings.answers, progress=progress.query_progress()
+        system, golden.queries, k=k, answers=settings.answers, progress=progress.query_progress()
     )
-    info = {"k_requested": k, "answers": settings.answers, "golden_sha256": golden.golden.sha256}
+    info = {"k_requested": k, "answers": settings.answers, "golden_sha256": golden.sha256}
     return RetrievalArtifact(results, info)
 
 
@@ -72,7 +72,7 @@ def run_identity(
 ) -> dict[str, Any]:
     """Everything that makes two runs comparable, for metadata, exports and comparison."""
     system = retrieval.results.system
-    g = golden.golden
+    g = golden.info
     return {
         "run_id": run_id,
         "created_at": datetime.now(UTC).isoformat(),
@@ -80,11 +80,11 @@ def run_identity(
         "versions": system.versions(),
         "system": {"kind": system.kind, "mode": system.mode, **system.details},
         "golden": {
-            "name": g.name,
-            "path": g.source,
-            "sha256": g.sha256,
-            "queries": len(g.queries),
-            "format": g.format,
+            "name": g["name"],
+            "path": g["source"],
+            "sha256": g["sha256"],
+            "queries": len(golden.queries),
+            "format": g["format"],
         },
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,

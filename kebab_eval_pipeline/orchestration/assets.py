@@ -30,7 +30,6 @@ from kebab_eval_pipeline.compare.runs import (
 )
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
-from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
 from kebab_eval_pipeline.revision import pipeline_revision
@@ -43,7 +42,7 @@ DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
 
 
-def _identity_metadata(system: SystemInfo, golden: GoldenSet) -> dict:
+def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
     """What makes runs comparable, on every materialization: versions, system, golden hash and size."""
     meta: dict[str, Any] = {
         k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in system.versions().items()
@@ -51,7 +50,7 @@ def _identity_metadata(system: SystemInfo, golden: GoldenSet) -> dict:
     meta["system"] = dg.MetadataValue.text(system.kind)
     meta["mode"] = dg.MetadataValue.text(str(system.mode))
     meta["golden_sha256"] = dg.MetadataValue.text(golden.sha256)
-    meta["golden_queries"] = dg.MetadataValue.int(len(golden.queries))
+    meta["golden_queries"] = dg.MetadataValue.int(len(golden.queries))  # the queries table
     meta["pipeline_version"] = dg.MetadataValue.text(pipeline_revision())
     return meta
 
@@ -168,14 +167,14 @@ def golden_set(
     art = pipeline.load_golden_artifact(settings)
     # Record the hash of what was actually read: if it differs from the version observed before
     # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
-    context.log_event(golden_file_observation(art.golden.sha256))
-    for warning in art.loaded.warnings:
+    context.log_event(golden_file_observation(art.sha256))
+    for warning in art.info["warnings"]:
         context.log.warning(warning)
     q = art.queries
     meta = {
-        **_identity_metadata(build_system(settings).info(), art.golden),
-        "golden_path": dg.MetadataValue.path(art.golden.source),
-        "golden_format": art.golden.format,
+        **_identity_metadata(build_system(settings).info(), art),
+        "golden_path": dg.MetadataValue.path(art.info["source"]),
+        "golden_format": art.info["format"],
         "queries": len(q),
         "answerable": int(q["answerable"].sum()),
         "unanswerable": int((~q["answerable"]).sum()),
@@ -183,7 +182,7 @@ def golden_set(
         "per_category": dg.MetadataValue.json(q["category"].value_counts().sort_index().to_dict()),
         "per_difficulty": dg.MetadataValue.json(q["difficulty"].value_counts().sort_index().to_dict()),
     }
-    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.golden.sha256}"))
+    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.sha256}"))
 
 
 @dg.asset(
@@ -208,7 +207,7 @@ def retrieval_results(
     if errors:
         context.log.warning(f"{errors} of {len(r.outcomes)} queries failed; see the 'error' column")
     meta = {
-        **_identity_metadata(r.system, golden_set.golden),
+        **_identity_metadata(r.system, golden_set),
         "queries": len(r.outcomes),
         "hits": len(r.hits),
         "errors": errors,
@@ -238,7 +237,7 @@ def query_scores(
     art = pipeline.score(settings, golden_set, retrieval_results)
     r = retrieval_results.results
     meta = {
-        **_identity_metadata(r.system, golden_set.golden),
+        **_identity_metadata(r.system, golden_set),
         "per_query": _table_metadata(art.scores),
         "rows": len(art.scores),
     }
@@ -268,7 +267,7 @@ def run_metrics(
     art.info["gates"] = gates
     report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
     meta = {
-        **_identity_metadata(retrieval_results.results.system, golden_set.golden),
+        **_identity_metadata(retrieval_results.results.system, golden_set),
         **{f"metric/{k}": _number(v) for k, v in pipeline.headline(art.metrics, settings.k).items()},
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),

@@ -19,6 +19,7 @@ from kebab_eval_pipeline.settings import RunSettings
 def _result(r: GateResult) -> dg.AssetCheckResult:
     severity = dg.AssetCheckSeverity.ERROR if r.blocking else dg.AssetCheckSeverity.WARN
     return dg.AssetCheckResult(
+        check_name=r.name,
         passed=r.passed,
         severity=severity,
         description=r.reason,
@@ -34,50 +35,79 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
     )
 
 
-def _absolute_check(metric: str, kind: str, gate) -> dg.AssetChecksDefinition:
-    bound = gate.min if kind == "min" else gate.max
-    op = "≥" if kind == "min" else "≤"
+def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
+    bounds = [
+        (metric, kind, gate)
+        for metric, gate in settings.effective_gates().items()
+        for kind in ("min", "max")
+        if getattr(gate, kind) is not None
+    ]
+    if not bounds:
+        return None
 
-    @dg.asset_check(
-        asset=run_metrics,
-        name=check_name(metric, kind),
-        blocking=gate.blocking,
-        partitions_def=eval_runs,
-        description=f"{metric} {op} {bound}"
-        + (" (blocking)" if gate.blocking else " (warning)")
-        + (", skipped when null" if gate.skip_if_null else ""),
-    )
-    def _check(run_metrics: RunMetricsArtifact) -> dg.AssetCheckResult:
-        only = gate.model_copy(
-            update={"min": gate.min if kind == "min" else None, "max": gate.max if kind == "max" else None}
+    def describe(metric: str, kind: str, gate) -> str:
+        op = "≥" if kind == "min" else "≤"
+        extra = " (blocking)" if gate.blocking else " (warning)"
+        return f"{metric} {op} {getattr(gate, kind)}{extra}" + (
+            ", skipped when null" if gate.skip_if_null else ""
         )
-        return _result(evaluate_gate(metric, only, run_metrics.metrics)[0])
 
-    return _check
+    specs = [
+        dg.AssetCheckSpec(
+            check_name(metric, kind),
+            asset=run_metrics,
+            blocking=gate.blocking,
+            partitions_def=eval_runs,
+            description=describe(metric, kind, gate),
+        )
+        for metric, kind, gate in bounds
+    ]
 
-
-def _regression_check(metric: str, gate) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=comparison_report,
-        name=check_name(metric, "max_drop"),
-        blocking=gate.blocking,
-        partitions_def=eval_runs,
-        description=f"{metric} may not drop by more than {gate.max_drop} against the baseline",
+    # One step evaluates every bound: each gate still reports its own check result, and the
+    # run avoids a step (and its event-log writes) per gate.
+    @dg.multi_asset_check(
+        specs=specs, name="ship_gates", ins={"run_metrics": dg.AssetIn(key=run_metrics.key)}
     )
-    def _check(comparison_report: ComparisonArtifact) -> dg.AssetCheckResult:
+    def ship_gates(run_metrics: RunMetricsArtifact):
+        for metric, kind, gate in bounds:
+            only = gate.model_copy(
+                update={
+                    "min": gate.min if kind == "min" else None,
+                    "max": gate.max if kind == "max" else None,
+                }
+            )
+            yield _result(evaluate_gate(metric, only, run_metrics.metrics)[0])
+
+    return ship_gates
+
+
+def _regression_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
+    gates = settings.regression_gates
+    if not gates:
+        return None
+    specs = [
+        dg.AssetCheckSpec(
+            check_name(metric, "max_drop"),
+            asset=comparison_report,
+            blocking=gate.blocking,
+            partitions_def=eval_runs,
+            description=f"{metric} may not drop by more than {gate.max_drop} against the baseline",
+        )
+        for metric, gate in gates.items()
+    ]
+
+    @dg.multi_asset_check(
+        specs=specs, name="regression_gates", ins={"comparison_report": dg.AssetIn(key=comparison_report.key)}
+    )
+    def regression_gates(comparison_report: ComparisonArtifact):
         info = comparison_report.info
         baseline = info.get("metrics_a") if info.get("run_a") else None
-        return _result(evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline))
+        for metric, gate in gates.items():
+            yield _result(evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline))
 
-    return _check
+    return regression_gates
 
 
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
-    """Asset checks for every gate the settings configure (plus the WFGY defaults)."""
-    checks = []
-    for metric, gate in settings.effective_gates().items():
-        for kind in ("min", "max"):
-            if getattr(gate, kind) is not None:
-                checks.append(_absolute_check(metric, kind, gate))
-    checks += [_regression_check(metric, gate) for metric, gate in settings.regression_gates.items()]
-    return checks
+    """The gate checks the settings configure (plus the WFGY defaults), one step per target asset."""
+    return [c for c in (_absolute_gates(settings), _regression_gates(settings)) if c is not None]

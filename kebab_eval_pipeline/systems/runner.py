@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import (
     CITATION_COLUMNS,
@@ -44,12 +43,13 @@ def _error_text(exc: BaseException) -> str:
 
 def run_golden(
     system: SystemUnderTest,
-    golden: GoldenSet,
+    queries: pd.DataFrame,
     k: int,
     answers: bool,
     progress: Progress | None = None,
 ) -> RetrievalResults:
-    """Search (and, when ``answers``, ask) every query; ``k`` is how many hits to request.
+    """Search (and, when ``answers``, ask) every query of the golden ``queries`` table
+    (columns ``query_id``, ``query``); ``k`` is how many hits to request.
 
     Returns :class:`RetrievalResults`. Exceptions from the system become the
     query's ``error`` ("Class: message"); the query keeps its row with zero hits.
@@ -57,22 +57,22 @@ def run_golden(
     outcome_rows: list[dict] = []
     hit_rows: list[dict] = []
     citation_rows: list[dict] = []
-    total = len(golden.queries)
-    for n, q in enumerate(golden.queries, start=1):
-        row: dict = {"query_id": q.id, "n_hits": 0, "timed_out": False, "answered": False}
+    total = len(queries)
+    for n, (query_id, text) in enumerate(zip(queries["query_id"], queries["query"], strict=True), start=1):
+        row: dict = {"query_id": query_id, "n_hits": 0, "timed_out": False, "answered": False}
         hits = []
         started = time.perf_counter()
         try:
-            hits = system.search(q.query, k)
+            hits = system.search(text, k)
         except Exception as exc:  # the system under test may fail in any way; record, don't crash
             row["error"] = _error_text(exc)
         row["retrieval_ms"] = (time.perf_counter() - started) * 1000.0
         row["n_hits"] = len(hits)
-        hit_rows += [{"query_id": q.id, **h.model_dump()} for h in hits]
+        hit_rows += [{"query_id": query_id, **h.model_dump()} for h in hits]
         if answers and "error" not in row:
             started = time.perf_counter()
             try:
-                answer: Answer = system.ask(q.query, hits)
+                answer: Answer = system.ask(text, hits)
                 row.update(
                     answered=True,
                     answer_text=answer.text,
@@ -85,7 +85,7 @@ def run_golden(
                     completion_tokens=answer.completion_tokens,
                 )
                 citation_rows += [
-                    {"query_id": q.id, "position": i, **c.model_dump()}
+                    {"query_id": query_id, "position": i, **c.model_dump()}
                     for i, c in enumerate(answer.citations)
                 ]
             except Exception as exc:
