@@ -27,7 +27,7 @@ app = typer.Typer(
     help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
 )
 runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
-golden_app = typer.Typer(no_args_is_help=True, help="Validate golden sets.")
+golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert and describe golden sets.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(golden_app, name="golden")
 
@@ -88,7 +88,7 @@ def run(
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
-    from kebab_eval_pipeline.pipeline import headline, load_golden_artifact
+    from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
     from kebab_eval_pipeline.systems.factory import build_system
 
@@ -111,8 +111,13 @@ def run(
     instance = _instance()
     defs = build_definitions(config, overrides=overrides)
     settings = defs.resources["eval_settings"].load()
-    loaded = load_golden_artifact(settings)  # fail fast on bad golden input, before any run exists
-    build_system(settings)
+    # Fail fast on bad golden input or a stale golden set, before any run exists.
+    loaded = load_golden_artifact(settings)
+    for warning in [
+        *loaded.info["warnings"],
+        *check_golden_against_system(settings, loaded, build_system(settings)),
+    ]:
+        err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     instance.add_dynamic_partitions(eval_runs.name, [run_id])
     observe_inputs(instance, settings)
     job = defs.resolve_job_def(JOB_NAME)
@@ -250,24 +255,82 @@ def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -
     out.print(table)
 
 
+FormatOption = Annotated[
+    str, typer.Option("--format", help="auto | canonical | kebab | ckv | supports | wfgy (default: sniffed).")
+]
+
+
 @golden_app.command("validate")
-def golden_validate(files: list[Path], fmt: Annotated[str, typer.Option("--format")] = "auto") -> None:
+def golden_validate(
+    files: list[Path],
+    fmt: FormatOption = "auto",
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Also check references against this run's system index.")
+    ] = None,
+) -> None:
     """Validate golden files; every offender is listed at once (exit 2 when any)."""
+    from kebab_eval_pipeline.artifacts import GoldenArtifact
     from kebab_eval_pipeline.golden.load import load_golden
+    from kebab_eval_pipeline.golden.summary import golden_summary, summary_line
+    from kebab_eval_pipeline.pipeline import check_golden_against_system
+    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.systems.factory import build_system
 
     loaded = load_golden(files, fmt=fmt)
+    artifact = GoldenArtifact.from_loaded(loaded)
+    warnings = list(loaded.warnings)
+    if config is not None:
+        settings = load_settings(config)
+        warnings += check_golden_against_system(settings, artifact, build_system(settings))
+    for w in warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    summary = golden_summary(artifact.queries)
+    out.print(f"ok: {summary_line(summary)} format {loaded.golden.format}", highlight=False)
+
+
+@golden_app.command("convert")
+def golden_convert(
+    files: list[Path],
+    to: Annotated[str, typer.Option("--to", help="Target format (canonical).")] = "canonical",
+    fmt: FormatOption = "auto",
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", help="File to write; .yaml, .json or .jsonl (default: YAML on stdout)."),
+    ] = None,
+) -> None:
+    """Convert golden files (any readable format) to the canonical format, losslessly."""
+    from kebab_eval_pipeline.golden.convert import render_canonical
+    from kebab_eval_pipeline.golden.load import load_golden
+
+    if to != "canonical":
+        raise InputError(
+            "unsupported target format", [Offender("--to", f"{to!r}: only 'canonical' is written")]
+        )
+    if out_path is not None and out_path.suffix not in (".yaml", ".yml", ".json", ".jsonl"):
+        raise InputError("unsupported output file", [Offender(str(out_path), "use .yaml, .json or .jsonl")])
+    loaded = load_golden(files, fmt=fmt)
     for w in loaded.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
-    qs = loaded.golden.queries
-    cats: dict[str, int] = {}
-    for q in qs:
-        cats[q.category] = cats.get(q.category, 0) + 1
-    answerable = sum(q.answerable for q in qs)
-    out.print(
-        f"ok: {len(qs)} queries ({answerable} answerable, {len(qs) - answerable} unanswerable; "
-        + ", ".join(f"{k} {v}" for k, v in sorted(cats.items()))
-        + f") format {loaded.golden.format}"
-    )
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    text = render_canonical(loaded.golden, out_path.suffix if out_path else ".yaml")
+    if out_path is None:
+        sys.stdout.write(text)
+    else:
+        out_path.write_text(text, encoding="utf-8")
+        err.print(f"wrote {len(loaded.golden.queries)} queries to {out_path}")
+
+
+@golden_app.command("schema")
+def golden_schema(
+    out_path: Annotated[Path | None, typer.Option("--out", help="File to write (default: stdout).")] = None,
+) -> None:
+    """Print the JSON Schema of the canonical golden format (schema_version 1)."""
+    from kebab_eval_pipeline.golden.convert import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if out_path is None:
+        sys.stdout.write(text)
+    else:
+        out_path.write_text(text, encoding="utf-8")
 
 
 @app.command()

@@ -16,7 +16,9 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import load_golden
+from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.metrics.aggregate import (
     aggregate_metrics,
     breakdowns,
@@ -25,6 +27,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
 )
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.systems.base import SystemUnderTest
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.runner import run_golden
 
@@ -37,14 +40,52 @@ def load_golden_artifact(settings: RunSettings) -> GoldenArtifact:
     return GoldenArtifact.from_loaded(load_golden(settings.golden_path()))
 
 
+def check_golden_against_system(
+    settings: RunSettings, golden: GoldenArtifact, system: SystemUnderTest
+) -> list[str]:
+    """Stale-golden check (before any query runs): gold chunk ids, doc ids, paths and sections
+    the system's index does not hold. ``stale_golden: fail`` raises InputError listing every one;
+    ``warn`` returns them as warnings; ``off`` (or a system without a catalogue) skips."""
+    if settings.stale_golden == "off":
+        return []
+    catalogue = system.catalogue()
+    if catalogue is None:
+        return []
+    stale = stale_references(golden.queries, golden.supports, catalogue)
+    if stale.empty:
+        return []
+    offenders = [
+        Offender(
+            golden.info["source"],
+            f"{row.reason} ({row.value!r})",
+            query_id=row.query_id,
+            field=f"supports[{row.support_idx}].{row.field}",
+        )
+        for row in stale.itertuples(index=False)
+    ]
+    if settings.stale_golden == "fail":
+        raise InputError(
+            "golden set is stale: it references evidence the index does not hold "
+            "(fix the golden set, or set stale_golden: warn)",
+            offenders,
+        )
+    return [o.render() for o in offenders]
+
+
 def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:
-    """Run every golden query through the configured system under test."""
+    """Run every golden query through the configured system under test (after the stale check)."""
     system = build_system(settings)
+    stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
     results = run_golden(
         system, golden.queries, k=k, answers=settings.answers, progress=progress.query_progress()
     )
-    info = {"k_requested": k, "answers": settings.answers, "golden_sha256": golden.sha256}
+    info = {
+        "k_requested": k,
+        "answers": settings.answers,
+        "golden_sha256": golden.sha256,
+        "stale_golden": stale,
+    }
     return RetrievalArtifact(results, info)
 
 

@@ -81,6 +81,7 @@ class RunSettings(_Strict):
     mrr_cutoff: Annotated[int, Field(ge=1)] = 10
     answers: bool = True
     match: MatchCriterion = "auto"
+    stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
     baseline: str = "previous"  # previous | none | <run_id>
     source_root: str | None = None
     storage: str | None = None  # artifact base path or fsspec URL; default: under the Dagster instance

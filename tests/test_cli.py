@@ -185,6 +185,45 @@ def test_usage_error_is_exit_2(env):
     no_traceback(proc)
 
 
+def test_stale_golden_stops_the_run_before_any_query(env, tmp_path):
+    golden = write(
+        tmp_path / "g.yaml",
+        "queries:\n  - id: q1\n    query: kimchi\n    supports: [{rel_path: korean/no-such-file.md}]\n",
+    )
+    proc = cli(env, "run", "--run-id", "stale-1", "--golden", str(golden))
+    assert proc.returncode == 2, proc.stderr
+    no_traceback(proc)
+    assert "golden set is stale" in proc.stderr and "korean/no-such-file.md" in proc.stderr
+    assert "stale-1" not in cli(env, "runs", "list").stdout  # nothing registered
+    warn = write(tmp_path / "warn.yaml", f"golden: {golden}\nstale_golden: warn\n")
+    proc = cli(env, "run", "--run-id", "stale-2", "--config", str(warn))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning:" in proc.stderr and "no document at this path in the index" in proc.stderr
+
+
+def test_golden_convert_and_schema(env, tmp_path):
+    kebab = write(
+        tmp_path / "k.yaml",
+        "- id: a\n  query: where?\n  expected_doc_ids: [d.md]\n"
+        "- id: b\n  query: nothing\n  expected_doc_ids: []\n",
+    )
+    out = tmp_path / "canonical.jsonl"
+    proc = cli(env, "golden", "convert", str(kebab), "--to", "canonical", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines == [
+        {"id": "a", "query": "where?", "supports": [{"doc_id": "d.md"}]},
+        {"id": "b", "query": "nothing", "answerable": False, "category": "unanswerable"},
+    ]
+    assert load_golden(out).golden.queries == load_golden(kebab).golden.queries
+    stdout = cli(env, "golden", "convert", str(kebab)).stdout
+    assert stdout.startswith('schema_version: "1"') or stdout.startswith("schema_version: '1'")
+    schema = json.loads(cli(env, "golden", "schema").stdout)
+    assert schema["properties"]["queries"]["type"] == "array" and "GoldenQuery" in schema["$defs"]
+    bad = cli(env, "golden", "convert", str(kebab), "--to", "kebab")
+    assert bad.returncode == 2 and "only 'canonical'" in bad.stderr
+
+
 def test_golden_validate_summary(env):
     proc = cli(env, "golden", "validate", str(DEMO_GOLDEN))
     assert proc.returncode == 0, proc.stderr

@@ -1,29 +1,40 @@
 """Load golden sets: detect the format, map to the canonical model, validate, hash.
 
 Nothing is partially loaded: any problem in any file raises one
-:class:`InputError` listing every offender.
+:class:`InputError` listing every offender (file, position, query id, field,
+reason). Unknown fields are warnings, aggregated per file and field.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
-from kebab_eval_pipeline.golden.readers import RawQuery, canonical, kebab
+from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_json, parse_yaml, read_text
 
-PARSER_VERSION = "golden-1"
-FORMATS = ("auto", "kebab", "canonical")
+PARSER_VERSION = "golden-2"
+READERS: dict[str, ModuleType] = {
+    "ckv": ckv,
+    "kebab": kebab,
+    "wfgy": wfgy,
+    "supports": supports,
+    "canonical": canonical,
+}
+FORMATS = ("auto", *READERS)
+LINE_READERS = ("wfgy", "supports", "canonical")  # JSONL sniffing order: most specific keys first
 GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
-_READERS = {"canonical": canonical, "kebab": kebab}
+TOP = "top level"
 
 
 @dataclass
@@ -33,6 +44,28 @@ class LoadedGolden:
     golden: GoldenSet
     files: list[str]
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _FileState:
+    """One file's parse: its entries, the format used, and where things are."""
+
+    path: Path
+    fmt: str = ""
+    raws: list[RawQuery] = field(default_factory=list)
+    positions: YamlPositions | None = None
+    name: str = ""
+    unknown: dict[str, list] = field(default_factory=dict)  # field → [count, first position, first id]
+
+    def position(self, raw: RawQuery, extra: Sequence = ()) -> str | None:
+        if raw.line is not None:
+            return f"line {raw.line}"
+        key_path = [*raw.key_path, *extra]
+        if self.positions is not None:
+            line = self.positions.line_of(key_path)
+            if line:
+                return f"line {line}"
+        return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or TOP
 
 
 def _expand(paths: Sequence[str | Path]) -> list[Path]:
@@ -50,87 +83,216 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def _parse(path: Path, text: str) -> Any:
-    if path.suffix == ".jsonl":
-        # One canonical query per line; blank lines are allowed.
-        docs = []
-        for n, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                docs.append((n, parse_json(line, path, "golden set") if line.strip() else None))
-        return {"__jsonl__": docs}
-    if path.suffix == ".json":
-        return parse_json(text, path, "golden set")
-    return parse_yaml(text, path, "golden set")
-
-
-def _detect(doc: Any, path: Path, fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    for name, reader in _READERS.items():
-        if reader.looks_like(doc):
-            return name
-    kind = type(doc).__name__ if doc is not None else "an empty document"
-    raise InputError(
-        "cannot tell the golden set's format",
-        [
-            Offender(
-                str(path),
-                f"top level is {kind}; expected a canonical mapping with 'queries' or a kebab "
-                "list of queries with 'expected_doc_ids' (use --format to say which)",
-            )
-        ],
-    )
-
-
-def _check_schema_version(doc: Any, path: Path, warnings: list[str]) -> None:
+def _check_schema_version(doc: Any, path: Path, warnings: list[str]) -> list[Offender]:
     if not isinstance(doc, dict) or "schema_version" not in doc:
-        return
+        return []
     raw = str(doc["schema_version"])
     major, _, minor = raw.partition(".")
     ours_major, _, ours_minor = SCHEMA_VERSION.partition(".")
+    where = {"position": TOP, "field": "schema_version"}
     if not major.isdigit():
-        raise InputError(
-            "golden set is invalid", [Offender(str(path), f"schema_version {raw!r} is not a version")]
-        )
+        return [Offender(str(path), f"schema_version {raw!r} is not a version", **where)]
     if int(major) > int(ours_major):
-        raise InputError(
-            "golden set is newer than this tool",
-            [
-                Offender(
-                    str(path),
-                    f"schema_version {raw} has major {major}; this tool reads {SCHEMA_VERSION}",
-                    field="schema_version",
-                )
-            ],
-        )
+        return [
+            Offender(
+                str(path),
+                f"schema_version {raw} is newer than this tool's {SCHEMA_VERSION}: upgrade "
+                "kebab-eval-pipeline to read it",
+                **where,
+            )
+        ]
     if int(major) == int(ours_major) and minor.isdigit() and int(minor) > int(ours_minor or 0):
-        warnings.append(f"{path}: schema_version {raw} is newer than {SCHEMA_VERSION}; loading what is known")
+        warnings.append(
+            f"{path}: schema_version {raw} is newer than {SCHEMA_VERSION}; loading the fields it knows"
+        )
+    return []
 
 
-def _raw_queries(path: Path, text: str, doc: Any, fmt: str, warnings: list[str]) -> list[RawQuery]:
-    if isinstance(doc, dict) and "__jsonl__" in doc:
-        return [RawQuery(fields=d, key_path=[], line=n) for n, d in doc["__jsonl__"]]
-    fmt = _detect(doc, path, fmt)
-    _check_schema_version(doc, path, warnings)
+def _sniff(doc: Any) -> str | None:
+    for name, reader in READERS.items():
+        if reader.looks_like(doc):
+            return name
+    return None
+
+
+def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender]) -> None:
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:  # list every bad line, not just the first
+            offenders.append(
+                Offender(
+                    str(state.path), f"invalid JSON: {exc.msg}", position=f"line {n}, column {exc.colno}"
+                )
+            )
+            continue
+        state.raws.append(RawQuery(fields=entry, key_path=[], line=n))
+    if fmt != "auto":
+        state.fmt = fmt
+        return
+    first = next((r.fields for r in state.raws if isinstance(r.fields, dict)), None)
+    state.fmt = next(
+        (name for name in LINE_READERS if first is not None and READERS[name].looks_like_line(first)),
+        "canonical",
+    )
+
+
+def _read_document(
+    state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str]
+) -> None:
+    path = state.path
+    if path.suffix == ".json":
+        doc = parse_json(text, path, "golden set")
+    else:
+        doc = parse_yaml(text, path, "golden set")
+        state.positions = YamlPositions(text)  # composed lazily, only if an offender needs a line
+    if doc is None:
+        offenders.append(Offender(str(path), "empty document: no queries", position=TOP))
+        return
+    state.fmt = fmt if fmt != "auto" else (_sniff(doc) or "")
+    if not state.fmt:
+        kind = type(doc).__name__
+        offenders.append(
+            Offender(
+                str(path),
+                f"cannot tell the format (top level is a {kind}): expected a mapping with 'queries' "
+                "(canonical, ckv, support-anchor) or a list of queries (kebab, support-anchor, WFGY); "
+                "use --format to say which",
+                position=TOP,
+            )
+        )
+        return
+    version_problems = _check_schema_version(doc, path, warnings)
+    if version_problems:
+        offenders += version_problems
+        return
+    if isinstance(doc, dict):
+        state.name = str(doc.get("name") or "")
     try:
-        items, unknown = _READERS[fmt].read(doc)
-    except (TypeError, AttributeError, KeyError) as exc:
+        items, unknown_top = READERS[state.fmt].entries(doc)
+    except (TypeError, KeyError, AttributeError, IndexError):
+        offenders.append(Offender(str(path), f"does not have the {state.fmt} format's shape", position=TOP))
+        return
+    if unknown_top:
+        warnings.append(f"{path}: unknown top-level fields ignored: {', '.join(map(str, unknown_top))}")
+    state.raws = [RawQuery(fields=entry, key_path=key_path) for key_path, entry in items]
+
+
+def _map_entry(state: _FileState, raw: RawQuery, offenders: list[Offender]) -> dict | None:
+    """The entry's canonical fields, or None after recording why it cannot be mapped."""
+    entry = raw.fields
+    if not isinstance(entry, dict):
+        offenders.append(
+            Offender(
+                str(state.path),
+                f"a query entry must be a mapping, got {type(entry).__name__}",
+                position=state.position(raw),
+            )
+        )
+        return None
+    qid = entry.get("id", entry.get("qid"))
+    qid = None if qid is None else str(qid)[:200]
+    try:
+        fields, unknown = READERS[state.fmt].to_canonical(entry)
+    except EntryError as exc:
+        offenders.append(
+            Offender(str(state.path), str(exc), position=state.position(raw), query_id=qid, field=exc.field)
+        )
+        return None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        offenders.append(
+            Offender(
+                str(state.path),
+                f"cannot read this {state.fmt} entry: {exc}",
+                position=state.position(raw),
+                query_id=qid,
+            )
+        )
+        return None
+    for name in unknown:
+        seen = state.unknown.setdefault(str(name), [0, state.position(raw), qid])
+        seen[0] += 1
+    return fields
+
+
+def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:
+    """Load one or more golden files (or folders of them) as one validated :class:`GoldenSet`.
+
+    ``fmt`` is ``auto`` (sniffed from each file's content) or one of :data:`FORMATS`. The set's
+    ``sha256`` is the file's content hash (several files: a hash over their names and hashes).
+    Raises :class:`InputError` listing every offender; never returns a partial set.
+    """
+    if fmt not in FORMATS:
         raise InputError(
-            f"golden set does not have the {fmt} format's shape", [Offender(str(path), str(exc))]
-        ) from None
-    if unknown:
-        warnings.append(f"{path}: unknown fields ignored: {', '.join(unknown)}")
-    return items
+            "unknown golden format",
+            [Offender(str(paths), f"{fmt!r} is not one of {', '.join(FORMATS)}", field="--format")],
+        )
+    files = _expand([paths] if isinstance(paths, str | Path) else paths)
+    warnings: list[str] = []
+    offenders: list[Offender] = []
+    queries: list[GoldenQuery] = []
+    sources: list[tuple[_FileState, RawQuery]] = []
+    states: list[_FileState] = []
+    digests: list[tuple[str, str]] = []
+    for path in files:
+        state = _FileState(path)
+        states.append(state)
+        try:  # a file that cannot be read or parsed is one offender; the other files still report
+            text = read_text(path, "golden set")
+            digests.append((path.name, hashlib.sha256(path.read_bytes()).hexdigest()))
+            if path.suffix == ".jsonl":
+                _read_jsonl(state, text, fmt, offenders)
+            else:
+                _read_document(state, text, fmt, offenders, warnings)
+        except InputError as exc:
+            offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
+            continue
+        for raw in state.raws:
+            fields = _map_entry(state, raw, offenders)
+            if fields is None:
+                continue
+            try:
+                queries.append(GoldenQuery.model_validate(fields))
+                sources.append((state, raw))
+            except ValidationError as exc:
+                qid = fields.get("id")
+                for err in exc.errors():
+                    field_name = ".".join(str(p) for p in err["loc"]) or None
+                    offenders.append(
+                        Offender(
+                            str(path),
+                            err["msg"],
+                            position=state.position(raw, err["loc"]),
+                            query_id=None if qid is None else str(qid)[:200],
+                            field=field_name,
+                        )
+                    )
+        for name, (count, position, qid) in sorted(state.unknown.items()):
+            where = f"{position}" + (f", query {qid!r}" if qid else "")
+            warnings.append(
+                f"{path}: unknown field {name!r} ignored in {count} quer{'y' if count == 1 else 'ies'} "
+                f"(first at {where})"
+            )
 
+    def source_of(i: int) -> tuple[str, str | None]:
+        state, raw = sources[i]
+        return str(state.path), state.position(raw)
 
-def _position(raw: RawQuery, key_path: list, positions: YamlPositions | None) -> str | None:
-    if raw.line is not None:
-        return f"line {raw.line}"
-    if positions is not None:
-        line = positions.line_of(key_path)
-        if line:
-            return f"line {line}"
-    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or None
+    offenders += validate_queries(queries, source_of)
+    if not queries and not offenders:
+        offenders.append(Offender(", ".join(map(str, files)), "golden set holds no queries", position=TOP))
+    if offenders:
+        raise InputError("golden set is invalid", offenders)
+    golden = GoldenSet(
+        name=next((s.name for s in states if s.name), "") or files[0].stem,
+        source=", ".join(str(f) for f in files),
+        format="+".join(sorted({s.fmt for s in states})),
+        sha256=_combine(digests),
+        queries=queries,
+    )
+    return LoadedGolden(golden=golden, files=[str(f) for f in files], warnings=warnings)
 
 
 def _combine(digests: list[tuple[str, str]]) -> str:
@@ -143,69 +305,3 @@ def golden_content_sha256(paths: str | Path | Sequence[str | Path]) -> str:
     """The content hash ``load_golden`` would record, without parsing (for change detection)."""
     files = _expand([paths] if isinstance(paths, str | Path) else paths)
     return _combine([(f.name, hashlib.sha256(f.read_bytes()).hexdigest()) for f in files])
-
-
-def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:
-    """Load one or more golden files (or folders of them) as one validated :class:`GoldenSet`.
-
-    ``fmt`` is ``auto`` (sniffed from content) or one of :data:`FORMATS`. The set's
-    ``sha256`` is the file's content hash (several files: a hash over their names and hashes).
-    Raises :class:`InputError` listing every offender; never returns a partial set.
-    """
-    if fmt not in FORMATS:
-        raise InputError("unknown golden format", [Offender(str(paths), f"{fmt!r} is not one of {FORMATS}")])
-    files = _expand([paths] if isinstance(paths, str | Path) else paths)
-    warnings: list[str] = []
-    queries: list[GoldenQuery] = []
-    sources: list[tuple[str, RawQuery, YamlPositions | None]] = []
-    offenders: list[Offender] = []
-    digests: list[tuple[str, str]] = []
-    detected: set[str] = set()
-    name = ""
-    for path in files:
-        text = read_text(path, "golden set")
-        digests.append((path.name, hashlib.sha256(path.read_bytes()).hexdigest()))
-        doc = _parse(path, text)
-        if isinstance(doc, dict) and "__jsonl__" not in doc:
-            name = name or str(doc.get("name") or "")
-        detected.add("canonical" if isinstance(doc, dict) and "__jsonl__" in doc else _detect(doc, path, fmt))
-        # Positions are looked up only for offenders: composing YAML is slow on large sets.
-        positions = YamlPositions(text) if path.suffix in (".yaml", ".yml") else None
-        for raw in _raw_queries(path, text, doc, fmt, warnings):
-            qid = raw.fields.get("id") if isinstance(raw.fields, dict) else None
-            try:
-                queries.append(GoldenQuery.model_validate(raw.fields))
-                sources.append((str(path), raw, positions))
-            except ValidationError as exc:
-                for err in exc.errors():
-                    field_name = ".".join(str(p) for p in err["loc"]) or None
-                    reason = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-                    where = _position(raw, [*raw.key_path, *err["loc"]], positions)
-                    offenders.append(
-                        Offender(
-                            str(path),
-                            reason,
-                            position=where,
-                            query_id=None if qid is None else str(qid),
-                            field=field_name,
-                        )
-                    )
-
-    def source_of(i: int) -> tuple[str, str | None]:
-        file, raw, positions = sources[i]
-        return file, _position(raw, raw.key_path, positions)
-
-    offenders += validate_queries(queries, source_of)
-    if not queries and not offenders:
-        offenders.append(Offender(", ".join(map(str, files)), "golden set holds no queries"))
-    if offenders:
-        raise InputError("golden set is invalid", offenders)
-    sha = _combine(digests)
-    golden = GoldenSet(
-        name=name or files[0].stem,
-        source=", ".join(str(f) for f in files),
-        format="+".join(sorted(detected)),
-        sha256=sha,
-        queries=queries,
-    )
-    return LoadedGolden(golden=golden, files=[str(f) for f in files], warnings=warnings)

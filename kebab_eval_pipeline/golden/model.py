@@ -30,13 +30,15 @@ class Support(BaseModel):
     snippet: str | None = None
     symbol: str | None = None
     symbol_kind: str | None = None
+    section: str | None = None  # informational anchor (ckv ``expected.section``); never matched on
     grade: int = 1
 
     def is_empty(self) -> bool:
-        """True when the support names no evidence at all (it could never match)."""
+        """True when the support names no evidence a hit can match (symbol and section are never
+        matched: hits carry neither), so it could never be found."""
         return all(
             getattr(self, f) in (None, [], "")
-            for f in ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "snippet", "symbol")
+            for f in ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "line_end", "snippet")
         )
 
 
@@ -61,6 +63,8 @@ class GoldenQuery(BaseModel):
     gold_claim_substr: list[str] = Field(default_factory=list)
     recency_rule: RecencyRule | None = None
     expected_kind: str | None = None
+    notes: str = ""  # curator's notes (kebab/ckv ``notes``); informational
+    constraints: list[str] = Field(default_factory=list)  # WFGY ``constraints``; informational
 
     @field_validator("id", mode="before")
     @classmethod

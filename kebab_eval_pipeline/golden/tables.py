@@ -30,6 +30,8 @@ QUERY_COLUMNS: dict[str, str] = {
     "gold_claim_substr": "object",
     "recency_rule": "string",
     "expected_kind": "string",
+    "notes": "string",
+    "constraints": "object",  # list[str]
 }
 
 SUPPORT_COLUMNS: dict[str, str] = {
@@ -44,6 +46,7 @@ SUPPORT_COLUMNS: dict[str, str] = {
     "snippet": "string",
     "symbol": "string",
     "symbol_kind": "string",
+    "section": "string",
     "grade": "int64",
 }
 
@@ -73,6 +76,8 @@ def queries_table(golden: GoldenSet) -> pd.DataFrame:
             "gold_claim_substr": list(q.gold_claim_substr),
             "recency_rule": q.recency_rule,
             "expected_kind": q.expected_kind,
+            "notes": q.notes,
+            "constraints": list(q.constraints),
         }
         for q in golden.queries
     ]
@@ -132,6 +137,8 @@ def golden_from_tables(queries: pd.DataFrame, supports: pd.DataFrame, **set_fiel
                 gold_claim_substr=_as_list(row["gold_claim_substr"]),
                 recency_rule=_none_if_na(row["recency_rule"]),
                 expected_kind=_none_if_na(row["expected_kind"]),
+                notes=_none_if_na(row["notes"]) or "",
+                constraints=_as_list(row["constraints"]),
             )
         )
     return GoldenSet(queries=out, **set_fields)

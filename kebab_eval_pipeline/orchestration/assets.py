@@ -30,6 +30,7 @@ from kebab_eval_pipeline.compare.runs import (
 )
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
+from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
 from kebab_eval_pipeline.revision import pipeline_revision
@@ -170,17 +171,13 @@ def golden_set(
     context.log_event(golden_file_observation(art.sha256))
     for warning in art.info["warnings"]:
         context.log.warning(warning)
-    q = art.queries
+    summary = golden_summary(art.queries)
     meta = {
         **_identity_metadata(build_system(settings).info(), art),
         "golden_path": dg.MetadataValue.path(art.info["source"]),
         "golden_format": art.info["format"],
-        "queries": len(q),
-        "answerable": int(q["answerable"].sum()),
-        "unanswerable": int((~q["answerable"]).sum()),
-        "groups": int(q["group"].nunique()),
-        "per_category": dg.MetadataValue.json(q["category"].value_counts().sort_index().to_dict()),
-        "per_difficulty": dg.MetadataValue.json(q["difficulty"].value_counts().sort_index().to_dict()),
+        **{k: v for k, v in summary.items() if not k.startswith("per_")},
+        **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
     }
     return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.sha256}"))
 
@@ -202,6 +199,8 @@ def retrieval_results(
     settings = eval_settings.load()
     art = pipeline.retrieve(settings, golden_set)
     r = art.results
+    for warning in art.info["stale_golden"]:
+        context.log.warning(f"stale golden reference: {warning}")
     context.log_event(system_observation(r.system))
     errors = int(r.outcomes["error"].notna().sum())
     if errors:
@@ -213,6 +212,7 @@ def retrieval_results(
         "errors": errors,
         "answers": settings.answers,
         "k_requested": art.info["k_requested"],
+        "stale_golden_references": len(art.info["stale_golden"]),
     }
     return dg.Output(art, metadata=meta)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
@@ -103,6 +104,20 @@ class SystemUnderTest(Protocol):
     def known_chunk_ids(self) -> frozenset[str] | None:
         """Chunk ids the system holds, for citation resolution; None when unknown."""
         ...
+
+    def catalogue(self) -> pd.DataFrame | None:
+        """What the index holds (CATALOGUE_COLUMNS, one row per chunk), for stale-golden checks;
+        None when the system cannot tell."""
+        ...
+
+
+# What a system's index holds: one row per chunk.
+CATALOGUE_COLUMNS: dict[str, str] = {
+    "chunk_id": "string",
+    "doc_id": "string",
+    "doc_path": "string",
+    "heading_path": "object",  # list[str]
+}
 
 
 # Declared columns of the retrieval_results tables (pandas dtypes).

@@ -1,10 +1,17 @@
-"""Canonical format (SPEC §3.1): ``{schema_version: "1", name, queries: [GoldenQuery...]}``."""
+"""Canonical format (SPEC §3.1): ``{schema_version: "1", name, queries: [GoldenQuery...]}``,
+as YAML or JSON, or JSONL with one query per line."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kebab_eval_pipeline.golden.readers import RawQuery
+from kebab_eval_pipeline.golden.readers import (
+    QUERY_FIELDS,
+    SUPPORT_FIELDS,
+    listing,
+    mapping,
+    split_known,
+)
 
 TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
 
@@ -17,11 +24,21 @@ def looks_like(doc: Any) -> bool:
     )
 
 
-def read(doc: dict) -> tuple[list[RawQuery], list[str]]:
-    """Return the queries and the unknown top-level keys (warned about, not fatal)."""
-    unknown = sorted(set(doc) - TOP_LEVEL_KEYS)
-    items = [
-        RawQuery(fields=dict(q) if isinstance(q, dict) else q, key_path=["queries", i])
-        for i, q in enumerate(doc["queries"])
-    ]
-    return items, unknown
+def looks_like_line(entry: dict) -> bool:
+    return "query" in entry or "supports" in entry
+
+
+def entries(doc: dict) -> tuple[list[tuple[list, Any]], list[str]]:
+    return [(["queries", i], q) for i, q in enumerate(doc["queries"])], sorted(set(doc) - TOP_LEVEL_KEYS)
+
+
+def to_canonical(entry: dict) -> tuple[dict, list[str]]:
+    fields, unknown = split_known(entry, QUERY_FIELDS)
+    if "supports" in fields:
+        supports = []
+        for j, support in enumerate(listing(fields["supports"], "supports")):
+            kept, extra = split_known(mapping(support, f"supports[{j}]"), SUPPORT_FIELDS, f"supports[{j}].")
+            supports.append(kept)
+            unknown += extra
+        fields["supports"] = supports
+    return fields, unknown

@@ -1,22 +1,21 @@
-"""kebab list YAML: a top-level list of ``{id, query, expected_doc_ids, expected_chunk_ids, ...}``.
+"""kebab list YAML: a top-level list of ``{id, query, lang, expected_doc_ids, expected_chunk_ids,
+must_contain, forbidden, difficulty, group}``.
 
-``expected_doc_ids: []`` with no chunk ids means the system should refuse.
-Chunk ids become chunk supports (hit@k is chunk-level in kebab); doc ids become
-doc supports when no chunk ids are given.
+``expected_doc_ids: []`` with no chunk ids means the system should refuse. Chunk ids become
+chunk supports (hit@k is chunk-level in kebab); with exactly one expected document each chunk
+support also names it. Doc ids become doc supports when no chunk ids are given.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kebab_eval_pipeline.golden.readers import RawQuery
+from kebab_eval_pipeline.golden.readers import listing
 
-KNOWN_KEYS = {
+PASSED_THROUGH = (
     "id",
     "query",
     "lang",
-    "expected_doc_ids",
-    "expected_chunk_ids",
     "must_contain",
     "forbidden",
     "difficulty",
@@ -24,50 +23,31 @@ KNOWN_KEYS = {
     "category",
     "tags",
     "notes",
-}
+)
+KNOWN_KEYS = {*PASSED_THROUGH, "expected_doc_ids", "expected_chunk_ids"}
 
 
 def looks_like(doc: Any) -> bool:
     return (
         isinstance(doc, list)
-        and all(isinstance(q, dict) and ("expected_doc_ids" in q or "expected_chunk_ids" in q) for q in doc)
         and bool(doc)
+        and all(isinstance(q, dict) and ("expected_doc_ids" in q or "expected_chunk_ids" in q) for q in doc)
     )
 
 
-def _as_list(value: Any) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list | tuple) else value  # a non-list fails validation
+def entries(doc: list) -> tuple[list[tuple[list, Any]], list[str]]:
+    return [([i], q) for i, q in enumerate(doc)], []
 
 
-def read(doc: list) -> tuple[list[RawQuery], list[str]]:
-    items: list[RawQuery] = []
-    unknown: set[str] = set()
-    for i, entry in enumerate(doc):
-        unknown |= set(entry) - KNOWN_KEYS
-        chunk_ids = _as_list(entry.get("expected_chunk_ids"))
-        doc_ids = _as_list(entry.get("expected_doc_ids"))
-        if isinstance(chunk_ids, list) and chunk_ids:
-            supports = [{"chunk_id": c} for c in chunk_ids]
-            if isinstance(doc_ids, list) and len(doc_ids) == 1:
-                supports = [{**s, "doc_id": doc_ids[0]} for s in supports]
-        elif isinstance(doc_ids, list):
-            supports = [{"doc_id": d} for d in doc_ids]
-        else:
-            supports = doc_ids
-        fields = {
-            "id": entry.get("id"),
-            "query": entry.get("query"),
-            "lang": entry.get("lang") or "",
-            "answerable": bool(supports),
-            "category": entry.get("category") or ("general" if supports else "unanswerable"),
-            "difficulty": entry.get("difficulty") or "",
-            "tags": entry.get("tags") or [],
-            "group": entry.get("group"),
-            "supports": supports,
-            "must_contain": _as_list(entry.get("must_contain")),
-            "forbidden": _as_list(entry.get("forbidden")),
-        }
-        items.append(RawQuery(fields=fields, key_path=[i]))
-    return items, sorted(unknown)
+def to_canonical(entry: dict) -> tuple[dict, list[str]]:
+    chunk_ids = listing(entry.get("expected_chunk_ids"), "expected_chunk_ids")
+    doc_ids = listing(entry.get("expected_doc_ids"), "expected_doc_ids")
+    if chunk_ids:
+        only_doc = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {}
+        supports = [{"chunk_id": c, **only_doc} for c in chunk_ids]
+    else:
+        supports = [{"doc_id": d} for d in doc_ids]
+    fields = {k: entry[k] for k in PASSED_THROUGH if entry.get(k) is not None}
+    fields.update(answerable=bool(supports), supports=supports)
+    fields.setdefault("category", "general" if supports else "unanswerable")
+    return fields, sorted(set(entry) - KNOWN_KEYS)

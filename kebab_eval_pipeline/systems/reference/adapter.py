@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+import pandas as pd
+
+from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS, Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, SUPPORTED_MODES, ReferenceIndex
 
 
@@ -55,3 +58,16 @@ class ReferenceSystem:
     def known_chunk_ids(self) -> frozenset[str]:
         """All chunk ids of the index."""
         return self.index.known_chunk_ids()
+
+    def catalogue(self) -> pd.DataFrame:
+        """Every chunk of the index (``CATALOGUE_COLUMNS``), for stale-golden checks."""
+        chunks = self.index.chunks
+        return typed_frame(
+            {
+                "chunk_id": [c.chunk_id for c in chunks],
+                "doc_id": [c.doc_id for c in chunks],
+                "doc_path": [c.doc_path for c in chunks],
+                "heading_path": [list(c.heading_path) for c in chunks],
+            },
+            CATALOGUE_COLUMNS,
+        )

@@ -1,0 +1,118 @@
+"""Support-anchor YAML/JSONL: ``{id, question, answerable, category, tags, difficulty,
+gold_supports: [{rel_path, heading_path, snippets}], required_support_groups,
+recency_conflict_rule}`` — a list, a ``{queries: [...]}`` mapping, or one entry per JSONL line.
+
+A gold support with several ``snippets`` becomes one canonical support per snippet, and the
+groups are rewritten so those supports are alternatives: the gold support is found when any
+of its snippets is. Without explicit groups, each gold support is its own group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kebab_eval_pipeline.golden.readers import EntryError, listing, mapping
+
+QUERY_KEYS = {
+    "id",
+    "question",
+    "answerable",
+    "category",
+    "tags",
+    "difficulty",
+    "gold_supports",
+    "required_support_groups",
+    "recency_conflict_rule",
+    "lang",
+    "group",
+    "must_contain",
+    "forbidden",
+    "gold_claim_substr",
+    "notes",
+    "pending",
+}
+SUPPORT_KEYS = {"rel_path", "heading_path", "snippets", "snippet", "grade", "line_start", "line_end"}
+TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
+
+
+def _is_entry(q: Any) -> bool:
+    return isinstance(q, dict) and ("gold_supports" in q or ("question" in q and "qid" not in q))
+
+
+def looks_like(doc: Any) -> bool:
+    items = doc.get("queries") if isinstance(doc, dict) else doc
+    return isinstance(items, list) and bool(items) and all(_is_entry(q) for q in items)
+
+
+def looks_like_line(entry: dict) -> bool:
+    return _is_entry(entry)
+
+
+def entries(doc: Any) -> tuple[list[tuple[list, Any]], list[str]]:
+    if isinstance(doc, dict):
+        return [(["queries", i], q) for i, q in enumerate(doc["queries"])], sorted(set(doc) - TOP_LEVEL_KEYS)
+    return [([i], q) for i, q in enumerate(doc)], []
+
+
+def to_canonical(entry: dict) -> tuple[dict, list[str]]:
+    unknown = sorted(set(entry) - QUERY_KEYS)
+    supports: list[dict] = []
+    expanded: list[list[int]] = []  # gold support index → its canonical support indexes
+    for i, gold in enumerate(listing(entry.get("gold_supports"), "gold_supports")):
+        gold = mapping(gold, f"gold_supports[{i}]")
+        unknown += [f"gold_supports[{i}].{k}" for k in sorted(set(gold) - SUPPORT_KEYS)]
+        base = {
+            k: gold[k] for k in ("rel_path", "heading_path", "grade", "line_start", "line_end") if k in gold
+        }
+        snippets = listing(gold.get("snippets"), f"gold_supports[{i}].snippets")
+        if gold.get("snippet") is not None:
+            snippets = [gold["snippet"], *snippets]
+        first = len(supports)
+        supports += [{**base, "snippet": s} for s in snippets] if snippets else [base]
+        expanded.append(list(range(first, len(supports))))
+    groups = listing(entry.get("required_support_groups"), "required_support_groups")
+    split = any(len(e) > 1 for e in expanded)
+    if groups and split:
+        rewritten = []
+        for g, group in enumerate(groups):
+            members = listing(group, f"required_support_groups[{g}]")
+            bad = [ix for ix in members if not isinstance(ix, int) or not 0 <= ix < len(expanded)]
+            if bad:
+                raise EntryError(
+                    f"required_support_groups[{g}]",
+                    f"index {bad} out of range (the query has {len(expanded)} gold supports)",
+                )
+            rewritten.append([c for ix in members for c in expanded[ix]])
+        groups = rewritten
+    elif split:
+        groups = expanded
+    category = entry.get("category") or "general"
+    if isinstance(category, str):
+        category = category.replace("/", "_")  # the seed writes "recency/conflict"
+    fields = {
+        "id": entry.get("id"),
+        "query": entry.get("question"),
+        "answerable": entry.get("answerable", True),
+        "category": category,
+        "supports": supports,
+        "required_support_groups": groups,
+        "recency_rule": entry.get("recency_conflict_rule"),
+    }
+    fields.update(
+        {
+            k: entry[k]
+            for k in (
+                "tags",
+                "difficulty",
+                "lang",
+                "group",
+                "must_contain",
+                "forbidden",
+                "gold_claim_substr",
+                "notes",
+                "pending",
+            )
+            if entry.get(k) is not None
+        }
+    )
+    return fields, unknown
