@@ -44,8 +44,10 @@ def check_golden_against_system(
     settings: RunSettings, golden: GoldenArtifact, system: SystemUnderTest
 ) -> list[str]:
     """Stale-golden check (before any query runs): gold chunk ids, doc ids, paths and sections
-    the system's index does not hold. ``stale_golden: fail`` raises InputError listing every one;
-    ``warn`` returns them as warnings; ``off`` (or a system without a catalogue) skips."""
+    the system's index does not hold. ``stale_golden: fail`` raises InputError listing every
+    unresolvable one (a chunk id whose document is still indexed only warns: chunker iteration
+    re-keys chunks); ``warn`` returns them all as warnings; ``off`` (or a system without a
+    catalogue) skips. Returns the warnings."""
     if settings.stale_golden == "off":
         return []
     catalogue = system.catalogue()
@@ -54,22 +56,24 @@ def check_golden_against_system(
     stale = stale_references(golden.queries, golden.supports, catalogue)
     if stale.empty:
         return []
-    offenders = [
-        Offender(
+
+    def offender(row) -> Offender:
+        return Offender(
             golden.info["source"],
             f"{row.reason} ({row.value!r})",
             query_id=row.query_id,
             field=f"supports[{row.support_idx}].{row.field}",
         )
-        for row in stale.itertuples(index=False)
-    ]
-    if settings.stale_golden == "fail":
+
+    errors = [offender(r) for r in stale.itertuples(index=False) if r.severity == "error"]
+    warnings = [offender(r).render() for r in stale.itertuples(index=False) if r.severity != "error"]
+    if errors and settings.stale_golden == "fail":
         raise InputError(
             "golden set is stale: it references evidence the index does not hold "
             "(fix the golden set, or set stale_golden: warn)",
-            offenders,
+            errors,
         )
-    return [o.render() for o in offenders]
+    return [o.render() for o in errors] + warnings
 
 
 def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:

@@ -21,6 +21,7 @@ STALE_COLUMNS: dict[str, str] = {
     "field": "string",
     "value": "string",
     "reason": "string",
+    "severity": "string",  # error: never resolvable | warning: chunk id gone, its document still indexed
 }
 
 
@@ -45,29 +46,45 @@ def stale_references(queries: pd.DataFrame, supports: pd.DataFrame, catalogue: p
     ``chunk_id`` (a chunk of the index), ``doc_id`` (a document of the index), ``rel_path`` (a
     document path of the index, normalised) and ``heading_path`` (a section of that document:
     some chunk's heading path starts with it). Output: :data:`STALE_COLUMNS`, one row per
-    missing reference, ordered by query and support; empty when everything resolves.
+    missing reference, ordered by query and support; empty when everything resolves. ``severity``
+    is ``warning`` only for a chunk id whose support also names a document the index holds.
     """
     pending = queries.loc[queries["pending"].astype(bool), "query_id"]
     s = supports[~supports["query_id"].isin(pending)]
     found: list[pd.DataFrame] = []
 
-    def report(rows: pd.DataFrame, field: str, values: pd.Series, reason: str) -> None:
+    def report(
+        rows: pd.DataFrame, field: str, values: pd.Series, reason: str, severity: str = "error"
+    ) -> None:
         if len(rows):
-            found.append(
-                pd.DataFrame(
-                    {
-                        "query_id": rows["query_id"],
-                        "support_idx": rows["support_idx"],
-                        "field": field,
-                        "value": values.astype("string"),
-                        "reason": reason,
-                    }
-                )
-            )
+            columns = {
+                "query_id": rows["query_id"],
+                "support_idx": rows["support_idx"],
+                "field": field,
+                "value": values.astype("string"),
+                "reason": reason,
+                "severity": severity,
+            }
+            found.append(pd.DataFrame(columns))
 
+    known_paths = set(_paths(catalogue["doc_path"]).dropna())
+    # A chunk id from another chunker version is the common case while iterating on chunking:
+    # when the support also names a document the index holds, document-level matching (and the
+    # comparison's fallback) still works, so it is a warning; otherwise nothing can ever match.
     has_chunk = s["chunk_id"].notna() & (s["chunk_id"] != "")
     missing = s[has_chunk & ~s["chunk_id"].isin(catalogue["chunk_id"])]
-    report(missing, "chunk_id", missing["chunk_id"], "no chunk with this id in the index")
+    doc_known = (
+        missing["doc_id"].isin(catalogue["doc_id"]) | _paths(missing["rel_path"]).isin(known_paths)
+    ).to_numpy()
+    reason = "no chunk with this id in the index"
+    report(missing[~doc_known], "chunk_id", missing.loc[~doc_known, "chunk_id"], reason)
+    report(
+        missing[doc_known],
+        "chunk_id",
+        missing.loc[doc_known, "chunk_id"],
+        reason + " (its document is indexed: chunk-level matching will miss)",
+        "warning",
+    )
 
     has_doc = s["doc_id"].notna() & (s["doc_id"] != "")
     missing = s[has_doc & ~s["doc_id"].isin(catalogue["doc_id"])]
@@ -75,7 +92,6 @@ def stale_references(queries: pd.DataFrame, supports: pd.DataFrame, catalogue: p
 
     has_path = s["rel_path"].notna() & (s["rel_path"] != "")
     gold_paths = _paths(s.loc[has_path, "rel_path"])
-    known_paths = set(_paths(catalogue["doc_path"]).dropna())
     path_missing = ~gold_paths.isin(known_paths)
     rows = s.loc[has_path][path_missing.to_numpy()]
     report(rows, "rel_path", rows["rel_path"], "no document at this path in the index")

@@ -71,3 +71,16 @@ def test_every_kind_of_stale_reference_is_listed(system, tmp_path):
     warnings = check_golden_against_system(RunSettings(stale_golden="warn"), art, system)
     assert len(warnings) == 4 and "notes/renamed.md" in warnings[2]
     assert check_golden_against_system(RunSettings(stale_golden="off"), art, system) == []
+
+
+def test_rechunked_chunk_ids_only_warn_while_their_document_is_indexed(system, tmp_path):
+    doc = system.catalogue().iloc[0].doc_id
+    art = golden(tmp_path, f"""queries:
+  - id: rechunked
+    query: chunk ids from an older chunker
+    supports: [{{chunk_id: 0123456789abcdef, doc_id: {doc}}}]
+""")
+    stale = stale_references(art.queries, art.supports, system.catalogue())
+    assert stale["severity"].tolist() == ["warning"]
+    warnings = check_golden_against_system(RunSettings(), art, system)  # fail mode: no error
+    assert len(warnings) == 1 and "chunk-level matching will miss" in warnings[0]

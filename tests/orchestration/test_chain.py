@@ -12,7 +12,7 @@ import pytest
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.golden.load import golden_content_sha256, load_golden
+from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
@@ -74,7 +74,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     assert len(mats["query_scores"].metadata["per_query"].value.records) == len(golden.queries)
     # the golden set's data version is its content hash; code versions are recorded
     assert mats["golden_set"].tags["dagster/data_version"].endswith(golden.sha256)
-    assert mats["golden_set"].tags["dagster/code_version"] == "golden-1"
+    assert mats["golden_set"].tags["dagster/code_version"] == PARSER_VERSION
 
     store = ArtifactStore(defs.resources["artifact_storage"].base)
     stored = RunMetricsArtifact.from_tables(*store.read("run_metrics", "r1"))
