@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from kebab_eval_pipeline.errors import InputError, Offender
+
+TOP = "top level"
+
+
+# Golden sets and configs nest a handful of levels. A document that may nest deeper is parsed by
+# PyYAML's pure-Python loader: libyaml's C composer crashes the process on ~25k levels, while the
+# Python loader stops with a RecursionError we report. The estimate is an upper bound: flow
+# brackets outside strings and comments (running depth clamped at zero, so stray closers cannot
+# hide openers), and the width of a line's leading indentation plus block indicators.
+MAX_NESTING = 100
+_STRINGS_AND_COMMENTS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?:^|(?<=[ \t]))#[^\n]*', re.MULTILINE
+)
+_DEEP_BLOCK = re.compile(r"^[ \t?-]{" + str(2 * MAX_NESTING) + ",}", re.MULTILINE)
+_PARSER_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
 
 
 def read_text(path: Path, what: str) -> str:
@@ -17,7 +34,10 @@ def read_text(path: Path, what: str) -> str:
         raise InputError(f"{what} not found", [Offender(str(path), "no such file")])
     if path.is_dir():
         raise InputError(f"{what} is a folder, expected a file", [Offender(str(path), "is a directory")])
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:  # permissions, a vanished file, a FIFO…
+        return _raise(what, path, TOP, f"cannot be read: {exc.strerror or exc}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -29,25 +49,80 @@ def _raise(what: str, path: Path, position: str | None, reason: str):
     raise InputError(f"{what} is malformed", [Offender(str(path), reason, position=position)])
 
 
+def _line_at(text: str, offset: int) -> int:
+    return text.count("\n", 0, max(offset, 0)) + 1
+
+
+def may_nest_deeply(text: str) -> bool:
+    """True when ``text`` might nest deeper than :data:`MAX_NESTING` levels (a cheap upper bound)."""
+    if _DEEP_BLOCK.search(text):
+        return True
+    bare = _STRINGS_AND_COMMENTS.sub("", text)
+    data = np.frombuffer(bare.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    if not len(data):
+        return False
+    steps = np.zeros(len(data), dtype=np.int32)
+    steps[(data == ord("[")) | (data == ord("{"))] = 1
+    steps[(data == ord("]")) | (data == ord("}"))] = -1
+    total = np.cumsum(steps)
+    depth = total - np.minimum(np.minimum.accumulate(total), 0)  # d_i = max(0, d_{i-1} + step_i)
+    return bool(depth.max() > MAX_NESTING)
+
+
+def _loader(text: str) -> type:
+    if may_nest_deeply(text):
+        return yaml.SafeLoader
+    # libyaml when present: ~10x faster on large golden sets, same errors and marks
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_yaml(text: str, path: Path, what: str) -> Any:
     """Parse YAML; a syntax error names the file and the parser's 1-based line and column."""
+    loader = _loader(text)
     try:
-        # libyaml when present: ~10x faster on large golden sets, same errors and marks
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        position = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+        position = f"line {mark.line + 1}, column {mark.column + 1}" if mark else TOP
         reason = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "invalid YAML"
         return _raise(what, path, position, f"invalid YAML: {reason}")
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (control codes, NUL)
+        # libyaml reports a byte offset into the UTF-8 text, the Python reader a character offset
+        line = (
+            text.encode("utf-8", "surrogatepass")[: exc.position].count(b"\n") + 1
+            if loader is not yaml.SafeLoader
+            else _line_at(text, exc.position)
+        )
+        return _raise(
+            what,
+            path,
+            f"line {line}",
+            f"invalid YAML: character {exc.character!r} is not allowed",
+        )
     except yaml.YAMLError as exc:
-        return _raise(what, path, None, f"invalid YAML: {exc}")
+        return _raise(what, path, TOP, f"invalid YAML: {exc}")
+    except RecursionError:
+        return _raise(what, path, TOP, "invalid YAML: nested too deeply to read")
+    except _PARSER_FAILURES as exc:  # a scalar the constructor cannot build (e.g. 2024-13-01)
+        return _raise(what, path, TOP, f"invalid YAML: a value cannot be read ({type(exc).__name__}: {exc})")
 
 
-def parse_json(text: str, path: Path, what: str) -> Any:
+def parse_json(text: str, path: Path, what: str, line: int | None = None) -> Any:
+    """Parse JSON; ``line`` is the document's line in its file (JSONL), for positions."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        return _raise(what, path, f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}")
+        at = exc.lineno if line is None else line + exc.lineno - 1
+        return _raise(what, path, f"line {at}, column {exc.colno}", f"invalid JSON: {exc.msg}")
+    except RecursionError:  # the C decoder raises here, it does not crash
+        return _raise(what, path, f"line {line}" if line else TOP, "invalid JSON: nested too deeply to read")
+    except _PARSER_FAILURES as exc:  # e.g. an integer beyond Python's 4300-digit limit
+        return _raise(
+            what,
+            path,
+            f"line {line}" if line else TOP,
+            f"invalid JSON: a value cannot be read ({type(exc).__name__}: {exc})",
+        )
 
 
 def yaml_line_of(text: str, key_path: list[str | int]) -> int | None:
@@ -71,8 +146,8 @@ class YamlPositions:
         if not self._composed:
             self._composed = True
             try:
-                self._root = yaml.compose(self._text)
-            except yaml.YAMLError:
+                self._root = yaml.compose(self._text, Loader=_loader(self._text))
+            except (yaml.YAMLError, RecursionError):
                 self._root = None
         node = self._root
         if node is None:

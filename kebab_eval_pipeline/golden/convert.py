@@ -43,7 +43,11 @@ def render_canonical(golden: GoldenSet, suffix: str = ".yaml") -> str:
     doc = canonical_document(golden)
     if suffix == ".json":
         return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False, width=100)
+    # PyYAML writes NEL / LS / PS raw inside quoted scalars, where YAML reads them as line breaks:
+    # escape non-ASCII when any is present so the round trip stays exact.
+    text = json.dumps(doc, ensure_ascii=False)
+    readable = not any(ch in text for ch in ("\x85", "\u2028", "\u2029"))
+    return yaml.safe_dump(doc, allow_unicode=readable, sort_keys=False, width=100)
 
 
 def write_canonical(golden: GoldenSet, out: Path) -> None:

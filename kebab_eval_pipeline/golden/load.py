@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.yaml_io import YamlPositions, parse_json, parse_yaml, read_text
+from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text
 
 PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
@@ -34,7 +35,6 @@ READERS: dict[str, ModuleType] = {
 FORMATS = ("auto", *READERS)
 LINE_READERS = ("wfgy", "supports", "canonical")  # JSONL sniffing order: most specific keys first
 GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
-TOP = "top level"
 
 
 @dataclass
@@ -86,11 +86,13 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
 def _check_schema_version(doc: Any, path: Path, warnings: list[str]) -> list[Offender]:
     if not isinstance(doc, dict) or "schema_version" not in doc:
         return []
-    raw = str(doc["schema_version"])
+    raw = str(doc["schema_version"])[:50]
     major, _, minor = raw.partition(".")
     ours_major, _, ours_minor = SCHEMA_VERSION.partition(".")
     where = {"position": TOP, "field": "schema_version"}
-    if not major.isdigit():
+    if not re.fullmatch(r"[0-9]{1,6}", major) or (
+        minor and not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,6})?", minor)
+    ):
         return [Offender(str(path), f"schema_version {raw!r} is not a version", **where)]
     if int(major) > int(ours_major):
         return [
@@ -101,7 +103,7 @@ def _check_schema_version(doc: Any, path: Path, warnings: list[str]) -> list[Off
                 **where,
             )
         ]
-    if int(major) == int(ours_major) and minor.isdigit() and int(minor) > int(ours_minor or 0):
+    if int(major) == int(ours_major) and minor and int(minor.split(".")[0]) > int(ours_minor or 0):
         warnings.append(
             f"{path}: schema_version {raw} is newer than {SCHEMA_VERSION}; loading the fields it knows"
         )
@@ -116,7 +118,8 @@ def _sniff(doc: Any) -> str | None:
 
 
 def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender]) -> None:
-    for n, line in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a JSONL record: str.splitlines() would also split inside strings at U+2028 & co.
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -125,6 +128,13 @@ def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender
             offenders.append(
                 Offender(
                     str(state.path), f"invalid JSON: {exc.msg}", position=f"line {n}, column {exc.colno}"
+                )
+            )
+            continue
+        except (ValueError, RecursionError) as exc:  # e.g. an integer beyond the 4300-digit limit
+            offenders.append(
+                Offender(
+                    str(state.path), f"invalid JSON: a value cannot be read ({exc})", position=f"line {n}"
                 )
             )
             continue

@@ -150,7 +150,7 @@ def test_schema_version_rules(tmp_path: Path):
 
 
 def test_malformed_and_missing(tmp_path: Path):
-    with pytest.raises(InputError, match="missing.yaml: no such file"):
+    with pytest.raises(InputError, match=r"missing\.yaml: no such file"):
         load_golden(tmp_path / "missing.yaml")
     with pytest.raises(InputError) as exc:
         load_golden(write(tmp_path / "m.yaml", "queries:\n  - id: a\n    query: [x\n"))

@@ -75,11 +75,14 @@ def test_every_kind_of_stale_reference_is_listed(system, tmp_path):
 
 def test_rechunked_chunk_ids_only_warn_while_their_document_is_indexed(system, tmp_path):
     doc = system.catalogue().iloc[0].doc_id
-    art = golden(tmp_path, f"""queries:
+    art = golden(
+        tmp_path,
+        f"""queries:
   - id: rechunked
     query: chunk ids from an older chunker
     supports: [{{chunk_id: 0123456789abcdef, doc_id: {doc}}}]
-""")
+""",
+    )
     stale = stale_references(art.queries, art.supports, system.catalogue())
     assert stale["severity"].tolist() == ["warning"]
     warnings = check_golden_against_system(RunSettings(), art, system)  # fail mode: no error

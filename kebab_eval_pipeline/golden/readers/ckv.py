@@ -21,6 +21,7 @@ QUERY_KEYS = {
     "pending",
     "notes",
     "recorded_via",
+    "timestamp",  # provenance written by ckv's recorder, like recorded_via: read, not kept
     "lang",
     "tags",
     "difficulty",
@@ -43,7 +44,9 @@ def entries(doc: dict) -> tuple[list[tuple[list, Any]], list[str]]:
 
 def to_canonical(entry: dict) -> tuple[dict, list[str]]:
     expected = mapping(entry.get("expected"), "expected")
-    pending = bool(entry.get("pending", False))
+    # Parse like the canonical bool (so a quoted "false" is not pending); junk fails validation later.
+    raw_pending = entry.get("pending", False)
+    pending = raw_pending is True or str(raw_pending).strip().lower() in ("true", "yes", "on", "1")
     support: dict[str, Any] = {"rel_path": expected.get("file")}
     line_range = listing(expected.get("line_range"), "expected.line_range")
     if line_range:
@@ -59,7 +62,7 @@ def to_canonical(entry: dict) -> tuple[dict, list[str]]:
         "query": entry.get("intent"),
         "answerable": True,
         "category": entry.get("category") or ("code" if expected.get("symbol") else "general"),
-        "pending": pending,
+        "pending": raw_pending,
         "supports": [support],
         "expected_kind": expected.get("expected_kind"),
         "notes": entry.get("notes") or "",

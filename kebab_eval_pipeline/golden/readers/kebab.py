@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kebab_eval_pipeline.golden.readers import listing
+from kebab_eval_pipeline.golden.readers import EntryError, listing
 
 PASSED_THROUGH = (
     "id",
@@ -40,6 +40,11 @@ def entries(doc: list) -> tuple[list[tuple[list, Any]], list[str]]:
 
 
 def to_canonical(entry: dict) -> tuple[dict, list[str]]:
+    if "expected_doc_ids" not in entry and "expected_chunk_ids" not in entry:
+        # Absent is not "should refuse": that is spelled expected_doc_ids: [] on purpose.
+        raise EntryError(
+            "expected_doc_ids", "missing (use expected_doc_ids: [] for a query that should refuse)"
+        )
     chunk_ids = listing(entry.get("expected_chunk_ids"), "expected_chunk_ids")
     doc_ids = listing(entry.get("expected_doc_ids"), "expected_doc_ids")
     if chunk_ids:
