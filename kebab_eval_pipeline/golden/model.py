@@ -36,9 +36,14 @@ class Support(BaseModel):
     def is_empty(self) -> bool:
         """True when the support names no evidence a hit can match (symbol and section are never
         matched: hits carry neither), so it could never be found."""
-        return all(
-            getattr(self, f) in (None, [], "")
-            for f in ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "line_end", "snippet")
+        return not (
+            self.chunk_id
+            or self.doc_id
+            or self.rel_path
+            or self.heading_path
+            or self.snippet
+            or self.line_start is not None
+            or self.line_end is not None
         )
 
 

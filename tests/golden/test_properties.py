@@ -840,27 +840,34 @@ def _block_lines(levels: int, per_line: int = 100) -> str:
     return "\n".join(lines) + " x\n"
 
 
+DEEP_FLOW = "[" * N_DEEP + "]" * N_DEEP
 SEGFAULT_CASES = {
-    "flow-brackets": "queries: " + "[" * N_DEEP + "]" * N_DEEP + "\n",
+    "flow-brackets": f"queries: {DEEP_FLOW}\n",
     "block-one-line": "- " * N_DEEP + "x\n",
+    # closing brackets inside a string or a comment must not hide the openers after them
+    "closing-brackets-in-a-string": 'x: "' + "]" * N_DEEP + f'"\nqueries: {DEEP_FLOW}\n',
+    "closing-brackets-in-a-comment": "# " + "}" * N_DEEP + f"\nqueries: {DEEP_FLOW}\n",
+    # block nesting spread over lines, 100 levels per line
+    "block-over-lines": _block_lines(N_DEEP),
 }
 SEGFAULT_GUARD_GAPS = {
-    # closing brackets inside a string or a comment lower the bracket count the guard relies on
-    "closing-brackets-in-a-string": 'x: "'
-    + "]" * N_DEEP
-    + '"\nqueries: '
-    + "[" * N_DEEP
-    + "]" * N_DEEP
-    + "\n",
-    "closing-brackets-in-a-comment": "# " + "}" * N_DEEP + "\nqueries: " + "[" * N_DEEP + "]" * N_DEEP + "\n",
-    # block nesting spread over lines, 100 levels per line (the guard looks at one line at a time)
-    "block-over-lines": _block_lines(N_DEEP),
+    # a quote inside a plain scalar (an apostrophe in English text) is taken for the start of a
+    # quoted string, and everything up to the next quote, the nesting included, is ignored
+    "apostrophes-in-plain-scalars": f"name: what's up\nqueries: {DEEP_FLOW}\nnotes: don't\n",
+    "double-quote-in-a-plain-scalar": f'name: a"b\nqueries: {DEEP_FLOW}\n# "\n',
 }
 
 
 def _load_in_child(path: Path) -> subprocess.CompletedProcess:
+    package = Path(sys.modules["kebab_eval_pipeline.errors"].__file__).parent
     script = textwrap.dedent(
         f"""
+        import resource, sys, types
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file behind
+        # the golden modules without the package __init__ (it imports Dagster: ~1 s per child)
+        package = types.ModuleType("kebab_eval_pipeline")
+        package.__path__ = [{str(package)!r}]
+        sys.modules["kebab_eval_pipeline"] = package
         from kebab_eval_pipeline.errors import InputError
         from kebab_eval_pipeline.golden.load import load_golden
         try:

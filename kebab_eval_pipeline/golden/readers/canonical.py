@@ -34,11 +34,12 @@ def entries(doc: dict) -> tuple[list[tuple[list, Any]], list[str]]:
 
 def to_canonical(entry: dict) -> tuple[dict, list[str]]:
     fields, unknown = split_known(entry, QUERY_FIELDS)
-    if "supports" in fields:
+    if fields.get("supports"):
         supports = []
         for j, support in enumerate(listing(fields["supports"], "supports")):
             kept, extra = split_known(mapping(support, f"supports[{j}]"), SUPPORT_FIELDS, f"supports[{j}].")
             supports.append(kept)
             unknown += extra
-        fields["supports"] = supports
+        if unknown:
+            fields = {**fields, "supports": supports}
     return fields, unknown
