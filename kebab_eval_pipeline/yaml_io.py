@@ -21,6 +21,7 @@ TOP = "top level"
 # indentation and block indicators reaches DEEP_BLOCK_WIDTH columns (each block level needs one).
 LIBYAML_SAFE_OPENERS = 10_000
 DEEP_BLOCK_WIDTH = 200
+MAX_SAFE_DEPTH = 1_000  # exact depth up to which the C loader is used when the cheap bound trips
 _DEEP_BLOCK = re.compile(r"^[ \t?-]{" + str(DEEP_BLOCK_WIDTH) + ",}", re.MULTILINE)
 _PARSER_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
 
@@ -55,11 +56,31 @@ def may_nest_deeply(text: str) -> bool:
     return text.count("[") + text.count("{") >= LIBYAML_SAFE_OPENERS or _DEEP_BLOCK.search(text) is not None
 
 
+def _event_depth(text: str) -> int:
+    """Exact nesting depth from libyaml's event stream (iterative: safe where composing is not)."""
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            depth -= 1
+    return deepest
+
+
 def _loader(text: str) -> type:
-    if may_nest_deeply(text):
+    if not hasattr(yaml, "CSafeLoader"):
         return yaml.SafeLoader
-    # libyaml when present: ~10x faster on large golden sets, same errors and marks
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if may_nest_deeply(text):
+        # The cheap bound tripped (large flow-style sets do): measure exactly before giving up
+        # libyaml's speed; a syntax error here is left for the real parse to report.
+        try:
+            if _event_depth(text) > MAX_SAFE_DEPTH:
+                return yaml.SafeLoader
+        except yaml.YAMLError:
+            return yaml.SafeLoader
+    # libyaml: ~10x faster on large golden sets, same errors and marks
+    return yaml.CSafeLoader
 
 
 def parse_yaml(text: str, path: Path, what: str) -> Any:
