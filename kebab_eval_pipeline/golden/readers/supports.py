@@ -13,16 +13,10 @@ from typing import Any
 
 from kebab_eval_pipeline.golden.readers import EntryError, listing, mapping
 
-QUERY_KEYS = {
-    "id",
-    "question",
-    "answerable",
-    "category",
+# Fields copied to the canonical query as they are (when set).
+PASSED_THROUGH = (
     "tags",
     "difficulty",
-    "gold_supports",
-    "required_support_groups",
-    "recency_conflict_rule",
     "lang",
     "group",
     "must_contain",
@@ -30,6 +24,16 @@ QUERY_KEYS = {
     "gold_claim_substr",
     "notes",
     "pending",
+)
+QUERY_KEYS = {
+    "id",
+    "question",
+    "answerable",
+    "category",
+    "gold_supports",
+    "required_support_groups",
+    "recency_conflict_rule",
+    *PASSED_THROUGH,
 }
 SUPPORT_KEYS = {"rel_path", "heading_path", "snippets", "snippet", "grade", "line_start", "line_end"}
 TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
@@ -98,21 +102,5 @@ def to_canonical(entry: dict) -> tuple[dict, list[str]]:
         "required_support_groups": groups,
         "recency_rule": entry.get("recency_conflict_rule"),
     }
-    fields.update(
-        {
-            k: entry[k]
-            for k in (
-                "tags",
-                "difficulty",
-                "lang",
-                "group",
-                "must_contain",
-                "forbidden",
-                "gold_claim_substr",
-                "notes",
-                "pending",
-            )
-            if entry.get(k) is not None
-        }
-    )
+    fields.update({k: entry[k] for k in PASSED_THROUGH if entry.get(k) is not None})
     return fields, unknown
