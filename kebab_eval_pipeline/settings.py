@@ -35,6 +35,7 @@ class ReferenceSystemSettings(_Strict):
     index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
     chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800
     chunk_overlap: Annotated[int, Field(ge=0)] = 0
+    exclude: tuple[str, ...] = ()  # .gitignore-style patterns, relative to the corpus folder
     mode: Literal["lexical", "vector", "hybrid"] = "lexical"
     refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
 

@@ -25,14 +25,20 @@ def _corpus_fingerprint(corpus: Path) -> tuple:
 @lru_cache(maxsize=8)
 def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemUnderTest:
     from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.systems.reference.cache import cached_index
+    from kebab_eval_pipeline.systems.reference.index import VECTOR_MODES, ReferenceIndex
 
     if settings.index:
         index = ReferenceIndex.load(Path(settings.index))
     else:
+        # Built once per corpus content and settings, then loaded from the on-disk cache.
         corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
-        index = ReferenceIndex.build(
-            corpus, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap
+        index, _ = cached_index(
+            corpus,
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            with_vectors=settings.mode in VECTOR_MODES,
+            exclude=tuple(settings.exclude),
         )
     kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(index, mode=settings.mode, **kwargs)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS, Answer, Hit, SystemInfo
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES, SUPPORTED_MODES, ReferenceIndex
+from kebab_eval_pipeline.systems.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 
 
 class ReferenceSystem:
@@ -22,14 +22,12 @@ class ReferenceSystem:
     def __init__(
         self, index: ReferenceIndex, mode: str = "lexical", gate_threshold: float | None = None
     ) -> None:
-        # Fail at construction, not on the first query: a misconfigured mode
-        # would otherwise turn every row of a run into the same error.
-        if mode not in SUPPORTED_MODES:
-            known = "known" if mode in ALL_MODES else "unknown"
-            raise ValueError(
-                f"{known} retrieval mode {mode!r} is not available in this reference index version; "
-                f"supported: {', '.join(SUPPORTED_MODES)}"
-            )
+        # Fail at construction, not on the first query: a misconfigured mode (or a
+        # missing vectors extra) would otherwise turn every row of a run into the same error.
+        if mode not in ALL_MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
+        if mode in VECTOR_MODES:
+            index.require_vectors(mode)
         self.index = index
         self.mode = mode
         self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold

@@ -1,14 +1,15 @@
 """``ref`` CLI: build, search and ask the reference index from the shell.
 
 Mounted by the main ``kebab-eval`` CLI; also what the command adapter's tests
-run as a real process. ``--json`` output is kebab-compatible
-(``search_hit.v1`` hits). Bad input is a one-line error on stderr and exit
-code 2, never a traceback.
+run as a real process, and (``serve``) what the http adapter's tests call.
+``--json`` output is kebab-compatible (``search_hit.v1`` hits). Bad input is a
+one-line error on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -19,6 +20,8 @@ from rich.table import Table
 
 from kebab_eval_pipeline.systems.base import Answer, Hit
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
+
+_MODE_HELP = f"Retrieval mode: {', '.join(ALL_MODES)} (vector and hybrid need an index built --with-vectors)."
 
 ref_app = typer.Typer(
     name="ref",
@@ -71,21 +74,52 @@ def index_cmd(
     out: Annotated[Path, typer.Option("--out", help="Folder to write the index to.")],
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Chunk size in characters.")] = 800,
     chunk_overlap: Annotated[int, typer.Option("--chunk-overlap", help="Overlap in characters.")] = 0,
+    with_vectors: Annotated[
+        bool, typer.Option("--with-vectors", help='Also embed every chunk (needs pip install -e ".[vectors]").')
+    ] = False,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help=".gitignore-style pattern to leave out (repeatable)."),
+    ] = None,
 ) -> None:
-    """Build an index of CORPUS_DIR and save it to --out."""
+    """Build an index of CORPUS_DIR and save it to --out.
+
+    Embeddings already stored in --out are reused for chunks whose text is unchanged.
+    """
     started = time.perf_counter()
+    if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
+        _fail(f"need --chunk-size >= 1 and 0 <= --chunk-overlap < --chunk-size, got {chunk_size}/{chunk_overlap}")
     try:
-        index = ReferenceIndex.build(corpus_dir, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        index = ReferenceIndex.build(
+            corpus_dir,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            with_vectors=with_vectors,
+            exclude=tuple(exclude or ()),
+            reuse=[out] if with_vectors else [],
+        )
         index.save(out)
     except _LOAD_ERRORS as exc:
         _fail(str(exc))
     elapsed = time.perf_counter() - started
     m = index.manifest
-    console = Console()
+    st = index.stats
+    console = Console(highlight=False)
     console.print(
         f"indexed {m['n_docs']} documents into {m['n_chunks']} chunks in {elapsed:.2f}s → {out}\n"
-        f"index_version {m['index_version']}  chunker {m['chunker_version']}"
+        f"index_version {m['index_version']}  chunker {m['chunker_version']}  parser {m['parser_version']}\n"
+        f"embedding {m['embedding_model'] or 'none'} ({m['embedding_version']})"
+        + (
+            f"  embedded {m['build']['embedded']}, reused {m['build']['embeddings_reused']}"
+            if m.get("build")
+            else ""
+        )
+        + f"\ncoverage: {st.docs_processed} docs, {st.docs_with_zero_chunks} with zero chunks, {st.chunks} chunks; "
+        f"tokens per chunk min {st.tokens_min} / mean {st.tokens_mean} / p95 {st.tokens_p95} / max {st.tokens_max}",
+        markup=False,
     )
+    for doc_id in st.zero_chunk_docs:
+        console.print(f"[yellow]no chunks:[/yellow] {doc_id}", markup=True)
     for warning in index.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
 
@@ -94,7 +128,7 @@ def index_cmd(
 def search_cmd(
     index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
     query: Annotated[str, typer.Argument(help="The query text.")],
-    mode: Annotated[str, typer.Option("--mode", help=f"One of {', '.join(ALL_MODES)}.")] = "lexical",
+    mode: Annotated[str, typer.Option("--mode", help=_MODE_HELP)] = "lexical",
     k: Annotated[int, typer.Option("--k", help="Number of hits.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print search_hit.v1 JSON.")] = False,
 ) -> None:
@@ -105,7 +139,9 @@ def search_cmd(
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json({"schema": "search_hit.v1", "query": query, "hits": [h.model_dump() for h in hits]})
+        _emit_json(
+            {"schema": "search_hit.v1", "query": query, "mode": mode, "hits": [h.model_dump() for h in hits]}
+        )
         return
     if not hits:
         typer.echo("no hits")
@@ -118,6 +154,7 @@ def ask_cmd(
     index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
     query: Annotated[str, typer.Argument(help="The question.")],
     k: Annotated[int, typer.Option("--k", help="Hits to retrieve as evidence.")] = 5,
+    mode: Annotated[str, typer.Option("--mode", help=_MODE_HELP)] = "lexical",
     gate_threshold: Annotated[
         float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
     ] = None,
@@ -126,12 +163,14 @@ def ask_cmd(
     """Answer a question extractively, citing hits with [#n] markers."""
     index = _load(index_dir)
     try:
-        hits = index.search(query, k=k)
+        hits = index.search(query, k=k, mode=mode)
         answer: Answer = index.ask(query, hits, gate_threshold=gate_threshold)
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json({"answer": answer.model_dump(), "hits": [h.model_dump() for h in hits]})
+        _emit_json(
+            {"query": query, "mode": mode, "answer": answer.model_dump(), "hits": [h.model_dump() for h in hits]}
+        )
         return
     console = Console()
     if answer.refused:
@@ -140,3 +179,33 @@ def ask_cmd(
         console.print(answer.text, highlight=False, markup=False)
     if hits:
         console.print(_hits_table(hits))
+
+
+@ref_app.command("serve")
+def serve_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
+    mode: Annotated[str, typer.Option("--mode", help="Default " + _MODE_HELP)] = "lexical",
+) -> None:
+    """Serve the index over HTTP: POST /search and /ask, GET /version and /health.
+
+    Prints one line, `serving http://HOST:PORT`, once the socket is listening
+    (with --port 0 that line is how a caller learns the port).
+    """
+    from kebab_eval_pipeline.systems.reference.server import bind, create_app, serve
+
+    index = _load(index_dir)
+    try:
+        app = create_app(index, mode=mode)
+    except ValueError as exc:
+        _fail(str(exc))
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    bound_port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"serving http://{shown}:{bound_port}")
+    sys.stdout.flush()
+    serve(app, sock)

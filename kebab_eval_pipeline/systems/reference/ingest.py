@@ -5,6 +5,11 @@ parsed; plain text and code files are kept as lines only (a ``#`` in Python or
 TOML is a comment, not a heading). Line numbers everywhere are the true 1-based
 lines of the file on disk, front matter included, so a citation can be opened
 with any editor.
+
+Which files are read: the suffixes below, minus hidden paths (``.git``), minus
+what ``.gitignore`` files inside the corpus exclude (git's own rules, via
+``pathspec``: a deeper ``.gitignore`` overrides a shallower one, ``!`` re-includes),
+minus caller-given ``exclude`` patterns in the same syntax, which apply last.
 """
 
 from __future__ import annotations
@@ -14,17 +19,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import pathspec
 import yaml
 from markdown_it import MarkdownIt
 
-PARSER_VERSION = "md-parser-1"
+DocKind = Literal["markdown", "text", "code"]
+
+# One version per kind of file, recorded on every document: a change to how
+# markdown is parsed need not invalidate an index of source files, and the
+# manifest shows which parser read which file.
+FILE_PARSER_VERSIONS: dict[DocKind, str] = {"markdown": "md-parser-1", "text": "text-1", "code": "code-1"}
+# The ingest as a whole: file selection rules (suffixes, hidden paths, ignore
+# files) plus the per-kind parsers. Part of index_version.
+PARSER_VERSION = "ingest-2:" + "+".join(FILE_PARSER_VERSIONS[k] for k in ("markdown", "text", "code"))
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
-TEXT_SUFFIXES = frozenset({".txt"})
-CODE_SUFFIXES = frozenset({".py", ".rs", ".go", ".ts", ".js", ".toml", ".yaml"})
+TEXT_SUFFIXES = frozenset({".txt", ".rst"})
+CODE_SUFFIXES = frozenset(
+    {
+        ".py", ".rs", ".go", ".ts", ".tsx", ".js", ".jsx", ".java", ".kt", ".c", ".h", ".cc", ".cpp",
+        ".hpp", ".cs", ".rb", ".php", ".swift", ".scala", ".sh", ".sql", ".toml", ".yaml", ".yml",
+    }
+)  # fmt: skip
 CORPUS_SUFFIXES = MARKDOWN_SUFFIXES | TEXT_SUFFIXES | CODE_SUFFIXES
-
-DocKind = Literal["markdown", "text", "code"]
+IGNORE_FILE = ".gitignore"
 
 # CommonMark, not the GFM-ish "default" preset: we only need block structure
 # (headings, fences, indented code), and the strict preset is the stable one.
@@ -53,6 +71,7 @@ class Document:
     doc_id: str
     rel_path: str
     kind: DocKind
+    parser_version: str
     title: str
     front_matter: dict[str, Any]
     lines: list[str]
@@ -62,34 +81,83 @@ class Document:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_corpus(corpus_dir: Path) -> list[Document]:
+def read_corpus(corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()) -> list[Document]:
     """Read every supported file under ``corpus_dir``, recursively.
 
-    Inputs: a directory. Files whose suffix is in :data:`CORPUS_SUFFIXES` are
-    read; anything under a hidden path component (``.git``, ``.obsidian``) is
-    skipped because it is tool state, not content.
+    Inputs: a directory, and optional ``exclude`` patterns in ``.gitignore``
+    syntax relative to it (``drafts/``, ``*.generated.md``, ``!keep.md``).
+    Files whose suffix is in :data:`CORPUS_SUFFIXES` are read, except: anything
+    under a hidden path component (``.git``, ``.obsidian``: tool state, not
+    content), anything a ``.gitignore`` in the corpus ignores, and anything
+    ``exclude`` matches (applied after the ignore files, so it has the last word).
 
     Output: documents sorted by relative path (forward slashes), so the order and
-    hence chunk order is identical on every machine.
+    hence chunk order is identical on every machine. A document's ``doc_id`` is
+    that relative path: stable across runs for as long as the file stays put.
 
     Edge cases: a missing path raises ``FileNotFoundError``, a file path raises
-    ``NotADirectoryError``; an empty folder gives ``[]``. Undecodable bytes are
-    replaced (U+FFFD) and noted in the document's ``warnings``.
+    ``NotADirectoryError``; an empty folder gives ``[]``; an invalid pattern
+    raises ``ValueError`` naming it. Undecodable bytes are replaced (U+FFFD)
+    and noted in the document's ``warnings``.
     """
     root = Path(corpus_dir)
     if not root.exists():
         raise FileNotFoundError(f"corpus directory does not exist: {root}")
     if not root.is_dir():
         raise NotADirectoryError(f"corpus path is not a directory: {root}")
+    return [parse_document(rel_path, path.read_bytes()) for rel_path, path in corpus_files(root, exclude)]
+
+
+def corpus_files(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> list[tuple[str, Path]]:
+    """``(relative posix path, path)`` of every file :func:`read_corpus` would read, sorted."""
+    ignores = _IgnoreRules(root, exclude)
     found: list[tuple[str, Path]] = []
     for path in root.rglob("*"):
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue
-        if path.suffix.lower() in CORPUS_SUFFIXES and path.is_file():
+        if path.suffix.lower() in CORPUS_SUFFIXES and path.is_file() and not ignores.ignored(rel):
             found.append((rel.as_posix(), path))
     found.sort(key=lambda item: item[0])
-    return [parse_document(rel_path, path.read_bytes()) for rel_path, path in found]
+    return found
+
+
+class _IgnoreRules:
+    """``.gitignore`` files found under a root, plus extra patterns, with git's precedence."""
+
+    def __init__(self, root: Path, exclude: list[str] | tuple[str, ...]) -> None:
+        self._specs: list[tuple[tuple[str, ...], pathspec.GitIgnoreSpec]] = []
+        for ignore_file in sorted(root.rglob(IGNORE_FILE)):
+            rel_dir = ignore_file.parent.relative_to(root)
+            if any(part.startswith(".") for part in rel_dir.parts) or not ignore_file.is_file():
+                continue
+            lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+            self._specs.append((rel_dir.parts, _spec(lines, str(ignore_file))))
+        # Shallow first, so the deepest ignore file's verdict is the one that sticks.
+        self._specs.sort(key=lambda item: len(item[0]))
+        self._extra = _spec(list(exclude), "exclude patterns") if exclude else None
+
+    def ignored(self, rel: Path) -> bool:
+        verdict: bool | None = None
+        for base, spec in self._specs:
+            if rel.parts[: len(base)] != base:
+                continue
+            inner = "/".join(rel.parts[len(base) :])
+            result = spec.check_file(inner).include
+            if result is not None:
+                verdict = result
+        if self._extra is not None:
+            result = self._extra.check_file(rel.as_posix()).include
+            if result is not None:
+                verdict = result
+        return bool(verdict)
+
+
+def _spec(lines: list[str], where: str) -> pathspec.GitIgnoreSpec:
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, TypeError) as exc:  # pathspec raises GitWildMatchPatternError (a ValueError)
+        raise ValueError(f"invalid ignore pattern in {where}: {exc}") from None
 
 
 def parse_document(rel_path: str, data: bytes) -> Document:
@@ -131,6 +199,7 @@ def parse_document(rel_path: str, data: bytes) -> Document:
         doc_id=rel_path,
         rel_path=rel_path,
         kind=kind,
+        parser_version=FILE_PARSER_VERSIONS[kind],
         title=title,
         front_matter=front_matter,
         lines=lines,
@@ -151,6 +220,19 @@ def corpus_sha256(docs: list[Document]) -> str:
     for doc in sorted(docs, key=lambda d: d.rel_path):
         # NUL separators keep ("ab", h) and ("a", "b"+h) from colliding.
         digest.update(doc.rel_path.encode("utf-8") + b"\0" + doc.content_sha256.encode("ascii") + b"\0")
+    return digest.hexdigest()
+
+
+def corpus_files_sha256(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> str:
+    """:func:`corpus_sha256` of the corpus :func:`read_corpus` would read, from file bytes alone.
+
+    Hashes without parsing, so a cache can tell whether a stored index still
+    matches the folder before paying for chunking and embedding.
+    """
+    digest = hashlib.sha256()
+    for rel_path, path in corpus_files(Path(root), exclude):
+        file_hash = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(rel_path.encode("utf-8") + b"\0" + file_hash.encode("ascii") + b"\0")
     return digest.hexdigest()
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -28,9 +30,17 @@ def test_gate_threshold_override(built_index: ReferenceIndex) -> None:
     assert loose.info().details["gate_threshold"] == "0.05"
 
 
-@pytest.mark.parametrize("mode", ["vector", "hybrid", "nonsense"])
-def test_unavailable_modes_fail_at_construction(built_index: ReferenceIndex, mode: str) -> None:
-    with pytest.raises(ValueError, match="not available"):
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("vector", "built without them; rebuild it with `kebab-eval ref index --with-vectors`"),
+        ("hybrid", "built without them"),
+        ("nonsense", "unknown retrieval mode 'nonsense'"),
+    ],
+)
+def test_unavailable_modes_fail_at_construction(built_index: ReferenceIndex, mode: str, reason: str) -> None:
+    # A lexical-only index cannot serve vector modes: the adapter refuses up front, not per query.
+    with pytest.raises(ValueError, match=re.escape(reason)):
         ReferenceSystem(built_index, mode=mode)
 
 

@@ -50,7 +50,8 @@ def test_ask_json_shape(index_dir: Path) -> None:
     result = runner.invoke(ref_app, ["ask", str(index_dir), "소금물 농도는 얼마인가요?", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert set(payload) == {"answer", "hits"}
+    assert set(payload) == {"query", "mode", "answer", "hits"}
+    assert payload["mode"] == "lexical"
     answer = payload["answer"]
     assert answer["refused"] is False and answer["grounded"] is True
     assert "[#1]" in answer["text"]

@@ -79,8 +79,8 @@ def test_k_limits_and_validation(built_index: ReferenceIndex) -> None:
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
-def test_vector_modes_not_built_yet(built_index: ReferenceIndex, mode: str) -> None:
-    with pytest.raises(ValueError, match="does not build"):
+def test_vector_modes_need_an_index_with_vectors(built_index: ReferenceIndex, mode: str) -> None:
+    with pytest.raises(ValueError, match="built without them; rebuild it with .*--with-vectors"):
         built_index.search("kombucha", mode=mode)
 
 
@@ -93,7 +93,8 @@ def test_info(built_index: ReferenceIndex) -> None:
     info = built_index.info()
     assert info.kind == "reference"
     assert info.mode == "lexical"
-    assert info.parser_version == "md-parser-1"
+    assert info.parser_version == "ingest-2:md-parser-1+text-1+code-1"
+    assert info.embedding_model is None and info.embedding_version == "none"
     assert info.prompt_template_version == "extractive-1"
     assert info.embedding_model is None
     assert info.index_version == built_index.index_version and len(info.index_version) == 16
