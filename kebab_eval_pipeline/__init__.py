@@ -1,18 +1,8 @@
 """kebab-eval-pipeline: evaluate RAG and search systems against golden query sets, as Dagster partitions.
 
-``defs`` is the code location (``dagster dev -m kebab_eval_pipeline``), loaded lazily so that
-importing a submodule never builds it; its gates come from the YAML named by
-``KEBAB_EVAL_CONFIG`` (defaults: the bundled demo).
+The Dagster code location is :data:`kebab_eval_pipeline.definitions.defs`
+(``dagster dev`` finds it through ``workspace.yaml`` / ``[tool.dagster]``). It is
+kept out of this package's ``__init__`` so that the command-line tools, above all
+``kebab-eval ref search`` — run once per query by the command adapter — start
+without importing Dagster.
 """
-
-import dagster as dg
-
-
-@dg.definitions
-def defs() -> dg.Definitions:
-    from kebab_eval_pipeline.definitions import defs_from_environment
-
-    return defs_from_environment()
-
-
-__all__ = ["defs"]

@@ -429,7 +429,10 @@ _mount_reference_cli()
 def main() -> None:
     """Console-script entry: map our errors to exit codes, never a traceback."""
     try:
-        app(standalone_mode=False)
+        # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except InputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         sys.exit(2)

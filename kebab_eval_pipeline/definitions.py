@@ -1,4 +1,4 @@
-"""Assembles the code location: assets, gate checks, resources, job and sensors.
+"""The code location (``defs``): assets, gate checks, resources, job and sensors.
 
 Gates become asset checks at load time, so they come from the config file named
 by ``KEBAB_EVAL_CONFIG`` (or the defaults). ``kebab-eval run --config FILE``
@@ -60,3 +60,9 @@ def build_definitions(
 
 def defs_from_environment() -> dg.Definitions:
     return build_definitions(os.environ.get(CONFIG_ENV) or None)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location ``dagster dev`` loads (lazily: built on first use, from ``KEBAB_EVAL_CONFIG``)."""
+    return defs_from_environment()

@@ -28,3 +28,18 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_index_cache(tmp_path_factory):
+    """One reference-index cache for the whole session: the cache is keyed by corpus content and
+    settings, so sharing it is safe, and a vector index of the demo corpus is embedded only once."""
+    import os
+
+    previous = os.environ.get("KEBAB_EVAL_INDEX_CACHE")
+    os.environ["KEBAB_EVAL_INDEX_CACHE"] = str(tmp_path_factory.mktemp("index-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("KEBAB_EVAL_INDEX_CACHE", None)
+    else:
+        os.environ["KEBAB_EVAL_INDEX_CACHE"] = previous

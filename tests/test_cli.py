@@ -101,7 +101,7 @@ def test_runs_add_then_dagster_asset_materialize(env, tmp_path):
         "asset",
         "materialize",
         "-m",
-        "kebab_eval_pipeline",
+        "kebab_eval_pipeline.definitions",
         "--select",
         "*",
         "--partition",

@@ -6,10 +6,12 @@ the runner turns them into the typed tables declared here.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas
+    import pandas as pd
 
 ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
 RetrievalMode = Literal["lexical", "vector", "hybrid"]

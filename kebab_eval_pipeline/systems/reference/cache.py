@@ -95,7 +95,8 @@ def cached_index(
                 index.require_vectors("vector")
             return index, True
         except (ValueError, OSError):
-            pass  # rebuilt below
+            # Unreadable or stale: remove it so the rebuilt entry replaces it below.
+            shutil.rmtree(entry, ignore_errors=True)
     reuse = _vector_entries(root) if with_vectors else []
     index = ReferenceIndex.build(
         corpus_dir,

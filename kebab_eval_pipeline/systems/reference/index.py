@@ -230,9 +230,15 @@ class ReferenceIndex:
             )
         chunks = []
         with (directory / CHUNKS_FILE).open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
                     chunks.append(Chunk(**json.loads(line)))
+                except (ValueError, TypeError) as exc:  # bad JSON, missing or unknown fields
+                    raise ValueError(
+                        f"{directory / CHUNKS_FILE}:{line_no}: not a chunk record ({exc}); rebuild the index"
+                    ) from None
         if len(chunks) != manifest.get("n_chunks"):
             raise ValueError(
                 f"{CHUNKS_FILE} has {len(chunks)} chunks, manifest says {manifest.get('n_chunks')}; "
