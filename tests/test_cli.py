@@ -51,7 +51,7 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
     lines = history.stdout.splitlines()
     assert lines[0] == "run_id,created_at,chunker_version,golden,mrr,hit@1"
     assert (
-        lines[1].startswith("demo-1,") and ",md-heading-1:size=400:overlap=0,demo-fermentation," in lines[1]
+        lines[1].startswith("demo-1,") and ",md-heading-2:size=400:overlap=0,demo-fermentation," in lines[1]
     )
     assert lines[2].startswith("demo-2,") and len(lines) == 3
     assert "demo-2" in cli(env, "history").stdout
@@ -72,7 +72,7 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
         "per_query",
     }
     assert doc["golden"]["queries"] == len(golden.queries) == len(doc["per_query"])
-    assert doc["versions"]["chunker_version"] == "md-heading-1:size=800:overlap=0"
+    assert doc["versions"]["chunker_version"] == "md-heading-2:size=800:overlap=0"
     unanswerable = next(
         q for q in doc["per_query"] if q["query_id"] == next(g.id for g in golden.queries if not g.answerable)
     )

@@ -62,7 +62,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
         meta = mats[name].metadata
         for key in VERSION_KEYS:
             assert key in meta, (name, key)
-        assert meta["chunker_version"].value == "md-heading-1:size=800:overlap=0"
+        assert meta["chunker_version"].value == "md-heading-2:size=800:overlap=0"
         assert meta["golden_sha256"].value == golden.sha256
         assert meta["golden_queries"].value == len(golden.queries)
         assert meta["system"].value == "reference" and meta["mode"].value == "lexical"
@@ -79,7 +79,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     store = ArtifactStore(defs.resources["artifact_storage"].base)
     stored = RunMetricsArtifact.from_tables(*store.read("run_metrics", "r1"))
     assert stored.metrics["mrr"] == pytest.approx(metrics_meta["metric/mrr"].value)
-    assert stored.info["versions"]["chunker_version"] == "md-heading-1:size=800:overlap=0"
+    assert stored.info["versions"]["chunker_version"] == "md-heading-2:size=800:overlap=0"
     assert stored.denominators["refusal_correctness"] == sum(not q.answerable for q in golden.queries)
     comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", "r1"))
     assert comparison.info["run_a"] is None and "no baseline" in comparison.markdown
@@ -92,9 +92,9 @@ def test_two_chunk_sizes_compare_with_both_chunker_versions(instance):
     store = ArtifactStore(defs.resources["artifact_storage"].base)
     report = ComparisonArtifact.from_tables(*store.read("comparison_report", "large-chunks"))
     assert report.info["run_a"] == "small-chunks"
-    assert report.info["versions_a"]["chunker_version"] == "md-heading-1:size=300:overlap=0"
-    assert report.info["versions_b"]["chunker_version"] == "md-heading-1:size=1200:overlap=0"
-    assert "md-heading-1:size=300:overlap=0" in report.markdown and "size=1200" in report.markdown
+    assert report.info["versions_a"]["chunker_version"] == "md-heading-2:size=300:overlap=0"
+    assert report.info["versions_b"]["chunker_version"] == "md-heading-2:size=1200:overlap=0"
+    assert "md-heading-2:size=300:overlap=0" in report.markdown and "size=1200" in report.markdown
     counts = report.info["verdict_counts"]
     golden = load_golden(DEMO_GOLDEN).golden
     assert sum(counts.values()) == len(golden.queries)

@@ -36,7 +36,10 @@ _REUSE_LIMIT = 4  # earlier vector indexes consulted for reusable embeddings
 
 
 def default_cache_dir() -> Path:
-    """``$KEBAB_EVAL_INDEX_CACHE``, else ``$DAGSTER_HOME/kebab-eval/indexes``, else ``./.kebab-eval/indexes``."""
+    """``$KEBAB_EVAL_INDEX_CACHE``, else ``$DAGSTER_HOME/kebab-eval/indexes``, else ``.kebab-eval/indexes``.
+
+    (The default sits beside the Dagster instance, like the run artifacts.)
+    """
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     if os.environ.get("DAGSTER_HOME"):

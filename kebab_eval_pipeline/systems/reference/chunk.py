@@ -13,8 +13,10 @@ The rules, chosen to be predictable rather than clever:
   its lines, and a single line longer than ``chunk_size`` is cut into
   ``chunk_size``-character slices (all with that line as their span).
 * The heading line always sits with the text after it, so the first chunk of a
-  section may exceed ``chunk_size`` by the heading line's length; a heading with
-  no body is skipped (its words live on in the sub-sections' ``heading_path``).
+  section may exceed ``chunk_size`` by the heading line's length — unless the
+  section opens with a line longer than ``chunk_size``; then the heading line is
+  a chunk of its own. A heading with no body is skipped (its words live on in the
+  sub-sections' ``heading_path``).
 * ``chunk_overlap`` repeats trailing whole lines of the previous chunk (at most
   that many characters) at the start of the next chunk of the same section.
 * ``text`` is the exact file slice ``lines[line_start-1 : line_end]`` joined by
@@ -32,11 +34,13 @@ from pydantic import BaseModel, Field
 
 from kebab_eval_pipeline.systems.reference.ingest import Document
 
-CHUNKER_NAME = "md-heading-1"
+CHUNKER_NAME = "md-heading-2"
 
-# Loose fence detector, used only to keep a code block together when packing;
-# whether a `#` line is a heading was already decided by the parser in ingest.
+# Fence detectors, used only to keep a code block together when packing; whether a
+# `#` line is a heading was already decided by the parser in ingest. As in CommonMark,
+# a closing fence carries no info string: "```js" inside a block does not close it.
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CLOSING_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class ChunkingResult:
 
 
 def chunker_version(chunk_size: int, chunk_overlap: int) -> str:
-    """The chunker's version string, e.g. ``"md-heading-1:size=800:overlap=0"``.
+    """The chunker's version string, e.g. ``"md-heading-2:size=800:overlap=0"``.
 
     Size and overlap are part of it because they change every chunk (and so
     every chunk id); two runs are comparable only when this string matches.
@@ -155,12 +159,13 @@ def _blocks(doc: Document, start: int, end: int) -> list[tuple[int, int]]:
     for ln in range(start, end + 1):
         line = doc.lines[ln - 1]
         if doc.kind == "markdown":
-            match = _FENCE.match(line)
-            if match:
-                marker = match.group(1)
-                if fence is None:
-                    fence = marker
-                elif marker[0] == fence[0] and len(marker) >= len(fence):
+            if fence is None:
+                match = _FENCE.match(line)
+                if match:
+                    fence = match.group(1)
+            else:
+                match = _CLOSING_FENCE.match(line)
+                if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
                     fence = None
         if line.strip() or fence is not None:
             if cur is None:
@@ -217,7 +222,9 @@ def _chunk_section(
     cur: tuple[int, int] | None = heading_only
     for a, b, overlong in pieces:
         if overlong:
-            if cur is not None and cur != heading_only:
+            # Whatever is pending goes out first — the heading line too, as its own chunk, when the
+            # section opens with a line too long to share a chunk with it (else it would be lost).
+            if cur is not None:
                 spans.append((cur[0], cur[1], None))
             cur = None
             spans.extend((a, a, off) for off in range(0, len(doc.lines[a - 1]), size))

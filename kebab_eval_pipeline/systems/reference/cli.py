@@ -75,7 +75,8 @@ def index_cmd(
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Chunk size in characters.")] = 800,
     chunk_overlap: Annotated[int, typer.Option("--chunk-overlap", help="Overlap in characters.")] = 0,
     with_vectors: Annotated[
-        bool, typer.Option("--with-vectors", help='Also embed every chunk (needs pip install -e ".[vectors]").')
+        bool,
+        typer.Option("--with-vectors", help='Also embed every chunk (needs pip install -e ".[vectors]").'),
     ] = False,
     exclude: Annotated[
         list[str] | None,
@@ -88,7 +89,10 @@ def index_cmd(
     """
     started = time.perf_counter()
     if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
-        _fail(f"need --chunk-size >= 1 and 0 <= --chunk-overlap < --chunk-size, got {chunk_size}/{chunk_overlap}")
+        _fail(
+            f"need --chunk-size >= 1 and 0 <= --chunk-overlap < --chunk-size, "
+            f"got {chunk_size}/{chunk_overlap}"
+        )
     try:
         index = ReferenceIndex.build(
             corpus_dir,
@@ -114,8 +118,9 @@ def index_cmd(
             if m.get("build")
             else ""
         )
-        + f"\ncoverage: {st.docs_processed} docs, {st.docs_with_zero_chunks} with zero chunks, {st.chunks} chunks; "
-        f"tokens per chunk min {st.tokens_min} / mean {st.tokens_mean} / p95 {st.tokens_p95} / max {st.tokens_max}",
+        + f"\ncoverage: {st.docs_processed} docs, {st.docs_with_zero_chunks} with zero chunks, "
+        f"{st.chunks} chunks; tokens per chunk min {st.tokens_min} / mean {st.tokens_mean} / "
+        f"p95 {st.tokens_p95} / max {st.tokens_max}",
         markup=False,
     )
     for doc_id in st.zero_chunk_docs:
@@ -169,7 +174,12 @@ def ask_cmd(
         _fail(str(exc))
     if as_json:
         _emit_json(
-            {"query": query, "mode": mode, "answer": answer.model_dump(), "hits": [h.model_dump() for h in hits]}
+            {
+                "query": query,
+                "mode": mode,
+                "answer": answer.model_dump(),
+                "hits": [h.model_dump() for h in hits],
+            }
         )
         return
     console = Console()

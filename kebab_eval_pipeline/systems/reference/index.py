@@ -49,7 +49,9 @@ BM25_DIR = "bm25"
 VECTORS_DIR = "vectors"
 
 
-def compute_index_version(chunker: str, corpus_hash: str, embedding_version: str = NO_EMBEDDING_VERSION) -> str:
+def compute_index_version(
+    chunker: str, corpus_hash: str, embedding_version: str = NO_EMBEDDING_VERSION
+) -> str:
     """Short hash naming everything that decides search results.
 
     Parser, chunker (with size/overlap), tokenizer and embedding versions plus
@@ -251,7 +253,9 @@ class ReferenceIndex:
         if manifest.get("embedding_model"):
             vectors = VectorIndex.load(directory / VECTORS_DIR)
             if vectors.keys != [_key_of(c) for c in chunks]:
-                raise ValueError(f"{VECTORS_DIR}/ does not match {CHUNKS_FILE} in {directory}; rebuild the index")
+                raise ValueError(
+                    f"{VECTORS_DIR}/ does not match {CHUNKS_FILE} in {directory}; rebuild the index"
+                )
         return cls(chunks, lexical, manifest, gate_threshold=gate_threshold, vectors=vectors)
 
     # --- versions ---------------------------------------------------------------------
@@ -263,7 +267,7 @@ class ReferenceIndex:
 
     @property
     def chunker_version(self) -> str:
-        """Chunker name with size and overlap, e.g. ``md-heading-1:size=800:overlap=0``."""
+        """Chunker name with size and overlap, e.g. ``md-heading-2:size=800:overlap=0``."""
         return self.manifest["chunker_version"]
 
     @property

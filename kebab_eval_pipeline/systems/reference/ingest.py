@@ -15,6 +15,8 @@ minus caller-given ``exclude`` patterns in the same syntax, which apply last.
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +30,7 @@ DocKind = Literal["markdown", "text", "code"]
 # One version per kind of file, recorded on every document: a change to how
 # markdown is parsed need not invalidate an index of source files, and the
 # manifest shows which parser read which file.
-FILE_PARSER_VERSIONS: dict[DocKind, str] = {"markdown": "md-parser-1", "text": "text-1", "code": "code-1"}
+FILE_PARSER_VERSIONS: dict[DocKind, str] = {"markdown": "md-parser-2", "text": "text-1", "code": "code-1"}
 # The ingest as a whole: file selection rules (suffixes, hidden paths, ignore
 # files) plus the per-kind parsers. Part of index_version.
 PARSER_VERSION = "ingest-2:" + "+".join(FILE_PARSER_VERSIONS[k] for k in ("markdown", "text", "code"))
@@ -109,54 +111,75 @@ def read_corpus(corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()) -> 
 
 
 def corpus_files(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> list[tuple[str, Path]]:
-    """``(relative posix path, path)`` of every file :func:`read_corpus` would read, sorted."""
-    ignores = _IgnoreRules(root, exclude)
+    """``(relative posix path, path)`` of every file :func:`read_corpus` would read, sorted.
+
+    Walks top-down and prunes ignored folders, as git does: nothing inside an ignored
+    folder can be re-included, and a ``.gitignore`` inside one is never read.
+    """
+    rules = _IgnoreRules(exclude)
     found: list[tuple[str, Path]] = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts):
-            continue
-        if path.suffix.lower() in CORPUS_SUFFIXES and path.is_file() and not ignores.ignored(rel):
-            found.append((rel.as_posix(), path))
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        parts = here.relative_to(root).parts
+        if IGNORE_FILE in filenames and (here / IGNORE_FILE).is_file():
+            rules.add(parts, here / IGNORE_FILE)
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and not rules.ignored((*parts, d), is_dir=True)
+        )
+        for name in filenames:
+            path = here / name
+            if name.startswith(".") or path.suffix.lower() not in CORPUS_SUFFIXES or not path.is_file():
+                continue
+            if not rules.ignored((*parts, name)):
+                found.append(("/".join((*parts, name)), path))
     found.sort(key=lambda item: item[0])
     return found
 
 
 class _IgnoreRules:
-    """``.gitignore`` files found under a root, plus extra patterns, with git's precedence."""
+    """``.gitignore`` files met while walking down a corpus, plus extra patterns, with git's precedence."""
 
-    def __init__(self, root: Path, exclude: list[str] | tuple[str, ...]) -> None:
+    def __init__(self, exclude: list[str] | tuple[str, ...]) -> None:
         self._specs: list[tuple[tuple[str, ...], pathspec.GitIgnoreSpec]] = []
-        for ignore_file in sorted(root.rglob(IGNORE_FILE)):
-            rel_dir = ignore_file.parent.relative_to(root)
-            if any(part.startswith(".") for part in rel_dir.parts) or not ignore_file.is_file():
-                continue
-            lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-            self._specs.append((rel_dir.parts, _spec(lines, str(ignore_file))))
-        # Shallow first, so the deepest ignore file's verdict is the one that sticks.
-        self._specs.sort(key=lambda item: len(item[0]))
         self._extra = _spec(list(exclude), "exclude patterns") if exclude else None
 
-    def ignored(self, rel: Path) -> bool:
+    def add(self, base: tuple[str, ...], ignore_file: Path) -> None:
+        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        self._specs.append((base, _spec(lines, str(ignore_file))))
+
+    def ignored(self, parts: tuple[str, ...], is_dir: bool = False) -> bool:
+        """Whether the path ``parts`` (relative to the root) is ignored; folders match ``dir/`` patterns."""
+        suffix = "/" if is_dir else ""
         verdict: bool | None = None
+        # Specs were added top-down, so a deeper ignore file's verdict comes later and sticks.
         for base, spec in self._specs:
-            if rel.parts[: len(base)] != base:
+            if parts[: len(base)] != base or len(parts) == len(base):
                 continue
-            inner = "/".join(rel.parts[len(base) :])
-            result = spec.check_file(inner).include
+            result = spec.check_file("/".join(parts[len(base) :]) + suffix).include
             if result is not None:
                 verdict = result
         if self._extra is not None:
-            result = self._extra.check_file(rel.as_posix()).include
+            result = self._extra.check_file("/".join(parts) + suffix).include
             if result is not None:
                 verdict = result
         return bool(verdict)
 
 
+_PATTERN_ERRORS = (ValueError, TypeError, re.error)  # GitWildMatchPatternError; a bad [z-a] range
+
+
 def _spec(lines: list[str], where: str) -> pathspec.GitIgnoreSpec:
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
-    except (ValueError, TypeError) as exc:  # pathspec raises GitWildMatchPatternError (a ValueError)
+    except _PATTERN_ERRORS as exc:
+        # Name the offending line: pathspec's own message does not always quote it.
+        for number, line in enumerate(lines, start=1):
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except _PATTERN_ERRORS:
+                raise ValueError(
+                    f"invalid ignore pattern {line!r} in {where} (line {number}): {exc}"
+                ) from None
         raise ValueError(f"invalid ignore pattern in {where}: {exc}") from None
 
 
@@ -277,7 +300,9 @@ def _atx_headings(lines: list[str], body_start: int) -> list[Heading]:
     setext headings (underlined with ===/---) are ignored by design: the
     contract is ATX only, and a ``---`` under a paragraph is too easily a rule.
     """
-    body = "\n".join(lines[body_start - 1 :])
+    # Lines as we count them (split on \n only): a lone \r inside a line would be a line
+    # break to markdown-it and shift every heading after it.
+    body = "\n".join(line.replace("\r", " ") for line in lines[body_start - 1 :])
     tokens = _MD.parse(body)
     headings: list[Heading] = []
     for idx, tok in enumerate(tokens):

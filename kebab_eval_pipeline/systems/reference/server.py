@@ -70,7 +70,9 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
         try:
             parsed = QueryRequest.model_validate(body)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
+            )
             return _error(422, problems)
         if parsed.mode is not None and parsed.mode not in ALL_MODES:
             return _error(422, f"mode: expected one of {', '.join(ALL_MODES)}, got {parsed.mode!r}")
@@ -120,7 +122,9 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
 
     async def version(request: Request) -> JSONResponse:
         info = index.info(mode)
-        return JSONResponse({"system": "kebab-eval-reference", "mode": mode, **info.versions(), **info.details})
+        return JSONResponse(
+            {"system": "kebab-eval-reference", "mode": mode, **info.versions(), **info.details}
+        )
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

@@ -73,7 +73,9 @@ class Embedder:
         model_dir = _model_dir()
         weights = model_dir / "model.safetensors"
         if not weights.is_file():
-            raise VectorsUnavailable(f"the packaged model has no weights at {weights}; reinstall {INSTALL_HINT}")
+            raise VectorsUnavailable(
+                f"the packaged model has no weights at {weights}; reinstall {INSTALL_HINT}"
+            )
         # Offline before the import: sentence-transformers/transformers read these once.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -95,9 +97,7 @@ class Embedder:
         self.dim = int(self._model.get_embedding_dimension())
         self.max_seq_length = int(self._model.max_seq_length)
         digest = _weights_digest(weights, stat.st_size, stat.st_mtime_ns)
-        self.embedding_version = (
-            f"minilm-l6-v2@{digest[:12]}:maxlen={self.max_seq_length}:{EMBEDDING_RECIPE}"
-        )
+        self.embedding_version = f"minilm-l6-v2@{digest[:12]}:maxlen={self.max_seq_length}:{EMBEDDING_RECIPE}"
         # One encode at a time: the HTTP server answers from a thread pool, and a
         # torch module is not documented as safe to call concurrently.
         self._lock = threading.Lock()
@@ -224,6 +224,12 @@ class VectorIndex:
         keys = [k.decode("ascii") for k in np.load(directory / _KEYS_FILE, allow_pickle=False)]
         if embeddings.shape != (meta["n"], meta["dim"]):
             raise ValueError(
-                f"{directory / _VECTORS_FILE} has shape {embeddings.shape}, expected ({meta['n']}, {meta['dim']})"
+                f"{directory / _VECTORS_FILE} has shape {embeddings.shape}, "
+                f"expected ({meta['n']}, {meta['dim']})"
             )
-        return cls(embeddings.astype(np.float32, copy=False), keys, meta["embedding_model"], meta["embedding_version"])
+        return cls(
+            embeddings.astype(np.float32, copy=False),
+            keys,
+            meta["embedding_model"],
+            meta["embedding_version"],
+        )

@@ -118,7 +118,10 @@ def _vectors_or_skip() -> None:
     if vectors_available():
         return
     if os.environ.get("KEBAB_EVAL_REQUIRE_VECTORS") == "1":
-        pytest.fail('KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed (pip install -e ".[vectors]")')
+        pytest.fail(
+            "KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed "
+            '(pip install -e ".[vectors]")'
+        )
     pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
 
 

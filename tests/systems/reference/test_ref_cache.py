@@ -48,7 +48,9 @@ def test_broken_entry_is_rebuilt(corpus_dir: Path, tmp_path: Path) -> None:
     assert cached_index(corpus_dir, cache_dir=cache)[1] is True
 
 
-def test_vector_entries_reuse_earlier_embeddings(needs_vectors: None, corpus_dir: Path, tmp_path: Path) -> None:
+def test_vector_entries_reuse_earlier_embeddings(
+    needs_vectors: None, corpus_dir: Path, tmp_path: Path
+) -> None:
     cache = tmp_path / "cache"
     first, _ = cached_index(corpus_dir, with_vectors=True, cache_dir=cache)
     assert first.manifest["build"]["embeddings_reused"] == 0
@@ -69,4 +71,4 @@ def test_pipeline_system_builds_through_the_cache(corpus_dir: Path, tmp_path: Pa
     )
     system = build_system(settings)
     assert _entries(cache) == [cache_key(corpus_dir, 500, 0, False)]
-    assert system.info().chunker_version == "md-heading-1:size=500:overlap=0"
+    assert system.info().chunker_version == "md-heading-2:size=500:overlap=0"

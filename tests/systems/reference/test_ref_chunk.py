@@ -108,8 +108,8 @@ def test_chunk_ids_stable_and_versioned(corpus_dir: Path) -> None:
     kimchi_800 = [c.chunk_id for c in _by_doc(chunk_documents(docs, chunk_size=800), "korean/kimchi.md")]
     kimchi_900 = [c.chunk_id for c in _by_doc(chunk_documents(docs, chunk_size=900), "korean/kimchi.md")]
     assert set(kimchi_800).isdisjoint(kimchi_900)
-    assert chunker_version(800, 0) == "md-heading-1:size=800:overlap=0"
-    assert chunker_version(512, 64) == "md-heading-1:size=512:overlap=64"
+    assert chunker_version(800, 0) == "md-heading-2:size=800:overlap=0"
+    assert chunker_version(512, 64) == "md-heading-2:size=512:overlap=64"
 
 
 def test_editing_one_section_changes_only_its_chunk_id() -> None:

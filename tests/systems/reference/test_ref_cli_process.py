@@ -73,7 +73,9 @@ def test_bad_input_exits_2(corpus_dir: Path, tmp_path: Path, args: list[str], me
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_index_with_vectors_reuses_embeddings_in_place(needs_vectors: None, corpus_dir: Path, tmp_path: Path) -> None:
+def test_index_with_vectors_reuses_embeddings_in_place(
+    needs_vectors: None, corpus_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "vidx"
     first = ref("index", str(corpus_dir), "--out", str(out), "--with-vectors")
     assert first.returncode == 0, first.stderr

@@ -72,7 +72,9 @@ def test_fusion_invariants(lex: list[int], vec: list[int], k: int, k_rrf: int) -
     # Nothing left out scores higher than the last one kept.
     if fused and len(union) > k:
         kept = {f.index for f in fused}
-        best_left = max(
-            sum(1 / (k_rrf + seq.index(d) + 1) for seq in (lex, vec) if d in seq) for d in union - kept
-        ) * (k_rrf + 1) / 2
+        best_left = (
+            max(sum(1 / (k_rrf + seq.index(d) + 1) for seq in (lex, vec) if d in seq) for d in union - kept)
+            * (k_rrf + 1)
+            / 2
+        )
         assert best_left <= fused[-1].score + 1e-15

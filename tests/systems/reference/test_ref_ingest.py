@@ -25,8 +25,8 @@ def test_read_corpus_sorted_relative_paths_and_kinds(corpus_dir: Path) -> None:
     ]
     assert all(d.doc_id == d.rel_path for d in docs)
     assert [d.kind for d in docs] == ["markdown", "markdown", "markdown", "markdown", "text", "code"]
-    assert PARSER_VERSION == "ingest-2:md-parser-1+text-1+code-1"
-    assert [d.parser_version for d in docs] == ["md-parser-1"] * 4 + ["text-1", "code-1"]
+    assert PARSER_VERSION == "ingest-2:md-parser-2+text-1+code-1"
+    assert [d.parser_version for d in docs] == ["md-parser-2"] * 4 + ["text-1", "code-1"]
 
 
 def test_front_matter_title_and_true_line_numbers(corpus_dir: Path) -> None:

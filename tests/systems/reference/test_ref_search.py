@@ -51,7 +51,7 @@ def test_hit_fields(built_index: ReferenceIndex) -> None:
         assert h.lexical_score == h.score and h.lexical_rank == h.rank
         assert h.vector_score is None and h.vector_rank is None
         assert h.index_version == built_index.index_version
-        assert h.chunker_version == "md-heading-1:size=800:overlap=0"
+        assert h.chunker_version == "md-heading-2:size=800:overlap=0"
         assert h.doc_id == h.doc_path
         assert h.snippet == built_index.chunk_text(h.chunk_id)[:1000]
         assert h.chunk_id in built_index.known_chunk_ids()
@@ -80,7 +80,7 @@ def test_k_limits_and_validation(built_index: ReferenceIndex) -> None:
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_vector_modes_need_an_index_with_vectors(built_index: ReferenceIndex, mode: str) -> None:
-    with pytest.raises(ValueError, match="built without them; rebuild it with .*--with-vectors"):
+    with pytest.raises(ValueError, match=r"built without them; rebuild it with .*--with-vectors"):
         built_index.search("kombucha", mode=mode)
 
 
@@ -93,7 +93,7 @@ def test_info(built_index: ReferenceIndex) -> None:
     info = built_index.info()
     assert info.kind == "reference"
     assert info.mode == "lexical"
-    assert info.parser_version == "ingest-2:md-parser-1+text-1+code-1"
+    assert info.parser_version == "ingest-2:md-parser-2+text-1+code-1"
     assert info.embedding_model is None and info.embedding_version == "none"
     assert info.prompt_template_version == "extractive-1"
     assert info.embedding_model is None

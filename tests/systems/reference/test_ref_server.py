@@ -143,7 +143,10 @@ def test_serve_refuses_vector_mode_without_vectors_and_bad_index(tmp_path: Path)
     )  # fmt: skip
     assert proc.returncode == 2 and "built without them" in proc.stderr and "Traceback" not in proc.stderr
     missing = subprocess.run(
-        [*CLI, "ref", "serve", str(tmp_path / "nope"), "--port", "0"], capture_output=True, text=True, timeout=120
+        [*CLI, "ref", "serve", str(tmp_path / "nope"), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert missing.returncode == 2 and "index directory does not exist" in missing.stderr
 

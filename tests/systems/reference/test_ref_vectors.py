@@ -70,7 +70,9 @@ def test_embedder_is_offline_normalised_and_deterministic(needs_vectors: None) -
     assert np.array_equal(a, b)
     assert embedder.encode([]).shape == (0, 384)
     # Semantics, not just shape: a paraphrase is closer than an unrelated sentence.
-    q, para, other = embedder.encode(["oven temperature for bread", "Bake the loaf at 230 degrees", "feed tea"])
+    q, para, other = embedder.encode(
+        ["oven temperature for bread", "Bake the loaf at 230 degrees", "feed tea"]
+    )
     assert q @ para > q @ other + 0.1
 
 
@@ -90,7 +92,9 @@ def test_vector_search_hits(vector_index: ReferenceIndex) -> None:
     assert len(hits) == 5
     assert hits[0].doc_path == "english/sourdough.md" and hits[0].heading_path[-1] == "Baking"
     assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
-    assert all(h.score_kind == "cosine" and h.vector_rank == h.rank and h.vector_score == h.score for h in hits)
+    assert all(
+        h.score_kind == "cosine" and h.vector_rank == h.rank and h.vector_score == h.score for h in hits
+    )
     assert all(h.lexical_rank is None and h.embedding_model == EMBEDDING_MODEL for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     # Vector search always answers with min(k, chunks): every chunk has a cosine.
@@ -144,7 +148,7 @@ def test_tampered_vectors_are_refused(vector_index: ReferenceIndex, tmp_path: Pa
     first["text"] += " edited"
     chunks[0] = json.dumps(first, ensure_ascii=False)
     (tmp_path / "idx" / "chunks.jsonl").write_text("\n".join(chunks) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="does not match chunks.jsonl"):
+    with pytest.raises(ValueError, match=r"does not match chunks\.jsonl"):
         ReferenceIndex.load(tmp_path / "idx")
 
 
