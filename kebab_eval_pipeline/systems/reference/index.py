@@ -39,7 +39,6 @@ from kebab_eval_pipeline.systems.reference.vectors import (
 )
 
 INDEX_FORMAT = "kebab-eval-reference-index/2"
-SNIPPET_CHARS = 1000
 ALL_MODES = ("lexical", "vector", "hybrid")
 VECTOR_MODES = ("vector", "hybrid")
 
@@ -382,7 +381,9 @@ class ReferenceIndex:
             heading_path=list(c.heading_path),
             line_start=c.line_start,
             line_end=c.line_end,
-            snippet=c.text[:SNIPPET_CHARS],
+            # The whole chunk, not a preview: SPEC §5 matches gold snippets against the hit's
+            # text, and a cut-off preview would miss a snippet near the end of a long chunk.
+            snippet=c.text,
             score=score,
             score_kind=score_kind,
             index_version=self.index_version,

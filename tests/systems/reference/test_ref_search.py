@@ -53,16 +53,16 @@ def test_hit_fields(built_index: ReferenceIndex) -> None:
         assert h.index_version == built_index.index_version
         assert h.chunker_version == "md-heading-2:size=800:overlap=0"
         assert h.doc_id == h.doc_path
-        assert h.snippet == built_index.chunk_text(h.chunk_id)[:1000]
+        assert h.snippet == built_index.chunk_text(h.chunk_id)  # whole chunk: gold snippets match anywhere
         assert h.chunk_id in built_index.known_chunk_ids()
 
 
-def test_snippet_truncated_to_1000_chars(tmp_path: Path, make_corpus) -> None:
-    make_corpus(tmp_path, {"long.md": "# Long\n\n" + "word " * 400 + "\n"})
+def test_snippet_is_the_whole_chunk_even_when_long(tmp_path: Path, make_corpus) -> None:
+    make_corpus(tmp_path, {"long.md": "# Long\n\n" + "word " * 400 + "\nthe closing sentence\n"})
     index = ReferenceIndex.build(tmp_path, chunk_size=5000)
     (hit,) = index.search("word", k=5)
-    assert len(hit.snippet) == 1000
-    assert len(index.chunk_text(hit.chunk_id)) > 1000
+    assert hit.snippet == index.chunk_text(hit.chunk_id) and len(hit.snippet) > 2000
+    assert hit.snippet.endswith("the closing sentence")  # a gold snippet at the end still matches
 
 
 def test_ties_break_by_chunk_order(tmp_path: Path, make_corpus) -> None:
