@@ -36,6 +36,7 @@ from kebab_eval_pipeline.systems.reference.vectors import (
     NO_EMBEDDING_VERSION,
     VectorIndex,
     get_embedder,
+    text_key,
 )
 
 INDEX_FORMAT = "kebab-eval-reference-index/2"
@@ -443,8 +444,6 @@ class ReferenceIndex:
 
 
 def _key_of(chunk: Chunk) -> str:
-    from kebab_eval_pipeline.systems.reference.vectors import text_key
-
     return text_key(search_text(chunk))
 
 
