@@ -239,11 +239,7 @@ def corpus_sha256(docs: list[Document]) -> str:
     Any added, removed, renamed or edited file changes it; reading order does
     not. An empty corpus hashes to the sha256 of nothing.
     """
-    digest = hashlib.sha256()
-    for doc in sorted(docs, key=lambda d: d.rel_path):
-        # NUL separators keep ("ab", h) and ("a", "b"+h) from colliding.
-        digest.update(doc.rel_path.encode("utf-8") + b"\0" + doc.content_sha256.encode("ascii") + b"\0")
-    return digest.hexdigest()
+    return _corpus_digest((doc.rel_path, doc.content_sha256) for doc in docs)
 
 
 def corpus_files_sha256(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> str:
@@ -252,9 +248,16 @@ def corpus_files_sha256(root: Path, exclude: list[str] | tuple[str, ...] = ()) -
     Hashes without parsing, so a cache can tell whether a stored index still
     matches the folder before paying for chunking and embedding.
     """
+    return _corpus_digest(
+        (rel_path, hashlib.sha256(path.read_bytes()).hexdigest())
+        for rel_path, path in corpus_files(Path(root), exclude)
+    )
+
+
+def _corpus_digest(pairs) -> str:
     digest = hashlib.sha256()
-    for rel_path, path in corpus_files(Path(root), exclude):
-        file_hash = hashlib.sha256(path.read_bytes()).hexdigest()
+    for rel_path, file_hash in sorted(pairs):
+        # NUL separators keep ("ab", h) and ("a", "b"+h) from colliding.
         digest.update(rel_path.encode("utf-8") + b"\0" + file_hash.encode("ascii") + b"\0")
     return digest.hexdigest()
 

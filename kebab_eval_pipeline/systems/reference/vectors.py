@@ -189,8 +189,9 @@ class VectorIndex:
         n = self.embeddings.shape[0]
         if n == 0 or k < 1:
             return []
-        # float64 scores: ranking must not depend on float32 rounding noise between equal texts.
-        scores = self.embeddings.astype(np.float64) @ query_vector.astype(np.float64)
+        # One float32 matrix-vector product (no per-query copy of the matrix); identical texts
+        # still get identical scores, and the chunk-order tie rule below decides between them.
+        scores = (self.embeddings @ query_vector.astype(np.float32, copy=False)).astype(np.float64)
         if k < n:
             # argpartition finds the k best in O(n); the stable sort below orders just those.
             cut = np.partition(scores, n - k)[n - k]
