@@ -74,7 +74,11 @@ def run(
         str | None, typer.Option("--golden", help="Golden file (overrides the config).")
     ] = None,
     system: Annotated[
-        str | None, typer.Option("--system", help="reference (others arrive with their adapters).")
+        str | None,
+        typer.Option(
+            "--system",
+            help="reference | command | http | replay (its settings come from the config's system block).",
+        ),
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="lexical | vector | hybrid")] = None,
     answers: Annotated[
@@ -89,18 +93,21 @@ def run(
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
+    from kebab_eval_pipeline.settings import SYSTEM_KINDS
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
     from kebab_eval_pipeline.systems.factory import build_system
 
-    if system not in (None, "reference"):
+    if system not in (None, *SYSTEM_KINDS):
         raise InputError(
-            "unsupported system", [Offender("--system", f"{system!r}: this version ships 'reference'")]
+            "unknown system kind",
+            [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
     run_id = check_run_id(run_id or f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}")
     overrides = {
         k: v
         for k, v in {
             "golden": golden,
+            "system_kind": system,
             "mode": mode,
             "answers": answers,
             "baseline": baseline,
@@ -178,6 +185,21 @@ def _raise_run_failure(result, run_id: str) -> None:
     raise RuntimeError(f"run {run_id} failed")
 
 
+def _print_failures(store, run_id: str) -> None:
+    """One line per error class, so a flaky system under test is visible without opening the UI."""
+    if not store.exists("retrieval_results", run_id):
+        return
+    tables, info = store.read("retrieval_results", run_id)
+    classes = info.get("error_classes") or {}
+    if classes:
+        total = len(tables["outcomes"])
+        failed = sum(classes.values())
+        detail = ", ".join(f"{n} {c}" for c, n in classes.items())
+        out.print(
+            f"  [yellow]{failed} of {total} queries failed[/yellow]: {detail} (see `kebab-eval export`)"
+        )
+
+
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
@@ -194,6 +216,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     for name, value in headline(metrics.metrics, ks).items():
         table.add_row(name, _fmt(value), str(metrics.denominators.get(name, "")))
     out.print(table)
+    _print_failures(store, run_id)
     gates = metrics.info.get("gates", [])
     for g in gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
@@ -448,7 +471,15 @@ def main() -> None:
         if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
             exc.show()
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("KEBAB_EVAL_DEBUG"):
+            raise
+        # A bug or an environment failure, not bad input: one paragraph, not a traceback.
+        err.print(
+            f"error: {type(exc).__name__}: {exc}\n(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
+            markup=False,
+            highlight=False,
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

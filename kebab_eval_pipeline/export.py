@@ -95,6 +95,9 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
                 "answer": answer,
                 "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
                 "error": out.get("error"),
+                "error_class": out.get("error_class"),
+                "timed_out": out.get("timed_out"),
+                "attempts": out.get("attempts"),
             }
         )
     return {

@@ -29,7 +29,7 @@ from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.base import SystemUnderTest
 from kebab_eval_pipeline.systems.factory import build_system
-from kebab_eval_pipeline.systems.runner import run_golden
+from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
 
 RUNNER_VERSION = "runner-1"
 METRICS_VERSION = "metrics-1"
@@ -89,6 +89,9 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
         "answers": settings.answers,
         "golden_sha256": golden.sha256,
         "stale_golden": stale,
+        "error_classes": error_class_counts(results.outcomes),
+        "versions_reported": results.versions_reported,
+        "adapter_warnings": results.warnings,
     }
     return RetrievalArtifact(results, info)
 

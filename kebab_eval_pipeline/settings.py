@@ -7,12 +7,23 @@ file's folder. Unknown keys are errors (a typo must not silently change a run).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.systems.wire import ResponseMap
 from kebab_eval_pipeline.yaml_io import parse_yaml, read_text, yaml_line_of
 
 DEMO_DIR = Path(__file__).parent / "data" / "demo"
@@ -48,7 +59,118 @@ class ReferenceSystemSettings(_Strict):
         return self
 
 
-SystemSettings = ReferenceSystemSettings
+PLACEHOLDER_RE = re.compile(r"\{(query|query_id|k|mode)\}")  # the only substitutions, done in one pass
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _templates_need_mode(*templates: object) -> bool:
+    def walk(value: object) -> bool:
+        if isinstance(value, str):
+            return "{mode}" in value
+        if isinstance(value, dict):
+            return any(walk(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(walk(v) for v in value)
+        return False
+
+    return any(walk(t) for t in templates)
+
+
+class CommandSystemSettings(_Strict):
+    """An external CLI run once per query (SPEC §4 "command"). Arguments are an argv list —
+    never a shell; ``{query}``, ``{query_id}``, ``{k}`` and ``{mode}`` are substituted inside
+    each item, so the query is always exactly one argument, unchanged."""
+
+    kind: Literal["command"]
+    search_argv: Annotated[list[str], Field(min_length=1)]
+    ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # needed for answers
+    version_argv: Annotated[list[str], Field(min_length=1)] | None = None  # prints versions (JSON or text)
+    mode: str | None = None  # substituted for {mode}
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 2
+    cwd: str | None = None
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @model_validator(mode="after")
+    def _mode_if_used(self) -> CommandSystemSettings:
+        if self.mode is None and _templates_need_mode(self.search_argv, self.ask_argv, self.version_argv):
+            raise ValueError("an argv uses {mode}; set system.mode")
+        return self
+
+
+class HttpSystemSettings(_Strict):
+    """A search/ask HTTP service (SPEC §4 "http"): JSON POSTs with a templated body, retries with
+    exponential backoff on connection errors, 429 and 5xx, bounded concurrency. Header values
+    come from environment variables named here; they are never logged or stored."""
+
+    kind: Literal["http"]
+    search_url: str
+    ask_url: str | None = None  # needed for answers
+    version_url: str | None = None  # GET → JSON of versions
+    mode: str | None = None  # substituted for {mode}
+    search_request: dict[str, Any] = Field(default_factory=lambda: {"query": "{query}", "k": "{k}"})
+    ask_request: dict[str, Any] = Field(default_factory=lambda: {"query": "{query}", "k": "{k}"})
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    backoff_s: Annotated[float, Field(ge=0, le=60)] = 0.25  # first retry's delay; doubles each time
+    max_backoff_s: Annotated[float, Field(ge=0, le=600)] = 10.0  # also caps a server's Retry-After
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    headers: dict[str, str] = Field(default_factory=dict)  # non-secret headers, stored as given
+    headers_from_env: dict[str, str] = Field(
+        default_factory=dict
+    )  # header → env var name (or "Bearer ${VAR}")
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("search_url", "ask_url", "version_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError("expected an http:// or https:// URL")
+        return url
+
+    @field_validator("headers_from_env")
+    @classmethod
+    def _env_refs(cls, refs: dict[str, str]) -> dict[str, str]:
+        for header, ref in refs.items():
+            if not (_ENV_NAME_RE.match(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
+                raise ValueError(
+                    f"{header}: expected an environment variable name (or a template like 'Bearer ${{NAME}}')"
+                )
+        return refs
+
+    @model_validator(mode="after")
+    def _mode_if_used(self) -> HttpSystemSettings:
+        if self.mode is None and _templates_need_mode(self.search_request, self.ask_request):
+            raise ValueError("a request template uses {mode}; set system.mode")
+        return self
+
+
+class ReplaySystemSettings(_Strict):
+    """Recorded traces instead of a live system (SPEC §4 "replay")."""
+
+    kind: Literal["replay"]
+    path: str  # a trace file (JSONL / JSON)
+    format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+
+
+def _system_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("kind", "reference")
+    return getattr(value, "kind", "reference")
+
+
+SystemSettings = Annotated[
+    Annotated[ReferenceSystemSettings, Tag("reference")]
+    | Annotated[CommandSystemSettings, Tag("command")]
+    | Annotated[HttpSystemSettings, Tag("http")]
+    | Annotated[ReplaySystemSettings, Tag("replay")],
+    Discriminator(
+        _system_kind,
+        custom_error_type="system_kind",
+        custom_error_message="system.kind must be one of reference, command, http, replay",
+    ),
+]
+SYSTEM_KINDS = ("reference", "command", "http", "replay")
 
 
 class GateSettings(_Strict):
@@ -77,7 +199,7 @@ class RunSettings(_Strict):
     """Everything that defines one evaluation run, minus its run id."""
 
     golden: str | None = None
-    system: SystemSettings = Field(default_factory=ReferenceSystemSettings)
+    system: SystemSettings = Field(default_factory=ReferenceSystemSettings)  # type: ignore[assignment]
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: list(DEFAULT_KS))
     mrr_cutoff: Annotated[int, Field(ge=1)] = 10
     answers: bool = True
@@ -148,9 +270,13 @@ def _resolve_relative(settings: RunSettings, base: Path) -> RunSettings:
         path = Path(value).expanduser()
         return str(path if path.is_absolute() else (base / path).resolve())
 
-    system = settings.system.model_copy(
-        update={"corpus": fix(settings.system.corpus), "index": fix(settings.system.index)}
-    )
+    system = settings.system
+    if isinstance(system, ReferenceSystemSettings):
+        system = system.model_copy(update={"corpus": fix(system.corpus), "index": fix(system.index)})
+    elif isinstance(system, CommandSystemSettings) and system.cwd:
+        system = system.model_copy(update={"cwd": fix(system.cwd)})
+    elif isinstance(system, ReplaySystemSettings):
+        system = system.model_copy(update={"path": fix(system.path)})
     return settings.model_copy(
         update={
             "golden": fix(settings.golden),
@@ -176,7 +302,7 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
             raise InputError("run config is invalid", [Offender(source, str(exc))]) from None
         offenders = []
         for err in exc.errors():
-            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in ("reference",))]
+            loc = [p for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
             line = yaml_line_of(text, list(loc)) if text else None
             field = ".".join(str(p) for p in loc) or None
             reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]

@@ -30,7 +30,9 @@ __all__ = [
 #: Per-query operational columns of ``query_scores`` (pandas dtypes).
 OPERATION_COLUMNS: dict[str, str] = {
     "error": "string",
+    "error_class": "string",
     "timed_out": "bool",
+    "attempts": "Int64",
     "empty_result": "bool",
     "empty_response": "float64",
     "mixed_version_hits": "int64",
@@ -39,7 +41,8 @@ OPERATION_COLUMNS: dict[str, str] = {
 }
 LATENCY_COLUMNS: tuple[str, ...] = ("retrieval_ms", "answer_ms")
 VERSION_COLUMNS: tuple[str, ...] = ("index_version", "embedding_model", "chunker_version")
-MISSING_OUTCOME_ERROR = "MissingOutcome: the run recorded no outcome row for this query"
+MISSING_OUTCOME_ERROR = "missing_outcome: the run recorded no outcome row for this query"
+MISSING_OUTCOME_CLASS = "missing_outcome"
 _NULLABLE = {"float64": "Float64", "bool": "boolean", "int64": "Int64"}
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p95", 95.0))
 
@@ -70,6 +73,12 @@ def align_outcomes(queries: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFram
             series = taken[name].reset_index(drop=True).astype(nullable).mask(~present)
         if name == "error":
             series = series.mask(~present, MISSING_OUTCOME_ERROR)
+        elif name == "error_class":
+            # Runs stored before error classes existed: an error without a class is "exception".
+            if taken is not None and name not in outcomes.columns and "error" in outcomes.columns:
+                had_error = taken["error"].reset_index(drop=True).notna().to_numpy()
+                series = series.mask(had_error, "exception")
+            series = series.mask(~present, MISSING_OUTCOME_CLASS)
         elif name in ("timed_out", "answered"):
             series = series.fillna(False)
         elif name == "n_hits":
@@ -89,8 +98,10 @@ def operation_columns(
 ) -> pd.DataFrame:
     """Per-query operational columns, in ``queries`` order: ``query_id`` + ``OPERATION_COLUMNS``.
 
-    - ``error``: the outcome's ``"ErrorClass: message"`` (null when the query succeeded).
+    - ``error``: the outcome's ``"error_class: message"`` (null when the query succeeded).
+    - ``error_class``: ``timeout``, ``http_5xx``, … (see :mod:`~.systems.outcome`); null on success.
     - ``timed_out``: the outcome's flag.
+    - ``attempts``: requests sent for the query, retries included (null when not recorded).
     - ``empty_result``: the query has zero hits — counted from ``hits`` (or ``n_hits`` when given,
       else the outcome's ``n_hits``); errors count as empty.
     - ``empty_response``: of queries with an answer (``answered`` and no error), 1.0 when the answer
@@ -121,7 +132,9 @@ def operation_columns(
         {
             "query_id": out["query_id"],
             "error": out["error"],
+            "error_class": out["error_class"],
             "timed_out": out["timed_out"].to_numpy(dtype=bool),
+            "attempts": out["attempts"],
             "empty_result": np.asarray(n_hits) == 0,
             "empty_response": np.where(has_answer, (blank & ~refused).astype(float), np.nan),
             "mixed_version_hits": mixed,

@@ -36,6 +36,7 @@ from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSet
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.versions import mixed_versions
 
 GROUP = "evaluation"
 IO = "artifact_io"
@@ -203,16 +204,33 @@ def retrieval_results(
         context.log.warning(f"stale golden reference: {warning}")
     context.log_event(system_observation(r.system))
     errors = int(r.outcomes["error"].notna().sum())
+    classes = art.info["error_classes"]
     if errors:
-        context.log.warning(f"{errors} of {len(r.outcomes)} queries failed; see the 'error' column")
+        by_class = ", ".join(f"{n} {c}" for c, n in classes.items())
+        context.log.warning(
+            f"{errors} of {len(r.outcomes)} queries failed ({by_class}); see the 'error' column"
+        )
+    for warning in art.info["adapter_warnings"]:
+        context.log.warning(f"system under test: {warning}")
+    mixed = mixed_versions(r.system)
+    for name, values in mixed.items():
+        context.log.warning(f"versions disagree within this run: {name.removeprefix('mixed_')} = {values}")
+    attempts = r.outcomes["attempts"].astype("Int64")
     meta = {
         **_identity_metadata(r.system, golden_set),
         "queries": len(r.outcomes),
         "hits": len(r.hits),
         "errors": errors,
+        "error_classes": dg.MetadataValue.json(classes),
+        "timeouts": int(r.outcomes["timed_out"].sum()),
+        "requests_sent": int(attempts.sum()),
         "answers": settings.answers,
         "k_requested": art.info["k_requested"],
         "stale_golden_references": len(art.info["stale_golden"]),
+        "versions_reported": dg.MetadataValue.json(art.info["versions_reported"]),
+        "mixed_versions": dg.MetadataValue.json(mixed),
+        "adapter_warnings": len(art.info["adapter_warnings"]),
+        "system_details": dg.MetadataValue.json(r.system.details),
     }
     return dg.Output(art, metadata=meta)
 

@@ -17,6 +17,9 @@ class EvalSettingsResource(dg.ConfigurableResource):
 
     config_file: str | None = None
     golden: str | None = None
+    system_kind: str | None = (
+        None  # reference | command | http | replay; a different kind drops the file's block
+    )
     mode: str | None = None
     answers: bool | None = None
     baseline: str | None = None
@@ -41,10 +44,12 @@ class EvalSettingsResource(dg.ConfigurableResource):
             for key, value in (("mode", self.mode), ("chunk_size", self.chunk_size))
             if value is not None
         }
-        if not overrides and not system:
+        if not overrides and not system and self.system_kind in (None, base.system.kind):
             return base
         doc = base.model_dump(exclude_defaults=False)
         doc.update(overrides)
+        if self.system_kind not in (None, base.system.kind):
+            doc["system"] = {"kind": self.system_kind}
         doc["system"] = {**doc["system"], **system}
         return settings_from_dict(doc, source="run overrides")
 

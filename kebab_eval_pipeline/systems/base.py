@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas
+    from collections.abc import Sequence
+
     import pandas as pd
+
+    from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 
 ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
 RetrievalMode = Literal["lexical", "vector", "hybrid"]
@@ -95,13 +99,22 @@ class SystemInfo(BaseModel):
 
 @runtime_checkable
 class SystemUnderTest(Protocol):
-    """The adapter protocol. Implementations may raise; the runner turns errors into rows."""
+    """The adapter protocol (reference, command, http, replay).
+
+    ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
+    request order, and never raises for a failing query: failures are outcomes with an
+    error class. Construction is where misconfiguration fails (InputError / ValueError).
+    """
 
     def info(self) -> SystemInfo: ...
 
-    def search(self, query: str, k: int) -> list[Hit]: ...
-
-    def ask(self, query: str, hits: list[Hit]) -> Answer: ...
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]: ...
 
     def known_chunk_ids(self) -> frozenset[str] | None:
         """Chunk ids the system holds, for citation resolution; None when unknown."""
@@ -149,8 +162,10 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "n_hits": "int64",
     "retrieval_ms": "float64",
     "answer_ms": "float64",
-    "error": "string",  # "ErrorClass: message" or null
+    "error": "string",  # "error_class: message" or null
+    "error_class": "string",  # timeout | http_5xx | http_4xx | connection | bad_json | … (outcome.py)
     "timed_out": "bool",
+    "attempts": "Int64",  # requests sent, retries included
     "answered": "bool",  # an answer was requested and produced
     "answer_text": "string",
     "refused": "boolean",

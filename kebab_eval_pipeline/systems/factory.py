@@ -6,7 +6,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.settings import DEMO_CORPUS, ReferenceSystemSettings, RunSettings
+from kebab_eval_pipeline.settings import (
+    DEMO_CORPUS,
+    CommandSystemSettings,
+    HttpSystemSettings,
+    ReferenceSystemSettings,
+    ReplaySystemSettings,
+    RunSettings,
+)
 from kebab_eval_pipeline.systems.base import SystemUnderTest
 
 
@@ -45,7 +52,9 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
 
 
 def build_system(settings: RunSettings) -> SystemUnderTest:
-    """The system under test for ``settings`` (cached per process while its inputs are unchanged)."""
+    """The system under test for ``settings``. The reference system is cached per process while
+    its inputs are unchanged; the others are cheap to build (nothing is contacted until a run,
+    except a configured version endpoint/command when :meth:`info` is first called)."""
     system = settings.system
     if system.kind == "reference":
         if system.index:
@@ -74,4 +83,21 @@ def build_system(settings: RunSettings) -> SystemUnderTest:
                 "cannot start the reference system",
                 [Offender(system.index or system.corpus or str(DEMO_CORPUS), str(exc), field="system")],
             ) from None
+    try:
+        if isinstance(system, CommandSystemSettings):
+            from kebab_eval_pipeline.systems.command import CommandSystem
+
+            return CommandSystem(system)
+        if isinstance(system, HttpSystemSettings):
+            from kebab_eval_pipeline.systems.http import HttpSystem
+
+            return HttpSystem(system)
+        if isinstance(system, ReplaySystemSettings):
+            from kebab_eval_pipeline.systems.replay import ReplaySystem
+
+            return ReplaySystem(system)  # InputError for an unreadable trace, naming every bad line
+    except ValueError as exc:  # command not found, header variable unset, …
+        raise InputError(
+            f"cannot start the {system.kind} system", [Offender("<config>", str(exc), field="system")]
+        ) from None
     raise InputError("unknown system kind", [Offender("<config>", f"{system.kind!r}", field="system.kind")])

@@ -1,14 +1,15 @@
 """Run every golden query against a system under test and collect typed tables.
 
-A query that raises is a row with ``error`` set, never a missing row and never
-a crashed run. Latencies are measured here, the same way for every adapter.
+The adapter returns one :class:`~.outcome.QueryOutcome` per query; this module turns
+them into the ``retrieval_results`` tables and makes the "never lose a query" promise
+hold even against a buggy adapter: a missing outcome becomes a ``missing_outcome`` row,
+a duplicate is dropped with a warning.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -17,12 +18,13 @@ from kebab_eval_pipeline.systems.base import (
     CITATION_COLUMNS,
     HIT_COLUMNS,
     OUTCOME_COLUMNS,
-    Answer,
     SystemInfo,
     SystemUnderTest,
 )
+from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
+from kebab_eval_pipeline.systems.versions import reported_versions, with_reported_versions
 
-Progress = Callable[[int, int], None]
+MAX_WARNINGS = 50  # per run; the rest are counted, not listed
 
 
 @dataclass
@@ -34,11 +36,75 @@ class RetrievalResults:
     citations: pd.DataFrame  # CITATION_COLUMNS
     known_chunks: pd.DataFrame  # chunk_id: what the system holds (empty when it cannot tell)
     system: SystemInfo
+    # Reported by the system per hit / answer: {field: {value: count}} (see versions.py).
+    versions_reported: dict[str, dict[str, int]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # adapter warnings, "query_id: text"
 
 
-def _error_text(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message[:500]}" if message else type(exc).__name__
+def _error_text(outcome: QueryOutcome) -> str | None:
+    if outcome.error_class is None:
+        return None
+    return f"{outcome.error_class}: {outcome.error}" if outcome.error else outcome.error_class
+
+
+def _outcome_row(outcome: QueryOutcome, answers: bool) -> dict:
+    row: dict = {
+        "query_id": outcome.query_id,
+        "n_hits": len(outcome.hits),
+        "retrieval_ms": outcome.retrieval_ms,
+        "answer_ms": outcome.answer_ms,
+        "error": _error_text(outcome),
+        "error_class": outcome.error_class,
+        "timed_out": outcome.timed_out,
+        "attempts": outcome.attempts,
+        "answered": False,
+    }
+    answer = outcome.answer
+    if answers and answer is not None:
+        row.update(
+            answered=True,
+            answer_text=answer.text,
+            refused=answer.refused,
+            grounded=answer.grounded,
+            refusal_reason=answer.refusal_reason,
+            prompt_template_version=answer.prompt_template_version,
+            model=answer.model,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+        )
+    return row
+
+
+def collect_outcomes(
+    requests: list[QueryRequest], outcomes: list[QueryOutcome], answers: bool
+) -> tuple[list[QueryOutcome], list[str]]:
+    """Exactly one outcome per request, in request order; warnings for anything repaired."""
+    by_id: dict[str, QueryOutcome] = {}
+    warnings = []
+    for outcome in outcomes:
+        if outcome.query_id in by_id:
+            warnings.append(f"{outcome.query_id}: the adapter returned a second outcome; kept the first")
+            continue
+        by_id[outcome.query_id] = outcome
+    wanted = {r.query_id for r in requests}
+    unknown = [qid for qid in by_id if qid not in wanted]
+    if unknown:
+        warnings.append(
+            f"the adapter returned outcomes for {len(unknown)} unknown query id(s): {unknown[:5]}"
+        )
+    ordered = []
+    for request in requests:
+        outcome = by_id.get(request.query_id)
+        if outcome is None:
+            outcome = QueryOutcome(
+                query_id=request.query_id,
+                error_class=MISSING_OUTCOME,
+                error="the adapter returned no outcome for this query",
+            )
+        if not answers:
+            outcome.answer = None
+        ordered.append(outcome)
+    return ordered, warnings
 
 
 def run_golden(
@@ -51,54 +117,47 @@ def run_golden(
     """Search (and, when ``answers``, ask) every query of the golden ``queries`` table
     (columns ``query_id``, ``query``); ``k`` is how many hits to request.
 
-    Returns :class:`RetrievalResults`. Exceptions from the system become the
-    query's ``error`` ("Class: message"); the query keeps its row with zero hits.
+    Returns :class:`RetrievalResults` with one outcome row per query (``error`` is
+    ``"error_class: message"``; a failed query keeps its row, with the hits found before
+    the failure). ``system`` is the adapter's info plus versions the system reported on
+    its hits and answers.
     """
-    outcome_rows: list[dict] = []
-    hit_rows: list[dict] = []
-    citation_rows: list[dict] = []
-    total = len(queries)
-    for n, (query_id, text) in enumerate(zip(queries["query_id"], queries["query"], strict=True), start=1):
-        row: dict = {"query_id": query_id, "n_hits": 0, "timed_out": False, "answered": False}
-        hits = []
-        started = time.perf_counter()
-        try:
-            hits = system.search(text, k)
-        except Exception as exc:  # the system under test may fail in any way; record, don't crash
-            row["error"] = _error_text(exc)
-        row["retrieval_ms"] = (time.perf_counter() - started) * 1000.0
-        row["n_hits"] = len(hits)
-        hit_rows += [{"query_id": query_id, **h.model_dump()} for h in hits]
-        if answers and "error" not in row:
-            started = time.perf_counter()
-            try:
-                answer: Answer = system.ask(text, hits)
-                row.update(
-                    answered=True,
-                    answer_text=answer.text,
-                    refused=answer.refused,
-                    grounded=answer.grounded,
-                    refusal_reason=answer.refusal_reason,
-                    prompt_template_version=answer.prompt_template_version,
-                    model=answer.model,
-                    prompt_tokens=answer.prompt_tokens,
-                    completion_tokens=answer.completion_tokens,
-                )
-                citation_rows += [
-                    {"query_id": query_id, "position": i, **c.model_dump()}
-                    for i, c in enumerate(answer.citations)
-                ]
-            except Exception as exc:
-                row["error"] = _error_text(exc)
-            row["answer_ms"] = (time.perf_counter() - started) * 1000.0
-        outcome_rows.append(row)
-        if progress:
-            progress(n, total)
+    requests = [
+        QueryRequest(query_id=str(qid), query=str(text))
+        for qid, text in zip(queries["query_id"], queries["query"], strict=True)
+    ]
+    raw = system.run_queries(requests, k=k, answers=answers, progress=progress)
+    outcomes, warnings = collect_outcomes(requests, raw, answers)
+    outcome_rows, hit_rows, citation_rows = [], [], []
+    for outcome in outcomes:
+        outcome_rows.append(_outcome_row(outcome, answers))
+        hit_rows += [{"query_id": outcome.query_id, **h.model_dump()} for h in outcome.hits]
+        if answers and outcome.answer is not None:
+            citation_rows += [
+                {"query_id": outcome.query_id, "position": i, **c.model_dump()}
+                for i, c in enumerate(outcome.answer.citations)
+            ]
+        warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
+    if len(warnings) > MAX_WARNINGS:
+        warnings = [*warnings[:MAX_WARNINGS], f"… and {len(warnings) - MAX_WARNINGS} more warnings"]
+    hits = typed_frame(hit_rows, HIT_COLUMNS)
+    outcome_frame = typed_frame(outcome_rows, OUTCOME_COLUMNS)
+    versions = reported_versions(hits, outcome_frame)
     known = system.known_chunk_ids()
     return RetrievalResults(
-        outcomes=typed_frame(outcome_rows, OUTCOME_COLUMNS),
-        hits=typed_frame(hit_rows, HIT_COLUMNS),
+        outcomes=outcome_frame,
+        hits=hits,
         citations=typed_frame(citation_rows, CITATION_COLUMNS),
         known_chunks=typed_frame({"chunk_id": sorted(known or [])}, {"chunk_id": "string"}),
-        system=system.info(),
+        system=with_reported_versions(system.info(), versions),
+        versions_reported=versions,
+        warnings=warnings,
     )
+
+
+def error_class_counts(outcomes: pd.DataFrame) -> dict[str, int]:
+    """How many queries failed with each error class (classes in descending count order)."""
+    if "error_class" not in outcomes.columns:
+        return {}
+    counts = Counter(outcomes["error_class"].dropna().tolist())
+    return dict(counts.most_common())

@@ -8,11 +8,14 @@ import pandas as pd
 
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS, Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.outcome import QueryRequest
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 
 
-class ReferenceSystem:
-    """In-process adapter over a :class:`ReferenceIndex`.
+class ReferenceSystem(PerQueryAdapter):
+    """In-process adapter over a :class:`ReferenceIndex` (one query at a time: the work is
+    CPU-bound and in-process, so threads would only contend for the GIL).
 
     ``mode`` is fixed per system (a run compares systems, and the mode is part
     of what a system *is*). ``gate_threshold`` overrides the index's answer
@@ -52,6 +55,12 @@ class ReferenceSystem:
     def ask(self, query: str, hits: list[Hit]) -> Answer:
         """Extractive answer from the hits' full chunk texts (snippet for unknown chunk ids)."""
         return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
+
+    def search_one(self, request: QueryRequest, k: int) -> tuple[list[Hit], list[str], int]:
+        return self.search(request.query, k), [], 1
+
+    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+        return self.ask(request.query, hits), 1
 
     def known_chunk_ids(self) -> frozenset[str]:
         """All chunk ids of the index."""

@@ -191,6 +191,17 @@ def ask_cmd(
         console.print(_hits_table(hits))
 
 
+@ref_app.command("version")
+def version_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
+    mode: Annotated[str, typer.Option("--mode", help=_MODE_HELP)] = "lexical",
+) -> None:
+    """Print the versions that make runs comparable, as JSON (what `ref serve` gives on GET /version)."""
+    index = _load(index_dir)
+    info = index.info(mode)
+    _emit_json({"system": "kebab-eval-reference", "mode": mode, **info.versions(), **info.details})
+
+
 @ref_app.command("serve")
 def serve_cmd(
     index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],

@@ -1,0 +1,336 @@
+"""The http adapter: a search (and ask) service called with JSON POSTs (SPEC §4 "http").
+
+* Body: ``search_request`` / ``ask_request`` templates. A string that is exactly ``"{k}"``
+  becomes the number k; ``{query}``, ``{query_id}``, ``{k}``, ``{mode}`` inside other
+  strings are substituted as text (one pass, so a query's own braces stay literal).
+* Response: read by :mod:`.wire`, through the configured :class:`~.wire.ResponseMap`.
+* Failures per query, by class: ``timeout`` (no full response within ``timeout_s`` for one
+  attempt; not retried), ``connection`` (refused / reset / closed early), ``http_5xx`` and
+  429 (``http_4xx``) — these three retried up to ``retries`` times with exponential backoff
+  (``backoff_s`` doubling, capped by ``max_backoff_s``, which also caps a ``Retry-After``) —
+  other ``http_4xx``, ``bad_json``, ``bad_response`` (not retried: they would fail again).
+* At most ``concurrency`` requests in flight (asyncio + httpx, one connection pool).
+* Headers from environment variables (``headers_from_env``). Their values never reach
+  system info, metadata, logs or error messages: any echo of them in a response is scrubbed.
+
+Latency is wall time per query from the first attempt to the parsed response, retries and
+backoff included; ``attempts`` records how many requests were sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from kebab_eval_pipeline.settings import PLACEHOLDER_RE, HttpSystemSettings
+from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.systems.outcome import (
+    BAD_JSON,
+    BAD_RESPONSE,
+    CONNECTION,
+    HTTP_4XX,
+    HTTP_5XX,
+    TIMEOUT,
+    Progress,
+    QueryFailure,
+    QueryOutcome,
+    QueryRequest,
+)
+from kebab_eval_pipeline.systems.per_query import exception_failure
+from kebab_eval_pipeline.systems.versions import apply_version_report
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
+
+BODY_TAIL_CHARS = 300
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+REDACTED = "***"
+
+
+def resolve_headers(refs: Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Header values from environment variables: ``{"Authorization": "API_KEY"}`` or
+    ``{"Authorization": "Bearer ${API_KEY}"}``.
+
+    Raises ValueError naming the header and the variable (never a value) when one is unset
+    or empty.
+    """
+    env = os.environ if env is None else env
+    headers, missing = {}, []
+    for header, ref in refs.items():
+        names = [a or b for a, b in _ENV_REF.findall(ref)] if "$" in ref else [ref]
+        absent = [n for n in names if not env.get(n)]
+        if absent:
+            missing += [f"{header} needs ${n}" for n in absent]
+            continue
+        headers[header] = (
+            _ENV_REF.sub(lambda m: env[m.group(1) or m.group(2)], ref) if "$" in ref else env[ref]
+        )
+    if missing:
+        raise ValueError("environment variable(s) not set: " + "; ".join(missing))
+    return headers
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info and query string (either may carry a credential)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def render_body(template: Any, values: dict[str, Any]) -> Any:
+    """The request body: ``template`` with placeholders substituted (see the module docstring)."""
+    if isinstance(template, str):
+        whole = PLACEHOLDER_RE.fullmatch(template)
+        if whole:
+            return values[whole.group(1)]
+        return PLACEHOLDER_RE.sub(lambda m: str(values[m.group(1)]), template)
+    if isinstance(template, dict):
+        return {key: render_body(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [render_body(item, values) for item in template]
+    return template
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:  # an HTTP date: fall back to our own backoff
+        return None
+
+
+class _Attempted(Exception):
+    """A QueryFailure plus how many requests it took."""
+
+    def __init__(self, failure: QueryFailure, attempts: int) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.attempts = attempts
+
+
+class HttpSystem:
+    """Evaluates a service over HTTP (see the module docstring)."""
+
+    def __init__(self, settings: HttpSystemSettings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self._secret_headers = resolve_headers(settings.headers_from_env, env)
+        self._secrets = sorted(
+            {v for v in self._secret_headers.values() if v} | self._secret_parts(), key=len, reverse=True
+        )
+        self.can_answer = settings.ask_url is not None
+        self._info: SystemInfo | None = None
+        self._info_lock = threading.Lock()
+
+    def _secret_parts(self) -> set[str]:
+        # "Bearer abc": the token alone may be echoed back too.
+        parts = set()
+        for value in self._secret_headers.values():
+            parts |= {p for p in value.split() if len(p) >= 6}
+        return parts
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret header value (and its tokens) replaced by ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {**self.settings.headers, **self._secret_headers}
+
+    # -- info -----------------------------------------------------------------------------
+
+    def info(self) -> SystemInfo:
+        """Kind, mode, redacted URLs and retry settings; with ``version_url``, what it reports
+        (fetched once; a failure is recorded in ``details["version_error"]``, never raised)."""
+        with self._info_lock:
+            if self._info is None:
+                s = self.settings
+                details = {
+                    "search_url": redact_url(s.search_url),
+                    "timeout_s": f"{s.timeout_s:g}",
+                    "retries": str(s.retries),
+                    "concurrency": str(s.concurrency),
+                }
+                if s.ask_url:
+                    details["ask_url"] = redact_url(s.ask_url)
+                info = SystemInfo(kind="http", mode=s.mode, details=details)
+                if s.version_url:
+                    try:
+                        with httpx.Client(timeout=s.timeout_s, headers=self.headers) as client:
+                            response = client.get(s.version_url)
+                        response.raise_for_status()
+                        info = apply_version_report(info, response.json())
+                    except (httpx.HTTPError, ValueError) as exc:
+                        info.details["version_error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:300]
+                self._info = info
+            return self._info.model_copy(deep=True)
+
+    def known_chunk_ids(self) -> None:
+        return None
+
+    def catalogue(self) -> None:
+        return None
+
+    # -- running --------------------------------------------------------------------------
+
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]:
+        """One outcome per request, in request order; at most ``concurrency`` in flight."""
+        coro = self._run_all(list(requests), k, answers, progress)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        # Called from inside an event loop (a notebook, an async host): run in our own thread.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    async def _run_all(
+        self, requests: list[QueryRequest], k: int, answers: bool, progress: Progress | None
+    ) -> list[QueryOutcome]:
+        s = self.settings
+        results: list[QueryOutcome | None] = [None] * len(requests)
+        pending = iter(range(len(requests)))
+        done = 0
+        limits = httpx.Limits(max_connections=s.concurrency, max_keepalive_connections=s.concurrency)
+        timeout = httpx.Timeout(s.timeout_s)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=self.headers) as client:
+
+            async def worker() -> None:
+                nonlocal done
+                for i in pending:  # shared iterator: each index is taken by exactly one worker
+                    try:
+                        results[i] = await self._one(client, requests[i], k, answers)
+                    except Exception as exc:  # a bug must still leave a row
+                        results[i] = QueryOutcome(query_id=requests[i].query_id).fail(exception_failure(exc))
+                    done += 1
+                    if progress:
+                        progress(done, len(requests))
+
+            await asyncio.gather(*(worker() for _ in range(min(s.concurrency, len(requests)))))
+        return [r for r in results if r is not None]
+
+    def _values(self, request: QueryRequest, k: int) -> dict[str, Any]:
+        return {
+            "query": request.query,
+            "query_id": request.query_id,
+            "k": k,
+            "mode": self.settings.mode or "",
+        }
+
+    async def _one(
+        self, client: httpx.AsyncClient, request: QueryRequest, k: int, answers: bool
+    ) -> QueryOutcome:
+        s = self.settings
+        outcome = QueryOutcome(query_id=request.query_id)
+        values = self._values(request, k)
+        started = time.perf_counter()
+        try:
+            payload, attempts = await self._post(client, s.search_url, render_body(s.search_request, values))
+            outcome.attempts += attempts
+            outcome.hits, outcome.warnings = parse_hits(payload, k, s.response)
+        except _Attempted as exc:
+            outcome.attempts += exc.attempts
+            outcome.fail(exc.failure)
+        except QueryFailure as failure:
+            outcome.fail(failure)
+        outcome.retrieval_ms = (time.perf_counter() - started) * 1000.0
+        if answers and s.ask_url and outcome.error_class is None:
+            started = time.perf_counter()
+            try:
+                payload, attempts = await self._post(client, s.ask_url, render_body(s.ask_request, values))
+                outcome.attempts += attempts
+                outcome.answer = parse_answer(payload, s.response)
+            except _Attempted as exc:
+                outcome.attempts += exc.attempts
+                outcome.fail(exc.failure)
+            except QueryFailure as failure:
+                outcome.fail(failure)
+            outcome.answer_ms = (time.perf_counter() - started) * 1000.0
+        if outcome.error:
+            outcome.error = self.scrub(outcome.error)
+        return outcome
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        s = self.settings
+        base = min(s.max_backoff_s, s.backoff_s * 2 ** (attempt - 1))
+        delay = base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread, never shorter than half
+        after = _retry_after(response) if response is not None else None
+        if after is not None:
+            delay = max(delay, min(after, s.max_backoff_s))
+        return delay
+
+    async def _post(self, client: httpx.AsyncClient, url: str, body: Any) -> tuple[Any, int]:
+        """POST ``body`` with bounded retries; returns (parsed JSON, attempts) or raises _Attempted."""
+        s = self.settings
+        attempt = 0
+        while True:
+            attempt += 1
+            response = None
+            retry: QueryFailure | None = None
+            try:
+                async with asyncio.timeout(s.timeout_s):  # the whole attempt, not each phase
+                    response = await client.post(url, json=body)
+            except (TimeoutError, httpx.TimeoutException):
+                raise _Attempted(
+                    QueryFailure(TIMEOUT, f"no response within {s.timeout_s:g} s", timed_out=True), attempt
+                ) from None
+            except httpx.TransportError as exc:  # refused, reset, closed before a response
+                retry = QueryFailure(
+                    CONNECTION, f"{type(exc).__name__}: {str(exc)[:200] or 'connection failed'}"
+                )
+            except Exception as exc:
+                raise _Attempted(exception_failure(exc), attempt) from None
+            if response is not None:
+                status = response.status_code
+                if status == 429 or status >= 500:
+                    cls = HTTP_4XX if status == 429 else HTTP_5XX
+                    retry = QueryFailure(cls, f"HTTP {status}: {_body_tail(response)}")
+                elif status >= 400:
+                    raise _Attempted(
+                        QueryFailure(HTTP_4XX, f"HTTP {status}: {_body_tail(response)}"), attempt
+                    )
+                elif status >= 300:
+                    where = response.headers.get("location", "?")
+                    raise _Attempted(
+                        QueryFailure(BAD_RESPONSE, f"HTTP {status} redirect to {where}"), attempt
+                    )
+                else:
+                    try:
+                        return response.json(), attempt
+                    except ValueError as exc:
+                        raise _Attempted(
+                            QueryFailure(BAD_JSON, f"{str(exc)[:120]}: {_body_tail(response, 120)!r}"),
+                            attempt,
+                        ) from None
+            assert retry is not None
+            if attempt > s.retries:
+                if s.retries:
+                    retry = QueryFailure(retry.error_class, f"{retry.message} (after {attempt} attempts)")
+                raise _Attempted(retry, attempt)
+            await asyncio.sleep(self._delay(attempt, response))
+
+
+def _body_tail(response: httpx.Response, limit: int = BODY_TAIL_CHARS) -> str:
+    try:
+        text = response.text
+    except Exception:  # undecodable body
+        return f"<{len(response.content)} bytes>"
+    flat = " ".join(text.split())
+    return (flat[:limit] + "…") if len(flat) > limit else (flat or "<empty body>")

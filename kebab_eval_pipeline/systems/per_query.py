@@ -1,0 +1,103 @@
+"""Run a batch of queries through per-query ``search`` / ``ask`` calls, with bounded parallelism.
+
+The shared driver of the in-process reference system and the command adapter: each
+query is searched (and, when answers are on and the search succeeded, asked) in one
+worker; failures become that query's outcome, latencies are measured the same way for
+every adapter, and the result holds exactly one outcome per request, in request order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from kebab_eval_pipeline.systems.base import Answer, Hit
+from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
+
+
+def exception_failure(exc: BaseException) -> QueryFailure:
+    """An unexpected exception as a failure of class ``exception`` ("Type: first line")."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:500] if text else ""
+    return QueryFailure(EXCEPTION, f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+class PerQueryAdapter:
+    """Base for adapters that answer one query per call.
+
+    Subclasses implement :meth:`search_one` (and :meth:`ask_one` when they can answer)
+    and raise :class:`QueryFailure` for classified errors; any other exception becomes
+    class ``exception``. ``concurrency`` bounds how many queries run at once.
+    """
+
+    concurrency: int = 1
+    can_answer: bool = True
+
+    def search_one(self, request: QueryRequest, k: int) -> tuple[list[Hit], list[str], int]:
+        """Hits for one query, warnings, and the number of attempts made."""
+        raise NotImplementedError
+
+    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+        """The answer for one query (given its hits), and the number of attempts made."""
+        raise NotImplementedError
+
+    def run_one(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
+        """Search (and ask) one query; never raises."""
+        outcome = QueryOutcome(query_id=request.query_id)
+        started = time.perf_counter()
+        try:
+            outcome.hits, outcome.warnings, attempts = self.search_one(request, k)
+            outcome.attempts += attempts
+        except QueryFailure as failure:
+            outcome.attempts += 1
+            outcome.fail(failure)
+        except Exception as exc:  # the system under test may fail in any way: record, don't crash
+            outcome.attempts += 1
+            outcome.fail(exception_failure(exc))
+        outcome.retrieval_ms = (time.perf_counter() - started) * 1000.0
+        if answers and self.can_answer and outcome.error_class is None:
+            started = time.perf_counter()
+            try:
+                outcome.answer, attempts = self.ask_one(request, k, outcome.hits)
+                outcome.attempts += attempts
+            except QueryFailure as failure:
+                outcome.attempts += 1
+                outcome.fail(failure)
+            except Exception as exc:
+                outcome.attempts += 1
+                outcome.fail(exception_failure(exc))
+            outcome.answer_ms = (time.perf_counter() - started) * 1000.0
+        return outcome
+
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]:
+        """One outcome per request, in request order; at most ``concurrency`` at a time."""
+        total = len(requests)
+        if self.concurrency <= 1 or total <= 1:
+            outcomes = []
+            for n, request in enumerate(requests, start=1):
+                outcomes.append(self.run_one(request, k, answers))
+                if progress:
+                    progress(n, total)
+            return outcomes
+        done = 0
+        lock = threading.Lock()
+
+        def work(request: QueryRequest) -> QueryOutcome:
+            nonlocal done
+            outcome = self.run_one(request, k, answers)
+            if progress:
+                with lock:
+                    done += 1
+                    progress(done, total)
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kebab-eval-query") as pool:
+            return list(pool.map(work, requests))

@@ -1,0 +1,314 @@
+"""The replay adapter: score traces recorded elsewhere instead of calling a system (SPEC §4).
+
+Formats (``format: auto`` tells them apart by content):
+
+* ``kebab`` — ``per_query.jsonl``, one query per line: ``query_id`` (or ``id``), ``hits``
+  (``search_hit.v1``; ``hits_top_k`` also read), ``answer`` (object or null),
+  ``latency_ms`` (a number: retrieval; or ``{"retrieval", "answer"}``; ``retrieval_ms`` /
+  ``answer_ms`` also read), ``error`` (string or null), ``timed_out``.
+* ``wfgy`` — ``trace.jsonl``: ``qid``, ``q``, ``retrieved_ids`` (ranked chunk ids) and
+  ``answer_json`` {``claim``, ``citations``}; the claim ``not in context`` is a refusal.
+* ``export`` — this project's own ``kebab-eval export --format json`` document.
+
+A golden query the trace does not mention is a row with error ``missing_in_trace``; a
+recorded error stays that query's error (its class kept when it names one). A trace
+that cannot be read raises InputError listing every bad line at once; a query recorded
+twice keeps its last record (as WFGY's scorer does) with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.settings import ReplaySystemSettings
+from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.outcome import (
+    ERROR_CLASSES,
+    MISSING_IN_TRACE,
+    RECORDED_ERROR,
+    Progress,
+    QueryFailure,
+    QueryOutcome,
+    QueryRequest,
+)
+from kebab_eval_pipeline.systems.versions import apply_version_report
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
+
+FORMATS = ("kebab", "wfgy", "export")
+_ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
+
+
+class _Record:
+    """One query's recorded result, as read (parsed lazily per requested k)."""
+
+    __slots__ = (
+        "answer_ms",
+        "error",
+        "query_id",
+        "raw_answer",
+        "raw_hits",
+        "retrieval_ms",
+        "timed_out",
+        "where",
+    )
+
+    def __init__(self, query_id: str, where: str) -> None:
+        self.query_id = query_id
+        self.where = where
+        self.raw_hits: Any = None
+        self.raw_answer: Any = None
+        self.retrieval_ms: float | None = None
+        self.answer_ms: float | None = None
+        self.error: str | None = None
+        self.timed_out = False
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def detect_format(path: Path, text: str) -> str:
+    """``kebab`` / ``wfgy`` / ``export`` from the content; ValueError when none fits."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
+            return "export"
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            first = json.loads(line)
+        except ValueError:
+            break
+        if isinstance(first, dict):
+            if "retrieved_ids" in first or "answer_json" in first:
+                return "wfgy"
+            if any(key in first for key in ("hits", "hits_top_k", "query_id")):
+                return "kebab"
+        break
+    raise ValueError(
+        "cannot tell the trace format (kebab per_query.jsonl, WFGY trace.jsonl or a kebab-eval JSON export); "
+        "set system.format"
+    )
+
+
+def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
+    rows = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((n, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            offenders.append(
+                Offender(str(path), f"not JSON: {exc.msg}", position=f"line {n}, column {exc.colno}")
+            )
+    return rows
+
+
+def _record_id(entry: Any, keys: tuple[str, ...]) -> str | None:
+    if not isinstance(entry, dict):
+        return None
+    for key in keys:
+        value = entry.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            return str(value)
+    return None
+
+
+def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, dict[str, Any], list[str]]:
+    """Read a trace file: ``(records by query id, format, versions/system reported, warnings)``.
+
+    Raises InputError listing every unreadable line / entry (file, line or index, reason).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(
+            "replay trace not found", [Offender(str(path), "no such file", field="system.path")]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            "cannot read the replay trace", [Offender(str(path), str(exc), field="system.path")]
+        ) from None
+    if fmt == "auto":
+        try:
+            fmt = detect_format(path, text)
+        except ValueError as exc:
+            raise InputError(
+                "unknown replay trace format", [Offender(str(path), str(exc), field="system.format")]
+            ) from None
+    offenders: list[Offender] = []
+    reported: dict[str, Any] = {}
+    if fmt == "export":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                "replay trace is not JSON",
+                [Offender(str(path), exc.msg, position=f"line {exc.lineno}, column {exc.colno}")],
+            ) from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), list):
+            raise InputError(
+                "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
+            )
+        entries = [(f"per_query[{i}]", e) for i, e in enumerate(doc["per_query"])]
+        reported = {**(doc.get("versions") or {}), "mode": (doc.get("system") or {}).get("mode")}
+        reported["exported_run_id"] = doc.get("run_id")
+    else:
+        entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
+    records: dict[str, _Record] = {}
+    warnings: list[str] = []
+    for where, entry in entries:
+        qid = _record_id(entry, _ID_KEYS[fmt])
+        if qid is None:
+            keys = " / ".join(_ID_KEYS[fmt])
+            reason = f"expected an object with {keys}" if not isinstance(entry, dict) else f"no {keys}"
+            offenders.append(Offender(str(path), reason, position=where))
+            continue
+        try:
+            record = _read_entry(fmt, qid, where, entry)
+        except ValueError as exc:
+            offenders.append(Offender(str(path), str(exc), position=where, query_id=qid))
+            continue
+        if qid in records:
+            warnings.append(f"{qid}: recorded more than once ({records[qid].where}, {where}); kept the last")
+        records[qid] = record
+    if offenders:
+        raise InputError(f"replay trace {path.name} ({fmt}) cannot be read", offenders)
+    return records, fmt, reported, warnings
+
+
+def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
+    record = _Record(qid, where)
+    if fmt == "wfgy":
+        ids = entry.get("retrieved_ids")
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+            raise ValueError("retrieved_ids: expected a list of id strings")
+        record.raw_hits = list(ids or [])
+        answer = entry.get("answer_json")
+        if answer is not None and not isinstance(answer, dict):
+            raise ValueError("answer_json: expected an object")
+        record.raw_answer = answer
+        return record
+    hits = entry.get("hits", entry.get("hits_top_k"))
+    if hits is not None and not isinstance(hits, list):
+        raise ValueError("hits: expected a list")
+    record.raw_hits = hits or []
+    answer = entry.get("answer")
+    if answer is not None and not isinstance(answer, dict | str):
+        raise ValueError("answer: expected an object, a string or null")
+    record.raw_answer = answer
+    latency = entry.get("latency_ms")
+    if isinstance(latency, dict):
+        record.retrieval_ms, record.answer_ms = (
+            _number(latency.get("retrieval")),
+            _number(latency.get("answer")),
+        )
+    else:
+        record.retrieval_ms = _number(latency)
+    record.retrieval_ms = (
+        record.retrieval_ms if record.retrieval_ms is not None else _number(entry.get("retrieval_ms"))
+    )
+    record.answer_ms = record.answer_ms if record.answer_ms is not None else _number(entry.get("answer_ms"))
+    error = entry.get("error")
+    if error is not None and not isinstance(error, str | dict):
+        raise ValueError("error: expected a string, an object or null")
+    if isinstance(error, dict):
+        error = ": ".join(str(error[k]) for k in ("class", "message") if error.get(k)) or json.dumps(error)
+    record.error = error or None
+    record.timed_out = entry.get("timed_out") is True
+    return record
+
+
+def _recorded_failure(error: str, timed_out: bool) -> QueryFailure:
+    head, _, rest = error.partition(":")
+    if head.strip() in ERROR_CLASSES and rest.strip():
+        return QueryFailure(head.strip(), rest.strip(), timed_out=timed_out or head.strip() == "timeout")
+    return QueryFailure(RECORDED_ERROR, error, timed_out=timed_out)
+
+
+class ReplaySystem:
+    """Replays a recorded trace (see the module docstring)."""
+
+    def __init__(self, settings: ReplaySystemSettings) -> None:
+        self.settings = settings
+        self.path = Path(settings.path)
+        self.records, self.format, self._reported, self.read_warnings = read_trace(self.path, settings.format)
+        self._sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    def info(self) -> SystemInfo:
+        """Kind, trace path, format and hash; versions the trace itself records (exports)."""
+        info = SystemInfo(
+            kind="replay",
+            details={"trace": str(self.path), "trace_format": self.format, "trace_sha256": self._sha256},
+        )
+        return apply_version_report(info, {k: v for k, v in self._reported.items() if v is not None})
+
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]:
+        """One outcome per request: the recorded result, or ``missing_in_trace``.
+
+        Hits are re-read for this run's ``k``; an unreadable hit list or answer is that query's
+        ``bad_response``. Latencies are the recorded ones (None when not recorded)."""
+        outcomes = []
+        wanted = set()
+        for n, request in enumerate(requests, start=1):
+            wanted.add(request.query_id)
+            outcomes.append(self._outcome(request, k, answers))
+            if progress:
+                progress(n, len(requests))
+        extra = [qid for qid in self.records if qid not in wanted]
+        if outcomes and (extra or self.read_warnings):
+            notes = list(self.read_warnings)
+            if extra:
+                notes.append(
+                    f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
+                    f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
+                )
+            outcomes[0].warnings[:0] = notes
+        return outcomes
+
+    def _outcome(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
+        record = self.records.get(request.query_id)
+        outcome = QueryOutcome(query_id=request.query_id)
+        if record is None:
+            return outcome.fail(
+                QueryFailure(MISSING_IN_TRACE, f"{self.path.name} has no record of this query")
+            )
+        outcome.retrieval_ms, outcome.answer_ms = record.retrieval_ms, record.answer_ms
+        outcome.attempts = 1
+        try:
+            hits: list[Hit]
+            hits, outcome.warnings = parse_hits(record.raw_hits, k)
+            outcome.hits = hits
+            if answers and record.raw_answer is not None:
+                raw = {"text": record.raw_answer} if isinstance(record.raw_answer, str) else record.raw_answer
+                answer: Answer = parse_answer(raw)
+                outcome.answer = answer
+        except QueryFailure as failure:
+            outcome.fail(failure)
+        if record.error:
+            outcome.fail(_recorded_failure(record.error, record.timed_out))
+        outcome.timed_out = outcome.timed_out or record.timed_out
+        return outcome
+
+    def known_chunk_ids(self) -> None:
+        return None
+
+    def catalogue(self) -> None:
+        return None

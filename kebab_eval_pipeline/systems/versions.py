@@ -1,0 +1,98 @@
+"""Versions a system reports while it runs, and where they disagree (SPEC §4, §6).
+
+Hits may carry ``index_version`` / ``embedding_model`` / ``chunker_version``; answers
+``prompt_template_version`` and ``model``. A run is comparable only if these held
+still: the run's system info takes the most common reported value where the adapter
+itself did not know one, and every field that saw more than one value is named in
+``details["mixed_<field>"]`` with its counts (``mixed_version_rate`` counts the hits).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from kebab_eval_pipeline.systems.base import SystemInfo
+
+HIT_VERSION_FIELDS = ("index_version", "embedding_model", "chunker_version")
+ANSWER_VERSION_FIELDS = ("prompt_template_version", "model")
+# Answer `model` is the generator, not the embedding model: stored as details["answer_model"].
+_INFO_FIELD = {"model": "answer_model"}
+
+
+def reported_versions(hits: pd.DataFrame, outcomes: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """``{field: {value: count}}`` over hits (hit fields) and answers (answer fields).
+
+    Unreported (null) values are not counted; fields nobody reported are absent. Values
+    are ordered by descending count, then value.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for frame, fields in ((hits, HIT_VERSION_FIELDS), (outcomes, ANSWER_VERSION_FIELDS)):
+        for name in fields:
+            if name not in frame.columns:
+                continue
+            counts = Counter(frame[name].dropna().astype(str).tolist())
+            if counts:
+                out[name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return out
+
+
+def with_reported_versions(info: SystemInfo, versions: dict[str, dict[str, int]]) -> SystemInfo:
+    """``info`` completed by what the system reported.
+
+    A version the adapter did not know takes the most common reported value. Every field
+    that saw more than one value — or whose reported value differs from the adapter's
+    own (e.g. a version endpoint) — is named in ``details["mixed_<field>"]`` as
+    ``"value (count), …"``.
+    """
+    update: dict[str, str] = {}
+    details = dict(info.details)
+    for name, counts in versions.items():
+        top = next(iter(counts))
+        attr = _INFO_FIELD.get(name, name)
+        known = getattr(info, attr, None) if attr in SystemInfo.model_fields else details.get(attr)
+        if known is None:
+            if attr in SystemInfo.model_fields:
+                update[attr] = top
+            else:
+                details[attr] = top
+        elif len(counts) == 1 and known != top:
+            counts = {f"{known} (system)": 0, **counts}
+        if len(counts) > 1:
+            details[f"mixed_{name}"] = ", ".join(
+                value if n == 0 else f"{value} ({n})" for value, n in counts.items()
+            )
+    return info.model_copy(update={**update, "details": details})
+
+
+def mixed_versions(info: SystemInfo) -> dict[str, str]:
+    """The ``mixed_<field>`` entries of ``info.details`` (empty when versions held still)."""
+    return {k: v for k, v in info.details.items() if k.startswith("mixed_")}
+
+
+def apply_version_report(info: SystemInfo, report: object) -> SystemInfo:
+    """``info`` with the versions a system reports about itself (a version endpoint or command).
+
+    ``report`` is parsed JSON: keys naming :class:`SystemInfo` version fields fill those fields;
+    other scalar keys go to ``details["reported_<key>"]``. A plain string (a command printing
+    text) becomes ``details["reported_version"]``. Anything else is ignored.
+    """
+    details = dict(info.details)
+    update: dict[str, str] = {}
+    if isinstance(report, str):
+        text = report.strip().splitlines()[0][:200] if report.strip() else ""
+        if text:
+            details["reported_version"] = text
+    elif isinstance(report, dict):
+        versions = set(info.versions())
+        for key, value in report.items():
+            if value is None or isinstance(value, dict | list):
+                continue
+            if key in versions:
+                update[key] = str(value)
+            elif key in ("mode",) and info.mode is None:
+                update["mode"] = str(value)
+            else:
+                details[f"reported_{key}"] = str(value)[:200]
+    return info.model_copy(update={**update, "details": details})
