@@ -1,0 +1,73 @@
+"""Shared fixtures for the adapter tests: the demo index on disk, the in-process reference
+run to compare against, a real Dagster run of a config, and a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.orchestration.assets import observe_inputs
+from kebab_eval_pipeline.settings import DEMO_CORPUS, settings_from_dict
+from kebab_eval_pipeline.storage import ArtifactStore
+
+#: The console script the command adapter runs, from the interpreter running the tests.
+KEBAB_EVAL = str(Path(sys.executable).with_name("kebab-eval"))
+
+
+def timing_free(metrics: dict) -> dict:
+    """Metrics minus latencies (they differ between any two runs)."""
+    return {k: v for k, v in metrics.items() if not (k.endswith("_ms") or "_ms_" in k)}
+
+
+@pytest.fixture(scope="session")
+def demo_index_dir(tmp_path_factory) -> Path:
+    """The bundled demo corpus indexed once per session (default chunking, lexical)."""
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
+    out = tmp_path_factory.mktemp("demo-index") / "index"
+    ReferenceIndex.build(DEMO_CORPUS).save(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def reference_results(demo_index_dir):
+    """The in-process reference system over ``demo_index_dir`` on the demo golden set, answers on:
+    ``(RunMetricsArtifact, RetrievalArtifact)`` computed with the plain pipeline functions."""
+    settings = settings_from_dict(
+        {"system": {"kind": "reference", "index": str(demo_index_dir)}, "answers": True}
+    )
+    golden = pipeline.load_golden_artifact(settings)
+    retrieval = pipeline.retrieve(settings, golden)
+    scores = pipeline.score(settings, golden, retrieval)
+    return pipeline.summarize("reference", settings, golden, retrieval, scores), retrieval
+
+
+def run_config(instance, config: Path, run_id: str, overrides: dict | None = None):
+    """What ``kebab-eval run --config`` does, in-process on ``instance``: returns
+    ``(result, store)``; the run's artifacts are read back with ``store.read(asset, run_id)``."""
+    defs = build_definitions(config, overrides=overrides)
+    instance.add_dynamic_partitions("eval_runs", [run_id])
+    with contextlib.suppress(InputError):
+        observe_inputs(instance, defs.resources["eval_settings"].load())
+    result = defs.resolve_job_def(JOB_NAME).execute_in_process(
+        partition_key=run_id, instance=instance, raise_on_error=False
+    )
+    return result, ArtifactStore(defs.resources["artifact_storage"].base)
+
+
+def stored_metrics(store: ArtifactStore, run_id: str) -> RunMetricsArtifact:
+    return RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
