@@ -475,7 +475,8 @@ def main() -> None:
             raise
         # A bug or an environment failure, not bad input: one paragraph, not a traceback.
         err.print(
-            f"error: {type(exc).__name__}: {exc}\n(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
+            f"error: {type(exc).__name__}: {exc}\n"
+            "(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
             markup=False,
             highlight=False,
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.settings import PLACEHOLDER_RE, CommandSystemSettings
-from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -76,7 +76,7 @@ def resolve_executable(argv0: str, cwd: str | None) -> str:
     return found
 
 
-class CommandSystem(PerQueryAdapter):
+class CommandSystem(OpaqueSystem, PerQueryAdapter):
     """Runs ``settings.search_argv`` / ``ask_argv`` per query (see the module docstring)."""
 
     def __init__(self, settings: CommandSystemSettings) -> None:
@@ -179,12 +179,6 @@ class CommandSystem(PerQueryAdapter):
                         info.details["version_error"] = str(failure)
                 self._info = info
             return self._info.model_copy(deep=True)
-
-    def known_chunk_ids(self) -> None:
-        return None
-
-    def catalogue(self) -> None:
-        return None
 
 
 def parse_json_output(stdout: str) -> Any:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from kebab_eval_pipeline.settings import PLACEHOLDER_RE, HttpSystemSettings
-from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.systems.base import OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -118,7 +118,7 @@ class _Attempted(Exception):
         self.attempts = attempts
 
 
-class HttpSystem:
+class HttpSystem(OpaqueSystem):
     """Evaluates a service over HTTP (see the module docstring)."""
 
     def __init__(self, settings: HttpSystemSettings, env: Mapping[str, str] | None = None) -> None:
@@ -175,12 +175,6 @@ class HttpSystem:
                         info.details["version_error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:300]
                 self._info = info
             return self._info.model_copy(deep=True)
-
-    def known_chunk_ids(self) -> None:
-        return None
-
-    def catalogue(self) -> None:
-        return None
 
     # -- running --------------------------------------------------------------------------
 
@@ -240,32 +234,39 @@ class HttpSystem:
         s = self.settings
         outcome = QueryOutcome(query_id=request.query_id)
         values = self._values(request, k)
+
+        def read_hits(payload: Any) -> None:
+            outcome.hits, outcome.warnings = parse_hits(payload, k, s.response)
+
+        def read_answer(payload: Any) -> None:
+            outcome.answer = parse_answer(payload, s.response)
+
+        outcome.retrieval_ms = await self._call(
+            client, outcome, s.search_url, render_body(s.search_request, values), read_hits
+        )
+        if answers and s.ask_url and outcome.error_class is None:
+            outcome.answer_ms = await self._call(
+                client, outcome, s.ask_url, render_body(s.ask_request, values), read_answer
+            )
+        if outcome.error:
+            outcome.error = self.scrub(outcome.error)
+        return outcome
+
+    async def _call(
+        self, client: httpx.AsyncClient, outcome: QueryOutcome, url: str, body: Any, read: Any
+    ) -> float:
+        """POST, hand the JSON to ``read``, record attempts / failure on ``outcome``; returns ms."""
         started = time.perf_counter()
         try:
-            payload, attempts = await self._post(client, s.search_url, render_body(s.search_request, values))
+            payload, attempts = await self._post(client, url, body)
             outcome.attempts += attempts
-            outcome.hits, outcome.warnings = parse_hits(payload, k, s.response)
+            read(payload)
         except _Attempted as exc:
             outcome.attempts += exc.attempts
             outcome.fail(exc.failure)
         except QueryFailure as failure:
             outcome.fail(failure)
-        outcome.retrieval_ms = (time.perf_counter() - started) * 1000.0
-        if answers and s.ask_url and outcome.error_class is None:
-            started = time.perf_counter()
-            try:
-                payload, attempts = await self._post(client, s.ask_url, render_body(s.ask_request, values))
-                outcome.attempts += attempts
-                outcome.answer = parse_answer(payload, s.response)
-            except _Attempted as exc:
-                outcome.attempts += exc.attempts
-                outcome.fail(exc.failure)
-            except QueryFailure as failure:
-                outcome.fail(failure)
-            outcome.answer_ms = (time.perf_counter() - started) * 1000.0
-        if outcome.error:
-            outcome.error = self.scrub(outcome.error)
-        return outcome
+        return (time.perf_counter() - started) * 1000.0
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         s = self.settings

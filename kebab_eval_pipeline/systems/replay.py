@@ -26,7 +26,7 @@ from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.settings import ReplaySystemSettings
-from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
@@ -237,7 +237,7 @@ def _recorded_failure(error: str, timed_out: bool) -> QueryFailure:
     return QueryFailure(RECORDED_ERROR, error, timed_out=timed_out)
 
 
-class ReplaySystem:
+class ReplaySystem(OpaqueSystem):
     """Replays a recorded trace (see the module docstring)."""
 
     def __init__(self, settings: ReplaySystemSettings) -> None:
@@ -306,9 +306,3 @@ class ReplaySystem:
             outcome.fail(_recorded_failure(record.error, record.timed_out))
         outcome.timed_out = outcome.timed_out or record.timed_out
         return outcome
-
-    def known_chunk_ids(self) -> None:
-        return None
-
-    def catalogue(self) -> None:
-        return None
