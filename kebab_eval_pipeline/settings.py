@@ -273,8 +273,18 @@ def _resolve_relative(settings: RunSettings, base: Path) -> RunSettings:
     system = settings.system
     if isinstance(system, ReferenceSystemSettings):
         system = system.model_copy(update={"corpus": fix(system.corpus), "index": fix(system.index)})
-    elif isinstance(system, CommandSystemSettings) and system.cwd:
-        system = system.model_copy(update={"cwd": fix(system.cwd)})
+    elif isinstance(system, CommandSystemSettings):
+        # A program given as a relative path ("./bin/search") is relative to the config file,
+        # like every other path in it — unless cwd is set, where the process then starts.
+        if system.cwd:
+            system = system.model_copy(update={"cwd": fix(system.cwd)})
+        else:
+            argvs = {}
+            for name in ("search_argv", "ask_argv", "version_argv"):
+                argv = getattr(system, name)
+                if argv and "/" in argv[0] and not Path(argv[0]).expanduser().is_absolute():
+                    argvs[name] = [fix(argv[0]), *argv[1:]]
+            system = system.model_copy(update=argvs)
     elif isinstance(system, ReplaySystemSettings):
         system = system.model_copy(update={"path": fix(system.path)})
     return settings.model_copy(

@@ -6,7 +6,7 @@ the runner turns them into the typed tables declared here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start withou
 
 ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
 RetrievalMode = Literal["lexical", "vector", "hybrid"]
+# The tables store these as int64: a larger number from a system is a bad response, not a crash.
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class Hit(BaseModel):
@@ -31,15 +33,15 @@ class Hit(BaseModel):
     doc_id: str | None = None
     doc_path: str | None = None
     heading_path: list[str] = Field(default_factory=list)
-    line_start: int | None = None
-    line_end: int | None = None
+    line_start: Int64 | None = None
+    line_end: Int64 | None = None
     snippet: str = ""
     score: float | None = None
     score_kind: ScoreKind = "other"
     lexical_score: float | None = None
     vector_score: float | None = None
-    lexical_rank: int | None = None
-    vector_rank: int | None = None
+    lexical_rank: Int64 | None = None
+    vector_rank: Int64 | None = None
     index_version: str | None = None
     embedding_model: str | None = None
     chunker_version: str | None = None
@@ -50,8 +52,8 @@ class Citation(BaseModel):
 
     chunk_id: str | None = None
     doc_path: str | None = None
-    line_start: int | None = None
-    line_end: int | None = None
+    line_start: Int64 | None = None
+    line_end: Int64 | None = None
     marker: str | None = None
 
 
@@ -67,8 +69,8 @@ class Answer(BaseModel):
     refusal_reason: str | None = None
     prompt_template_version: str | None = None
     model: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    prompt_tokens: Int64 | None = None
+    completion_tokens: Int64 | None = None
 
 
 class SystemInfo(BaseModel):

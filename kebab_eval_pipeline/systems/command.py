@@ -82,9 +82,13 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
     def __init__(self, settings: CommandSystemSettings) -> None:
         if settings.cwd and not Path(settings.cwd).is_dir():
             raise ValueError(f"cwd {settings.cwd!r} is not a folder")
-        for argv in (settings.search_argv, settings.ask_argv, settings.version_argv):
+        for name in ("search_argv", "ask_argv", "version_argv"):
+            argv = getattr(settings, name)
             if argv:
-                resolve_executable(argv[0], settings.cwd)
+                try:
+                    resolve_executable(argv[0], settings.cwd)
+                except ValueError as exc:
+                    raise ValueError(f"system.{name}: {exc}") from None
         self.settings = settings
         self.concurrency = settings.concurrency
         self.can_answer = settings.ask_argv is not None

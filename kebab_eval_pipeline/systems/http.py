@@ -53,6 +53,8 @@ from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
 BODY_TAIL_CHARS = 300
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 REDACTED = "***"
+_AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey", "api-key", "negotiate"})
+_URL_IN_TEXT = re.compile(r"https?://[^\s'\"<>]+")
 
 
 def resolve_headers(refs: Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -132,14 +134,17 @@ class HttpSystem(OpaqueSystem):
         self._info_lock = threading.Lock()
 
     def _secret_parts(self) -> set[str]:
-        # "Bearer abc": the token alone may be echoed back too.
+        # "Bearer abc…": the token alone may be echoed back too (but not the scheme word, which
+        # would mangle every message that mentions it).
         parts = set()
         for value in self._secret_headers.values():
-            parts |= {p for p in value.split() if len(p) >= 6}
+            parts |= {p for p in value.split() if len(p) >= 6 and p.lower() not in _AUTH_SCHEMES}
         return parts
 
     def scrub(self, text: str) -> str:
-        """``text`` with every secret header value (and its tokens) replaced by ``***``."""
+        """``text`` with URLs stripped of user info and query string (httpx names the URL in its
+        messages) and every secret header value (and its tokens) replaced by ``***``."""
+        text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         return text
@@ -170,11 +175,17 @@ class HttpSystem(OpaqueSystem):
                         with httpx.Client(timeout=s.timeout_s, headers=self.headers) as client:
                             response = client.get(s.version_url)
                         response.raise_for_status()
-                        info = apply_version_report(info, response.json())
+                        info = self._scrub_info(apply_version_report(info, response.json()))
                     except (httpx.HTTPError, ValueError) as exc:
                         info.details["version_error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:300]
                 self._info = info
             return self._info.model_copy(deep=True)
+
+    def _scrub_info(self, info: SystemInfo) -> SystemInfo:
+        # A version report is a response too: an echoed credential must not reach metadata.
+        versions = {k: self.scrub(v) for k, v in info.versions().items() if v is not None}
+        details = {k: self.scrub(v) for k, v in info.details.items()}
+        return info.model_copy(update={**versions, "details": details})
 
     # -- running --------------------------------------------------------------------------
 

@@ -78,7 +78,7 @@ def detect_format(path: Path, text: str) -> str:
     if stripped.startswith("{"):
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
             return "export"
@@ -87,7 +87,7 @@ def detect_format(path: Path, text: str) -> str:
             continue
         try:
             first = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         if isinstance(first, dict):
             if "retrieved_ids" in first or "answer_json" in first:
@@ -112,6 +112,8 @@ def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, 
             offenders.append(
                 Offender(str(path), f"not JSON: {exc.msg}", position=f"line {n}, column {exc.colno}")
             )
+        except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+            offenders.append(Offender(str(path), f"not JSON: {exc}", position=f"line {n}"))
     return rows
 
 
@@ -157,6 +159,8 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, 
                 "replay trace is not JSON",
                 [Offender(str(path), exc.msg, position=f"line {exc.lineno}, column {exc.colno}")],
             ) from None
+        except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+            raise InputError("replay trace is not JSON", [Offender(str(path), str(exc))]) from None
         if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), list):
             raise InputError(
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]

@@ -57,7 +57,7 @@ def with_reported_versions(info: SystemInfo, versions: dict[str, dict[str, int]]
                 update[attr] = top
             else:
                 details[attr] = top
-        elif len(counts) == 1 and known != top:
+        elif known not in counts:  # the system's own value is not among its hits' values
             counts = {f"{known} (system)": 0, **counts}
         if len(counts) > 1:
             details[f"mixed_{name}"] = ", ".join(

@@ -243,7 +243,7 @@ def _citation(raw: Any, i: int, mapping: ResponseMap) -> Citation:
             fields[ours] = nested.get(theirs)
     if fields["chunk_id"] is None and nested is not raw:
         fields["chunk_id"] = nested.get("chunk_id")
-    if isinstance(fields["marker"], int):
+    if isinstance(fields["marker"], int) and not isinstance(fields["marker"], bool):
         fields["marker"] = f"[#{fields['marker']}]"
     try:
         return Citation.model_validate(fields)

@@ -18,12 +18,15 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import pathspec
-import yaml
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:
+    import pathspec
+
+# pathspec, yaml and markdown-it are imported where used: loading an index to search it (what
+# `kebab-eval ref search` does once per query under the command adapter) never parses a corpus.
 
 DocKind = Literal["markdown", "text", "code"]
 
@@ -48,7 +51,13 @@ IGNORE_FILE = ".gitignore"
 
 # CommonMark, not the GFM-ish "default" preset: we only need block structure
 # (headings, fences, indented code), and the strict preset is the stable one.
-_MD = MarkdownIt("commonmark")
+
+
+@cache
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,8 @@ _PATTERN_ERRORS = (ValueError, TypeError, re.error)  # GitWildMatchPatternError;
 
 
 def _spec(lines: list[str], where: str) -> pathspec.GitIgnoreSpec:
+    import pathspec
+
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except _PATTERN_ERRORS as exc:
@@ -277,6 +288,8 @@ def _parse_front_matter(lines: list[str], rel_path: str, warnings: list[str]) ->
     """Return (front matter, 1-based first body line). No block → ({}, 1)."""
     if not lines or lines[0].strip() != "---":
         return {}, 1
+    import yaml
+
     for idx in range(1, len(lines)):
         if lines[idx].strip() in ("---", "..."):
             block = "\n".join(lines[1:idx])
@@ -306,7 +319,7 @@ def _atx_headings(lines: list[str], body_start: int) -> list[Heading]:
     # Lines as we count them (split on \n only): a lone \r inside a line would be a line
     # break to markdown-it and shift every heading after it.
     body = "\n".join(line.replace("\r", " ") for line in lines[body_start - 1 :])
-    tokens = _MD.parse(body)
+    tokens = _markdown().parse(body)
     headings: list[Heading] = []
     for idx, tok in enumerate(tokens):
         if tok.type != "heading_open" or tok.level != 0 or not tok.markup.startswith("#") or tok.map is None:
