@@ -106,6 +106,7 @@ class SystemUnderTest(Protocol):
     ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
     request order, and never raises for a failing query: failures are outcomes with an
     error class. Construction is where misconfiguration fails (InputError / ValueError).
+    An adapter may also expose ``run_warnings: list[str]`` about the run as a whole.
     """
 
     def info(self) -> SystemInfo: ...

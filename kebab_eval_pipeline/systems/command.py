@@ -196,6 +196,8 @@ def parse_json_output(stdout: str) -> Any:
         raise QueryFailure(
             BAD_JSON, f"{exc.msg} at line {exc.lineno} column {exc.colno}: {preview!r}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+        raise QueryFailure(BAD_JSON, f"unreadable JSON: {str(exc)[:120]}") from None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -246,6 +246,7 @@ class ReplaySystem(OpaqueSystem):
 
     def __init__(self, settings: ReplaySystemSettings) -> None:
         self.settings = settings
+        self.run_warnings: list[str] = []
         self.path = Path(settings.path)
         self.records, self.format, self._reported, self.read_warnings = read_trace(self.path, settings.format)
         self._sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
@@ -277,14 +278,13 @@ class ReplaySystem(OpaqueSystem):
             if progress:
                 progress(n, len(requests))
         extra = [qid for qid in self.records if qid not in wanted]
-        if outcomes and (extra or self.read_warnings):
-            notes = list(self.read_warnings)
-            if extra:
-                notes.append(
-                    f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
-                    f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
-                )
-            outcomes[0].warnings[:0] = notes
+        # Run-level warnings (not any one query's): the runner reports them without a query id.
+        self.run_warnings = list(self.read_warnings)
+        if extra:
+            self.run_warnings.append(
+                f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
+                f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
+            )
         return outcomes
 
     def _outcome(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:

@@ -138,6 +138,8 @@ def run_golden(
                 for i, c in enumerate(outcome.answer.citations)
             ]
         warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
+    # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries).
+    warnings = [*getattr(system, "run_warnings", ()), *warnings]
     if len(warnings) > MAX_WARNINGS:
         warnings = [*warnings[:MAX_WARNINGS], f"… and {len(warnings) - MAX_WARNINGS} more warnings"]
     hits = typed_frame(hit_rows, HIT_COLUMNS)
