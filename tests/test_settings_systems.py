@@ -108,5 +108,7 @@ def test_a_relative_program_path_is_relative_to_the_config_file_unless_cwd_is_se
     system = load_settings(cfg).system
     assert system.search_argv == [str((tmp_path / "cfg" / "bin" / "search").resolve()), "{query}"]
     assert system.ask_argv == ["kebab", "ask"]  # a name on PATH stays a name
-    with_cwd = write(tmp_path / "cfg" / "cwd.yaml", "system: {kind: command, search_argv: [./s], cwd: tools}\n")
+    with_cwd = write(
+        tmp_path / "cfg" / "cwd.yaml", "system: {kind: command, search_argv: [./s], cwd: tools}\n"
+    )
     assert load_settings(with_cwd).system.search_argv == ["./s"]
