@@ -213,12 +213,18 @@ class HttpSystem(OpaqueSystem):
         results: list[QueryOutcome | None] = [None] * len(requests)
         pending = iter(range(len(requests)))
         done = 0
-        limits = httpx.Limits(max_connections=s.concurrency, max_keepalive_connections=s.concurrency)
+        # One client (one kept-alive connection) per worker rather than one shared pool: httpcore
+        # re-checks every pooled connection whenever a request enters or leaves the pool, which
+        # made a shared pool of 16 cost 2.5× the CPU per request (benchmarks/bench_adapters.py).
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         timeout = httpx.Timeout(s.timeout_s)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=self.headers) as client:
+        ssl_context = httpx.create_ssl_context()  # built once: ~40 ms each otherwise
 
-            async def worker() -> None:
-                nonlocal done
+        async def worker() -> None:
+            nonlocal done
+            async with httpx.AsyncClient(
+                timeout=timeout, limits=limits, headers=self.headers, verify=ssl_context
+            ) as client:
                 for i in pending:  # shared iterator: each index is taken by exactly one worker
                     try:
                         results[i] = await self._one(client, requests[i], k, answers)
@@ -228,7 +234,7 @@ class HttpSystem(OpaqueSystem):
                     if progress:
                         progress(done, len(requests))
 
-            await asyncio.gather(*(worker() for _ in range(min(s.concurrency, len(requests)))))
+        await asyncio.gather(*(worker() for _ in range(min(s.concurrency, len(requests)))))
         return [r for r in results if r is not None]
 
     def _values(self, request: QueryRequest, k: int) -> dict[str, Any]:
