@@ -21,18 +21,9 @@ Competitors, side by side in this one process, each on the same requests (k = 10
 * ``plain threads``: c threads, each with its own keep-alive ``http.client.HTTPConnection``;
   POST + ``json.loads`` — a second, lighter baseline (no event loop, no httpx);
 * ``adapter``: ``HttpSystem(HttpSystemSettings(kind="http", search_url=..., concurrency=c))
-  .run_queries(requests, k=10, answers=False)``, as the pipeline calls it;
-* ``adapter+sniffio``: the same with ``import sniffio`` made to succeed (a stand-in module in
-  ``sys.modules`` for the duration of the call only). httpcore 1.0.x runs ``import sniffio``
-  each time it creates a lock, semaphore or backend — several times per request — while recent
-  anyio releases no longer require sniffio, so where it is not installed every one of those is
-  a failed import that walks ``sys.path``. This row prototypes the fix (depend on ``sniffio``);
-  it is left out when sniffio is installed (nothing to fix then);
-* ``adapter+fixes``: that, plus a prototype of a change to ``HttpSystem._run_all``
-  (:class:`PoolPerWorker`, a copy in this file): one ``AsyncClient`` with a pool of one
-  connection per worker instead of one pool of c connections shared by the c workers, since
-  httpcore's pool does O(c)–O(c²) bookkeeping per request (``--skip-fix`` drops both rows).
-
+  .run_queries(requests, k=10, answers=False)``, as the pipeline calls it (one client with
+  one kept-alive connection per worker, as ``HttpSystem`` does since this benchmark showed a
+  shared pool of c connections costing O(c) bookkeeping per request).
 For each concurrency in ``--concurrency`` (default 1, 4, 16): a warm-up of every competitor,
 then ``--rounds`` rounds (default 3) in which every competitor runs once, the order rotated
 each round; the table shows the median queries/second (and the range over rounds), CPU time
@@ -42,8 +33,8 @@ parentheses — and, over all rounds, the requests that failed or did not return
 number of hits as in the first timed run. Then the ask path at concurrency 4 (``/search``
 then ``/ask`` per query; ``--ask-requests``, ``--skip-ask``), and the client-side work per
 request measured offline on 20 real responses (``response.json``'s ``json.loads``, the
-adapter's ``parse_hits`` and ``render_body``, one failed ``import sniffio`` times the number
-counted per adapter request, the ``AsyncClient`` that ``run_queries`` builds once per call).
+adapter's ``parse_hits`` and ``render_body``, the ``AsyncClient`` that ``run_queries`` builds
+once per call).
 
 The machine this was written on has 2 cores: the server (one uvicorn worker, so about one
 core at most) and the client share them, so client CPU per request lowers the server's
@@ -54,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import http.client
 import importlib.abc
@@ -69,8 +59,7 @@ import sys
 import tempfile
 import threading
 import time
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +70,7 @@ import httpx
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN, HttpSystemSettings
 from kebab_eval_pipeline.systems.http import HttpSystem, render_body
-from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
-from kebab_eval_pipeline.systems.per_query import exception_failure
+from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,8 +80,6 @@ K = 10
 TIMEOUT_S = 60.0
 HEADERS = {"Content-Type": "application/json"}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-SNIFFIO_INSTALLED = importlib.util.find_spec("sniffio") is not None
-FIXED = "adapter+fixes"  # sniffio importable + one connection pool per worker (both prototyped here)
 
 # ------------------------------------------------------------------------------------ the server
 
@@ -188,108 +174,6 @@ class Server:
         self._log.close()
 
 
-# ------------------------------------------------------------------------------ the fix, prototyped
-
-
-def _sniffio_stand_in() -> types.ModuleType:
-    """What httpcore uses of sniffio: ``current_async_library()`` (asyncio only here)."""
-    module = types.ModuleType("sniffio")
-
-    class AsyncLibraryNotFoundError(RuntimeError):
-        pass
-
-    def current_async_library() -> str:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise AsyncLibraryNotFoundError("unknown async library, or not in async context") from None
-        return "asyncio"
-
-    module.AsyncLibraryNotFoundError = AsyncLibraryNotFoundError
-    module.current_async_library = current_async_library
-    return module
-
-
-@contextlib.contextmanager
-def sniffio_importable() -> Iterator[None]:
-    """``import sniffio`` succeeds (from ``sys.modules``) inside the block; a no-op when it is
-    installed already. Only httpcore's per-call ``import sniffio`` sees it: anyio bound its
-    ``sniffio`` (None) at import time."""
-    if SNIFFIO_INSTALLED or "sniffio" in sys.modules:
-        yield
-        return
-    sys.modules["sniffio"] = _sniffio_stand_in()
-    try:
-        yield
-    finally:
-        del sys.modules["sniffio"]
-
-
-class _ImportCounter(importlib.abc.MetaPathFinder):
-    """Counts lookups of one module name that reach the import machinery (i.e. not cached)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.count = 0
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname == self.name:
-            self.count += 1
-        return None  # let the real finders do their (failing) work
-
-
-@contextlib.contextmanager
-def counting_imports(name: str) -> Iterator[_ImportCounter]:
-    counter = _ImportCounter(name)
-    sys.meta_path.insert(0, counter)
-    try:
-        yield counter
-    finally:
-        sys.meta_path.remove(counter)
-
-
-class PoolPerWorker(HttpSystem):
-    """Prototype of a fix in http.py: each of the ``concurrency`` workers has its own
-    ``AsyncClient`` with a pool of ONE connection (one SSL context built once and shared),
-    instead of all workers sharing one pool of ``concurrency`` connections.
-
-    httpcore's pool re-examines every connection each time a request enters or leaves it
-    (``_assign_requests_to_connections``: ``has_expired`` polls each idle socket, and an inner
-    list over all connections per idle one), so one pool of c connections costs O(c) to O(c²)
-    per request; c pools of one cost O(1). Same limits otherwise: at most ``concurrency``
-    requests in flight, one keep-alive connection per worker. A copy of ``HttpSystem._run_all``
-    (as of this benchmark) with only the client's scope changed.
-    """
-
-    async def _run_all(
-        self, requests: list[QueryRequest], k: int, answers: bool, progress: Progress | None
-    ) -> list[QueryOutcome]:
-        s = self.settings
-        results: list[QueryOutcome | None] = [None] * len(requests)
-        pending = iter(range(len(requests)))
-        done = 0
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        timeout = httpx.Timeout(s.timeout_s)
-        ssl_context = httpx.create_ssl_context()  # once, not once per worker (~40 ms each here)
-
-        async def worker() -> None:
-            nonlocal done
-            async with httpx.AsyncClient(
-                timeout=timeout, limits=limits, headers=self.headers, verify=ssl_context
-            ) as client:
-                for i in pending:  # shared iterator: each index is taken by exactly one worker
-                    try:
-                        results[i] = await self._one(client, requests[i], k, answers)
-                    except Exception as exc:  # a bug must still leave a row
-                        results[i] = QueryOutcome(query_id=requests[i].query_id).fail(exception_failure(exc))
-                    done += 1
-                    if progress:
-                        progress(done, len(requests))
-
-        await asyncio.gather(*(worker() for _ in range(min(s.concurrency, len(requests)))))
-        return [r for r in results if r is not None]
-
-
 # ---------------------------------------------------------------------------------- competitors
 
 Competitor = Callable[[list[QueryRequest], int], list[int | None]]  # → hits per request (None: failed)
@@ -353,17 +237,12 @@ def plain_threads(search_url: str) -> Competitor:
     return run
 
 
-def adapter(
-    search_url: str, ask_url: str | None = None, sniffio: bool = False, pools: bool = False
-) -> Competitor:
-    """``HttpSystem.run_queries`` as the pipeline calls it (answers when ``ask_url``); with
-    ``sniffio``, ``import sniffio`` succeeds; with ``pools``, the :class:`PoolPerWorker` copy."""
-    cls = PoolPerWorker if pools else HttpSystem
+def adapter(search_url: str, ask_url: str | None = None) -> Competitor:
+    """``HttpSystem.run_queries`` as the pipeline calls it (answers when ``ask_url``)."""
 
     def run(requests: list[QueryRequest], c: int) -> list[int | None]:
         settings = HttpSystemSettings(kind="http", search_url=search_url, ask_url=ask_url, concurrency=c)
-        with sniffio_importable() if sniffio else contextlib.nullcontext():
-            outcomes = cls(settings).run_queries(requests, k=K, answers=ask_url is not None)
+        outcomes = HttpSystem(settings).run_queries(requests, k=K, answers=ask_url is not None)
         return [None if o.error_class else len(o.hits) for o in outcomes]
 
     return run
@@ -494,11 +373,6 @@ def _per_call_us(fn: Callable[[], object], seconds: float = 0.3) -> float:
             return elapsed / n * 1e6
 
 
-def _failed_import() -> None:
-    with contextlib.suppress(ImportError):
-        import sniffio  # noqa: F401
-
-
 def offline_costs(server: Server, requests: list[QueryRequest]) -> None:
     """The client-side work per request, on real responses, without the network."""
     search_url, ask_url = server.url + "/search", server.url + "/ask"
@@ -517,15 +391,6 @@ def offline_costs(server: Server, requests: list[QueryRequest]) -> None:
     ask_payload = json.loads(raw_ask)
     answer_us = _per_call_us(lambda: parse_answer(ask_payload))
 
-    # how many failed `import sniffio` one adapter request costs (0 when sniffio is importable)
-    probe = requests[:50]
-    with counting_imports("sniffio") as counter:
-        HttpSystem(HttpSystemSettings(kind="http", search_url=search_url, concurrency=4)).run_queries(
-            probe, k=K, answers=False
-        )
-    per_request = counter.count / len(probe)
-    import_us = _per_call_us(_failed_import) if not SNIFFIO_INSTALLED else 0.0
-
     started = time.perf_counter()
     for _ in range(5):
         httpx.AsyncClient()  # what run_queries builds once per call (SSL context: CA bundle load)
@@ -541,11 +406,6 @@ def offline_costs(server: Server, requests: list[QueryRequest]) -> None:
         ("parse_hits (wire.py)", parse_us, "adapter only"),
         ("render_body (request template)", render_us, "adapter only"),
         ("parse_answer (ask path only)", answer_us, "adapter only, per /ask"),
-        (
-            f"failed `import sniffio` x {per_request:.1f}",
-            import_us * per_request,
-            f"httpx clients ({import_us:.0f} µs each)" if per_request else "sniffio importable",
-        ),
     ]
     for name, us, who in rows:
         print(f"  {name:<34} {us:8.1f} µs   {who}")
@@ -579,7 +439,6 @@ def main() -> None:
     ap.add_argument("--ask-requests", type=int, default=300, help="queries for the ask path (c = 4)")
     ap.add_argument("--skip-ask", action="store_true", help="no ask-path measurement")
     ap.add_argument("--skip-threads", action="store_true", help="no threaded http.client baseline")
-    ap.add_argument("--skip-fix", action="store_true", help="no prototyped-fix rows")
     args = ap.parse_args()
     if min(args.requests, args.rounds, args.warmup, args.ask_requests, *args.concurrency) < 1:
         ap.error("--requests, --rounds, --warmup, --ask-requests and --concurrency must be >= 1")
@@ -606,7 +465,7 @@ def main() -> None:
     print(
         f"python {sys.version.split()[0]}; {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
         f"shared by the server (1 uvicorn worker) and this client; load average {load_before:.2f}\n"
-        f"{_versions()}; sniffio {'installed' if SNIFFIO_INSTALLED else 'NOT installed'}",
+        f"{_versions()}",
         flush=True,
     )
 
@@ -637,10 +496,6 @@ def main() -> None:
             if not args.skip_threads:
                 competitors["plain threads"] = plain_threads(search_url)
             competitors["adapter"] = adapter(search_url)
-            if not args.skip_fix:
-                if not SNIFFIO_INSTALLED:
-                    competitors["adapter+sniffio"] = adapter(search_url, sniffio=True)
-                competitors[FIXED] = adapter(search_url, sniffio=True, pools=True)
 
             plain_httpx(search_url)(repeat(100), 4)  # the server's first requests, untimed
             results: dict[str, dict[str, list[Sample]]] = {}
@@ -656,10 +511,6 @@ def main() -> None:
                     "plain httpx": plain_httpx(search_url, ask_url),
                     "adapter": adapter(search_url, ask_url),
                 }
-                if not args.skip_fix:
-                    if not SNIFFIO_INSTALLED:
-                        ask_competitors["adapter+sniffio"] = adapter(search_url, ask_url, sniffio=True)
-                    ask_competitors[FIXED] = adapter(search_url, ask_url, sniffio=True, pools=True)
                 ask_results = compare(
                     ask_competitors, ask_requests, 4, args.rounds, warmup, server, label="ask c=4"
                 )
@@ -681,11 +532,6 @@ def main() -> None:
         ("adapter / plain httpx", "adapter", "plain httpx"),
         ("adapter / plain threads", "adapter", "plain threads"),
         ("plain httpx / plain threads", "plain httpx", "plain threads"),
-        ("adapter+sniffio / adapter", "adapter+sniffio", "adapter"),
-        (f"{FIXED} / adapter+sniffio", FIXED, "adapter+sniffio"),
-        (f"{FIXED} / adapter", FIXED, "adapter"),
-        (f"{FIXED} / plain httpx", FIXED, "plain httpx"),
-        (f"{FIXED} / plain threads", FIXED, "plain threads"),
     ]
     labels = list(results) + (["ask c=4"] if ask_results is not None else [])
     print(f"  {'':<34}" + "".join(f"{label:>10}" for label in labels))

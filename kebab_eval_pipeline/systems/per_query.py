@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from kebab_eval_pipeline.systems.base import Answer, Hit
@@ -46,29 +46,18 @@ class PerQueryAdapter:
     def run_one(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
         """Search (and ask) one query; never raises."""
         outcome = QueryOutcome(query_id=request.query_id)
-        started = time.perf_counter()
-        try:
+
+        def search() -> int:
             outcome.hits, outcome.warnings, attempts = self.search_one(request, k)
-            outcome.attempts += attempts
-        except QueryFailure as failure:
-            outcome.attempts += 1
-            outcome.fail(failure)
-        except Exception as exc:  # the system under test may fail in any way: record, don't crash
-            outcome.attempts += 1
-            outcome.fail(exception_failure(exc))
-        outcome.retrieval_ms = (time.perf_counter() - started) * 1000.0
+            return attempts
+
+        def ask() -> int:
+            outcome.answer, attempts = self.ask_one(request, k, outcome.hits)
+            return attempts
+
+        outcome.retrieval_ms = _timed_call(outcome, search)
         if answers and self.can_answer and outcome.error_class is None:
-            started = time.perf_counter()
-            try:
-                outcome.answer, attempts = self.ask_one(request, k, outcome.hits)
-                outcome.attempts += attempts
-            except QueryFailure as failure:
-                outcome.attempts += 1
-                outcome.fail(failure)
-            except Exception as exc:
-                outcome.attempts += 1
-                outcome.fail(exception_failure(exc))
-            outcome.answer_ms = (time.perf_counter() - started) * 1000.0
+            outcome.answer_ms = _timed_call(outcome, ask)
         return outcome
 
     def run_queries(
@@ -101,3 +90,18 @@ class PerQueryAdapter:
 
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kebab-eval-query") as pool:
             return list(pool.map(work, requests))
+
+
+def _timed_call(outcome: QueryOutcome, call: Callable[[], int]) -> float:
+    """Run ``call`` (which returns its attempts), recording attempts and any failure on
+    ``outcome``; returns the elapsed milliseconds."""
+    started = time.perf_counter()
+    try:
+        outcome.attempts += call()
+    except QueryFailure as failure:
+        outcome.attempts += 1
+        outcome.fail(failure)
+    except Exception as exc:  # the system under test may fail in any way: record, don't crash
+        outcome.attempts += 1
+        outcome.fail(exception_failure(exc))
+    return (time.perf_counter() - started) * 1000.0
