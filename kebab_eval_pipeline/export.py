@@ -98,6 +98,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
                 "error_class": out.get("error_class"),
                 "timed_out": out.get("timed_out"),
                 "attempts": out.get("attempts"),
+                "scope": out.get("scope"),
             }
         )
     return {

@@ -20,6 +20,7 @@ from kebab_eval_pipeline.matching import MatchCriterion, match_hits
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, RETRIEVAL_AT_K, check_ks, retrieval_scores
+from kebab_eval_pipeline.metrics.scope import scope_misses
 
 __all__ = [
     "ANSWER_METRICS",
@@ -54,6 +55,7 @@ ANSWER_METRICS: tuple[tuple[str, str], ...] = (
     ("answer_precision", "answer_precision"),
     ("attribution_hit", "attribution_hit_rate"),
     ("groundedness_rule", "groundedness_rule"),
+    ("recency_ok", "recency_correctness"),
 )
 BREAKDOWN_DIMENSIONS: tuple[str, ...] = ("category", "difficulty", "lang", "tag", "answerable")
 BREAKDOWN_COLUMNS: dict[str, str] = {
@@ -85,9 +87,10 @@ def build_query_scores(
     pending), then the retrieval columns of
     :func:`~kebab_eval_pipeline.metrics.retrieval.retrieval_scores` (applicable, n_hits,
     first_relevant_rank, mrr, hit@k, recall@k, recall_any@k, recall_all@k, precision@k, ndcg@k),
+    ``scope_miss`` (:func:`~kebab_eval_pipeline.metrics.scope.scope_misses`),
     the answer columns of :func:`~kebab_eval_pipeline.metrics.answers.answer_scores` (refused,
     n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
-    attribution_hit, groundedness_rule) and the operational columns of
+    attribution_hit, groundedness_rule, recency_ok) and the operational columns of
     :func:`~kebab_eval_pipeline.metrics.operations.operation_columns` (error, timed_out,
     empty_result, empty_response, mixed_version_hits, retrieval_ms, answer_ms). Values are
     unrounded; NaN/NA wherever a metric does not apply to the query.
@@ -95,6 +98,9 @@ def build_query_scores(
     ks = check_ks(ks)
     matches = match_hits(hits, supports, criterion=criterion, strict_snippet=strict_snippet)
     retrieval = retrieval_scores(queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff)
+    retrieval["scope_miss"] = scope_misses(
+        queries, supports, outcomes, retrieval["applicable"].to_numpy(dtype=bool)
+    )
     answers = answer_scores(queries, supports, outcomes, citations, hits, matches, known_chunk_ids)
     operations = operation_columns(queries, outcomes, hits=hits, n_hits=retrieval["n_hits"].to_numpy())
     meta = pd.DataFrame(
@@ -118,6 +124,7 @@ def metric_names(ks: Sequence[int]) -> list[str]:
         "mrr",
         *at_k,
         *[f"group_consistency@{k}" for k in ks],
+        "scope_miss_rate",
         *[name for _, name in ANSWER_METRICS],
         "error_rate",
         "timeout_rate",
@@ -143,11 +150,13 @@ def aggregate_metrics(
     - ``n_queries``, ``n_applicable`` (ints).
     - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``recall_any@k``, ``recall_all@k``,
       ``precision@k``, ``ndcg@k`` — over applicable queries.
+    - ``scope_miss_rate`` — over applicable queries whose system reported the folders it searched.
     - ``group_consistency@k`` — over intent groups (non-null ``group``) with at least one member
       whose ``hit@k`` is defined: share of groups where every such member has ``hit@k = 1``.
     - answers: ``refusal_correctness``, ``under_refusal_rate``, ``over_refusal_rate``,
       ``citation_coverage``, ``chr``, ``answer_precision``, ``attribution_hit_rate``,
-      ``groundedness_rule`` — over their per-query denominators (see ``answers.answer_scores``).
+      ``groundedness_rule``, ``recency_correctness`` — over their per-query denominators (see
+      ``answers.answer_scores``).
     - operations (see ``operations.operation_metrics``): ``error_rate``, ``timeout_rate``,
       ``empty_result_rate`` (all queries), ``empty_response_rate``, ``mixed_version_rate``,
       ``retrieval_ms_p50|p95|max``, ``answer_ms_p50|p95|max``, ``total_suite_ms``.
@@ -319,6 +328,8 @@ def _grouped(
                 scores[f"group_consistency@{k}"], counts[f"group_consistency@{k}"] = _group_consistency(
                     codes, group_code, _float(qs, f"hit@{k}")[rows], n_groups
                 )
+    if "scope_miss" in qs.columns:
+        mean("scope_miss_rate", _float(qs, "scope_miss"))
     for column, name in ANSWER_METRICS:
         if column in qs.columns:
             mean(name, _float(qs, column))

@@ -35,7 +35,7 @@ from kebab_eval_pipeline.matching import (
     string_column,
 )
 from kebab_eval_pipeline.metrics.operations import align_outcomes
-from kebab_eval_pipeline.metrics.retrieval import query_codes
+from kebab_eval_pipeline.metrics.retrieval import _explicit_groups, query_codes
 
 __all__ = ["ANSWER_COLUMNS", "MIN_CLAIM_CHARS", "answer_scores"]
 
@@ -52,6 +52,7 @@ ANSWER_COLUMNS: dict[str, str] = {
     "answer_precision": "float64",
     "attribution_hit": "float64",
     "groundedness_rule": "float64",
+    "recency_ok": "float64",
 }
 MIN_CLAIM_CHARS = 5
 
@@ -68,10 +69,10 @@ def answer_scores(
     """One row of answer metrics per query in ``queries`` (same order); see the module docstring.
 
     Inputs: the golden tables (``queries`` with ``answerable``, ``must_contain``, ``forbidden``,
-    ``gold_claim_substr``; ``supports`` is accepted for symmetry — gold evidence reaches this
-    function through ``matches``), the run's ``outcomes``, ``citations`` and ``hits`` tables, the
-    matched pairs of :func:`~kebab_eval_pipeline.matching.match_hits`, and the system's chunk ids
-    (None when unknown).
+    ``gold_claim_substr``, ``recency_rule``, ``required_support_groups``; ``supports`` for the
+    recency timeline — which hits are gold arrives through ``matches``), the run's ``outcomes``,
+    ``citations`` and ``hits`` tables, the matched pairs of
+    :func:`~kebab_eval_pipeline.matching.match_hits`, and the system's chunk ids (None when unknown).
 
     Output columns (``ANSWER_COLUMNS``) — each metric is 1.0/0.0 inside its denominator, NaN
     outside it:
@@ -91,8 +92,15 @@ def answer_scores(
     - ``attribution_hit`` — denominator: answerable, answered queries; 1 when a citation is gold.
     - ``groundedness_rule`` — denominator: answered queries with any ``must_contain`` or
       ``forbidden``; 1 when the answer contains every ``must_contain`` and no ``forbidden`` string.
+    - ``recency_ok`` (→ ``recency_correctness``) — denominator: queries with a ``recency_rule``, at
+      least one gold support and an answer (a refusal scores 0). The evidence is read as a timeline,
+      oldest first: each group of ``required_support_groups`` in order, else each positive-grade
+      support in ``support_idx`` order; the last one is the newer evidence. A group is *cited* when a
+      citation is gold for one of its supports. ``cite_newer``: the newest group is cited;
+      ``cite_both``: every group is cited; ``acknowledge_both``: every group is cited and the answer
+      contains every ``must_contain`` string (where curators put the wording that acknowledges the
+      conflict).
     """
-    del supports  # gold evidence arrives through ``matches``
     qid = query_codes(queries)
     nq = len(qid)
     answerable = queries["answerable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
@@ -116,6 +124,10 @@ def answer_scores(
     forbidden_any, forbidden_n = _any_contained(queries, "forbidden", text, nq)
 
     unans = has_answer & ~answerable
+    has_rule, newest_cited, all_cited = _recency_facts(queries, supports, qid, cit.cited)
+    rule = string_column(queries, "recency_rule").to_numpy(zero_copy_only=False)
+    recency_ok = np.where(rule == "cite_newer", newest_cited, all_cited)
+    recency_ok &= (rule != "acknowledge_both") | must_all
     frame = pd.DataFrame(
         {
             "query_id": arrow_to_pandas_string(qid),
@@ -131,6 +143,7 @@ def answer_scores(
             "groundedness_rule": _score(
                 shipped & ((must_n > 0) | (forbidden_n > 0)), must_all & ~forbidden_any
             ),
+            "recency_ok": _score(has_answer & has_rule, shipped & recency_ok),
         }
     )
     return frame.astype(ANSWER_COLUMNS)
@@ -139,15 +152,75 @@ def answer_scores(
 # --------------------------------------------------------------------------------------------
 
 
+def _recency_facts(
+    queries: pd.DataFrame, supports: pd.DataFrame, qid: pa.Array, cited: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query: (has a recency rule and a timeline, newest group cited, every group cited)."""
+    nq = len(qid)
+    none = np.zeros(nq, dtype=bool)
+    has_rule = ~_nulls(string_column(queries, "recency_rule"))
+    if not has_rule.any():
+        return none, none, none
+    # Timeline groups as (query code, group id, member support_idx); group ids grow along each
+    # query's timeline, so a query's newest group is its largest id.
+    g_q, g_id, g_member = [], [], []
+    explicit = _explicit_groups(queries)
+    declared = np.zeros(nq, dtype=bool)
+    if explicit is not None:
+        eq, eg, em = explicit
+        declared[eq] = True
+        keep = has_rule[eq]
+        g_q.append(eq[keep])
+        g_id.append(eg[keep])
+        g_member.append(em[keep])
+    s_q = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
+    s_idx = supports["support_idx"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
+    grade = supports["grade"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
+    own = (s_q >= 0) & (grade > 0)
+    own[own] = has_rule[s_q[own]] & ~declared[s_q[own]]
+    offset = int(max((g.max() for g in g_id if len(g)), default=-1)) + 1
+    order = np.lexsort((s_idx[own], s_q[own]))
+    g_q.append(s_q[own][order])
+    g_id.append(offset + np.arange(int(own.sum()), dtype=np.int64))
+    g_member.append(s_idx[own][order])
+    q, gid, member = (np.concatenate(parts) for parts in (g_q, g_id, g_member))
+    if len(q) == 0:
+        return none, none, none
+    width = np.int64(max(int(member.max()), int(cited[1].max(initial=0))) + 1)
+    is_cited = np.isin(q * width + member, cited[0] * width + cited[1])
+    n_groups = int(gid.max()) + 1
+    group_q = np.full(n_groups, -1, dtype=np.int64)
+    group_q[gid] = q
+    group_cited = np.zeros(n_groups, dtype=bool)
+    group_cited[gid[is_cited]] = True
+    used = group_q >= 0
+    groups = np.bincount(group_q[used], minlength=nq)
+    cited_groups = np.bincount(group_q[used & group_cited], minlength=nq)
+    newest = np.full(nq, -1, dtype=np.int64)
+    np.maximum.at(newest, group_q[used], np.flatnonzero(used))
+    timeline = groups > 0
+    newest_cited = timeline & group_cited[np.maximum(newest, 0)]
+    return has_rule & timeline, newest_cited, timeline & (cited_groups == groups)
+
+
 def _score(denominator: np.ndarray, numerator: np.ndarray) -> np.ndarray:
     return np.where(denominator, numerator.astype(np.float64), np.nan)
 
 
 class _CitationFacts:
-    """Per citation (rows of known queries only): query code and the three boolean facts."""
+    """Per citation (rows of known queries only): query code and the three boolean facts; plus
+    ``cited`` — (query code, support_idx) of every gold support some citation resolves to."""
 
-    def __init__(self, q: np.ndarray, real: np.ndarray, in_hits: np.ndarray, gold: np.ndarray) -> None:
+    def __init__(
+        self,
+        q: np.ndarray,
+        real: np.ndarray,
+        in_hits: np.ndarray,
+        gold: np.ndarray,
+        cited: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.q, self.real, self.in_hits, self.gold = q, real, in_hits, gold
+        self.cited = cited if cited is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _citation_facts(
@@ -198,8 +271,9 @@ def _citation_facts(
     i = np.concatenate([i1, i2])
     j = np.concatenate([j1, j2])
     in_hits = np.bincount(j, minlength=n) > 0
-    gold_pair = _relevant_pairs(hits, i, matches)
-    gold = np.bincount(j[gold_pair], minlength=n) > 0
+    pair, support_idx = _gold_pairs(hits, i, matches)
+    gold = np.bincount(j[pair], minlength=n) > 0
+    cited = (c_q[j[pair]], support_idx)
 
     # Is the cited chunk real? A citation resolved among its own query's hits certainly is; only
     # the others are looked up in the whole run (or in the system's chunk list).
@@ -220,23 +294,22 @@ def _citation_facts(
     todo &= ~path_seen
     if todo.any():
         real |= todo & _among_run_values(c_path, hit_paths, todo, normalise=True)
-    return _CitationFacts(c_q, real, in_hits, gold)
+    return _CitationFacts(c_q, real, in_hits, gold, cited)
 
 
-def _relevant_pairs(hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame) -> np.ndarray:
-    """For hit rows ``rows``: does the hit match a support with a positive grade?"""
-    flags = np.zeros(len(rows), dtype=bool)
+def _gold_pairs(hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """For hit rows ``rows``: every (position in ``rows``, support_idx) where the hit matches a
+    support with a positive grade."""
     positive = matches[matches["grade"] > 0] if len(matches) else matches
     if len(rows) == 0 or len(positive) == 0:
-        return flags
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     take = pa.array(rows)
     ranks = pa.array(hits["rank"].to_numpy(dtype=np.int64)[rows])
-    i, _ = equi_join(
+    i, m = equi_join(
         [string_column(hits, "query_id").take(take), ranks],
         [string_column(positive, "query_id"), pa.array(positive["rank"].to_numpy(dtype=np.int64))],
     )
-    flags[i] = True
-    return flags
+    return i, positive["support_idx"].to_numpy(dtype=np.int64)[m]
 
 
 def _among_run_values(

@@ -189,6 +189,7 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "model": "string",
     "prompt_tokens": "Int64",
     "completion_tokens": "Int64",
+    "scope": "object",  # list[str]: the folders the system searched, when it reports a scope; else null
 }
 
 CITATION_COLUMNS: dict[str, str] = {

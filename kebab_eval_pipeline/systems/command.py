@@ -34,9 +34,9 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryFailure,
     QueryRequest,
 )
-from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 STDERR_TAIL_CHARS = 400
 _KILL_GRACE_S = 5.0  # after SIGKILL, how long to wait for the pipes to close
@@ -146,11 +146,10 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
 
     # -- the adapter -------------------------------------------------------------------------
 
-    def search_one(self, request: QueryRequest, k: int) -> tuple[list[Hit], list[str], int]:
-        hits, warnings = parse_hits(
-            self._json(self.settings.search_argv, request, k), k, self.settings.response
-        )
-        return hits, warnings, 1
+    def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        payload = self._json(self.settings.search_argv, request, k)
+        hits, warnings = parse_hits(payload, k, self.settings.response)
+        return SearchReply(hits, warnings, 1, parse_scope(payload, self.settings.response))
 
     def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
         assert self.settings.ask_argv is not None

@@ -48,7 +48,7 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 BODY_TAIL_CHARS = 300
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -254,6 +254,7 @@ class HttpSystem(OpaqueSystem):
 
         def read_hits(payload: Any) -> None:
             outcome.hits, outcome.warnings = parse_hits(payload, k, s.response)
+            outcome.scope = parse_scope(payload, s.response)
 
         def read_answer(payload: Any) -> None:
             outcome.answer = parse_answer(payload, s.response)

@@ -85,6 +85,7 @@ class QueryOutcome:
     timed_out: bool = False
     attempts: int = 0
     warnings: list[str] = field(default_factory=list)  # e.g. ranks renumbered, hits beyond k dropped
+    scope: list[str] | None = None  # folders searched, when the system scopes its search (scope_miss_rate)
 
     def fail(self, failure: QueryFailure) -> QueryOutcome:
         """Record ``failure`` on this outcome (hits found before an ask failure are kept)."""

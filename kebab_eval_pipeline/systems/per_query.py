@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from kebab_eval_pipeline.systems.base import Answer, Hit
 from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
@@ -22,6 +23,15 @@ def exception_failure(exc: BaseException) -> QueryFailure:
     text = str(exc).strip()
     first = text.splitlines()[0][:500] if text else ""
     return QueryFailure(EXCEPTION, f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+class SearchReply(NamedTuple):
+    """What one search call produced (see :class:`~.outcome.QueryOutcome` for the fields)."""
+
+    hits: list[Hit]
+    warnings: list[str]
+    attempts: int
+    scope: list[str] | None = None
 
 
 class PerQueryAdapter:
@@ -35,8 +45,8 @@ class PerQueryAdapter:
     concurrency: int = 1
     can_answer: bool = True
 
-    def search_one(self, request: QueryRequest, k: int) -> tuple[list[Hit], list[str], int]:
-        """Hits for one query, warnings, and the number of attempts made."""
+    def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        """Hits for one query, warnings, the number of attempts made and the scope searched."""
         raise NotImplementedError
 
     def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
@@ -48,8 +58,9 @@ class PerQueryAdapter:
         outcome = QueryOutcome(query_id=request.query_id)
 
         def search() -> int:
-            outcome.hits, outcome.warnings, attempts = self.search_one(request, k)
-            return attempts
+            reply = self.search_one(request, k)
+            outcome.hits, outcome.warnings, outcome.scope = reply.hits, reply.warnings, reply.scope
+            return reply.attempts
 
         def ask() -> int:
             outcome.answer, attempts = self.ask_one(request, k, outcome.hits)

@@ -37,7 +37,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 FORMATS = ("kebab", "wfgy", "export")
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
@@ -53,6 +53,7 @@ class _Record:
         "raw_answer",
         "raw_hits",
         "retrieval_ms",
+        "scope",
         "timed_out",
         "where",
     )
@@ -66,6 +67,7 @@ class _Record:
         self.answer_ms: float | None = None
         self.error: str | None = None
         self.timed_out = False
+        self.scope: list[str] | None = None
 
 
 def _number(value: Any) -> float | None:
@@ -194,6 +196,10 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, 
 
 def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
     record = _Record(qid, where)
+    try:
+        record.scope = parse_scope(entry)
+    except QueryFailure as failure:
+        raise ValueError(failure.message) from None
     if fmt == "wfgy":
         ids = entry.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
@@ -295,6 +301,7 @@ class ReplaySystem(OpaqueSystem):
                 QueryFailure(MISSING_IN_TRACE, f"{self.path.name} has no record of this query")
             )
         outcome.retrieval_ms, outcome.answer_ms = record.retrieval_ms, record.answer_ms
+        outcome.scope = record.scope
         outcome.attempts = 1
         try:
             hits: list[Hit]

@@ -58,6 +58,7 @@ def _outcome_row(outcome: QueryOutcome, answers: bool) -> dict:
         "timed_out": outcome.timed_out,
         "attempts": outcome.attempts,
         "answered": False,
+        "scope": None if outcome.scope is None else list(outcome.scope),
     }
     answer = outcome.answer
     if answers and answer is not None:

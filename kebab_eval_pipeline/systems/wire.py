@@ -43,6 +43,7 @@ class ResponseMap(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     hits: str | None = None  # path to the hit list; default: the body if a list, else "hits"
+    scope: str | None = None  # path to the folders searched; default: "scope" when the body is an object
     hit_fields: dict[str, str] = Field(default_factory=dict)  # Hit field → path inside one hit
     answer: str | None = None  # path to the answer object; default: "answer" if present, else the body
     answer_fields: dict[str, str] = Field(default_factory=dict)  # Answer field (or "citations") → path
@@ -125,6 +126,25 @@ def hit_list(payload: Any, mapping: ResponseMap | None = None) -> list:
     if not isinstance(found, list):
         raise _bad(where, f"expected a list, got {_kind(found)}")
     return found
+
+
+def parse_scope(payload: Any, mapping: ResponseMap | None = None) -> list[str] | None:
+    """The folders a scoped search looked in (for ``scope_miss_rate``), or None when the response
+    reports no scope. A string is one folder; anything but a string or a list of strings is
+    ``bad_response`` naming the field."""
+    mapping = mapping or ResponseMap()
+    where = mapping.scope or "scope"
+    if mapping.scope:
+        found = dig(payload, mapping.scope, None)
+    else:
+        found = payload.get("scope") if isinstance(payload, dict) else None
+    if found is None:
+        return None
+    if isinstance(found, str):
+        return [found]
+    if isinstance(found, list) and all(isinstance(f, str) for f in found):
+        return list(found)
+    raise _bad(where, f"expected a folder or a list of folders, got {_kind(found)}")
 
 
 def _kind(value: Any) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS, Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.outcome import QueryRequest
-from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 
 
@@ -56,8 +56,8 @@ class ReferenceSystem(PerQueryAdapter):
         """Extractive answer from the hits' full chunk texts (snippet for unknown chunk ids)."""
         return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
 
-    def search_one(self, request: QueryRequest, k: int) -> tuple[list[Hit], list[str], int]:
-        return self.search(request.query, k), [], 1
+    def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        return SearchReply(self.search(request.query, k), [], 1)
 
     def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
         return self.ask(request.query, hits), 1

@@ -720,3 +720,37 @@ def test_forced_format_reads_ids_of_that_format(tmp_path):
     assert run.outcomes["n_hits"].tolist() == [0, 0, 0]
     assert run.outcomes["error"].isna().all()
     assert run.metrics["empty_result_rate"] == 1.0
+
+
+def test_recorded_scopes_give_scope_miss_rate_and_survive_the_export(tmp_path):
+    """Folder-scoped searches: kebab records the folders it searched as ``scope``."""
+    gold = [
+        {"id": "in", "question": "q?", "gold_supports": [{"rel_path": "work/plan.md"}]},
+        {"id": "out", "question": "q?", "gold_supports": [{"rel_path": "work/plan.md"}]},
+        {"id": "unscoped", "question": "q?", "gold_supports": [{"rel_path": "work/plan.md"}]},
+    ]
+    trace = [
+        {"query_id": "in", "hits": [], "scope": ["work", "home"]},
+        {"query_id": "out", "hits": [], "scope": "home"},  # one folder as a string
+        {"query_id": "unscoped", "hits": []},
+    ]
+    run = replay(
+        write_jsonl(tmp_path / "trace.jsonl", trace),
+        golden=write_jsonl(tmp_path / "gold.jsonl", gold),
+    )
+    assert run.outcomes["scope"].tolist() == [["work", "home"], ["home"], None]
+    assert run.per_query["scope_miss"].tolist()[:2] == [0.0, 1.0]
+    assert pd.isna(run.per_query.loc["unscoped", "scope_miss"])
+    assert run.metrics["scope_miss_rate"] == 0.5
+
+    bad = replay_error(tmp_path, [{"query_id": "in", "hits": [], "scope": [1, 2]}], gold)
+    assert "scope: expected a folder or a list of folders" in bad
+
+
+def replay_error(tmp_path: Path, trace: list, gold: list) -> str:
+    with pytest.raises(InputError) as info:
+        replay(
+            write_jsonl(tmp_path / "bad.jsonl", trace),
+            golden=write_jsonl(tmp_path / "gold2.jsonl", gold),
+        )
+    return str(info.value.render() if hasattr(info.value, "render") else info.value)

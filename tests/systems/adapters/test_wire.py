@@ -808,3 +808,20 @@ def test_dig_finds_what_a_walk_reached(case):
     doc, path, expected = case
     found = dig(doc, path)
     assert found is expected
+
+
+def test_scope_is_read_from_the_response_object_or_a_mapped_path():
+    from kebab_eval_pipeline.systems.wire import parse_scope
+
+    assert parse_scope({"hits": [], "scope": ["a", "b/c"]}) == ["a", "b/c"]
+    assert parse_scope({"hits": [], "scope": "a"}) == ["a"]
+    assert parse_scope({"hits": [], "scope": []}) == []
+    assert parse_scope({"hits": []}) is None
+    assert parse_scope([{"chunk_id": "c"}]) is None  # a bare hit list reports no scope
+    mapped = ResponseMap(scope="meta.folders")
+    assert parse_scope({"meta": {"folders": ["x"]}}, mapped) == ["x"]
+    assert parse_scope({"meta": {}}, mapped) is None
+    with pytest.raises(QueryFailure) as info:
+        parse_scope({"meta": {"folders": {"x": 1}}}, mapped)
+    assert info.value.error_class == BAD_RESPONSE
+    assert "meta.folders: expected a folder or a list of folders, got dict" in str(info.value)
