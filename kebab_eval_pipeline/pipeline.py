@@ -25,6 +25,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
     build_query_scores,
     metric_denominators,
 )
+from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.base import SystemUnderTest
@@ -148,8 +149,10 @@ def summarize(
     retrieval: RetrievalArtifact,
     scores: QueryScoresArtifact,
 ) -> RunMetricsArtifact:
-    """Aggregate metrics (None for empty denominators), their denominators and breakdowns."""
+    """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
+    the system's indexing coverage as ``index_*`` metrics (None when it reports none)."""
     metrics = aggregate_metrics(scores.scores, settings.k)
+    metrics.update(indexing_metrics(retrieval.results.system.coverage))
     return RunMetricsArtifact(
         metrics=metrics,
         denominators=metric_denominators(scores.scores, settings.k),

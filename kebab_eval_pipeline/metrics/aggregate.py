@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from kebab_eval_pipeline.matching import MatchCriterion, match_hits
 from kebab_eval_pipeline.metrics.answers import answer_scores
+from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, RETRIEVAL_AT_K, check_ks, retrieval_scores
 from kebab_eval_pipeline.metrics.scope import scope_misses
@@ -101,7 +102,9 @@ def build_query_scores(
     retrieval["scope_miss"] = scope_misses(
         queries, supports, outcomes, retrieval["applicable"].to_numpy(dtype=bool)
     )
-    answers = answer_scores(queries, supports, outcomes, citations, hits, matches, known_chunk_ids)
+    answers = answer_scores(
+        queries, supports, outcomes, citations, hits, matches, known_chunk_ids, criterion, strict_snippet
+    )
     operations = operation_columns(queries, outcomes, hits=hits, n_hits=retrieval["n_hits"].to_numpy())
     meta = pd.DataFrame(
         {
@@ -133,6 +136,7 @@ def metric_names(ks: Sequence[int]) -> list[str]:
         "mixed_version_rate",
         *[f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")],
         "total_suite_ms",
+        *INDEX_METRICS,  # run-level, from the system's coverage report (not from query_scores)
     ]
 
 

@@ -10,8 +10,10 @@ Vocabulary used by every definition below (all per query):
 - a citation *resolves to a retrieved hit* when a hit of the same query has its ``chunk_id``
   (citations with a chunk id), else has its normalised ``doc_path`` and — when the citation gives
   lines — a line range overlapping the cited one.
-- a citation *is gold* when one of the hits it resolves to is relevant: it matches a support with
-  a positive grade (the ``matches`` table, i.e. the run's match criterion).
+- a citation *is gold* when one of the hits it resolves to is relevant — it matches a support with
+  a positive grade (the ``matches`` table, i.e. the run's match criterion) — or when the citation
+  itself, read as a hit (its chunk id, path and lines), matches such a support under the same
+  criterion: an answer may cite gold evidence its retrieval did not return.
 - a citation *is real* when its ``chunk_id`` is one of ``known_chunk_ids``; when the system cannot
   list its chunks (``known_chunk_ids is None``) or the citation has no chunk id, when its chunk id
   or normalised ``doc_path`` occurs among the run's hits.
@@ -26,11 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.matching import (
+    MatchCriterion,
     arrow_to_pandas_string,
     contains_each,
     equi_join,
     int_column,
     lookup_codes,
+    match_hits,
     normalise_paths,
     string_column,
 )
@@ -65,6 +69,8 @@ def answer_scores(
     hits: pd.DataFrame,
     matches: pd.DataFrame,
     known_chunk_ids: frozenset[str] | None = None,
+    criterion: MatchCriterion | str = "auto",
+    strict_snippet: bool = False,
 ) -> pd.DataFrame:
     """One row of answer metrics per query in ``queries`` (same order); see the module docstring.
 
@@ -72,7 +78,8 @@ def answer_scores(
     ``gold_claim_substr``, ``recency_rule``, ``required_support_groups``; ``supports`` for the
     recency timeline — which hits are gold arrives through ``matches``), the run's ``outcomes``,
     ``citations`` and ``hits`` tables, the matched pairs of
-    :func:`~kebab_eval_pipeline.matching.match_hits`, and the system's chunk ids (None when unknown).
+    :func:`~kebab_eval_pipeline.matching.match_hits`, the system's chunk ids (None when unknown),
+    and the run's match criterion / snippet strictness (for citations matched against supports).
 
     Output columns (``ANSWER_COLUMNS``) — each metric is 1.0/0.0 inside its denominator, NaN
     outside it:
@@ -110,6 +117,7 @@ def answer_scores(
     shipped = has_answer & ~refused
 
     cit = _citation_facts(qid, citations, hits, matches, known_chunk_ids)
+    _add_direct_gold(cit, qid, citations, supports, criterion, strict_snippet)
     n_cit = np.bincount(cit.q, minlength=nq)
     n_real = np.bincount(cit.q[cit.real], minlength=nq)
     n_in_hits = np.bincount(cit.q[cit.in_hits], minlength=nq)
@@ -295,6 +303,41 @@ def _citation_facts(
     if todo.any():
         real |= todo & _among_run_values(c_path, hit_paths, todo, normalise=True)
     return _CitationFacts(c_q, real, in_hits, gold, cited)
+
+
+def _add_direct_gold(
+    cit: _CitationFacts,
+    qid: pa.Array,
+    citations: pd.DataFrame,
+    supports: pd.DataFrame,
+    criterion: MatchCriterion | str,
+    strict_snippet: bool,
+) -> None:
+    """Mark citations that match a positive-grade support by themselves (see the module docstring)."""
+    c_q = lookup_codes(string_column(citations, "query_id"), qid, runs=False)
+    keep = np.flatnonzero(c_q >= 0)
+    if len(keep) == 0 or len(supports) == 0:
+        return
+    cit_rows = citations.iloc[keep]
+    # A citation as a hit: "rank" is its row among the kept citations, so matches map back to it.
+    as_hits = pd.DataFrame(
+        {
+            "query_id": cit_rows["query_id"].astype("string").array,
+            "rank": np.arange(len(keep), dtype=np.int64),
+            **{c: cit_rows[c].array for c in ("chunk_id", "doc_path", "line_start", "line_end")},
+        }
+    )
+    direct = match_hits(as_hits, supports, criterion=criterion, strict_snippet=strict_snippet)
+    direct = direct[direct["grade"] > 0]
+    if len(direct) == 0:
+        return
+    rows = direct["rank"].to_numpy(dtype=np.int64)
+    cit.gold[rows] = True
+    cited_q, cited_s = cit.cited
+    cit.cited = (
+        np.concatenate([cited_q, c_q[keep][rows]]),
+        np.concatenate([cited_s, direct["support_idx"].to_numpy(dtype=np.int64)]),
+    )
 
 
 def _gold_pairs(hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -87,6 +87,8 @@ class SystemInfo(BaseModel):
     index_version: str | None = None
     parser_version: str | None = None
     details: dict[str, str] = Field(default_factory=dict)
+    # Indexing coverage the system reports (metrics/indexing.py COVERAGE_KEYS); None when it cannot tell.
+    coverage: dict[str, float] | None = None
 
     def versions(self) -> dict[str, str | None]:
         return {

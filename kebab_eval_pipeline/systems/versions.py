@@ -13,6 +13,7 @@ from collections import Counter
 
 import pandas as pd
 
+from kebab_eval_pipeline.metrics.indexing import COVERAGE_KEYS
 from kebab_eval_pipeline.systems.base import SystemInfo
 
 HIT_VERSION_FIELDS = ("index_version", "embedding_model", "chunker_version")
@@ -75,11 +76,20 @@ def apply_version_report(info: SystemInfo, report: object) -> SystemInfo:
     """``info`` with the versions a system reports about itself (a version endpoint or command).
 
     ``report`` is parsed JSON: keys naming :class:`SystemInfo` version fields fill those fields;
-    other scalar keys go to ``details["reported_<key>"]``. A plain string (a command printing
+    a ``coverage`` object fills ``coverage`` (its numeric ``COVERAGE_KEYS``); other scalar keys
+    go to ``details["reported_<key>"]``. A plain string (a command printing
     text) becomes ``details["reported_version"]``. Anything else is ignored.
     """
     details = dict(info.details)
-    update: dict[str, str] = {}
+    update: dict[str, object] = {}
+    if isinstance(report, dict) and isinstance(report.get("coverage"), dict):
+        numbers = {
+            key: float(value)
+            for key, value in report["coverage"].items()
+            if key in COVERAGE_KEYS and isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        if numbers:
+            update["coverage"] = numbers
     if isinstance(report, str):
         text = report.strip().splitlines()[0][:200] if report.strip() else ""
         if text:

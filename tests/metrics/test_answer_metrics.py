@@ -152,3 +152,35 @@ def test_missing_outcome_counts_as_error(tables) -> None:
         match_hits(tables.hits("x"), supports),
     )
     assert out["over_refusal"].tolist()[0] == 1 and math.isnan(out["over_refusal"].tolist()[1])
+
+
+def test_a_citation_of_gold_evidence_the_retrieval_missed_is_attributed(tables) -> None:
+    """The answer cites gold chunk g although retrieval returned only n: attribution counts it
+    (the citation matches the support itself); chr does not (g is not among the retrieved hits)."""
+    queries, supports = tables.golden(
+        _q("x", supports=[Support(chunk_id="g")]),
+        _q("y", supports=[Support(rel_path="docs/a.md", line_start=10, line_end=20)]),
+    )
+    hits = tables.concat(
+        tables.hits("x", {"chunk_id": "n", "doc_path": "n.md"}),
+        tables.hits("y", {"chunk_id": "m", "doc_path": "docs/b.md", "line_start": 1, "line_end": 5}),
+    )
+    outcomes = tables.outcomes(
+        {"query_id": "x", "n_hits": 1, "answered": True, "answer_text": "t"},
+        {"query_id": "y", "n_hits": 1, "answered": True, "answer_text": "t"},
+    )
+    citations = tables.citations(
+        {"query_id": "x", "chunk_id": "g"},
+        {"query_id": "y", "doc_path": "./docs/a.md", "line_start": 18, "line_end": 30},  # overlaps 10–20
+    )
+    out = answer_scores(
+        queries, supports, outcomes, citations, hits, match_hits(hits, supports), frozenset({"g", "n", "m"})
+    ).set_index("query_id")
+    assert out["attribution_hit"].tolist() == [1.0, 1.0]
+    assert out["chr"].tolist() == [0.0, 0.0]
+    assert out["citation_ok"].tolist() == [1.0, 0.0]  # y's path citation names no known chunk
+    # Under the chunk criterion y's citation (no chunk id) cannot match its support.
+    chunk_only = answer_scores(
+        queries, supports, outcomes, citations, hits, match_hits(hits, supports, "chunk"), None, "chunk"
+    ).set_index("query_id")
+    assert chunk_only["attribution_hit"].tolist() == [1.0, 0.0]

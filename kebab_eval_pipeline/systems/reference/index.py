@@ -310,7 +310,22 @@ class ReferenceIndex:
                 "n_chunks": str(m["n_chunks"]),
                 "gate_threshold": f"{self.gate_threshold:g}",
             },
+            coverage=self.coverage(),
         )
+
+    def coverage(self) -> dict[str, float]:
+        """The chunker's statistics as an indexing-coverage report (``metrics/indexing.py``)."""
+        st = self.stats
+        return {
+            "docs_processed": st.docs_processed,
+            "docs_with_zero_chunks": st.docs_with_zero_chunks,
+            "chunks": st.chunks,
+            "chunks_skipped": sum(st.skipped.values()),
+            "tokens_min": st.tokens_min,
+            "tokens_mean": st.tokens_mean,
+            "tokens_p95": st.tokens_p95,
+            "tokens_max": st.tokens_max,
+        }
 
     # --- lookup -----------------------------------------------------------------------
 
