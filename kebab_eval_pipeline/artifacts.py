@@ -16,6 +16,7 @@ import pandas as pd
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
+from kebab_eval_pipeline.metrics.aggregate import ScoreSummary
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
@@ -107,15 +108,48 @@ class RetrievalArtifact:
 
 @dataclass
 class QueryScoresArtifact:
-    scores: pd.DataFrame  # the query_scores table: one row per golden query
+    """The ``query_scores`` table (one row per golden query, floats rounded to 4 decimals) and,
+    when it was computed with them, the run-level numbers taken from the unrounded scores."""
+
+    scores: pd.DataFrame
     info: dict[str, Any]
+    summary: ScoreSummary | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {"query_scores": self.scores}, self.info
+        tables = {"query_scores": self.scores}
+        if self.summary is not None:
+            tables["summary_metrics"] = metrics_table(self.summary.metrics, self.summary.denominators)
+            tables["summary_breakdowns"] = self.summary.breakdowns
+        return tables, self.info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> QueryScoresArtifact:
-        return cls(tables["query_scores"], info)
+        summary = None
+        if "summary_metrics" in tables:  # absent from runs stored before exact summaries
+            metrics, denominators = metrics_from_table(tables["summary_metrics"])
+            summary = ScoreSummary(metrics, denominators, tables["summary_breakdowns"])
+        return cls(tables["query_scores"], info, summary)
+
+
+def metrics_table(metrics: dict[str, float | None], denominators: dict[str, int]) -> pd.DataFrame:
+    """Metrics as a table: ``metric``, ``value`` (null for None), ``n`` (denominator, null if unknown)."""
+    names = list(metrics)
+    return pd.DataFrame(
+        {
+            "metric": pd.array(names, dtype="string"),
+            "value": pd.array([metrics[n] for n in names], dtype="Float64"),
+            "n": pd.array([denominators.get(n) for n in names], dtype="Int64"),
+        }
+    )
+
+
+def metrics_from_table(frame: pd.DataFrame) -> tuple[dict[str, float | None], dict[str, int]]:
+    """The inverse of :func:`metrics_table`."""
+    metrics = {
+        m: (None if pd.isna(v) else float(v)) for m, v in zip(frame["metric"], frame["value"], strict=True)
+    }
+    denominators = {m: int(n) for m, n in zip(frame["metric"], frame["n"], strict=True) if not pd.isna(n)}
+    return metrics, denominators
 
 
 @dataclass
@@ -128,24 +162,14 @@ class RunMetricsArtifact:
     info: dict[str, Any] = field(default_factory=dict)  # run_id, created_at, versions, system, golden, k
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        names = list(self.metrics)
-        metrics = pd.DataFrame(
-            {
-                "metric": pd.array(names, dtype="string"),
-                "value": pd.array([self.metrics[n] for n in names], dtype="Float64"),
-                "n": pd.array([self.denominators.get(n) for n in names], dtype="Int64"),
-            }
-        )
-        return {"metrics": metrics, "breakdowns": self.breakdowns}, self.info
+        return {
+            "metrics": metrics_table(self.metrics, self.denominators),
+            "breakdowns": self.breakdowns,
+        }, self.info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RunMetricsArtifact:
-        frame = tables["metrics"]
-        metrics = {
-            m: (None if pd.isna(v) else float(v))
-            for m, v in zip(frame["metric"], frame["value"], strict=True)
-        }
-        denominators = {m: int(n) for m, n in zip(frame["metric"], frame["n"], strict=True) if not pd.isna(n)}
+        metrics, denominators = metrics_from_table(tables["metrics"])
         return cls(metrics, denominators, tables["breakdowns"], info)
 
 

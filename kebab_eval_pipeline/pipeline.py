@@ -19,12 +19,7 @@ from kebab_eval_pipeline.artifacts import (
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
-from kebab_eval_pipeline.metrics.aggregate import (
-    aggregate_metrics,
-    breakdowns,
-    build_query_scores,
-    metric_denominators,
-)
+from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
@@ -98,7 +93,8 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
 
 
 def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact) -> QueryScoresArtifact:
-    """Per-query scores: one row per golden query (nulls where a metric does not apply)."""
+    """Per-query scores: one row per golden query (nulls where a metric does not apply), stored
+    rounded to 4 decimals, plus the run-level summary computed from the unrounded scores."""
     r = retrieval.results
     known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
     scores = build_query_scores(
@@ -113,7 +109,7 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
         known_chunk_ids=known,
     )
     info = {"k": settings.k, "mrr_cutoff": settings.mrr_cutoff, "match": settings.match}
-    return QueryScoresArtifact(scores, info)
+    return QueryScoresArtifact(round_scores(scores), info, summarize_scores(scores, settings.k))
 
 
 def run_identity(
@@ -127,7 +123,12 @@ def run_identity(
         "created_at": datetime.now(UTC).isoformat(),
         "pipeline_version": pipeline_revision(),
         "versions": system.versions(),
-        "system": {"kind": system.kind, "mode": system.mode, **system.details},
+        "system": {
+            "kind": system.kind,
+            "mode": system.mode,
+            **system.details,
+            **({"coverage": system.coverage} if system.coverage else {}),
+        },
         "golden": {
             "name": g["name"],
             "path": g["source"],
@@ -151,12 +152,12 @@ def summarize(
 ) -> RunMetricsArtifact:
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
     the system's indexing coverage as ``index_*`` metrics (None when it reports none)."""
-    metrics = aggregate_metrics(scores.scores, settings.k)
-    metrics.update(indexing_metrics(retrieval.results.system.coverage))
+    summary = scores.summary or summarize_scores(scores.scores, settings.k)  # runs stored before summaries
+    metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
     return RunMetricsArtifact(
         metrics=metrics,
-        denominators=metric_denominators(scores.scores, settings.k),
-        breakdowns=breakdowns(scores.scores, settings.k),
+        denominators=summary.denominators,
+        breakdowns=summary.breakdowns,
         info=run_identity(run_id, settings, golden, retrieval),
     )
 

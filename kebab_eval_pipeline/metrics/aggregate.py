@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,11 +29,15 @@ __all__ = [
     "BREAKDOWN_COLUMNS",
     "BREAKDOWN_DIMENSIONS",
     "QUERY_META_COLUMNS",
+    "STORED_DECIMALS",
+    "ScoreSummary",
     "aggregate_metrics",
     "breakdowns",
     "build_query_scores",
     "metric_denominators",
     "metric_names",
+    "round_scores",
+    "summarize_scores",
 ]
 
 #: Golden metadata carried into ``query_scores`` (first columns, in this order).
@@ -67,6 +72,8 @@ BREAKDOWN_COLUMNS: dict[str, str] = {
     "n": "int64",
 }
 NO_VALUE = "(none)"
+#: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
+STORED_DECIMALS = 4
 _HIT_AT = re.compile(r"^hit@(\d+)$")
 
 
@@ -115,6 +122,41 @@ def build_query_scores(
     parts = [meta, retrieval.drop(columns="query_id"), answers.drop(columns="query_id")]
     parts.append(operations.drop(columns="query_id"))
     return pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """Run-level numbers computed from the *unrounded* per-query scores: the aggregate metrics
+    (None for empty denominators), their denominators and the breakdown table."""
+
+    metrics: dict[str, float | None]
+    denominators: dict[str, int]
+    breakdowns: pd.DataFrame
+
+
+def summarize_scores(
+    query_scores: pd.DataFrame, ks: Sequence[int] | None = None, round_to: int | None = STORED_DECIMALS
+) -> ScoreSummary:
+    """:func:`aggregate_metrics`, :func:`metric_denominators` and :func:`breakdowns` in one call.
+
+    Call it on the exact scores, before :func:`round_scores`: the mean of rounded per-query values
+    can differ from the rounded mean in the last decimal (trec_eval also averages exact values).
+    """
+    return ScoreSummary(
+        metrics=aggregate_metrics(query_scores, ks, round_to=round_to),
+        denominators=metric_denominators(query_scores, ks),
+        breakdowns=breakdowns(query_scores, ks, round_to=round_to),
+    )
+
+
+def round_scores(query_scores: pd.DataFrame, decimals: int = STORED_DECIMALS) -> pd.DataFrame:
+    """A copy of ``query_scores`` with every float column rounded to ``decimals`` (NaN stays NaN);
+    integer, boolean and text columns are unchanged."""
+    out = query_scores.copy()
+    for column in out.columns:
+        if pd.api.types.is_float_dtype(out[column].dtype):
+            out[column] = out[column].round(decimals)
+    return out
 
 
 def metric_names(ks: Sequence[int]) -> list[str]:

@@ -168,8 +168,11 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, 
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
             )
         entries = [(f"per_query[{i}]", e) for i, e in enumerate(doc["per_query"])]
-        reported = {**(doc.get("versions") or {}), "mode": (doc.get("system") or {}).get("mode")}
+        system = doc.get("system") or {}
+        reported = {**(doc.get("versions") or {}), "mode": system.get("mode")}
         reported["exported_run_id"] = doc.get("run_id")
+        if isinstance(system.get("coverage"), dict):
+            reported["coverage"] = system["coverage"]
     else:
         entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
     records: dict[str, _Record] = {}

@@ -231,3 +231,41 @@ def test_parquet_round_trip_of_inputs_gives_the_same_scores(tables, tmp_path) ->
     pd.testing.assert_frame_equal(direct[metric_cols], stored[metric_cols], check_dtype=False)
     assert direct.loc[0, "answer_precision"] == 1.0 and direct.loc[0, "groundedness_rule"] == 1.0
     assert direct.loc[0, "recall_all@1"] == 1.0 and direct.loc[1, "refusal_correct"] == 1.0
+
+
+def test_stored_scores_are_rounded_and_the_summary_comes_from_exact_values() -> None:
+    from kebab_eval_pipeline.metrics.aggregate import round_scores, summarize_scores
+
+    # Three per-query nDCG values whose rounding errors add up: exact mean 0.00006 → 0.0001, but the
+    # mean of the rounded values (0, 0, 0.0001) would be 0.0000333 → 0.0.
+    exact = pd.DataFrame(
+        {
+            "query_id": pd.array(["a", "b", "c"], dtype="string"),
+            "applicable": [True, True, True],
+            "ndcg@1": [0.00004, 0.00004, 0.0001],
+            "hit@1": [0.0, 0.0, 1.0],
+            "first_relevant_rank": pd.array([None, None, 1], dtype="Int64"),
+        }
+    )
+    stored = round_scores(exact)
+    assert stored["ndcg@1"].tolist() == [0.0, 0.0, 0.0001]
+    assert stored["first_relevant_rank"].dtype == "Int64" and stored["query_id"].dtype == "string"
+    assert summarize_scores(exact, [1]).metrics["ndcg@1"] == 0.0001
+    assert summarize_scores(stored, [1]).metrics["ndcg@1"] == 0.0
+
+
+def test_pipeline_stores_four_decimals() -> None:
+    import numpy as np
+
+    from kebab_eval_pipeline import pipeline
+    from kebab_eval_pipeline.settings import settings_from_dict
+
+    settings = settings_from_dict({"baseline": "none"})
+    golden = pipeline.load_golden_artifact(settings)
+    scores = pipeline.score(settings, golden, pipeline.retrieve(settings, golden))
+    floats = scores.scores.select_dtypes("float64")
+    assert {"mrr", "ndcg@10", "retrieval_ms"} <= set(floats.columns)
+    values = floats.to_numpy()
+    ok = ~np.isnan(values)
+    assert np.array_equal(values[ok], np.round(values[ok], 4))
+    assert scores.summary is not None and scores.summary.metrics["mrr"] == 0.6985  # the demo's MRR
