@@ -1,18 +1,86 @@
 """Ship gates (SPEC §7) as pure functions: thresholds in, verdicts with their numbers out.
 
-The Dagster layer turns each gate into an asset check; the CLI and exports use
-the same :class:`GateResult`.
+An absolute gate bounds one metric of the run — or one breakdown slice of it, keyed
+``metric[dimension=value]`` (``mrr[lang=ko]``, ``hit@5[tag=critical]``). A regression gate bounds
+the change against the baseline run: by how much a metric may drop (``max_drop``) and/or whether
+it may drop with a paired-test p-value below ``max_p``. A gate whose value is null fails with the
+reason unless ``skip_if_null``. The Dagster layer turns each bound into an asset check; the CLI
+and exports use the same :class:`GateResult`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+import pandas as pd
+
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.metrics.aggregate import metric_names
+from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
+from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, RunSettings
+
+_GATE_KEY = re.compile(r"^(?P<metric>[^\[\]]+?)(?:\[(?P<dimension>[^=\[\]]+)=(?P<value>[^\[\]]*)\])?$")
+_NOT_SLICED = {"n_queries", "n_applicable", *INDEX_METRICS}  # run-level only: no breakdown rows
+#: Metrics where a rise is the regression (rates of bad events, latencies, index gaps).
+LOWER_IS_BETTER: frozenset[str] = frozenset(
+    {
+        "under_refusal_rate",
+        "over_refusal_rate",
+        "scope_miss_rate",
+        "hallucination_rate",
+        "error_rate",
+        "timeout_rate",
+        "empty_result_rate",
+        "empty_response_rate",
+        "mixed_version_rate",
+        "total_suite_ms",
+        *(f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")),
+        "index_zero_chunk_docs",
+        "index_zero_chunk_rate",
+        "index_chunks_skipped",
+    }
+)
+
+
+def worsening(metric: str, delta: float) -> float:
+    """How much worse a change of ``delta`` (b − a) makes ``metric``: positive = worse."""
+    return delta if metric in LOWER_IS_BETTER else -delta
+
+
+@dataclass(frozen=True)
+class GateTarget:
+    """What a gate key names: a metric, optionally restricted to one breakdown slice."""
+
+    metric: str
+    dimension: str | None = None
+    value: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.metric if self.dimension is None else f"{self.metric}[{self.dimension}={self.value}]"
+
+
+def parse_gate_key(key: str) -> GateTarget:
+    """``mrr`` → the run's mrr; ``mrr[lang=ko]`` → mrr over the ``lang = ko`` slice.
+
+    Raises ValueError for a malformed key or an unknown breakdown dimension."""
+    m = _GATE_KEY.match(key.strip())
+    if not m:
+        raise ValueError(f"malformed gate key {key!r}: expected METRIC or METRIC[DIMENSION=VALUE]")
+    metric, dimension, value = m.group("metric").strip(), m.group("dimension"), m.group("value")
+    if dimension is None:
+        return GateTarget(metric)
+    dimension = dimension.strip()
+    if dimension not in BREAKDOWN_DIMENSIONS:
+        raise ValueError(
+            f"unknown breakdown dimension {dimension!r} in {key!r}; expected one of "
+            f"{', '.join(BREAKDOWN_DIMENSIONS)}"
+        )
+    return GateTarget(metric, dimension, value.strip())
 
 
 def known_metric(name: str, ks: list[int]) -> bool:
@@ -21,67 +89,125 @@ def known_metric(name: str, ks: list[int]) -> bool:
 
 
 def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
-    """Reject gates on metrics the run will never compute (a typo would otherwise always skip)."""
-    offenders = [
-        Offender(source, f"unknown metric {name!r} (k values: {settings.k})", field=f"{where}.{name}")
-        for where, names in (("gates", settings.gates), ("gates.regression", settings.regression_gates))
-        for name in names
-        if not known_metric(name, settings.k)
-    ]
+    """Reject gates the run can never evaluate (a typo would otherwise always fail or skip)."""
+    from kebab_eval_pipeline.compare.significance import metric_column
+
+    offenders: list[Offender] = []
+
+    def bad(field: str, reason: str) -> None:
+        offenders.append(Offender(source, reason, field=field))
+
+    for key in settings.gates:
+        try:
+            target = parse_gate_key(key)
+        except ValueError as exc:
+            bad(f"gates.{key}", str(exc))
+            continue
+        if not known_metric(target.metric, settings.k):
+            bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
+        elif target.dimension is not None and target.metric in _NOT_SLICED:
+            bad(f"gates.{key}", f"{target.metric} is a run-level number: it has no breakdown slices")
+    for key, gate in settings.regression_gates.items():
+        if not known_metric(key, settings.k):
+            bad(f"gates.regression.{key}", f"unknown metric {key!r} (k values: {settings.k})")
+        elif gate.max_p is not None and metric_column(key) is None:
+            bad(
+                f"gates.regression.{key}.max_p",
+                f"{key} is not a mean of per-query scores, so it has no paired significance test; "
+                "use max_drop",
+            )
     if offenders:
         raise InputError("run config is invalid", offenders)
 
 
 @dataclass(frozen=True)
 class GateResult:
-    name: str  # check name, e.g. "gate_mrr_min"
-    metric: str
-    kind: str  # min | max | max_drop
+    name: str  # check name, e.g. "gate_mrr_min", "gate_mrr_lang_ko_min", "gate_mrr_max_p"
+    metric: str  # the gate key: a metric, or metric[dimension=value]
+    kind: str  # min | max | max_drop | max_p
     passed: bool
     skipped: bool
     blocking: bool
-    value: float | None
+    value: float | None  # the metric (absolute, max_drop) or the p-value (max_p)
     threshold: float
     delta: float | None  # value − threshold (absolute gates) or b − a (regression gates)
     reason: str
+    p_value: float | None = None  # regression gates: the paired test's p-value, when there is one
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def check_name(metric: str, kind: str) -> str:
-    """A Dagster-safe check name: ``hit@5`` + ``min`` → ``gate_hit_at_5_min``."""
-    return "gate_" + re.sub(r"[^A-Za-z0-9_]", "_", metric.replace("@", "_at_")) + f"_{kind}"
+def check_name(key: str, kind: str) -> str:
+    """A Dagster-safe, unique check name: ``hit@5`` + ``min`` → ``gate_hit_at_5_min``;
+    ``mrr[lang=ko]`` → ``gate_mrr_lang_ko_min``. When a slice value loses characters to the
+    sanitising (``lang=한국어``), a short hash of the key keeps names apart."""
+    target = parse_gate_key(key)
+    parts = [target.metric.replace("@", "_at_")]
+    if target.dimension is not None:
+        parts += [target.dimension, target.value or "none"]
+    base = re.sub(r"[^A-Za-z0-9_]", "_", "_".join(parts))
+    if target.value is not None and not re.fullmatch(r"[A-Za-z0-9_]*", target.value):
+        base += "_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:6]
+    return f"gate_{base}_{kind}"
 
 
 def _is_null(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def evaluate_gate(metric: str, gate: GateSettings, metrics: dict[str, float | None]) -> list[GateResult]:
-    """One result per configured bound (``min`` and/or ``max``)."""
-    value = metrics.get(metric)
+def gate_value(
+    target: GateTarget, metrics: Mapping[str, float | None], breakdowns: pd.DataFrame | None
+) -> tuple[float | None, str]:
+    """The value a gate reads, or None with the reason it is null."""
+    if target.dimension is None:
+        value = metrics.get(target.metric)
+        return (None, f"{target.metric} is null (empty denominator)") if _is_null(value) else (value, "")
+    if breakdowns is None or len(breakdowns) == 0:
+        return None, f"{target.label}: the run has no breakdowns"
+    rows = breakdowns[
+        (breakdowns["dimension"] == target.dimension)
+        & (breakdowns["value"] == target.value)
+        & (breakdowns["metric"] == target.metric)
+    ]
+    if len(rows) == 0:
+        return None, f"{target.label}: no query has {target.dimension} = {target.value!r}"
+    score = rows["score"].iloc[0]
+    if _is_null(None if pd.isna(score) else float(score)):
+        return None, f"{target.label} is null (no query of the slice is in its denominator)"
+    return float(score), ""
+
+
+def evaluate_gate(
+    key: str,
+    gate: GateSettings,
+    metrics: Mapping[str, float | None],
+    breakdowns: pd.DataFrame | None = None,
+) -> list[GateResult]:
+    """One result per configured bound (``min`` and/or ``max``) of the gate keyed ``key``."""
+    target = parse_gate_key(key)
+    value, null_reason = gate_value(target, metrics, breakdowns)
     results = []
     for kind, threshold in (("min", gate.min), ("max", gate.max)):
         if threshold is None:
             continue
-        name = check_name(metric, kind)
-        if _is_null(value):
+        name = check_name(key, kind)
+        if value is None:
             skipped = gate.skip_if_null
-            reason = f"{metric} is null (empty denominator): " + (
+            reason = f"{null_reason}: " + (
                 "skipped as configured" if skipped else "a gate on a null metric fails"
             )
             results.append(
-                GateResult(name, metric, kind, skipped, skipped, gate.blocking, None, threshold, None, reason)
+                GateResult(name, key, kind, skipped, skipped, gate.blocking, None, threshold, None, reason)
             )
             continue
         passed = value >= threshold if kind == "min" else value <= threshold
         op = "≥" if kind == "min" else "≤"
-        reason = f"{metric} = {value:.4f} {'meets' if passed else 'misses'} {op} {threshold}"
+        reason = f"{target.label} = {value:.4f} {'meets' if passed else 'misses'} {op} {threshold}"
         results.append(
             GateResult(
                 name,
-                metric,
+                key,
                 kind,
                 passed,
                 False,
@@ -95,51 +221,112 @@ def evaluate_gate(metric: str, gate: GateSettings, metrics: dict[str, float | No
     return results
 
 
+@dataclass(frozen=True)
+class PairedEvidence:
+    """A paired test of one metric between the baseline (a) and this run (b), from the comparison."""
+
+    delta: float | None  # mean b − mean a over the queries both runs scored
+    p_value: float | None
+    n: int
+    test: str | None  # e.g. mcnemar_exact | randomization
+    note: str = ""
+
+
+def regression_kinds(gate: RegressionGateSettings) -> list[str]:
+    """The bounds a regression gate sets, in check order."""
+    return [k for k, v in (("max_drop", gate.max_drop), ("max_p", gate.max_p)) if v is not None]
+
+
 def evaluate_regression_gate(
     metric: str,
     gate: RegressionGateSettings,
-    metrics: dict[str, float | None],
-    baseline: dict[str, float | None] | None,
-) -> GateResult:
-    """Fails when ``metric`` dropped by more than ``max_drop`` against the baseline run."""
-    name = check_name(metric, "max_drop")
+    metrics: Mapping[str, float | None],
+    baseline: Mapping[str, float | None] | None,
+    evidence: PairedEvidence | None = None,
+) -> list[GateResult]:
+    """One result per configured bound of a regression gate (see :func:`regression_kinds`).
+
+    "Worse" means lower, except for :data:`LOWER_IS_BETTER` metrics (error and refusal rates,
+    latencies, …) where it means higher.
+
+    - ``max_drop`` fails when the run's metric is worse than the baseline's by more than
+      ``max_drop`` (the delta is of the stored, rounded aggregates: what the reports show).
+    - ``max_p`` fails when the metric got worse (paired delta) with p < ``max_p``; ``evidence`` is
+      the comparison's paired test of that metric.
+
+    No baseline: every bound passes as skipped. A null value (either run's metric, or no paired
+    test) fails with the reason unless ``skip_if_null``.
+    """
+    results = []
     value, before = metrics.get(metric), (baseline or {}).get(metric)
-    if baseline is None:
-        return GateResult(
-            name,
-            metric,
-            "max_drop",
-            True,
-            True,
-            gate.blocking,
-            value,
-            -gate.max_drop,
-            None,
-            "no baseline run: nothing to regress against",
+    for kind in regression_kinds(gate):
+        name = check_name(metric, kind)
+        threshold = -gate.max_drop if kind == "max_drop" else gate.max_p
+
+        def result(
+            passed: bool,
+            skipped: bool,
+            shown,
+            delta,
+            reason,
+            p=None,
+            kind=kind,
+            name=name,
+            threshold=threshold,
+        ):
+            return GateResult(
+                name, metric, kind, passed, skipped, gate.blocking, shown, threshold, delta, reason, p
+            )
+
+        if baseline is None:
+            results.append(result(True, True, value, None, "no baseline run: nothing to regress against"))
+            continue
+        if kind == "max_drop":
+            if _is_null(value) or _is_null(before):
+                where = "this run" if _is_null(value) else "the baseline"
+                results.append(_null_result(result, gate, f"{metric} is null in {where}", value))
+                continue
+            delta = round(value - before, 4)
+            passed = worsening(metric, delta) <= gate.max_drop + 1e-12
+            allowed = "rise" if metric in LOWER_IS_BETTER else "drop"
+            reason = (
+                f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed {allowed} {gate.max_drop}"
+            )
+            results.append(result(passed, False, value, delta, reason))
+            continue
+        if evidence is None or evidence.p_value is None or evidence.delta is None:
+            why = (
+                evidence.note
+                if evidence is not None and evidence.note
+                else "the comparison has no paired test"
+            )
+            results.append(_null_result(result, gate, f"{metric}: no p-value ({why})", None))
+            continue
+        p, delta = evidence.p_value, round(evidence.delta, 4)
+        worse = worsening(metric, evidence.delta) > 0
+        passed = not (worse and p < gate.max_p)
+        verdict = "significantly worse" if not passed else ("not significant" if worse else "not worse")
+        reason = (
+            f"{metric} moved {evidence.delta:+.4f} over {evidence.n} paired queries, "
+            f"p = {p:.4g} ({evidence.test}): {verdict} at p < {gate.max_p}"
         )
-    if _is_null(value) or _is_null(before):
-        return GateResult(
-            name,
-            metric,
-            "max_drop",
-            False,
-            False,
-            gate.blocking,
-            value,
-            -gate.max_drop,
-            None,
-            f"{metric} is null in {'this run' if _is_null(value) else 'the baseline'}",
-        )
-    delta = round(value - before, 4)
-    passed = delta >= -gate.max_drop - 1e-12
-    reason = f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed drop {gate.max_drop}"
-    return GateResult(
-        name, metric, "max_drop", passed, False, gate.blocking, value, -gate.max_drop, delta, reason
+        results.append(result(passed, False, p, delta, reason, p))
+    return results
+
+
+def _null_result(result, gate: RegressionGateSettings, why: str, value) -> GateResult:
+    skipped = gate.skip_if_null
+    return result(
+        skipped, skipped, value, None, f"{why}: " + ("skipped as configured" if skipped else "fails")
     )
 
 
-def evaluate_gates(settings: RunSettings, metrics: dict[str, float | None]) -> list[GateResult]:
-    """Every absolute gate (configured + defaults) against one run's metrics."""
+def evaluate_gates(
+    settings: RunSettings, metrics: Mapping[str, float | None], breakdowns: pd.DataFrame | None = None
+) -> list[GateResult]:
+    """Every absolute gate (configured + defaults) against one run's metrics and breakdowns."""
     return [
-        r for metric, gate in settings.effective_gates().items() for r in evaluate_gate(metric, gate, metrics)
+        r
+        for key, gate in settings.effective_gates().items()
+        for r in evaluate_gate(key, gate, metrics, breakdowns)
     ]

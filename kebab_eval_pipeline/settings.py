@@ -174,7 +174,9 @@ SYSTEM_KINDS = ("reference", "command", "http", "replay")
 
 
 class GateSettings(_Strict):
-    """An absolute threshold on one metric (SPEC §7)."""
+    """An absolute threshold on one metric (SPEC §7), keyed by the metric's name — or by
+    ``metric[dimension=value]`` for one breakdown slice, e.g. ``mrr[lang=ko]``, ``hit@5[tag=critical]``.
+    ``skip_if_null``: pass (as skipped) instead of failing when the value is null."""
 
     min: float | None = None
     max: float | None = None
@@ -189,10 +191,22 @@ class GateSettings(_Strict):
 
 
 class RegressionGateSettings(_Strict):
-    """A tolerance against the baseline run: the metric may not drop by more than ``max_drop``."""
+    """A tolerance against the baseline run (SPEC §7): the metric may not get worse by more than
+    ``max_drop``, and/or may not get worse with a paired-test p-value below ``max_p`` ("worse" is
+    lower, or higher for rates of bad events and latencies: ``gates.LOWER_IS_BETTER``). With
+    neither set, any worsening fails (``max_drop: 0``)."""
 
-    max_drop: Annotated[float, Field(ge=0.0)] = 0.0
+    max_drop: Annotated[float, Field(ge=0.0)] | None = None
+    max_p: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
     blocking: bool = True
+    skip_if_null: bool = False  # pass (as skipped) when either run's value or the p-value is null
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_drop(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("max_drop") is None and data.get("max_p") is None:
+            return {**data, "max_drop": 0.0}
+        return data
 
 
 class RunSettings(_Strict):

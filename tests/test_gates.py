@@ -1,7 +1,23 @@
+"""Gates as pure functions (SPEC §7): absolute bounds on metrics and slices, regression bounds."""
+
 import math
 
-from kebab_eval_pipeline.gates import check_name, evaluate_gate, evaluate_regression_gate, known_metric
-from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings
+import pandas as pd
+import pytest
+
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.gates import (
+    GateTarget,
+    PairedEvidence,
+    check_gate_names,
+    check_name,
+    evaluate_gate,
+    evaluate_gates,
+    evaluate_regression_gate,
+    known_metric,
+    parse_gate_key,
+)
+from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, settings_from_dict
 
 
 def test_min_gate_pass_and_fail_carry_numbers():
@@ -17,23 +33,176 @@ def test_min_and_max_give_two_results():
     assert results[0].name == "gate_hit_at_5_min"
 
 
+def test_a_value_on_the_threshold_passes_both_ways():
+    assert evaluate_gate("chr", GateSettings(min=0.75, max=0.75), {"chr": 0.75})[0].passed
+    assert evaluate_gate("chr", GateSettings(min=0.75, max=0.75), {"chr": 0.75})[1].passed
+
+
 def test_null_metric_fails_unless_skipped():
     [r] = evaluate_gate("chr", GateSettings(min=0.75), {"chr": None})
-    assert not r.passed and not r.skipped and "null" in r.reason
+    assert not r.passed and not r.skipped and "null" in r.reason and r.value is None and r.delta is None
     [s] = evaluate_gate("chr", GateSettings(min=0.75, skip_if_null=True), {"chr": float("nan")})
     assert s.passed and s.skipped
 
 
-def test_regression_gate():
+def test_warning_gates_are_not_blocking():
+    [r] = evaluate_gate("mrr", GateSettings(min=0.9, blocking=False), {"mrr": 0.5})
+    assert not r.passed and not r.blocking
+
+
+# ------------------------------------------------------------------------------ slices
+
+BREAKDOWNS = pd.DataFrame(
+    {
+        "dimension": ["lang", "lang", "lang", "tag", "category"],
+        "value": ["en", "ko", "ko", "critical", "recency"],
+        "metric": ["mrr", "mrr", "hit@5", "mrr", "mrr"],
+        "score": [0.8, 0.42, float("nan"), 0.5, 0.7],
+        "n": [10, 5, 0, 3, 2],
+    }
+)
+
+
+def test_gate_keys_name_a_metric_or_a_slice():
+    assert parse_gate_key("mrr") == GateTarget("mrr")
+    assert parse_gate_key("hit@5[tag=critical]") == GateTarget("hit@5", "tag", "critical")
+    assert parse_gate_key("mrr[ lang = ko ]") == GateTarget("mrr", "lang", "ko")
+    assert parse_gate_key("mrr[lang=ko]").label == "mrr[lang=ko]"
+    with pytest.raises(ValueError, match="unknown breakdown dimension 'language'"):
+        parse_gate_key("mrr[language=ko]")
+    with pytest.raises(ValueError, match="malformed gate key"):
+        parse_gate_key("mrr[lang=ko")
+
+
+def test_slice_gates_read_the_breakdown_table():
+    [ko] = evaluate_gate("mrr[lang=ko]", GateSettings(min=0.5), {"mrr": 0.9}, BREAKDOWNS)
+    assert not ko.passed and ko.value == 0.42 and ko.delta == -0.08 and ko.metric == "mrr[lang=ko]"
+    assert ko.name == "gate_mrr_lang_ko_min" and "mrr[lang=ko] = 0.4200 misses ≥ 0.5" in ko.reason
+    [en] = evaluate_gate("mrr[lang=en]", GateSettings(min=0.5), {"mrr": 0.1}, BREAKDOWNS)
+    assert en.passed and en.value == 0.8
+
+
+def test_an_absent_or_empty_slice_is_null():
+    [absent] = evaluate_gate("mrr[lang=fr]", GateSettings(min=0.5), {}, BREAKDOWNS)
+    assert not absent.passed and "no query has lang = 'fr'" in absent.reason
+    [empty] = evaluate_gate("hit@5[lang=ko]", GateSettings(min=0.5, skip_if_null=True), {}, BREAKDOWNS)
+    assert empty.passed and empty.skipped and "no query of the slice is in its denominator" in empty.reason
+
+
+def test_check_names_stay_unique_for_non_ascii_slices():
+    a, b = check_name("mrr[category=사실]", "min"), check_name("mrr[category=추론]", "min")
+    assert a != b and a.startswith("gate_mrr_category_") and a.endswith("_min")
+    assert check_name("recall_all@10", "max") == "gate_recall_all_at_10_max"
+    assert check_name("mrr[tag=a-b]", "min") != check_name("mrr[tag=a_b]", "min")
+
+
+def test_evaluate_gates_includes_the_wfgy_defaults_and_slices():
+    settings = settings_from_dict({"gates": {"mrr[lang=ko]": {"min": 0.4}}})
+    results = {r.name: r for r in evaluate_gates(settings, {"mrr": 0.5, "chr": None}, BREAKDOWNS)}
+    assert results["gate_mrr_lang_ko_min"].passed
+    assert results["gate_chr_min"].skipped and not results["gate_chr_min"].blocking  # WFGY default
+
+
+def test_config_validation_lists_every_bad_gate():
+    settings = settings_from_dict(
+        {
+            "gates": {
+                "mrrr": {"min": 0.1},
+                "mrr[language=ko]": {"min": 0.1},
+                "index_chunks[lang=ko]": {"min": 1},
+                "hit@7": {"min": 0.1},
+                "mrr[lang=ko]": {"min": 0.1},  # fine
+                "index_zero_chunk_rate": {"max": 0.0},  # fine
+            },
+            "regression_gates": {"total_suite_ms": {"max_p": 0.05}, "mrr": {"max_p": 0.05}},
+        }
+    )
+    with pytest.raises(InputError) as info:
+        check_gate_names(settings)
+    fields = [o.field for o in info.value.offenders]
+    assert fields == [
+        "gates.mrrr",
+        "gates.mrr[language=ko]",
+        "gates.index_chunks[lang=ko]",
+        "gates.hit@7",
+        "gates.regression.total_suite_ms.max_p",
+    ]
+
+
+# -------------------------------------------------------------------------- regression
+
+
+def test_regression_max_drop():
     g = RegressionGateSettings(max_drop=0.02)
-    assert evaluate_regression_gate("mrr", g, {"mrr": 0.60}, {"mrr": 0.61}).passed
-    r = evaluate_regression_gate("mrr", g, {"mrr": 0.55}, {"mrr": 0.61})
-    assert not r.passed and math.isclose(r.delta, -0.06)
-    assert evaluate_regression_gate("mrr", g, {"mrr": 0.1}, None).skipped
+    [ok] = evaluate_regression_gate("mrr", g, {"mrr": 0.60}, {"mrr": 0.61})
+    assert ok.passed and ok.kind == "max_drop" and ok.name == "gate_mrr_max_drop"
+    [r] = evaluate_regression_gate("mrr", g, {"mrr": 0.55}, {"mrr": 0.61})
+    assert not r.passed and math.isclose(r.delta, -0.06) and r.threshold == -0.02
+    [s] = evaluate_regression_gate("mrr", g, {"mrr": 0.1}, None)
+    assert s.skipped and s.passed
+    [n] = evaluate_regression_gate("mrr", g, {"mrr": None}, {"mrr": 0.5})
+    assert not n.passed and "null in this run" in n.reason
+
+
+def test_regression_default_is_no_drop_at_all():
+    assert RegressionGateSettings().max_drop == 0.0
+    assert RegressionGateSettings(max_p=0.05).max_drop is None
+
+
+def test_regression_max_p_fails_only_a_significant_drop():
+    g = RegressionGateSettings(max_p=0.05)
+    metrics, base = {"mrr": 0.5}, {"mrr": 0.6}
+
+    def run(delta, p):
+        return evaluate_regression_gate(
+            "mrr", g, metrics, base, PairedEvidence(delta, p, 100, "randomization")
+        )[0]
+
+    bad = run(-0.1, 0.001)
+    assert not bad.passed and bad.kind == "max_p" and bad.name == "gate_mrr_max_p"
+    assert bad.value == bad.p_value == 0.001 and bad.threshold == 0.05 and bad.delta == -0.1
+    assert "significantly worse at p < 0.05" in bad.reason and "100 paired queries" in bad.reason
+    assert run(-0.1, 0.2).passed  # a drop, but within noise
+    assert run(+0.1, 0.001).passed  # a significant gain
+    assert run(0.0, 1.0).passed
+    missing = evaluate_regression_gate("mrr", g, metrics, base, None)[0]
+    assert not missing.passed and "no p-value" in missing.reason
+    skipped = evaluate_regression_gate(
+        "mrr", RegressionGateSettings(max_p=0.05, skip_if_null=True), metrics, base, None
+    )[0]
+    assert skipped.passed and skipped.skipped
+
+
+def test_regression_with_both_bounds_gives_two_results():
+    g = RegressionGateSettings(max_drop=0.05, max_p=0.05)
+    results = evaluate_regression_gate(
+        "hit@1", g, {"hit@1": 0.58}, {"hit@1": 0.6}, PairedEvidence(-0.02, 0.01, 500, "mcnemar_exact")
+    )
+    assert [(r.kind, r.passed) for r in results] == [("max_drop", True), ("max_p", False)]
 
 
 def test_metric_names():
     assert (
         known_metric("hit@5", [1, 5]) and not known_metric("hit@7", [1, 5]) and not known_metric("mrrr", [5])
     )
-    assert check_name("recall_all@10", "max") == "gate_recall_all_at_10_max"
+    assert known_metric("recency_correctness", [1]) and known_metric("scope_miss_rate", [1])
+
+
+def test_for_rates_of_bad_events_a_rise_is_the_regression():
+    g = RegressionGateSettings(max_drop=0.01, max_p=0.05)
+    rise = evaluate_regression_gate(
+        "error_rate",
+        g,
+        {"error_rate": 0.10},
+        {"error_rate": 0.02},
+        PairedEvidence(0.08, 0.001, 50, "mcnemar_exact"),
+    )
+    assert [r.passed for r in rise] == [False, False] and "allowed rise 0.01" in rise[0].reason
+    fall = evaluate_regression_gate(
+        "over_refusal_rate",
+        g,
+        {"over_refusal_rate": 0.02},
+        {"over_refusal_rate": 0.10},
+        PairedEvidence(-0.08, 0.001, 50, "mcnemar_exact"),
+    )
+    assert [r.passed for r in fall] == [True, True]

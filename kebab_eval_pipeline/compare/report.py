@@ -58,14 +58,18 @@ def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame
         ),
         "",
     ]
+    paired = "p_value" in per_metric.columns
     lines += [
         "## Metrics (delta = b − a)",
         "",
-        "| metric | a | b | delta | relative |",
-        "|---|---:|---:|---:|---:|",
+        "| metric | a | b | delta | relative |" + (" p (paired) | test |" if paired else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|---|" if paired else ""),
     ]
     for row in per_metric.itertuples(index=False):
-        cells = (row.metric, _fmt(row.a), _fmt(row.b), _signed(row.delta), _signed(row.rel_change))
+        cells = [row.metric, _fmt(row.a), _fmt(row.b), _signed(row.delta), _signed(row.rel_change)]
+        if paired:
+            p = row.p_value
+            cells += ["–" if pd.isna(p) else f"{p:.4g}", "–" if pd.isna(row.test) else str(row.test)]
         lines.append("| " + " | ".join(cells) + " |")
     notable = verdicts[verdicts["verdict"].isin(["regression", "loss", "win"])]
     order = {"regression": 0, "loss": 1, "win": 2}

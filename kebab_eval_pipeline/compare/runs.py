@@ -20,6 +20,7 @@ from kebab_eval_pipeline.artifacts import (
     RunMetricsArtifact,
 )
 from kebab_eval_pipeline.compare.report import render_markdown
+from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.compare.verdicts import per_query_verdicts, verdict_counts
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.matching import match_hits
@@ -142,6 +143,45 @@ def _metric_table(a: dict[str, float | None], b: dict[str, float | None]) -> pd.
     )
 
 
+#: Paired-test columns added to the per-metric table (null where a metric has no per-query test).
+PAIRED_COLUMNS: dict[str, str] = {
+    "n_paired": "Int64",
+    "paired_delta": "float64",
+    "p_value": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "test": "string",
+    "test_note": "string",
+}
+
+
+def with_paired_tests(
+    per_metric: pd.DataFrame, scores_a: pd.DataFrame, scores_b: pd.DataFrame, seed: int = 0
+) -> pd.DataFrame:
+    """``per_metric`` plus ``PAIRED_COLUMNS``: for each metric that is a mean of per-query scores,
+    the paired test over the queries both runs scored (see :mod:`.significance`); ``paired_delta``
+    is the unrounded mean difference over those queries. Rounded to 4 decimals (p-values to 6)."""
+    tests = compare_query_scores(scores_a, scores_b, per_metric["metric"].tolist(), seed=seed)
+    tests = tests.set_index("metric")
+    out = per_metric.copy()
+    source = {
+        "n_paired": "n",
+        "paired_delta": "delta",
+        "p_value": "p_value",
+        "ci_low": "ci_low",
+        "ci_high": "ci_high",
+        "test": "test",
+        "test_note": "note",
+    }
+    for column, dtype in PAIRED_COLUMNS.items():
+        values = out["metric"].map(tests[source[column]]) if len(tests) else pd.Series(pd.NA, index=out.index)
+        if dtype == "float64":
+            values = pd.to_numeric(values, errors="coerce").astype("float64")
+            values = values.round(6 if column == "p_value" else 4)
+        out[column] = values.astype(dtype)
+    return out
+
+
 def _null(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -155,7 +195,9 @@ def compare_bundles(
     verdicts = per_query_verdicts(
         _per_query_frame(a, criterion, cutoff), _per_query_frame(b, criterion, cutoff)
     )
-    per_metric = _metric_table(a.metrics.metrics, b.metrics.metrics)
+    per_metric = with_paired_tests(
+        _metric_table(a.metrics.metrics, b.metrics.metrics), a.scores.scores, b.scores.scores
+    )
     counts = verdict_counts(verdicts)
     info = {
         "run_a": a.run_id,

@@ -281,7 +281,7 @@ def run_metrics(
     progress.stage("run_metrics")
     settings = eval_settings.load()
     art = pipeline.summarize(context.partition_key, settings, golden_set, retrieval_results, query_scores)
-    gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics)]
+    gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics, art.breakdowns)]
     art.info["gates"] = gates
     report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
     meta = {

@@ -8,9 +8,17 @@ Every result carries value, threshold and delta as metadata.
 from __future__ import annotations
 
 import dagster as dg
+import pandas as pd
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.gates import GateResult, check_name, evaluate_gate, evaluate_regression_gate
+from kebab_eval_pipeline.gates import (
+    GateResult,
+    PairedEvidence,
+    check_name,
+    evaluate_gate,
+    evaluate_regression_gate,
+    regression_kinds,
+)
 from kebab_eval_pipeline.orchestration.assets import comparison_report, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.settings import RunSettings
@@ -25,6 +33,9 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
         description=r.reason,
         metadata={
             "metric": r.metric,
+            "p_value": dg.MetadataValue.null()
+            if r.p_value is None
+            else dg.MetadataValue.float(float(r.p_value)),
             "value": dg.MetadataValue.null() if r.value is None else dg.MetadataValue.float(float(r.value)),
             "threshold": dg.MetadataValue.float(float(r.threshold)),
             "delta": dg.MetadataValue.null() if r.delta is None else dg.MetadataValue.float(float(r.delta)),
@@ -76,7 +87,7 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
                     "max": gate.max if kind == "max" else None,
                 }
             )
-            yield _result(evaluate_gate(metric, only, run_metrics.metrics)[0])
+            yield _result(evaluate_gate(metric, only, run_metrics.metrics, run_metrics.breakdowns)[0])
 
     return ship_gates
 
@@ -85,15 +96,22 @@ def _regression_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     gates = settings.regression_gates
     if not gates:
         return None
+
+    def describe(metric: str, kind: str, gate) -> str:
+        if kind == "max_drop":
+            return f"{metric} may not drop by more than {gate.max_drop} against the baseline"
+        return f"{metric} may not drop with a paired-test p-value below {gate.max_p} against the baseline"
+
     specs = [
         dg.AssetCheckSpec(
-            check_name(metric, "max_drop"),
+            check_name(metric, kind),
             asset=comparison_report,
             blocking=gate.blocking,
             partitions_def=eval_runs,
-            description=f"{metric} may not drop by more than {gate.max_drop} against the baseline",
+            description=describe(metric, kind, gate),
         )
         for metric, gate in gates.items()
+        for kind in regression_kinds(gate)
     ]
 
     @dg.multi_asset_check(
@@ -103,9 +121,34 @@ def _regression_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
         info = comparison_report.info
         baseline = info.get("metrics_a") if info.get("run_a") else None
         for metric, gate in gates.items():
-            yield _result(evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline))
+            evidence = paired_evidence(comparison_report, metric)
+            for r in evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence):
+                yield _result(r)
 
     return regression_gates
+
+
+def paired_evidence(report: ComparisonArtifact, metric: str) -> PairedEvidence | None:
+    """The comparison's paired test of ``metric`` (None for reports stored before p-values)."""
+    table = report.per_metric
+    if "p_value" not in table.columns:
+        return None
+    rows = table[table["metric"] == metric]
+    if len(rows) == 0:
+        return None
+    row = rows.iloc[0]
+
+    def num(column: str) -> float | None:
+        value = row.get(column)
+        return None if value is None or pd.isna(value) else float(value)
+
+    return PairedEvidence(
+        delta=num("paired_delta"),
+        p_value=num("p_value"),
+        n=int(num("n_paired") or 0),
+        test=None if pd.isna(row.get("test")) else str(row.get("test")),
+        note="" if pd.isna(row.get("test_note")) else str(row.get("test_note")),
+    )
 
 
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
@@ -198,7 +199,9 @@ def test_shared_corpus_runs_when_present(instance, tmp_path):
 def test_regression_gate_on_comparison_report(instance, tmp_path):
     cfg = write(
         tmp_path / "eval.yaml",
-        "gates:\n  regression:\n    hit@1: {max_drop: 0.0}\n    hit@10: {max_drop: 0.0}\n",
+        "gates:\n  mrr[lang=ko]: {min: 0.99, blocking: false}\n  mrr[lang=en]: {min: 0.1}\n"
+        "  regression:\n    hit@1: {max_drop: 0.0}\n    hit@10: {max_drop: 0.0}\n"
+        "    mrr: {max_p: 0.05}\n    hit@5: {max_p: 0.999999}\n",
     )
     _, base = run_partition(instance, "base", config=cfg, overrides={"chunk_size": 800})
     assert base.success  # no baseline yet: the regression gate passes as skipped
@@ -218,6 +221,25 @@ def test_regression_gate_on_comparison_report(instance, tmp_path):
     )
     assert evaluations["gate_hit_at_10_max_drop"].passed
     assert not worse.success
+
+    # Slice gates read the breakdowns: a warning on Korean MRR, a blocking gate on English that passes.
+    slices = RunMetricsArtifact.from_tables(*store.read("run_metrics", "worse")).breakdowns
+    ko = slices[(slices["dimension"] == "lang") & (slices["value"] == "ko") & (slices["metric"] == "mrr")]
+    ko_check = evaluations["gate_mrr_lang_ko_min"]
+    assert not ko_check.passed and ko_check.severity == dg.AssetCheckSeverity.WARN
+    assert ko_check.metadata["value"].value == pytest.approx(float(ko["score"].iloc[0]))
+    assert evaluations["gate_mrr_lang_en_min"].passed
+
+    # Significance gates read the comparison's paired tests.
+    per_metric = ComparisonArtifact.from_tables(*store.read("comparison_report", "worse")).per_metric
+    tests = per_metric.set_index("metric")
+    for metric, max_p in (("mrr", 0.05), ("hit@5", 0.999999)):
+        check = evaluations[f"gate_{metric.replace('@', '_at_')}_max_p"]
+        p, delta = tests.loc[metric, "p_value"], tests.loc[metric, "paired_delta"]
+        assert 0.0 < p <= 1.0 and check.metadata["p_value"].value == pytest.approx(p)
+        assert check.passed == (not (delta < 0 and p < max_p)), (metric, p, delta)  # higher is better
+    assert tests.loc["hit@1", "test"] == "mcnemar_exact" and tests.loc["mrr", "test"] == "randomization"
+    assert pd.isna(tests.loc["total_suite_ms", "p_value"])  # not a per-query mean: no test
 
 
 def test_chunk_id_golden_falls_back_when_chunkers_differ(instance, tmp_path):
