@@ -114,9 +114,12 @@ class QueryScoresArtifact:
     scores: pd.DataFrame
     info: dict[str, Any]
     summary: ScoreSummary | None = None
+    verification: pd.DataFrame | None = None  # per hit, when a source root was configured
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"query_scores": self.scores}
+        if self.verification is not None:
+            tables["hit_verification"] = self.verification
         if self.summary is not None:
             tables["summary_metrics"] = metrics_table(self.summary.metrics, self.summary.denominators)
             tables["summary_breakdowns"] = self.summary.breakdowns
@@ -128,7 +131,7 @@ class QueryScoresArtifact:
         if "summary_metrics" in tables:  # absent from runs stored before exact summaries
             metrics, denominators = metrics_from_table(tables["summary_metrics"])
             summary = ScoreSummary(metrics, denominators, tables["summary_breakdowns"])
-        return cls(tables["query_scores"], info, summary)
+        return cls(tables["query_scores"], info, summary, tables.get("hit_verification"))
 
 
 def metrics_table(metrics: dict[str, float | None], denominators: dict[str, int]) -> pd.DataFrame:

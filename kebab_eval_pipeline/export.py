@@ -69,8 +69,21 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
             row["score"]
         )
     r = b.retrieval.results
+    verdicts: dict[tuple[str, int], str] = {}
+    if b.scores.verification is not None:  # source_root configured: each hit's verification verdict
+        v = b.scores.verification
+        verdicts = dict(
+            zip(zip(v["query_id"], v["rank"].astype(int), strict=True), v["verdict"], strict=True)
+        )
+
+    def hit_record(rec: dict[str, Any]) -> dict[str, Any]:
+        out = {f: rec[f] for f in _HIT_FIELDS}
+        if verdicts:
+            out["verification"] = verdicts.get((rec["query_id"], int(rec["rank"])))
+        return out
+
     hits_by_query = {
-        qid: [{f: rec[f] for f in _HIT_FIELDS} for rec in _records(group)]
+        qid: [hit_record(rec) for rec in _records(group)]
         for qid, group in r.hits.sort_values(["query_id", "rank"]).groupby("query_id", sort=False)
     }
     cites_by_query = {

@@ -7,6 +7,7 @@ one-to-one; tests and benchmarks call them directly.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline import progress
@@ -21,6 +22,7 @@ from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.base import SystemUnderTest
@@ -74,6 +76,12 @@ def check_golden_against_system(
 
 def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:
     """Run every golden query through the configured system under test (after the stale check)."""
+    if settings.source_root and not Path(settings.source_root).is_dir():
+        # Fail before any query runs: a wrong root would report every hit as a hallucination.
+        raise InputError(
+            "source_root is not a directory",
+            [Offender(settings.source_root, "missing or not a directory", field="source_root")],
+        )
     system = build_system(settings)
     stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
@@ -97,6 +105,7 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
     rounded to 4 decimals, plus the run-level summary computed from the unrounded scores."""
     r = retrieval.results
     known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
+    verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
     scores = build_query_scores(
         golden.queries,
         golden.supports,
@@ -107,9 +116,18 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
         mrr_cutoff=settings.mrr_cutoff,
         criterion=settings.match,
         known_chunk_ids=known,
+        verification=verification,
     )
-    info = {"k": settings.k, "mrr_cutoff": settings.mrr_cutoff, "match": settings.match}
-    return QueryScoresArtifact(round_scores(scores), info, summarize_scores(scores, settings.k))
+    info = {
+        "k": settings.k,
+        "mrr_cutoff": settings.mrr_cutoff,
+        "match": settings.match,
+        "source_root": settings.source_root,
+        "hit_verdicts": hallucination_counts(verification) if verification is not None else None,
+    }
+    return QueryScoresArtifact(
+        round_scores(scores), info, summarize_scores(scores, settings.k), verification=verification
+    )
 
 
 def run_identity(
@@ -172,6 +190,9 @@ HEADLINE = (
     "refusal_correctness",
     "over_refusal_rate",
     "under_refusal_rate",
+    "answer_precision",
+    "chr",
+    "hallucination_rate",
     "empty_result_rate",
     "error_rate",
 )

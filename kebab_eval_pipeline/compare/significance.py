@@ -310,7 +310,7 @@ def _untestable_reason(name: str) -> str:
         why = "a share of intent groups, not of queries"
     elif name in ("error_rate", "timeout_rate", "empty_result_rate", "empty_response_rate"):
         why = "an operational rate"
-    elif name == "mixed_version_rate":
+    elif name in ("mixed_version_rate", "hallucination_rate"):
         why = "a share of hits, not of queries"
     elif _LATENCY.match(name):
         why = "a latency percentile/maximum"

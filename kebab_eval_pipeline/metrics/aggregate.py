@@ -17,11 +17,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import MatchCriterion, match_hits
+from kebab_eval_pipeline.matching import MatchCriterion, lookup_codes, match_hits, string_column
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
-from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, RETRIEVAL_AT_K, check_ks, retrieval_scores
+from kebab_eval_pipeline.metrics.retrieval import (
+    DEFAULT_KS,
+    RETRIEVAL_AT_K,
+    check_ks,
+    query_codes,
+    retrieval_scores,
+)
 from kebab_eval_pipeline.metrics.scope import scope_misses
 
 __all__ = [
@@ -88,6 +94,7 @@ def build_query_scores(
     criterion: MatchCriterion | str = "auto",
     known_chunk_ids: frozenset[str] | None = None,
     strict_snippet: bool = False,
+    verification: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The ``query_scores`` table: one row per golden query (in ``queries`` order).
 
@@ -100,8 +107,10 @@ def build_query_scores(
     n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
     attribution_hit, groundedness_rule, recency_ok) and the operational columns of
     :func:`~kebab_eval_pipeline.metrics.operations.operation_columns` (error, timed_out,
-    empty_result, empty_response, mixed_version_hits, retrieval_ms, answer_ms). Values are
-    unrounded; NaN/NA wherever a metric does not apply to the query.
+    empty_result, empty_response, mixed_version_hits, retrieval_ms, answer_ms), then
+    ``verified_hits`` / ``hallucinated_hits`` (Int64 counts from ``verification``, the table of
+    :func:`~kebab_eval_pipeline.metrics.verification.verify_hits`; NA when no source root was
+    configured). Values are unrounded; NaN/NA wherever a metric does not apply to the query.
     """
     ks = check_ks(ks)
     matches = match_hits(hits, supports, criterion=criterion, strict_snippet=strict_snippet)
@@ -121,7 +130,26 @@ def build_query_scores(
     )
     parts = [meta, retrieval.drop(columns="query_id"), answers.drop(columns="query_id")]
     parts.append(operations.drop(columns="query_id"))
+    parts.append(_verification_counts(queries, verification))
     return pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+
+
+def _verification_counts(queries: pd.DataFrame, verification: pd.DataFrame | None) -> pd.DataFrame:
+    """Per query: hits verified against the source tree, and how many of them were hallucinated."""
+    n = len(queries)
+    if verification is None:
+        na = pd.array([pd.NA] * n, dtype="Int64")
+        return pd.DataFrame({"verified_hits": na, "hallucinated_hits": na.copy()})
+    q = lookup_codes(string_column(verification, "query_id"), query_codes(queries), runs=False)
+    flag = verification["hallucinated"].astype("boolean")
+    verified = flag.notna().to_numpy() & (q >= 0)
+    hallucinated = verified & flag.fillna(False).to_numpy(dtype=bool)
+    return pd.DataFrame(
+        {
+            "verified_hits": pd.array(np.bincount(q[verified], minlength=n), dtype="Int64"),
+            "hallucinated_hits": pd.array(np.bincount(q[hallucinated], minlength=n), dtype="Int64"),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -171,6 +199,7 @@ def metric_names(ks: Sequence[int]) -> list[str]:
         *[f"group_consistency@{k}" for k in ks],
         "scope_miss_rate",
         *[name for _, name in ANSWER_METRICS],
+        "hallucination_rate",
         "error_rate",
         "timeout_rate",
         "empty_result_rate",
@@ -203,6 +232,7 @@ def aggregate_metrics(
       ``citation_coverage``, ``chr``, ``answer_precision``, ``attribution_hit_rate``,
       ``groundedness_rule``, ``recency_correctness`` — over their per-query denominators (see
       ``answers.answer_scores``).
+    - ``hallucination_rate`` — hallucinated hits / hits verified against the source root.
     - operations (see ``operations.operation_metrics``): ``error_rate``, ``timeout_rate``,
       ``empty_result_rate`` (all queries), ``empty_response_rate``, ``mixed_version_rate``,
       ``retrieval_ms_p50|p95|max``, ``answer_ms_p50|p95|max``, ``total_suite_ms``.
@@ -379,6 +409,16 @@ def _grouped(
     for column, name in ANSWER_METRICS:
         if column in qs.columns:
             mean(name, _float(qs, column))
+    if "verified_hits" in qs.columns and "hallucinated_hits" in qs.columns:
+        # A rate over hits, not queries: Σ hallucinated / Σ verified (null without a source root).
+        verified = qs["verified_hits"].astype("Float64").to_numpy(dtype=np.float64, na_value=0.0)[rows]
+        bad = qs["hallucinated_hits"].astype("Float64").to_numpy(dtype=np.float64, na_value=0.0)[rows]
+        total = np.bincount(codes, weights=verified, minlength=n_groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scores["hallucination_rate"] = np.where(
+                total > 0, np.bincount(codes, weights=bad, minlength=n_groups) / np.maximum(total, 1), np.nan
+            )
+        counts["hallucination_rate"] = total.astype(np.int64)
     op_scores, op_counts = grouped_operation_metrics(qs, codes, n_groups, rows)
     scores.update(op_scores)
     counts.update(op_counts)

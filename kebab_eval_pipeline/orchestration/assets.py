@@ -259,6 +259,8 @@ def query_scores(
         "per_query": _table_metadata(art.scores),
         "rows": len(art.scores),
     }
+    if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
+        meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
     return dg.Output(art, metadata=meta)
 
 
