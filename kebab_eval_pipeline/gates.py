@@ -257,68 +257,59 @@ def evaluate_regression_gate(
     No baseline: every bound passes as skipped. A null value (either run's metric, or no paired
     test) fails with the reason unless ``skip_if_null``.
     """
-    results = []
     value, before = metrics.get(metric), (baseline or {}).get(metric)
+    results = []
     for kind in regression_kinds(gate):
-        name = check_name(metric, kind)
-        threshold = -gate.max_drop if kind == "max_drop" else gate.max_p
-
-        def result(
-            passed: bool,
-            skipped: bool,
-            shown,
-            delta,
-            reason,
-            p=None,
-            kind=kind,
-            name=name,
-            threshold=threshold,
-        ):
-            return GateResult(
-                name, metric, kind, passed, skipped, gate.blocking, shown, threshold, delta, reason, p
-            )
-
         if baseline is None:
-            results.append(result(True, True, value, None, "no baseline run: nothing to regress against"))
-            continue
-        if kind == "max_drop":
-            if _is_null(value) or _is_null(before):
-                where = "this run" if _is_null(value) else "the baseline"
-                results.append(_null_result(result, gate, f"{metric} is null in {where}", value))
-                continue
-            delta = round(value - before, 4)
-            passed = worsening(metric, delta) <= gate.max_drop + 1e-12
-            allowed = "rise" if metric in LOWER_IS_BETTER else "drop"
-            reason = (
-                f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed {allowed} {gate.max_drop}"
-            )
-            results.append(result(passed, False, value, delta, reason))
-            continue
-        if evidence is None or evidence.p_value is None or evidence.delta is None:
-            why = (
-                evidence.note
-                if evidence is not None and evidence.note
-                else "the comparison has no paired test"
-            )
-            results.append(_null_result(result, gate, f"{metric}: no p-value ({why})", None))
-            continue
-        p, delta = evidence.p_value, round(evidence.delta, 4)
-        worse = worsening(metric, evidence.delta) > 0
-        passed = not (worse and p < gate.max_p)
-        verdict = "significantly worse" if not passed else ("not significant" if worse else "not worse")
-        reason = (
-            f"{metric} moved {evidence.delta:+.4f} over {evidence.n} paired queries, "
-            f"p = {p:.4g} ({evidence.test}): {verdict} at p < {gate.max_p}"
+            verdict = (True, True, value, None, "no baseline run: nothing to regress against", None)
+        elif kind == "max_drop":
+            verdict = _max_drop_verdict(metric, gate, value, before)
+        else:
+            verdict = _max_p_verdict(metric, gate, evidence)
+        passed, skipped, shown, delta, reason, p = verdict
+        threshold = -gate.max_drop if kind == "max_drop" else gate.max_p
+        name = check_name(metric, kind)
+        results.append(
+            GateResult(name, metric, kind, passed, skipped, gate.blocking, shown, threshold, delta, reason, p)
         )
-        results.append(result(passed, False, p, delta, reason, p))
     return results
 
 
-def _null_result(result, gate: RegressionGateSettings, why: str, value) -> GateResult:
+# (passed, skipped, value shown, delta, reason, p-value) of one regression bound.
+_Verdict = tuple[bool, bool, float | None, float | None, str, float | None]
+
+
+def _null_verdict(gate: RegressionGateSettings, why: str, value: float | None) -> _Verdict:
     skipped = gate.skip_if_null
-    return result(
-        skipped, skipped, value, None, f"{why}: " + ("skipped as configured" if skipped else "fails")
+    return skipped, skipped, value, None, f"{why}: " + ("skipped as configured" if skipped else "fails"), None
+
+
+def _max_drop_verdict(
+    metric: str, gate: RegressionGateSettings, value: float | None, before: float | None
+) -> _Verdict:
+    if _is_null(value) or _is_null(before):
+        where = "this run" if _is_null(value) else "the baseline"
+        return _null_verdict(gate, f"{metric} is null in {where}", value)
+    delta = round(value - before, 4)
+    passed = worsening(metric, delta) <= gate.max_drop + 1e-12
+    allowed = "rise" if metric in LOWER_IS_BETTER else "drop"
+    reason = f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed {allowed} {gate.max_drop}"
+    return passed, False, value, delta, reason, None
+
+
+def _max_p_verdict(metric: str, gate: RegressionGateSettings, evidence: PairedEvidence | None) -> _Verdict:
+    if evidence is None or evidence.p_value is None or evidence.delta is None:
+        why = evidence.note if evidence is not None and evidence.note else "the comparison has no paired test"
+        return _null_verdict(gate, f"{metric}: no p-value ({why})", None)
+    p = evidence.p_value
+    worse = worsening(metric, evidence.delta) > 0
+    passed = not (worse and p < gate.max_p)
+    verdict = "significantly worse" if not passed else ("not significant" if worse else "not worse")
+    reason = (
+        f"{metric} moved {evidence.delta:+.4f} over {evidence.n} paired queries, "
+        f"p = {p:.4g} ({evidence.test}): {verdict} at p < {gate.max_p}"
     )
+    return passed, False, p, round(evidence.delta, 4), reason, p
 
 
 def evaluate_gates(
