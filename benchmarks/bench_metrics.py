@@ -1,22 +1,42 @@
-"""Benchmark: retrieval metrics on N queries × H hits — ours vs pytrec_eval (and a DuckDB floor).
+"""Benchmark: retrieval metrics on N queries × H hits — ours vs ranx vs pytrec_eval (and a DuckDB floor).
 
-    python benchmarks/bench_metrics.py                       # 100k queries × 100 hits (10M hit rows)
-    python benchmarks/bench_metrics.py --queries 20000       # smaller
-    python benchmarks/bench_metrics.py --skip pytrec         # tools: ours, pytrec, duckdb
+    python benchmarks/bench_metrics.py                        # 10k and 100k queries × 100 hits
+    python benchmarks/bench_metrics.py --queries 100000       # one size (repeatable flag)
+    python benchmarks/bench_metrics.py --skip ranx            # tools: ours, ranx, pytrec, duckdb
+    python benchmarks/bench_metrics.py --data /tmp/bm         # keep/reuse the generated Parquet
 
-Generates a seeded run (unique chunk ids per query, 1–5 graded chunk-level supports per query, some
-never retrieved) as Parquet, then runs each tool in its own subprocess so that peak RSS
-(``ru_maxrss``) is the tool's own. Timed per tool:
+Generates a seeded run per size (unique chunk ids per query, 1–5 graded chunk-level supports per
+query, some never retrieved) as Parquet, then runs each tool in its own subprocess so that peak RSS
+(``ru_maxrss``) is the tool's own. Every tool starts from the same Parquet files; per tool:
 
-- ``ours``: ``match_hits`` + ``retrieval_scores`` (k = 1, 3, 5, 10; MRR cutoff 10) on the tables
-  as ``pandas.read_parquet`` returns them;
-- ``pytrec``: building the qrels/run dicts pytrec_eval needs ("prepare") and ``evaluate`` (full run
-  for success/recall/P/ndcg_cut, the run cut at 10 for recip_rank);
+- ``read``: Parquet → the tool's in-memory input (DataFrames / Arrow columns);
+- ``prepare``: building the tool's own structures from it;
+- ``compute``: the evaluation proper.
+
+Tools and measures (hit@10, mrr with cutoff 10, recall@10, precision@10, ndcg@10):
+
+- ``ours``: read the queries, supports and hits tables the way the product's storage does
+  (``pyarrow.parquet.read_table(...).to_pandas()``; of the hits, the columns the matching and metric
+  kernels consult — ``score`` is not one of them), then ``match_hits`` + ``retrieval_scores``
+  (k = 10). Nothing is prepared ahead: "total" is what a user pays from Parquet to per-query values.
+- ``ranx``: Qrels/Run built with ``Qrels.from_dict``/``Run.from_dict`` from dicts (faster than
+  ranx's own ``from_df``; ranx only accepts object-dtype DataFrames), then
+  ``ranx.evaluate(hit_rate@10, mrr@10, recall@10, precision@10, ndcg@10)``. ranx compiles numba
+  kernels per id *string length*, so an untimed warm-up runs construction + evaluate on a tiny
+  input whose ids have the same lengths as the data's.
+- ``pytrec``: building the qrels/run dicts ``pytrec_eval`` needs, then ``evaluate`` (success_10,
+  recall_10, P_10, ndcg_cut_10 on the full run; recip_rank on the run cut at 10).
 - ``duckdb``: one hand-written SQL query over the Parquet files (MRR, P@10, nDCG@10) — the
   practical floor named in SPEC §10.
 
-Every tool's per-query values are checked against ours (max abs difference must be ≤ 1e-9).
-Not a test: timings depend on the machine.
+Arrow's memory pool matters on some machines: pyarrow's default (mimalloc) made the 10M-row
+read 2–3× slower than ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` (or ``MIMALLOC_ARENA_EAGER_COMMIT=1``)
+on a 2-CPU VM; the workers inherit the environment, and the pool is printed with the figures.
+
+Semantics: ranx ``ndcg`` is the Järvelin–Kekäläinen form (linear gain, log2(rank + 1)) that
+trec_eval ``ndcg_cut`` and ours use; ranx ``ndcg_burges`` (gain 2^grade − 1) is a different measure
+and is not compared. Every tool's per-query values are checked against ours (max abs difference
+must be ≤ 1e-9). Not a test: timings depend on the machine (note its load).
 """
 
 from __future__ import annotations
@@ -35,9 +55,32 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-KS = (1, 3, 5, 10)
 CUTOFF = 10
-TOOLS = ("ours", "pytrec", "duckdb")
+KS = (CUTOFF,)
+TOOLS = ("ours", "ranx", "pytrec", "duckdb")
+SIZES = (10_000, 100_000)
+MEASURES = ("hit@10", "mrr", "recall@10", "precision@10", "ndcg@10")
+# Hit columns the matching/metric kernels may consult (those present in the file are read).
+HIT_COLUMNS_USED = (
+    "query_id",
+    "rank",
+    "chunk_id",
+    "doc_id",
+    "doc_path",
+    "heading_path",
+    "line_start",
+    "line_end",
+    "snippet",
+)
+RANX_METRICS = {
+    "hit@10": "hit_rate@10",
+    "mrr": "mrr@10",
+    "recall@10": "recall@10",
+    "precision@10": "precision@10",
+    "ndcg@10": "ndcg@10",
+}
+RSS_LIMIT_MIB = 3 * 1024
+DUCKDB_FACTOR = 2.0
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -118,14 +161,6 @@ def generate(out: Path, n_queries: int, n_hits: int, seed: int) -> None:
 # ------------------------------------------------------------------------------------------ workers
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -142,77 +177,134 @@ def _import_kernels():
     return match_hits, retrieval_scores
 
 
+def _result(data: Path, tool: str, frame) -> None:
+    frame.to_parquet(data / f"result_{tool}.parquet")
+
+
 def worker_ours(data: Path) -> dict:
-    import pandas as pd
+    import pandas as pd  # noqa: F401  (imported before the clock starts, like every tool's imports)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     match_hits, retrieval_scores = _import_kernels()
+    hit_columns = [c for c in HIT_COLUMNS_USED if c in pq.read_schema(data / "hits.parquet").names]
     t0 = time.perf_counter()
-    queries = pd.read_parquet(data / "queries.parquet")
-    supports = pd.read_parquet(data / "supports.parquet")
-    hits = pd.read_parquet(data / "hits.parquet")
-    load = time.perf_counter() - t0
-    rss_loaded = _rss_mib()
-    t0 = time.perf_counter()
+    queries = pq.read_table(data / "queries.parquet").to_pandas()
+    supports = pq.read_table(data / "supports.parquet").to_pandas()
+    hits = pq.read_table(data / "hits.parquet", columns=hit_columns).to_pandas()
+    t1 = time.perf_counter()
     matches = match_hits(hits, supports)
-    t_match = time.perf_counter() - t0
+    t2 = time.perf_counter()
     scores = retrieval_scores(queries, supports, hits, matches, ks=KS, mrr_cutoff=CUTOFF)
-    compute = time.perf_counter() - t0
-    cols = ["mrr"] + [f"{m}@{k}" for m in ("hit", "recall", "precision", "ndcg") for k in KS]
-    scores[["query_id", *cols]].to_parquet(data / "result_ours.parquet")
+    t3 = time.perf_counter()
+    peak = _peak_mib()
+    _result(data, "ours", scores[["query_id", *MEASURES]])
     return {
-        "load_s": load,
+        "read_s": t1 - t0,
         "prepare_s": 0.0,
-        "compute_s": compute,
-        "match_s": t_match,
-        "rss_loaded_mib": rss_loaded,
-        "peak_mib": _peak_mib(),
+        "compute_s": t3 - t1,
+        "match_s": t2 - t1,
+        "scores_s": t3 - t2,
+        "peak_mib": peak,
+        "hit_columns": hit_columns,
+        "arrow_pool": pa.default_memory_pool().backend_name,
     }
 
 
-def worker_pytrec(data: Path) -> dict:
-    import pyarrow.parquet as pq
-    import pytrec_eval
-
-    t0 = time.perf_counter()
-    hits = pq.read_table(data / "hits.parquet", columns=["query_id", "chunk_id", "score"]).to_pydict()
-    sup = pq.read_table(data / "supports.parquet", columns=["query_id", "chunk_id", "grade"]).to_pydict()
-    load = time.perf_counter() - t0
-    rss_loaded = _rss_mib()
-    t0 = time.perf_counter()
+def _trec_dicts(sup: dict, hits: dict) -> tuple[dict, dict]:
     qrels: dict[str, dict[str, int]] = {}
     for q, c, g in zip(sup["query_id"], sup["chunk_id"], sup["grade"], strict=True):
         qrels.setdefault(q, {})[c] = g
     run: dict[str, dict[str, float]] = {}
-    cut: dict[str, dict[str, float]] = {}
     for q, c, s in zip(hits["query_id"], hits["chunk_id"], hits["score"], strict=True):
         run.setdefault(q, {})[c] = s
+    return qrels, run
+
+
+def _read_trec_input(data: Path) -> tuple[dict, dict]:
+    import pyarrow.parquet as pq
+
+    hits = pq.read_table(data / "hits.parquet", columns=["query_id", "chunk_id", "score"]).to_pydict()
+    sup = pq.read_table(data / "supports.parquet", columns=["query_id", "chunk_id", "grade"]).to_pydict()
+    return hits, sup
+
+
+def worker_ranx(data: Path) -> dict:
+    import pandas as pd
+    import ranx
+
+    metrics = list(RANX_METRICS.values())
+    t0 = time.perf_counter()
+    hits, sup = _read_trec_input(data)
+    t1 = time.perf_counter()
+
+    # Untimed warm-up: ranx's numba kernels are specialised on the doc-id array dtype (<U{max len}),
+    # so the tiny input uses ids as long as the data's (construction and evaluate both compile).
+    q_len = max(map(len, sup["chunk_id"]))
+    r_len = max(map(len, hits["chunk_id"]))
+    tiny_q = {f"w{i}": {"a" * q_len: 1, "b" * q_len: 2} for i in range(2)}
+    tiny_r = {f"w{i}": {"a" * r_len: 2.0, "c" * r_len: 1.0} for i in range(2)}
+    ranx.evaluate(
+        ranx.Qrels.from_dict(tiny_q),
+        ranx.Run.from_dict(tiny_r),
+        metrics,
+        return_mean=False,
+        save_results_in_run=False,
+    )
+    warm = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    qrels_d, run_d = _trec_dicts(sup, hits)
+    del hits, sup
+    qrels = ranx.Qrels.from_dict(qrels_d)
+    run = ranx.Run.from_dict(run_d)
+    del qrels_d, run_d
+    t3 = time.perf_counter()
+    res = ranx.evaluate(qrels, run, metrics, return_mean=False, save_results_in_run=False)
+    t4 = time.perf_counter()
+    peak = _peak_mib()
+    qids = list(qrels.get_query_ids())
+    if qids != list(run.get_query_ids()):
+        raise SystemExit("ranx: qrels and run query order differ")
+    frame = {"query_id": qids} | {
+        ours: np.asarray(res[name], dtype=float) for ours, name in RANX_METRICS.items()
+    }
+    _result(data, "ranx", pd.DataFrame(frame))
+    return {
+        "read_s": t1 - t0,
+        "prepare_s": t3 - t2,
+        "compute_s": t4 - t3,
+        "warmup_s": warm,
+        "peak_mib": peak,
+    }
+
+
+def worker_pytrec(data: Path) -> dict:
+    import pandas as pd
+    import pytrec_eval
+
+    t0 = time.perf_counter()
+    hits, sup = _read_trec_input(data)
+    t1 = time.perf_counter()
+    qrels, run = _trec_dicts(sup, hits)
+    cut: dict[str, dict[str, float]] = {}  # recip_rank has no cut-off: evaluate it on the top 10
+    for q, c, s in zip(hits["query_id"], hits["chunk_id"], hits["score"], strict=True):
         if s > 1000 - CUTOFF - 0.5:
             cut.setdefault(q, {})[c] = s
     del hits, sup
-    prepare = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ks = ",".join(map(str, KS))
-    full = pytrec_eval.RelevanceEvaluator(
-        qrels, {f"success.{ks}", f"recall.{ks}", f"P.{ks}", f"ndcg_cut.{ks}"}
-    )
-    res = full.evaluate(run)
+    t2 = time.perf_counter()
+    res = pytrec_eval.RelevanceEvaluator(
+        qrels, {f"success.{CUTOFF}", f"recall.{CUTOFF}", f"P.{CUTOFF}", f"ndcg_cut.{CUTOFF}"}
+    ).evaluate(run)
     rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(cut)
-    compute = time.perf_counter() - t0
-    import pandas as pd
-
+    t3 = time.perf_counter()
+    peak = _peak_mib()
     qids = sorted(res)
     frame = {"query_id": qids, "mrr": [rr.get(q, {}).get("recip_rank", 0.0) for q in qids]}
-    for name, trec in (("hit", "success"), ("recall", "recall"), ("precision", "P"), ("ndcg", "ndcg_cut")):
-        for k in KS:
-            frame[f"{name}@{k}"] = [res[q][f"{trec}_{k}"] for q in qids]
-    pd.DataFrame(frame).to_parquet(data / "result_pytrec.parquet")
-    return {
-        "load_s": load,
-        "prepare_s": prepare,
-        "compute_s": compute,
-        "rss_loaded_mib": rss_loaded,
-        "peak_mib": _peak_mib(),
-    }
+    for ours, trec in (("hit", "success"), ("recall", "recall"), ("precision", "P"), ("ndcg", "ndcg_cut")):
+        frame[f"{ours}@{CUTOFF}"] = [res[q][f"{trec}_{CUTOFF}"] for q in qids]
+    _result(data, "pytrec", pd.DataFrame(frame))
+    return {"read_s": t1 - t0, "prepare_s": t2 - t1, "compute_s": t3 - t2, "peak_mib": peak}
 
 
 DUCKDB_SQL = """
@@ -235,71 +327,60 @@ def worker_duckdb(data: Path) -> dict:
     import duckdb
 
     con = duckdb.connect()
-    rss_loaded = _rss_mib()
     t0 = time.perf_counter()
     frame = con.execute(DUCKDB_SQL.format(d=data)).df()
-    compute = time.perf_counter() - t0
-    frame.to_parquet(data / "result_duckdb.parquet")
-    return {
-        "load_s": 0.0,
-        "prepare_s": 0.0,
-        "compute_s": compute,
-        "rss_loaded_mib": rss_loaded,
-        "peak_mib": _peak_mib(),
-    }
+    t1 = time.perf_counter()
+    peak = _peak_mib()
+    _result(data, "duckdb", frame)
+    return {"read_s": 0.0, "prepare_s": 0.0, "compute_s": t1 - t0, "peak_mib": peak}
 
 
-WORKERS = {"ours": worker_ours, "pytrec": worker_pytrec, "duckdb": worker_duckdb}
+WORKERS = {"ours": worker_ours, "ranx": worker_ranx, "pytrec": worker_pytrec, "duckdb": worker_duckdb}
 
 
 # ------------------------------------------------------------------------------------------ driver
 
 
-def verify(data: Path, tool: str) -> float:
-    """Max abs difference between ``tool``'s per-query values and ours (common columns)."""
+def differences(data: Path, tool: str) -> dict[str, float]:
+    """Per measure, the max abs difference between ``tool``'s per-query values and ours."""
     import pandas as pd
 
     ours = pd.read_parquet(data / "result_ours.parquet").set_index("query_id")
     other = pd.read_parquet(data / f"result_{tool}.parquet").set_index("query_id")
     other.index = other.index.astype(ours.index.dtype)
-    if len(other) != len(ours):
-        raise SystemExit(f"{tool}: {len(other)} queries vs ours {len(ours)}")
+    if len(other) != len(ours) or not other.index.isin(ours.index).all():
+        raise SystemExit(f"{tool}: {len(other)} queries vs ours {len(ours)} (or different ids)")
     other = other.loc[ours.index]
-    return float(max(np.nanmax(np.abs(ours[c].to_numpy() - other[c].to_numpy())) for c in other.columns))
+    out = {}
+    for column in other.columns:
+        a, b = ours[column].to_numpy(float), other[column].to_numpy(float)
+        d = np.abs(a - b)
+        d[np.isnan(a) & np.isnan(b)] = 0.0
+        d[np.isnan(d)] = np.inf  # a value on one side only
+        out[column] = float(d.max(initial=0.0))
+    return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--queries", type=int, default=100_000)
-    ap.add_argument("--hits", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--skip", action="append", default=[], choices=TOOLS)
-    ap.add_argument("--data", type=Path, help="reuse/keep generated data in this directory")
-    ap.add_argument("--worker", choices=TOOLS, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-
-    if args.worker:
-        print(json.dumps(WORKERS[args.worker](args.data)))
-        return
-
+def run_size(n_queries: int, args: argparse.Namespace) -> bool:
+    """Generate (or reuse) one size, run every tool, print its table; False when a check fails."""
     tmp = None
-    data = args.data
-    if data is None:
+    if args.data is None:
         tmp = tempfile.TemporaryDirectory(prefix="bench_metrics_")
         data = Path(tmp.name)
+    else:
+        data = args.data / f"q{n_queries}_h{args.hits}_s{args.seed}"
     data.mkdir(parents=True, exist_ok=True)
     if not (data / "hits.parquet").exists():
         t0 = time.perf_counter()
-        generate(data, args.queries, args.hits, args.seed)
-        print(
-            f"generated {args.queries:,} queries × {args.hits} hits "
-            f"in {time.perf_counter() - t0:.1f} s → {data}"
-        )
+        generate(data, n_queries, args.hits, args.seed)
+        took = time.perf_counter() - t0
+        print(f"generated {n_queries:,} queries × {args.hits} hits in {took:.1f} s → {data}")
 
-    results = {}
+    results: dict[str, dict] = {}
     for tool in TOOLS:
         if tool in args.skip:
             continue
+        load = os.getloadavg()[0]
         proc = subprocess.run(
             [sys.executable, __file__, "--worker", tool, "--data", str(data)],
             capture_output=True,
@@ -309,30 +390,86 @@ def main() -> None:
         )
         if proc.returncode:
             raise SystemExit(f"{tool} failed:\n{proc.stderr}")
-        results[tool] = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[tool] = json.loads(proc.stdout.strip().splitlines()[-1]) | {"load1": load}
 
-    base = results["ours"]["compute_s"]
-    print(f"\n{args.queries:,} queries × {args.hits} hits ({args.queries * args.hits:,} hit rows)")
+    ok = True
+    rows = n_queries * args.hits
+    print(f"\n{n_queries:,} queries × {args.hits} hits ({rows:,} hit rows); measures: {', '.join(MEASURES)}")
     print(
-        f"{'tool':<8} {'load s':>8} {'prepare s':>10} {'compute s':>10} {'RSS loaded':>11} {'peak RSS':>10} "
-        f"{'compute/ours':>13} {'max |Δ|':>9}"
+        f"{'tool':<7} {'read s':>7} {'prepare s':>10} {'compute s':>10} {'total s':>8} "
+        f"{'peak RSS MiB':>13} {'max |Δ| vs ours':>16}  {'load1':>5}"
     )
+    diffs: dict[str, dict[str, float]] = {}
     for tool, r in results.items():
-        delta = 0.0 if tool == "ours" else verify(data, tool)
+        r["total_s"] = r["read_s"] + r["prepare_s"] + r["compute_s"]
+        if tool != "ours" and "ours" in results:
+            diffs[tool] = differences(data, tool)
+        delta = max(diffs[tool].values()) if tool in diffs else 0.0
         print(
-            f"{tool:<8} {r['load_s']:>8.2f} {r['prepare_s']:>10.2f} {r['compute_s']:>10.2f} "
-            f"{r['rss_loaded_mib']:>8.0f} MiB {r['peak_mib']:>6.0f} MiB "
-            f"{r['compute_s'] / base:>12.2f}x {delta:>9.1e}"
+            f"{tool:<7} {r['read_s']:>7.2f} {r['prepare_s']:>10.2f} {r['compute_s']:>10.2f} "
+            f"{r['total_s']:>8.2f} {r['peak_mib']:>13.0f} {delta:>16.1e}  {r['load1']:>5.2f}"
         )
-        if delta > 1e-9:
-            raise SystemExit(f"{tool} disagrees with ours by {delta}")
+    for tool, per in diffs.items():
+        bad = {m: d for m, d in per.items() if d > 1e-9}
+        if bad:
+            ok = False
+            print(f"MISMATCH {tool} vs ours: " + ", ".join(f"{m} {d:.3g}" for m, d in bad.items()))
     if "ours" in results:
-        print(f"ours: match_hits {results['ours']['match_s']:.2f} s of {base:.2f} s")
-    if "pytrec" in results:
-        p = results["pytrec"]
-        print(f"pytrec prepare+evaluate / ours = {(p['prepare_s'] + p['compute_s']) / base:.1f}x")
+        o = results["ours"]
+        print(
+            f"ours: read {o['read_s']:.2f} s (hits columns {', '.join(o['hit_columns'])}) + match_hits "
+            f"{o['match_s']:.2f} s + retrieval_scores {o['scores_s']:.2f} s; Arrow memory pool "
+            f"{o['arrow_pool']}"
+        )
+        if "ranx" in results:
+            print(f"ranx: warm-up (untimed) {results['ranx']['warmup_s']:.1f} s")
+        for tool in ("pytrec", "ranx"):
+            if tool in results:
+                r = results[tool]
+                own = r["prepare_s"] + r["compute_s"]
+                print(
+                    f"{tool}/ours: total {r['total_s'] / o['total_s']:.1f}x, "
+                    f"prepare+compute vs ours compute {own / o['compute_s']:.1f}x"
+                )
+                ok &= _check(f"ours faster than {tool} end to end", o["total_s"] < r["total_s"])
+        if "duckdb" in results:
+            ratio = o["total_s"] / results["duckdb"]["total_s"]
+            print(
+                f"ours/duckdb: total {ratio:.1f}x, ours compute only "
+                f"{o['compute_s'] / results['duckdb']['total_s']:.1f}x"
+            )
+            ok &= _check(f"ours within {DUCKDB_FACTOR:g}x of the DuckDB floor", ratio <= DUCKDB_FACTOR)
+        if rows >= 10_000_000:
+            ok &= _check(f"ours peak RSS ≤ {RSS_LIMIT_MIB} MiB", o["peak_mib"] <= RSS_LIMIT_MIB)
     if tmp is not None:
         tmp.cleanup()
+    return ok
+
+
+def _check(label: str, passed: bool) -> bool:
+    print(f"  {'PASS' if passed else 'FAIL'}  {label}")
+    return passed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, action="append", help=f"size to run (repeatable; default {SIZES})")
+    ap.add_argument("--hits", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--skip", action="append", default=[], choices=TOOLS)
+    ap.add_argument("--data", type=Path, help="keep/reuse generated data under this directory")
+    ap.add_argument("--worker", choices=TOOLS, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](args.data)))
+        return
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    ok = True
+    for n in args.queries or SIZES:
+        ok &= run_size(n, args)
+    if not ok:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

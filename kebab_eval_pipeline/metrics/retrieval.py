@@ -22,6 +22,7 @@ from kebab_eval_pipeline.matching import (
     equi_join,
     lookup_codes,
     normalise_paths,
+    sorted_unique,
     string_column,
 )
 
@@ -134,14 +135,17 @@ def retrieval_scores(
 
     n_hits = count_codes(string_column(hits, "query_id"), qid)
 
+    # Every match of a positive support: (position in the s_* arrays, rank).
+    m_sup, m_rank = _positive_matches(s_q, s_idx, matches, qid)
     # First matched rank of every positive support (inf when never matched).
-    s_first = _support_first_rank(s_q, s_idx, matches, qid)
+    s_first = np.full(len(s_q), _NO_RANK)
+    np.minimum.at(s_first, m_sup, m_rank.astype(np.float64))
 
     frr = _group_min(s_q, s_first, nq)  # first relevant rank
     frr_cut = np.where(frr <= mrr_cutoff, frr, _NO_RANK)
     mrr = np.where(np.isfinite(frr_cut), 1.0 / np.where(np.isfinite(frr_cut), frr_cut, 1.0), 0.0)
 
-    rel_q, rel_rank = _relevant_ranks(s_q, s_idx, matches, qid)
+    rel_q, rel_rank = _relevant_ranks(s_q[m_sup], m_rank)
     all_rank = _recall_all_rank(queries, s_q, s_idx, s_first, nq)
     doc_q, doc_first = _expected_docs(sup, s_q, s_first, hits, qid)
     n_docs = np.bincount(doc_q, minlength=nq)
@@ -200,41 +204,36 @@ def _support_keys(q: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
     return q.astype(np.int64) * np.int64(width) + idx
 
 
-def _support_first_rank(
-    s_q: np.ndarray, s_idx: np.ndarray, matches: pd.DataFrame, qid: pa.Array
-) -> np.ndarray:
-    """First matched rank per (positive) support, aligned with ``s_q``; inf when never matched."""
-    first = np.full(len(s_q), _NO_RANK)
-    if len(s_q) == 0 or len(matches) == 0:
-        return first
-    m_q = lookup_codes(string_column(matches, "query_id"), qid, runs=False)
-    m_idx = matches["support_idx"].to_numpy(dtype=np.int64)
-    m_rank = matches["rank"].to_numpy(dtype=np.float64)
-    width = int(max(s_idx.max(initial=0), m_idx.max(initial=0))) + 1
-    s_key = _support_keys(s_q, s_idx, width)
-    order = np.argsort(s_key, kind="stable")
-    sorted_keys = s_key[order]
-    ok = m_q >= 0
-    m_key = _support_keys(m_q[ok], m_idx[ok], width)
-    pos = np.minimum(np.searchsorted(sorted_keys, m_key), len(sorted_keys) - 1)
-    found = sorted_keys[pos] == m_key  # matches of grade-0 / unknown supports drop out here
-    np.minimum.at(first, order[pos[found]], m_rank[ok][found])
-    return first
-
-
-def _relevant_ranks(
+def _positive_matches(
     s_q: np.ndarray, s_idx: np.ndarray, matches: pd.DataFrame, qid: pa.Array
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (query code, rank) of relevant hits: hits matching at least one positive support."""
-    if len(matches) == 0 or len(s_q) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    """Every match of a positive support: (its position in ``s_q``/``s_idx``, the rank; int64).
+
+    Matches of grade-0 supports or of unknown queries/supports drop out.
+    """
+    none = np.zeros(0, np.int64)
+    if len(s_q) == 0 or len(matches) == 0:
+        return none, none
     m_q = lookup_codes(string_column(matches, "query_id"), qid, runs=False)
     m_idx = matches["support_idx"].to_numpy(dtype=np.int64)
     m_rank = matches["rank"].to_numpy(dtype=np.int64)
     width = int(max(s_idx.max(initial=0), m_idx.max(initial=0))) + 1
-    positive = np.isin(_support_keys(m_q, m_idx, width), _support_keys(s_q, s_idx, width)) & (m_q >= 0)
-    top = np.int64(m_rank.max(initial=0) + 1)
-    key = np.unique(m_q[positive] * top + m_rank[positive])
+    s_key = _support_keys(s_q, s_idx, width)
+    order = np.argsort(s_key, kind="stable")
+    sorted_keys = s_key[order]
+    ok = np.flatnonzero(m_q >= 0)
+    m_key = _support_keys(m_q[ok], m_idx[ok], width)
+    pos = np.minimum(np.searchsorted(sorted_keys, m_key), len(sorted_keys) - 1)
+    found = sorted_keys[pos] == m_key
+    return order[pos[found]], m_rank[ok[found]]
+
+
+def _relevant_ranks(q: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (query code, rank) of relevant hits, from the (query, rank) of positive matches."""
+    if len(q) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    top = np.int64(rank.max() + 1)
+    key = sorted_unique(q * top + rank)
     return key // top, (key % top).astype(np.float64)
 
 
@@ -343,7 +342,7 @@ def _expected_docs(
 
     out_q: list[np.ndarray] = [s_q[by_support]]
     out_first: list[np.ndarray] = [s_first[by_support]]
-    h_rank = hits["rank"].to_numpy(dtype=np.float64) if len(hits) else np.zeros(0)
+    h_rank: np.ndarray | None = None  # the hits' ranks, read only when a document is looked up
     h_qid = string_column(hits, "query_id")
     for mask, values, hit_columns in (
         (by_id, doc_id, ("doc_id",)),
@@ -355,7 +354,7 @@ def _expected_docs(
         vals = values.take(pa.array(rows))
         vset = pc.unique(vals)
         code = lookup_codes(vals, vset, runs=False)
-        doc_key = np.unique(s_q[rows] * np.int64(len(vset)) + code)
+        doc_key = sorted_unique(s_q[rows] * np.int64(len(vset)) + code)
         d_q = doc_key // len(vset)
         d_vals = vset.take(pa.array(doc_key % len(vset)))
         first = np.full(len(doc_key), _NO_RANK)
@@ -367,6 +366,8 @@ def _expected_docs(
                 hit_values = normalise_paths(hit_values)
             i, j = equi_join([h_qid, hit_values], [qid.take(pa.array(d_q)), d_vals])
             if len(i):
+                if h_rank is None:
+                    h_rank = hits["rank"].to_numpy(dtype=np.float64)
                 np.minimum.at(first, j, h_rank[i])
         out_q.append(d_q)
         out_first.append(first)
