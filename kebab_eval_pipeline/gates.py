@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
+from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, OPERATIONAL_METRICS, metric_names
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, RunSettings
 
@@ -32,13 +32,7 @@ LOWER_IS_BETTER: frozenset[str] = frozenset(
         "over_refusal_rate",
         "scope_miss_rate",
         "hallucination_rate",
-        "error_rate",
-        "timeout_rate",
-        "empty_result_rate",
-        "empty_response_rate",
-        "mixed_version_rate",
-        "total_suite_ms",
-        *(f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")),
+        *OPERATIONAL_METRICS,  # error/timeout/empty rates, version mix, latencies
         "index_zero_chunk_docs",
         "index_zero_chunk_rate",
         "index_chunks_skipped",

@@ -34,6 +34,7 @@ __all__ = [
     "ANSWER_METRICS",
     "BREAKDOWN_COLUMNS",
     "BREAKDOWN_DIMENSIONS",
+    "OPERATIONAL_METRICS",
     "QUERY_META_COLUMNS",
     "STORED_DECIMALS",
     "ScoreSummary",
@@ -68,6 +69,16 @@ ANSWER_METRICS: tuple[tuple[str, str], ...] = (
     ("attribution_hit", "attribution_hit_rate"),
     ("groundedness_rule", "groundedness_rule"),
     ("recency_ok", "recency_correctness"),
+)
+#: Operational aggregates (operations.grouped_operation_metrics), in report order.
+OPERATIONAL_METRICS: tuple[str, ...] = (
+    "error_rate",
+    "timeout_rate",
+    "empty_result_rate",
+    "empty_response_rate",
+    "mixed_version_rate",
+    *(f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")),
+    "total_suite_ms",
 )
 BREAKDOWN_DIMENSIONS: tuple[str, ...] = ("category", "difficulty", "lang", "tag", "answerable")
 BREAKDOWN_COLUMNS: dict[str, str] = {
@@ -200,13 +211,7 @@ def metric_names(ks: Sequence[int]) -> list[str]:
         "scope_miss_rate",
         *[name for _, name in ANSWER_METRICS],
         "hallucination_rate",
-        "error_rate",
-        "timeout_rate",
-        "empty_result_rate",
-        "empty_response_rate",
-        "mixed_version_rate",
-        *[f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")],
-        "total_suite_ms",
+        *OPERATIONAL_METRICS,
         *INDEX_METRICS,  # run-level, from the system's coverage report (not from query_scores)
     ]
 
