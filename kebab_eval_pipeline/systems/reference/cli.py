@@ -199,7 +199,15 @@ def version_cmd(
     """Print the versions that make runs comparable, as JSON (what `ref serve` gives on GET /version)."""
     index = _load(index_dir)
     info = index.info(mode)
-    _emit_json({"system": "kebab-eval-reference", "mode": mode, **info.versions(), **info.details})
+    _emit_json(
+        {
+            "system": "kebab-eval-reference",
+            "mode": mode,
+            **info.versions(),
+            **info.details,
+            "coverage": info.coverage,
+        }
+    )
 
 
 @ref_app.command("serve")

@@ -123,7 +123,13 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
     async def version(request: Request) -> JSONResponse:
         info = index.info(mode)
         return JSONResponse(
-            {"system": "kebab-eval-reference", "mode": mode, **info.versions(), **info.details}
+            {
+                "system": "kebab-eval-reference",
+                "mode": mode,
+                **info.versions(),
+                **info.details,
+                "coverage": info.coverage,
+            }
         )
 
     async def health(request: Request) -> JSONResponse:
