@@ -116,8 +116,7 @@ def answer_scores(
     refused = has_answer & out["refused"].fillna(False).to_numpy(dtype=bool)
     shipped = has_answer & ~refused
 
-    cit = _citation_facts(qid, citations, hits, matches, known_chunk_ids)
-    _add_direct_gold(cit, qid, citations, supports, criterion, strict_snippet)
+    cit = _citation_facts(qid, citations, hits, matches, known_chunk_ids, supports, criterion, strict_snippet)
     n_cit = np.bincount(cit.q, minlength=nq)
     n_real = np.bincount(cit.q[cit.real], minlength=nq)
     n_in_hits = np.bincount(cit.q[cit.in_hits], minlength=nq)
@@ -237,6 +236,9 @@ def _citation_facts(
     hits: pd.DataFrame,
     matches: pd.DataFrame,
     known_chunk_ids: frozenset[str] | None,
+    supports: pd.DataFrame,
+    criterion: MatchCriterion | str,
+    strict_snippet: bool,
 ) -> _CitationFacts:
     c_q = lookup_codes(string_column(citations, "query_id"), qid, runs=False)
     keep = np.flatnonzero(c_q >= 0)
@@ -280,8 +282,10 @@ def _citation_facts(
     j = np.concatenate([j1, j2])
     in_hits = np.bincount(j, minlength=n) > 0
     pair, support_idx = _gold_pairs(hits, i, matches)
-    gold = np.bincount(j[pair], minlength=n) > 0
-    cited = (c_q[j[pair]], support_idx)
+    direct, direct_support = _direct_gold(cit, supports, criterion, strict_snippet)
+    cited_rows = np.concatenate([j[pair], direct])
+    gold = np.bincount(cited_rows, minlength=n) > 0
+    cited = (c_q[cited_rows], np.concatenate([support_idx, direct_support]))
 
     # Is the cited chunk real? A citation resolved among its own query's hits certainly is; only
     # the others are looked up in the whole run (or in the system's chunk list).
@@ -305,39 +309,25 @@ def _citation_facts(
     return _CitationFacts(c_q, real, in_hits, gold, cited)
 
 
-def _add_direct_gold(
-    cit: _CitationFacts,
-    qid: pa.Array,
-    citations: pd.DataFrame,
-    supports: pd.DataFrame,
-    criterion: MatchCriterion | str,
-    strict_snippet: bool,
-) -> None:
-    """Mark citations that match a positive-grade support by themselves (see the module docstring)."""
-    c_q = lookup_codes(string_column(citations, "query_id"), qid, runs=False)
-    keep = np.flatnonzero(c_q >= 0)
-    if len(keep) == 0 or len(supports) == 0:
-        return
-    cit_rows = citations.iloc[keep]
-    # A citation as a hit: "rank" is its row among the kept citations, so matches map back to it.
+def _direct_gold(
+    cit: pd.DataFrame, supports: pd.DataFrame, criterion: MatchCriterion | str, strict_snippet: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Citations (rows of ``cit``) that match a positive-grade support by themselves, read as hits
+    (chunk id, path, lines), with the support_idx matched: see the module docstring."""
+    none = np.zeros(0, np.int64)
+    if len(cit) == 0 or len(supports) == 0:
+        return none, none
+    # "rank" is the citation's row in ``cit``, so matches map straight back to it.
     as_hits = pd.DataFrame(
         {
-            "query_id": cit_rows["query_id"].astype("string").array,
-            "rank": np.arange(len(keep), dtype=np.int64),
-            **{c: cit_rows[c].array for c in ("chunk_id", "doc_path", "line_start", "line_end")},
+            "query_id": cit["query_id"].astype("string").array,
+            "rank": np.arange(len(cit), dtype=np.int64),
+            **{c: cit[c].array for c in ("chunk_id", "doc_path", "line_start", "line_end")},
         }
     )
     direct = match_hits(as_hits, supports, criterion=criterion, strict_snippet=strict_snippet)
     direct = direct[direct["grade"] > 0]
-    if len(direct) == 0:
-        return
-    rows = direct["rank"].to_numpy(dtype=np.int64)
-    cit.gold[rows] = True
-    cited_q, cited_s = cit.cited
-    cit.cited = (
-        np.concatenate([cited_q, c_q[keep][rows]]),
-        np.concatenate([cited_s, direct["support_idx"].to_numpy(dtype=np.int64)]),
-    )
+    return direct["rank"].to_numpy(dtype=np.int64), direct["support_idx"].to_numpy(dtype=np.int64)
 
 
 def _gold_pairs(hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
