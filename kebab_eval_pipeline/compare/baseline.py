@@ -1,0 +1,305 @@
+"""Which stored run a new run is compared with, and the pins that fix that choice per golden set.
+
+The ``baseline`` setting (SPEC §8) is one of:
+
+- ``auto`` (default): the baseline pinned for the run's golden set name, else ``previous``;
+- ``pinned``: only the pin;
+- ``previous``: the most recent earlier run on the same golden set *content* (sha256);
+- ``none``: no comparison;
+- anything else: an explicit run id.
+
+A mode name wins over a run id spelled the same way (a run called ``previous`` can be pinned, not
+named). Resolution never raises for a missing baseline: "no baseline: …" is a note shown in the
+report, not a failure.
+
+Pins live in the artifact store as one JSON document, ``{store.base}/_baselines.json``, mapping a
+golden set name to ``{"run_id", "golden_sha256", "pinned_at"}``, so they follow the artifacts
+to object storage. Writes replace the whole document (atomic rename locally, one PUT elsewhere);
+two concurrent ``baseline set`` commands race as last-writer-wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.storage import ArtifactStore, _is_local, check_run_id
+
+PINS_FILE = "_baselines.json"
+PIN_FIELDS = ("run_id", "golden_sha256", "pinned_at")
+
+
+def _short(sha: str | None) -> str:
+    return f"{sha[:12]}…" if sha else "(unknown)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pins
+
+
+def _pins_path(store: ArtifactStore):
+    return store.base / PINS_FILE
+
+
+def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
+    """All pins: golden set name → ``{"run_id", "golden_sha256", "pinned_at"}``.
+
+    A missing file means no pins. A file that is not that mapping raises InputError naming the
+    file (fix it or delete it to drop every pin) — guessing at a damaged pin would silently
+    change which run every comparison uses.
+    """
+    path = _pins_path(store)
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(
+            "the pinned-baseline file is corrupt",
+            [Offender(str(path), f"not JSON ({exc}); fix it, or delete it to drop every pin")],
+        ) from None
+    problems = []
+    if not isinstance(doc, dict):
+        problems.append(Offender(str(path), f"top level is a {type(doc).__name__}, expected a mapping"))
+    else:
+        for name, pin in doc.items():
+            if not isinstance(pin, dict) or not all(isinstance(pin.get(f), str) for f in PIN_FIELDS):
+                problems.append(
+                    Offender(str(path), f"expected {{{', '.join(PIN_FIELDS)}}} as strings", field=name)
+                )
+    if problems:
+        raise InputError(
+            "the pinned-baseline file is corrupt (fix it, or delete it to drop every pin)", problems
+        )
+    return {name: {f: pin[f] for f in PIN_FIELDS} for name, pin in doc.items()}
+
+
+def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:
+    """Replace the pin document: temp file + ``os.replace`` locally, a single PUT on object stores
+    (as :meth:`ArtifactStore.write` publishes manifests), so a reader never sees half a file."""
+    path = _pins_path(store)
+    payload = json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    if _is_local(path):
+        base = Path(str(store.base))
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = base / f".{PINS_FILE}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.write_bytes(payload)
+        os.replace(tmp, base / PINS_FILE)
+    else:
+        path.write_bytes(payload)
+
+
+def _stored_golden(store: ArtifactStore, run_id: str) -> Mapping[str, Any] | None:
+    """The ``golden`` block of a run's stored run_metrics info; None when the run has no metrics.
+    Reads the manifest only (no Parquet)."""
+    manifest = store.manifest("run_metrics", run_id)
+    if manifest is None:
+        return None
+    return (manifest.get("info") or {}).get("golden") or {}
+
+
+def pin_baseline(store: ArtifactStore, run_id: str) -> dict[str, str | None]:
+    """Pin ``run_id`` as the baseline of its golden set (by name), replacing any earlier pin.
+
+    The golden set's name and sha256 come from the run's stored run_metrics. Returns the pin plus
+    ``golden`` (the name) and ``replaced`` (the previously pinned run id, or None).
+    InputError: an invalid run id, a run without stored run_metrics, or one whose metrics record
+    no golden set name.
+    """
+    check_run_id(run_id)
+    golden = _stored_golden(store, run_id)
+    if golden is None:
+        raise InputError(
+            "cannot pin the baseline",
+            [
+                Offender(
+                    f"run {run_id}",
+                    f"no stored run_metrics under {store.base} (only a finished run can be a baseline; "
+                    "`kebab-eval runs list` shows which runs have metrics)",
+                )
+            ],
+        )
+    name = golden.get("name")
+    if not name:
+        raise InputError(
+            "cannot pin the baseline",
+            [Offender(f"run {run_id}", "its run_metrics record no golden set name to pin it under")],
+        )
+    pins = read_pins(store)
+    replaced = pins.get(name, {}).get("run_id")
+    pin = {
+        "run_id": run_id,
+        "golden_sha256": str(golden.get("sha256") or ""),
+        "pinned_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    _write_pins(store, {**pins, name: pin})
+    return {"golden": name, **pin, "replaced": replaced}
+
+
+def unpin_baseline(store: ArtifactStore, golden_name: str | None) -> list[str]:
+    """Remove the pin of ``golden_name``; returns the golden set names unpinned.
+
+    ``None`` clears the only pin; with none pinned it returns ``[]``; with several it raises
+    InputError listing them (say which). An unpinned ``golden_name`` raises InputError listing the
+    pinned names, so a typo is not mistaken for success.
+    """
+    pins = read_pins(store)
+    pinned = ", ".join(repr(n) for n in sorted(pins)) or "none"
+    if golden_name is None:
+        if not pins:
+            return []
+        if len(pins) > 1:
+            raise InputError(
+                "several golden sets have a pinned baseline; say which to clear",
+                [Offender("--golden", f"pinned: {pinned}")],
+            )
+        golden_name = next(iter(pins))
+    elif golden_name not in pins:
+        raise InputError(
+            "no pinned baseline to clear",
+            [Offender("--golden", f"{golden_name!r} has no pin (pinned: {pinned})")],
+        )
+    _write_pins(store, {n: p for n, p in pins.items() if n != golden_name})
+    return [golden_name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution
+
+
+def _sort_time(value: str | None) -> datetime | None:
+    """``created_at`` as an aware datetime (naive = UTC), so differently spelled ISO times order
+    correctly; None when absent or unparseable (such a run cannot be placed before another)."""
+    if not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _previous(
+    store: ArtifactStore, run_id: str, golden: Mapping[str, Any], created_at: str
+) -> tuple[str | None, str]:
+    """The most recent run strictly earlier than ``created_at`` on the same golden sha256 (among
+    runs created at the same instant, the greatest run id: deterministic, if arbitrary), with the
+    reason it was chosen or why none was — without the "baseline …" / "no baseline:" prefix.
+
+    Runs on the same golden *name* at another sha256 are counted, not chosen: the note tells the
+    user they exist and how to compare with one anyway.
+    """
+    name, sha = golden.get("name"), golden.get("sha256")
+    if not sha:
+        return None, "this run's metrics record no golden set sha256 to match earlier runs on"
+    now = _sort_time(created_at)
+    if now is None:
+        return None, f"this run's created_at {created_at!r} cannot be ordered against earlier runs"
+    matching: list[tuple[datetime, str]] = []
+    other_versions = 0
+    for manifest in store.runs("run_metrics"):
+        info = manifest.get("info") or {}
+        when = _sort_time(info.get("created_at") or manifest.get("written_at"))
+        if manifest["run_id"] == run_id or when is None or when >= now:
+            continue
+        theirs = info.get("golden") or {}
+        if theirs.get("sha256") == sha:
+            matching.append((when, manifest["run_id"]))
+        elif theirs.get("name") == name:
+            other_versions += 1
+    if matching:
+        return max(matching)[1], f"the most recent earlier run on golden set {name!r} at sha256 {_short(sha)}"
+    why = f"no earlier run on golden set {name!r} at sha256 {_short(sha)}"
+    if other_versions:
+        used = "run used another version" if other_versions == 1 else "runs used other versions"
+        why += (
+            f" ({other_versions} earlier {used} of the set; "
+            "pin one or pass its id to compare across versions)"
+        )
+    return None, why
+
+
+def _drift(theirs: Mapping[str, Any], golden: Mapping[str, Any]) -> str:
+    """A clause for a baseline on another golden set version ("" when the sha256 matches)."""
+    if theirs.get("sha256") == golden.get("sha256"):
+        return ""
+    where = f"golden set {theirs.get('name')!r} " if theirs.get("name") != golden.get("name") else ""
+    return (
+        f"; the golden set versions differ ({where}sha256 {_short(theirs.get('sha256'))} vs "
+        f"{_short(golden.get('sha256'))}), so queries in only one run are listed as drift"
+    )
+
+
+def _pinned(
+    store: ArtifactStore, run_id: str, golden: Mapping[str, Any], hint: bool
+) -> tuple[str | None, str]:
+    """The run pinned for this run's golden set name and why, or (None, why not); no prefix.
+    ``hint`` adds the command that fixes a missing or dangling pin (for the ``pinned`` mode, where
+    the pin is the only rule)."""
+    name = golden.get("name")
+    fix = " (kebab-eval baseline set ID)" if hint else ""
+    pin = read_pins(store).get(name)
+    if pin is None:
+        return None, f"no pinned baseline for golden set {name!r}{fix}"
+    pinned = pin["run_id"]
+    if pinned == run_id:
+        return None, f"the baseline pinned for golden set {name!r} is this run itself"
+    theirs = _stored_golden(store, pinned)
+    if theirs is None:
+        return (
+            None,
+            f"the baseline pinned for golden set {name!r}, run {pinned!r}, has no stored metrics{fix}",
+        )
+    return pinned, f"pinned for golden set {name!r} at {pin['pinned_at']}" + _drift(theirs, golden)
+
+
+def choose_baseline(
+    store: ArtifactStore, run_id: str, baseline: str, golden: Mapping[str, Any], created_at: str
+) -> tuple[str | None, str]:
+    """Resolve the ``baseline`` setting for ``run_id`` to a stored run id, with a one-sentence note.
+
+    Inputs: the run's id, the setting (``auto | previous | pinned | none | <run_id>``), the run's
+    ``run_metrics`` ``info["golden"]`` (``name``, ``sha256``) and ``info["created_at"]``.
+    Returns ``(run id, "baseline '<id>' (<rule>)")`` or ``(None, "no baseline: <why>")`` — never
+    raises for a missing baseline. A pinned or explicit baseline on another golden sha256 is still
+    used and the note says the versions differ. Raises InputError only for a corrupt pin file.
+    """
+    if baseline == "none":
+        return None, "no baseline: comparison disabled by configuration (baseline: none)"
+    if baseline in ("previous", "pinned"):
+        if baseline == "previous":
+            chosen, why = _previous(store, run_id, golden, created_at)
+        else:
+            chosen, why = _pinned(store, run_id, golden, hint=True)
+        return chosen, f"no baseline: {why}" if chosen is None else f"baseline {chosen!r} ({why})"
+    if baseline == "auto":
+        # The pin is the deliberate choice, so it wins; "previous" is the fallback.
+        pinned, pin_why = _pinned(store, run_id, golden, hint=False)
+        if pinned is not None:
+            return pinned, f"baseline {pinned!r} (auto: {pin_why})"
+        previous, prev_why = _previous(store, run_id, golden, created_at)
+        if previous is None:
+            return None, f"no baseline: {pin_why}, and {prev_why}"
+        return previous, f"baseline {previous!r} (auto: {pin_why}, so {prev_why})"
+    return _explicit(store, run_id, baseline, golden)
+
+
+def _explicit(
+    store: ArtifactStore, run_id: str, baseline: str, golden: Mapping[str, Any]
+) -> tuple[str | None, str]:
+    """An explicit baseline run id: used whenever it has stored metrics, whatever its golden set."""
+    if baseline == run_id:
+        return None, f"no baseline: the configured baseline {baseline!r} is this run itself"
+    try:
+        theirs = _stored_golden(store, baseline)
+    except InputError:  # not a valid run id: settings validation normally refuses it earlier
+        return None, f"no baseline: configured baseline {baseline!r} is not a valid run id"
+    if theirs is None:
+        return None, f"no baseline: configured baseline run {baseline!r} has no stored metrics"
+    return baseline, f"baseline {baseline!r} (configured explicitly{_drift(theirs, golden)})"

@@ -1,0 +1,322 @@
+"""Baseline selection and pins, on a real ArtifactStore with run_metrics written as the chain writes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.compare.baseline import (
+    PINS_FILE,
+    choose_baseline,
+    pin_baseline,
+    read_pins,
+    unpin_baseline,
+)
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.storage import ArtifactStore
+
+SHA_V1 = "a1" * 32
+SHA_V2 = "b2" * 32
+SHA_OTHER = "c3" * 32
+
+
+def golden(name: str = "demo-fermentation", sha: str = SHA_V1) -> dict:
+    return {"name": name, "path": f"/data/{name}.yaml", "sha256": sha, "queries": 3, "format": "kebab"}
+
+
+def put(
+    store: ArtifactStore, run_id: str, created_at: str, name: str = "demo-fermentation", sha: str = SHA_V1
+):
+    """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info."""
+    info = {
+        "run_id": run_id,
+        "created_at": created_at,
+        "pipeline_version": "0.1.0",
+        "versions": {"chunker_version": "md-heading-2:size=800:overlap=0", "index_version": "idx-1"},
+        "system": {"kind": "reference", "mode": "lexical"},
+        "golden": golden(name, sha),
+        "k": [1, 3, 5, 10],
+    }
+    breakdowns = pd.DataFrame(
+        {"dimension": ["lang"], "value": ["en"], "metric": ["mrr"], "score": [0.5], "n": [3]}
+    )
+    artifact = RunMetricsArtifact({"mrr": 0.5, "hit@1": None}, {"mrr": 3, "hit@1": 0}, breakdowns, info)
+    store.write("run_metrics", run_id, *artifact.to_tables())
+    return info
+
+
+def t(minute: int, second: int = 0) -> str:
+    return f"2025-03-01T10:{minute:02d}:{second:02d}.000000+00:00"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ArtifactStore:
+    return ArtifactStore(tmp_path / "artifacts")
+
+
+def choose(store, run_id, mode, info):
+    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"])
+
+
+# --- none / explicit ----------------------------------------------------------------------------
+
+
+def test_none_disables_the_comparison_even_with_earlier_runs(store):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2))
+    chosen, note = choose(store, "r2", "none", me)
+    assert chosen is None and note.startswith("no baseline: comparison disabled")
+
+
+def test_explicit_run_id_used_missing_or_self_is_a_note(store):
+    put(store, "old", t(1))
+    me = put(store, "new", t(2))
+    assert choose(store, "new", "old", me) == ("old", "baseline 'old' (configured explicitly)")
+    assert choose(store, "new", "ghost", me) == (
+        None,
+        "no baseline: configured baseline run 'ghost' has no stored metrics",
+    )
+    chosen, note = choose(store, "new", "new", me)
+    assert chosen is None and "is this run itself" in note and note.startswith("no baseline: ")
+    chosen, note = choose(store, "new", "../etc", me)  # settings refuse it; resolution never raises
+    assert chosen is None and "not a valid run id" in note
+
+
+def test_explicit_baseline_on_another_golden_version_is_used_and_the_note_says_so(store):
+    put(store, "v1-run", t(1), sha=SHA_V1)
+    put(store, "other-set", t(2), name="other", sha=SHA_OTHER)
+    me = put(store, "v2-run", t(3), sha=SHA_V2)
+    chosen, note = choose(store, "v2-run", "v1-run", me)
+    assert chosen == "v1-run"
+    assert "golden set versions differ" in note and SHA_V1[:12] in note and SHA_V2[:12] in note
+    chosen, note = choose(store, "v2-run", "other-set", me)
+    assert chosen == "other-set" and "golden set 'other'" in note  # a different set is named
+
+
+# --- previous -----------------------------------------------------------------------------------
+
+
+def test_previous_is_the_most_recent_strictly_earlier_run_on_the_same_sha(store):
+    put(store, "oldest", t(1))
+    put(store, "older", t(2))
+    put(store, "other-version", t(3), sha=SHA_V2)  # newer, same name, other content: skipped
+    put(store, "other-set", t(4), name="other", sha=SHA_OTHER)
+    put(store, "later", t(9))  # after this run: never a baseline
+    me = put(store, "me", t(5))
+    chosen, note = choose(store, "me", "previous", me)
+    assert chosen == "older"
+    rule = f"the most recent earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+    assert note == f"baseline 'older' ({rule})"
+
+
+def test_previous_orders_by_created_at_not_by_storage_order_and_parses_offsets(store):
+    # Written out of order; "b" is later than "a" although its time is spelled in another offset.
+    put(store, "b", "2025-03-01T12:30:00+02:00")  # 10:30 UTC
+    put(store, "a", "2025-03-01T10:20:00+00:00")
+    me = put(store, "me", "2025-03-01T10:40:00+00:00")
+    assert choose(store, "me", "previous", me)[0] == "b"
+
+
+def test_previous_ties_are_broken_by_run_id_and_equal_times_are_not_earlier(store):
+    put(store, "tie-a", t(1))
+    put(store, "tie-c", t(1))
+    put(store, "tie-b", t(1))
+    put(store, "same-instant", t(2))  # created at the same instant as this run: not earlier
+    me = put(store, "me", t(2))
+    assert choose(store, "me", "previous", me)[0] == "tie-c"
+    assert choose(store, "me", "previous", me)[0] == "tie-c"  # stable across calls
+
+
+def test_previous_sha_mismatch_note_counts_earlier_runs_on_other_versions(store):
+    put(store, "v1-a", t(1), sha=SHA_V1)
+    put(store, "v1-b", t(2), sha=SHA_V1)
+    put(store, "elsewhere", t(2), name="other", sha=SHA_OTHER)  # another set: not counted
+    me = put(store, "v2", t(3), sha=SHA_V2)
+    chosen, note = choose(store, "v2", "previous", me)
+    assert chosen is None
+    assert note == (
+        f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V2[:12]}… "
+        "(2 earlier runs used other versions of the set; pin one or pass its id to compare across versions)"
+    )
+
+
+def test_previous_with_no_earlier_run_at_all(store):
+    me = put(store, "first", t(1))
+    chosen, note = choose(store, "first", "previous", me)
+    assert chosen is None
+    assert note == f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+
+
+# --- pinned / auto ------------------------------------------------------------------------------
+
+
+def test_pinned_without_a_pin_is_a_note(store):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2))
+    assert choose(store, "r2", "pinned", me) == (
+        None,
+        "no baseline: no pinned baseline for golden set 'demo-fermentation' (kebab-eval baseline set ID)",
+    )
+
+
+def test_pinned_and_auto_use_the_pin_over_a_more_recent_run(store):
+    put(store, "release", t(1))
+    put(store, "nightly", t(2))
+    me = put(store, "candidate", t(3))
+    pin = pin_baseline(store, "release")
+    for mode in ("pinned", "auto"):
+        chosen, note = choose(store, "candidate", mode, me)
+        assert chosen == "release", mode
+        assert f"pinned for golden set 'demo-fermentation' at {pin['pinned_at']}" in note
+    assert choose(store, "candidate", "auto", me)[1].startswith("baseline 'release' (auto: pinned")
+    assert choose(store, "candidate", "previous", me)[0] == "nightly"  # previous ignores pins
+
+
+def test_auto_without_a_pin_behaves_as_previous_and_says_so(store):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2))
+    chosen, note = choose(store, "r2", "auto", me)
+    assert chosen == "r1"
+    assert note.startswith("baseline 'r1' (auto: no pinned baseline for golden set 'demo-fermentation', so ")
+    assert "the most recent earlier run" in note
+    first = put(store, "r0", t(0))
+    chosen, note = choose(store, "r0", "auto", first)
+    assert chosen is None and note.startswith("no baseline: no pinned baseline") and "no earlier run" in note
+
+
+def test_a_pin_on_another_golden_version_is_used_with_a_note(store):
+    put(store, "v1-release", t(1), sha=SHA_V1)
+    pin_baseline(store, "v1-release")
+    me = put(store, "v2-run", t(2), sha=SHA_V2)
+    chosen, note = choose(store, "v2-run", "auto", me)
+    assert chosen == "v1-release" and "golden set versions differ" in note
+
+
+def test_pin_of_this_run_or_of_a_vanished_run(store, tmp_path):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2))
+    pin_baseline(store, "r2")
+    chosen, note = choose(store, "r2", "pinned", me)
+    assert chosen is None and "is this run itself" in note
+    assert choose(store, "r2", "auto", me)[0] == "r1"  # auto falls back to previous
+
+    pin_baseline(store, "r1")
+    manifest = tmp_path / "artifacts" / "run_metrics" / "r1" / "_manifest.json"
+    manifest.unlink()  # the pinned run's metrics are gone
+    chosen, note = choose(store, "r2", "pinned", me)
+    assert chosen is None and "run 'r1', has no stored metrics" in note and "baseline set ID" in note
+    chosen, note = choose(store, "r2", "auto", me)
+    assert chosen is None and "has no stored metrics" in note and "no earlier run" in note
+
+
+def test_pins_are_per_golden_name(store):
+    put(store, "other-release", t(1), name="other", sha=SHA_OTHER)
+    put(store, "r1", t(2))
+    pin_baseline(store, "other-release")
+    me = put(store, "r2", t(3))
+    assert choose(store, "r2", "auto", me)[0] == "r1"
+    assert choose(store, "r2", "pinned", me)[0] is None
+
+
+# --- pin storage --------------------------------------------------------------------------------
+
+
+def test_pin_is_read_back_by_a_new_store_and_overwritten(store, tmp_path):
+    put(store, "r1", t(1))
+    put(store, "r2", t(2))
+    first = pin_baseline(store, "r1")
+    assert first["golden"] == "demo-fermentation" and first["replaced"] is None
+    assert first["golden_sha256"] == SHA_V1 and first["pinned_at"].endswith("+00:00")
+
+    fresh = ArtifactStore(tmp_path / "artifacts")
+    assert read_pins(fresh) == {
+        "demo-fermentation": {"run_id": "r1", "golden_sha256": SHA_V1, "pinned_at": first["pinned_at"]}
+    }
+    second = pin_baseline(fresh, "r2")
+    assert second["replaced"] == "r1"
+    assert read_pins(store)["demo-fermentation"]["run_id"] == "r2"
+    doc = json.loads((tmp_path / "artifacts" / PINS_FILE).read_text())
+    assert set(doc) == {"demo-fermentation"}
+    # the atomic write leaves no temporary file behind
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [PINS_FILE, "run_metrics"]
+
+
+def test_no_pin_file_means_no_pins(store):
+    assert read_pins(store) == {}
+    assert unpin_baseline(store, None) == []
+
+
+def test_pins_work_on_an_fsspec_store_without_local_rename():
+    remote = ArtifactStore("memory://kebab-eval-baseline-test/artifacts")
+    put(remote, "r1", t(1))
+    pin_baseline(remote, "r1")
+    again = ArtifactStore("memory://kebab-eval-baseline-test/artifacts")
+    assert read_pins(again)["demo-fermentation"]["run_id"] == "r1"
+    me = put(again, "r2", t(2))
+    assert choose(again, "r2", "auto", me)[0] == "r1"
+    assert unpin_baseline(again, "demo-fermentation") == ["demo-fermentation"]
+    assert read_pins(remote) == {}
+
+
+def test_pin_of_a_run_without_metrics_names_the_run(store):
+    with pytest.raises(InputError) as caught:
+        pin_baseline(store, "never-ran")
+    assert caught.value.offenders[0].file == "run never-ran"
+    assert "no stored run_metrics" in caught.value.offenders[0].reason
+    with pytest.raises(InputError, match="invalid run id"):
+        pin_baseline(store, "../escape")
+    assert read_pins(store) == {}
+
+
+def test_clear_by_name_only_pin_and_ambiguity(store):
+    put(store, "r1", t(1))
+    put(store, "o1", t(1), name="other", sha=SHA_OTHER)
+    pin_baseline(store, "r1")
+    pin_baseline(store, "o1")
+    with pytest.raises(InputError) as caught:
+        unpin_baseline(store, None)
+    assert "'demo-fermentation', 'other'" in str(caught.value)
+    with pytest.raises(InputError, match="'typo' has no pin"):
+        unpin_baseline(store, "typo")
+    assert unpin_baseline(store, "other") == ["other"]
+    assert set(read_pins(store)) == {"demo-fermentation"}
+    assert unpin_baseline(store, None) == ["demo-fermentation"]  # the only pin left
+    assert read_pins(store) == {}
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "[1, 2]", '{"demo-fermentation": {"run_id": "r1"}}', '{"x": "r1"}', b"\xff\xfe"],
+)
+def test_corrupt_pin_file_is_an_input_error_naming_it(store, tmp_path, content):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2))
+    path = tmp_path / "artifacts" / PINS_FILE
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    for action in (
+        lambda: read_pins(store),
+        lambda: pin_baseline(store, "r1"),
+        lambda: choose(store, "r2", "auto", me),
+    ):
+        with pytest.raises(InputError) as caught:
+            action()
+        assert str(path) in str(caught.value) and "corrupt" in str(caught.value)
+    assert choose(store, "r2", "previous", me)[0] == "r1"  # previous never reads pins
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_settings_default_is_auto_and_explicit_ids_are_checked_at_load():
+    assert settings_from_dict({}).baseline == "auto"
+    for value in ("auto", "previous", "pinned", "none", "nightly-2025-03-01", "run-20250301T101500"):
+        assert settings_from_dict({"baseline": value}).baseline == value
+    with pytest.raises(InputError) as caught:
+        settings_from_dict({"baseline": "../other"})
+    assert caught.value.offenders[0].field == "baseline"
+    assert "nor a valid run id" in str(caught.value)
