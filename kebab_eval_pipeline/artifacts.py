@@ -178,24 +178,34 @@ class RunMetricsArtifact:
 
 @dataclass
 class ComparisonArtifact:
-    """The comparison of a run (b) with its baseline (a); ``baseline`` None means there was none."""
+    """The comparison of a run (b) with its baseline (a); ``info["run_a"]`` None means there was none.
 
-    per_metric: pd.DataFrame  # metric, a, b, delta, rel_change
-    per_query: pd.DataFrame  # query_id, verdict, a_rank, b_rank, note
+    Stored as tables plus three report files beside them in the same attempt (``files``):
+    ``comparison.md``, ``comparison.html`` (standalone, with charts) and ``comparison.json``."""
+
+    per_metric: pd.DataFrame  # metric, a, b, delta, rel_change, paired test, significance, direction
+    per_query: pd.DataFrame  # query_id, verdict, ranks, note, flips, gold_changed, query labels
     markdown: str
-    info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, verdict counts, drift
+    info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, counts, drift, warnings
+    per_slice: pd.DataFrame | None = None  # dimension, value, metric, a, b, delta, n_a, n_b
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {"per_metric": self.per_metric, "per_query": self.per_query}, {
-            **self.info,
-            "markdown": self.markdown,
-        }
+        tables = {"per_metric": self.per_metric, "per_query": self.per_query}
+        if self.per_slice is not None:
+            tables["per_slice"] = self.per_slice
+        return tables, {**self.info, "markdown": self.markdown}
+
+    def to_files(self) -> dict[str, bytes]:
+        """The report files stored with the partition (see :mod:`kebab_eval_pipeline.compare.document`)."""
+        from kebab_eval_pipeline.compare.document import report_files
+
+        return report_files(self)
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> ComparisonArtifact:
         info = dict(info)
         markdown = info.pop("markdown")
-        return cls(tables["per_metric"], tables["per_query"], markdown, info)
+        return cls(tables["per_metric"], tables["per_query"], markdown, info, tables.get("per_slice"))
 
 
 ARTIFACT_TYPES: dict[str, type] = {

@@ -30,6 +30,10 @@ runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partiti
 golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert and describe golden sets.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(golden_app, name="golden")
+baseline_app = typer.Typer(
+    no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
+)
+app.add_typer(baseline_app, name="baseline")
 
 out = Console()
 err = Console(stderr=True)
@@ -84,7 +88,14 @@ def run(
     answers: Annotated[
         bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")
     ] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", help="previous | none | <run_id>")] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="auto (the golden set's pinned baseline, else previous) | previous (the most recent "
+            "earlier run on the same golden sha256) | pinned | none | <run_id>.",
+        ),
+    ] = None,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="Reference chunker size.")] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
@@ -237,6 +248,11 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
                 f"comparison: {comparison.info.get('baseline_note')}"
                 + (f"; verdicts: {counts}" if counts else "")
             )
+            for warning in comparison.info.get("warnings", []):
+                out.print(f"  [yellow]warning[/yellow] {warning}", highlight=False)
+            html = store.file_path("comparison_report", run_id, "comparison.html")
+            if html is not None:
+                out.print(f"comparison report: {html}")
         out.print(f"report: {reports / 'run.md'}")
 
 
@@ -276,6 +292,67 @@ def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -
         m = stored.get(key)
         table.add_row(key, "yes" if m else "no", (m or {}).get("info", {}).get("created_at", ""))
     out.print(table)
+
+
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")]
+
+
+@baseline_app.command("set")
+def baseline_set(run_id: str, config: ConfigOption = None) -> None:
+    """Pin a stored run as the baseline of its golden set (replacing any earlier pin).
+
+    Used when a run's `baseline` is `auto` (the default) or `pinned`.
+    """
+    from kebab_eval_pipeline.compare.baseline import pin_baseline
+
+    pin = pin_baseline(_store(config), run_id)
+    replaced = f" (replaces {pin['replaced']})" if pin["replaced"] not in (None, run_id) else ""
+    out.print(
+        f"pinned {run_id} as the baseline of golden set {pin['golden']!r} "
+        f"at sha256 {pin['golden_sha256'][:12]}…{replaced}",
+        markup=False,
+        highlight=False,
+    )
+
+
+@baseline_app.command("show")
+def baseline_show(
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pins as JSON.")] = False,
+) -> None:
+    """The pinned baseline of each golden set."""
+    from kebab_eval_pipeline.compare.baseline import read_pins
+
+    store = _store(config)
+    pins = read_pins(store)
+    if as_json:
+        sys.stdout.write(json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        return
+    if not pins:
+        out.print("no pinned baselines")
+        return
+    table = Table("golden set", "run id", "sha256", "pinned at", "metrics stored")
+    for name, pin in sorted(pins.items()):
+        stored = "yes" if store.exists("run_metrics", pin["run_id"]) else "no"
+        table.add_row(name, pin["run_id"], pin["golden_sha256"][:12], pin["pinned_at"], stored)
+    out.print(table)
+
+
+@baseline_app.command("clear")
+def baseline_clear(
+    golden: Annotated[
+        str | None, typer.Option("--golden", help="Golden set name (needed when several are pinned).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Remove a pinned baseline; runs with `baseline: auto` then compare with the previous run."""
+    from kebab_eval_pipeline.compare.baseline import unpin_baseline
+
+    cleared = unpin_baseline(_store(config), golden)
+    if not cleared:
+        out.print("no pinned baselines")
+    for name in cleared:
+        out.print(f"cleared the pinned baseline of golden set {name!r}", markup=False, highlight=False)
 
 
 FormatOption = Annotated[
@@ -358,27 +435,55 @@ def golden_schema(
 
 @app.command()
 def compare(
-    a: str,
-    b: str,
+    a: Annotated[str, typer.Argument(help="Baseline run id.")],
+    b: Annotated[str, typer.Argument(help="Candidate run id (delta = B − A).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    strict_chunker_version: Annotated[bool, typer.Option("--strict-chunker-version")] = False,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the standalone HTML report (with charts) here.")
+    ] = None,
+    strict_chunker_version: Annotated[
+        bool,
+        typer.Option(
+            "--strict-chunker-version", help="Refuse (exit 2) when the runs' chunker versions differ."
+        ),
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Run config: storage, compare settings and regression gates."),
+    ] = None,
 ) -> None:
-    """Compare two stored runs (delta = B − A)."""
-    from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
-    from kebab_eval_pipeline.export import _records
+    """Compare two stored runs (delta = B − A): the same report as the comparison_report asset.
 
+    Exit 1 when a blocking regression or verdict gate of --config fails."""
+    from kebab_eval_pipeline.compare.document import render_json, render_report_html
+    from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
+    from kebab_eval_pipeline.gates import check_gate_names, evaluate_comparison_gates
+    from kebab_eval_pipeline.settings import load_settings
+
+    settings = load_settings(config)
+    check_gate_names(settings, str(config) if config else "<config>")
     store = _store(config)
-    report = compare_bundles(load_bundle(store, a), load_bundle(store, b), strict_chunker_version)
+    report = compare_bundles(
+        load_bundle(store, a),
+        load_bundle(store, b),
+        strict_chunker_version=strict_chunker_version or None,
+        baseline_note=f"baseline {a!r} (given on the command line)",
+        options=settings.compare,
+    )
+    gates = evaluate_comparison_gates(settings, report)
+    if html is not None:
+        html.write_text(render_report_html(report), encoding="utf-8")
+        err.print(f"wrote {html}")
     if as_json:
-        doc = {
-            **report.info,
-            "per_metric": _records(report.per_metric),
-            "per_query": _records(report.per_query),
-        }
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(render_json(report, [g.as_dict() for g in gates]))
     else:
         out.print(report.markdown, markup=False, highlight=False)
+    for g in gates:
+        state = "skip" if g.skipped else "pass" if g.passed else ("FAIL" if g.blocking else "warn")
+        err.print(f"gate {state:4} {g.name}: {g.reason}", markup=False, highlight=False)
+    failed = [g for g in gates if g.blocking and not g.passed]
+    if failed:
+        raise GateFailure(f"{len(failed)} blocking gate(s) failed: " + ", ".join(g.name for g in failed))
 
 
 @app.command()

@@ -55,7 +55,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table as JSON-ready records: NaN/NA → None, arrays → lists, NumPy scalars → Python."""
     return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
@@ -64,7 +65,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
     b = load_bundle(store, run_id)
     info = b.metrics.info
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
-    for row in _records(b.metrics.breakdowns):
+    for row in json_records(b.metrics.breakdowns):
         breakdowns.setdefault(str(row["dimension"]), {}).setdefault(str(row["value"]), {})[row["metric"]] = (
             row["score"]
         )
@@ -83,17 +84,17 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         return out
 
     hits_by_query = {
-        qid: [hit_record(rec) for rec in _records(group)]
+        qid: [hit_record(rec) for rec in json_records(group)]
         for qid, group in r.hits.sort_values(["query_id", "rank"]).groupby("query_id", sort=False)
     }
     cites_by_query = {
-        qid: [{k: v for k, v in rec.items() if k not in ("query_id", "position")} for rec in _records(g)]
+        qid: [{k: v for k, v in rec.items() if k not in ("query_id", "position")} for rec in json_records(g)]
         for qid, g in r.citations.sort_values(["query_id", "position"]).groupby("query_id", sort=False)
     }
-    outcomes = {rec["query_id"]: rec for rec in _records(r.outcomes)}
+    outcomes = {rec["query_id"]: rec for rec in json_records(r.outcomes)}
     meta_cols = {"query_id", "category", "difficulty", "lang", "tags", "group", "answerable", "pending"}
     per_query = []
-    for rec in _records(b.scores.scores):
+    for rec in json_records(b.scores.scores):
         qid = rec["query_id"]
         out = outcomes.get(qid, {})
         answer = None

@@ -16,12 +16,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, OPERATIONAL_METRICS, metric_names
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
-from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, RunSettings
+from kebab_eval_pipeline.settings import (
+    GATED_VERDICTS,
+    GateSettings,
+    RegressionGateSettings,
+    RunSettings,
+    VerdictGateSettings,
+)
 
 _GATE_KEY = re.compile(r"^(?P<metric>[^\[\]]+?)(?:\[(?P<dimension>[^=\[\]]+)=(?P<value>[^\[\]]*)\])?$")
 _NOT_SLICED = {"n_queries", "n_applicable", *INDEX_METRICS}  # run-level only: no breakdown rows
@@ -110,6 +117,14 @@ def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
                 f"{key} is not a mean of per-query scores, so it has no paired significance test; "
                 "use max_drop",
             )
+    for key in settings.verdict_gates:
+        try:
+            target = parse_gate_key(key)
+        except ValueError as exc:
+            bad(f"gates.regression.{key}", str(exc))
+            continue
+        if target.metric not in GATED_VERDICTS:
+            bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")
     if offenders:
         raise InputError("run config is invalid", offenders)
 
@@ -304,6 +319,88 @@ def _max_p_verdict(metric: str, gate: RegressionGateSettings, evidence: PairedEv
         f"p = {p:.4g} ({evidence.test}): {verdict} at p < {gate.max_p}"
     )
     return passed, False, p, round(evidence.delta, 4), reason, p
+
+
+def verdict_slice(per_query: pd.DataFrame, target: GateTarget) -> np.ndarray:
+    """Rows of a comparison's per-query table inside the gate's slice (all rows when unsliced):
+    ``tag`` matches any of a query's tags, ``answerable`` the values ``true``/``false``, the
+    other dimensions their column."""
+    if target.dimension is None:
+        return np.ones(len(per_query), dtype=bool)
+    if target.dimension == "tag":
+        return per_query["tags"].map(lambda tags: target.value in list(tags)).to_numpy(dtype=bool)
+    if target.dimension == "answerable":
+        wanted = (target.value or "").lower() == "true"
+        return (per_query["answerable"].astype("boolean") == wanted).fillna(False).to_numpy(dtype=bool)
+    return (per_query[target.dimension].astype("string") == target.value).fillna(False).to_numpy(dtype=bool)
+
+
+def evaluate_verdict_gate(
+    key: str, gate: VerdictGateSettings, per_query: pd.DataFrame, has_baseline: bool
+) -> GateResult:
+    """How many queries of the slice got the verdict (``regression[tag=critical]``): fails when
+    more than ``gate.max``. No baseline passes as skipped; the reason names the offending queries."""
+    target = parse_gate_key(key)
+    name = check_name(key, "max")
+    if not has_baseline:
+        reason = "no baseline run: nothing to regress against"
+        return GateResult(name, key, "max", True, True, gate.blocking, None, gate.max, None, reason)
+    rows = verdict_slice(per_query, target) & (per_query["verdict"] == target.metric).to_numpy(dtype=bool)
+    count = int(rows.sum())
+    ids = per_query.loc[rows, "query_id"].astype(str).tolist()
+    where = "" if target.dimension is None else f" among queries with {target.dimension} = {target.value!r}"
+    shown = ", ".join(ids[:10]) + (f", … ({len(ids) - 10} more)" if len(ids) > 10 else "")
+    passed = count <= gate.max
+    reason = f"{count} {target.metric} verdict(s){where} (allowed {gate.max})" + (f": {shown}" if ids else "")
+    return GateResult(
+        name,
+        key,
+        "max",
+        passed,
+        False,
+        gate.blocking,
+        float(count),
+        gate.max,
+        float(count - gate.max),
+        reason,
+    )
+
+
+def evaluate_comparison_gates(settings: RunSettings, report) -> list[GateResult]:
+    """Every regression and verdict gate of ``settings`` against one comparison (a
+    ``ComparisonArtifact``): what the ``comparison_report`` checks and ``kebab-eval compare`` run."""
+    info = report.info
+    baseline = info.get("metrics_a") if info.get("run_a") else None
+    results: list[GateResult] = []
+    for metric, gate in settings.regression_gates.items():
+        evidence = paired_evidence(report.per_metric, metric)
+        results += evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence)
+    for key, gate in settings.verdict_gates.items():
+        results.append(evaluate_verdict_gate(key, gate, report.per_query, baseline is not None))
+    return results
+
+
+def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | None:
+    """The paired test of ``metric`` from a comparison's per-metric table (None when the table has
+    no paired columns — reports stored before p-values — or no row for the metric)."""
+    if "p_value" not in per_metric.columns:
+        return None
+    rows = per_metric[per_metric["metric"] == metric]
+    if len(rows) == 0:
+        return None
+    row = rows.iloc[0]
+
+    def num(column: str) -> float | None:
+        value = row.get(column)
+        return None if value is None or pd.isna(value) else float(value)
+
+    return PairedEvidence(
+        delta=num("paired_delta"),
+        p_value=num("p_value"),
+        n=int(num("n_paired") or 0),
+        test=None if pd.isna(row.get("test")) else str(row.get("test")),
+        note="" if pd.isna(row.get("test_note")) else str(row.get("test_note")),
+    )
 
 
 def evaluate_gates(

@@ -31,6 +31,8 @@ DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
 DEMO_CORPUS = DEMO_DIR / "corpus"
 
 MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span"]
+#: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
+BASELINE_MODES = ("auto", "previous", "pinned", "none")
 DEFAULT_KS = (1, 3, 5, 10)
 
 
@@ -209,6 +211,31 @@ class RegressionGateSettings(_Strict):
         return data
 
 
+#: Per-query verdicts a gate can bound (``gates.regression``: ``regression[tag=critical]: {max: 0}``).
+GATED_VERDICTS = ("regression", "loss")
+
+
+class VerdictGateSettings(_Strict):
+    """A bound on how many queries of the comparison may get a verdict (SPEC §7/§8), keyed by the
+    verdict — ``regression`` or ``loss`` — optionally restricted to one slice of queries:
+    ``regression[tag=critical]``, ``loss[category=multi_hop]``. ``max`` defaults to 0: any
+    such verdict fails."""
+
+    max: Annotated[int, Field(ge=0)] = 0
+    blocking: bool = True
+
+
+class CompareSettings(_Strict):
+    """How comparisons (SPEC §8) test and warn: the paired tests' ``seed`` and ``resamples``,
+    ``min_queries`` below which the report warns that nothing can be concluded, and
+    ``strict_chunker_version`` to refuse comparing runs whose chunkers differ."""
+
+    seed: Annotated[int, Field(ge=0)] = 0
+    resamples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
+    min_queries: Annotated[int, Field(ge=1)] = 30
+    strict_chunker_version: bool = False
+
+
 class RunSettings(_Strict):
     """Everything that defines one evaluation run, minus its run id."""
 
@@ -219,13 +246,35 @@ class RunSettings(_Strict):
     answers: bool = True
     match: MatchCriterion = "auto"
     stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
-    baseline: str = "previous"  # previous | none | <run_id>
+    # auto | previous | pinned | none | <run_id> (kebab_eval_pipeline.compare.baseline): auto = the
+    # baseline pinned for the golden set (`kebab-eval baseline set ID`), else previous = the most
+    # recent earlier run on the same golden sha256; pinned = the pin only; none = no comparison.
+    baseline: str = "auto"
     source_root: str | None = None
     storage: str | None = None  # artifact base path or fsspec URL; default: under the Dagster instance
     gates: dict[str, GateSettings] = Field(default_factory=dict)
     regression_gates: dict[str, RegressionGateSettings] = Field(default_factory=dict)
+    verdict_gates: dict[str, VerdictGateSettings] = Field(default_factory=dict)
     default_gates: bool = True  # the WFGY answer gates, non-blocking, skipped where no answers exist
+    compare: CompareSettings = Field(default_factory=CompareSettings)
     judge: None = None  # the LLM judge arrives with its own issue; only null is accepted today
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_mode_or_run_id(cls, value: str) -> str:
+        if value in BASELINE_MODES:
+            return value
+        # Imported here: storage pulls in pandas/pyarrow, and only an explicit run id needs it.
+        from kebab_eval_pipeline.storage import check_run_id
+
+        try:
+            check_run_id(value)
+        except InputError:
+            raise ValueError(
+                f"{value!r} is neither {', '.join(BASELINE_MODES)} nor a valid run id "
+                "(letters, digits, '.', '_' or '-'; max 128; no '..')"
+            ) from None
+        return value
 
     @field_validator("k")
     @classmethod
@@ -255,6 +304,10 @@ WFGY_DEFAULT_GATES: dict[str, GateSettings] = {
 }
 
 
+def _verdict_key(key: object) -> bool:
+    return isinstance(key, str) and key.split("[", 1)[0].strip() in GATED_VERDICTS
+
+
 def _normalise_document(doc: dict) -> dict:
     """Accept SPEC §12's two spellings: ``k``/``answers`` under ``system`` and ``gates.regression``."""
     doc = dict(doc)
@@ -270,7 +323,11 @@ def _normalise_document(doc: dict) -> dict:
     gates = doc.get("gates")
     if isinstance(gates, dict) and "regression" in gates:
         gates = dict(gates)
-        doc["regression_gates"] = {**(doc.get("regression_gates") or {}), **(gates.pop("regression") or {})}
+        regression = dict(gates.pop("regression") or {})
+        # Keys naming a verdict (``regression[tag=critical]``) bound per-query verdicts, not a metric.
+        verdicts = {k: regression.pop(k) for k in list(regression) if _verdict_key(k)}
+        doc["regression_gates"] = {**(doc.get("regression_gates") or {}), **regression}
+        doc["verdict_gates"] = {**(doc.get("verdict_gates") or {}), **verdicts}
         doc["gates"] = gates
     return doc
 

@@ -4,6 +4,7 @@ Layout under a base path (local folder or any fsspec/UPath URL)::
 
     {base}/{asset}/{run_id}/_manifest.json          <- written last; the only pointer readers follow
     {base}/{asset}/{run_id}/{attempt}/{table}.parquet
+    {base}/{asset}/{run_id}/{attempt}/{file}             <- report files (e.g. comparison.html)
 
 An attempt writes its tables into a fresh folder and only then replaces the
 manifest (an atomic rename locally; a single-object PUT on object stores), so
@@ -60,8 +61,16 @@ class ArtifactStore:
     def _run_dir(self, asset: str, run_id: str) -> UPath:
         return self.base / asset / check_run_id(run_id)
 
-    def write(self, asset: str, run_id: str, tables: dict[str, pd.DataFrame], info: dict[str, Any]) -> str:
-        """Write one attempt and publish it; returns the attempt id."""
+    def write(
+        self,
+        asset: str,
+        run_id: str,
+        tables: dict[str, pd.DataFrame],
+        info: dict[str, Any],
+        files: dict[str, bytes] | None = None,
+    ) -> str:
+        """Write one attempt — tables, then any report ``files`` (name → bytes) — and publish it
+        by replacing the manifest; returns the attempt id."""
         run_dir = self._run_dir(asset, run_id)
         attempt = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         attempt_dir = run_dir / attempt
@@ -71,11 +80,14 @@ class ArtifactStore:
             buffer = io.BytesIO()
             pq.write_table(table, buffer)
             (attempt_dir / f"{name}.parquet").write_bytes(buffer.getvalue())
+        for name, content in (files or {}).items():
+            (attempt_dir / _file_name(name)).write_bytes(content)
         manifest = {
             "asset": asset,
             "run_id": run_id,
             "attempt": attempt,
             "tables": sorted(tables),
+            "files": sorted(files or {}),
             "written_at": datetime.now(UTC).isoformat(),
             "info": info,
         }
@@ -130,6 +142,23 @@ class ArtifactStore:
             raise InputError(f"no stored {asset} for run {run_id!r}", [Offender(str(self.base), "missing")])
         return str(self._run_dir(asset, run_id) / manifest["attempt"] / f"{table}.parquet")
 
+    def file_path(self, asset: str, run_id: str, name: str) -> str | None:
+        """Where a published report file lives (None when the attempt has no such file)."""
+        manifest = self.manifest(asset, run_id)
+        if manifest is None or name not in manifest.get("files", []):
+            return None
+        return str(self._run_dir(asset, run_id) / manifest["attempt"] / _file_name(name))
+
+    def read_file(self, asset: str, run_id: str, name: str) -> bytes:
+        """The bytes of a published report file; InputError when absent."""
+        path = self.file_path(asset, run_id, name)
+        if path is None:
+            raise InputError(
+                f"no stored {name} for run {run_id!r}",
+                [Offender(str(self.base / asset / run_id), f"{asset} has no file {name!r}")],
+            )
+        return UPath(path).read_bytes()
+
     def runs(self, asset: str) -> list[dict[str, Any]]:
         """Manifests of every published run of ``asset``, oldest first."""
         root = self.base / asset
@@ -142,6 +171,13 @@ class ArtifactStore:
         return sorted(
             found, key=lambda m: (m.get("info", {}).get("created_at") or m["written_at"], m["run_id"])
         )
+
+
+def _file_name(name: str) -> str:
+    """Report file names are plain names inside the attempt folder (never paths)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", name) or ".." in name:
+        raise ValueError(f"invalid report file name {name!r}")
+    return name
 
 
 def default_storage_base(configured: str | None = None) -> str:

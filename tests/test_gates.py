@@ -14,10 +14,16 @@ from kebab_eval_pipeline.gates import (
     evaluate_gate,
     evaluate_gates,
     evaluate_regression_gate,
+    evaluate_verdict_gate,
     known_metric,
     parse_gate_key,
 )
-from kebab_eval_pipeline.settings import GateSettings, RegressionGateSettings, settings_from_dict
+from kebab_eval_pipeline.settings import (
+    GateSettings,
+    RegressionGateSettings,
+    VerdictGateSettings,
+    settings_from_dict,
+)
 
 
 def test_min_gate_pass_and_fail_carry_numbers():
@@ -206,3 +212,69 @@ def test_for_rates_of_bad_events_a_rise_is_the_regression():
         PairedEvidence(-0.08, 0.001, 50, "mcnemar_exact"),
     )
     assert [r.passed for r in fall] == [True, True]
+
+
+# -------------------------------------------------------------------------- verdict gates
+
+
+def _per_query() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "query_id": ["crit-1", "crit-2", "plain-1", "plain-2", "ko-1"],
+            "verdict": ["regression", "draw", "regression", "loss", "regression"],
+            "tags": [["critical"], ["critical", "ops"], [], ["ops"], ["critical"]],
+            "category": ["factual", "factual", "how_to", "how_to", "factual"],
+            "lang": ["en", "en", "en", "en", "ko"],
+            "difficulty": ["easy"] * 5,
+            "answerable": [True, True, True, False, True],
+        }
+    )
+
+
+def test_verdict_gates_come_from_the_regression_block():
+    settings = settings_from_dict(
+        {
+            "gates": {
+                "regression": {
+                    "mrr": {"max_drop": 0.02},
+                    "regression[tag=critical]": {"max": 0},
+                    "loss": {"max": 3, "blocking": False},
+                }
+            }
+        }
+    )
+    assert set(settings.regression_gates) == {"mrr"}
+    assert set(settings.verdict_gates) == {"regression[tag=critical]", "loss"}
+    assert settings.verdict_gates["loss"].max == 3 and not settings.verdict_gates["loss"].blocking
+    check_gate_names(settings)  # valid
+
+
+def test_verdict_gate_counts_the_slice_and_names_the_queries():
+    gate = VerdictGateSettings()  # max 0: any such verdict fails
+    result = evaluate_verdict_gate("regression[tag=critical]", gate, _per_query(), has_baseline=True)
+    assert not result.passed and result.value == 2.0 and result.threshold == 0 and result.delta == 2.0
+    assert result.name == "gate_regression_tag_critical_max" and result.kind == "max"
+    assert "crit-1, ko-1" in result.reason and "plain-1" not in result.reason
+    ko = evaluate_verdict_gate("regression[lang=ko]", gate, _per_query(), has_baseline=True)
+    assert ko.value == 1.0 and "ko-1" in ko.reason
+    assert evaluate_verdict_gate("regression", VerdictGateSettings(max=3), _per_query(), True).passed
+    unanswerable = evaluate_verdict_gate("loss[answerable=false]", gate, _per_query(), True)
+    assert unanswerable.value == 1.0 and "plain-2" in unanswerable.reason
+    assert evaluate_verdict_gate("loss[tag=critical]", gate, _per_query(), True).passed
+
+
+def test_verdict_gate_without_baseline_is_skipped():
+    result = evaluate_verdict_gate("regression[tag=critical]", VerdictGateSettings(), _per_query(), False)
+    assert result.passed and result.skipped and "no baseline" in result.reason
+
+
+def test_bad_verdict_gate_keys_are_listed():
+    settings = settings_from_dict(
+        {"verdict_gates": {"regression[colour=red]": {"max": 0}, "wins": {"max": 0}}}
+    )
+    with pytest.raises(InputError) as info:
+        check_gate_names(settings)
+    assert [o.field for o in info.value.offenders] == [
+        "gates.regression.regression[colour=red]",
+        "gates.regression.wins",
+    ]

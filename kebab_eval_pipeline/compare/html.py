@@ -225,17 +225,9 @@ def _header(info: Mapping) -> str:
 
 
 def _warnings(info: Mapping) -> str:
+    # info["warnings"] is the single source (the Markdown and JSON show the same list); the page
+    # only adds a link to its drift table.
     items = [_e(w) for w in info.get("warnings") or []]
-    match = info.get("chunker_version_match")
-    if match not in (None, "exact"):
-        text = (
-            f"chunker_version differs between the runs, so chunk ids are not comparable: per-query "
-            f"matching fell back to <code>{_e(info.get('matching_criterion'))}</code> "
-            f"(chunker_version_match: <code>{_e(match)}</code>)."
-        )
-        if info.get("fallback_note"):
-            text += f" {_e(info['fallback_note'])}"
-        items.append(text)
     only_a, only_b = info.get("only_in_a") or [], info.get("only_in_b") or []
     changed = info.get("gold_changed") or []
     if only_a or only_b or changed:

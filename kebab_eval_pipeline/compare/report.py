@@ -30,10 +30,36 @@ def _signed(x) -> str:
     return f"{x:+.4f}"
 
 
-def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame, max_rows: int = 25) -> str:
-    """A self-contained Markdown report: versions, metric deltas, verdict counts, notable queries."""
+def _p(p) -> str:
+    return "–" if p is None or pd.isna(p) else f"{p:.4g}"
+
+
+def _ci(low, high) -> str:
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return "–"
+    return f"[{low:+.4f}, {high:+.4f}]"
+
+
+_ARROWS = {"better": "▲", "worse": "▼", "same": "="}
+
+
+def render_markdown(
+    info: dict,
+    per_metric: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    per_slice: pd.DataFrame | None = None,
+    max_rows: int = 25,
+) -> str:
+    """A self-contained Markdown report (rendered in the Dagster UI, written by the CLI):
+    warnings, versions side by side, the matching mode, per-query verdicts and answer flips,
+    metric deltas with paired p-values, CIs and significance marks, per-category deltas,
+    notable queries and golden-set drift."""
     a, b = info["run_a"], info["run_b"]
     lines = [f"# Comparison: `{b}` vs baseline `{a}`", "", info.get("baseline_note", ""), ""]
+    for warning in info.get("warnings", []):
+        lines.append(f"> ⚠ {warning}")
+    if info.get("warnings"):
+        lines.append("")
     lines += ["## Versions", "", f"| | `{a}` | `{b}` |", "|---|---|---|"]
     va, vb = info.get("versions_a", {}), info.get("versions_b", {})
     for key in VERSION_KEYS:
@@ -58,19 +84,42 @@ def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame
         ),
         "",
     ]
-    paired = "p_value" in per_metric.columns
+    flips = {k: v for k, v in info.get("flip_counts", {}).items() if v}
+    if flips:
+        lines += ["Answer flips: " + " · ".join(f"**{k}** {v}" for k, v in flips.items()), ""]
     lines += [
         "## Metrics (delta = b − a)",
         "",
-        "| metric | a | b | delta | relative |" + (" p (paired) | test |" if paired else ""),
-        "|---|---:|---:|---:|---:|" + ("---:|---|" if paired else ""),
+        f"Paired tests over the queries both runs scored (seed {info.get('seed', 0)}): exact McNemar "
+        "for 0/1 scores, sign-flip randomization otherwise; 95% CI by paired bootstrap. "
+        "Significance: \\* p < 0.05, \\*\\* p < 0.01, \\*\\*\\* p < 0.001; "
+        "▲ better / ▼ worse; † fewer paired queries than min_queries.",
+        "",
+        "| metric | a | b | delta | relative | p (paired) | 95% CI | sig | test |",
+        "|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
+    min_queries = info.get("min_queries")
     for row in per_metric.itertuples(index=False):
-        cells = [row.metric, _fmt(row.a), _fmt(row.b), _signed(row.delta), _signed(row.rel_change)]
-        if paired:
-            p = row.p_value
-            cells += ["–" if pd.isna(p) else f"{p:.4g}", "–" if pd.isna(row.test) else str(row.test)]
+        arrow = _ARROWS.get(row.direction, "") if not pd.isna(row.direction) else ""
+        few = (
+            "†"
+            if min_queries is not None and not pd.isna(row.n_paired) and row.n_paired < min_queries
+            else ""
+        )
+        sig = str(row.significance).replace("*", "\\*") if not pd.isna(row.significance) else ""
+        cells = [
+            row.metric,
+            _fmt(row.a),
+            _fmt(row.b),
+            f"{_signed(row.delta)} {arrow}".strip(),
+            _signed(row.rel_change),
+            _p(row.p_value) + few,
+            _ci(row.ci_low, row.ci_high),
+            sig,
+            "–" if pd.isna(row.test) else str(row.test),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _category_lines(per_slice)
     notable = verdicts[verdicts["verdict"].isin(["regression", "loss", "win"])]
     order = {"regression": 0, "loss": 1, "win": 2}
     notable = notable.sort_values(
@@ -90,14 +139,58 @@ def render_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFrame
             )
         if len(notable) > max_rows:
             lines.append(f"| … | {len(notable) - max_rows} more in the per-query table | | | |")
+    flipped = verdicts[verdicts["refusal_flip"].notna() | verdicts["groundedness_flip"].notna()]
+    if len(flipped):
+        lines += ["", "## Answer flips", "", "| query | refusal | groundedness |", "|---|---|---|"]
+        for row in flipped.head(max_rows).itertuples(index=False):
+            lines.append(
+                f"| {row.query_id} | {'' if pd.isna(row.refusal_flip) else row.refusal_flip} | "
+                f"{'' if pd.isna(row.groundedness_flip) else row.groundedness_flip} |"
+            )
+        if len(flipped) > max_rows:
+            lines.append(f"| … | {len(flipped) - max_rows} more in the per-query table | |")
     drift_a, drift_b = info.get("only_in_a", []), info.get("only_in_b", [])
-    if drift_a or drift_b:
+    changed = info.get("gold_changed", [])
+    if drift_a or drift_b or changed:
         lines += ["", "## Golden-set drift", ""]
         if drift_a:
-            lines.append(f"- only in `{a}`: {', '.join(drift_a)}")
+            lines.append(f"- only in `{a}` ({len(drift_a)}): {', '.join(drift_a)}")
         if drift_b:
-            lines.append(f"- only in `{b}`: {', '.join(drift_b)}")
+            lines.append(f"- only in `{b}` ({len(drift_b)}): {', '.join(drift_b)}")
+        if changed:
+            lines.append(
+                f"- gold changed ({len(changed)}): "
+                + ", ".join(f"{c['query_id']} ({', '.join(c['fields'])})" for c in changed)
+            )
     return "\n".join(lines) + "\n"
+
+
+#: Metrics shown in the per-category table, when the runs have them.
+CATEGORY_METRICS = ("hit@5", "mrr", "recall@5", "refusal_correctness")
+
+
+def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
+    if per_slice is None or len(per_slice) == 0:
+        return []
+    cat = per_slice[(per_slice["dimension"] == "category") & per_slice["metric"].isin(CATEGORY_METRICS)]
+    if len(cat) == 0:
+        return []
+    keep = [m for m in CATEGORY_METRICS if m in set(cat["metric"])]
+    pivot = cat.pivot_table(index="value", columns="metric", values="delta", aggfunc="first", dropna=False)
+    lines = [
+        "",
+        "## Delta by category",
+        "",
+        "| category | " + " | ".join(keep) + " |",
+        "|---|" + "---:|" * len(keep),
+    ]
+    for value, row in pivot.iterrows():
+        lines.append(f"| {value} | " + " | ".join(_signed(_float(row.get(m))) for m in keep) + " |")
+    return lines
+
+
+def _float(x) -> float | None:
+    return None if x is None or pd.isna(x) else float(x)
 
 
 def render_run_markdown(

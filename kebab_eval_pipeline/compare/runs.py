@@ -19,14 +19,21 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_paired_tests, without_tests
+from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
+from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
 from kebab_eval_pipeline.compare.report import render_markdown
-from kebab_eval_pipeline.compare.significance import compare_query_scores
-from kebab_eval_pipeline.compare.verdicts import per_query_verdicts, verdict_counts
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.matching import match_hits
+from kebab_eval_pipeline.compare.verdicts import (
+    FRAME_COLUMNS,
+    flip_counts,
+    per_query_verdicts,
+    verdict_counts,
+)
+from kebab_eval_pipeline.settings import CompareSettings
 from kebab_eval_pipeline.storage import ArtifactStore
 
-COMPARE_VERSION = "compare-1"
+# Bumped when a comparison of the same two runs would come out differently.
+COMPARE_VERSION = "compare-2"
 
 
 @dataclass
@@ -56,152 +63,143 @@ def load_bundle(store: ArtifactStore, run_id: str) -> RunBundle:
     )
 
 
-def choose_baseline(
-    store: ArtifactStore, run_id: str, baseline: str, golden_name: str, created_at: str
-) -> tuple[str | None, str]:
-    """Resolve ``baseline`` (previous | none | <run_id>) to a stored run id, with a note saying why."""
-    if baseline == "none":
-        return None, "no baseline: comparison disabled by configuration"
-    if baseline != "previous":
-        if baseline == run_id:
-            return None, "no baseline: the configured baseline is this run itself"
-        if not store.exists("run_metrics", baseline):
-            return None, f"no baseline: configured baseline run {baseline!r} has no stored metrics"
-        return baseline, f"baseline {baseline!r} (configured)"
-    earlier = [
-        m
-        for m in store.runs("run_metrics")
-        if m["run_id"] != run_id
-        and m["info"].get("golden", {}).get("name") == golden_name
-        and (m["info"].get("created_at") or "") < created_at
-    ]
-    if not earlier:
-        return None, f"no baseline: no earlier run on golden set {golden_name!r}"
-    chosen = earlier[-1]["run_id"]
-    return chosen, f"baseline {chosen!r} (the most recent earlier run on golden set {golden_name!r})"
-
-
-def _first_ranks(hits: pd.DataFrame, supports: pd.DataFrame, criterion: str, cutoff: int) -> pd.Series:
-    matched = match_hits(hits, supports, criterion=criterion)
-    matched = matched[matched["rank"] <= cutoff]
-    return matched.groupby("query_id")["rank"].min()
-
-
-def _chunker_mode(a: RunBundle, b: RunBundle, strict: bool) -> tuple[str, str | None]:
-    """How per-query matching treats chunk ids: (chunker_version_match, re-match criterion or None)."""
-    va = a.metrics.info.get("versions", {}).get("chunker_version")
-    vb = b.metrics.info.get("versions", {}).get("chunker_version")
-    if va == vb:
-        return "exact", None
-    supports = pd.concat([a.golden.supports, b.golden.supports])
-    uses_chunks = supports["chunk_id"].notna()
-    if not uses_chunks.any():
-        # Gold evidence is paths/headings/lines: each run's own matching never relied on chunk ids.
-        return "chunk_independent", None
-    if strict:
-        raise InputError(
-            "chunker versions differ and --strict-chunker-version was given",
-            [
-                Offender(
-                    f"runs {a.run_id} / {b.run_id}",
-                    f"chunker_version {va!r} vs {vb!r}: chunk ids are not comparable",
-                )
-            ],
-        )
-    chunk_supports = supports[uses_chunks]
-    spans_known = (
-        chunk_supports["line_start"].notna()
-        & chunk_supports["line_end"].notna()
-        & (chunk_supports["rel_path"].notna() | chunk_supports["doc_id"].notna())
-    )
-    return ("fallback_span", "span") if spans_known.all() else ("fallback_doc", "doc")
-
-
-def _per_query_frame(bundle: RunBundle, criterion: str | None, cutoff: int) -> pd.DataFrame:
-    s = bundle.scores.scores
-    frame = s[["query_id", "applicable", "answerable"]].copy()
-    if criterion is None:
-        frame["rank"] = s["first_relevant_rank"].astype("Int64")
-    else:
-        ranks = _first_ranks(bundle.retrieval.results.hits, bundle.golden.supports, criterion, cutoff)
-        frame["rank"] = frame["query_id"].map(ranks).astype("Int64")
-    refused = bundle.retrieval.results.outcomes.set_index("query_id")
-    answered = refused["answered"].astype(bool)
-    frame["refused"] = frame["query_id"].map(refused["refused"].where(answered)).astype("boolean")
-    return frame
-
-
-def _metric_table(a: dict[str, float | None], b: dict[str, float | None]) -> pd.DataFrame:
-    names = [n for n in b if n in a] + [n for n in b if n not in a] + [n for n in a if n not in b]
-    va = np.array([np.nan if a.get(n) is None else a[n] for n in names], dtype=float)
-    vb = np.array([np.nan if b.get(n) is None else b[n] for n in names], dtype=float)
-    delta = np.round(vb - va, 4)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(va != 0, np.round((vb - va) / np.abs(va), 4), np.nan)
-    return pd.DataFrame({"metric": names, "a": va, "b": vb, "delta": delta, "rel_change": rel}).astype(
-        {"metric": "string"}
+def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
+    """One run's per-query inputs to the verdicts (:data:`~.verdicts.FRAME_COLUMNS`)."""
+    return pd.DataFrame(
+        {
+            "query_id": scores["query_id"],
+            "applicable": scores["applicable"],
+            "rank": scores["first_relevant_rank"].astype("Int64"),
+            "answerable": scores["answerable"],
+            "refused": scores["refused"].astype("boolean") if "refused" in scores else pd.NA,
+            "grounded": scores.get("groundedness_rule", np.nan),
+        }
     )
 
 
-#: Paired-test columns added to the per-metric table (null where a metric has no per-query test).
-PAIRED_COLUMNS: dict[str, str] = {
-    "n_paired": "Int64",
-    "paired_delta": "float64",
-    "p_value": "float64",
-    "ci_low": "float64",
-    "ci_high": "float64",
-    "test": "string",
-    "test_note": "string",
+#: Query labels copied into the per-query table, so verdicts can be sliced (e.g. tag = critical).
+QUERY_LABELS: dict[str, str] = {
+    "category": "string",
+    "difficulty": "string",
+    "lang": "string",
+    "tags": "object",
+    "answerable": "boolean",
 }
 
 
-def with_paired_tests(
-    per_metric: pd.DataFrame, scores_a: pd.DataFrame, scores_b: pd.DataFrame, seed: int = 0
+def _with_labels(
+    verdicts: pd.DataFrame, scores_a: pd.DataFrame, scores_b: pd.DataFrame, changed: pd.DataFrame
 ) -> pd.DataFrame:
-    """``per_metric`` plus ``PAIRED_COLUMNS``: for each metric that is a mean of per-query scores,
-    the paired test over the queries both runs scored (see :mod:`.significance`); ``paired_delta``
-    is the unrounded mean difference over those queries. Rounded to 4 decimals (p-values to 6)."""
-    tests = compare_query_scores(scores_a, scores_b, per_metric["metric"].tolist(), seed=seed)
-    tests = tests.set_index("metric")
-    out = per_metric.copy()
-    source = {
-        "n_paired": "n",
-        "paired_delta": "delta",
-        "p_value": "p_value",
-        "ci_low": "ci_low",
-        "ci_high": "ci_high",
-        "test": "test",
-        "test_note": "note",
-    }
-    for column, dtype in PAIRED_COLUMNS.items():
-        values = out["metric"].map(tests[source[column]]) if len(tests) else pd.Series(pd.NA, index=out.index)
-        if dtype == "float64":
-            values = pd.to_numeric(values, errors="coerce").astype("float64")
-            values = values.round(6 if column == "p_value" else 4)
-        out[column] = values.astype(dtype)
+    """Verdicts plus ``gold_changed`` and :data:`QUERY_LABELS` (b's labels; a's for queries only in a)."""
+    labels = pd.concat(
+        [scores_b[["query_id", *QUERY_LABELS]], scores_a[["query_id", *QUERY_LABELS]]], ignore_index=True
+    ).drop_duplicates("query_id", keep="first")
+    out = verdicts.merge(labels, on="query_id", how="left")
+    out["tags"] = out["tags"].map(
+        lambda t: [str(x) for x in t] if isinstance(t, list | tuple | np.ndarray) else []
+    )
+    changed_fields = out["query_id"].map(changed.set_index("query_id")["fields"]) if len(changed) else None
+    out["gold_changed"] = changed_fields.notna() if changed_fields is not None else False
+    if changed_fields is not None and out["gold_changed"].any():
+        joined = changed_fields[out["gold_changed"]].map(", ".join)
+        out.loc[out["gold_changed"], "note"] = (
+            out.loc[out["gold_changed"], "note"] + "; gold changed: " + joined
+        )
+    return out.astype({**QUERY_LABELS, "gold_changed": "bool"})
+
+
+def _common_queries(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> int:
+    return int(scores_a["query_id"].isin(scores_b["query_id"]).sum())
+
+
+def _warnings(
+    a: RunBundle,
+    b: RunBundle,
+    plan: MatchPlan,
+    n_common: int,
+    verdicts: pd.DataFrame,
+    options: CompareSettings,
+) -> list[str]:
+    """What a reader must know before trusting the deltas, most important first."""
+    out: list[str] = []
+    if n_common < options.min_queries:
+        out.append(
+            f"only {n_common} queries in common (< min_queries {options.min_queries}): "
+            "differences between these runs are not conclusive"
+        )
+    if plan.mode != "exact":
+        out.append(f"{plan.mode}: {plan.note}")
+    ga, gb = a.metrics.info.get("golden", {}), b.metrics.info.get("golden", {})
+    if ga.get("sha256") != gb.get("sha256"):
+        only_a = int((verdicts["verdict"] == "only_a").sum())
+        only_b = int((verdicts["verdict"] == "only_b").sum())
+        changed = int(verdicts["gold_changed"].sum())
+        out.append(
+            f"golden sets differ (a: {ga.get('name')} sha256 {str(ga.get('sha256'))[:12]}, "
+            f"b: {gb.get('name')} sha256 {str(gb.get('sha256'))[:12]}): {only_a} queries only in a, "
+            f"{only_b} only in b, {changed} with changed gold"
+        )
+    ma, mb = a.scores.info.get("match"), b.scores.info.get("match")
+    if plan.mode == "exact" and ma != mb:
+        out.append(f"the runs were scored with different match criteria (a: {ma}, b: {mb})")
     return out
 
 
-def _null(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
-
-
 def compare_bundles(
-    a: RunBundle, b: RunBundle, strict_chunker_version: bool = False, baseline_note: str = ""
+    a: RunBundle,
+    b: RunBundle,
+    strict_chunker_version: bool | None = None,
+    baseline_note: str = "",
+    options: CompareSettings | None = None,
 ) -> ComparisonArtifact:
-    """Compare candidate ``b`` against baseline ``a`` (delta = b − a)."""
-    mode, criterion = _chunker_mode(a, b, strict_chunker_version)
-    cutoff = int(b.scores.info.get("mrr_cutoff", 10))
-    verdicts = per_query_verdicts(
-        _per_query_frame(a, criterion, cutoff), _per_query_frame(b, criterion, cutoff)
+    """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
+    behind the ``comparison_report`` asset and ``kebab-eval compare``.
+
+    Matching follows :func:`~.fallback.plan_matching` (each run's stored scores when the chunkers
+    agree, both re-scored under ``span``/``doc`` when not); per-metric deltas carry the paired
+    test (``options.seed``/``resamples``); the per-query table carries verdicts, flips, gold
+    changes and query labels. Raises :class:`InputError` when the chunkers differ and strictness
+    (argument, else ``options.strict_chunker_version``) is on."""
+    options = options or CompareSettings()
+    strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
+    plan = plan_matching(a, b, strict)
+    if plan.criterion is None:
+        scores_a, scores_b = a.scores.scores, b.scores.scores
+        metrics_a, metrics_b = a.metrics.metrics, b.metrics.metrics
+        breakdowns_a, breakdowns_b = a.metrics.breakdowns, b.metrics.breakdowns
+    else:
+        scores_a, summary_a = rescore(a, plan.criterion)
+        scores_b, summary_b = rescore(b, plan.criterion)
+        # Matching-free numbers (operational, indexing) stay as stored; the rest are re-scored.
+        metrics_a = {**a.metrics.metrics, **summary_a.metrics}
+        metrics_b = {**b.metrics.metrics, **summary_b.metrics}
+        breakdowns_a, breakdowns_b = summary_a.breakdowns, summary_b.breakdowns
+
+    changed = (
+        changed_gold(a.golden.queries, a.golden.supports, b.golden.queries, b.golden.supports)
+        if a.golden.sha256 != b.golden.sha256
+        else no_changed_gold()
+    )
+    verdicts = _with_labels(
+        per_query_verdicts(_per_query_frame(scores_a), _per_query_frame(scores_b)),
+        scores_a,
+        scores_b,
+        changed,
     )
     per_metric = with_paired_tests(
-        _metric_table(a.metrics.metrics, b.metrics.metrics), a.scores.scores, b.scores.scores
+        metric_table(metrics_a, metrics_b),
+        scores_a,
+        scores_b,
+        seed=options.seed,
+        n_resamples=options.resamples,
+        min_queries=options.min_queries,
     )
-    counts = verdict_counts(verdicts)
+    n_common = _common_queries(scores_a, scores_b)
     info = {
         "run_a": a.run_id,
         "run_b": b.run_id,
+        "created_at_a": a.metrics.info.get("created_at"),
+        "created_at_b": b.metrics.info.get("created_at"),
         "baseline_note": baseline_note or f"baseline {a.run_id!r}",
         "versions_a": a.metrics.info.get("versions", {}),
         "versions_b": b.metrics.info.get("versions", {}),
@@ -209,34 +207,67 @@ def compare_bundles(
         "system_b": b.metrics.info.get("system", {}),
         "golden_a": a.metrics.info.get("golden", {}),
         "golden_b": b.metrics.info.get("golden", {}),
-        "chunker_version_match": mode,
-        "matching_criterion": criterion or b.scores.info.get("match", "auto"),
-        "verdict_counts": counts,
+        "chunker_version_match": plan.mode,
+        "matching_criterion": plan.criterion or b.scores.info.get("match", "auto"),
+        "fallback_note": plan.note,
+        "verdict_counts": verdict_counts(verdicts),
+        "flip_counts": flip_counts(verdicts),
         "only_in_a": verdicts.loc[verdicts["verdict"] == "only_a", "query_id"].tolist(),
         "only_in_b": verdicts.loc[verdicts["verdict"] == "only_b", "query_id"].tolist(),
-        "metrics_a": {k: _null(v) for k, v in a.metrics.metrics.items()},
-        "metrics_b": {k: _null(v) for k, v in b.metrics.metrics.items()},
+        "gold_changed": [
+            {"query_id": q, "fields": list(f)}
+            for q, f in zip(changed["query_id"], changed["fields"], strict=True)
+        ],
+        "n_common": n_common,
+        "min_queries": options.min_queries,
+        "seed": options.seed,
+        "resamples": options.resamples,
+        "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
+        "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
     }
-    markdown = render_markdown(info, per_metric, verdicts)
-    return ComparisonArtifact(per_metric=per_metric, per_query=verdicts, markdown=markdown, info=info)
+    info["warnings"] = _warnings(a, b, plan, n_common, verdicts, options)
+    per_slice = slice_deltas(breakdowns_a, breakdowns_b)
+    return ComparisonArtifact(
+        per_metric=per_metric,
+        per_query=verdicts,
+        markdown=render_markdown(info, per_metric, verdicts, per_slice),
+        info=info,
+        per_slice=per_slice,
+    )
+
+
+def _null(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
 def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> ComparisonArtifact:
     """The report when there is nothing to compare with: a clear note, not a failure."""
-    per_metric = _metric_table({}, metrics.metrics)
-    verdicts = per_query_verdicts(
-        pd.DataFrame(columns=["query_id", "applicable", "rank", "answerable", "refused"]),
-        pd.DataFrame(columns=["query_id", "applicable", "rank", "answerable", "refused"]),
-    )
+    per_metric = without_tests(metric_table({}, metrics.metrics))
+    empty = pd.DataFrame(columns=list(FRAME_COLUMNS))
+    verdicts = per_query_verdicts(empty, empty)
     info = {
         "run_a": None,
         "run_b": run_id,
+        "created_at_b": metrics.info.get("created_at"),
         "baseline_note": note,
         "versions_b": metrics.info.get("versions", {}),
+        "system_b": metrics.info.get("system", {}),
+        "golden_b": metrics.info.get("golden", {}),
         "chunker_version_match": None,
         "verdict_counts": verdict_counts(verdicts),
+        "flip_counts": flip_counts(verdicts),
+        "only_in_a": [],
+        "only_in_b": [],
+        "gold_changed": [],
+        "warnings": [],
         "metrics_a": {},
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
     }
     markdown = f"# Comparison for run `{run_id}`\n\n{note}.\n"
-    return ComparisonArtifact(per_metric=per_metric, per_query=verdicts, markdown=markdown, info=info)
+    return ComparisonArtifact(
+        per_metric=per_metric,
+        per_query=verdicts,
+        markdown=markdown,
+        info=info,
+        per_slice=slice_deltas(None, None),
+    )

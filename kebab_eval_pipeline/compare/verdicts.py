@@ -6,6 +6,10 @@ found, b ranked lower; ``regression`` a found, b missed; ``draw`` same rank or
 both missed. Unanswerable queries, where both runs answered, compare refusals:
 b refusing where a answered is a win, the reverse a regression.
 Queries present in only one run are ``only_a`` / ``only_b`` (golden drift).
+
+Answer-level flips sit beside the verdict, for queries both runs answered: ``refusal_flip``
+(``answered→refused`` / ``refused→answered``) and ``groundedness_flip`` (the rule-based
+groundedness score going 1→0 ``grounded→ungrounded`` or 0→1 ``ungrounded→grounded``).
 """
 
 from __future__ import annotations
@@ -21,17 +25,24 @@ VERDICT_COLUMNS: dict[str, str] = {
     "a_rank": "Int64",
     "b_rank": "Int64",
     "note": "string",
+    "refusal_flip": "string",
+    "groundedness_flip": "string",
 }
+#: Columns each run's per-query frame must have (``grounded`` may be absent: no answers).
+FRAME_COLUMNS = ("query_id", "applicable", "rank", "answerable", "refused", "grounded")
+FLIPS = ("answered→refused", "refused→answered", "grounded→ungrounded", "ungrounded→grounded")
 
 
 def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Compare two per-query frames with columns ``query_id, applicable, rank, answerable, refused``.
+    """Compare two per-query frames with :data:`FRAME_COLUMNS`.
 
-    ``rank`` is the first relevant rank (null when none within the cutoff);
-    ``refused`` is null when the run produced no answer. Returns
-    :data:`VERDICT_COLUMNS`, ordered by query id.
+    ``rank`` is the first relevant rank (null when none within the cutoff); ``refused`` is null
+    when the run produced no answer; ``grounded`` is the rule-based groundedness score (1/0, NaN
+    when not applicable or no answer; a missing column counts as all-NaN). Returns
+    :data:`VERDICT_COLUMNS`, ordered by query id; flips are null unless both runs answered.
     """
-    cols = ["query_id", "applicable", "rank", "answerable", "refused"]
+    a, b = _with_grounded(a), _with_grounded(b)
+    cols = list(FRAME_COLUMNS)
     m = a[cols].merge(b[cols], on="query_id", how="outer", suffixes=("_a", "_b"), indicator=True)
     ra = m["rank_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     rb = m["rank_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
@@ -78,6 +89,19 @@ def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     note = np.select(conditions, notes, default="no gold supports or no answers to compare")
     draw_rank = applicable & (verdict == "draw")
     note = np.where(draw_rank & found_a, "same rank", np.where(draw_rank, "both missed", note))
+    refusal_flip = np.select(
+        [both_answered & ~ref_a_np & ref_b_np, both_answered & ref_a_np & ~ref_b_np],
+        ["answered→refused", "refused→answered"],
+        default=None,
+    )
+    ga = m["grounded_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    gb = m["grounded_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    grounded_pair = both_answered & ~np.isnan(ga) & ~np.isnan(gb)
+    groundedness_flip = np.select(
+        [grounded_pair & (ga > gb), grounded_pair & (ga < gb)],
+        ["grounded→ungrounded", "ungrounded→grounded"],
+        default=None,
+    )
     out = pd.DataFrame(
         {
             "query_id": m["query_id"],
@@ -85,11 +109,26 @@ def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
             "a_rank": m["rank_a"],
             "b_rank": m["rank_b"],
             "note": note,
+            "refusal_flip": refusal_flip,
+            "groundedness_flip": groundedness_flip,
         }
     )
     return out.astype(VERDICT_COLUMNS).sort_values("query_id", kind="stable").reset_index(drop=True)
 
 
+def _with_grounded(frame: pd.DataFrame) -> pd.DataFrame:
+    if "grounded" in frame.columns:
+        return frame
+    return frame.assign(grounded=pd.Series(np.nan, index=frame.index, dtype="float64"))
+
+
 def verdict_counts(verdicts: pd.DataFrame) -> dict[str, int]:
+    """Queries per verdict, every verdict listed (0 when absent)."""
     counts = verdicts["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+def flip_counts(verdicts: pd.DataFrame) -> dict[str, int]:
+    """Queries per answer-level flip, every flip listed (0 when absent)."""
+    counts = pd.concat([verdicts["refusal_flip"], verdicts["groundedness_flip"]]).value_counts()
+    return {f: int(counts.get(f, 0)) for f in FLIPS}

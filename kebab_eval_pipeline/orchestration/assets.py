@@ -20,14 +20,15 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.compare.baseline import choose_baseline
 from kebab_eval_pipeline.compare.report import render_run_markdown
 from kebab_eval_pipeline.compare.runs import (
     COMPARE_VERSION,
-    choose_baseline,
     compare_bundles,
     load_bundle,
     no_baseline,
 )
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
@@ -317,29 +318,51 @@ def comparison_report(
     run_id = context.partition_key
     store = artifact_storage.store()
     baseline, note = choose_baseline(
-        store, run_id, settings.baseline, run_metrics.info["golden"]["name"], run_metrics.info["created_at"]
+        store, run_id, settings.baseline, run_metrics.info["golden"], run_metrics.info["created_at"]
     )
     if baseline is None:
         art = no_baseline(run_id, note, run_metrics)
     else:
-        art = compare_bundles(load_bundle(store, baseline), load_bundle(store, run_id), baseline_note=note)
+        try:
+            art = compare_bundles(
+                load_bundle(store, baseline),
+                load_bundle(store, run_id),
+                baseline_note=note,
+                options=settings.compare,
+            )
+        except InputError as exc:  # --strict-chunker-version: refuse, saying why
+            raise dg.Failure(description=str(exc)) from None
     context.log.info(note)
+    for warning in art.info.get("warnings", []):
+        context.log.warning(warning)
     counts = art.info["verdict_counts"]
+    headline = pipeline.headline(run_metrics.metrics, settings.k)
     meta = {
         "baseline_run": dg.MetadataValue.text(str(baseline)),
         "baseline_note": note,
         "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
         **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
+        **{f"flip/{k}": dg.MetadataValue.int(v) for k, v in art.info.get("flip_counts", {}).items()},
+        "warnings": dg.MetadataValue.json(art.info.get("warnings", [])),
         "versions": dg.MetadataValue.json(
             {"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}
         ),
         "report": dg.MetadataValue.md(art.markdown),
         **{
-            f"delta/{r.metric}": _number(r.delta)
+            f"delta/{r.metric}": _number(r.delta) for r in art.per_metric.itertuples() if r.metric in headline
+        },
+        **{
+            f"p_value/{r.metric}": _number(r.p_value)
             for r in art.per_metric.itertuples()
-            if r.metric in pipeline.headline(run_metrics.metrics, settings.k)
+            if r.metric in headline and not pd.isna(r.p_value)
         },
     }
+    if len(art.per_query):
+        meta["per_query"] = _table_metadata(
+            art.per_query[
+                ["query_id", "verdict", "a_rank", "b_rank", "note", "refusal_flip", "groundedness_flip"]
+            ]
+        )
     return dg.Output(art, metadata=meta)
 
 

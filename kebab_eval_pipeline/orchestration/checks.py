@@ -8,15 +8,13 @@ Every result carries value, threshold and delta as metadata.
 from __future__ import annotations
 
 import dagster as dg
-import pandas as pd
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.gates import (
     GateResult,
-    PairedEvidence,
     check_name,
+    evaluate_comparison_gates,
     evaluate_gate,
-    evaluate_regression_gate,
     regression_kinds,
 )
 from kebab_eval_pipeline.orchestration.assets import comparison_report, run_metrics
@@ -92,9 +90,10 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     return ship_gates
 
 
-def _regression_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
-    gates = settings.regression_gates
-    if not gates:
+def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
+    """Regression gates (metric deltas, paired p-values) and verdict gates (per-query verdict
+    counts, e.g. ``regression[tag=critical]``) as one multi-check on ``comparison_report``."""
+    if not settings.regression_gates and not settings.verdict_gates:
         return None
 
     def describe(metric: str, kind: str, gate) -> str:
@@ -110,47 +109,29 @@ def _regression_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
             partitions_def=eval_runs,
             description=describe(metric, kind, gate),
         )
-        for metric, gate in gates.items()
+        for metric, gate in settings.regression_gates.items()
         for kind in regression_kinds(gate)
+    ] + [
+        dg.AssetCheckSpec(
+            check_name(key, "max"),
+            asset=comparison_report,
+            blocking=gate.blocking,
+            partitions_def=eval_runs,
+            description=f"at most {gate.max} query verdict(s) {key} against the baseline",
+        )
+        for key, gate in settings.verdict_gates.items()
     ]
 
     @dg.multi_asset_check(
         specs=specs, name="regression_gates", ins={"comparison_report": dg.AssetIn(key=comparison_report.key)}
     )
     def regression_gates(comparison_report: ComparisonArtifact):
-        info = comparison_report.info
-        baseline = info.get("metrics_a") if info.get("run_a") else None
-        for metric, gate in gates.items():
-            evidence = paired_evidence(comparison_report, metric)
-            for r in evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence):
-                yield _result(r)
+        for result in evaluate_comparison_gates(settings, comparison_report):
+            yield _result(result)
 
     return regression_gates
 
 
-def paired_evidence(report: ComparisonArtifact, metric: str) -> PairedEvidence | None:
-    """The comparison's paired test of ``metric`` (None for reports stored before p-values)."""
-    table = report.per_metric
-    if "p_value" not in table.columns:
-        return None
-    rows = table[table["metric"] == metric]
-    if len(rows) == 0:
-        return None
-    row = rows.iloc[0]
-
-    def num(column: str) -> float | None:
-        value = row.get(column)
-        return None if value is None or pd.isna(value) else float(value)
-
-    return PairedEvidence(
-        delta=num("paired_delta"),
-        p_value=num("p_value"),
-        n=int(num("n_paired") or 0),
-        test=None if pd.isna(row.get("test")) else str(row.get("test")),
-        note="" if pd.isna(row.get("test_note")) else str(row.get("test_note")),
-    )
-
-
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
     """The gate checks the settings configure (plus the WFGY defaults), one step per target asset."""
-    return [c for c in (_absolute_gates(settings), _regression_gates(settings)) if c is not None]
+    return [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]

@@ -19,10 +19,15 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.path[-1]
         tables, info = obj.to_tables()
-        attempt = self._store().write(asset, context.asset_partition_key, tables, info)
-        context.add_output_metadata(
-            {"storage_path": f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"}
-        )
+        files = obj.to_files() if hasattr(obj, "to_files") else {}
+        store = self._store()
+        attempt = store.write(asset, context.asset_partition_key, tables, info, files=files)
+        meta: dict = {"storage_path": f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"}
+        for name in sorted(files):
+            # e.g. report_html → .../comparison_report/<run>/<attempt>/comparison.html
+            path = store.file_path(asset, context.asset_partition_key, name)
+            meta[f"report_{name.rsplit('.', 1)[-1]}"] = dg.MetadataValue.path(path)
+        context.add_output_metadata(meta)
 
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.path[-1]

@@ -148,7 +148,10 @@ def _info(**overrides) -> dict:
         "only_in_a": ["q-only-a"],
         "only_in_b": ["q-only-b"],
         "gold_changed": [{"query_id": XSS, "fields": ["supports", "must_contain"]}],
-        "warnings": ["only 38 queries paired (min_queries 50): differences are unlikely to be significant"],
+        "warnings": [
+            "only 38 queries in common (< min_queries 50): differences between these runs are not conclusive",
+            "fallback_span: chunker_version differs: both runs re-scored by document + line overlap",
+        ],
         "min_queries": 50,
         "seed": 0,
         "created_at_a": "2024-01-05T10:00:00+00:00",
@@ -284,7 +287,8 @@ def test_versions_side_by_side_with_differences(page):
 def test_warnings_box(page):
     warnings = re.search(r'<aside class="warnings"[^>]*>(.*?)</aside>', page, re.S).group(1)
     assert "min_queries 50" in warnings
-    assert "fallback_span" in warnings and "matched by path and line overlap" in warnings
+    assert "fallback_span" in warnings and "re-scored by document + line overlap" in warnings
+    assert warnings.count("fallback_span") == 1  # the info's warnings are the single source
     assert "1 query only in a, 1 only in b, 1 with changed gold" in warnings
 
 

@@ -1,6 +1,6 @@
 import pandas as pd
 
-from kebab_eval_pipeline.compare.verdicts import per_query_verdicts, verdict_counts
+from kebab_eval_pipeline.compare.verdicts import flip_counts, per_query_verdicts, verdict_counts
 
 
 def frame(rows):
@@ -59,3 +59,58 @@ def test_unanswerable_without_answers_is_not_scored():
     a = frame([("u", False, None, False, None)])
     v = per_query_verdicts(a, a)
     assert v["verdict"].tolist() == ["not_scored"]
+
+
+def flip_frame(rows):
+    return pd.DataFrame(
+        rows, columns=["query_id", "applicable", "rank", "answerable", "refused", "grounded"]
+    ).astype({"rank": "Int64", "refused": "boolean", "grounded": "float64"})
+
+
+def test_answer_flips_need_answers_in_both_runs():
+    a = flip_frame(
+        [
+            ("to-refusal", True, 1, True, False, 1.0),
+            ("to-answer", True, 1, True, True, None),
+            ("ungrounded", True, 1, True, False, 1.0),
+            ("grounded", True, 1, True, False, 0.0),
+            ("no-answer-a", True, 1, True, None, None),
+            ("steady", True, 1, True, False, 1.0),
+        ]
+    )
+    b = flip_frame(
+        [
+            ("to-refusal", True, 1, True, True, None),
+            ("to-answer", True, 1, True, False, 1.0),
+            ("ungrounded", True, 1, True, False, 0.0),
+            ("grounded", True, 1, True, False, 1.0),
+            ("no-answer-a", True, 1, True, True, None),
+            ("steady", True, 1, True, False, 1.0),
+        ]
+    )
+    v = per_query_verdicts(a, b).set_index("query_id")
+    assert v.loc["to-refusal", "refusal_flip"] == "answered→refused"
+    assert v.loc["to-answer", "refusal_flip"] == "refused→answered"
+    assert v.loc["ungrounded", "groundedness_flip"] == "grounded→ungrounded"
+    assert v.loc["grounded", "groundedness_flip"] == "ungrounded→grounded"
+    for qid in ("no-answer-a", "steady"):
+        assert pd.isna(v.loc[qid, "refusal_flip"]) and pd.isna(v.loc[qid, "groundedness_flip"])
+    # A refusal has no groundedness score: no groundedness flip beside a refusal flip.
+    assert pd.isna(v.loc["to-refusal", "groundedness_flip"])
+    assert flip_counts(v.reset_index()) == {
+        "answered→refused": 1,
+        "refused→answered": 1,
+        "grounded→ungrounded": 1,
+        "ungrounded→grounded": 1,
+    }
+    # The retrieval verdicts are unaffected by the answers.
+    assert set(v["verdict"]) == {"draw"}
+
+
+def test_frames_without_grounded_column_still_compare():
+    a = frame([("q", True, 2, True, False)])
+    b = frame([("q", True, 1, True, True)])
+    v = per_query_verdicts(a, b).iloc[0]
+    assert (v["verdict"], v["refusal_flip"]) == ("win", "answered→refused") and pd.isna(
+        v["groundedness_flip"]
+    )

@@ -1,0 +1,180 @@
+"""Metric deltas between two runs: per metric (with the paired test) and per breakdown slice.
+
+``delta`` is always b − a of the stored (4-decimal) aggregates, the numbers the reports show;
+``paired_delta`` is the unrounded mean difference over the queries both runs scored, the number
+the test and its CI are about. ``direction`` reads the delta with the metric's sense (a rise of an
+error rate is ``worse``); ``significance`` marks the paired p-value: ``*`` < 0.05, ``**`` < 0.01,
+``***`` < 0.001.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kebab_eval_pipeline.compare.significance import compare_query_scores
+from kebab_eval_pipeline.gates import worsening
+
+#: Columns of the per-metric table before the paired test.
+DELTA_COLUMNS: dict[str, str] = {
+    "metric": "string",
+    "a": "float64",
+    "b": "float64",
+    "delta": "float64",
+    "rel_change": "float64",
+}
+#: Paired-test columns added to the per-metric table (null where a metric has no per-query test).
+PAIRED_COLUMNS: dict[str, str] = {
+    "n_paired": "Int64",
+    "paired_delta": "float64",
+    "p_value": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "test": "string",
+    "test_note": "string",
+}
+#: Reading aids added last.
+MARK_COLUMNS: dict[str, str] = {"significance": "string", "direction": "string"}
+#: p-value thresholds of the significance marks, strictest first.
+SIGNIFICANCE_MARKS: tuple[tuple[float, str], ...] = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
+
+SLICE_COLUMNS: dict[str, str] = {
+    "dimension": "string",
+    "value": "string",
+    "metric": "string",
+    "a": "float64",
+    "b": "float64",
+    "delta": "float64",
+    "n_a": "Int64",
+    "n_b": "Int64",
+}
+
+
+def metric_table(a: dict[str, float | None], b: dict[str, float | None]) -> pd.DataFrame:
+    """:data:`DELTA_COLUMNS` for every metric of either run (b's order first). ``delta`` and
+    ``rel_change`` (delta / |a|) are null when either side is null; ``rel_change`` also when a = 0."""
+    names = [n for n in b if n in a] + [n for n in b if n not in a] + [n for n in a if n not in b]
+    va = np.array([np.nan if a.get(n) is None else a[n] for n in names], dtype=float)
+    vb = np.array([np.nan if b.get(n) is None else b[n] for n in names], dtype=float)
+    delta = np.round(vb - va, 4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(va != 0, np.round((vb - va) / np.abs(va), 4), np.nan)
+    return pd.DataFrame({"metric": names, "a": va, "b": vb, "delta": delta, "rel_change": rel}).astype(
+        DELTA_COLUMNS
+    )
+
+
+def with_paired_tests(
+    per_metric: pd.DataFrame,
+    scores_a: pd.DataFrame,
+    scores_b: pd.DataFrame,
+    seed: int = 0,
+    n_resamples: int = 10_000,
+    min_queries: int | None = None,
+) -> pd.DataFrame:
+    """``per_metric`` plus :data:`PAIRED_COLUMNS` and :data:`MARK_COLUMNS`.
+
+    For each metric that is a mean of per-query scores, the paired test over the queries both runs
+    scored (see :mod:`.significance`). Rounded to 4 decimals (p-values unrounded). When
+    ``min_queries`` is given, a test over fewer (but some) pairs says so at the start of its
+    ``test_note``."""
+    tests = compare_query_scores(
+        scores_a, scores_b, per_metric["metric"].tolist(), seed=seed, n_resamples=n_resamples
+    ).set_index("metric")
+    out = per_metric.copy()
+    source = {
+        "n_paired": "n",
+        "paired_delta": "delta",
+        "p_value": "p_value",
+        "ci_low": "ci_low",
+        "ci_high": "ci_high",
+        "test": "test",
+        "test_note": "note",
+    }
+    for column, dtype in PAIRED_COLUMNS.items():
+        values = out["metric"].map(tests[source[column]]) if len(tests) else pd.Series(pd.NA, index=out.index)
+        if dtype == "float64":
+            values = pd.to_numeric(values, errors="coerce").astype("float64")
+            # p-values keep full precision: rounding would print a tiny exact p as 0.
+            values = values if column == "p_value" else values.round(4)
+        out[column] = values.astype(dtype)
+    if min_queries is not None:
+        few = (out["n_paired"].fillna(0) > 0) & (out["n_paired"].fillna(0) < min_queries)
+        prefix = (
+            "only " + out["n_paired"].astype("string") + f" paired queries (< min_queries {min_queries}): "
+        )
+        out.loc[few, "test_note"] = (prefix + out["test_note"].fillna(""))[few]
+    out["significance"] = significance_marks(out["p_value"])
+    out["direction"] = directions(out["metric"], out["delta"])
+    return out.astype({**PAIRED_COLUMNS, **MARK_COLUMNS})
+
+
+def without_tests(per_metric: pd.DataFrame) -> pd.DataFrame:
+    """``per_metric`` with :data:`PAIRED_COLUMNS` and :data:`MARK_COLUMNS` all null (no baseline:
+    the table keeps one shape whatever the comparison)."""
+    out = per_metric.copy()
+    for column, dtype in {**PAIRED_COLUMNS, **MARK_COLUMNS}.items():
+        out[column] = pd.Series(pd.NA if dtype != "float64" else np.nan, index=out.index).astype(dtype)
+    return out
+
+
+def significance_marks(p_values: pd.Series) -> pd.Series:
+    """``***`` / ``**`` / ``*`` by :data:`SIGNIFICANCE_MARKS`; ``""`` for larger or null p."""
+    p = p_values.to_numpy(dtype=float, na_value=np.nan)
+    conditions = [p < threshold for threshold, _ in SIGNIFICANCE_MARKS]
+    marks = np.select(conditions, [mark for _, mark in SIGNIFICANCE_MARKS], default="")
+    return pd.Series(marks, index=p_values.index, dtype="string")
+
+
+#: Sizes, not qualities: a change of these is neither better nor worse.
+NO_DIRECTION = frozenset(
+    {
+        "n_queries",
+        "n_applicable",
+        "index_docs",
+        "index_chunks",
+        "index_tokens_min",
+        "index_tokens_mean",
+        "index_tokens_p95",
+        "index_tokens_max",
+    }
+)
+
+
+def directions(metrics: pd.Series, deltas: pd.Series) -> pd.Series:
+    """``better`` / ``worse`` / ``same`` for each (metric, b − a); null when the delta is null or
+    the metric is a size (:data:`NO_DIRECTION`)."""
+    d = deltas.to_numpy(dtype=float, na_value=np.nan)
+    d = np.where(metrics.isin(NO_DIRECTION).to_numpy(dtype=bool), np.nan, d)
+    sign = np.where(metrics.map(lambda m: worsening(m, 1.0) > 0).to_numpy(dtype=bool), -1.0, 1.0)
+    better = sign * d
+    out = np.select([np.isnan(d), better > 0, better < 0], [None, "better", "worse"], default="same")
+    return pd.Series(out, index=metrics.index, dtype="string")
+
+
+def slice_deltas(breakdowns_a: pd.DataFrame | None, breakdowns_b: pd.DataFrame | None) -> pd.DataFrame:
+    """Per breakdown slice and metric: a, b, delta (b − a, null when either is null) and each
+    run's denominator — :data:`SLICE_COLUMNS`, for the slice metrics either run has a value for."""
+    keys = ["dimension", "value", "metric"]
+    columns = [*keys, "score", "n"]
+    empty = pd.DataFrame(columns=columns)
+    ba = breakdowns_a if breakdowns_a is not None and len(breakdowns_a) else empty
+    bb = breakdowns_b if breakdowns_b is not None and len(breakdowns_b) else empty
+    m = ba[columns].merge(bb[columns], on=keys, how="outer", suffixes=("_a", "_b"))
+    a = pd.to_numeric(m["score_a"], errors="coerce").astype("float64")
+    b = pd.to_numeric(m["score_b"], errors="coerce").astype("float64")
+    out = pd.DataFrame(
+        {
+            "dimension": m["dimension"],
+            "value": m["value"],
+            "metric": m["metric"],
+            "a": a,
+            "b": b,
+            "delta": (b - a).round(4),
+            "n_a": pd.to_numeric(m["n_a"], errors="coerce"),
+            "n_b": pd.to_numeric(m["n_b"], errors="coerce"),
+        }
+    ).astype(SLICE_COLUMNS)
+    # A slice metric null in both runs (e.g. answer metrics of a slice without answers) says nothing.
+    out = out[out["a"].notna() | out["b"].notna()]
+    return out.sort_values(keys, kind="stable").reset_index(drop=True)

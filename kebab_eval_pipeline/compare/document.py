@@ -1,0 +1,63 @@
+"""A comparison as files: the JSON document, Markdown and standalone HTML (SPEC §8 outputs).
+
+The same three files are stored with the ``comparison_report`` partition and written by
+``kebab-eval compare``, so a report looks the same wherever it was made.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from kebab_eval_pipeline.compare.deltas import slice_deltas
+from kebab_eval_pipeline.export import json_records
+
+if TYPE_CHECKING:
+    from kebab_eval_pipeline.artifacts import ComparisonArtifact
+
+REPORT_FILES = ("comparison.md", "comparison.html", "comparison.json")
+
+
+def comparison_document(report: ComparisonArtifact, gates: list[dict] | None = None) -> dict[str, Any]:
+    """The comparison as one JSON-ready mapping: ``info``'s keys (run ids, versions, match mode,
+    counts, drift, warnings, both runs' metrics), then ``per_metric``, ``per_query`` and
+    ``per_slice`` as lists of records (nulls as None), and ``gates`` when given."""
+    doc = {
+        **report.info,
+        "per_metric": json_records(report.per_metric),
+        "per_query": json_records(report.per_query),
+        "per_slice": json_records(_slices(report)),
+    }
+    if gates is not None:
+        doc["gates"] = gates
+    return doc
+
+
+def render_json(report: ComparisonArtifact, gates: list[dict] | None = None) -> str:
+    """:func:`comparison_document` as indented JSON text (strict: no NaN)."""
+    return (
+        json.dumps(
+            comparison_document(report, gates), indent=2, ensure_ascii=False, allow_nan=False, default=str
+        )
+        + "\n"
+    )
+
+
+def render_report_html(report: ComparisonArtifact) -> str:
+    """The standalone HTML report (charts inline; see :mod:`.html`)."""
+    from kebab_eval_pipeline.compare.html import render_html
+
+    return render_html(report.info, report.per_metric, report.per_query, _slices(report))
+
+
+def report_files(report: ComparisonArtifact) -> dict[str, bytes]:
+    """:data:`REPORT_FILES` name → content."""
+    return {
+        "comparison.md": report.markdown.encode("utf-8"),
+        "comparison.html": render_report_html(report).encode("utf-8"),
+        "comparison.json": render_json(report).encode("utf-8"),
+    }
+
+
+def _slices(report: ComparisonArtifact):
+    return report.per_slice if report.per_slice is not None else slice_deltas(None, None)
