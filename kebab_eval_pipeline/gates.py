@@ -98,11 +98,16 @@ def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
     def bad(field: str, reason: str) -> None:
         offenders.append(Offender(source, reason, field=field))
 
-    for key in settings.gates:
+    def parsed(key: str, field: str) -> GateTarget | None:
         try:
-            target = parse_gate_key(key)
+            return parse_gate_key(key)
         except ValueError as exc:
-            bad(f"gates.{key}", str(exc))
+            bad(field, str(exc))
+            return None
+
+    for key in settings.gates:
+        target = parsed(key, f"gates.{key}")
+        if target is None:
             continue
         if not known_metric(target.metric, settings.k):
             bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
@@ -118,10 +123,8 @@ def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
                 "use max_drop",
             )
     for key in settings.verdict_gates:
-        try:
-            target = parse_gate_key(key)
-        except ValueError as exc:
-            bad(f"gates.regression.{key}", str(exc))
+        target = parsed(key, f"gates.regression.{key}")
+        if target is None:
             continue
         if target.metric not in GATED_VERDICTS:
             bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")

@@ -24,6 +24,22 @@ def instance(tmp_path, monkeypatch):
         yield inst
 
 
+def vectors_or_skip() -> None:
+    """Skip a vector test when the extra is missing — unless CI demands it (then fail loudly)."""
+    import os
+
+    from kebab_eval_pipeline.systems.reference.vectors import vectors_available
+
+    if vectors_available():
+        return
+    if os.environ.get("KEBAB_EVAL_REQUIRE_VECTORS") == "1":
+        pytest.fail(
+            "KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed "
+            '(pip install -e ".[vectors]")'
+        )
+    pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

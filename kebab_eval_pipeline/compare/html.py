@@ -249,18 +249,20 @@ def _pick_k(names: Iterable[str], family: str, preferred: int) -> str | None:
     return f"{family}@{preferred if preferred in ks else ks[0]}"
 
 
+def _present(names: Iterable[str], wanted: Sequence[str | tuple[str, int]]) -> list[str]:
+    """The ``wanted`` metrics that ``names`` has, in order; ``(family, k)`` picks ``family@k``, else
+    the family's smallest k."""
+    present = set(names)
+    picked = [_pick_k(present, *w) if isinstance(w, tuple) else (w if w in present else None) for w in wanted]
+    return [p for p in picked if p]
+
+
 def _headline_names(names: Sequence[str]) -> list[str]:
     """mrr, hit@5, recall@5, ndcg@10 (or the nearest k present), refusal_correctness, answer_precision."""
-    present = set(names)
-    picked = [
-        "mrr" if "mrr" in present else None,
-        _pick_k(present, "hit", 5),
-        _pick_k(present, "recall", 5),
-        _pick_k(present, "ndcg", 10),
-        "refusal_correctness" if "refusal_correctness" in present else None,
-        "answer_precision" if "answer_precision" in present else None,
-    ]
-    return [p for p in picked if p]
+    return _present(
+        names,
+        ("mrr", ("hit", 5), ("recall", 5), ("ndcg", 10), "refusal_correctness", "answer_precision"),
+    )
 
 
 def _headline(metrics: list[dict], has_baseline: bool) -> str:
@@ -729,14 +731,7 @@ def _verdict_chart(counts: Mapping[str, int]) -> tuple[str, str] | None:
 
 def _category_metrics(names: Iterable[str]) -> list[str]:
     """mrr, hit@5 (or the smallest hit@k), recall@5 (or the smallest recall@k), refusal_correctness."""
-    present = set(names)
-    picked = [
-        "mrr" if "mrr" in present else None,
-        _pick_k(present, "hit", 5),
-        _pick_k(present, "recall", 5),
-        "refusal_correctness" if "refusal_correctness" in present else None,
-    ]
-    return [p for p in picked if p]
+    return _present(names, ("mrr", ("hit", 5), ("recall", 5), "refusal_correctness"))
 
 
 def _category_chart(per_slice: pd.DataFrame) -> tuple[str, str] | None:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -24,6 +23,7 @@ from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
+from tests.conftest import vectors_or_skip
 from tests.orchestration.test_chain import materializations, run_partition
 from tests.span_golden import build_span_golden
 
@@ -35,21 +35,6 @@ REPORT_FILES = {
     "report_html": "comparison.html",
     "report_json": "comparison.json",
 }
-
-
-def _vectors_or_skip() -> None:
-    """Skip when the vectors extra is missing — unless CI demands it (copied from
-    tests/systems/reference/conftest.py, which test modules should not import)."""
-    from kebab_eval_pipeline.systems.reference.vectors import vectors_available
-
-    if vectors_available():
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_VECTORS") == "1":
-        pytest.fail(
-            "KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed "
-            '(pip install -e ".[vectors]")'
-        )
-    pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
 
 
 def store_of(defs) -> ArtifactStore:
@@ -201,7 +186,7 @@ def test_two_chunk_sizes_on_the_anchor_only_demo_golden_compare_as_fallback_doc(
 
 
 def test_lexical_vs_vector_compares_exact(instance):
-    _vectors_or_skip()
+    vectors_or_skip()
     _, first = run_partition(instance, "lexical", overrides={"mode": "lexical", "answers": False})
     defs, second = run_partition(instance, "vector", overrides={"mode": "vector", "answers": False})
     assert first.success and second.success

@@ -5,12 +5,12 @@ Line numbers in the tests refer to these exact texts, so edit both together.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+from tests.conftest import vectors_or_skip
 
 KIMCHI_MD = """\
 ---
@@ -111,20 +111,6 @@ def built_index(tmp_path_factory: pytest.TempPathFactory) -> ReferenceIndex:
     return ReferenceIndex.build(root)
 
 
-def _vectors_or_skip() -> None:
-    """Skip a vector test when the extra is missing — unless CI demands it (then fail loudly)."""
-    from kebab_eval_pipeline.systems.reference.vectors import vectors_available
-
-    if vectors_available():
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_VECTORS") == "1":
-        pytest.fail(
-            "KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed "
-            '(pip install -e ".[vectors]")'
-        )
-    pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
-
-
 @pytest.fixture(scope="session")
 def vector_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_corpus(tmp_path_factory.mktemp("vector-corpus"))
@@ -133,10 +119,10 @@ def vector_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def vector_index(vector_corpus: Path) -> ReferenceIndex:
     """The fixture corpus indexed with real MiniLM embeddings (built once per test session)."""
-    _vectors_or_skip()
+    vectors_or_skip()
     return ReferenceIndex.build(vector_corpus, with_vectors=True)
 
 
 @pytest.fixture
 def needs_vectors() -> None:
-    _vectors_or_skip()
+    vectors_or_skip()
