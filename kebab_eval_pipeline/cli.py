@@ -252,8 +252,8 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
                 out.print(f"  [yellow]warning[/yellow] {warning}", highlight=False)
             html = store.file_path("comparison_report", run_id, "comparison.html")
             if html is not None:
-                out.print(f"comparison report: {html}")
-        out.print(f"report: {reports / 'run.md'}")
+                out.print(f"comparison report: {html}", soft_wrap=True, highlight=False)
+        out.print(f"report: {reports / 'run.md'}", soft_wrap=True, highlight=False)
 
 
 @runs_app.command("add")
