@@ -54,7 +54,10 @@ work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
 - ``scipy``: ``scipy.stats.permutation_test`` (paired: ``permutation_type="samples"``, statistic
   mean(b − a), sign flips, vectorized, ``batch`` bounding memory to ~2**22 values) and
   ``scipy.stats.bootstrap`` (paired, percentile) on the same columns as ``tests``, R resamples,
-  ``rng=0``.
+  ``rng=0``. scipy's paired resampling loops in Python over the N pairs once per batch, and the
+  memory bound makes a batch ~2**22/N resamples, so ``permutation_test`` costs O(R·N²) (~12 min
+  per column at 100k): above ``--scipy-max-queries`` (default 10,000) it is timed on R/50
+  resamples, scaled by the number of batches, and its p-value is not reported.
 
 Agreement: deltas b − a must agree to 1e-9 (ranx's per-query values vs ours unrounded; scipy vs
 ours on the same stored columns; ``compare_bundles`` vs ``paired_test``; fallback vs exact).
@@ -71,6 +74,7 @@ import contextlib
 import cProfile
 import io
 import json
+import math
 import os
 import pstats
 import resource
@@ -110,6 +114,7 @@ EFFECT_SD = 0.6
 NOISE_OFFSET = 0.195
 TOLERANCE = 1e-9
 SCIPY_BATCH_VALUES = 1 << 22
+EXTRAPOLATE = 50  # above a cap, competitors' O(R·N) tests are timed on R/50 resamples and scaled
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -542,16 +547,21 @@ def worker_scipy(data: Path, args: argparse.Namespace) -> dict:
         keep = ~(np.isnan(a) | np.isnan(b))
         a, b = a[keep], b[keep]
         batch = max(1, SCIPY_BATCH_VALUES // a.size)
+        # Above the cap, time R/EXTRAPOLATE resamples and scale by the number of batches (the
+        # cost is per batch: a Python loop over the N pairs); the p-value is then not reported.
+        capped = bool(args.scipy_max_queries) and a.size > args.scipy_max_queries
+        perm_resamples = max(batch, args.resamples // EXTRAPOLATE) if capped else args.resamples
         with Phase(args.profile == "scipy") as perm:
             p = permutation_test(
                 (a, b),
                 mean_diff,
                 permutation_type="samples",
                 vectorized=True,
-                n_resamples=args.resamples,
+                n_resamples=perm_resamples,
                 batch=batch,
                 rng=0,
             )
+        perm_s = perm.seconds * math.ceil(args.resamples / batch) / math.ceil(perm_resamples / batch)
         with Phase() as boot:
             ci = bootstrap(
                 (a, b),
@@ -565,11 +575,12 @@ def worker_scipy(data: Path, args: argparse.Namespace) -> dict:
             )
         grew = max(grew, perm.grew_mib, boot.grew_mib)
         out["columns"][column] = {
-            "perm_s": perm.seconds,
+            "perm_s": perm_s,
+            "perm_estimated": capped,
             "boot_s": boot.seconds,
-            "seconds": perm.seconds + boot.seconds,
+            "seconds": perm_s + boot.seconds,
             "delta": float(p.statistic),
-            "p_value": float(p.pvalue),
+            "p_value": None if capped else float(p.pvalue),
             "ci_low": float(ci.confidence_interval.low),
             "ci_high": float(ci.confidence_interval.high),
             "batch": batch,
@@ -578,6 +589,7 @@ def worker_scipy(data: Path, args: argparse.Namespace) -> dict:
         **out,
         "load_s": 0.0,
         "compute_s": sum(c["seconds"] for c in out["columns"].values()),
+        "estimated": any(c["perm_estimated"] for c in out["columns"].values()),
         "case_mib": grew,
         "peak_mib": _peak_mib(),
     }
@@ -665,14 +677,15 @@ def worker_ranx(data: Path, args: argparse.Namespace) -> dict:
     comparison = report.comparisons[frozenset((RUN_A, RUN_B))]
     for m, ours in RANX_METRICS.items():
         columns[ours] = {"p_value": float(comparison[m]["p_value"])}
-    if fisher:  # one test per column, one direction, timed apart
-        for m, ours in RANX_METRICS.items():
-            if ours in TEST_COLUMNS:
-                with Phase() as one:
-                    fisher_randomization_test(
-                        per_query[RUN_A][m], per_query[RUN_B][m], args.resamples, 0.05, 0
-                    )
-                columns[ours]["seconds"] = one.seconds
+    # One Fisher test per column, one direction, timed apart (above the cap: R/EXTRAPOLATE
+    # permutations, scaled — the cost is linear in the permutations).
+    permutations = args.resamples if fisher else max(1, args.resamples // EXTRAPOLATE)
+    for m, ours in RANX_METRICS.items():
+        if ours in TEST_COLUMNS:
+            with Phase() as one:
+                fisher_randomization_test(per_query[RUN_A][m], per_query[RUN_B][m], permutations, 0.05, 0)
+            columns[ours]["seconds"] = one.seconds * args.resamples / permutations
+            columns[ours]["estimated"] = not fisher
     return {
         "stat_test": stat_test,
         "read_s": read_s,
@@ -714,6 +727,8 @@ def _run_worker(name: str, n: int, data: Path, args: argparse.Namespace) -> dict
         str(args.resamples),
         "--ranx-max-queries",
         str(args.ranx_max_queries),
+        "--scipy-max-queries",
+        str(args.scipy_max_queries),
         "--hits",
         str(args.hits),
         "--seed",
@@ -751,7 +766,7 @@ WHAT = {
     "report": "report_files: md {md} + html {html} + json {json} bytes",
     "tests": "ours paired_test on mrr + ndcg@10 (the 5 ranx metrics: {five:.2f} s)",
     "ranx": "ranx.compare: evaluate 2 runs ({evaluate_s:.2f} s) + {stat_test} × 5 metrics × 2 directions",
-    "scipy": "scipy permutation_test + bootstrap on mrr + ndcg@10",
+    "scipy": "scipy permutation_test + bootstrap on mrr + ndcg@10{est}",
 }
 
 
@@ -759,7 +774,8 @@ def _what(case: str, r: dict) -> str:
     if case == "report":
         kb = {k.split(".")[1]: f"{v:,}" for k, v in r["bytes"].items()}
         return WHAT[case].format(**kb)
-    return WHAT[case].format(**r, five=r.get("five_s", 0.0))
+    est = " (permutation_test time extrapolated, see below)" if r.get("estimated") else ""
+    return WHAT[case].format(**r, five=r.get("five_s", 0.0), est=est)
 
 
 def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
@@ -805,8 +821,9 @@ def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
             f"ranx: read {r['read_s']:.2f} s; load = building Qrels/Runs (dicts + from_dict); warm-up "
             f"(untimed) {r['warmup_s']:.1f} s; stat_test {r['stat_test']}"
             + (
-                f" (Fisher above --ranx-max-queries {args.ranx_max_queries:,} would take ~1 min per "
-                "test at 100k; paired t instead)"
+                f" (Fisher's test is O(R·N) in numba, ~1 min per test at 100k: above "
+                f"--ranx-max-queries {args.ranx_max_queries:,} compare runs the paired t-test, and one "
+                f"Fisher test is timed on R/{EXTRAPOLATE} permutations and scaled)"
                 if r["stat_test"] != "fisher"
                 else ""
             )
@@ -840,22 +857,24 @@ def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
     if ranx_r and tests:
         tests_s = ranx_r["compute_s"] - ranx_r["evaluate_s"]
         print(
-            f"  ranx tests in compare (compare − evaluate, 10 tests) / ours compare_query_scores on the "
+            f"  ranx tests in compare (compare − evaluate, 10 {ranx_r['stat_test']} tests) / ours "
+            f"compare_query_scores on the "
             f"5 metrics: {tests_s / tests['five_s']:.1f}x ({tests_s:.2f} s vs {tests['five_s']:.2f} s)"
         )
         for column in TEST_COLUMNS:
-            if "seconds" in ranx_r["columns"][column]:
-                r_s, o_s = ranx_r["columns"][column]["seconds"], tests["columns"][column]["seconds"]
-                print(
-                    f"  ranx one Fisher test / ours paired_test (test + bootstrap CI), {column}: "
-                    f"{r_s / o_s:.0f}x ({r_s:.2f} s vs {o_s:.3f} s)"
-                )
+            r, o_s = ranx_r["columns"][column], tests["columns"][column]["seconds"]
+            est = f" est. from R/{EXTRAPOLATE}" if r["estimated"] else ""
+            print(
+                f"  ranx one Fisher test / ours paired_test (test + bootstrap CI), {column}: "
+                f"{r['seconds'] / o_s:.0f}x ({r['seconds']:.2f} s{est} vs {o_s:.3f} s)"
+            )
     if scipy_r and tests:
         for column in TEST_COLUMNS:
             s, o = scipy_r["columns"][column], tests["columns"][column]
+            est = f" est. from R/{EXTRAPOLATE}" if s["perm_estimated"] else ""
             print(
                 f"  scipy permutation_test + bootstrap / ours paired_test, {column}: "
-                f"{s['seconds'] / o['seconds']:.0f}x ({s['perm_s']:.2f} + {s['boot_s']:.2f} s vs "
+                f"{s['seconds'] / o['seconds']:.0f}x ({s['perm_s']:.2f} s{est} + {s['boot_s']:.2f} s vs "
                 f"{o['seconds']:.3f} s; scipy batch {s['batch']})"
             )
 
@@ -995,6 +1014,13 @@ def main() -> None:
         type=int,
         default=10_000,
         help="above this many queries ranx runs a paired t-test, not Fisher's (0: no cap)",
+    )
+    ap.add_argument(
+        "--scipy-max-queries",
+        type=int,
+        default=10_000,
+        help="above this many queries scipy's permutation_test is timed on R/50 resamples and "
+        "scaled, without a p-value (0: no cap)",
     )
     ap.add_argument("--data", type=Path, help="keep/reuse generated runs under this directory")
     ap.add_argument("--profile", choices=CASES, help="run only this case, under cProfile (stderr shown)")
