@@ -12,16 +12,18 @@ Data (seeded, built directly from tables — no system adapter — and not timed
 golden set of N answerable queries with 1–5 graded supports each (chunk id, doc id, document
 path and a 20-line span), and three runs of H hits per query, every hit with a document, a line
 range and a heading path (snippets are empty). A query's hits are H of 2H candidate chunks,
-ranked by random keys; a chunk is one of 10 sections of 20 lines of its document, and each
-candidate comes from a different document (ours' ``recall@k`` is *document* recall — with one
-document per support it is trec_eval's ``recall_k``, the chunk recall ranx computes — so a
-retrieved sibling of a gold chunk would make the two differ by definition, not by error):
+ranked by random keys, the gold chunks' keys scaled down by a log-normal factor (hit@10 ≈ 0.86,
+about a fifth of the queries' mrr differs between a and b); a chunk is one of 10 sections of 20
+lines of its document, and each candidate comes from a different document (ours' ``recall@k``
+is *document* recall — with one document per support it is trec_eval's ``recall_k``, the chunk
+recall ranx computes — so a retrieved sibling of a gold chunk would make the two differ by
+definition, not by error):
 
 - ``a``: the baseline (``chunker_version`` chunker-1);
-- ``b``: same chunker; for a random 30 % of the queries every gold chunk's key is scaled by
-  a random factor, which moves the gold up or down — on average slightly up, by an amount that
-  shrinks as 1/√N so that b's improvement stays near the edge of significance at every N (the
-  p-values are then worth comparing between tools);
+- ``b``: same chunker; for a random 30 % of the queries the gold chunks' factors are drawn
+  afresh, which moves the gold up or down — on average slightly up, by an amount that shrinks
+  as 1/√N so that b's improvement stays near the edge of significance at every N (the p-values
+  are then worth comparing between tools);
 - ``b2``: b's ranking under another chunker (chunker-2): other chunk ids, every chunk's lines
   shifted by 5. Compared with ``a`` this is ``fallback_span``; the shift keeps ≥ 50 % overlap
   with the gold chunk only, so the re-scored deltas must equal the exact ones (checked).
@@ -36,8 +38,8 @@ Cases, each in its own subprocess so that peak RSS is its own ("peak MiB" is the
 work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
 
 - ``exact``: ``compare_bundles(a, b)`` with the default ``CompareSettings`` (10,000 resamples,
-  seed 0): the stored per-query scores, paired tests of every mean metric (~40), verdicts, drift,
-  per-slice deltas, Markdown.
+  seed 0): the stored per-query scores, paired tests of every mean metric (25 of the 63 metrics
+  here; no answers), verdicts, drift, per-slice deltas, Markdown.
 - ``fallback``: ``compare_bundles(a, b2)``: both runs re-scored under ``span``, then as above.
 - ``report``: ``report_files`` (md + html + json) of the exact comparison (comparison untimed).
 - ``tests``: ours ``paired_test`` on the stored mrr and ndcg@10 columns (the inputs the
@@ -50,20 +52,24 @@ work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
   input with ids as long as the data's. Then, timed apart, ranx's evaluation alone and one
   ``fisher_randomization_test`` per column (mrr, ndcg@10). Fisher's test costs O(R·N) with a
   per-pair permutation in numba (~1 min per test at 100k): above ``--ranx-max-queries`` (default
-  10,000) ranx runs ``stat_test="student"`` (paired t) instead, and says so.
+  10,000) ``ranx.compare`` runs ``stat_test="student"`` (paired t) instead, and says so, and the
+  one-test timings are of R/50 permutations, scaled. A probe also runs the Fisher test four
+  times with the same ``random_seed`` (numba seeds only the calling thread's generator).
 - ``scipy``: ``scipy.stats.permutation_test`` (paired: ``permutation_type="samples"``, statistic
   mean(b − a), sign flips, vectorized, ``batch`` bounding memory to ~2**22 values) and
   ``scipy.stats.bootstrap`` (paired, percentile) on the same columns as ``tests``, R resamples,
   ``rng=0``. scipy's paired resampling loops in Python over the N pairs once per batch, and the
-  memory bound makes a batch ~2**22/N resamples, so ``permutation_test`` costs O(R·N²) (~12 min
-  per column at 100k): above ``--scipy-max-queries`` (default 10,000) it is timed on R/50
+  memory bound makes a batch ~2**22/N resamples, so ``permutation_test`` costs O(R·N²) (~5 min
+  per column at 100k on a quiet 2-CPU VM): above ``--scipy-max-queries`` (default 10,000) it is timed on R/50
   resamples, scaled by the number of batches, and its p-value is not reported.
 
 Agreement: deltas b − a must agree to 1e-9 (ranx's per-query values vs ours unrounded; scipy vs
 ours on the same stored columns; ``compare_bundles`` vs ``paired_test``; fallback vs exact).
 p-values and CIs are Monte Carlo with different random streams (and definitions: ours and scipy
 count the observed statistic, ranx does not; scipy doubles the smaller one-sided p), so they agree
-within sampling error only: |Δp| is printed beside the Monte Carlo standard error √(p(1−p)/R).
+within sampling error only: each p is printed with its Monte Carlo standard error (√(p(1−p)/R);
+scipy's doubled p: 2√(q(1−q)/R), q = p/2), and |Δp| with its size in standard errors of the
+difference ("in se"). ranx's paired t p-value (above the cap) is not Monte Carlo.
 Not a test: timings depend on the machine (note its load).
 """
 
@@ -106,12 +112,14 @@ DOC_CHUNKS = 10  # a chunk is one of 10 sections of 20 lines in its document
 CHUNK_LINES = 20
 B2_SHIFT = 5  # b2's chunk lines are shifted by this much (overlap with the gold stays ≥ 50 %)
 MOVED_SHARE = 0.3
-# b's log key factor for a moved gold chunk ~ N(NOISE_OFFSET − EFFECT/√N, EFFECT_SD): the noise
-# alone raises mrr (the reciprocal rank is convex in the rank), NOISE_OFFSET cancels that on
-# average, EFFECT/√N leaves an improvement of about two standard errors at every N.
-EFFECT = 7.0
-EFFECT_SD = 0.6
-NOISE_OFFSET = 0.195
+# A gold chunk's random key is scaled by a log-normal factor, median GOLD_BOOST (the systems
+# rank the gold high: hit@10 ≈ 0.86). For the moved queries b draws that factor afresh with its
+# median lowered by EFFECT/√N in log: with EFFECT = 0, a and b would be exchangeable (no
+# difference in expectation for any metric); EFFECT/√N keeps b's improvement near two standard
+# errors at every N.
+GOLD_BOOST = 0.08
+GOLD_BOOST_SD = 1.0
+EFFECT = 4.0
 TOLERANCE = 1e-9
 SCIPY_BATCH_VALUES = 1 << 22
 EXTRAPOLATE = 50  # above a cap, competitors' O(R·N) tests are timed on R/50 resamples and scaled
@@ -140,10 +148,16 @@ def _rankings(n: int, n_hits: int, n_sup: np.ndarray, rng: np.random.Generator):
         rows = stop - start
         sup[start:stop] = np.argsort(rng.random((rows, corpus), dtype=np.float32), axis=1)[:, :5]
         keys = rng.random((rows, corpus), dtype=np.float32)
+        gold = np.arange(rows)[:, None], sup[start:stop]
+        is_gold = np.arange(5)[None, :] < n_sup[start:stop, None]
+        base = keys[gold]
+        # Gold keys are scaled down by a log-normal factor: the systems tend to rank the gold high.
+        boost_a = np.exp(rng.normal(np.log(GOLD_BOOST), GOLD_BOOST_SD, (rows, 5)))
+        boost_b = np.exp(rng.normal(np.log(GOLD_BOOST) - shift, GOLD_BOOST_SD, (rows, 5)))
+        boost_b = np.where(moved[start:stop, None], boost_b, boost_a)
+        keys[gold] = np.where(is_gold, base * boost_a, base).astype(np.float32)
         off_a[start:stop] = np.argsort(keys, axis=1)[:, :n_hits]
-        factor = np.exp(rng.normal(NOISE_OFFSET - shift, EFFECT_SD, (rows, 5))).astype(np.float32)
-        valid = (np.arange(5)[None, :] < n_sup[start:stop, None]) & moved[start:stop, None]
-        keys[np.arange(rows)[:, None], sup[start:stop]] *= np.where(valid, factor, np.float32(1.0))
+        keys[gold] = np.where(is_gold, base * boost_b, base).astype(np.float32)
         off_b[start:stop] = np.argsort(keys, axis=1)[:, :n_hits]
     return sup, off_a, off_b, int(moved.sum())
 
@@ -404,13 +418,13 @@ class Phase:
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
+        self.grew_mib = max(0.0, _status_mib("VmHWM") - self.rss0)
         if self.profile:
             self.profile.disable()
             for order in ("tottime", "cumulative"):
                 out = io.StringIO()
                 pstats.Stats(self.profile, stream=out).sort_stats(order).print_stats(15)
                 print(out.getvalue(), file=sys.stderr)
-        self.grew_mib = max(0.0, _status_mib("VmHWM") - self.rss0)
         return False
 
 
@@ -780,8 +794,6 @@ def _what(case: str, r: dict) -> str:
 
 def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
     """Generate (or reuse) one size, run every case, print its tables; False when a check fails."""
-    import pandas as pd
-
     tmp = None
     if args.data is None:
         tmp = tempfile.TemporaryDirectory(prefix="bench_compare_")
@@ -884,7 +896,12 @@ def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
         tmp.cleanup()
     summary = {case: r["compute_s"] for case, r in results.items()}
     summary |= {f"{case}:mib": r["case_mib"] for case, r in results.items()}
-    del pd
+    if "ranx" in results:
+        summary["ranx:kind"] = f"ranx.compare with {results['ranx']['stat_test']}"
+    if "scipy" in results:
+        summary["scipy:kind"] = "permutation_test " + (
+            "extrapolated" if results["scipy"]["estimated"] else "timed"
+        )
     return ok, summary
 
 
@@ -895,41 +912,60 @@ def _agreement(data: Path, results: dict[str, dict], args: argparse.Namespace) -
     exact, fallback, tests = results.get("exact"), results.get("fallback"), results.get("tests")
     ranx_r, scipy_r = results.get("ranx"), results.get("scipy")
     unrounded = pd.read_parquet(data / "unrounded.parquet")
-    mc = np.sqrt  # Monte Carlo standard error of a p-value: sqrt(p (1 − p) / R)
+    r = args.resamples
+
+    def mc_se(kind: str, p: float | None) -> float | None:
+        """Monte Carlo standard error of a p-value from R resamples (None: not Monte Carlo)."""
+        if p is None or kind in ("student", "none"):
+            return None
+        if kind == "doubled":  # scipy: 2 × the smaller one-sided share
+            q = min(p / 2, 0.5)
+            return 2 * float(np.sqrt(q * (1 - q) / r))
+        return float(np.sqrt(p * (1 - p) / r))
+
     print(
-        f"{'column':<8} {'source':<22} {'Δ':>12} {'p':>9} {'|Δp| vs ours':>13} {'MC se':>7} "
-        f"{'CI low':>9} {'CI high':>9}"
+        f"{'column':<8} {'source':<23} {'Δ':>12} {'p':>8} {'MC se':>7} {'|Δp| vs first':>13} "
+        f"{'in se':>6} {'CI low':>9} {'CI high':>9}"
     )
     for column in TEST_COLUMNS:
         ours = tests["columns"][column] if tests else None
         rows = []
         if ours:
-            rows.append(("ours paired_test", ours["delta"], ours["p_value"], ours["ci_low"], ours["ci_high"]))
+            rows.append(
+                ("ours paired_test", "mc", ours["delta"], ours["p_value"], ours["ci_low"], ours["ci_high"])
+            )
         if exact:
             e = exact["per_metric"][column]
-            rows.append(("ours compare (exact)", e["paired_delta"], e["p_value"], e["ci_low"], e["ci_high"]))
+            rows.append(
+                ("ours compare (exact)", "mc", e["paired_delta"], e["p_value"], e["ci_low"], e["ci_high"])
+            )
         if fallback:
             f = fallback["per_metric"][column]
             rows.append(
-                ("ours compare (fallback)", f["paired_delta"], f["p_value"], f["ci_low"], f["ci_high"])
+                ("ours compare (fallback)", "mc", f["paired_delta"], f["p_value"], f["ci_low"], f["ci_high"])
             )
         if scipy_r:
             s = scipy_r["columns"][column]
-            rows.append(("scipy", s["delta"], s["p_value"], s["ci_low"], s["ci_high"]))
+            rows.append(("scipy", "doubled", s["delta"], s["p_value"], s["ci_low"], s["ci_high"]))
         if ranx_r:
             delta = float(np.mean(unrounded[f"b:{column}"] - unrounded[f"a:{column}"]))
-            rows.append(
-                (f"ranx ({ranx_r['stat_test']})", delta, ranx_r["columns"][column]["p_value"], None, None)
-            )
-        p0 = rows[0][2] if rows else None
-        for source, delta, p, low, high in rows:
-            dp = abs(p - p0) if p0 is not None and p is not None else None
-            se = mc(p0 * (1 - p0) / args.resamples) if p0 is not None else None
+            test = ranx_r["stat_test"]
+            p_ranx = ranx_r["columns"][column]["p_value"]
+            rows.append((f"ranx ({test})", test, delta, p_ranx, None, None))
+        kind0, p0 = (rows[0][1], rows[0][3]) if rows else ("none", None)
+        se0 = mc_se(kind0, p0)
+        for i, (source, kind, delta, p, low, high) in enumerate(rows):
+            se = mc_se(kind, p)
+            dp = abs(p - p0) if i and p0 is not None and p is not None else None
+            within = dp / np.hypot(se0, se) if dp is not None and se0 and se else None
             print(
-                f"{column:<8} {source:<22} {_fmt(delta, '.9f'):>12} {_fmt(p, '.4f'):>9} "
-                f"{_fmt(dp, '.4f'):>13} {_fmt(se, '.4f'):>7} {_fmt(low, '.5f'):>9} {_fmt(high, '.5f'):>9}"
+                f"{column:<8} {source:<23} {_fmt(delta, '.9f'):>12} {_fmt(p, '.4f'):>8} {_fmt(se, '.4f'):>7} "
+                f"{_fmt(dp, '.4f'):>13} {_fmt(within, '.1f'):>6} {_fmt(low, '.5f'):>9} {_fmt(high, '.5f'):>9}"
             )
-    print("(ranx Δ: ours unrounded per-query values; the other rows test the stored 4-decimal scores)")
+    print(
+        "(ranx Δ: from ours' unrounded per-query values, which ranx's equal; the other rows test the "
+        "stored 4-decimal scores. 'in se': |Δp| over the Monte Carlo se of the difference)"
+    )
 
     if tests and scipy_r:
         worst = max(abs(tests["columns"][c]["delta"] - scipy_r["columns"][c]["delta"]) for c in TEST_COLUMNS)
@@ -998,7 +1034,6 @@ def _agreement(data: Path, results: dict[str, dict], args: argparse.Namespace) -
         ok &= _check(
             "… and the same p-values" + (f" (differ: {', '.join(p_diff)})" if p_diff else ""), not p_diff
         )
-    del pd
     return ok
 
 
@@ -1047,6 +1082,13 @@ def main() -> None:
         print(f"\nscaling {lo:,} → {hi:,} queries (×{hi / lo:g}):")
         for case in CASES:
             if case in summaries[lo] and case in summaries[hi]:
+                if (
+                    case in ("ranx", "scipy")
+                    and summaries[lo][case + ":kind"] != summaries[hi][case + ":kind"]
+                ):
+                    kinds = f"{summaries[lo][case + ':kind']} → {summaries[hi][case + ':kind']}"
+                    print(f"  {case:<9} not comparable: {kinds}")
+                    continue
                 mib_lo, mib_hi = summaries[lo][case + ":mib"], summaries[hi][case + ":mib"]
                 print(
                     f"  {case:<9} time ×{summaries[hi][case] / summaries[lo][case]:.1f}, "
