@@ -6,6 +6,7 @@ Used by the ``comparison_report`` asset (run vs its baseline) and by
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -47,20 +48,38 @@ class RunBundle:
     metrics: RunMetricsArtifact
 
 
+class _StoredRetrieval:
+    """A run's ``retrieval_results``, read on first use. An exact comparison never reads the hits
+    (the largest table by far: 10M rows at 100k queries × 100 hits), so it does not pay for them."""
+
+    def __init__(self, store: ArtifactStore, run_id: str) -> None:
+        self._store, self._run_id = store, run_id
+
+    @functools.cached_property
+    def _artifact(self) -> RetrievalArtifact:
+        return RetrievalArtifact.from_tables(*self._store.read("retrieval_results", self._run_id))
+
+    def __getattr__(self, name: str):
+        return getattr(self._artifact, name)
+
+
 def load_bundle(store: ArtifactStore, run_id: str) -> RunBundle:
-    """Read a run's artifacts; InputError names what is missing."""
+    """Read a run's artifacts (its retrieval results lazily); InputError names what is missing."""
     parts = {}
     for asset, cls in (
         ("golden_set", GoldenArtifact),
-        ("retrieval_results", RetrievalArtifact),
+        ("retrieval_results", None),  # checked here, read on first use
         ("query_scores", QueryScoresArtifact),
         ("run_metrics", RunMetricsArtifact),
     ):
+        if cls is None:
+            if not store.exists(asset, run_id):
+                store.read(asset, run_id)  # raises the InputError naming what is missing
+            continue
         tables, info = store.read(asset, run_id)
         parts[asset] = cls.from_tables(tables, info)
-    return RunBundle(
-        run_id, parts["golden_set"], parts["retrieval_results"], parts["query_scores"], parts["run_metrics"]
-    )
+    retrieval = _StoredRetrieval(store, run_id)
+    return RunBundle(run_id, parts["golden_set"], retrieval, parts["query_scores"], parts["run_metrics"])  # type: ignore[arg-type]
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +128,8 @@ def _with_labels(
 
 
 def _common_queries(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> int:
-    return int(scores_a["query_id"].isin(scores_b["query_id"]).sum())
+    # Python sets: pandas' isin on Arrow-backed strings falls back to a slow per-row loop.
+    return len(set(scores_a["query_id"].astype(object)) & set(scores_b["query_id"].astype(object)))
 
 
 def _warnings(
