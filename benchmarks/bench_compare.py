@@ -296,10 +296,11 @@ def _outcomes(n: int, n_hits: int, rng: np.random.Generator):
 def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: str) -> dict[str, np.ndarray]:
     """Score one run as ``pipeline.score``/``summarize`` do and store its four artifacts; returns
     the unrounded per-query values of ranx's metrics."""
-    from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact, RunMetricsArtifact
+    from kebab_eval_pipeline import pipeline
+    from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
     from kebab_eval_pipeline.golden.tables import typed_frame
-    from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
-    from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+    from kebab_eval_pipeline.metrics.aggregate import round_scores, summarize_scores
+    from kebab_eval_pipeline.settings import settings_from_dict
     from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, SystemInfo
     from kebab_eval_pipeline.systems.runner import RetrievalResults
 
@@ -314,39 +315,15 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     retrieval = RetrievalArtifact(
         results, {"k_requested": CUTOFF, "answers": False, "golden_sha256": golden.sha256}
     )
-    scores = build_query_scores(
-        golden.queries, golden.supports, hits, outcomes, results.citations, ks=KS, mrr_cutoff=CUTOFF
-    )
+    settings = settings_from_dict({"k": list(KS), "mrr_cutoff": CUTOFF, "answers": False, "baseline": "none"})
+    scores = pipeline.exact_query_scores(golden, retrieval, list(KS), CUTOFF, "auto", None)
     summary = summarize_scores(scores, KS)
     query_scores = QueryScoresArtifact(
         round_scores(scores),
         {"k": list(KS), "mrr_cutoff": CUTOFF, "match": "auto", "source_root": None, "hit_verdicts": None},
         summary,
     )
-    g = golden.info
-    metrics = RunMetricsArtifact(
-        metrics={**summary.metrics, **indexing_metrics(None)},
-        denominators=summary.denominators,
-        breakdowns=summary.breakdowns,
-        info={
-            "run_id": run_id,
-            "created_at": "2025-01-01T00:00:00+00:00",
-            "pipeline_version": "bench",
-            "versions": system.versions(),
-            "system": {"kind": system.kind, "mode": system.mode},
-            "golden": {
-                "name": g["name"],
-                "path": g["source"],
-                "sha256": g["sha256"],
-                "queries": len(golden.queries),
-                "format": g["format"],
-            },
-            "k": list(KS),
-            "mrr_cutoff": CUTOFF,
-            "match": "auto",
-            "answers": False,
-        },
-    )
+    metrics = pipeline.summarize(run_id, settings, golden, retrieval, query_scores)
     for asset, artifact in (
         ("golden_set", golden),
         ("retrieval_results", retrieval),

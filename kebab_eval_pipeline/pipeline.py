@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kebab_eval_pipeline import progress
 from kebab_eval_pipeline.artifacts import (
     GoldenArtifact,
@@ -104,19 +106,9 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
     """Per-query scores: one row per golden query (nulls where a metric does not apply), stored
     rounded to 4 decimals, plus the run-level summary computed from the unrounded scores."""
     r = retrieval.results
-    known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
     verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
-    scores = build_query_scores(
-        golden.queries,
-        golden.supports,
-        r.hits,
-        r.outcomes,
-        r.citations,
-        ks=settings.k,
-        mrr_cutoff=settings.mrr_cutoff,
-        criterion=settings.match,
-        known_chunk_ids=known,
-        verification=verification,
+    scores = exact_query_scores(
+        golden, retrieval, settings.k, settings.mrr_cutoff, settings.match, verification
     )
     info = {
         "k": settings.k,
@@ -127,6 +119,32 @@ def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArt
     }
     return QueryScoresArtifact(
         round_scores(scores), info, summarize_scores(scores, settings.k), verification=verification
+    )
+
+
+def exact_query_scores(
+    golden: GoldenArtifact,
+    retrieval: RetrievalArtifact,
+    ks: list[int],
+    mrr_cutoff: int,
+    criterion: str,
+    verification: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """The unrounded ``query_scores`` of a run's stored results under ``criterion`` (what
+    :func:`score` stores rounded, and what comparisons re-score with another criterion)."""
+    r = retrieval.results
+    known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
+    return build_query_scores(
+        golden.queries,
+        golden.supports,
+        r.hits,
+        r.outcomes,
+        r.citations,
+        ks=ks,
+        mrr_cutoff=mrr_cutoff,
+        criterion=criterion,
+        known_chunk_ids=known,
+        verification=verification,
     )
 
 

@@ -23,12 +23,8 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.metrics.aggregate import (
-    ScoreSummary,
-    build_query_scores,
-    round_scores,
-    summarize_scores,
-)
+from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, summarize_scores
+from kebab_eval_pipeline.pipeline import exact_query_scores
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.compare.runs import RunBundle
@@ -117,20 +113,14 @@ def rescore(bundle: RunBundle, criterion: str) -> tuple[pd.DataFrame, ScoreSumma
 
     Returns the rounded ``query_scores`` table and the summary from the unrounded scores
     (:func:`~kebab_eval_pipeline.metrics.aggregate.summarize_scores`)."""
-    r = bundle.retrieval.results
     info = bundle.scores.info
     ks = info.get("k") or bundle.metrics.info.get("k")
-    known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
-    scores = build_query_scores(
-        bundle.golden.queries,
-        bundle.golden.supports,
-        r.hits,
-        r.outcomes,
-        r.citations,
-        ks=ks,
-        mrr_cutoff=int(info.get("mrr_cutoff", 10)),
-        criterion=criterion,
-        known_chunk_ids=known,
-        verification=bundle.scores.verification,
+    scores = exact_query_scores(
+        bundle.golden,
+        bundle.retrieval,
+        ks,
+        int(info.get("mrr_cutoff", 10)),
+        criterion,
+        bundle.scores.verification,
     )
     return round_scores(scores), summarize_scores(scores, ks)
