@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
 
 app = typer.Typer(
@@ -53,7 +54,10 @@ def _instance():
         err.print(
             f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]"
         )
-    return DagsterInstance.get()
+    # Dagster creates its SQLite tables on first use without a lock: several commands starting at
+    # once on a new home can corrupt the schema version for good, so creation is serialised here.
+    with atomic.locked(Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml"):
+        return DagsterInstance.get()
 
 
 def _store(config: Path | None = None):
@@ -236,13 +240,13 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     reports = Path(str(store.base)) / "reports" / run_id if "://" not in str(store.base) else None
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
-        (reports / "run.md").write_text(
+        atomic.write_text(
+            (reports / "run.md"),
             render_run_markdown(run_id, metrics.info, metrics.metrics, metrics.breakdowns, gates),
-            encoding="utf-8",
         )
         if store.exists("comparison_report", run_id):
             comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", run_id))
-            (reports / "comparison.md").write_text(comparison.markdown, encoding="utf-8")
+            atomic.write_text((reports / "comparison.md"), comparison.markdown)
             counts = ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v)
             out.print(
                 f"comparison: {comparison.info.get('baseline_note')}"
@@ -415,7 +419,7 @@ def golden_convert(
     if out_path is None:
         sys.stdout.write(text)
     else:
-        out_path.write_text(text, encoding="utf-8")
+        atomic.write_text(out_path, text)
         err.print(f"wrote {len(loaded.golden.queries)} queries to {out_path}")
 
 
@@ -430,7 +434,7 @@ def golden_schema(
     if out_path is None:
         sys.stdout.write(text)
     else:
-        out_path.write_text(text, encoding="utf-8")
+        atomic.write_text(out_path, text)
 
 
 @app.command()
@@ -472,7 +476,7 @@ def compare(
     )
     gates = evaluate_comparison_gates(settings, report)
     if html is not None:
-        html.write_text(render_report_html(report), encoding="utf-8")
+        atomic.write_text(html, render_report_html(report))
         err.print(f"wrote {html}")
     if as_json:
         sys.stdout.write(render_json(report, [g.as_dict() for g in gates]))
@@ -502,7 +506,7 @@ def export(
     if fmt == "json":
         text = json.dumps(export_json(store, run_id), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         if out_path:
-            out_path.write_text(text, encoding="utf-8")
+            atomic.write_text(out_path, text)
             err.print(f"wrote {out_path}")
         else:
             sys.stdout.write(text)
@@ -578,6 +582,11 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             raise
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # A path that cannot be written or read (permissions, a full disk, a folder in the
+            # way): bad input, named with the file, not an internal failure.
+            err.print(f"error: {exc.filename}: {exc.strerror or exc}", markup=False, highlight=False)
+            sys.exit(2)
         # A bug or an environment failure, not bad input: one paragraph, not a traceback.
         err.print(
             f"error: {type(exc).__name__}: {exc}\n"

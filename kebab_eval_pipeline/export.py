@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.storage import ArtifactStore
 
@@ -144,7 +145,7 @@ def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Pat
         f"{q} Q0 {d} {r} {s:.6f} {run_id}"
         for q, d, r, s in zip(hits["query_id"], docid, hits["rank"], score, strict=True)
     ]
-    out.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    atomic.write_text(out, "\n".join(lines) + ("\n" if lines else ""))
     sup = b.golden.supports
     gold = sup["chunk_id"].fillna(sup["doc_id"]).fillna(sup["rel_path"])
     qrels = [
@@ -153,5 +154,5 @@ def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Pat
         if isinstance(d, str)
     ]
     qrels_path = out.with_name(out.name + ".qrels")
-    qrels_path.write_text("\n".join(qrels) + ("\n" if qrels else ""), encoding="utf-8")
+    atomic.write_text(qrels_path, "\n".join(qrels) + ("\n" if qrels else ""))
     return out, qrels_path

@@ -6,10 +6,11 @@ Layout under a base path (local folder or any fsspec/UPath URL)::
     {base}/{asset}/{run_id}/{attempt}/{table}.parquet
     {base}/{asset}/{run_id}/{attempt}/{file}             <- report files (e.g. comparison.html)
 
-An attempt writes its tables into a fresh folder and only then replaces the
-manifest (an atomic rename locally; a single-object PUT on object stores), so
-a half-written attempt is never read as complete and a killed run leaves the
-previous complete attempt readable. Older attempts are removed afterwards.
+An attempt writes its tables into a fresh folder (each file to a temporary name,
+then renamed) and only then replaces the manifest (an atomic rename locally; a
+single-object PUT on object stores), so a half-written attempt is never read as
+complete and a killed run leaves the previous complete attempt readable. Older
+attempts and stray temporary files are removed when the next attempt publishes.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
+from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
 
 MANIFEST = "_manifest.json"
+_READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -43,10 +46,6 @@ def check_run_id(run_id: str) -> str:
             [Offender("<run id>", f"{run_id!r}: use letters, digits, '.', '_' or '-' (max 128, no '..')")],
         )
     return run_id
-
-
-def _is_local(path: UPath) -> bool:
-    return getattr(path, "protocol", "") in ("", "file", "local")
 
 
 class ArtifactStore:
@@ -72,40 +71,56 @@ class ArtifactStore:
         """Write one attempt — tables, then any report ``files`` (name → bytes) — and publish it
         by replacing the manifest; returns the attempt id."""
         run_dir = self._run_dir(asset, run_id)
-        attempt = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        attempt = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:8]
         attempt_dir = run_dir / attempt
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        for name, frame in tables.items():
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-            buffer = io.BytesIO()
-            pq.write_table(table, buffer)
-            (attempt_dir / f"{name}.parquet").write_bytes(buffer.getvalue())
-        for name, content in (files or {}).items():
-            (attempt_dir / _file_name(name)).write_bytes(content)
-        manifest = {
-            "asset": asset,
-            "run_id": run_id,
-            "attempt": attempt,
-            "tables": sorted(tables),
-            "files": sorted(files or {}),
-            "written_at": datetime.now(UTC).isoformat(),
-            "info": info,
-        }
-        payload = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode("utf-8")
-        if _is_local(run_dir):
-            tmp = Path(str(run_dir / f".{MANIFEST}.{attempt}.tmp"))
-            tmp.write_bytes(payload)
-            os.replace(tmp, Path(str(run_dir / MANIFEST)))
-        else:
-            (run_dir / MANIFEST).write_bytes(payload)
-        self._remove_other_attempts(run_dir, keep=attempt)
+        # The attempt's lock is held until it is published: clean-up by other writers removes only
+        # attempts whose writer is gone (killed or finished and superseded), never one still writing.
+        with atomic.locked(run_dir / attempt):
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            for name, frame in tables.items():
+                table = pa.Table.from_pandas(frame, preserve_index=False)
+                buffer = io.BytesIO()
+                pq.write_table(table, buffer)
+                atomic.write_bytes(attempt_dir / f"{name}.parquet", buffer.getvalue())
+            for name, content in (files or {}).items():
+                atomic.write_bytes(attempt_dir / _file_name(name), content)
+            manifest = {
+                "asset": asset,
+                "run_id": run_id,
+                "attempt": attempt,
+                "tables": sorted(tables),
+                "files": sorted(files or {}),
+                "written_at": datetime.now(UTC).isoformat(),
+                "info": info,
+            }
+            payload = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode("utf-8")
+            # Publishing and clean-up are serialised per run folder (several writers of one
+            # partition: a retried run racing a stale one).
+            with atomic.locked(run_dir / MANIFEST):
+                atomic.write_bytes(run_dir / MANIFEST, payload)
+                self._remove_dead_attempts(run_dir, published=attempt)
         return attempt
 
-    def _remove_other_attempts(self, run_dir: UPath, keep: str) -> None:
+    def _remove_dead_attempts(self, run_dir: UPath, published: str) -> None:
+        """Delete every other attempt whose writer is gone — killed mid-write, or published
+        earlier and now superseded — plus stray temporary files. An attempt still being written
+        by a live process keeps its folder (its lock is held). Object stores have no locks:
+        there only attempts older than ``published`` are removed."""
+        local = atomic.is_local(run_dir)
         for child in run_dir.iterdir():
-            if child.is_dir() and child.name != keep:
+            name = child.name
+            if name.startswith(".") and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):  # a manifest temp of a killed publisher
+                    child.fs.rm(child.path)
+            if not child.is_dir() or name == published or (not local and name > published):
+                continue
+            with atomic.held_elsewhere(run_dir / name) as alive:
+                if alive:
+                    continue
                 with contextlib.suppress(OSError):  # best effort: an unreferenced attempt is harmless
                     child.fs.rm(child.path, recursive=True)
+                    if local:
+                        atomic.lock_file(run_dir / name).unlink(missing_ok=True)
 
     def manifest(self, asset: str, run_id: str) -> dict[str, Any] | None:
         path = self._run_dir(asset, run_id) / MANIFEST
@@ -128,12 +143,21 @@ class ArtifactStore:
                     )
                 ],
             )
-        attempt_dir = self._run_dir(asset, run_id) / manifest["attempt"]
-        tables = {
-            name: pq.read_table(io.BytesIO((attempt_dir / f"{name}.parquet").read_bytes())).to_pandas()
-            for name in manifest["tables"]
-        }
-        return tables, manifest["info"]
+        for _ in range(_READ_RETRIES):
+            attempt_dir = self._run_dir(asset, run_id) / manifest["attempt"]
+            try:
+                tables = {name: _read_parquet(attempt_dir / f"{name}.parquet") for name in manifest["tables"]}
+                return tables, manifest["info"]
+            except FileNotFoundError:
+                # A newer attempt was published (and this one removed) while we read: follow it.
+                latest = self.manifest(asset, run_id)
+                if latest is None or latest["attempt"] == manifest["attempt"]:
+                    raise
+                manifest = latest
+        raise InputError(
+            f"{asset} for run {run_id!r} kept changing while being read",
+            [Offender(str(self.base / asset / run_id), f"re-published {_READ_RETRIES} times during a read")],
+        )
 
     def table_path(self, asset: str, run_id: str, table: str) -> str:
         """The Parquet file of one published table (for DuckDB and other readers)."""
@@ -171,6 +195,10 @@ class ArtifactStore:
         return sorted(
             found, key=lambda m: (m.get("info", {}).get("created_at") or m["written_at"], m["run_id"])
         )
+
+
+def _read_parquet(path: UPath) -> pd.DataFrame:
+    return pq.read_table(io.BytesIO(path.read_bytes())).to_pandas()
 
 
 def _file_name(name: str) -> str:

@@ -14,22 +14,22 @@ report, not a failure.
 
 Pins live in the artifact store as one JSON document, ``{store.base}/_baselines.json``, mapping a
 golden set name to ``{"run_id", "golden_sha256", "pinned_at"}``, so they follow the artifacts
-to object storage. Writes replace the whole document (atomic rename locally, one PUT elsewhere);
-two concurrent ``baseline set`` commands race as last-writer-wins.
+to object storage. Writes replace the whole document (atomic rename locally, one PUT elsewhere).
+Locally each read-modify-write holds a file lock, so concurrent ``baseline set`` commands for
+different golden sets all keep their pins; object stores have no lock, and there concurrent
+writers race as last-writer-wins.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.storage import ArtifactStore, _is_local, check_run_id
+from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
 
 PINS_FILE = "_baselines.json"
 PIN_FIELDS = ("run_id", "golden_sha256", "pinned_at")
@@ -81,18 +81,11 @@ def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
 
 
 def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:
-    """Replace the pin document: temp file + ``os.replace`` locally, a single PUT on object stores
-    (as :meth:`ArtifactStore.write` publishes manifests), so a reader never sees half a file."""
-    path = _pins_path(store)
+    """Replace the pin document atomically (see :mod:`kebab_eval_pipeline.atomic`), so a reader
+    never sees half a file. Callers hold :func:`atomic.locked` on the document."""
+    store.base.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    if _is_local(path):
-        base = Path(str(store.base))
-        base.mkdir(parents=True, exist_ok=True)
-        tmp = base / f".{PINS_FILE}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_bytes(payload)
-        os.replace(tmp, base / PINS_FILE)
-    else:
-        path.write_bytes(payload)
+    atomic.write_bytes(_pins_path(store), payload)
 
 
 def _stored_golden(store: ArtifactStore, run_id: str) -> Mapping[str, Any] | None:
@@ -131,14 +124,15 @@ def pin_baseline(store: ArtifactStore, run_id: str) -> dict[str, str | None]:
             "cannot pin the baseline",
             [Offender(f"run {run_id}", "its run_metrics record no golden set name to pin it under")],
         )
-    pins = read_pins(store)
-    replaced = pins.get(name, {}).get("run_id")
     pin = {
         "run_id": run_id,
         "golden_sha256": str(golden.get("sha256") or ""),
         "pinned_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    _write_pins(store, {**pins, name: pin})
+    with atomic.locked(_pins_path(store)):
+        pins = read_pins(store)
+        replaced = pins.get(name, {}).get("run_id")
+        _write_pins(store, {**pins, name: pin})
     return {"golden": name, **pin, "replaced": replaced}
 
 
@@ -149,6 +143,11 @@ def unpin_baseline(store: ArtifactStore, golden_name: str | None) -> list[str]:
     InputError listing them (say which). An unpinned ``golden_name`` raises InputError listing the
     pinned names, so a typo is not mistaken for success.
     """
+    with atomic.locked(_pins_path(store)):
+        return _unpin(store, golden_name)
+
+
+def _unpin(store: ArtifactStore, golden_name: str | None) -> list[str]:
     pins = read_pins(store)
     pinned = ", ".join(repr(n) for n in sorted(pins)) or "none"
     if golden_name is None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 
 
@@ -51,7 +52,7 @@ def render_canonical(golden: GoldenSet, suffix: str = ".yaml") -> str:
 
 
 def write_canonical(golden: GoldenSet, out: Path) -> None:
-    out.write_text(render_canonical(golden, out.suffix or ".yaml"), encoding="utf-8")
+    atomic.write_text(out, render_canonical(golden, out.suffix or ".yaml"))
 
 
 def json_schema() -> dict[str, Any]:

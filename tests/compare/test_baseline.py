@@ -242,8 +242,12 @@ def test_pin_is_read_back_by_a_new_store_and_overwritten(store, tmp_path):
     assert read_pins(store)["demo-fermentation"]["run_id"] == "r2"
     doc = json.loads((tmp_path / "artifacts" / PINS_FILE).read_text())
     assert set(doc) == {"demo-fermentation"}
-    # the atomic write leaves no temporary file behind
-    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [PINS_FILE, "run_metrics"]
+    # the atomic write leaves no temporary file behind (only the hidden lock file)
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [
+        f".{PINS_FILE}.lock",
+        PINS_FILE,
+        "run_metrics",
+    ]
 
 
 def test_no_pin_file_means_no_pins(store):
