@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates import check_gate_names
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, GROUP, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
@@ -22,6 +23,7 @@ from kebab_eval_pipeline.storage import default_storage_base
 
 CONFIG_ENV = "KEBAB_EVAL_CONFIG"
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
+MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
 JOB_NAME = "evaluation_run"
 
 
@@ -39,11 +41,7 @@ def build_definitions(
         selection=dg.AssetSelection.groups(GROUP),
         description="Materialize the whole evaluation chain (and its gates) for one run partition.",
     )
-    # The chain is strictly sequential, so separate step processes only add start-up time;
-    # KEBAB_EVAL_EXECUTOR=multiprocess restores Dagster's default.
-    executor = (
-        dg.multiprocess_executor if os.environ.get(EXECUTOR_ENV) == "multiprocess" else dg.in_process_executor
-    )
+    executor = executor_from_environment()
     return dg.Definitions(
         assets=[*SOURCE_ASSETS, *EVAL_ASSETS],
         asset_checks=gate_checks(settings),
@@ -56,6 +54,25 @@ def build_definitions(
         },
         executor=executor,
     )
+
+
+def executor_from_environment() -> dg.ExecutorDefinition:
+    """In-process by default: the chain is strictly sequential, so separate step processes only add
+    start-up time. ``KEBAB_EVAL_EXECUTOR=multiprocess`` runs each step in its own process (isolation,
+    memory returned after each stage), at most ``KEBAB_EVAL_MAX_CONCURRENT`` at once (default: the
+    CPU count). Any other value is an InputError naming the variable."""
+    kind = os.environ.get(EXECUTOR_ENV) or "in_process"
+    limit = os.environ.get(MAX_CONCURRENT_ENV)
+    problems = []
+    if kind not in ("in_process", "multiprocess"):
+        problems.append(Offender(EXECUTOR_ENV, f"{kind!r}: expected in_process or multiprocess"))
+    if limit is not None and not (limit.isdigit() and int(limit) >= 1):
+        problems.append(Offender(MAX_CONCURRENT_ENV, f"{limit!r}: expected a whole number ≥ 1"))
+    if problems:
+        raise InputError("invalid executor settings", problems)
+    if kind == "in_process":
+        return dg.in_process_executor
+    return dg.multiprocess_executor.configured({"max_concurrent": int(limit)} if limit else {})
 
 
 def defs_from_environment() -> dg.Definitions:

@@ -39,6 +39,7 @@ from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
+SYSTEM_POOL = "kebab_eval_system"
 GROUP = "evaluation"
 IO = "artifact_io"
 DATA_VERSION_TAG = "dagster/data_version"
@@ -191,6 +192,9 @@ def golden_set(
     code_version=pipeline.RUNNER_VERSION,
     deps=[system_under_test],
     kinds={"python", "parquet"},
+    # Every run's calls to the system under test claim a slot of this Dagster concurrency pool, so
+    # `dagster instance concurrency set kebab_eval_system N` caps load on it across parallel runs.
+    pool=SYSTEM_POOL,
     description="Per-query results of the system under test: ranked hits, answers with citations, "
     "latencies and errors. A failing query is a row with an error, never a missing row.",
 )

@@ -1,0 +1,222 @@
+"""Scale-out with Dagster's own machinery (SPEC §11): the multiprocess executor with a concurrency
+limit writing artifacts to a second base path given as a ``file://`` URL, and the
+``kebab_eval_system`` concurrency pool that keeps parallel runs from overloading the system under
+test. Real ``dagster`` processes on one SQLite instance."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+import yaml
+
+from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.definitions import build_definitions, executor_from_environment
+from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.orchestration.assets import SYSTEM_POOL
+from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.storage import ArtifactStore
+from tests.conftest import write
+from tests.test_cli import cli, env, no_traceback
+
+assert env  # the fixture, imported for this module's tests
+
+DAGSTER = [sys.executable, "-m", "dagster"]
+MATERIALIZE = [*DAGSTER, "asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
+HELD = Path(__file__).parent / "fake_systems" / "cmd_held.py"
+CHAIN = ("golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report")
+
+
+def _materialize(env: dict, partition: str, **extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*MATERIALIZE, "--partition", partition],
+        env={**env, **extra},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return err
+
+
+def _run_of(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
+    [run] = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partition}))
+    return run
+
+
+def _metric_values(store: ArtifactStore, run_id: str) -> dict[str, float]:
+    metrics = store.read("run_metrics", run_id)[0]["metrics"]
+    # latencies differ between any two runs; everything else is a function of the hits
+    return {
+        m: float(v)
+        for m, v in zip(metrics["metric"], metrics["value"], strict=True)
+        if "ms" not in m and not pd.isna(v)
+    }
+
+
+def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_path: Path) -> None:
+    second_base = tmp_path / "second-base"
+    url = second_base.as_uri()
+    assert url.startswith("file:///")
+    assert cli(env, "runs", "add", "mp-1").returncode == 0
+    err = _finish(
+        _materialize(
+            env,
+            "mp-1",
+            KEBAB_EVAL_EXECUTOR="multiprocess",
+            KEBAB_EVAL_MAX_CONCURRENT="2",
+            KEBAB_EVAL_STORAGE=url,
+        )
+    )
+    assert "RUN_SUCCESS" in err
+
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        run = _run_of(instance, "mp-1")
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        events = [r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event]
+    workers = {e.step_key for e in events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTED}
+    assert workers == {*CHAIN, "ship_gates"}  # every step (and the gate checks) in a process of its own
+    step_pids = {e.pid for e in events if e.event_type == dg.DagsterEventType.STEP_SUCCESS}
+    run_pid = next(e.pid for e in events if e.event_type == dg.DagsterEventType.RUN_START)
+    assert len(step_pids) == len(workers) and run_pid not in step_pids
+    materialized = {
+        e.asset_key.path[-1]: e.step_materialization_data.materialization.metadata["storage_path"].value
+        for e in events
+        if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+    }
+    assert set(materialized) == set(CHAIN)
+    assert all(path.startswith(f"{url}/") for path in materialized.values())
+
+    # the same artifacts through the URL and the plain folder; equal to the chain's functions
+    # called directly in this process (no Dagster, no executor)
+    assert (second_base / "run_metrics" / "mp-1" / "_manifest.json").is_file()
+    by_url, by_path = ArtifactStore(url), ArtifactStore(second_base)
+    default = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    assert not default.exists("run_metrics", "mp-1")
+    values = _metric_values(by_url, "mp-1")
+    assert values == _metric_values(by_path, "mp-1")
+    settings = load_settings(None)
+    golden = pipeline.load_golden_artifact(settings)
+    retrieval = pipeline.retrieve(settings, golden)
+    expected = pipeline.summarize(
+        "direct", settings, golden, retrieval, pipeline.score(settings, golden, retrieval)
+    )
+    assert values == {m: v for m, v in expected.metrics.items() if "ms" not in m and v is not None}
+    assert values["mrr"] > 0 and values["n_queries"] > 10
+    exported = cli({**env, "KEBAB_EVAL_STORAGE": url}, "export", "mp-1", "--format", "json")
+    assert exported.returncode == 0 and '"run_id": "mp-1"' in exported.stdout
+
+
+@pytest.mark.parametrize(
+    ("kind", "limit", "named"),
+    [("threads", None, "KEBAB_EVAL_EXECUTOR"), ("multiprocess", "0", "KEBAB_EVAL_MAX_CONCURRENT")],
+)
+def test_bad_executor_settings_are_named(monkeypatch, env, kind, limit, named) -> None:
+    monkeypatch.setenv("KEBAB_EVAL_EXECUTOR", kind)
+    if limit is not None:
+        monkeypatch.setenv("KEBAB_EVAL_MAX_CONCURRENT", limit)
+    with pytest.raises(InputError, match=named):
+        executor_from_environment()
+    proc = cli({**env, "KEBAB_EVAL_EXECUTOR": kind, "KEBAB_EVAL_MAX_CONCURRENT": limit or "1"}, "run")
+    assert proc.returncode == 2 and named in proc.stderr
+    no_traceback(proc)
+
+
+def test_executor_defaults_and_limit(monkeypatch) -> None:
+    monkeypatch.delenv("KEBAB_EVAL_EXECUTOR", raising=False)
+    assert build_definitions().executor is dg.in_process_executor
+    monkeypatch.setenv("KEBAB_EVAL_EXECUTOR", "multiprocess")
+    monkeypatch.setenv("KEBAB_EVAL_MAX_CONCURRENT", "3")
+    executor = executor_from_environment()
+    assert executor.name == "multiprocess" and executor is not dg.multiprocess_executor  # configured
+
+
+def _held_config(folder: Path, golden: Path) -> Path:
+    folder.mkdir(parents=True)
+    return write(
+        folder / "eval.yaml",
+        yaml.safe_dump(
+            {
+                "golden": str(golden),
+                "system": {
+                    "kind": "command",
+                    "search_argv": [sys.executable, str(HELD), str(folder), "{query_id}", "{k}"],
+                    "timeout_s": 120,
+                    "concurrency": 2,
+                },
+                "answers": False,
+                "baseline": "none",
+            }
+        ),
+    )
+
+
+def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Path) -> None:
+    """With ``kebab_eval_system`` limited to 1, run B's retrieval waits (Dagster logs it as blocked)
+    until run A's retrieval is done, although both runs are in progress at once."""
+    ids = ["p1", "p2", "p3"]
+    golden = write(
+        tmp_path / "golden.yaml",
+        yaml.safe_dump(
+            {
+                "name": "held",
+                "queries": [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids],
+            }
+        ),
+    )
+    cfg_a, cfg_b = _held_config(tmp_path / "a", golden), _held_config(tmp_path / "b", golden)
+    (tmp_path / "b" / "release").touch()  # B answers at once — when it is let in
+    for partition in ("pool-a", "pool-b"):
+        assert cli(env, "runs", "add", partition).returncode == 0
+    limit = subprocess.run(
+        [*DAGSTER, "instance", "concurrency", "set", SYSTEM_POOL, "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert limit.returncode == 0, limit.stderr
+
+    run_a = _materialize(env, "pool-a", KEBAB_EVAL_CONFIG=str(cfg_a))
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "a" / "inside").exists():
+        assert run_a.poll() is None and time.monotonic() < deadline, "run A never reached the system"
+        time.sleep(0.05)
+    run_b = _materialize(env, "pool-b", KEBAB_EVAL_CONFIG=str(cfg_b))
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        blocked = False
+        while not blocked:
+            assert run_b.poll() is None and time.monotonic() < deadline, "run B was never blocked"
+            runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": "pool-b"}))
+            blocked = bool(runs) and any(
+                f"blocked by limit for pool {SYSTEM_POOL}" in (r.message or "")
+                for r in instance.all_logs(runs[0].run_id)
+            )
+            time.sleep(0.2)
+        assert not (tmp_path / "b" / "inside").exists()  # B has not called its system yet
+        (tmp_path / "a" / "release").touch()
+        _finish(run_a)
+        _finish(run_b)
+
+        def step_times(partition: str) -> dict[str, float]:
+            logs = instance.all_logs(_run_of(instance, partition).run_id)
+            return {
+                r.dagster_event.event_type_value: r.timestamp
+                for r in logs
+                if r.dagster_event and r.dagster_event.step_key == "retrieval_results"
+            }
+
+        a, b = step_times("pool-a"), step_times("pool-b")
+    assert b["STEP_START"] >= a["STEP_SUCCESS"]
+    for run_id in ("pool-a", "pool-b"):
+        store = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+        scores = store.read("query_scores", run_id)[0]["query_scores"]
+        assert sorted(scores["query_id"]) == ids and scores["hit@1"].tolist() == [1.0, 1.0, 1.0]
