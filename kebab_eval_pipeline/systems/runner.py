@@ -22,9 +22,18 @@ from kebab_eval_pipeline.systems.base import (
     SystemUnderTest,
 )
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
 from kebab_eval_pipeline.systems.versions import reported_versions, with_reported_versions
 
 MAX_WARNINGS = 50  # per run; the rest are counted, not listed
+# Per-query adapters (reference, command) are called this many queries at a time, and each batch
+# becomes table pieces before the next: their pydantic Hit objects then never all exist at once
+# (at 100k queries × 10 hits they held ~1.5 GiB; benchmarks/bench_scale.py). Other adapters keep
+# one call per run: http pools its connections per call, and replay's run-level warnings (trace
+# queries not in the golden set) need every request at once.
+BATCH_QUERIES = 5_000
+# Hit fields copied as they are into the hits table (heading_path, a list, is copied).
+_HIT_SCALARS = tuple(name for name in HIT_COLUMNS if name not in ("query_id", "heading_path"))
 
 
 @dataclass
@@ -108,6 +117,51 @@ def collect_outcomes(
     return ordered, warnings
 
 
+def _batches(system: SystemUnderTest, requests: list[QueryRequest]) -> list[list[QueryRequest]]:
+    """Per-query adapters get BATCH_QUERIES requests per call; any other adapter all of them."""
+    if not isinstance(system, PerQueryAdapter) or len(requests) <= BATCH_QUERIES:
+        return [requests]
+    return [requests[i : i + BATCH_QUERIES] for i in range(0, len(requests), BATCH_QUERIES)]
+
+
+def _offset(progress: Progress | None, before: int, total: int) -> Progress | None:
+    """A batch's ``progress(done, batch size)`` as progress over the whole run."""
+    if progress is None:
+        return None
+    return lambda done, _size: progress(before + done, total)
+
+
+def _consume(
+    outcomes: list[QueryOutcome],
+    answers: bool,
+    outcome_rows: list[dict],
+    citation_rows: list[dict],
+    warnings: list[str],
+) -> pd.DataFrame:
+    """Append the outcomes' rows, citations and warnings; return their hits as a typed table.
+
+    Hits go straight into columns, and each outcome is dropped (popped) once read, so its Hit
+    objects are freed as the table grows rather than after it is built.
+    """
+    columns: dict[str, list] = {name: [] for name in HIT_COLUMNS}
+    outcomes.reverse()  # popped from the end, so in request order
+    while outcomes:
+        outcome = outcomes.pop()
+        outcome_rows.append(_outcome_row(outcome, answers))
+        columns["query_id"] += [outcome.query_id] * len(outcome.hits)
+        for name in _HIT_SCALARS:
+            columns[name] += [getattr(h, name) for h in outcome.hits]
+        # a copy, as model_dump made: the table shares no list with the adapter's Hit
+        columns["heading_path"] += [list(h.heading_path) for h in outcome.hits]
+        if answers and outcome.answer is not None:
+            citation_rows += [
+                {"query_id": outcome.query_id, "position": i, **c.model_dump()}
+                for i, c in enumerate(outcome.answer.citations)
+            ]
+        warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
+    return typed_frame(columns, HIT_COLUMNS)
+
+
 def run_golden(
     system: SystemUnderTest,
     queries: pd.DataFrame,
@@ -121,29 +175,30 @@ def run_golden(
     Returns :class:`RetrievalResults` with one outcome row per query (``error`` is
     ``"error_class: message"``; a failed query keeps its row, with the hits found before
     the failure). ``system`` is the adapter's info plus versions the system reported on
-    its hits and answers.
+    its hits and answers. Per-query adapters are called in batches (:data:`BATCH_QUERIES`).
     """
     requests = [
         QueryRequest(query_id=str(qid), query=str(text))
         for qid, text in zip(queries["query_id"], queries["query"], strict=True)
     ]
-    raw = system.run_queries(requests, k=k, answers=answers, progress=progress)
-    outcomes, warnings = collect_outcomes(requests, raw, answers)
-    outcome_rows, hit_rows, citation_rows = [], [], []
-    for outcome in outcomes:
-        outcome_rows.append(_outcome_row(outcome, answers))
-        hit_rows += [{"query_id": outcome.query_id, **h.model_dump()} for h in outcome.hits]
-        if answers and outcome.answer is not None:
-            citation_rows += [
-                {"query_id": outcome.query_id, "position": i, **c.model_dump()}
-                for i, c in enumerate(outcome.answer.citations)
-            ]
-        warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
+    outcome_rows: list[dict] = []
+    citation_rows: list[dict] = []
+    warnings: list[str] = []
+    pieces = []
+    done = 0
+    for batch in _batches(system, requests):
+        raw = system.run_queries(batch, k=k, answers=answers, progress=_offset(progress, done, len(requests)))
+        outcomes, repaired = collect_outcomes(batch, raw, answers)
+        del raw
+        warnings += repaired
+        pieces.append(_consume(outcomes, answers, outcome_rows, citation_rows, warnings))
+        done += len(batch)
     # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries).
     warnings = [*getattr(system, "run_warnings", ()), *warnings]
     if len(warnings) > MAX_WARNINGS:
         warnings = [*warnings[:MAX_WARNINGS], f"… and {len(warnings) - MAX_WARNINGS} more warnings"]
-    hits = typed_frame(hit_rows, HIT_COLUMNS)
+    pieces = [p for p in pieces if len(p)] or pieces[:1]
+    hits = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
     outcome_frame = typed_frame(outcome_rows, OUTCOME_COLUMNS)
     versions = reported_versions(hits, outcome_frame)
     known = system.known_chunk_ids()
