@@ -72,7 +72,12 @@ def executor_from_environment() -> dg.ExecutorDefinition:
         raise InputError("invalid executor settings", problems)
     if kind == "in_process":
         return dg.in_process_executor
-    return dg.multiprocess_executor.configured({"max_concurrent": int(limit)} if limit else {})
+    # Steps fork from a server that has already imported dagster, pandas and this package, so a step
+    # process starts in a fraction of a second rather than re-importing everything (~3 s each).
+    config: dict = {"start_method": {"forkserver": {"preload_modules": ["kebab_eval_pipeline.definitions"]}}}
+    if limit:
+        config["max_concurrent"] = int(limit)
+    return dg.multiprocess_executor.configured(config)
 
 
 def defs_from_environment() -> dg.Definitions:

@@ -5,6 +5,7 @@ test. Real ``dagster`` processes on one SQLite instance."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -64,6 +65,7 @@ def _metric_values(store: ArtifactStore, run_id: str) -> dict[str, float]:
 
 
 def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_path: Path) -> None:
+    env = {**env, "KEBAB_EVAL_INDEX_CACHE": os.environ["KEBAB_EVAL_INDEX_CACHE"]}  # the session's index
     second_base = tmp_path / "second-base"
     url = second_base.as_uri()
     assert url.startswith("file:///")
