@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.limits import strict_loader
 
 TOP = "top level"
 
@@ -87,7 +88,7 @@ def parse_yaml(text: str, path: Path, what: str) -> Any:
     """Parse YAML; a syntax error names the file and the parser's 1-based line and column."""
     loader = _loader(text)
     try:
-        return yaml.load(text, Loader=loader)
+        return yaml.load(text, Loader=strict_loader(loader, text))  # safe: no Python object tags
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = f"line {mark.line + 1}, column {mark.column + 1}" if mark else TOP

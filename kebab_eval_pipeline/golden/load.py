@@ -25,6 +25,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
+from kebab_eval_pipeline.limits import check_size
 from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text
 
 PARSER_VERSION = "golden-2"
@@ -295,6 +296,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         state = _FileState(path)
         states.append(state)
         try:  # a file that cannot be read or parsed is one offender; the other files still report
+            check_size(path, "golden set")  # before reading: a 50 GB file is refused, not loaded
             text = read_text(path, "golden set")
             digests.append((path.name, hashlib.sha256(path.read_bytes()).hexdigest()))
             if path.suffix == ".jsonl":
@@ -359,4 +361,10 @@ def _combine(digests: list[tuple[str, str]]) -> str:
 def golden_content_sha256(paths: str | Path | Sequence[str | Path]) -> str:
     """The content hash ``load_golden`` would record, without parsing (for change detection)."""
     files = _expand([paths] if isinstance(paths, str | Path) else paths)
-    return _combine([(f.name, hashlib.sha256(f.read_bytes()).hexdigest()) for f in files])
+    return _combine([(f.name, _file_sha256(f)) for f in files])
+
+
+def _file_sha256(path: Path) -> str:
+    # Streamed: sensors hash the golden file on every tick, and it may be far larger than memory.
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()

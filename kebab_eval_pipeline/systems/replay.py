@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.limits import check_size
 from kebab_eval_pipeline.settings import ReplaySystemSettings
 from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
@@ -70,8 +72,29 @@ class _Record:
         self.scope: list[str] | None = None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(value: Any, field: str) -> float | None:
+    """A recorded number as a finite float; None when it is not a number at all; ValueError
+    naming ``field`` for NaN, Infinity and integers beyond the float range."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past the float range (JSON allows any number of digits)
+        number = math.inf
+    if not math.isfinite(number):  # NaN / Infinity (Python's json reads them) or overflowed
+        raise ValueError(f"{field}: expected a finite number, got {_short(value)}")
+    return number
+
+
+def _short(value: Any) -> str:
+    digits = len(str(abs(value))) if isinstance(value, int) else 0
+    return f"an integer of {digits} digits" if digits > 20 else repr(value)
+
+
+def _lines(text: str) -> list[str]:
+    # Only "\n" ends a JSONL record: str.splitlines() would also split inside strings at U+2028,
+    # U+0085 & co. (valid unescaped in JSON), giving a truncated record and a wrong line number.
+    return text.split("\n")
 
 
 def detect_format(path: Path, text: str) -> str:
@@ -84,7 +107,7 @@ def detect_format(path: Path, text: str) -> str:
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
             return "export"
-    for line in text.splitlines():
+    for line in _lines(text):
         if not line.strip():
             continue
         try:
@@ -105,7 +128,7 @@ def detect_format(path: Path, text: str) -> str:
 
 def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
     rows = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -129,21 +152,68 @@ def _record_id(entry: Any, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, dict[str, Any], list[str]]:
-    """Read a trace file: ``(records by query id, format, versions/system reported, warnings)``.
-
-    Raises InputError listing every unreadable line / entry (file, line or index, reason).
-    """
+def _read(path: Path) -> tuple[str, str]:
+    """(the trace's text, the sha256 of its bytes): read once, after the size check."""
+    check_size(path, "replay trace")  # KEBAB_EVAL_MAX_INPUT_MB, before anything is read
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(
             "replay trace not found", [Offender(str(path), "no such file", field="system.path")]
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # a folder, permissions, a NUL in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise InputError(
-            "cannot read the replay trace", [Offender(str(path), str(exc), field="system.path")]
+            "cannot read the replay trace", [Offender(str(path), reason, field="system.path")]
         ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            "cannot read the replay trace",
+            [Offender(str(path), f"not valid UTF-8 (byte {exc.start})", position=f"line {line}")],
+        ) from None
+    return text, hashlib.sha256(data).hexdigest()
+
+
+def _reported(doc: dict, path: Path, offenders: list[Offender]) -> dict[str, Any]:
+    """What an export says about the system that ran: its versions, mode, run id and coverage."""
+    versions, system = doc.get("versions"), doc.get("system")
+    for name, value in (("versions", versions), ("system", system)):
+        if value is not None and not isinstance(value, dict):
+            offenders.append(
+                Offender(str(path), f"expected an object, got {type(value).__name__}", field=name)
+            )
+    versions = versions if isinstance(versions, dict) else {}
+    system = system if isinstance(system, dict) else {}
+    reported = {**versions, "mode": system.get("mode"), "exported_run_id": doc.get("run_id")}
+    coverage = system.get("coverage")
+    if isinstance(coverage, dict):
+        # Only finite numbers: the version report turns them into floats.
+        reported["coverage"] = {
+            k: v for k, v in coverage.items() if _finite_or_none(v) is not None and not isinstance(v, bool)
+        }
+    return reported
+
+
+def _finite_or_none(value: Any) -> float | None:
+    try:
+        return _number(value, "")
+    except ValueError:
+        return None
+
+
+def read_trace(
+    path: Path, fmt: str = "auto"
+) -> tuple[dict[str, _Record], str, dict[str, Any], list[str], str]:
+    """Read a trace file: ``(records by query id, format, versions/system reported, warnings,
+    sha256 of the file)``.
+
+    Raises InputError listing every unreadable line / entry (file, line or index, reason); a
+    file over ``KEBAB_EVAL_MAX_INPUT_MB`` is refused before it is read.
+    """
+    text, sha256 = _read(path)
     if fmt == "auto":
         try:
             fmt = detect_format(path, text)
@@ -168,11 +238,7 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, 
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
             )
         entries = [(f"per_query[{i}]", e) for i, e in enumerate(doc["per_query"])]
-        system = doc.get("system") or {}
-        reported = {**(doc.get("versions") or {}), "mode": system.get("mode")}
-        reported["exported_run_id"] = doc.get("run_id")
-        if isinstance(system.get("coverage"), dict):
-            reported["coverage"] = system["coverage"]
+        reported = _reported(doc, path, offenders)
     else:
         entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
     records: dict[str, _Record] = {}
@@ -194,7 +260,7 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[dict[str, _Record], str, 
         records[qid] = record
     if offenders:
         raise InputError(f"replay trace {path.name} ({fmt}) cannot be read", offenders)
-    return records, fmt, reported, warnings
+    return records, fmt, reported, warnings, sha256
 
 
 def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
@@ -224,23 +290,36 @@ def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
     latency = entry.get("latency_ms")
     if isinstance(latency, dict):
         record.retrieval_ms, record.answer_ms = (
-            _number(latency.get("retrieval")),
-            _number(latency.get("answer")),
+            _number(latency.get("retrieval"), "latency_ms.retrieval"),
+            _number(latency.get("answer"), "latency_ms.answer"),
         )
     else:
-        record.retrieval_ms = _number(latency)
-    record.retrieval_ms = (
-        record.retrieval_ms if record.retrieval_ms is not None else _number(entry.get("retrieval_ms"))
-    )
-    record.answer_ms = record.answer_ms if record.answer_ms is not None else _number(entry.get("answer_ms"))
+        record.retrieval_ms = _number(latency, "latency_ms")
+    if record.retrieval_ms is None:
+        record.retrieval_ms = _number(entry.get("retrieval_ms"), "retrieval_ms")
+    if record.answer_ms is None:
+        record.answer_ms = _number(entry.get("answer_ms"), "answer_ms")
     error = entry.get("error")
     if error is not None and not isinstance(error, str | dict):
         raise ValueError("error: expected a string, an object or null")
-    if isinstance(error, dict):
-        error = ": ".join(str(error[k]) for k in ("class", "message") if error.get(k)) or json.dumps(error)
-    record.error = error or None
+    record.error = (_error_text(error) if isinstance(error, dict) else error) or None
     record.timed_out = entry.get("timed_out") is True
     return record
+
+
+def _error_text(error: dict) -> str:
+    """A recorded error object as text: ``class: message`` when it has them, else its JSON."""
+    parts = [
+        str(p)
+        for p in (error.get("class"), error.get("message"))
+        if isinstance(p, str | int | float) and not isinstance(p, bool) and p != ""
+    ]
+    if parts:
+        return ": ".join(parts)
+    try:
+        return json.dumps(error)[:2000]
+    except RecursionError:  # json.loads read it near the stack limit; writing it goes deeper
+        raise ValueError("error: an object nested too deeply to show") from None
 
 
 def _recorded_failure(error: str, timed_out: bool) -> QueryFailure:
@@ -257,8 +336,9 @@ class ReplaySystem(OpaqueSystem):
         self.settings = settings
         self.run_warnings: list[str] = []
         self.path = Path(settings.path)
-        self.records, self.format, self._reported, self.read_warnings = read_trace(self.path, settings.format)
-        self._sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        self.records, self.format, self._reported, self.read_warnings, self._sha256 = read_trace(
+            self.path, settings.format
+        )
 
     def info(self) -> SystemInfo:
         """Kind, trace path, format and hash; versions the trace itself records (exports)."""
