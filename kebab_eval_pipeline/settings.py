@@ -23,8 +23,9 @@ from pydantic import (
 )
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.limits import CONFIG_ENV, check_size
 from kebab_eval_pipeline.systems.wire import ResponseMap
-from kebab_eval_pipeline.yaml_io import parse_yaml, read_text, yaml_line_of
+from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
 
 DEMO_DIR = Path(__file__).parent / "data" / "demo"
 DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
@@ -37,7 +38,7 @@ DEFAULT_KS = (1, 3, 5, 10)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN gate never passes
 
 
 class ReferenceSystemSettings(_Strict):
@@ -100,6 +101,9 @@ class CommandSystemSettings(_Strict):
         return self
 
 
+_CREDENTIAL_HEADER_RE = re.compile(r"auth|cookie|token|secret|passw|api[-_]?key|credential|signature", re.I)
+
+
 class HttpSystemSettings(_Strict):
     """A search/ask HTTP service (SPEC §4 "http"): JSON POSTs with a templated body, retries with
     exponential backoff on connection errors, 429 and 5xx, bounded concurrency. Header values
@@ -129,6 +133,19 @@ class HttpSystemSettings(_Strict):
         if url is not None and not re.match(r"^https?://[^/\s]+", url):
             raise ValueError("expected an http:// or https:// URL")
         return url
+
+    @field_validator("headers")
+    @classmethod
+    def _no_credentials_inline(cls, headers: dict[str, str]) -> dict[str, str]:
+        # Literal headers are stored in config snapshots and shown in the UI: a credential must come
+        # from the environment instead (Dagster's EnvVar rule, applied to the config file).
+        named = [h for h in headers if _CREDENTIAL_HEADER_RE.search(h)]
+        if named:
+            raise ValueError(
+                f"{', '.join(named)}: credentials cannot be written in the config file; "
+                "name an environment variable under headers_from_env instead"
+            )
+        return headers
 
     @field_validator("headers_from_env")
     @classmethod
@@ -308,6 +325,23 @@ def _verdict_key(key: object) -> bool:
     return isinstance(key, str) and key.split("[", 1)[0].strip() in GATED_VERDICTS
 
 
+class _DocumentError(ValueError):
+    """A problem found before validation, at ``loc`` (mapping keys from the top)."""
+
+    def __init__(self, loc: list[str], reason: str):
+        super().__init__(reason)
+        self.loc = loc
+
+
+def _mapping_or_none(doc: dict, *loc: str) -> dict:
+    value: Any = doc
+    for key in loc:
+        value = value.get(key) if isinstance(value, dict) else None
+    if value is not None and not isinstance(value, dict):
+        raise _DocumentError(list(loc), f"expected a mapping, got {type(value).__name__}")
+    return value or {}
+
+
 def _normalise_document(doc: dict) -> dict:
     """Accept SPEC §12's two spellings: ``k``/``answers`` under ``system`` and ``gates.regression``."""
     doc = dict(doc)
@@ -317,55 +351,90 @@ def _normalise_document(doc: dict) -> dict:
         for key in ("k", "answers"):
             if key in system:
                 if key in doc:
-                    raise ValueError(f"'{key}' is set both at top level and under 'system'")
+                    raise _DocumentError(
+                        ["system", key], f"'{key}' is set both at top level and under 'system'"
+                    )
                 doc[key] = system.pop(key)
         doc["system"] = system
     gates = doc.get("gates")
     if isinstance(gates, dict) and "regression" in gates:
+        # Merged into other keys below: each part must be a mapping (validation would not see them).
+        regression = dict(_mapping_or_none(doc, "gates", "regression"))
+        previous = {key: _mapping_or_none(doc, key) for key in ("regression_gates", "verdict_gates")}
         gates = dict(gates)
-        regression = dict(gates.pop("regression") or {})
+        del gates["regression"]
         # Keys naming a verdict (``regression[tag=critical]``) bound per-query verdicts, not a metric.
         verdicts = {k: regression.pop(k) for k in list(regression) if _verdict_key(k)}
-        doc["regression_gates"] = {**(doc.get("regression_gates") or {}), **regression}
-        doc["verdict_gates"] = {**(doc.get("verdict_gates") or {}), **verdicts}
+        doc["regression_gates"] = {**previous["regression_gates"], **regression}
+        doc["verdict_gates"] = {**previous["verdict_gates"], **verdicts}
         doc["gates"] = gates
     return doc
 
 
-def _resolve_relative(settings: RunSettings, base: Path) -> RunSettings:
-    """Make path-valued settings absolute against the config file's folder (URLs untouched)."""
+def _offender(source: str, positions: YamlPositions | None, loc: list, reason: str) -> Offender:
+    """One config problem at ``loc``, with the line it starts on when the file's text is known."""
+    line = positions.line_of(list(loc)) if positions else None
+    field = ".".join(str(p) for p in loc) or None
+    return Offender(source, reason, position=f"line {line}" if line else None, field=field)
 
-    def fix(value: str | None) -> str | None:
+
+def _resolve_relative(
+    settings: RunSettings, base: Path, source: str = "<config>", text: str | None = None
+) -> RunSettings:
+    """Make path-valued settings absolute against the config file's folder (URLs untouched)."""
+    problems: list[Offender] = []
+    positions = YamlPositions(text) if text else None  # composed only if a path is bad
+
+    def fix(value: str | None, *loc: str) -> str | None:
         if value is None or "://" in value:
             return value
-        path = Path(value).expanduser()
-        return str(path if path.is_absolute() else (base / path).resolve())
+        try:
+            path = Path(value).expanduser()
+            return str(path if path.is_absolute() else (base / path).resolve())
+        except (RuntimeError, ValueError, OSError) as exc:  # "~nobody/x" (no such user), a NUL byte
+            problems.append(_offender(source, positions, list(loc), f"not a usable path: {exc}"))
+            return value
 
     system = settings.system
     if isinstance(system, ReferenceSystemSettings):
-        system = system.model_copy(update={"corpus": fix(system.corpus), "index": fix(system.index)})
+        system = system.model_copy(
+            update={
+                "corpus": fix(system.corpus, "system", "corpus"),
+                "index": fix(system.index, "system", "index"),
+            }
+        )
     elif isinstance(system, CommandSystemSettings):
         # A program given as a relative path ("./bin/search") is relative to the config file,
         # like every other path in it — unless cwd is set, where the process then starts.
         if system.cwd:
-            system = system.model_copy(update={"cwd": fix(system.cwd)})
+            system = system.model_copy(update={"cwd": fix(system.cwd, "system", "cwd")})
         else:
             argvs = {}
             for name in ("search_argv", "ask_argv", "version_argv"):
                 argv = getattr(system, name)
-                if argv and "/" in argv[0] and not Path(argv[0]).expanduser().is_absolute():
-                    argvs[name] = [fix(argv[0]), *argv[1:]]
+                if argv and "/" in argv[0] and not _is_absolute(argv[0]):
+                    argvs[name] = [fix(argv[0], "system", name), *argv[1:]]
             system = system.model_copy(update=argvs)
     elif isinstance(system, ReplaySystemSettings):
-        system = system.model_copy(update={"path": fix(system.path)})
-    return settings.model_copy(
+        system = system.model_copy(update={"path": fix(system.path, "system", "path")})
+    resolved = settings.model_copy(
         update={
-            "golden": fix(settings.golden),
-            "source_root": fix(settings.source_root),
-            "storage": fix(settings.storage),
+            "golden": fix(settings.golden, "golden"),
+            "source_root": fix(settings.source_root, "source_root"),
+            "storage": fix(settings.storage, "storage"),
             "system": system,
         }
     )
+    if problems:
+        raise InputError("run config is invalid", problems)
+    return resolved
+
+
+def _is_absolute(program: str) -> bool:
+    try:
+        return Path(program).expanduser().is_absolute()
+    except RuntimeError:  # "~nobody/bin": fix() reports it
+        return False
 
 
 def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = None) -> RunSettings:
@@ -376,27 +445,33 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         raise InputError(
             "run config must be a mapping", [Offender(source, f"top level is a {type(doc).__name__}")]
         )
+    positions = YamlPositions(text) if text else None  # composed once, only if there is an error
     try:
         return RunSettings.model_validate(_normalise_document(doc))
+    except _DocumentError as exc:
+        raise InputError("run config is invalid", [_offender(source, positions, exc.loc, str(exc))]) from None
     except ValueError as exc:
         if not isinstance(exc, ValidationError):
             raise InputError("run config is invalid", [Offender(source, str(exc))]) from None
         offenders = []
         for err in exc.errors():
             loc = [p for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
-            line = yaml_line_of(text, list(loc)) if text else None
-            field = ".".join(str(p) for p in loc) or None
             reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            offenders.append(Offender(source, reason, position=f"line {line}" if line else None, field=field))
+            offenders.append(_offender(source, positions, loc, reason))
         raise InputError("run config is invalid", offenders) from None
 
 
 def load_settings(path: str | Path | None) -> RunSettings:
-    """Load run settings from a YAML file; ``None`` gives the defaults (the embedded demo)."""
+    """Load run settings from a YAML file; ``None`` gives the defaults (the embedded demo).
+
+    The file is refused before parsing when larger than ``KEBAB_EVAL_MAX_CONFIG_MB`` (default
+    4 MiB); YAML is read with a safe loader (no Python object tags) that refuses alias bombs.
+    """
     if path is None:
         return RunSettings()
     path = Path(path)
+    check_size(path, "run config", CONFIG_ENV)
     text = read_text(path, "run config")
     doc = parse_yaml(text, path, "run config")
     settings = settings_from_dict(doc, source=str(path), text=text)
-    return _resolve_relative(settings, path.resolve().parent)
+    return _resolve_relative(settings, path.resolve().parent, str(path), text)

@@ -76,3 +76,13 @@ def test_gate_without_bound_and_bad_overlap(tmp_path: Path):
         load_settings(cfg)
     assert "a gate needs 'min' or 'max'" in str(exc.value)
     assert "chunk_overlap must be smaller" in str(exc.value)
+
+
+@pytest.mark.parametrize("bad", [".nan", ".inf", "-.inf"])
+def test_non_finite_thresholds_are_refused(tmp_path, bad):
+    """A NaN threshold would make a gate that can never pass (every comparison with NaN is false)."""
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(f"gates:\n  mrr: {{min: {bad}}}\n")
+    with pytest.raises(InputError) as err:
+        load_settings(cfg)
+    assert "eval.yaml" in str(err.value) and "mrr" in str(err.value)

@@ -299,6 +299,31 @@ def _secret_golden(path: Path) -> Path:
     return write(path, yaml.safe_dump({"schema_version": "1", "name": "secrets", "queries": queries}))
 
 
+def secret_config(folder: Path, server_url: str) -> Path:
+    """A run config for ``_guarded``: both credentials named by environment variable only."""
+    return write(
+        folder / "secret.yaml",
+        yaml.safe_dump(
+            {
+                "golden": str(_secret_golden(folder / "golden.yaml")),
+                "system": {
+                    "kind": "http",
+                    "search_url": f"{server_url}/search",
+                    "version_url": f"{server_url}/version",
+                    "search_request": {"id": "{query_id}", "query": "{query}", "k": "{k}"},
+                    "headers_from_env": {
+                        "Authorization": "Bearer ${KEBAB_TEST_TOKEN}",
+                        "X-Api-Key": "KEBAB_TEST_KEY",
+                    },
+                    "retries": 1,
+                    "backoff_s": 0.01,
+                },
+                "answers": False,
+            }
+        ),
+    )
+
+
 def _null(value):
     return None if value is pd.NA or value is None else value
 
@@ -313,27 +338,7 @@ def test_secret_headers_never_reach_metadata_logs_storage_or_exports(
     monkeypatch.setenv("KEBAB_TEST_TOKEN", TOKEN)
     monkeypatch.setenv("KEBAB_TEST_KEY", API_KEY)
     with FaultServer(_guarded) as server:
-        cfg = write(
-            tmp_path / "cfg" / "secret.yaml",
-            yaml.safe_dump(
-                {
-                    "golden": str(_secret_golden(tmp_path / "cfg" / "golden.yaml")),
-                    "system": {
-                        "kind": "http",
-                        "search_url": f"{server.url}/search",
-                        "version_url": f"{server.url}/version",
-                        "search_request": {"id": "{query_id}", "query": "{query}", "k": "{k}"},
-                        "headers_from_env": {
-                            "Authorization": "Bearer ${KEBAB_TEST_TOKEN}",
-                            "X-Api-Key": "KEBAB_TEST_KEY",
-                        },
-                        "retries": 1,
-                        "backoff_s": 0.01,
-                    },
-                    "answers": False,
-                }
-            ),
-        )
+        cfg = secret_config(tmp_path / "cfg", server.url)
         result, store = run_config(instance, cfg, "secret-1")
         unauthorized = [r for r in server.received if r.headers.get("authorization") != f"Bearer {TOKEN}"]
     assert result.success
