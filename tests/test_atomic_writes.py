@@ -118,7 +118,7 @@ def test_concurrent_writers_of_one_partition_never_expose_a_torn_attempt(tmp_pat
             assert tables["copy"].equals(tables["hits"])
         reads += 1
     for w in writers:
-        out, err = w.communicate()
+        _out, err = w.communicate()
         assert w.returncode == 0, err
     tables, info = store.read("retrieval_results", "shared-run")
     assert info["n"] % 1000 == 8  # some writer's last round
@@ -150,7 +150,8 @@ def test_killed_publisher_leaves_the_previous_attempt_and_the_next_write_cleans_
             time.sleep(60)
             real(path, data)
         atomic.write_bytes = slow
-        ArtifactStore(sys.argv[1]).write("query_scores", "r1", {"scores": pd.DataFrame({"v": [9.0]})}, {"n": 1})
+        frame = pd.DataFrame({"v": [9.0]})
+        ArtifactStore(sys.argv[1]).write("query_scores", "r1", {"scores": frame}, {"n": 1})
     """
     killed = _python(code, str(base))
     assert killed.stdout.readline().startswith("writing")
