@@ -28,7 +28,8 @@ from tests.test_cli import cli, env, no_traceback
 
 assert env  # the fixture, imported for this module's tests
 
-DAGSTER = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
+DAGSTER = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "kebab_eval_pipeline.definitions"]
+DAGSTER += ["--select", "*"]
 
 
 def test_secret_reaches_no_process_output_log_report_or_file(env, tmp_path: Path) -> None:
