@@ -228,14 +228,19 @@ def throwaway_cluster() -> Iterator[PostgresServer]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@contextmanager
-def postgres_server() -> Iterator[PostgresServer]:
-    """The server named by ``KEBAB_EVAL_TEST_POSTGRES_URL``, else a throwaway cluster; skips (fails
-    under ``KEBAB_EVAL_REQUIRE_POSTGRES=1``) without dagster-postgres or PostgreSQL binaries."""
+def require_dagster_postgres() -> None:
+    """Skip (fail under ``KEBAB_EVAL_REQUIRE_POSTGRES=1``) when the postgres extra is missing."""
     try:
         import dagster_postgres  # noqa: F401
     except ImportError:
         _skip_or_fail('dagster-postgres is not installed (pip install -e ".[postgres]")')
+
+
+@contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    """The server named by ``KEBAB_EVAL_TEST_POSTGRES_URL``, else a throwaway cluster; skips (fails
+    under ``KEBAB_EVAL_REQUIRE_POSTGRES=1``) without dagster-postgres or PostgreSQL binaries."""
+    require_dagster_postgres()
     url = os.environ.get(URL_ENV)
     if url:
         server = server_from_url(url)

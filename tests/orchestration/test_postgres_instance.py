@@ -24,7 +24,7 @@ from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.storage import ArtifactStore, default_storage_base
 from tests.conftest import REPO
 from tests.orchestration.test_chain import VERSION_KEYS
-from tests.postgres import PG_DB_ENV, PG_ENV, PostgresServer
+from tests.postgres import PG_DB_ENV, PG_ENV, PostgresServer, require_dagster_postgres
 from tests.systems.adapters.conftest import stored_metrics
 from tests.test_cli import cli, no_traceback
 
@@ -70,6 +70,7 @@ def test_documented_config_takes_every_credential_from_the_environment(tmp_path,
     for name in (*PG_ENV, PG_DB_ENV):
         monkeypatch.setenv(name, "1")
     monkeypatch.delenv("KEBAB_EVAL_PG_PASSWORD")
+    require_dagster_postgres()  # loading the instance imports it
     with pytest.raises(dg.DagsterInvalidConfigError, match='"KEBAB_EVAL_PG_PASSWORD" which is not set'):
         dg.DagsterInstance.from_config(str(tmp_path))
 
