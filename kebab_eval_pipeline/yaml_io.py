@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -29,6 +30,11 @@ _PARSER_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError,
 
 def read_text(path: Path, what: str) -> str:
     """Read a UTF-8 text file, turning every failure into an :class:`InputError` naming ``path``."""
+    return read_text_and_sha256(path, what)[0]
+
+
+def read_text_and_sha256(path: Path, what: str) -> tuple[str, str]:
+    """:func:`read_text` plus the sha256 of the file's bytes, from one read of the file."""
     if not path.exists():
         raise InputError(f"{what} not found", [Offender(str(path), "no such file")])
     if path.is_dir():
@@ -38,7 +44,7 @@ def read_text(path: Path, what: str) -> str:
     except OSError as exc:  # permissions, a vanished file, a FIFO…
         return _raise(what, path, TOP, f"cannot be read: {exc.strerror or exc}")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _raise(what, path, f"line {line}", f"not valid UTF-8 (byte {exc.start})")

@@ -83,7 +83,6 @@ def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
 def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:
     """Replace the pin document atomically (see :mod:`kebab_eval_pipeline.atomic`), so a reader
     never sees half a file. Callers hold :func:`atomic.locked` on the document."""
-    store.base.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
     atomic.write_bytes(_pins_path(store), payload)
 

@@ -26,7 +26,7 @@ from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, Golden
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
 from kebab_eval_pipeline.limits import check_size
-from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text
+from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text_and_sha256
 
 PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
@@ -297,8 +297,8 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         states.append(state)
         try:  # a file that cannot be read or parsed is one offender; the other files still report
             check_size(path, "golden set")  # before reading: a 50 GB file is refused, not loaded
-            text = read_text(path, "golden set")
-            digests.append((path.name, hashlib.sha256(path.read_bytes()).hexdigest()))
+            text, digest = read_text_and_sha256(path, "golden set")
+            digests.append((path.name, digest))
             if path.suffix == ".jsonl":
                 _read_jsonl(state, text, fmt, offenders)
             else:
