@@ -19,7 +19,7 @@ import dagster as dg
 import yaml
 
 from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
 from kebab_eval_pipeline.settings import DEMO_GOLDEN
 
 # as `kebab-eval run` does: Dagster's DEBUG event stream goes to the instance, not the terminal
@@ -42,7 +42,7 @@ def replicated_golden(times: int, folder: Path) -> Path:
 
 
 def plain(defs: dg.Definitions, run_id: str) -> None:
-    settings = defs.resources["eval_settings"].load()
+    settings = run_settings(defs)
     golden = pipeline.load_golden_artifact(settings)
     retrieval = pipeline.retrieve(settings, golden)
     scores = pipeline.score(settings, golden, retrieval)

@@ -288,7 +288,7 @@ def worker(config: Path, profile: bool) -> dict:
     import dagster as dg
     from bench_chain import QUIET
 
-    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
 
@@ -297,7 +297,7 @@ def worker(config: Path, profile: bool) -> dict:
     defs = build_definitions(config)
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(eval_runs.name, [RUN_ID])
-    observe_inputs(instance, defs.resources["eval_settings"].load())  # builds the lexical index
+    observe_inputs(instance, run_settings(defs))  # builds the lexical index
     job = defs.resolve_job_def(JOB_NAME)
     t1 = time.perf_counter()
     profiler = cProfile.Profile() if profile else None

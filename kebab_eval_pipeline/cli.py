@@ -104,7 +104,7 @@ def run(
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
     from kebab_eval_pipeline import progress
-    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
@@ -132,7 +132,7 @@ def run(
     }
     instance = _instance()
     defs = build_definitions(config, overrides=overrides)
-    settings = defs.resources["eval_settings"].load()
+    settings = run_settings(defs)
     # Fail fast on bad golden input or a stale golden set, before any run exists.
     loaded = load_golden_artifact(settings)
     for warning in [

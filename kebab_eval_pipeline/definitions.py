@@ -14,14 +14,20 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates import check_gate_names
-from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, GROUP, SOURCE_ASSETS
+from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
-from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.orchestration.resources import (
+    CONFIG_ENV,
+    ArtifactStorage,
+    EvalSettingsResource,
+    SystemUnderTestResource,
+)
+from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.storage import default_storage_base
 
-CONFIG_ENV = "KEBAB_EVAL_CONFIG"
+SYSTEM_OVERRIDES = {"system_kind": "kind", "mode": "mode", "chunk_size": "chunk_size"}
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
 JOB_NAME = "evaluation_run"
@@ -30,25 +36,40 @@ JOB_NAME = "evaluation_run"
 def build_definitions(
     config_file: str | Path | None = None, storage: str | None = None, overrides: dict | None = None
 ) -> dg.Definitions:
-    """Definitions for one configuration. ``overrides`` are EvalSettingsResource fields (CLI flags)."""
+    """Definitions for one configuration. ``overrides`` are CLI flags: EvalSettingsResource fields
+    plus ``system_kind``, ``mode`` and ``chunk_size`` for the system under test."""
     config = str(config_file) if config_file else None
-    resource = EvalSettingsResource(config_file=config, **(overrides or {}))
-    settings = resource.load()
-    check_gate_names(settings, source=config or "<defaults>")
+    overrides = dict(overrides or {})
+    chosen = {SYSTEM_OVERRIDES[key]: overrides.pop(key) for key in list(overrides) if key in SYSTEM_OVERRIDES}
+    resource = EvalSettingsResource(config_file=config, **overrides)
+    settings = resource.load(SystemUnderTestResource(**chosen))
+    # The UI shows the system's effective kind and mode on the resource; the file's own values
+    # are not overrides, so this loads the same settings.
+    system = SystemUnderTestResource(
+        kind=settings.system.kind,
+        mode=getattr(settings.system, "mode", None),
+        chunk_size=getattr(settings.system, "chunk_size", None),
+    )
+    check_gate_names(settings, source=resource.config_path() or "<defaults>")
     base = default_storage_base(storage or settings.storage)
     job = dg.define_asset_job(
         JOB_NAME,
-        selection=dg.AssetSelection.groups(GROUP),
+        # the chain and its gate checks; the two inputs are observed, not materialized
+        selection=dg.AssetSelection.assets(*EVAL_ASSETS),
         description="Materialize the whole evaluation chain (and its gates) for one run partition.",
     )
     executor = executor_from_environment()
+    owned = dg.map_asset_specs(
+        lambda spec: spec.replace_attributes(owners=settings.owners), [*SOURCE_ASSETS, *EVAL_ASSETS]
+    )
     return dg.Definitions(
-        assets=[*SOURCE_ASSETS, *EVAL_ASSETS],
+        assets=owned,
         asset_checks=gate_checks(settings),
         jobs=[job],
         sensors=build_sensors(job, settings),
         resources={
             "eval_settings": resource,
+            "system_under_test": system,
             "artifact_io": ArtifactIOManager(base=base),
             "artifact_storage": ArtifactStorage(base=base),
         },
@@ -78,6 +99,11 @@ def executor_from_environment() -> dg.ExecutorDefinition:
     if limit:
         config["max_concurrent"] = int(limit)
     return dg.multiprocess_executor.configured(config)
+
+
+def run_settings(defs: dg.Definitions) -> RunSettings:
+    """The effective run settings of ``defs`` (its settings and system-under-test resources)."""
+    return defs.resources["eval_settings"].load(defs.resources["system_under_test"])
 
 
 def defs_from_environment() -> dg.Definitions:

@@ -37,6 +37,12 @@ BASELINE_MODES = ("auto", "previous", "pinned", "none")
 DEFAULT_KS = (1, 3, 5, 10)
 
 
+DEFAULT_OWNERS = ("team:evaluation",)
+# Dagster's owner rule (checked here so a bad owner is a config error naming the line): an e-mail
+# address, or "team:" and a name.
+OWNER_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+|team:\S.*")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN gate never passes
 
@@ -275,6 +281,16 @@ class RunSettings(_Strict):
     default_gates: bool = True  # the WFGY answer gates, non-blocking, skipped where no answers exist
     compare: CompareSettings = Field(default_factory=CompareSettings)
     judge: None = None  # the LLM judge arrives with its own issue; only null is accepted today
+    # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
+    owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
+
+    @field_validator("owners")
+    @classmethod
+    def _email_or_team(cls, owners: list[str]) -> list[str]:
+        bad = [o for o in owners if not OWNER_RE.fullmatch(o)]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))}: an owner is an e-mail address or team:NAME")
+        return owners
 
     @field_validator("baseline")
     @classmethod

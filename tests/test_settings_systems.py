@@ -1,5 +1,5 @@
 """Run settings for the four system kinds (SPEC §12): the union on ``kind``, per-kind validation
-with line numbers, relative paths, and the CLI/launchpad ``system_kind`` override."""
+with line numbers, relative paths, and the CLI/launchpad system ``kind`` override."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource
+from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource, SystemUnderTestResource
 from kebab_eval_pipeline.settings import (
     CommandSystemSettings,
     HttpSystemSettings,
@@ -84,11 +84,11 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path):
 def test_system_kind_override_starts_from_an_empty_block(tmp_path: Path):
     cfg = write(tmp_path / "run.yaml", "system: {kind: reference, chunk_size: 500}\n")
     # the same kind keeps the file's block
-    same = EvalSettingsResource(config_file=str(cfg), system_kind="reference").load()
+    same = EvalSettingsResource(config_file=str(cfg)).load(SystemUnderTestResource(kind="reference"))
     assert same.system.chunk_size == 500
     # another kind drops it, so its required keys are reported
     with pytest.raises(InputError) as info:
-        EvalSettingsResource(config_file=str(cfg), system_kind="replay").load()
+        EvalSettingsResource(config_file=str(cfg)).load(SystemUnderTestResource(kind="replay"))
     assert "system.path" in str(info.value)
 
 

@@ -33,17 +33,30 @@ from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.orchestration.resources import ArtifactStorage, EvalSettingsResource
+from kebab_eval_pipeline.orchestration.resources import (
+    ArtifactStorage,
+    EvalSettingsResource,
+    SystemUnderTestResource,
+)
+from kebab_eval_pipeline.reporting.per_query import (
+    COLUMN_DESCRIPTIONS,
+    verdicts_worst_first,
+    worst_results_first,
+    worst_scores_first,
+)
+from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
 SYSTEM_POOL = "kebab_eval_system"
-GROUP = "evaluation"
+GROUP = "evaluation"  # one group: the inputs and the whole chain in one box of the asset graph
 IO = "artifact_io"
 DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
+STAGE = "stage"  # asset tag: where in the chain an asset sits (filter the catalog by it)
+TABLE_KINDS = {"python", "pandas", "parquet"}
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
@@ -66,7 +79,8 @@ def _number(value: float | None) -> dg.MetadataValue:
 
 
 def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
-    """A frame as a UI table (lists joined, nulls as None), capped at TABLE_ROW_LIMIT rows."""
+    """A frame as a UI table with a typed schema (lists joined, nulls as None), capped at
+    TABLE_ROW_LIMIT rows — callers order the rows so the ones to look at come first."""
     shown = frame.head(TABLE_ROW_LIMIT)
     types = {
         "int64": "int",
@@ -77,7 +91,12 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
         "boolean": "bool",
     }
     schema = dg.TableSchema(
-        columns=[dg.TableColumn(str(c), types.get(str(shown[c].dtype), "string")) for c in shown.columns]
+        columns=[
+            dg.TableColumn(
+                str(c), types.get(str(shown[c].dtype), "string"), description=COLUMN_DESCRIPTIONS.get(str(c))
+            )
+            for c in shown.columns
+        ]
     )
 
     def cell(v):
@@ -91,6 +110,11 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
 
     records = [dg.TableRecord({str(k): cell(v) for k, v in row.items()}) for row in shown.to_dict("records")]
     return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def headline_columns(ks: list[int]) -> list[str]:
+    """Per-query columns of the headline metrics for the configured cutoffs (hit@1, mrr, ndcg@10, …)."""
+    return [name for name in pipeline.HEADLINE if "@" not in name or int(name.split("@")[1]) in ks]
 
 
 def golden_file_observation(sha256: str) -> dg.AssetObservation:
@@ -125,30 +149,49 @@ def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
     instance.report_runless_asset_event(system_observation(build_system(settings).info()))
 
 
-@dg.observable_source_asset(
-    group_name="evaluation_inputs",
-    required_resource_keys={"eval_settings"},
-    description="The golden file(s) on disk. Its data version is the content sha256, so editing the "
-    "golden set marks every run's golden_set as stale.",
+@dg.multi_observable_source_asset(
+    name="golden_file",
+    specs=[
+        dg.AssetSpec(
+            "golden_file",
+            group_name=GROUP,
+            kinds={"file"},
+            tags={STAGE: "input"},
+            description="The golden file(s) on disk. Its data version is the content sha256, so editing "
+            "the golden set marks every run's golden_set as stale.",
+        )
+    ],
+    required_resource_keys={"eval_settings", "system_under_test"},
 )
 def golden_file(context) -> dg.ObserveResult:
-    settings = context.resources.eval_settings.load()
+    settings = context.resources.eval_settings.load(context.resources.system_under_test)
     sha = golden_content_sha256(settings.golden_path())
     return dg.ObserveResult(
+        asset_key="golden_file",
         data_version=dg.DataVersion(sha),
         metadata={"path": dg.MetadataValue.path(str(settings.golden_path())), "sha256": sha},
     )
 
 
-@dg.observable_source_asset(
-    group_name="evaluation_inputs",
-    required_resource_keys={"eval_settings"},
-    description="The configured system under test. Its data version is the index version (parser + "
-    "chunker + embedding versions + corpus hash), so a new chunker or corpus marks results stale.",
+@dg.multi_observable_source_asset(
+    name="system_under_test",
+    specs=[
+        dg.AssetSpec(
+            "system_under_test",
+            group_name=GROUP,
+            kinds={"python"},
+            tags={STAGE: "input"},
+            description="The configured system under test (the `system_under_test` resource). Its data "
+            "version is the index version (parser + chunker + embedding versions + corpus hash), so a new "
+            "chunker or corpus marks results stale.",
+        )
+    ],
+    required_resource_keys={"eval_settings", "system_under_test"},
 )
 def system_under_test(context) -> dg.ObserveResult:
-    info = build_system(context.resources.eval_settings.load()).info()
+    info = build_system(context.resources.eval_settings.load(context.resources.system_under_test)).info()
     return dg.ObserveResult(
+        asset_key="system_under_test",
         data_version=dg.DataVersion(system_data_version(info)),
         metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
     )
@@ -160,14 +203,17 @@ def system_under_test(context) -> dg.ObserveResult:
     io_manager_key=IO,
     code_version=PARSER_VERSION,
     deps=[golden_file],
-    kinds={"python", "parquet"},
+    kinds=TABLE_KINDS,
+    tags={STAGE: "golden"},
     description="The golden query set, parsed and validated into the canonical model (queries + supports).",
 )
 def golden_set(
-    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
 ) -> dg.Output[GoldenArtifact]:
     progress.stage("golden_set")
-    settings = eval_settings.load()
+    settings = eval_settings.load(system_under_test)
     art = pipeline.load_golden_artifact(settings)
     # Record the hash of what was actually read: if it differs from the version observed before
     # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
@@ -191,7 +237,8 @@ def golden_set(
     io_manager_key=IO,
     code_version=pipeline.RUNNER_VERSION,
     deps=[system_under_test],
-    kinds={"python", "parquet"},
+    kinds=TABLE_KINDS,
+    tags={STAGE: "retrieval"},
     # Every run's calls to the system under test claim a slot of this Dagster concurrency pool, so
     # `dagster instance concurrency set kebab_eval_system N` caps load on it across parallel runs.
     pool=SYSTEM_POOL,
@@ -199,10 +246,13 @@ def golden_set(
     "latencies and errors. A failing query is a row with an error, never a missing row.",
 )
 def retrieval_results(
-    context: dg.AssetExecutionContext, eval_settings: EvalSettingsResource, golden_set: GoldenArtifact
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    golden_set: GoldenArtifact,
 ) -> dg.Output[RetrievalArtifact]:
     progress.stage("retrieval_results")
-    settings = eval_settings.load()
+    settings = eval_settings.load(system_under_test)
     art = pipeline.retrieve(settings, golden_set)
     r = art.results
     for warning in art.info["stale_golden"]:
@@ -236,6 +286,9 @@ def retrieval_results(
         "mixed_versions": dg.MetadataValue.json(mixed),
         "adapter_warnings": len(art.info["adapter_warnings"]),
         "system_details": dg.MetadataValue.json(r.system.details),
+        # failed, timed-out and empty queries first, then the slowest; the whole table: file/outcomes
+        "per_query": _table_metadata(worst_results_first(r.outcomes, r.hits, golden_set.queries)),
+        "per_query_rows_shown": min(len(r.outcomes), TABLE_ROW_LIMIT),
     }
     return dg.Output(art, metadata=meta)
 
@@ -245,24 +298,30 @@ def retrieval_results(
     group_name=GROUP,
     io_manager_key=IO,
     code_version=pipeline.METRICS_VERSION,
-    kinds={"python", "parquet"},
+    kinds=TABLE_KINDS,
+    tags={STAGE: "scoring"},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, precision@k, nDCG@k, "
     "refusal and answer checks. Null where a metric does not apply.",
 )
 def query_scores(
     context: dg.AssetExecutionContext,
     eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
-    settings = eval_settings.load()
+    settings = eval_settings.load(system_under_test)
     art = pipeline.score(settings, golden_set, retrieval_results)
     r = retrieval_results.results
+    worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
     meta = {
-        **_identity_metadata(r.system, golden_set),
-        "per_query": _table_metadata(art.scores),
+        # errors, misses and wrong refusals first; the whole table: file/query_scores
+        "per_query": _table_metadata(worst),
+        "per_query_rows_shown": min(len(worst), TABLE_ROW_LIMIT),
         "rows": len(art.scores),
+        "queries_with_issues": int((worst["issue"] != "ok").sum()),
+        **_identity_metadata(r.system, golden_set),
     }
     if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
         meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
@@ -274,26 +333,35 @@ def query_scores(
     group_name=GROUP,
     io_manager_key=IO,
     code_version=pipeline.METRICS_VERSION,
-    kinds={"python", "parquet"},
+    kinds=TABLE_KINDS,
+    tags={STAGE: "metrics"},
     description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
     "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
 )
 def run_metrics(
     context: dg.AssetExecutionContext,
     eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
     query_scores: QueryScoresArtifact,
 ) -> dg.Output[RunMetricsArtifact]:
     progress.stage("run_metrics")
-    settings = eval_settings.load()
+    settings = eval_settings.load(system_under_test)
     art = pipeline.summarize(context.partition_key, settings, golden_set, retrieval_results, query_scores)
     gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics, art.breakdowns)]
     art.info["gates"] = gates
     report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
+    headline = pipeline.headline(art.metrics, settings.k)
+    # What a person reads first comes first: the UI lists metadata in this order.
     meta = {
+        "summary": dg.MetadataValue.md(
+            render_run_summary(context.partition_key, art.info, headline, art.denominators, gates)
+        ),
+        # numeric entries: the asset's Plots tab draws each across run partitions
+        **{f"metric/{k}": _number(v) for k, v in headline.items()},
+        **{f"gates/{k}": dg.MetadataValue.int(v) for k, v in gate_tally(gates).items()},
         **_identity_metadata(retrieval_results.results.system, golden_set),
-        **{f"metric/{k}": _number(v) for k, v in pipeline.headline(art.metrics, settings.k).items()},
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),
         "breakdowns": _table_metadata(art.breakdowns),
@@ -307,18 +375,20 @@ def run_metrics(
     group_name=GROUP,
     io_manager_key=IO,
     code_version=COMPARE_VERSION,
-    kinds={"python", "parquet"},
+    kinds=TABLE_KINDS,
+    tags={STAGE: "comparison"},
     description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
     "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
 )
 def comparison_report(
     context: dg.AssetExecutionContext,
     eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
     artifact_storage: ArtifactStorage,
     run_metrics: RunMetricsArtifact,
 ) -> dg.Output[ComparisonArtifact]:
     progress.stage("comparison_report")
-    settings = eval_settings.load()
+    settings = eval_settings.load(system_under_test)
     run_id = context.partition_key
     store = artifact_storage.store()
     baseline, note = choose_baseline(
@@ -342,6 +412,7 @@ def comparison_report(
     counts = art.info["verdict_counts"]
     headline = pipeline.headline(run_metrics.metrics, settings.k)
     meta = {
+        "report": dg.MetadataValue.md(art.markdown),
         "baseline_run": dg.MetadataValue.text(str(baseline)),
         "baseline_note": note,
         "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
@@ -351,7 +422,6 @@ def comparison_report(
         "versions": dg.MetadataValue.json(
             {"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}
         ),
-        "report": dg.MetadataValue.md(art.markdown),
         **{
             f"delta/{r.metric}": _number(r.delta) for r in art.per_metric.itertuples() if r.metric in headline
         },
@@ -362,8 +432,9 @@ def comparison_report(
         },
     }
     if len(art.per_query):
+        # regressions and losses first: the queries a reviewer must look at
         meta["per_query"] = _table_metadata(
-            art.per_query[
+            verdicts_worst_first(art.per_query)[
                 ["query_id", "verdict", "a_rank", "b_rank", "note", "refusal_flip", "groundedness_flip"]
             ]
         )

@@ -8,6 +8,14 @@ from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES
 from kebab_eval_pipeline.storage import ArtifactStore
 
 
+def _location(path: str) -> dg.MetadataValue:
+    """A stored file as UI metadata: a copyable path on disk, a link when it lives behind a URL."""
+    scheme = path.split("://", 1)[0] if "://" in path else ""
+    if scheme in ("http", "https"):
+        return dg.MetadataValue.url(path)
+    return dg.MetadataValue.path(path)
+
+
 class ArtifactIOManager(dg.ConfigurableIOManager):
     """Writes ``(tables, info)`` of an artifact atomically under ``base/{asset}/{run_id}/``."""
 
@@ -22,11 +30,14 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         files = obj.to_files() if hasattr(obj, "to_files") else {}
         store = self._store()
         attempt = store.write(asset, context.asset_partition_key, tables, info, files=files)
-        meta: dict = {"storage_path": f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"}
+        folder = f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"
+        meta: dict = {"storage_path": folder}
         for name in sorted(files):
             # e.g. report_html → .../comparison_report/<run>/<attempt>/comparison.html
-            path = store.file_path(asset, context.asset_partition_key, name)
-            meta[f"report_{name.rsplit('.', 1)[-1]}"] = dg.MetadataValue.path(path)
+            meta[f"report_{name.rsplit('.', 1)[-1]}"] = _location(f"{folder}/{name}")
+        for name in sorted(tables):
+            # The whole table (the UI shows at most the first rows): file/query_scores → …parquet
+            meta[f"file/{name}"] = _location(f"{folder}/{name}.parquet")
         context.add_output_metadata(meta)
 
     def load_input(self, context: dg.InputContext):

@@ -1,34 +1,63 @@
-"""Run settings as a Dagster resource: the config file plus per-run overrides.
+"""Run settings as Dagster resources: the config file plus per-run overrides.
 
-The same overrides are editable in the launchpad; secrets never live here —
-adapters read them from environment variables by name.
+``eval_settings`` holds the run's settings (config file, golden set, k, answers, baseline);
+``system_under_test`` is the system the run asks — its kind and mode are what a person looks for
+first, so it is a resource of its own in the UI (Deployment → Resources), used by the assets that
+call or describe it. Both are editable in the launchpad. Secrets never live here — adapters read
+them from environment variables by name.
+
+Dagster replaces a resource's whole config when a run config names any of its fields, so every
+field defaults to "as the config file says" (None) rather than to a value set at load time.
 """
 
 from __future__ import annotations
+
+import os
 
 import dagster as dg
 
 from kebab_eval_pipeline.settings import RunSettings, load_settings, settings_from_dict
 from kebab_eval_pipeline.storage import ArtifactStore
 
+CONFIG_ENV = "KEBAB_EVAL_CONFIG"
+
+
+class SystemUnderTestResource(dg.ConfigurableResource):
+    """The system under test: reference (the bundled BM25/vector search), command (a program run
+    per query), http (a search service) or replay (a recorded trace). Its endpoint, command,
+    corpus and the rest come from the config file's `system:` block; set `kind`, `mode` or
+    `chunk_size` here to override it for one run (a different kind starts from an empty block)."""
+
+    kind: str | None = None  # reference | command | http | replay; None: the config file's
+    mode: str | None = None  # lexical | vector | hybrid for the reference system; passed to others
+    chunk_size: int | None = None  # the reference chunker's size in characters
+
+    def overrides(self) -> dict:
+        """The fields set here, keyed as in the settings' ``system:`` block (kind excluded)."""
+        return {
+            key: value
+            for key, value in (("mode", self.mode), ("chunk_size", self.chunk_size))
+            if value is not None
+        }
+
 
 class EvalSettingsResource(dg.ConfigurableResource):
     """Typed run settings: a YAML config file (SPEC §12) and optional overrides of its keys."""
 
+    # None: the file named by $KEBAB_EVAL_CONFIG (the one the code location loaded), else defaults.
     config_file: str | None = None
     golden: str | None = None
-    system_kind: str | None = (
-        None  # reference | command | http | replay; a different kind drops the file's block
-    )
-    mode: str | None = None
     answers: bool | None = None
     baseline: str | None = None
     k: list[int] | None = None
-    chunk_size: int | None = None
 
-    def load(self) -> RunSettings:
-        """The effective settings; raises InputError (naming file and key) when invalid."""
-        base = load_settings(self.config_file)
+    def config_path(self) -> str | None:
+        return self.config_file or os.environ.get(CONFIG_ENV) or None
+
+    def load(self, system: SystemUnderTestResource | None = None) -> RunSettings:
+        """The effective settings with ``system``'s overrides applied; raises InputError (naming
+        file and key) when invalid."""
+        base = load_settings(self.config_path())
         overrides = {
             key: value
             for key, value in (
@@ -39,18 +68,15 @@ class EvalSettingsResource(dg.ConfigurableResource):
             )
             if value is not None
         }
-        system = {
-            key: value
-            for key, value in (("mode", self.mode), ("chunk_size", self.chunk_size))
-            if value is not None
-        }
-        if not overrides and not system and self.system_kind in (None, base.system.kind):
+        kind = system.kind if system is not None else None
+        system_overrides = system.overrides() if system is not None else {}
+        if not overrides and not system_overrides and kind in (None, base.system.kind):
             return base
         doc = base.model_dump(exclude_defaults=False)
         doc.update(overrides)
-        if self.system_kind not in (None, base.system.kind):
-            doc["system"] = {"kind": self.system_kind}
-        doc["system"] = {**doc["system"], **system}
+        if kind not in (None, base.system.kind):
+            doc["system"] = {"kind": kind}
+        doc["system"] = {**doc["system"], **system_overrides}
         return settings_from_dict(doc, source="run overrides")
 
 

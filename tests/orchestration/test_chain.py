@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
@@ -33,7 +33,7 @@ def run_partition(instance, run_id: str, config: Path | None = None, overrides: 
     defs = build_definitions(config, overrides=overrides)
     instance.add_dynamic_partitions("eval_runs", [run_id])
     with contextlib.suppress(InputError):  # bad input: the run itself must report it
-        observe_inputs(instance, defs.resources["eval_settings"].load())
+        observe_inputs(instance, run_settings(defs))
     result = defs.resolve_job_def(JOB_NAME).execute_in_process(
         partition_key=run_id, instance=instance, raise_on_error=False
     )
@@ -163,14 +163,12 @@ def test_changed_golden_file_or_chunker_shows_as_stale(instance, tmp_path):
     # a new chunk size is a new index version: the system's results go stale, the golden set not
     observe_inputs(
         instance,
-        build_definitions(overrides={"golden": str(golden), "chunk_size": 300})
-        .resources["eval_settings"]
-        .load(),
+        run_settings(build_definitions(overrides={"golden": str(golden), "chunk_size": 300})),
     )
     assert (status("golden_set"), status("retrieval_results")) == ("FRESH", "STALE")
 
     golden.write_text(golden.read_text() + "\n# edited\n")
-    observe_inputs(instance, defs.resources["eval_settings"].load())
+    observe_inputs(instance, run_settings(defs))
     assert status("golden_set") == "STALE"
     assert golden_content_sha256(golden) in str(
         instance.fetch_observations(dg.AssetKey("golden_file"), limit=1).records[0].asset_observation.tags

@@ -12,7 +12,7 @@ import pytest
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
-from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.settings import DEMO_CORPUS, settings_from_dict
@@ -56,7 +56,7 @@ def run_config(instance, config: Path, run_id: str, overrides: dict | None = Non
     defs = build_definitions(config, overrides=overrides)
     instance.add_dynamic_partitions("eval_runs", [run_id])
     with contextlib.suppress(InputError):
-        observe_inputs(instance, defs.resources["eval_settings"].load())
+        observe_inputs(instance, run_settings(defs))
     result = defs.resolve_job_def(JOB_NAME).execute_in_process(
         partition_key=run_id, instance=instance, raise_on_error=False
     )

@@ -1,0 +1,174 @@
+"""Per-query tables for people: worst queries first, with a plain-words ``issue`` column.
+
+The Dagster UI shows the first rows of these tables on the ``retrieval_results`` and
+``query_scores`` materializations, so the rows a person must look at come first; the full tables
+stay in Parquet. Pure pandas, vectorised over queries: usable and testable without Dagster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+QUESTION_CHARS = 80  # enough to recognise a question in a table cell
+
+#: Column explanations shown in the UI table's schema (hover a column header).
+COLUMN_DESCRIPTIONS = {
+    "query_id": "golden query id",
+    "issue": "what went wrong, worst first: error, missed, answered an unanswerable query, refused an "
+    "answerable one, relevant hit found below rank 1; 'ok' otherwise",
+    "question": f"the golden question (first {QUESTION_CHARS} characters)",
+    "first_relevant_rank": "rank of the first relevant hit (1-based); empty when none was returned",
+    "n_hits": "hits returned",
+    "top_hit": "document of the rank-1 hit",
+    "retrieval_ms": "search latency in milliseconds",
+    "answer_ms": "answer latency in milliseconds",
+    "attempts": "requests sent (retries included)",
+    "error_class": "classified error of a failed query (timeout, http_5xx, bad_output, …)",
+    "refused": "the system declined to answer",
+    "refusal_correct": "1 when an unanswerable query was refused",
+}
+
+# Tiers, worst first. A query gets the worst tier that applies; its ``issue`` names every problem.
+_ERROR, _MISSED, _UNDER_REFUSED, _OVER_REFUSED, _LOW_RANK, _OK, _NOT_SCORED = range(7)
+
+
+def _question(golden_queries: pd.DataFrame | None, query_ids: pd.Series) -> pd.Series:
+    if golden_queries is None or "query" not in golden_queries:
+        return pd.Series(pd.NA, index=query_ids.index, dtype="string")
+    text = golden_queries.set_index("query_id")["query"].astype("string")
+    short = text.where(text.str.len() <= QUESTION_CHARS, text.str.slice(0, QUESTION_CHARS - 1) + "…")
+    return query_ids.map(short).astype("string")
+
+
+def _issues(labels: list[tuple[pd.Series, pd.Series | str]], index: pd.Index) -> pd.Series:
+    """Join the labels whose mask holds, with '; ' — vectorised over rows."""
+    out = pd.Series("", index=index, dtype="string")
+    for mask, label in labels:
+        mask = mask.fillna(False).astype(bool)
+        text = label if isinstance(label, pd.Series) else pd.Series(label, index=index, dtype="string")
+        joined = out.where(out == "", out + "; ") + text
+        out = out.mask(mask, joined)
+    return out.mask(out == "", "ok")
+
+
+def worst_scores_first(
+    query_scores: pd.DataFrame, metric_columns: list[str], golden_queries: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``query_scores`` as a compact table, worst queries first.
+
+    Input: the ``query_scores`` table (one row per golden query), the per-query metric columns to
+    show (those not in the table are skipped) and optionally the golden ``queries`` table for the
+    question text. Output columns: query_id, issue, question, category, lang, answerable,
+    first_relevant_rank, the metric columns, refused, refusal_correct, error_class. Order: failed
+    queries (system error), then missed (answerable, no relevant hit), answered-but-unanswerable,
+    refused-but-answerable, found below rank 1 (deeper first), fine, and last the queries not
+    scored (pending gold or not applicable). Ties keep the golden order. Empty in, empty out.
+    """
+    s = query_scores
+    answerable = s["answerable"].astype("boolean").fillna(False)
+    scored = s["applicable"].astype("boolean").fillna(False) & ~s["pending"].astype("boolean").fillna(False)
+    rank = s["first_relevant_rank"].astype("Float64")
+    error = s["error"].notna() if "error" in s else pd.Series(False, index=s.index)
+    missed = scored & answerable & rank.isna()
+    under = s["under_refusal"].eq(1) if "under_refusal" in s else pd.Series(False, index=s.index)
+    over = s["over_refusal"].eq(1) if "over_refusal" in s else pd.Series(False, index=s.index)
+    low = scored & (rank > 1).fillna(False)
+    tier = np.select(
+        [error, missed, under, over, low, scored | ~answerable],
+        [_ERROR, _MISSED, _UNDER_REFUSED, _OVER_REFUSED, _LOW_RANK, _OK],
+        default=_NOT_SCORED,
+    )
+    pending = s["pending"].astype("boolean").fillna(False)
+    error_class = s["error_class"] if "error_class" in s else pd.Series(pd.NA, index=s.index)
+    issue = _issues(
+        [
+            (error, "error: " + error_class.astype("string").fillna("unclassified")),
+            (missed, "missed"),
+            (under, "answered an unanswerable query"),
+            (over, "refused an answerable query"),
+            (low, "first relevant at rank " + rank.astype("Int64").astype("string")),
+            (pending, "pending gold"),
+            (~pending & ~scored & answerable, "not applicable"),
+        ],
+        s.index,
+    )
+    table = pd.DataFrame(
+        {
+            "query_id": s["query_id"],
+            "issue": issue,
+            "question": _question(golden_queries, s["query_id"]),
+        }
+    )
+    for column in ("category", "lang", "answerable", "first_relevant_rank"):
+        if column in s:
+            table[column] = s[column]
+    for column in metric_columns:
+        if column in s and column not in table:
+            table[column] = s[column]
+    for column in ("refused", "refusal_correct", "error_class"):
+        if column in s:
+            table[column] = s[column]
+    # Deeper first within a tier; then the weakest graded score; then golden order.
+    depth = -rank.fillna(0).to_numpy(dtype=float)
+    graded = [c for c in metric_columns if c.startswith("ndcg@") and c in s]
+    weakest = s[graded[-1]].to_numpy(dtype=float, na_value=np.nan) if graded else np.zeros(len(s))
+    order = np.lexsort((np.arange(len(s)), np.nan_to_num(weakest, nan=np.inf), depth, tier))
+    return table.iloc[order].reset_index(drop=True)
+
+
+def worst_results_first(
+    outcomes: pd.DataFrame, hits: pd.DataFrame, golden_queries: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per-query ``retrieval_results`` as a compact table, worst first.
+
+    Input: the ``outcomes`` table (one row per query), the ``hits`` table (for the rank-1
+    document) and optionally the golden ``queries`` table. Output columns: query_id, issue,
+    question, n_hits, top_hit, retrieval_ms, answer_ms, attempts, answered, refused, error_class,
+    error. Order: failed queries (error), then timed out, then no hits, then the slowest searches
+    (relevance is judged later, in ``query_scores``). Ties keep the golden order.
+    """
+    o = outcomes
+    error = o["error"].notna()
+    timed_out = o["timed_out"].astype("boolean").fillna(False)
+    empty = o["n_hits"].fillna(0).eq(0) & ~error
+    tier = np.select([error, timed_out, empty], [0, 1, 2], default=3)
+    issue = _issues(
+        [
+            (error, "error: " + o["error_class"].astype("string").fillna("unclassified")),
+            (timed_out & ~error, "timed out"),
+            (empty, "no hits"),
+        ],
+        o.index,
+    )
+    top = hits.loc[hits["rank"] == 1].drop_duplicates("query_id").set_index("query_id")["doc_path"]
+    table = pd.DataFrame(
+        {
+            "query_id": o["query_id"],
+            "issue": issue,
+            "question": _question(golden_queries, o["query_id"]),
+            "n_hits": o["n_hits"],
+            "top_hit": o["query_id"].map(top).astype("string"),
+        }
+    )
+    for column in ("retrieval_ms", "answer_ms", "attempts", "answered", "refused", "error_class", "error"):
+        if column in o:
+            table[column] = o[column]
+    slowest = -o["retrieval_ms"].astype("Float64").fillna(0).to_numpy(dtype=float)
+    order = np.lexsort((np.arange(len(o)), slowest, tier))
+    return table.iloc[order].reset_index(drop=True)
+
+
+#: Comparison verdicts in the order a reviewer reads them: what got worse first.
+VERDICT_ORDER = ("regression", "loss", "only_a", "only_b", "not_scored", "win", "draw")
+
+
+def verdicts_worst_first(per_query: pd.DataFrame) -> pd.DataFrame:
+    """A comparison's per-query verdicts ordered regression, loss, only_a, only_b, not_scored,
+    win, draw (unknown verdicts last); within a verdict the baseline's better ranks first (the
+    biggest falls lead), then the original order."""
+    verdict = per_query["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
+    verdict = verdict.fillna(len(VERDICT_ORDER)).to_numpy(dtype=float)
+    a_rank = per_query["a_rank"].astype("Float64").fillna(np.inf).to_numpy(dtype=float)
+    order = np.lexsort((np.arange(len(per_query)), a_rank, verdict))
+    return per_query.iloc[order].reset_index(drop=True)

@@ -1,0 +1,87 @@
+"""The compact run summary: one small Markdown table a person reads first in the Dagster UI.
+
+Who was evaluated (system, golden set, the versions that make runs comparable), the headline
+metrics with their denominators, and each gate's bound and outcome beside the metric it guards.
+The full run report (every metric, the breakdowns) stays in the ``report`` metadata entry.
+"""
+
+from __future__ import annotations
+
+import math
+
+_OPS = {"min": "≥", "max": "≤"}
+SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
+
+
+def _value(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "null"
+    return f"{x:.4f}"
+
+
+def _gate_outcome(gate: dict) -> str:
+    if gate["skipped"]:
+        return "skipped"
+    if gate["passed"]:
+        return "pass"
+    return "FAIL" if gate["blocking"] else "warn"
+
+
+def gate_tally(gates: list[dict]) -> dict[str, int]:
+    """Counts of gate outcomes: passed, failed (blocking), warned (non-blocking), skipped."""
+    tally = {"passed": 0, "failed": 0, "warned": 0, "skipped": 0}
+    for gate in gates:
+        if gate["skipped"]:
+            tally["skipped"] += 1
+        elif gate["passed"]:
+            tally["passed"] += 1
+        else:
+            tally["failed" if gate["blocking"] else "warned"] += 1
+    return tally
+
+
+def render_run_summary(
+    run_id: str,
+    info: dict,
+    headline: dict[str, float | None],
+    denominators: dict[str, int],
+    gates: list[dict],
+) -> str:
+    """Markdown: a header line (run, system, golden set), the key versions, and one table of the
+    headline metrics — value, denominator n (queries the metric averages over; a null value means
+    n = 0) and the gates on that metric — followed by the gate tally and any gate on a metric
+    outside the headline (slices such as ``mrr[lang=ko]`` included)."""
+    system, golden, versions = info.get("system", {}), info.get("golden", {}), info.get("versions", {})
+    # Short lines, one fact each: the UI shows this in a narrow metadata column.
+    lines = [
+        f"**`{run_id}`** · {system.get('kind')} ({system.get('mode') or 'default mode'})",
+        "",
+        f"golden **{golden.get('name')}** · {golden.get('queries')} queries · "
+        f"`{str(golden.get('sha256'))[:12]}`",
+        "",
+        *[f"{key.removesuffix('_version')} `{versions.get(key) or 'none'}`  " for key in SUMMARY_VERSIONS],
+        "",
+        "| metric | value | n | gate |",
+        "|---|---:|---:|---|",
+    ]
+    by_metric: dict[str, list[dict]] = {}
+    for gate in gates:
+        by_metric.setdefault(gate["metric"], []).append(gate)
+
+    def bounds(metric: str) -> str:
+        return "; ".join(
+            f"{_OPS.get(g['kind'], g['kind'])}{g['threshold']:g} {_gate_outcome(g)}"
+            for g in by_metric.get(metric, [])
+        )
+
+    for metric, value in headline.items():
+        n = denominators.get(metric)
+        lines.append(f"| {metric} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
+    for metric in by_metric:
+        if metric not in headline:
+            value = by_metric[metric][0]["value"]
+            lines.append(f"| {metric} | {_value(value)} | | {bounds(metric)} |")
+    if gates:
+        tally = gate_tally(gates)
+        lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]
+    return "\n".join(lines) + "\n"
