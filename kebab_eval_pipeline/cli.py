@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Annotated
 
@@ -75,7 +75,10 @@ def _fmt(v) -> str:
 @app.command()
 def run(
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Partition key (default: run-<UTC time>).")
+        str | None,
+        typer.Option(
+            "--run-id", help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>)."
+        ),
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (SPEC §12).")] = None,
     golden: Annotated[
@@ -108,6 +111,7 @@ def run(
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
     from kebab_eval_pipeline.systems.factory import build_system
@@ -117,7 +121,7 @@ def run(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
-    run_id = check_run_id(run_id or f"run-{datetime.now(UTC):%Y%m%dT%H%M%S}")
+    run_id = check_run_id(run_id or new_run_id())
     overrides = {
         k: v
         for k, v in {
@@ -170,6 +174,7 @@ def run(
                 instance=instance,
                 raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
             )
 
     base = defs.resources["artifact_storage"].base
@@ -261,40 +266,69 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
 
 
 @runs_app.command("add")
-def runs_add(run_id: str) -> None:
+def runs_add(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ID",
+            help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>).",
+            show_default=False,
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only the run id (for RUN_ID=$(kebab-eval runs add -q))."),
+    ] = False,
+) -> None:
     """Register a run partition only (then `dagster asset materialize --partition ID`).
 
-    Also records the golden hash and index version the run will read (config from
-    $KEBAB_EVAL_CONFIG, as the code location loads it).
+    Without ID a new one is made (`kebab-eval runs add -q` prints just that id). Also records the
+    golden hash and index version the run will read (config from $KEBAB_EVAL_CONFIG, as the code
+    location loads it).
     """
     from kebab_eval_pipeline.definitions import CONFIG_ENV
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
+    from kebab_eval_pipeline.run_ids import new_run_id
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.storage import check_run_id
 
     instance = _instance()
-    check_run_id(run_id)
+    run_id = check_run_id(run_id or new_run_id())
     observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
     if instance.has_dynamic_partition(eval_runs.name, run_id):
-        out.print(f"run {run_id} is already registered")
+        out.print(run_id if quiet else f"run {run_id} is already registered", highlight=False)
         return
     instance.add_dynamic_partitions(eval_runs.name, [run_id])
-    out.print(f"registered run {run_id} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+    out.print(
+        run_id if quiet else f"registered run {run_id} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 @runs_app.command("list")
 def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -> None:
-    """Registered run partitions and whether their metrics are stored."""
+    """Registered run partitions, oldest first, and whether their metrics are stored.
+
+    `started` is the UTC time in a generated id, else the run's created_at; runs with neither
+    follow in the order they were registered.
+    """
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
+    from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
 
     instance = _instance()
     store = _store(config)
-    table = Table("run_id", "metrics stored", "created_at")
-    stored = {m["run_id"]: m for m in store.runs("run_metrics")}
-    for key in instance.get_dynamic_partitions(eval_runs.name):
-        m = stored.get(key)
-        table.add_row(key, "yes" if m else "no", (m or {}).get("info", {}).get("created_at", ""))
+    table = Table("run_id", "started (UTC)", "metrics stored")
+    table.columns[0].overflow = "fold"  # fold, never truncate: ids are copied from here
+    created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
+    for key in sort_run_ids(instance.get_dynamic_partitions(eval_runs.name), created):
+        started = run_started(key, created.get(key))
+        table.add_row(
+            key,
+            "" if started is None else f"{started.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+            "yes" if key in created else "no",
+        )
     out.print(table)
 
 

@@ -15,14 +15,11 @@ import dagster as dg
 from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.orchestration.assets import golden_file_observation, system_observation
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
+from kebab_eval_pipeline.run_ids import TRIGGER_TAG, golden_change_run_id, nightly_run_id, nightly_run_of_day
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 
 NIGHTLY_HOUR_ENV = "KEBAB_EVAL_NIGHTLY_HOUR_UTC"
-
-
-def nightly_run_key(now: datetime) -> str:
-    return f"nightly-{now:%Y-%m-%d}"
 
 
 def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -> list[dg.SensorDefinition]:
@@ -31,20 +28,20 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         minimum_interval_seconds=600,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Every night after the configured UTC hour (env KEBAB_EVAL_NIGHTLY_HOUR_UTC, default 2) "
-        "registers run nightly-YYYY-MM-DD and materializes the evaluation chain for it (once per day).",
+        "registers run nightly-YYYYMMDD-HHMMSS and materializes the evaluation chain for it (once per UTC "
+        "day).",
     )
     def nightly_eval_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         now = datetime.now(UTC)
         hour = int(os.environ.get(NIGHTLY_HOUR_ENV, "2"))
-        key = nightly_run_key(now)
         if now.hour < hour:
             return dg.SkipReason(f"waiting for {hour:02d}:00 UTC")
-        if context.instance.has_dynamic_partition(eval_runs.name, key):
-            return dg.SkipReason(f"{key} already registered")
+        done = nightly_run_of_day(context.instance.get_dynamic_partitions(eval_runs.name), now.date())
+        if done is not None:
+            return dg.SkipReason(f"{done} already registered today")
+        key = nightly_run_id(now)
         return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "nightly"})
-            ],
+            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "nightly"})],
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
             # what the run will read, recorded first so the run's provenance is exact
             asset_events=[
@@ -70,11 +67,9 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
             return dg.SkipReason("golden file unchanged")
         if context.cursor is None:
             return dg.SensorResult(cursor=sha, asset_events=[observation])
-        key = f"golden-{datetime.now(UTC):%Y%m%dT%H%M%S}-{sha[:8]}"
+        key = golden_change_run_id(datetime.now(UTC), sha)
         return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(partition_key=key, run_key=key, tags={"kebab-eval/trigger": "golden-change"})
-            ],
+            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "golden-change"})],
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
             cursor=sha,
             asset_events=[observation],
