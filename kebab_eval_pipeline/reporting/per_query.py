@@ -27,6 +27,15 @@ COLUMN_DESCRIPTIONS = {
     "error_class": "classified error of a failed query (timeout, http_5xx, bad_output, …)",
     "refused": "the system declined to answer",
     "refusal_correct": "1 when an unanswerable query was refused",
+    "answered": "the system returned an answer",
+    "error": "the error message of a failed query",
+    "verdict": "this run against the baseline: regression (baseline found it, this run missed), loss "
+    "(found lower), win (found, or found higher), draw; only_a / only_b: in one run only",
+    "a_rank": "first relevant rank in the baseline run",
+    "b_rank": "first relevant rank in this run",
+    "note": "why the verdict",
+    "refusal_flip": "answered→refused or refused→answered between the runs",
+    "groundedness_flip": "grounded→ungrounded or ungrounded→grounded between the runs",
 }
 
 # Tiers, worst first. A query gets the worst tier that applies; its ``issue`` names every problem.
@@ -74,12 +83,13 @@ def worst_scores_first(
     under = s["under_refusal"].eq(1) if "under_refusal" in s else pd.Series(False, index=s.index)
     over = s["over_refusal"].eq(1) if "over_refusal" in s else pd.Series(False, index=s.index)
     low = scored & (rank > 1).fillna(False)
+    pending = s["pending"].astype("boolean").fillna(False)
     tier = np.select(
-        [error, missed, under, over, low, scored | ~answerable],
+        # a pending unanswerable query is labelled 'pending gold': it sorts with the not-scored ones
+        [error, missed, under, over, low, (scored | ~answerable) & ~pending],
         [_ERROR, _MISSED, _UNDER_REFUSED, _OVER_REFUSED, _LOW_RANK, _OK],
         default=_NOT_SCORED,
     )
-    pending = s["pending"].astype("boolean").fillna(False)
     error_class = s["error_class"] if "error_class" in s else pd.Series(pd.NA, index=s.index)
     issue = _issues(
         [
@@ -110,7 +120,8 @@ def worst_scores_first(
         if column in s:
             table[column] = s[column]
     # Deeper first within a tier; then the weakest graded score; then golden order.
-    depth = -rank.fillna(0).to_numpy(dtype=float)
+    # an answerable query that found nothing is deeper than any rank (errors: nothing found first)
+    depth = -rank.fillna(0).mask(answerable & rank.isna(), np.inf).to_numpy(dtype=float)
     graded = [c for c in metric_columns if c.startswith("ndcg@") and c in s]
     weakest = s[graded[-1]].to_numpy(dtype=float, na_value=np.nan) if graded else np.zeros(len(s))
     order = np.lexsort((np.arange(len(s)), np.nan_to_num(weakest, nan=np.inf), depth, tier))

@@ -19,6 +19,11 @@ def _value(x: float | None) -> str:
     return f"{x:.4f}"
 
 
+def _cell(text: str) -> str:
+    # A slice value may hold '|' (mrr[tag=a|b]); unescaped it would split the table cell.
+    return text.replace("|", "\\|")
+
+
 def _gate_outcome(gate: dict) -> str:
     if gate["skipped"]:
         return "skipped"
@@ -76,11 +81,11 @@ def render_run_summary(
 
     for metric, value in headline.items():
         n = denominators.get(metric)
-        lines.append(f"| {metric} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
+        lines.append(f"| {_cell(metric)} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
     for metric in by_metric:
         if metric not in headline:
             value = by_metric[metric][0]["value"]
-            lines.append(f"| {metric} | {_value(value)} | | {bounds(metric)} |")
+            lines.append(f"| {_cell(metric)} | {_value(value)} | | {bounds(metric)} |")
     if gates:
         tally = gate_tally(gates)
         lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]
