@@ -13,8 +13,9 @@ comes from a CDN these machines cannot reach.
 
 Every request outside the allowed URL prefixes (by default: ``file://`` for a file, the origin for
 an http(s) URL) is recorded in ``blocked_requests`` and aborted, so a page under test never
-reaches the network. When playwright or Chromium is missing the test is skipped — unless
-``KEBAB_EVAL_REQUIRE_BROWSER=1`` (set by CI), where it fails instead.
+reaches the network. ``init_scripts`` run in every page before its own scripts (e.g. to set a
+``localStorage`` flag a web app reads at start-up). When playwright or Chromium is missing the
+test is skipped — unless ``KEBAB_EVAL_REQUIRE_BROWSER=1`` (set by CI), where it fails instead.
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ class PageVisit:
     ``page`` is the live playwright ``Page`` (valid inside the ``with`` block). Lists hold, in
     order: ``requests`` every URL requested (the page itself first), ``blocked_requests`` those
     outside the allowed prefixes (aborted), ``failed_requests`` "url: reason" for every request
-    that failed (blocked ones included), ``console_messages`` "type: text" for every console
-    message, ``console_errors`` the text of the error ones, ``page_errors`` uncaught exceptions.
+    that failed (blocked ones included), ``error_responses`` "status url" for every HTTP response
+    with status 400 or above (the request went through, the server answered with an error),
+    ``console_messages`` "type: text" for every console message, ``console_errors`` the text of
+    the error ones, ``page_errors`` uncaught exceptions.
     """
 
     page: Any
@@ -85,6 +88,7 @@ class PageVisit:
     requests: list[str] = field(default_factory=list)
     blocked_requests: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)
+    error_responses: list[str] = field(default_factory=list)
     console_messages: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
@@ -117,11 +121,13 @@ def open_in_chromium(
     viewport: tuple[int, int] = (1280, 900),
     timeout_ms: int = 15_000,
     wait_until: str = "load",
+    init_scripts: Sequence[str] = (),
 ) -> Iterator[PageVisit]:
     """Open ``target`` (a file path or URL) in headless Chromium and yield the :class:`PageVisit`.
 
     ``allow``: URL prefixes the page may request (default: ``file://`` for files, the target's
-    origin for http(s)); anything else is aborted and listed in ``blocked_requests``. Skips (or
+    origin for http(s)); anything else is aborted and listed in ``blocked_requests``.
+    ``init_scripts``: JavaScript run in every page before the page's own scripts. Skips (or
     fails, see :func:`require_browser`) when the browser is unavailable or will not start.
     """
     executable = require_browser()
@@ -138,6 +144,8 @@ def open_in_chromium(
         try:
             context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
             context.set_default_timeout(timeout_ms)
+            for script in init_scripts:
+                context.add_init_script(script)
             page = context.new_page()
             visit = PageVisit(page=page, url=url)
 
@@ -153,6 +161,12 @@ def open_in_chromium(
             context.route("**/*", route)
             page.on("request", lambda r: visit.requests.append(r.url))
             page.on("requestfailed", lambda r: visit.failed_requests.append(f"{r.url}: {r.failure}"))
+
+            def response(resp) -> None:
+                if resp.status >= 400:
+                    visit.error_responses.append(f"{resp.status} {resp.url}")
+
+            page.on("response", response)
             page.on("pageerror", lambda e: visit.page_errors.append(str(e)))
 
             def console(message) -> None:
