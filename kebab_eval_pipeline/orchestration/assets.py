@@ -149,19 +149,19 @@ def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
     instance.report_runless_asset_event(system_observation(build_system(settings).info()))
 
 
-@dg.multi_observable_source_asset(
-    name="golden_file",
-    specs=[
-        dg.AssetSpec(
-            "golden_file",
-            group_name=GROUP,
-            kinds={"file"},
-            tags={STAGE: "input"},
-            description="The golden file(s) on disk. Its data version is the content sha256, so editing "
-            "the golden set marks every run's golden_set as stale.",
-        )
-    ],
-    required_resource_keys={"eval_settings", "system_under_test"},
+def _observed_input(key: str, kind: str, description: str):
+    """An observed input of the chain, in the chain's group (settings and system resources)."""
+    spec = dg.AssetSpec(key, group_name=GROUP, kinds={kind}, tags={STAGE: "input"}, description=description)
+    return dg.multi_observable_source_asset(
+        name=key, specs=[spec], required_resource_keys={"eval_settings", "system_under_test"}
+    )
+
+
+@_observed_input(
+    "golden_file",
+    "file",
+    "The golden file(s) on disk. Its data version is the content sha256, so editing the golden set "
+    "marks every run's golden_set as stale.",
 )
 def golden_file(context) -> dg.ObserveResult:
     settings = context.resources.eval_settings.load(context.resources.system_under_test)
@@ -173,20 +173,12 @@ def golden_file(context) -> dg.ObserveResult:
     )
 
 
-@dg.multi_observable_source_asset(
-    name="system_under_test",
-    specs=[
-        dg.AssetSpec(
-            "system_under_test",
-            group_name=GROUP,
-            kinds={"python"},
-            tags={STAGE: "input"},
-            description="The configured system under test (the `system_under_test` resource). Its data "
-            "version is the index version (parser + chunker + embedding versions + corpus hash), so a new "
-            "chunker or corpus marks results stale.",
-        )
-    ],
-    required_resource_keys={"eval_settings", "system_under_test"},
+@_observed_input(
+    "system_under_test",
+    "python",
+    "The configured system under test (the `system_under_test` resource). Its data version is the "
+    "index version (parser + chunker + embedding versions + corpus hash), so a new chunker or corpus "
+    "marks results stale.",
 )
 def system_under_test(context) -> dg.ObserveResult:
     info = build_system(context.resources.eval_settings.load(context.resources.system_under_test)).info()
