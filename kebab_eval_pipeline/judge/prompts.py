@@ -1,0 +1,142 @@
+"""Versioned judge prompts and the judge input they are rendered from.
+
+A prompt version names the exact wording of both criteria; changing any wording means a new
+version (the cache key and the run metadata carry it). ``v1-alt`` says the same thing in other
+words and shows the passages after the answer: the default spot-check variant.
+
+The judge input of one query (:class:`JudgeInput`) is what a re-judge needs — question, answer,
+its citations and the top context passages — and is stored with every judgement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from kebab_eval_pipeline.judge.completion import Decoding, Message
+
+Criterion = Literal["groundedness", "correctness"]
+CRITERIA: tuple[Criterion, ...] = ("groundedness", "correctness")
+
+_REPLY = (
+    'Reply with one JSON object and nothing else: {"score": <integer 0-5>, "supported_claims": '
+    '[<claims the passages support>], "unsupported_claims": [<claims they do not>], '
+    '"reasoning": "<one sentence>"}'
+)
+_SCALES: dict[Criterion, str] = {
+    "groundedness": (
+        "5 = every claim is supported by the passages and the major claims are cited; "
+        "4 = most claims supported and cited, minor unsupported details; "
+        "3 = some claims supported, some not, or citations missing; "
+        "2 = major claims unsupported or uncited; 1 = the answer contradicts the passages; "
+        "0 = the answer has nothing to do with the passages."
+    ),
+    "correctness": (
+        "5 = fully correct and complete; 4 = mostly correct, minor issues; 3 = partially correct; "
+        "2 = significant errors; 1 = mostly incorrect; 0 = completely wrong or no answer to the question."
+    ),
+}
+_TASKS: dict[str, dict[Criterion, str]] = {
+    "v1": {
+        "groundedness": "You grade whether an ANSWER is grounded in the numbered CONTEXT passages. "
+        "Judge only against the passages, not your own knowledge. Scale: ",
+        "correctness": "You grade whether an ANSWER correctly answers the QUESTION, using the numbered "
+        "CONTEXT passages as the source of truth. Scale: ",
+    },
+    "v1-alt": {
+        "groundedness": "Check every statement of the ANSWER against the CONTEXT passages below it. "
+        "Only the passages count as evidence. Score it: ",
+        "correctness": "Decide how well the ANSWER responds to the QUESTION; the CONTEXT passages are "
+        "the facts to check it against. Score it: ",
+    },
+}
+# One worked example per criterion: tiny judges follow a shown reply format far better than a described one.
+_EXAMPLE_INPUT = {
+    "question": "How hot should the water be for green tea?",
+    "answer": "Brew green tea at 80 degrees [1] and add honey.",
+    "citations": ["[1] tea/green.md"],
+    "context": [
+        {
+            "ref": "1",
+            "doc_path": "tea/green.md",
+            "heading": "Brewing",
+            "text": "Brew green tea at 80 degrees for two minutes.",
+        }
+    ],
+}
+_EXAMPLE_REPLY: dict[Criterion, str] = {
+    "groundedness": '{"score": 4, "supported_claims": ["Brew green tea at 80 degrees"], '
+    '"unsupported_claims": ["add honey"], "reasoning": "The temperature is in [1]; honey is not."}',
+    "correctness": '{"score": 5, "supported_claims": ["Brew green tea at 80 degrees"], '
+    '"unsupported_claims": [], "reasoning": "It gives the temperature the question asks for."}',
+}
+PROMPT_VERSIONS: tuple[str, ...] = tuple(_TASKS)
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    """What the judge sees for one answered query (stored with every judgement)."""
+
+    question: str
+    answer: str
+    citations: tuple[str, ...]
+    context: tuple[dict[str, str], ...]  # {"ref", "doc_path", "heading", "text"}, rank order
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JudgeInput:
+        doc = json.loads(text)
+        return cls(
+            question=doc["question"],
+            answer=doc["answer"],
+            citations=tuple(doc["citations"]),
+            context=tuple(dict(c) for c in doc["context"]),
+        )
+
+
+def check_prompt_version(version: str) -> str:
+    if version not in _TASKS:
+        raise ValueError(f"unknown prompt version {version!r} (known: {', '.join(PROMPT_VERSIONS)})")
+    return version
+
+
+def _user_text(criterion: Criterion, version: str, item: JudgeInput | dict) -> str:
+    doc = asdict(item) if isinstance(item, JudgeInput) else item
+    passages = (
+        "\n\n".join(
+            f"[{c['ref']}] {c['doc_path']}"
+            + (f" — {c['heading']}" if c.get("heading") else "")
+            + f"\n{c['text']}"
+            for c in doc["context"]
+        )
+        or "(no passages were retrieved)"
+    )
+    cites = ", ".join(doc["citations"]) or "(none)"
+    question = f"QUESTION: {doc['question']}\n\n" if criterion == "correctness" else ""
+    answer = f"ANSWER: {doc['answer']}\nCITED: {cites}"
+    context = f"CONTEXT:\n{passages}"
+    body = f"{answer}\n\n{context}" if version.endswith("-alt") else f"{context}\n\n{answer}"
+    return f"{question}{body}\n\nGrade the ANSWER."
+
+
+def render(criterion: Criterion, version: str, item: JudgeInput) -> list[Message]:
+    """The chat messages of one judgement: instructions with the scale, one worked example,
+    then the query's input. Raises ValueError for an unknown version."""
+    check_prompt_version(version)
+    system = _TASKS[version][criterion] + _SCALES[criterion] + " " + _REPLY
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _user_text(criterion, version, _EXAMPLE_INPUT)},
+        {"role": "assistant", "content": _EXAMPLE_REPLY[criterion]},
+        {"role": "user", "content": _user_text(criterion, version, item)},
+    ]
+
+
+def input_hash(messages: list[Message], decoding: Decoding) -> str:
+    """sha256 of the exact judge input: the rendered messages and the decoding settings."""
+    doc = {"messages": messages, "decoding": decoding.as_dict()}
+    return hashlib.sha256(json.dumps(doc, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
