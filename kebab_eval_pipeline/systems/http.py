@@ -111,6 +111,29 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+def backoff_delay(
+    attempt: int, backoff_s: float, max_backoff_s: float, response: httpx.Response | None
+) -> float:
+    """Seconds to wait after failed ``attempt`` (1-based): ``backoff_s`` doubling per attempt, capped
+    by ``max_backoff_s``, with equal jitter; a ``Retry-After`` of ``response`` (capped too) can
+    lengthen it."""
+    base = min(max_backoff_s, backoff_s * 2 ** (attempt - 1))
+    delay = base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread, never shorter than half
+    after = _retry_after(response) if response is not None else None
+    if after is not None:
+        delay = max(delay, min(after, max_backoff_s))
+    return delay
+
+
+def scrub_text(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with URLs stripped of user info and query string (httpx names the URL in its
+    messages) and every one of ``secrets`` (longest first) replaced by ``***``."""
+    text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
 class _Attempted(Exception):
     """A QueryFailure plus how many requests it took."""
 
@@ -144,10 +167,7 @@ class HttpSystem(OpaqueSystem):
     def scrub(self, text: str) -> str:
         """``text`` with URLs stripped of user info and query string (httpx names the URL in its
         messages) and every secret header value (and its tokens) replaced by ``***``."""
-        text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return scrub_text(text, self._secrets)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -287,13 +307,7 @@ class HttpSystem(OpaqueSystem):
         return (time.perf_counter() - started) * 1000.0
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        s = self.settings
-        base = min(s.max_backoff_s, s.backoff_s * 2 ** (attempt - 1))
-        delay = base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread, never shorter than half
-        after = _retry_after(response) if response is not None else None
-        if after is not None:
-            delay = max(delay, min(after, s.max_backoff_s))
-        return delay
+        return backoff_delay(attempt, self.settings.backoff_s, self.settings.max_backoff_s, response)
 
     async def _post(self, client: httpx.AsyncClient, url: str, body: Any) -> tuple[Any, int]:
         """POST ``body`` with bounded retries; returns (parsed JSON, attempts) or raises _Attempted."""
