@@ -107,6 +107,33 @@ class RetrievalArtifact:
 
 
 @dataclass
+class JudgeArtifact:
+    """The LLM judge's judgements of a run (one row per query × criterion × role, see
+    ``judge.run.JUDGEMENT_COLUMNS``) and ``info``: whether the judge was on, both judges pinned
+    (model, digest, prompt version, decoding), the spot-check sample, calls and cache hits."""
+
+    judgements: pd.DataFrame
+    info: dict[str, Any]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.info.get("enabled"))
+
+    @classmethod
+    def disabled(cls) -> JudgeArtifact:
+        from kebab_eval_pipeline.judge.run import empty_judgements
+
+        return cls(empty_judgements(), {"enabled": False})
+
+    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
+        return {"judgements": self.judgements}, self.info
+
+    @classmethod
+    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> JudgeArtifact:
+        return cls(tables["judgements"], info)
+
+
+@dataclass
 class QueryScoresArtifact:
     """The ``query_scores`` table (one row per golden query, floats rounded to 4 decimals) and,
     when it was computed with them, the run-level numbers taken from the unrounded scores."""
@@ -211,6 +238,7 @@ class ComparisonArtifact:
 ARTIFACT_TYPES: dict[str, type] = {
     "golden_set": GoldenArtifact,
     "retrieval_results": RetrievalArtifact,
+    "judge": JudgeArtifact,
     "query_scores": QueryScoresArtifact,
     "run_metrics": RunMetricsArtifact,
     "comparison_report": ComparisonArtifact,

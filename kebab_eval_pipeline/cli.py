@@ -20,6 +20,7 @@ from rich.table import Table
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
+from kebab_eval_pipeline.judge.cli import judge_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -104,9 +105,15 @@ def run(
         ),
     ] = None,
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="Reference chunker size.")] = None,
+    judge: Annotated[
+        bool | None,
+        typer.Option(
+            "--judge/--no-judge",
+            help="Turn the LLM judge on (the config's judge: block, else the default local judge) or off.",
+        ),
+    ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
-    from kebab_eval_pipeline import progress
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
@@ -131,6 +138,7 @@ def run(
             "answers": answers,
             "baseline": baseline,
             "chunk_size": chunk_size,
+            "judge": judge,
         }.items()
         if v is not None
     }
@@ -148,34 +156,9 @@ def run(
     observe_inputs(instance, settings)
     job = defs.resolve_job_def(JOB_NAME)
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("queries", total=len(loaded.queries))
-        stage_line = {"text": ""}
-
-        def on_stage(name: str) -> None:
-            stage_line["text"] = name
-            bar.update(task, description=name)
-
-        def on_query(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        with progress.reporting_to(on_stage, on_query):
-            # Dagster's DEBUG event stream stays in the instance (and the UI); the terminal gets
-            # the progress bar and warnings only.
-            result = job.execute_in_process(
-                partition_key=run_id,
-                instance=instance,
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-                tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
-            )
+    result = _execute(
+        job, instance, run_id, len(loaded.queries), tags={TRIGGER_TAG: "ci" if in_ci() else "cli"}
+    )
 
     base = defs.resources["artifact_storage"].base
     store = ArtifactStore(base)
@@ -184,6 +167,113 @@ def run(
     _print_run(store, run_id, settings.k, headline)
     if not result.success:
         _raise_run_failure(result, run_id)
+
+
+def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None):
+    """Run ``job`` for partition ``run_id`` in-process behind a progress bar (stage name and
+    queries done out of ``total``); Dagster's DEBUG event stream stays in the instance (and the UI),
+    the terminal gets the progress bar and warnings only."""
+    from kebab_eval_pipeline import progress
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("queries", total=total)
+
+        def on_stage(name: str) -> None:
+            bar.update(task, description=name)
+
+        def on_query(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        with progress.reporting_to(on_stage, on_query):
+            return job.execute_in_process(
+                partition_key=run_id,
+                instance=instance,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                tags=tags,
+                asset_selection=asset_selection,
+            )
+
+
+JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")
+
+
+@app.command()
+def rejudge(
+    run_id: Annotated[str, typer.Argument(help="A stored run (partition) to judge again.")],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="The run's config YAML; its judge: block is the judge (default: local)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Another judge model (a local path, or the endpoint's name)."),
+    ] = None,
+    prompt_version: Annotated[
+        str | None, typer.Option("--prompt-version", help="Another judge prompt version (v1, v1-alt).")
+    ] = None,
+) -> None:
+    """Judge a stored run again — with the current judge or another model or prompt version — from
+    its stored golden set and results: the system under test is not called. Re-materializes judge,
+    query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
+    digest, prompt version and input) cost no model call."""
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
+    from kebab_eval_pipeline.pipeline import headline
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG
+    from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+
+    run_id = check_run_id(run_id)
+    instance = _instance()
+    overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
+    defs = build_definitions(config, overrides={k: v for k, v in overrides.items() if v is not None})
+    settings = run_settings(defs)
+    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    if not store.exists("retrieval_results", run_id) or not store.exists("run_metrics", run_id):
+        raise InputError(
+            "nothing to re-judge",
+            [Offender(run_id, f"no stored results for this run under {store.base}", field="run_id")],
+        )
+    stored = store.read("run_metrics", run_id)[1]
+    differs = [
+        Offender(
+            str(config or "<defaults>"),
+            f"the run was scored with {key}={stored.get(key)!r}, this config says {getattr(settings, key)!r}",
+            field=key,
+        )
+        for key in ("k", "mrr_cutoff", "match")
+        if key in stored and stored[key] != getattr(settings, key)
+    ]
+    if differs:
+        raise InputError(f"run {run_id} was scored with other settings: pass the config it ran with", differs)
+    n_queries = stored.get("golden", {}).get("queries", 0)
+    result = _execute(
+        defs.resolve_job_def(JOB_NAME),
+        instance,
+        run_id,
+        n_queries,
+        tags={TRIGGER_TAG: "rejudge"},
+        asset_selection=[dg_key(name) for name in JUDGED_ASSETS],
+    )
+    if not store.exists("judge", run_id):
+        _raise_run_failure(result, run_id)
+    _print_run(store, run_id, settings.k, headline)
+    if not result.success:
+        _raise_run_failure(result, run_id)
+
+
+def dg_key(name: str):
+    from dagster import AssetKey
+
+    return AssetKey(name)
 
 
 def _raise_run_failure(result, run_id: str) -> None:
@@ -590,6 +680,7 @@ def _mount_reference_cli() -> None:
 
 
 _mount_reference_cli()
+app.add_typer(judge_app, name="judge")
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.judge.metrics import JUDGE_RUN_METRICS
 from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, OPERATIONAL_METRICS, metric_names
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.settings import (
@@ -31,7 +32,8 @@ from kebab_eval_pipeline.settings import (
 )
 
 _GATE_KEY = re.compile(r"^(?P<metric>[^\[\]]+?)(?:\[(?P<dimension>[^=\[\]]+)=(?P<value>[^\[\]]*)\])?$")
-_NOT_SLICED = {"n_queries", "n_applicable", *INDEX_METRICS}  # run-level only: no breakdown rows
+# run-level only: no breakdown rows
+_NOT_SLICED = {"n_queries", "n_applicable", *INDEX_METRICS, *JUDGE_RUN_METRICS}
 #: Metrics where a rise is the regression (rates of bad events, latencies, index gaps).
 LOWER_IS_BETTER: frozenset[str] = frozenset(
     {
@@ -43,6 +45,15 @@ LOWER_IS_BETTER: frozenset[str] = frozenset(
         "index_zero_chunk_docs",
         "index_zero_chunk_rate",
         "index_chunks_skipped",
+        # the judge's own failures, instability and spend
+        "judge_unparseable_rate",
+        "judge_error_rate",
+        "judge_disagreement_rate",
+        "judge_prompt_tokens",
+        "judge_completion_tokens",
+        "judge_cost_usd",
+        "judge_latency_p50_ms",
+        "judge_latency_p95_ms",
     }
 )
 

@@ -15,6 +15,7 @@ import pandas as pd
 from kebab_eval_pipeline import progress
 from kebab_eval_pipeline.artifacts import (
     GoldenArtifact,
+    JudgeArtifact,
     QueryScoresArtifact,
     RetrievalArtifact,
     RunMetricsArtifact,
@@ -102,14 +103,49 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
     return RetrievalArtifact(results, info)
 
 
-def score(settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact) -> QueryScoresArtifact:
+def judge(
+    settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact, storage_base: str | None
+) -> JudgeArtifact:
+    """The LLM judge's judgements of the run's answered queries (SPEC §6), or a disabled artifact
+    when ``judge:`` is null. Replies are cached in ``judge.cache_dir`` (default: beside the run
+    artifacts), so unchanged inputs are never judged twice. A bad judge config (missing model file,
+    unset API key variable) is an InputError; a failing call is a row with an error."""
+    if settings.judge is None:
+        return JudgeArtifact.disabled()
+    from kebab_eval_pipeline.judge.cache import CACHE_FILE, JudgeCache
+    from kebab_eval_pipeline.judge.run import judge_run
+
+    j = settings.judge
+    cache_path = (
+        Path(j.cache_dir) / CACHE_FILE if j.cache_dir else JudgeCache.default_path(storage_base)
+    )
+    r = retrieval.results
+    with JudgeCache(cache_path) as cache:
+        table, info = judge_run(
+            j, golden.queries, r.outcomes, r.hits, r.citations, cache, progress=progress.query_progress()
+        )
+    return JudgeArtifact(table, {**info, "cache": str(cache_path)})
+
+
+def score(
+    settings: RunSettings,
+    golden: GoldenArtifact,
+    retrieval: RetrievalArtifact,
+    judged: JudgeArtifact | None = None,
+) -> QueryScoresArtifact:
     """Per-query scores: one row per golden query (nulls where a metric does not apply), stored
-    rounded to 4 decimals, plus the run-level summary computed from the unrounded scores."""
+    rounded to 4 decimals, plus the run-level summary computed from the unrounded scores. With an
+    enabled judge artifact, the judge columns (``judge.metrics.judge_query_columns``) are added."""
     r = retrieval.results
     verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
     scores = exact_query_scores(
         golden, retrieval, settings.k, settings.mrr_cutoff, settings.match, verification
     )
+    if judged is not None and judged.enabled:
+        from kebab_eval_pipeline.judge.metrics import judge_query_columns
+
+        columns = judge_query_columns(scores["query_id"], judged.judgements, scores["groundedness_rule"])
+        scores = pd.concat([scores, columns], axis=1)
     info = {
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
@@ -185,17 +221,47 @@ def summarize(
     golden: GoldenArtifact,
     retrieval: RetrievalArtifact,
     scores: QueryScoresArtifact,
+    judged: JudgeArtifact | None = None,
 ) -> RunMetricsArtifact:
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
-    the system's indexing coverage as ``index_*`` metrics (None when it reports none)."""
+    the system's indexing coverage as ``index_*`` metrics (None when it reports none) and, when the
+    run was judged, the run-level judge metrics (``judge.metrics.judge_run_metrics``)."""
     summary = scores.summary or summarize_scores(scores.scores, settings.k)  # runs stored before summaries
     metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
+    denominators = dict(summary.denominators)
+    info = run_identity(run_id, settings, golden, retrieval)
+    if judged is not None and judged.enabled:
+        from kebab_eval_pipeline.judge.metrics import judge_run_metrics
+
+        judge_metrics, judge_n = judge_run_metrics(judged.judgements, judged.info)
+        metrics.update(judge_metrics)
+        denominators.update(judge_n)
+        info["judge"] = judge_identity(judged.info)
     return RunMetricsArtifact(
         metrics=metrics,
-        denominators=summary.denominators,
+        denominators=denominators,
         breakdowns=summary.breakdowns,
-        info=run_identity(run_id, settings, golden, retrieval),
+        info=info,
     )
+
+
+def judge_identity(info: dict[str, Any]) -> dict[str, Any]:
+    """What pins a run's judge scores: both judges' backend, model, digest, prompt version and
+    decoding, and the spot-check settings (in run metadata, exports and comparisons)."""
+    keep = ("backend", "model", "digest", "pinned", "prompt_version", "decoding", "note")
+
+    def pick(judge: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if judge is None else {k: judge[k] for k in keep if k in judge}
+
+    return {
+        "judge": pick(info.get("judge")),
+        "spot_check_judge": pick(info.get("spot_check_judge")),
+        "spot_check_rate": info.get("spot_check_rate"),
+        "spot_check_seed": info.get("spot_check_seed"),
+        "context_k": info.get("context_k"),
+        "context_chars": info.get("context_chars"),
+        "judge_version": info.get("judge_version"),
+    }
 
 
 HEADLINE = (
@@ -213,6 +279,11 @@ HEADLINE = (
     "hallucination_rate",
     "empty_result_rate",
     "error_rate",
+    # only when the run was judged (judge: block): the graded view and how far to trust it
+    "judge_groundedness",
+    "judge_correctness",
+    "judge_groundedness_rule_agreement",
+    "judge_disagreement_rate",
 )
 
 

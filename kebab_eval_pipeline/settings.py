@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_ENV, check_size
 from kebab_eval_pipeline.systems.wire import ResponseMap
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
@@ -280,7 +281,8 @@ class RunSettings(_Strict):
     verdict_gates: dict[str, VerdictGateSettings] = Field(default_factory=dict)
     default_gates: bool = True  # the WFGY answer gates, non-blocking, skipped where no answers exist
     compare: CompareSettings = Field(default_factory=CompareSettings)
-    judge: None = None  # the LLM judge arrives with its own issue; only null is accepted today
+    # The LLM judge (SPEC §6): null = off (the default); a mapping turns it on (judge/config.py).
+    judge: JudgeSettings | None = None
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
     owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
 
@@ -433,8 +435,15 @@ def _resolve_relative(
             system = system.model_copy(update=argvs)
     elif isinstance(system, ReplaySystemSettings):
         system = system.model_copy(update={"path": fix(system.path, "system", "path")})
+    judge = settings.judge
+    if judge is not None:
+        update = {"cache_dir": fix(judge.cache_dir, "judge", "cache_dir")}
+        if judge.backend == "local" and judge.model:  # a path; an endpoint's model is a name
+            update["model"] = fix(judge.model, "judge", "model")
+        judge = judge.model_copy(update=update)
     resolved = settings.model_copy(
         update={
+            "judge": judge,
             "golden": fix(settings.golden, "golden"),
             "source_root": fix(settings.source_root, "source_root"),
             "storage": fix(settings.storage, "storage"),

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
 from kebab_eval_pipeline.metrics.aggregate import ANSWER_METRICS
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.metrics.retrieval import RETRIEVAL_AT_K
@@ -75,10 +76,11 @@ _MEAN_COLUMN: dict[str, str] = {
     "mrr": "mrr",
     "scope_miss_rate": "scope_miss",
     **{name: column for column, name in ANSWER_METRICS},
+    **{name: column for column, name in JUDGE_QUERY_METRICS},  # graded 0–5 (agreement is 0/1)
 }
 #: Per-query columns whose values are 0/1 by construction (the rest of the mean metrics are graded).
 _BINARY_FAMILIES = frozenset({"hit", "recall_any", "recall_all"})
-_BINARY_COLUMNS = frozenset({"scope_miss", *(column for column, _ in ANSWER_METRICS)})
+_BINARY_COLUMNS = frozenset({"scope_miss", "judge_rule_agreement", *(column for column, _ in ANSWER_METRICS)})
 _AT_K = re.compile(r"^([a-z_]+)@([1-9][0-9]*)$")
 _LATENCY = re.compile(r"^(retrieval|answer)_ms_(p50|p95|max)$")
 
@@ -318,6 +320,8 @@ def _untestable_reason(name: str) -> str:
         why = "a suite total"
     elif name in INDEX_METRICS:
         why = "run-level indexing coverage"
+    elif name in JUDGE_RUN_METRICS:
+        why = "a run-level statistic of the LLM judge"
     else:
         return f"unknown metric {name!r}: not tested"
     return f"not tested: {why}, not a mean of per-query scores"

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
 from kebab_eval_pipeline.matching import MatchCriterion, lookup_codes, match_hits, string_column
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
@@ -210,9 +211,11 @@ def metric_names(ks: Sequence[int]) -> list[str]:
         *[f"group_consistency@{k}" for k in ks],
         "scope_miss_rate",
         *[name for _, name in ANSWER_METRICS],
+        *[name for _, name in JUDGE_QUERY_METRICS],  # only when the run was judged
         "hallucination_rate",
         *OPERATIONAL_METRICS,
         *INDEX_METRICS,  # run-level, from the system's coverage report (not from query_scores)
+        *JUDGE_RUN_METRICS,  # run-level, from the judge's judgements (not from query_scores)
     ]
 
 
@@ -237,6 +240,8 @@ def aggregate_metrics(
       ``citation_coverage``, ``chr``, ``answer_precision``, ``attribution_hit_rate``,
       ``groundedness_rule``, ``recency_correctness`` — over their per-query denominators (see
       ``answers.answer_scores``).
+    - judge (only when ``query_scores`` has the judge columns): ``judge_groundedness``,
+      ``judge_correctness``, ``judge_groundedness_rule_agreement`` — over judged queries.
     - ``hallucination_rate`` — hallucinated hits / hits verified against the source root.
     - operations (see ``operations.operation_metrics``): ``error_rate``, ``timeout_rate``,
       ``empty_result_rate`` (all queries), ``empty_response_rate``, ``mixed_version_rate``,
@@ -411,7 +416,7 @@ def _grouped(
                 )
     if "scope_miss" in qs.columns:
         mean("scope_miss_rate", _float(qs, "scope_miss"))
-    for column, name in ANSWER_METRICS:
+    for column, name in (*ANSWER_METRICS, *JUDGE_QUERY_METRICS):
         if column in qs.columns:
             mean(name, _float(qs, column))
     if "verified_hits" in qs.columns and "hallucinated_hits" in qs.columns:

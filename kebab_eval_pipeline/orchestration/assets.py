@@ -16,6 +16,7 @@ from kebab_eval_pipeline import pipeline, progress
 from kebab_eval_pipeline.artifacts import (
     ComparisonArtifact,
     GoldenArtifact,
+    JudgeArtifact,
     QueryScoresArtifact,
     RetrievalArtifact,
     RunMetricsArtifact,
@@ -32,6 +33,8 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.gates import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
+from kebab_eval_pipeline.judge.metrics import judge_run_metrics
+from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
     ArtifactStorage,
@@ -40,6 +43,7 @@ from kebab_eval_pipeline.orchestration.resources import (
 )
 from kebab_eval_pipeline.reporting.per_query import (
     COLUMN_DESCRIPTIONS,
+    judgements_worst_first,
     verdicts_worst_first,
     worst_results_first,
     worst_scores_first,
@@ -289,6 +293,68 @@ def retrieval_results(
     partitions_def=eval_runs,
     group_name=GROUP,
     io_manager_key=IO,
+    code_version=JUDGE_VERSION,
+    kinds=TABLE_KINDS,
+    tags={STAGE: "judging"},
+    description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
+    "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
+    "judge input, the pinned model digest and prompt version, and a fixed-seed spot check.",
+)
+def judge(
+    context: dg.AssetExecutionContext,
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    artifact_storage: ArtifactStorage,
+    golden_set: GoldenArtifact,
+    retrieval_results: RetrievalArtifact,
+) -> dg.Output[JudgeArtifact]:
+    progress.stage("judge")
+    settings = eval_settings.load(system_under_test)
+    art = pipeline.judge(settings, golden_set, retrieval_results, artifact_storage.base)
+    if not art.enabled:
+        return dg.Output(art, metadata={"enabled": False, "judgements": 0})
+    info = art.info
+    main, spot = info["judge"], info["spot_check_judge"]
+    metrics, _ = judge_run_metrics(art.judgements, info)
+    if main.get("note"):
+        context.log.warning(f"judge: {main['note']}")
+    if not main.get("pinned", True):
+        context.log.warning(f"judge: model {main['model']!r} is not pinned to a digest ({main['digest']})")
+    failed = int(art.judgements["error"].notna().sum())
+    if failed:
+        context.log.warning(f"judge: {failed} judge call(s) failed; see the 'error' column of judgements")
+    meta = {
+        "enabled": True,
+        "judge_backend": main["backend"],
+        "judge_model": main["model"],
+        "judge_digest": main["digest"],
+        "judge_pinned": bool(main.get("pinned", True)),
+        "prompt_version": main["prompt_version"],
+        "decoding": dg.MetadataValue.json(main["decoding"]),
+        "judge_note": dg.MetadataValue.text(main.get("note") or "none"),
+        "spot_check_judge": dg.MetadataValue.json(
+            {k: spot[k] for k in ("backend", "model", "digest", "prompt_version")}
+        )
+        if spot
+        else dg.MetadataValue.null(),
+        "spot_check_queries": len(info["spot_check_queries"]),
+        "judged_queries": info["judged_queries"],
+        "judgements": len(art.judgements),
+        **{
+            f"judge/{k.removeprefix('judge_')}": dg.MetadataValue.int(v) if isinstance(v, int) else _number(v)
+            for k, v in metrics.items()
+        },
+        "cache": dg.MetadataValue.path(info["cache"]),
+        # unparseable and failed judgements first, then the lowest scores
+        "per_query": _table_metadata(judgements_worst_first(art.judgements)),
+    }
+    return dg.Output(art, metadata=meta)
+
+
+@dg.asset(
+    partitions_def=eval_runs,
+    group_name=GROUP,
+    io_manager_key=IO,
     code_version=pipeline.METRICS_VERSION,
     kinds=TABLE_KINDS,
     tags={STAGE: "scoring"},
@@ -301,10 +367,11 @@ def query_scores(
     system_under_test: SystemUnderTestResource,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
+    judge: JudgeArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
     settings = eval_settings.load(system_under_test)
-    art = pipeline.score(settings, golden_set, retrieval_results)
+    art = pipeline.score(settings, golden_set, retrieval_results, judge)
     r = retrieval_results.results
     worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
     meta = {
@@ -337,10 +404,13 @@ def run_metrics(
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
     query_scores: QueryScoresArtifact,
+    judge: JudgeArtifact,
 ) -> dg.Output[RunMetricsArtifact]:
     progress.stage("run_metrics")
     settings = eval_settings.load(system_under_test)
-    art = pipeline.summarize(context.partition_key, settings, golden_set, retrieval_results, query_scores)
+    art = pipeline.summarize(
+        context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
+    )
     gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics, art.breakdowns)]
     art.info["gates"] = gates
     report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
@@ -359,6 +429,8 @@ def run_metrics(
         "breakdowns": _table_metadata(art.breakdowns),
         "report": dg.MetadataValue.md(report),
     }
+    if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
+        meta["judge"] = dg.MetadataValue.json(art.info["judge"])
     return dg.Output(art, metadata=meta)
 
 
@@ -433,5 +505,5 @@ def comparison_report(
     return dg.Output(art, metadata=meta)
 
 
-EVAL_ASSETS = [golden_set, retrieval_results, query_scores, run_metrics, comparison_report]
+EVAL_ASSETS = [golden_set, retrieval_results, judge, query_scores, run_metrics, comparison_report]
 SOURCE_ASSETS = [golden_file, system_under_test]

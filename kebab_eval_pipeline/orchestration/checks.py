@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.artifacts import ComparisonArtifact, JudgeArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.gates import (
     GateResult,
     check_name,
@@ -17,7 +17,8 @@ from kebab_eval_pipeline.gates import (
     evaluate_gate,
     regression_kinds,
 )
-from kebab_eval_pipeline.orchestration.assets import comparison_report, run_metrics
+from kebab_eval_pipeline.judge.metrics import disagreement
+from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.settings import RunSettings
 
@@ -132,6 +133,42 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     return regression_gates
 
 
+@dg.asset_check(
+    asset=judge,
+    name="judge_spot_check",
+    blocking=False,
+    partitions_def=eval_runs,
+    description="The judge's reliability: the share of spot-checked queries whose second judgement moved "
+    "a score by more than 1 point stays at or below judge.disagreement_warn (default 20%). A warning, "
+    "never blocking; passes with a note when the judge is off or nothing was spot-checked.",
+)
+def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
+    threshold = float(judge.info.get("disagreement_warn", 0.2))
+    disagreeing, compared = disagreement(judge.judgements) if judge.enabled else (0, 0)
+    rate = disagreeing / compared if compared else None
+    if not judge.enabled:
+        reason = "judge off (judge: null): nothing to check"
+    elif rate is None:
+        reason = "no spot-checked query was scored by both judges"
+    else:
+        reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
+    return dg.AssetCheckResult(
+        passed=rate is None or rate <= threshold,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=reason,
+        metadata={
+            "value": dg.MetadataValue.null() if rate is None else dg.MetadataValue.float(rate),
+            "threshold": dg.MetadataValue.float(threshold),
+            "spot_check_n": compared,
+            "disagreeing": disagreeing,
+            "skipped": rate is None,
+            "reason": reason,
+        },
+    )
+
+
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
-    """The gate checks the settings configure (plus the WFGY defaults), one step per target asset."""
-    return [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]
+    """The gate checks the settings configure (plus the WFGY defaults), one step per target asset,
+    and the judge's spot-check warning."""
+    gates = [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]
+    return [*gates, judge_spot_check]

@@ -50,6 +50,24 @@ class EvalSettingsResource(dg.ConfigurableResource):
     answers: bool | None = None
     baseline: str | None = None
     k: list[int] | None = None
+    # The LLM judge: True turns it on (the file's judge: block, else the default local judge), False
+    # off; judge_model / judge_prompt_version override those keys of it (and turn it on).
+    judge: bool | None = None
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+
+    def judge_overrides(self) -> dict | None:
+        """The ``judge:`` block to use instead of the file's, or None to keep the file's."""
+        if self.judge is None and self.judge_model is None and self.judge_prompt_version is None:
+            return None
+        return {
+            "judge": self.judge,
+            **{
+                k: v
+                for k, v in (("model", self.judge_model), ("prompt_version", self.judge_prompt_version))
+                if v is not None
+            },
+        }
 
     def config_path(self) -> str | None:
         return self.config_file or os.environ.get(CONFIG_ENV) or None
@@ -70,10 +88,17 @@ class EvalSettingsResource(dg.ConfigurableResource):
         }
         kind = system.kind if system is not None else None
         system_overrides = system.overrides() if system is not None else {}
-        if not overrides and not system_overrides and kind in (None, base.system.kind):
+        judge = self.judge_overrides()
+        if not overrides and not system_overrides and kind in (None, base.system.kind) and judge is None:
             return base
         doc = base.model_dump(exclude_defaults=False)
         doc.update(overrides)
+        if judge is not None:
+            on = judge.pop("judge")
+            if on is False and not judge:
+                doc["judge"] = None
+            else:
+                doc["judge"] = {**(doc.get("judge") or {}), **judge}
         if kind not in (None, base.system.kind):
             doc["system"] = {"kind": kind}
         doc["system"] = {**doc["system"], **system_overrides}

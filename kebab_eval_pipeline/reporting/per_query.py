@@ -183,3 +183,50 @@ def verdicts_worst_first(per_query: pd.DataFrame) -> pd.DataFrame:
     a_rank = per_query["a_rank"].astype("Float64").fillna(np.inf).to_numpy(dtype=float)
     order = np.lexsort((np.arange(len(per_query)), a_rank, verdict))
     return per_query.iloc[order].reset_index(drop=True)
+
+
+JUDGEMENT_COLUMNS_SHOWN = (
+    "query_id",
+    "criterion",
+    "role",
+    "score",
+    "method",
+    "expected_score",
+    "unsupported_claims",
+    "reasoning",
+    "problem",
+    "error",
+    "cached",
+)
+COLUMN_DESCRIPTIONS.update(
+    {
+        "criterion": "groundedness (claims supported by the retrieved passages) or correctness (answers "
+        "the question)",
+        "role": "primary: the run's judge; spot_check: the second judgement of the fixed-seed sample",
+        "score": "the judge's 0–5 score; empty when the reply was unparseable or the call failed",
+        "method": "json (the reply's JSON score), logprobs (probability-weighted digits 0–5 where the "
+        "JSON was incomplete), unparseable, or error",
+        "expected_score": "probability-weighted score over the digit tokens 0–5 at the score position",
+        "unsupported_claims": "claims the judge found unsupported",
+        "reasoning": "the judge's one-sentence reason",
+        "problem": "why the reply's JSON was not used",
+        "cached": "the reply came from the judge cache (no model call)",
+    }
+)
+
+
+def judgements_worst_first(judgements: pd.DataFrame) -> pd.DataFrame:
+    """The judge's judgements for people: failed calls first, then unparseable replies, then the
+    lowest scores; primary before spot-check within a score, ties in the stored order. Returns the
+    ``JUDGEMENT_COLUMNS_SHOWN`` columns. Empty in, empty out."""
+    j = judgements.reset_index(drop=True)
+    tier = np.where(j["error"].notna(), 0, np.where(j["score"].isna(), 1, 2))
+    order = np.lexsort(
+        (
+            np.arange(len(j)),
+            (j["role"] != "primary").to_numpy(dtype=int),
+            j["score"].fillna(0.0).to_numpy(dtype=float),
+            tier,
+        )
+    )
+    return j.iloc[order][list(JUDGEMENT_COLUMNS_SHOWN)].reset_index(drop=True)

@@ -40,6 +40,14 @@ def run_partition(instance, run_id: str, config: Path | None = None, overrides: 
     return defs, result
 
 
+def defs_scores_columns(defs, run_id: str) -> list[str]:
+    """The stored query_scores columns of a run."""
+    from kebab_eval_pipeline.storage import ArtifactStore
+
+    tables, _ = ArtifactStore(defs.resources["artifact_storage"].base).read("query_scores", run_id)
+    return list(tables["query_scores"].columns)
+
+
 def materializations(result) -> dict[str, dg.AssetMaterialization]:
     return {
         e.asset_key.path[-1]: e.step_materialization_data.materialization
@@ -54,6 +62,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     assert set(mats) == {
         "golden_set",
         "retrieval_results",
+        "judge",  # off by default: materialized as disabled, no model loaded
         "query_scores",
         "run_metrics",
         "comparison_report",
@@ -73,6 +82,8 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     assert 0.0 < metrics_meta["metric/mrr"].value <= 1.0
     assert "# Evaluation run `r1`" in metrics_meta["report"].value
     assert len(mats["query_scores"].metadata["per_query"].value.records) == len(golden.queries)
+    assert mats["judge"].metadata["enabled"].value is False
+    assert not any(c.startswith("judge_") for c in defs_scores_columns(defs, "r1"))
     # the golden set's data version is its content hash; code versions are recorded
     assert mats["golden_set"].tags["dagster/data_version"].endswith(golden.sha256)
     assert mats["golden_set"].tags["dagster/code_version"] == PARSER_VERSION

@@ -364,7 +364,13 @@ def test_strict_chunker_version_fails_the_comparison_step(instance, tmp_path):
     data = failures[0].step_failure_data
     text = (data.user_failure_data.description if data.user_failure_data else "") + data.error.to_string()
     assert SIZE_300 in text and SIZE_1200 in text and "strict-chunker-version" in text
-    assert set(materializations(second)) == {"golden_set", "retrieval_results", "query_scores", "run_metrics"}
+    assert set(materializations(second)) == {
+        "golden_set",
+        "retrieval_results",
+        "judge",
+        "query_scores",
+        "run_metrics",
+    }
     store = store_of(defs)
     assert store.exists("run_metrics", "strict-1200")
     assert not store.exists("comparison_report", "strict-1200")

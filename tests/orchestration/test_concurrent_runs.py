@@ -87,7 +87,14 @@ def test_four_partitions_materialized_at_once_are_correct_and_independent(instan
     # The instance recorded exactly one successful run per partition.
     for run_id in RUNS:
         assert [r.status for r in partition_runs(instance, run_id)] == [dg.DagsterRunStatus.SUCCESS]
-        for asset in ("golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report"):
+        for asset in (
+            "golden_set",
+            "retrieval_results",
+            "judge",
+            "query_scores",
+            "run_metrics",
+            "comparison_report",
+        ):
             assert run_id in instance.get_materialized_partitions(dg.AssetKey(asset)), (run_id, asset)
 
     # One cache entry per chunk size, complete; no staging folder left by the losing builders.

@@ -31,7 +31,7 @@ from tests.orchestration.test_chain import run_partition
 FAKES = Path(__file__).parent / "fake_systems"
 MATERIALIZE = [sys.executable, "-m", "dagster", "asset", "materialize"]
 MATERIALIZE += ["-m", "kebab_eval_pipeline.definitions", "--select", "*"]
-CHAIN = ("golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report")
+CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
 TOPICS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
 TOPICS += ("golf", "hotel", "india", "juliet", "kilo", "lima")
 WAIT_S = 180.0  # generous: a loaded CI machine starts Dagster slowly; a hang still fails

@@ -31,7 +31,7 @@ from tests.test_cli import cli, no_traceback
 DOCUMENTED = REPO / "docs" / "deploy" / "dagster.yaml"
 DAGSTER_CLI = [sys.executable, "-m", "dagster"]
 CODE_LOCATION = ("-m", "kebab_eval_pipeline.definitions")
-CHAIN = {"golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report"}
+CHAIN = {"golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report"}
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ assert env  # the fixture, imported for this module's tests
 DAGSTER = [sys.executable, "-m", "dagster"]
 MATERIALIZE = [*DAGSTER, "asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 HELD = Path(__file__).parent / "fake_systems" / "cmd_held.py"
-CHAIN = ("golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report")
+CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
 
 
 def _materialize(env: dict, partition: str, **extra: str) -> subprocess.Popen:

@@ -25,7 +25,7 @@ from kebab_eval_pipeline.storage import ArtifactStore
 from tests.conftest import write
 from tests.orchestration.test_chain import materializations, run_partition
 
-CHAIN = ("golden_set", "retrieval_results", "query_scores", "run_metrics", "comparison_report")
+CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
 GATES = "gates:\n  mrr: {min: 0.3}\n  hit@1: {min: 0.99, blocking: false}\n"
 
 
@@ -38,7 +38,15 @@ def test_asset_graph_is_one_owned_group_with_kinds_and_the_system_as_a_resource(
         assert node.group_name == GROUP, name
         assert node.owners == ["search-team@example.com", "team:rag"], name
         assert len(node.description or "") > 40, name
-        assert node.tags["stage"] in ("input", "golden", "retrieval", "scoring", "metrics", "comparison")
+        assert node.tags["stage"] in (
+            "input",
+            "golden",
+            "retrieval",
+            "judging",
+            "scoring",
+            "metrics",
+            "comparison",
+        )
     for name in CHAIN:
         assert {"pandas", "parquet"} <= nodes[name].kinds, name
     assert nodes["retrieval_results"].tags["stage"] == "retrieval"

@@ -43,6 +43,7 @@ ASSETS = (
     "system_under_test",
     "golden_set",
     "retrieval_results",
+    "judge",
     "query_scores",
     "run_metrics",
     "comparison_report",

@@ -1,0 +1,133 @@
+"""Judge numbers: per-query score columns for ``query_scores`` and run-level judge metrics.
+
+Per query (merged into ``query_scores``): ``judge_groundedness``, ``judge_correctness`` (the main
+judge's 0–5 score; null when the query was not judged, the reply was unparseable or the call
+failed) and ``judge_rule_agreement`` (1 when ``judge_groundedness ≥ 3`` agrees with the rule-based
+``groundedness_rule``, 0 when not, null unless both exist) — averaged like every other metric.
+
+Run level (:func:`judge_run_metrics`): unparseable and error rates, the spot check's
+``judge_disagreement_rate`` over ``judge_spot_check_n`` queries, model calls and cache hits, tokens,
+estimated cost and latency percentiles. Empty denominators give null, never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kebab_eval_pipeline.judge.prompts import CRITERIA
+
+#: query_scores column → aggregate metric name (means over the queries where defined).
+JUDGE_QUERY_METRICS: tuple[tuple[str, str], ...] = (
+    ("judge_groundedness", "judge_groundedness"),
+    ("judge_correctness", "judge_correctness"),
+    ("judge_rule_agreement", "judge_groundedness_rule_agreement"),
+)
+JUDGE_RUN_METRICS: tuple[str, ...] = (
+    "judge_unparseable_rate",
+    "judge_error_rate",
+    "judge_disagreement_rate",
+    "judge_spot_check_n",
+    "judge_model_calls",
+    "judge_cache_hits",
+    "judge_prompt_tokens",
+    "judge_completion_tokens",
+    "judge_cost_usd",
+    "judge_latency_p50_ms",
+    "judge_latency_p95_ms",
+)
+PASS_SCORE = 3.0  # judge_groundedness at or above this counts as grounded (meta-evaluation)
+DISAGREEMENT_POINTS = 1.0  # SPEC §6: a spot-check disagreement is a score difference > 1
+
+
+def judge_query_columns(query_ids: pd.Series, judgements: pd.DataFrame, groundedness_rule: pd.Series):
+    """The per-query judge columns, aligned with ``query_ids`` (the ``query_scores`` order)."""
+    ids = query_ids.astype(str).to_numpy()
+    primary = judgements[judgements["role"] == "primary"]
+    out = {}
+    for criterion in CRITERIA:
+        rows = primary[primary["criterion"] == criterion]
+        by_query = pd.Series(rows["score"].to_numpy(dtype=float), index=rows["query_id"].astype(str))
+        out[f"judge_{criterion}"] = by_query.reindex(ids).to_numpy(dtype=float)
+    judged = out["judge_groundedness"]
+    rule = pd.to_numeric(groundedness_rule, errors="coerce").to_numpy(dtype=float)
+    both = ~np.isnan(judged) & ~np.isnan(rule)
+    agree = np.full(len(ids), np.nan)
+    agree[both] = ((judged[both] >= PASS_SCORE) == (rule[both] >= 1.0)).astype(float)
+    out["judge_rule_agreement"] = agree
+    return pd.DataFrame(out)
+
+
+def disagreement(judgements: pd.DataFrame) -> tuple[int, int]:
+    """(disagreeing queries, compared queries) of the spot check: a sampled query is compared when
+    both judges scored at least one criterion, and disagrees when any such score moved by > 1."""
+    scored = judgements[judgements["score"].notna()]
+    if scored.empty:
+        return 0, 0
+    wide = scored.pivot_table(
+        index=["query_id", "criterion"], columns="role", values="score", aggfunc="first"
+    )
+    if "spot_check" not in wide.columns or "primary" not in wide.columns:
+        return 0, 0
+    wide = wide.dropna(subset=["primary", "spot_check"])
+    moved = (wide["primary"] - wide["spot_check"]).abs() > DISAGREEMENT_POINTS
+    per_query = moved.groupby(level="query_id").any()
+    return int(per_query.sum()), len(per_query)
+
+
+def _rate(numerator: int, denominator: int) -> float | None:
+    return None if denominator == 0 else numerator / denominator
+
+
+def judge_run_metrics(
+    judgements: pd.DataFrame, info: dict[str, Any], round_to: int = 4
+) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Run-level judge metrics (``JUDGE_RUN_METRICS`` order) and their denominators.
+
+    Rates are over the main judge's judgements (query × criterion); tokens and cost sum over every
+    judgement, cached ones included (they carry the tokens of the call that produced them), so the
+    cost is what judging this run costs; ``judge_model_calls`` / ``judge_cache_hits`` say what was
+    actually spent now. Cost is null when any judgement's model has no price. Latency percentiles
+    (linear interpolation) are over judgements with a recorded latency.
+    """
+    primary = judgements[judgements["role"] == "primary"]
+    n_primary = len(primary)
+    disagree, compared = disagreement(judgements)
+    prompt = judgements["prompt_tokens"].dropna()
+    completion = judgements["completion_tokens"].dropna()
+    has_tokens = judgements["prompt_tokens"].notna() & judgements["error"].isna()
+    costs = judgements.loc[has_tokens, "cost_usd"]
+    latency = judgements["latency_ms"].dropna().to_numpy(dtype=float)
+    metrics: dict[str, float | None] = {
+        "judge_unparseable_rate": _rate(int((primary["method"] == "unparseable").sum()), n_primary),
+        "judge_error_rate": _rate(int(primary["error"].notna().sum()), n_primary),
+        "judge_disagreement_rate": _rate(disagree, compared),
+        "judge_spot_check_n": compared,
+        "judge_model_calls": int(info.get("model_calls", 0)),
+        "judge_cache_hits": int(info.get("cache_hits", 0)),
+        "judge_prompt_tokens": int(prompt.sum()) if len(prompt) else None,
+        "judge_completion_tokens": int(completion.sum()) if len(completion) else None,
+        "judge_cost_usd": None if costs.empty or costs.isna().any() else float(costs.sum()),
+        "judge_latency_p50_ms": float(np.percentile(latency, 50)) if len(latency) else None,
+        "judge_latency_p95_ms": float(np.percentile(latency, 95)) if len(latency) else None,
+    }
+    metrics = {
+        k: (round(v, round_to) if isinstance(v, float) and not k.endswith("_usd") else v)
+        for k, v in metrics.items()
+    }
+    denominators = {
+        "judge_unparseable_rate": n_primary,
+        "judge_error_rate": n_primary,
+        "judge_disagreement_rate": compared,
+        "judge_spot_check_n": compared,
+        "judge_prompt_tokens": len(prompt),
+        "judge_completion_tokens": len(completion),
+        "judge_cost_usd": len(costs),
+        "judge_latency_p50_ms": len(latency),
+        "judge_latency_p95_ms": len(latency),
+        "judge_model_calls": int(info.get("model_calls", 0)),
+        "judge_cache_hits": int(info.get("cache_hits", 0)),
+    }
+    return metrics, denominators

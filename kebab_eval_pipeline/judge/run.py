@@ -1,0 +1,232 @@
+"""Judge a run: every answered query scored for groundedness and correctness, a fixed-seed sample
+judged a second time (spot check), every reply cached by (judge digest, prompt version, input hash).
+
+Pure of Dagster: the ``judge`` asset and ``kebab-eval rejudge`` call :func:`judge_run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+
+from kebab_eval_pipeline.judge.backends import backend_key, build_backend
+from kebab_eval_pipeline.judge.cache import JudgeCache
+from kebab_eval_pipeline.judge.completion import Completion, JudgeBackend, JudgeCallError
+from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings, Price
+from kebab_eval_pipeline.judge.inputs import judge_inputs
+from kebab_eval_pipeline.judge.parse import parse_judgement
+from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render
+
+JUDGE_VERSION = "judge-1"
+ROLES = ("primary", "spot_check")
+#: One row per (query, criterion, role). Lists are claims; JSON columns hold the full judge input.
+JUDGEMENT_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "criterion": "string",
+    "role": "string",
+    "backend": "string",
+    "model": "string",
+    "digest": "string",
+    "prompt_version": "string",
+    "input_hash": "string",
+    "score": "float64",
+    "method": "string",
+    "expected_score": "float64",
+    "digit_mass": "float64",
+    "supported_claims": "object",
+    "unsupported_claims": "object",
+    "reasoning": "string",
+    "problem": "string",
+    "error": "string",
+    "cached": "bool",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "cost_usd": "float64",
+    "latency_ms": "float64",
+    "finish_reason": "string",
+    "reply": "string",
+    "judge_input": "string",  # JudgeInput JSON: what a re-judge needs
+    "messages": "string",  # the rendered chat messages (JSON): exactly what the model read
+}
+
+
+def empty_judgements() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in JUDGEMENT_COLUMNS.items()})
+
+
+def spot_check_sample(query_ids: Sequence[str], rate: float, seed: int) -> list[str]:
+    """A fixed-seed sample of ``ceil(rate × n)`` queries (at least one when ``rate > 0``): the first
+    ones in one global order, a seeded hash of each query id — so the sample does not depend on the
+    order of the ids, and a query sampled in one run stays sampled while the golden set keeps its
+    size. Returned in the given order."""
+    ids = list(dict.fromkeys(map(str, query_ids)))
+    if rate <= 0 or not ids:
+        return []
+    # The rate as written (0.07, not the binary float 0.07000000000000000666): 7% of 100 is 7, not 8.
+    n = min(len(ids), max(1, math.ceil(Fraction(repr(float(rate))) * len(ids))))
+    ranked = sorted(ids, key=lambda q: hashlib.sha256(f"{seed}:{q}".encode()).hexdigest())
+    chosen = set(ranked[:n])
+    return [q for q in ids if q in chosen]
+
+
+def _cost(price: Price | None, completion: Completion) -> float | None:
+    if price is None or completion.prompt_tokens is None or completion.completion_tokens is None:
+        return None
+    return (
+        completion.prompt_tokens * price.input_per_mtok + completion.completion_tokens * price.output_per_mtok
+    ) / 1e6
+
+
+class _Judge:
+    """One judge (backend + prompt version + decoding) with the cache in front of it."""
+
+    def __init__(
+        self,
+        settings: JudgeModelSettings,
+        backend: JudgeBackend,
+        cache: JudgeCache | None,
+        price: Price | None,
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.cache = cache
+        self.price = price
+        self.decoding = settings.decoding()
+        self.digest = backend.digest()
+        self.model_calls = 0
+        self.cache_hits = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.backend.describe(),
+            "prompt_version": self.settings.prompt_version,
+            "decoding": self.decoding.as_dict(),
+        }
+
+    def judge(self, query_id: str, criterion: str, role: str, item: JudgeInput) -> dict[str, Any]:
+        version = self.settings.prompt_version
+        messages = render(criterion, version, item)  # type: ignore[arg-type]
+        key = input_hash(messages, self.decoding)
+        completion = self.cache.get(self.digest, version, key) if self.cache is not None else None
+        cached = completion is not None
+        error = None
+        if completion is None:
+            self.model_calls += 1
+            started = time.perf_counter()
+            try:
+                completion = self.backend.complete(messages, self.decoding)
+            except JudgeCallError as exc:
+                error = str(exc)
+                completion = Completion(text="", latency_ms=(time.perf_counter() - started) * 1000)
+            else:
+                if self.cache is not None:
+                    self.cache.put(self.digest, version, key, completion)
+        else:
+            self.cache_hits += 1
+        parsed = parse_judgement(completion)
+        return {
+            "query_id": query_id,
+            "criterion": criterion,
+            "role": role,
+            "backend": self.backend.backend,
+            "model": self.backend.model,
+            "digest": self.digest,
+            "prompt_version": version,
+            "input_hash": key,
+            "score": None if error else parsed.score,
+            "method": "error" if error else parsed.method,
+            "expected_score": parsed.expected_score,
+            "digit_mass": parsed.digit_mass,
+            "supported_claims": list(parsed.supported_claims),
+            "unsupported_claims": list(parsed.unsupported_claims),
+            "reasoning": parsed.reasoning,
+            "problem": None if error else parsed.problem,
+            "error": error,
+            "cached": cached,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "cost_usd": None if error else _cost(self.price, completion),
+            "latency_ms": completion.latency_ms,
+            "finish_reason": completion.finish_reason,
+            "reply": completion.text,
+            "judge_input": item.to_json(),
+            "messages": json.dumps(messages, ensure_ascii=False),
+        }
+
+
+def judge_items(
+    settings: JudgeSettings,
+    items: dict[str, JudgeInput],
+    cache: JudgeCache | None,
+    make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Judge ``items`` (query id → judge input) on both criteria with the main judge, and the
+    spot-check sample again with the second judge. Returns the judgements table
+    (``JUDGEMENT_COLUMNS``) and ``info``: both judges described (model, digest, prompt version,
+    decoding), the sample, model calls and cache hits. A failed call is a row with ``error`` set and
+    a null score — never a missing row, never a crashed run."""
+    main_settings = settings.judge_model()
+    spot_settings = settings.spot_check_judge()
+    backends: dict[tuple, JudgeBackend] = {}
+
+    def backend(s: JudgeModelSettings) -> JudgeBackend:
+        key = backend_key(s)
+        if key not in backends:
+            backends[key] = make_backend(s)
+        return backends[key]
+
+    main = _Judge(main_settings, backend(main_settings), cache, settings.price(main_settings))
+    sample = spot_check_sample(list(items), settings.spot_check_rate, settings.spot_check_seed)
+    spot = (
+        _Judge(spot_settings, backend(spot_settings), cache, settings.price(spot_settings))
+        if sample
+        else None
+    )
+    plan = [(q, c, "primary", main) for q in items for c in CRITERIA]
+    plan += [(q, c, "spot_check", spot) for q in sample for c in CRITERIA]
+    rows = []
+    for done, (query_id, criterion, role, judge) in enumerate(plan, start=1):
+        rows.append(judge.judge(query_id, criterion, role, items[query_id]))
+        if progress is not None:
+            progress(done, len(plan))
+    table = pd.DataFrame(rows, columns=list(JUDGEMENT_COLUMNS)) if rows else empty_judgements()
+    table = table.astype({c: t for c, t in JUDGEMENT_COLUMNS.items() if t != "object"})
+    info = {
+        "enabled": True,
+        "judge_version": JUDGE_VERSION,
+        "judge": main.describe(),
+        "spot_check_judge": spot.describe() if spot else None,
+        "spot_check_rate": settings.spot_check_rate,
+        "spot_check_seed": settings.spot_check_seed,
+        "spot_check_queries": sample,
+        "disagreement_warn": settings.disagreement_warn,
+        "context_k": settings.context_k,
+        "context_chars": settings.context_chars,
+        "judged_queries": len(items),
+        "model_calls": main.model_calls + (spot.model_calls if spot else 0),
+        "cache_hits": main.cache_hits + (spot.cache_hits if spot else 0),
+    }
+    return table, info
+
+
+def judge_run(
+    settings: JudgeSettings,
+    queries: pd.DataFrame,
+    outcomes: pd.DataFrame,
+    hits: pd.DataFrame,
+    citations: pd.DataFrame,
+    cache: JudgeCache | None,
+    make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """:func:`judge_items` over the answered queries of a run (see ``inputs.judge_inputs``)."""
+    items = judge_inputs(queries, outcomes, hits, citations, settings.context_k, settings.context_chars)
+    return judge_items(settings, items, cache, make_backend, progress)
