@@ -63,6 +63,19 @@ STAGE = "stage"  # asset tag: where in the chain an asset sits (filter the catal
 TABLE_KINDS = {"python", "pandas", "parquet"}
 
 
+def _chain_asset(stage: str, **kwargs):
+    """An asset of the evaluation chain: partitioned by run, in the chain's group, stored as
+    Parquet by the artifact IO manager, tagged with its ``stage``."""
+    return dg.asset(
+        partitions_def=eval_runs,
+        group_name=GROUP,
+        io_manager_key=IO,
+        kinds=TABLE_KINDS,
+        tags={STAGE: stage},
+        **kwargs,
+    )
+
+
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
     """What makes runs comparable, on every materialization: versions, system, golden hash and size."""
     meta: dict[str, Any] = {
@@ -193,14 +206,10 @@ def system_under_test(context) -> dg.ObserveResult:
     )
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "golden",
     code_version=PARSER_VERSION,
     deps=[golden_file],
-    kinds=TABLE_KINDS,
-    tags={STAGE: "golden"},
     description="The golden query set, parsed and validated into the canonical model (queries + supports).",
 )
 def golden_set(
@@ -227,14 +236,10 @@ def golden_set(
     return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.sha256}"))
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "retrieval",
     code_version=pipeline.RUNNER_VERSION,
     deps=[system_under_test],
-    kinds=TABLE_KINDS,
-    tags={STAGE: "retrieval"},
     # Every run's calls to the system under test claim a slot of this Dagster concurrency pool, so
     # `dagster instance concurrency set kebab_eval_system N` caps load on it across parallel runs.
     pool=SYSTEM_POOL,
@@ -289,13 +294,9 @@ def retrieval_results(
     return dg.Output(art, metadata=meta)
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "judging",
     code_version=JUDGE_VERSION,
-    kinds=TABLE_KINDS,
-    tags={STAGE: "judging"},
     description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
     "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
     "judge input, the pinned model digest and prompt version, and a fixed-seed spot check.",
@@ -351,13 +352,9 @@ def judge(
     return dg.Output(art, metadata=meta)
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "scoring",
     code_version=pipeline.METRICS_VERSION,
-    kinds=TABLE_KINDS,
-    tags={STAGE: "scoring"},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, precision@k, nDCG@k, "
     "refusal and answer checks. Null where a metric does not apply.",
 )
@@ -387,13 +384,9 @@ def query_scores(
     return dg.Output(art, metadata=meta)
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "metrics",
     code_version=pipeline.METRICS_VERSION,
-    kinds=TABLE_KINDS,
-    tags={STAGE: "metrics"},
     description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
     "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
 )
@@ -434,13 +427,9 @@ def run_metrics(
     return dg.Output(art, metadata=meta)
 
 
-@dg.asset(
-    partitions_def=eval_runs,
-    group_name=GROUP,
-    io_manager_key=IO,
+@_chain_asset(
+    "comparison",
     code_version=COMPARE_VERSION,
-    kinds=TABLE_KINDS,
-    tags={STAGE: "comparison"},
     description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
     "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
 )
