@@ -20,6 +20,7 @@ from kebab_eval_pipeline.compare.significance import (
     paired_test,
 )
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
+from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS
 from kebab_eval_pipeline.metrics.aggregate import (
     ANSWER_METRICS,
     aggregate_metrics,
@@ -362,6 +363,8 @@ def test_metric_column_mapping():
     assert metric_column("refusal_correctness") == "refusal_correct"
     assert metric_column("under_refusal_rate") == "under_refusal"
     assert metric_column("scope_miss_rate") == "scope_miss"
+    assert metric_column("judge_groundedness") == "judge_groundedness"
+    assert metric_column("judge_groundedness_rule_agreement") == "judge_rule_agreement"
     for name in (
         "n_queries",
         "group_consistency@3",
@@ -370,13 +373,15 @@ def test_metric_column_mapping():
         "retrieval_ms_p95",
         "total_suite_ms",
         "index_chunks",
+        "judge_disagreement_rate",  # run-level: the spot check, not a mean of per-query scores
         "hit@0",
         "bogus@3",
         "nope",
     ):
         assert metric_column(name) is None
     means = {name for name in metric_names(KS) if metric_column(name)}
-    assert len(means) == 1 + 6 * len(KS) + 1 + len(ANSWER_METRICS)  # mrr, @k, scope_miss_rate, answers
+    # mrr, @k, scope_miss_rate, answers, judge scores
+    assert len(means) == 1 + 6 * len(KS) + 1 + len(ANSWER_METRICS) + len(JUDGE_QUERY_METRICS)
 
 
 def test_every_aggregate_metric_is_mapped_or_explained():

@@ -13,11 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.compare.verdicts import VERDICT_COLUMNS, VERDICTS, per_query_verdicts
+from kebab_eval_pipeline.judge.run import empty_judgements
 from kebab_eval_pipeline.orchestration.assets import headline_columns
 from kebab_eval_pipeline.reporting.per_query import (
     COLUMN_DESCRIPTIONS,
     QUESTION_CHARS,
     VERDICT_ORDER,
+    judgements_worst_first,
     verdicts_worst_first,
     worst_results_first,
     worst_scores_first,
@@ -416,7 +418,8 @@ def test_empty_tables_give_empty_tables_with_the_same_columns(scores, results):
 def test_column_descriptions_name_columns_the_tables_have(scores, results):
     produced = set(worst_scores_first(scores, []).columns) | set(worst_results_first(*results).columns)
     verdict_columns = set(per_query_verdicts(run_frame(RUN_A), run_frame(RUN_B)).columns)
-    assert set(COLUMN_DESCRIPTIONS) <= produced | verdict_columns
+    judgement_columns = set(judgements_worst_first(empty_judgements()).columns)
+    assert set(COLUMN_DESCRIPTIONS) <= produced | verdict_columns | judgement_columns
     assert {"issue", "question", "top_hit", "first_relevant_rank"} <= set(COLUMN_DESCRIPTIONS)
     assert str(QUESTION_CHARS) in COLUMN_DESCRIPTIONS["question"]
 
@@ -571,8 +574,10 @@ def test_property_query_scores(demo_run, data):
             continue
         if tiers[i] == SCORE_TIERS["first relevant at rank "]:
             assert a["first_relevant_rank"] >= b["first_relevant_rank"]  # deeper first
+        # no rank: an answerable query (found nothing) counts deeper than an unanswerable one
         same_rank = na(a["first_relevant_rank"]) == na(b["first_relevant_rank"]) and (
-            na(a["first_relevant_rank"]) or a["first_relevant_rank"] == b["first_relevant_rank"]
+            (na(a["first_relevant_rank"]) and bool(a["answerable"]) == bool(b["answerable"]))
+            or a["first_relevant_rank"] == b["first_relevant_rank"]
         )
         same_score = (na(a["ndcg@10"]) and na(b["ndcg@10"])) or a["ndcg@10"] == b["ndcg@10"]
         if same_rank and same_score:
