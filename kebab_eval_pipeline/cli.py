@@ -226,6 +226,8 @@ def rejudge(
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
+    from dagster import AssetKey
+
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.pipeline import headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG
@@ -261,19 +263,13 @@ def rejudge(
         run_id,
         n_queries,
         tags={TRIGGER_TAG: "rejudge"},
-        asset_selection=[dg_key(name) for name in JUDGED_ASSETS],
+        asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
     )
     if not store.exists("judge", run_id):
         _raise_run_failure(result, run_id)
     _print_run(store, run_id, settings.k, headline)
     if not result.success:
         _raise_run_failure(result, run_id)
-
-
-def dg_key(name: str):
-    from dagster import AssetKey
-
-    return AssetKey(name)
 
 
 def _raise_run_failure(result, run_id: str) -> None:
