@@ -481,7 +481,9 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         offenders = []
         for err in exc.errors():
             loc = [p for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
-            reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            # pydantic prefixes our validators' messages with "Value error, ": noise to a user
+            msg = err["msg"].removeprefix("Value error, ")
+            reason = "unknown key" if err["type"] == "extra_forbidden" else msg
             offenders.append(_offender(source, positions, loc, reason))
         raise InputError("run config is invalid", offenders) from None
 
