@@ -177,6 +177,19 @@ class ReplaySystemSettings(_Strict):
     kind: Literal["replay"]
     path: str  # a trace file (JSONL / JSON)
     format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+    # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("response")
+    @classmethod
+    def _fields_only(cls, response: ResponseMap) -> ResponseMap:
+        placed = [name for name in ("hits", "answer", "scope") if getattr(response, name) is not None]
+        if placed:
+            raise ValueError(
+                f"{', '.join(placed)}: a trace line keeps them under its own keys; "
+                "replay takes only hit_fields, answer_fields and citation_fields"
+            )
+        return response
 
 
 def _system_kind(value: Any) -> str:
