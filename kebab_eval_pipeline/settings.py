@@ -177,6 +177,19 @@ class ReplaySystemSettings(_Strict):
     kind: Literal["replay"]
     path: str  # a trace file (JSONL / JSON)
     format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+    # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("response")
+    @classmethod
+    def _fields_only(cls, response: ResponseMap) -> ResponseMap:
+        placed = [name for name in ("hits", "answer", "scope") if getattr(response, name) is not None]
+        if placed:
+            raise ValueError(
+                f"{', '.join(placed)}: a trace line keeps them under its own keys; "
+                "replay takes only hit_fields, answer_fields and citation_fields"
+            )
+        return response
 
 
 def _system_kind(value: Any) -> str:
@@ -481,7 +494,9 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         offenders = []
         for err in exc.errors():
             loc = [p for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
-            reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            # pydantic prefixes our validators' messages with "Value error, ": noise to a user
+            msg = err["msg"].removeprefix("Value error, ")
+            reason = "unknown key" if err["type"] == "extra_forbidden" else msg
             offenders.append(_offender(source, positions, loc, reason))
         raise InputError("run config is invalid", offenders) from None
 

@@ -388,11 +388,11 @@ class ReplaySystem(OpaqueSystem):
         outcome.attempts = 1
         try:
             hits: list[Hit]
-            hits, outcome.warnings = parse_hits(record.raw_hits, k)
+            hits, outcome.warnings = parse_hits(record.raw_hits, k, self.settings.response)
             outcome.hits = hits
             if answers and record.raw_answer is not None:
                 raw = {"text": record.raw_answer} if isinstance(record.raw_answer, str) else record.raw_answer
-                answer: Answer = parse_answer(raw)
+                answer: Answer = parse_answer(raw, self.settings.response)
                 outcome.answer = answer
         except QueryFailure as failure:
             outcome.fail(failure)

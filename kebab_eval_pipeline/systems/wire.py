@@ -11,18 +11,29 @@ Understood without configuration:
   ``grounded``, ``prompt_template_version``, ``model`` and token usage. The claim
   ``not in context`` (WFGY's refusal token) is a refusal.
 
-A :class:`ResponseMap` maps a service whose JSON differs onto these fields with dotted
-paths (``results``, ``metadata.source``, ``sources.0.id``), without code. Anything that
+A :class:`ResponseMap` maps a service whose JSON differs onto these fields without code: each
+field is a dotted path (``results``, ``metadata.source``, ``sources.0.id``) or an expression of
+:mod:`.mapexpr` (constants, concatenation, first-present, regex/split/relative_to/basename), enough
+for Haystack, LlamaIndex and LangChain documents as they serialise by default. Anything that
 cannot be read raises :class:`~.outcome.QueryFailure` (``bad_response``) naming the field.
 """
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from kebab_eval_pipeline.systems.base import Answer, Citation, Hit, ScoreKind
+from kebab_eval_pipeline.systems.mapexpr import MISSING, Expr, MapDataError, compile_expr
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 
 REFUSAL_TOKEN = "not in context"  # WFGY's exact refusal claim
@@ -34,8 +45,19 @@ _CITATION_FIELDS = tuple(Citation.model_fields)
 _MISSING = object()
 
 
+def _checked(spec: Any) -> Any:
+    compile_expr(spec)  # raises a ValueError naming the position inside the expression
+    return spec
+
+
+#: One field's mapping as written in the config (kept as written so settings round-trip).
+MapSpec = Annotated[Any, AfterValidator(_checked)]
+
+
 class ResponseMap(BaseModel):
-    """Where a system's JSON keeps what we read: dotted paths (``a.b``, ``items.0.id``).
+    """Where a system's JSON keeps what we read: per field, a dotted path (``a.b``, ``items.0.id``)
+    or a :mod:`.mapexpr` expression (``{const: bm25}``, ``{concat: [a, b]}``, ``{first: [a, b]}``,
+    ``{path: a, relative_to: /corpus}`` …), checked when the config loads.
 
     Unmapped fields are read under their ``search_hit.v1`` / Answer names.
     """
@@ -44,10 +66,11 @@ class ResponseMap(BaseModel):
 
     hits: str | None = None  # path to the hit list; default: the body if a list, else "hits"
     scope: str | None = None  # path to the folders searched; default: "scope" when the body is an object
-    hit_fields: dict[str, str] = Field(default_factory=dict)  # Hit field → path inside one hit
+    hit_fields: dict[str, MapSpec] = Field(default_factory=dict)  # Hit field → expression in one hit
     answer: str | None = None  # path to the answer object; default: "answer" if present, else the body
-    answer_fields: dict[str, str] = Field(default_factory=dict)  # Answer field (or "citations") → path
-    citation_fields: dict[str, str] = Field(default_factory=dict)  # Citation field → path in one citation
+    answer_fields: dict[str, MapSpec] = Field(default_factory=dict)  # Answer field (or "citations") → expr
+    citation_fields: dict[str, MapSpec] = Field(default_factory=dict)  # Citation field → expr in a citation
+    _compiled: dict[str, dict[str, Expr]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _known_fields(self) -> ResponseMap:
@@ -65,7 +88,12 @@ class ResponseMap(BaseModel):
                 raise ValueError(
                     f"{name}: unknown field(s) {', '.join(unknown)}; expected {', '.join(allowed)}"
                 )
+            self._compiled[name] = {field: compile_expr(spec) for field, spec in fields.items()}
         return self
+
+    def compiled(self, group: str) -> dict[str, Expr]:
+        """The compiled expressions of ``hit_fields``, ``answer_fields`` or ``citation_fields``."""
+        return self._compiled[group]
 
 
 def dig(value: Any, path: str, default: Any = _MISSING) -> Any:
@@ -91,10 +119,18 @@ def dig(value: Any, path: str, default: Any = _MISSING) -> Any:
     return current
 
 
-def _get(obj: dict, name: str, mapping: dict[str, str]) -> Any:
+def _get(obj: Any, name: str, mapping: dict[str, Expr]) -> Any:
+    """Field ``name`` of ``obj``: its mapped expression (missing reads as None), else the key itself.
+
+    Raises :class:`~.mapexpr.MapDataError` ("name: reason") when the value cannot be transformed.
+    """
     if name in mapping:
-        return dig(obj, mapping[name], None)
-    return obj.get(name)
+        try:
+            value = mapping[name].evaluate(obj)
+        except MapDataError as exc:
+            raise MapDataError(f"{name}: {exc}") from None
+        return None if value is MISSING else value
+    return obj.get(name) if isinstance(obj, dict) else None
 
 
 def _bad(where: str, reason: str) -> QueryFailure:
@@ -155,9 +191,13 @@ def _hit_fields(raw: Any, mapping: ResponseMap) -> dict[str, Any]:
     """Our Hit fields from one raw hit: mapping first, then flat names, then kebab's nesting."""
     if isinstance(raw, str):
         return {"chunk_id": raw}
-    if not isinstance(raw, dict):
+    hit_map = mapping.compiled("hit_fields")
+    # a list is a hit only when mapped: ``[document, score]`` pairs (LangChain's *_with_score)
+    if not isinstance(raw, dict) and not (isinstance(raw, list) and hit_map):
         raise ValueError(f"expected an object or a chunk-id string, got {_kind(raw)}")
-    fields = {name: _get(raw, name, mapping.hit_fields) for name in _HIT_FIELDS}
+    fields = {name: _get(raw, name, hit_map) for name in _HIT_FIELDS}
+    if not isinstance(raw, dict):
+        raw = {}
     retrieval = raw.get("retrieval")
     if isinstance(retrieval, dict):  # kebab search_hit.v1 nests channel scores and ranks
         for name in ("lexical_score", "vector_score", "lexical_rank", "vector_rank"):
@@ -256,7 +296,10 @@ def _citation(raw: Any, i: int, mapping: ResponseMap) -> Citation:
         return Citation(chunk_id=raw)
     if not isinstance(raw, dict):
         raise _bad(f"citations[{i}]", f"expected an object or a chunk-id string, got {_kind(raw)}")
-    fields = {name: _get(raw, name, mapping.citation_fields) for name in _CITATION_FIELDS}
+    try:
+        fields = {name: _get(raw, name, mapping.compiled("citation_fields")) for name in _CITATION_FIELDS}
+    except MapDataError as exc:
+        raise _bad(f"citations[{i}]", str(exc)) from None
     nested = raw.get("citation") if isinstance(raw.get("citation"), dict) else raw
     for ours, theirs in (("doc_path", "path"), ("line_start", "start"), ("line_end", "end")):
         if fields[ours] is None:
@@ -281,10 +324,13 @@ def parse_answer(payload: Any, mapping: ResponseMap | None = None) -> Answer:
     """
     mapping = mapping or ResponseMap()
     raw = answer_object(payload, mapping)
-    fmap = mapping.answer_fields
+    fmap = mapping.compiled("answer_fields")
 
     def field(name: str, *aliases: str) -> Any:
-        value = _get(raw, name, fmap)
+        try:
+            value = _get(raw, name, fmap)
+        except MapDataError as exc:
+            raise QueryFailure(BAD_RESPONSE, f"answer.{exc}") from None  # "answer.text: reason"
         for alias in aliases if name not in fmap else ():
             if value is None:
                 value = raw.get(alias)

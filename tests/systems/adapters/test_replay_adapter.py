@@ -754,3 +754,54 @@ def replay_error(tmp_path: Path, trace: list, gold: list) -> str:
             golden=write_jsonl(tmp_path / "gold2.jsonl", gold),
         )
     return str(info.value.render() if hasattr(info.value, "render") else info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# a trace recorded in a framework's own shape, read through system.response
+# ---------------------------------------------------------------------------------------------
+
+
+def test_replay_reads_framework_shaped_hits_and_answers_through_the_mapping(tmp_path):
+    from kebab_eval_pipeline.systems.outcome import QueryRequest
+
+    hay = {"id": "h1", "content": "### Windows\n", "file_path": "/srv/corpus/guide/install.md", "score": 2.5}
+    trace = write_jsonl(
+        tmp_path / "trace.jsonl",
+        [
+            {
+                "query_id": "q1",
+                "hits": [{**hay, "parent_headers": ["Install", "From source"], "header": "Windows"}],
+                "answer": {"reply": "Use WSL.", "docs": [{"id": "h1"}]},
+            },
+            {"query_id": "q2", "hits": [{**hay, "parent_headers": "Install"}]},
+        ],
+    )
+    response = {
+        "hit_fields": {
+            "chunk_id": "id",
+            "doc_path": {"path": "file_path", "relative_to": "/srv/corpus"},
+            "heading_path": {"concat": ["parent_headers", "header"]},
+            "snippet": "content",
+            "score_kind": {"const": "bm25"},
+        },
+        "answer_fields": {"text": "reply", "citations": "docs"},
+        "citation_fields": {"chunk_id": "id"},
+    }
+    settings = settings_from_dict(
+        {"golden": str(WFGY_GOLD), "system": {"kind": "replay", "path": str(trace), "response": response}}
+    )
+    q1, q2 = build_system(settings).run_queries([QueryRequest("q1", "x"), QueryRequest("q2", "y")], 10, True)
+    (hit,) = q1.hits
+    assert (hit.chunk_id, hit.doc_path, hit.heading_path, hit.snippet, hit.score, hit.score_kind) == (
+        "h1",
+        "guide/install.md",
+        ["Install", "From source", "Windows"],
+        "### Windows\n",
+        2.5,
+        "bm25",
+    )
+    assert (q1.answer.text, [c.chunk_id for c in q1.answer.citations]) == ("Use WSL.", ["h1"])
+    assert q2.hits[0].heading_path == ["Install"] and q2.error_class is None  # a string part is appended
+    with pytest.raises(InputError) as info:
+        settings_from_dict({"system": {"kind": "replay", "path": "t.jsonl", "response": {"hits": "docs"}}})
+    assert "hits: a trace line keeps them under its own keys" in str(info.value)
