@@ -41,9 +41,9 @@ def sections(path: Path, rel_path: str) -> list[Section]:
         opened = _FENCE.match(line)
         if fence is not None:
             # a fence closes only with the same characters, at least as long (CommonMark)
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                if not line[len(opened.group(1)) :].strip():
-                    fence = None
+            closing = opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence)
+            if closing and not line[len(opened.group(1)) :].strip():
+                fence = None
             continue
         if opened:
             fence = opened.group(1)
