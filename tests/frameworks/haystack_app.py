@@ -123,7 +123,7 @@ def serve(app: App, port: int) -> None:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/version":
                 self._send(200, app.versions)
             elif self.path == "/health":
@@ -131,7 +131,7 @@ def serve(app: App, port: int) -> None:
             else:
                 self._send(404, {"error": f"no route {self.path}"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path != "/search":
                 self._send(404, {"error": f"no route {self.path}"})
                 return
@@ -143,7 +143,7 @@ def serve(app: App, port: int) -> None:
                 return
             self._send(200, app.search(query, k))
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # one line per request would drown the test output
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
