@@ -32,6 +32,7 @@ import socket
 import string
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -110,18 +111,21 @@ def no_traceback(proc: subprocess.CompletedProcess) -> None:
 
 def start_server(corpus: Path, chunk_size: int, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     """``haystack_app.py serve`` on a free 127.0.0.1 port; returns the process and its base URL."""
+    # stderr to a file, not a pipe nobody drains: a chatty server must never block on a full pipe.
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the server)
     proc = subprocess.Popen(
         [sys.executable, str(APP), "serve", "--corpus", str(corpus), "--chunk-size", str(chunk_size)],
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
     )
     line = proc.stdout.readline()  # type: ignore[union-attr]  # blocks until the index is built
     found = re.match(r"listening on (http://127\.0\.0\.1:\d+)", line)
     if not found:
         proc.kill()
-        pytest.fail(f"haystack_app serve did not start: {line!r} {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+        log.seek(0)
+        pytest.fail(f"haystack_app serve did not start: {line!r} {log.read()[-2000:]}")
     return proc, found.group(1)
 
 
