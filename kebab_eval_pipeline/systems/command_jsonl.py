@@ -74,6 +74,10 @@ class _Exited(Exception):
     """The process closed its stdout / stdin (it exited or is exiting)."""
 
 
+class _Left(Exception):
+    """The process exited with status 0 instead of replying."""
+
+
 class _TimedOut(Exception):
     """No complete line (read or write) before the deadline."""
 
@@ -267,13 +271,6 @@ class JsonlCommandSystem(CommandSystem):
 
     def _query(self, slot: _Slot, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
         outcome = QueryOutcome(query_id=request.query_id)
-        try:
-            process = self._ready(slot)
-        except QueryFailure as failure:  # nothing was sent: attempts stays 0
-            return outcome.fail(failure)
-        except Exception as exc:  # a bug must still leave a row
-            slot.drop()
-            return outcome.fail(exception_failure(exc))
         message = {
             "id": request.query_id,
             "query": request.query,
@@ -281,24 +278,40 @@ class JsonlCommandSystem(CommandSystem):
             "answer": answers,
             "mode": self.settings.mode,
         }
-        started = time.perf_counter()
-        outcome.attempts = 1
-        try:
-            reply = self._exchange(slot, process, message, started)
-            self._read_reply(reply, outcome, k, answers)
-        except QueryFailure as failure:
-            outcome.fail(failure)
-        except Exception as exc:
-            slot.drop()
-            outcome.fail(exception_failure(exc))
+        # A process that exits with status 0 instead of replying has left (it may serve one
+        # request per start): the query is sent once more, to a new process.
+        for attempt in (1, 2):
+            try:
+                process = self._ready(slot)
+            except QueryFailure as failure:  # nothing (more) was sent
+                return outcome.fail(failure)
+            except Exception as exc:  # a bug must still leave a row
+                slot.drop()
+                return outcome.fail(exception_failure(exc))
+            started = time.perf_counter()
+            outcome.attempts = attempt
+            try:
+                reply = self._exchange(slot, process, message, started, retry_clean_exit=attempt == 1)
+                self._read_reply(reply, outcome, k, answers)
+            except _Left:
+                continue
+            except QueryFailure as failure:
+                outcome.fail(failure)
+            except Exception as exc:
+                slot.drop()
+                outcome.fail(exception_failure(exc))
+            break
         elapsed = (time.perf_counter() - started) * 1000.0
         outcome.retrieval_ms = elapsed
         if outcome.answer is not None:  # one request gave both: the answer took the same time
             outcome.answer_ms = elapsed
         return outcome
 
-    def _exchange(self, slot: _Slot, process: _Process, message: dict, started: float) -> dict:
-        """Send ``message``, return its reply object; QueryFailure (process dropped) otherwise."""
+    def _exchange(
+        self, slot: _Slot, process: _Process, message: dict, started: float, retry_clean_exit: bool
+    ) -> dict:
+        """Send ``message``, return its reply object; QueryFailure (process dropped) otherwise, or
+        _Left when the process exited with status 0 and ``retry_clean_exit``."""
         timeout_s = self.settings.timeout_s
         deadline = time.monotonic() + timeout_s - (time.perf_counter() - started)
         try:
@@ -310,6 +323,9 @@ class JsonlCommandSystem(CommandSystem):
             text = f"no reply within {timeout_s:g} s; process killed (a new one serves the next query)"
             raise QueryFailure(TIMEOUT, text + (f"; stderr: {err}" if err else ""), timed_out=True) from None
         except _Exited:
+            if retry_clean_exit and process.exit_status() == "exit code 0":
+                slot.drop()
+                raise _Left from None
             raise self._crashed(slot, process, "while handling this query") from None
         try:
             reply = json.loads(line.decode("utf-8"))
@@ -370,7 +386,10 @@ class JsonlCommandSystem(CommandSystem):
         if process is not None and process.alive():
             return process
         if process is not None:  # exited between queries, after its last reply
-            self._crashed(slot, process, "after its last reply")
+            if process.exit_status() == "exit code 0":
+                slot.drop()  # it left; not a crash
+            else:
+                self._crashed(slot, process, "after its last reply")
         with self._lock:
             if self._crashes > self.settings.max_restarts:
                 last = self._last_crash
