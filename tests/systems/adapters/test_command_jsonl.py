@@ -463,3 +463,34 @@ def test_persistent_defaults_and_relative_argv(tmp_path):
     loaded = load_settings(cfg).system
     assert loaded.argv == [str((tmp_path / "cfg" / "bin" / "serve").resolve()), "--flag"]
     assert loaded.concurrency == 4
+
+
+def test_ref_serve_jsonl_answers_bad_requests_with_error_lines_and_keeps_serving(demo_index_dir):
+    import json
+
+    lines = [
+        '{"id": "v", "op": "version"}',
+        "not json",
+        '{"id": "a", "query": "sourdough starter", "k": 0}',
+        '{"id": "b", "query": 5}',
+        '{"id": "c", "query": "sourdough starter", "k": 2, "mode": "quantum"}',
+        '{"id": "d", "op": "reindex"}',
+        '{"id": "e", "query": "sourdough starter", "k": 2, "answer": true}',
+    ]
+    proc = subprocess.run(
+        [KEBAB_EVAL, "ref", "serve-jsonl", str(demo_index_dir)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["id"] for r in replies] == ["v", None, "a", "b", "c", "d", "e"]
+    assert replies[0]["system"] == "kebab-eval-reference" and replies[0]["index_version"]
+    assert replies[1]["error"].startswith("request is not JSON")
+    assert replies[2]["error"] == "k: expected an integer from 1 to 1000, got 0"
+    assert replies[3]["error"] == "query: expected a string"
+    assert replies[4]["error"].startswith("mode: expected one of lexical")
+    assert replies[5]["error"] == "unknown op 'reindex'"
+    assert len(replies[6]["hits"]) == 2 and replies[6]["answer"]["prompt_template_version"] == "extractive-1"
