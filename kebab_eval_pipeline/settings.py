@@ -87,23 +87,72 @@ def _templates_need_mode(*templates: object) -> bool:
 
 
 class CommandSystemSettings(_Strict):
-    """An external CLI run once per query (SPEC §4 "command"). Arguments are an argv list —
-    never a shell; ``{query}``, ``{query_id}``, ``{k}`` and ``{mode}`` are substituted inside
-    each item, so the query is always exactly one argument, unchanged."""
+    """An external CLI (SPEC §4 "command"). Arguments are an argv list — never a shell.
+
+    ``protocol: per_query`` (the default) runs ``search_argv`` (and ``ask_argv``) once per query;
+    ``{query}``, ``{query_id}``, ``{k}`` and ``{mode}`` are substituted inside each item, so the
+    query is always exactly one argument, unchanged. ``ask_returns_hits`` says the ask command's
+    JSON carries the hits too: with answers on, one ask process per query, no search process.
+    ``protocol: jsonl`` starts ``argv`` once per worker (``concurrency``) and speaks JSON lines
+    over its stdin/stdout (systems/command_jsonl.py): ``{mode}`` is the only placeholder there.
+    """
 
     kind: Literal["command"]
-    search_argv: Annotated[list[str], Field(min_length=1)]
-    ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # needed for answers
+    protocol: Literal["per_query", "jsonl"] = "per_query"
+    search_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: required
+    ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: needed for answers
+    ask_returns_hits: bool = False  # per_query: the ask output carries the hits; no search call then
+    argv: Annotated[list[str], Field(min_length=1)] | None = None  # jsonl: the long-lived process
     version_argv: Annotated[list[str], Field(min_length=1)] | None = None  # prints versions (JSON or text)
-    mode: str | None = None  # substituted for {mode}
-    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    mode: str | None = None  # substituted for {mode}; sent as "mode" in jsonl requests
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # per query
+    # Default 2 per-query processes, 1 long-lived process (filled in by _protocol_defaults).
     concurrency: Annotated[int, Field(ge=1, le=64)] = 2
+    startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0  # jsonl: start to first reply
+    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 3  # jsonl: consecutive crashes restarted
     cwd: str | None = None
     response: ResponseMap = Field(default_factory=ResponseMap)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "concurrency" not in data and data.get("protocol") == "jsonl":
+            return {**data, "concurrency": 1}  # one long-lived process unless asked for more
+        return data
+
     @model_validator(mode="after")
-    def _mode_if_used(self) -> CommandSystemSettings:
-        if self.mode is None and _templates_need_mode(self.search_argv, self.ask_argv, self.version_argv):
+    def _argvs_fit_the_protocol(self) -> CommandSystemSettings:
+        if self.protocol == "per_query":
+            if self.search_argv is None:
+                raise ValueError("system.search_argv is required (protocol per_query runs it once per query)")
+            if self.argv is not None:
+                raise ValueError("system.argv is for protocol: jsonl; per_query uses search_argv / ask_argv")
+            if self.ask_returns_hits and self.ask_argv is None:
+                raise ValueError("system.ask_returns_hits needs ask_argv")
+        else:
+            if self.argv is None:
+                raise ValueError(
+                    "system.argv is required (protocol jsonl starts it once and talks JSON lines)"
+                )
+            unused = [n for n in ("search_argv", "ask_argv") if getattr(self, n) is not None]
+            if self.ask_returns_hits:
+                unused.append("ask_returns_hits")
+            if unused:
+                raise ValueError(
+                    f"{', '.join('system.' + n for n in unused)}: not used by protocol jsonl "
+                    "(one argv; each reply carries the hits and, when asked, the answer)"
+                )
+            per_query = sorted(
+                {m.group(1) for item in self.argv for m in PLACEHOLDER_RE.finditer(item)} - {"mode"}
+            )
+            if per_query:
+                raise ValueError(
+                    f"system.argv: {', '.join('{' + p + '}' for p in per_query)} cannot be substituted in a "
+                    "process that serves every query; they are fields of each JSON request"
+                )
+        if self.mode is None and _templates_need_mode(
+            self.search_argv, self.ask_argv, self.version_argv, self.argv
+        ):
             raise ValueError("an argv uses {mode}; set system.mode")
         return self
 
@@ -441,7 +490,7 @@ def _resolve_relative(
             system = system.model_copy(update={"cwd": fix(system.cwd, "system", "cwd")})
         else:
             argvs = {}
-            for name in ("search_argv", "ask_argv", "version_argv"):
+            for name in ("search_argv", "ask_argv", "argv", "version_argv"):
                 argv = getattr(system, name)
                 if argv and "/" in argv[0] and not _is_absolute(argv[0]):
                     argvs[name] = [fix(argv[0], "system", name), *argv[1:]]

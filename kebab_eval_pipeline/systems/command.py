@@ -1,5 +1,8 @@
 """The command adapter: an external CLI run once per query (SPEC §4 "command").
 
+(``protocol: jsonl`` — one long-lived process per worker speaking JSON lines — is
+:mod:`.command_jsonl`, built on this class.)
+
 ``search_argv`` (and ``ask_argv`` for answers) is an argv list run without a shell.
 ``{query}``, ``{query_id}``, ``{k}`` and ``{mode}`` are substituted inside each item in
 a single pass, so a query is always exactly one argument, byte for byte — shell
@@ -9,6 +12,10 @@ Per query: a timeout (the whole process group is killed, so a child the command
 spawned cannot keep it alive), stdout parsed as ``search_hit.v1``-style JSON (see
 :mod:`.wire`), and a non-zero exit, a timeout or unreadable output as that query's
 error with the tail of stderr. Queries run ``concurrency`` at a time.
+
+With answers on, a query runs ``search_argv`` and then ``ask_argv`` (two processes); with
+``ask_returns_hits`` it runs ``ask_argv`` alone and reads the hits from the same output, so the
+hits scored are the ones the answer was built from.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ from kebab_eval_pipeline.systems.outcome import (
     EXIT_CODE,
     TIMEOUT,
     QueryFailure,
+    QueryOutcome,
     QueryRequest,
 )
-from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
@@ -82,7 +90,7 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
     def __init__(self, settings: CommandSystemSettings) -> None:
         if settings.cwd and not Path(settings.cwd).is_dir():
             raise ValueError(f"cwd {settings.cwd!r} is not a folder")
-        for name in ("search_argv", "ask_argv", "version_argv"):
+        for name in ("search_argv", "ask_argv", "argv", "version_argv"):
             argv = getattr(settings, name)
             if argv:
                 try:
@@ -147,6 +155,7 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
     # -- the adapter -------------------------------------------------------------------------
 
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        assert self.settings.search_argv is not None
         payload = self._json(self.settings.search_argv, request, k)
         hits, warnings = parse_hits(payload, k, self.settings.response)
         return SearchReply(hits, warnings, 1, parse_scope(payload, self.settings.response))
@@ -155,29 +164,55 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
         assert self.settings.ask_argv is not None
         return parse_answer(self._json(self.settings.ask_argv, request, k), self.settings.response), 1
 
+    def run_one(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
+        """Search and ask as two processes, or — ``ask_returns_hits`` with answers on — one ask
+        process whose output gives both (then ``retrieval_ms`` and ``answer_ms`` are both its time)."""
+        if not (answers and self.settings.ask_returns_hits):
+            return super().run_one(request, k, answers)
+        assert self.settings.ask_argv is not None
+        outcome = QueryOutcome(query_id=request.query_id)
+
+        def both() -> int:
+            payload = self._json(self.settings.ask_argv, request, k)
+            outcome.hits, outcome.warnings = parse_hits(payload, k, self.settings.response)
+            outcome.scope = parse_scope(payload, self.settings.response)
+            outcome.answer = parse_answer(payload, self.settings.response)
+            return 1
+
+        outcome.retrieval_ms = outcome.answer_ms = timed_call(outcome, both)
+        return outcome
+
+    def _details(self) -> dict[str, str]:
+        s = self.settings
+        details = {"search_argv": shlex.join(s.search_argv or []), "timeout_s": f"{s.timeout_s:g}"}
+        details["concurrency"] = str(s.concurrency)
+        if s.ask_argv:
+            details["ask_argv"] = shlex.join(s.ask_argv)
+        if s.ask_returns_hits:
+            details["ask_returns_hits"] = "true"
+        return details
+
+    def _version_report(self) -> Any:
+        """What ``version_argv`` prints (JSON, else the text); QueryFailure when it fails."""
+        s = self.settings
+        assert s.version_argv is not None
+        values = {"query": "", "query_id": "", "k": "0", "mode": s.mode or ""}
+        stdout = self.run_process(substitute(s.version_argv, values))
+        try:
+            return json.loads(stdout)
+        except ValueError:
+            return stdout
+
     def info(self) -> SystemInfo:
         """Kind, mode, the argv templates and, when ``version_argv`` is set, what it reports
         (run once; a failure is recorded in ``details["version_error"]``, never raised)."""
         with self._info_lock:
             if self._info is None:
                 s = self.settings
-                details = {"search_argv": shlex.join(s.search_argv), "timeout_s": f"{s.timeout_s:g}"}
-                details["concurrency"] = str(s.concurrency)
-                if s.ask_argv:
-                    details["ask_argv"] = shlex.join(s.ask_argv)
-                info = SystemInfo(kind="command", mode=s.mode, details=details)
+                info = SystemInfo(kind="command", mode=s.mode, details=self._details())
                 if s.version_argv:
                     try:
-                        stdout = self.run_process(
-                            substitute(
-                                s.version_argv, {"query": "", "query_id": "", "k": "0", "mode": s.mode or ""}
-                            )
-                        )
-                        try:
-                            report: Any = json.loads(stdout)
-                        except ValueError:
-                            report = stdout
-                        info = apply_version_report(info, report)
+                        info = apply_version_report(info, self._version_report())
                     except QueryFailure as failure:
                         info.details["version_error"] = str(failure)
                 self._info = info

@@ -85,6 +85,10 @@ def build_system(settings: RunSettings) -> SystemUnderTest:
             ) from None
     try:
         if isinstance(system, CommandSystemSettings):
+            if system.protocol == "jsonl":
+                from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
+
+                return JsonlCommandSystem(system)
             from kebab_eval_pipeline.systems.command import CommandSystem
 
             return CommandSystem(system)

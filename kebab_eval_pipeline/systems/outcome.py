@@ -21,6 +21,7 @@ CONNECTION: Final = "connection"  # refused, reset or closed before a response (
 BAD_JSON: Final = "bad_json"  # the output is not JSON
 BAD_RESPONSE: Final = "bad_response"  # JSON, but not hits / an answer (names the field)
 EXIT_CODE: Final = "exit_code"  # the command exited non-zero (message has the stderr tail)
+SYSTEM_ERROR: Final = "system_error"  # the system replied that this query failed (command jsonl "error")
 MISSING_IN_TRACE: Final = "missing_in_trace"  # replay: the trace has no record of this query
 RECORDED_ERROR: Final = "recorded_error"  # replay: the trace records that this query failed
 MISSING_OUTCOME: Final = "missing_outcome"  # the adapter returned no outcome (a bug; still a row)
@@ -34,6 +35,7 @@ ERROR_CLASSES: Final = (
     BAD_JSON,
     BAD_RESPONSE,
     EXIT_CODE,
+    SYSTEM_ERROR,
     MISSING_IN_TRACE,
     RECORDED_ERROR,
     MISSING_OUTCOME,

@@ -66,9 +66,9 @@ class PerQueryAdapter:
             outcome.answer, attempts = self.ask_one(request, k, outcome.hits)
             return attempts
 
-        outcome.retrieval_ms = _timed_call(outcome, search)
+        outcome.retrieval_ms = timed_call(outcome, search)
         if answers and self.can_answer and outcome.error_class is None:
-            outcome.answer_ms = _timed_call(outcome, ask)
+            outcome.answer_ms = timed_call(outcome, ask)
         return outcome
 
     def run_queries(
@@ -103,7 +103,7 @@ class PerQueryAdapter:
             return list(pool.map(work, requests))
 
 
-def _timed_call(outcome: QueryOutcome, call: Callable[[], int]) -> float:
+def timed_call(outcome: QueryOutcome, call: Callable[[], int]) -> float:
     """Run ``call`` (which returns its attempts), recording attempts and any failure on
     ``outcome``; returns the elapsed milliseconds."""
     started = time.perf_counter()

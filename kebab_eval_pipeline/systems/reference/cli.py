@@ -238,3 +238,26 @@ def serve_cmd(
     typer.echo(f"serving http://{shown}:{bound_port}")
     sys.stdout.flush()
     serve(app, sock)
+
+
+@ref_app.command("serve-jsonl")
+def serve_jsonl_cmd(
+    index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
+    mode: Annotated[str, typer.Option("--mode", help="Default " + _MODE_HELP)] = "lexical",
+    gate_threshold: Annotated[
+        float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
+    ] = None,
+) -> None:
+    """Serve the index over stdin/stdout, one JSON request per line (the command adapter's
+    `protocol: jsonl`).
+
+    `{"id", "query", "k"?, "answer"?, "mode"?}` → `{"id", "hits", "answer"?}` or `{"id", "error"}`;
+    `{"id", "op": "version"}` → the versions (as `ref version`). Ends at end of input.
+    """
+    from kebab_eval_pipeline.systems.reference.stdio import serve_jsonl
+
+    index = _load(index_dir)
+    try:
+        serve_jsonl(index, sys.stdin.buffer, sys.stdout.buffer, mode=mode, gate_threshold=gate_threshold)
+    except ValueError as exc:
+        _fail(str(exc))
