@@ -164,6 +164,10 @@ def jsonl(app: App) -> None:
         try:
             body = json.loads(line)
             request_id = body.get("id") if isinstance(body, dict) else None
+            if isinstance(body, dict) and body.get("op") == "version":  # the adapter's greeting
+                sys.stdout.write(json.dumps({"id": request_id, **app.versions}) + "\n")
+                sys.stdout.flush()
+                continue
             query, k = _request(body)
             reply: dict[str, Any] = {"id": request_id, "hits": app.search(query, k)}
         except ValueError as exc:
