@@ -131,7 +131,15 @@ EXPECTED = {
         "ndcg@10": (1 + 1 / L2(3) + 1 / L2(7)) / (1 + 1 / L2(3) + 1 / L2(4)),
     },
     # q3: applicable, no hits → zeros.
-    "q3": {"mrr": 0, "hit@10": 0, "recall@10": 0, "doc_recall@10": 0, "recall_all@10": 0, "precision@10": 0, "ndcg@10": 0},
+    "q3": {
+        "mrr": 0,
+        "hit@10": 0,
+        "recall@10": 0,
+        "doc_recall@10": 0,
+        "recall_all@10": 0,
+        "precision@10": 0,
+        "ndcg@10": 0,
+    },
 }
 
 
