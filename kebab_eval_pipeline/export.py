@@ -260,7 +260,7 @@ def trec_tables(
             "chunk_id": hits.get("chunk_id", pd.NA),
             "doc_path": hits.get("doc_path", pd.NA),
             "heading_path": arrow_to_pandas_string(heading),
-            "support_idx": support_idx.to_numpy(),
+            "support_idx": support_idx.array,
         }
     )
     return TrecExport(run.reset_index(drop=True), qrels.reset_index(drop=True), docnos[list(DOCNO_COLUMNS)])
