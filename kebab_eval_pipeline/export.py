@@ -281,12 +281,19 @@ def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Pat
 def _check_ids(hits: pd.DataFrame, queries: pd.DataFrame, source: str) -> None:
     """TREC files are whitespace-separated: every query id must be one non-empty token, and a
     query's ranks must be distinct (each rank is one docno)."""
-    offenders = []
-    for q in pd.unique(queries["query_id"].astype(str)):
-        if not q or re.search(r"\s", q):
-            offenders.append(
-                Offender(source, "a TREC query id must be non-empty without whitespace", query_id=q)
-            )
+    ids = pc.unique(
+        pa.chunked_array(
+            [
+                string_column(queries, "query_id", empty_as_null=False),
+                string_column(hits, "query_id", empty_as_null=False),
+            ]
+        )
+    )
+    bad = pc.or_kleene(pc.equal(pc.utf8_length(ids), 0), pc.match_substring_regex(ids, r"\s"))
+    offenders = [
+        Offender(source, "a TREC query id must be one token: non-empty, without whitespace", query_id=q)
+        for q in ids.filter(pc.fill_null(bad, True)).to_pylist()[:10]
+    ]
     dup = hits.loc[hits.duplicated(["query_id", "rank"]), ["query_id", "rank"]]
     for q, r in dup.drop_duplicates().head(10).itertuples(index=False):
         offenders.append(Offender(source, f"two hits share rank {int(r)}", query_id=str(q), field="rank"))
@@ -302,7 +309,10 @@ def _join_lines(*parts: pd.Series | pa.Array | str) -> bytes:
     """Elementwise concatenation of the parts into newline-terminated lines, as one UTF-8 buffer
     (straight from Arrow's string data: no per-line Python)."""
     arrays = [
-        p if isinstance(p, str | pa.Array) else string_column(pd.DataFrame({"c": p}), "c") for p in parts
+        p
+        if isinstance(p, str | pa.Array)
+        else string_column(pd.DataFrame({"c": p}), "c", empty_as_null=False)
+        for p in parts
     ]
     lines = concat_strings(*arrays, "\n")
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
