@@ -14,10 +14,10 @@ path and a 20-line span), and three runs of H hits per query, every hit with a d
 range and a heading path (snippets are empty). A query's hits are H of 2H candidate chunks,
 ranked by random keys, the gold chunks' keys scaled down by a log-normal factor (hit@10 ≈ 0.86,
 about a fifth of the queries' mrr differs between a and b); a chunk is one of 10 sections of 20
-lines of its document, and each candidate comes from a different document (ours' ``recall@k``
-is *document* recall — with one document per support it is trec_eval's ``recall_k``, the chunk
-recall ranx computes — so a retrieved sibling of a gold chunk would make the two differ by
-definition, not by error):
+lines of its document, and each candidate comes from a different document (so ours'
+``doc_recall@k`` — document recall — equals the support ``recall@k``, trec_eval's ``recall_k``,
+the chunk recall ranx computes; a retrieved sibling of a gold chunk would make document recall
+differ by definition, not by error):
 
 - ``a``: the baseline (``chunker_version`` chunker-1);
 - ``b``: same chunker; for a random 30 % of the queries the gold chunks' factors are drawn

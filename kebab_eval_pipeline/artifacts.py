@@ -16,6 +16,7 @@ import pandas as pd
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
+from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.runner import RetrievalResults
@@ -154,11 +155,19 @@ class QueryScoresArtifact:
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> QueryScoresArtifact:
+        """Read a stored artifact; one stored under scoring version 1 is upgraded on the way
+        (document recall renamed ``doc_recall@k``, see :mod:`kebab_eval_pipeline.metrics.legacy`)."""
+        old = not legacy.is_current(info)
         summary = None
         if "summary_metrics" in tables:  # absent from runs stored before exact summaries
             metrics, denominators = metrics_from_table(tables["summary_metrics"])
-            summary = ScoreSummary(metrics, denominators, tables["summary_breakdowns"])
-        return cls(tables["query_scores"], info, summary, tables.get("hit_verification"))
+            breakdowns = tables["summary_breakdowns"]
+            if old:
+                metrics, denominators = legacy.upgrade_metrics(metrics), legacy.upgrade_metrics(denominators)
+                breakdowns = legacy.upgrade_breakdowns(breakdowns)
+            summary = ScoreSummary(metrics, denominators, breakdowns)
+        scores = legacy.upgrade_columns(tables["query_scores"]) if old else tables["query_scores"]
+        return cls(scores, info, summary, tables.get("hit_verification"))
 
 
 def metrics_table(metrics: dict[str, float | None], denominators: dict[str, int]) -> pd.DataFrame:
@@ -199,8 +208,14 @@ class RunMetricsArtifact:
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RunMetricsArtifact:
+        """Read a stored artifact, upgrading one stored under scoring version 1 (as
+        :meth:`QueryScoresArtifact.from_tables` does)."""
         metrics, denominators = metrics_from_table(tables["metrics"])
-        return cls(metrics, denominators, tables["breakdowns"], info)
+        breakdowns = tables["breakdowns"]
+        if not legacy.is_current(info):
+            metrics, denominators = legacy.upgrade_metrics(metrics), legacy.upgrade_metrics(denominators)
+            breakdowns = legacy.upgrade_breakdowns(breakdowns)
+        return cls(metrics, denominators, breakdowns, info)
 
 
 @dataclass

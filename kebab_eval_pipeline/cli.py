@@ -631,8 +631,8 @@ def export(
         else:
             sys.stdout.write(text)
     elif fmt == "trec":
-        run_file, qrels = export_trec(store, run_id, out_path or Path(f"{run_id}.trec"))
-        err.print(f"wrote {run_file} and {qrels}")
+        run_file, qrels, docnos = export_trec(store, run_id, out_path or Path(f"{run_id}.trec"))
+        err.print(f"wrote {run_file}, {qrels} and {docnos} (what each docno stands for)")
     else:
         raise InputError("unknown export format", [Offender("--format", f"{fmt!r}: use json or trec")])
 

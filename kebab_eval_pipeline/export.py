@@ -1,15 +1,30 @@
-"""Exports of a stored run (SPEC §12): one JSON document, or a TREC run file + qrels."""
+"""Exports of a stored run: one JSON document, or a TREC run file + qrels in one docno space."""
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.compare.runs import load_bundle
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.matching import (
+    arrow_to_pandas_string,
+    concat_strings,
+    lookup_codes,
+    match_hits,
+    normalise_headings,
+    string_column,
+)
+from kebab_eval_pipeline.metrics.retrieval import assign_supports, query_codes
 from kebab_eval_pipeline.storage import ArtifactStore
 
 _HIT_FIELDS = (
@@ -130,29 +145,178 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
     }
 
 
-def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Path]:
-    """Write ``out`` (TREC run: ``qid Q0 docid rank score tag``) and ``out.qrels`` beside it.
+#: Columns of the ``<run>.docnos.tsv`` file written beside a TREC export.
+DOCNO_COLUMNS = ("qid", "rank", "docno", "chunk_id", "doc_path", "heading_path", "support_idx")
 
-    Document ids are chunk ids (falling back to doc ids); qrels list gold chunk ids
-    with their grade, so trec_eval re-scores chunk-level supports exactly.
+
+@dataclass(frozen=True)
+class TrecExport:
+    """A run in one TREC docno space, as tables (see :func:`trec_tables`)."""
+
+    run: pd.DataFrame  # qid, rank, docno, score — one row per hit, queries in golden order, rank order
+    qrels: pd.DataFrame  # qid, docno, grade — one row per gold support of each applicable query
+    docnos: pd.DataFrame  # DOCNO_COLUMNS — what each run docno stands for
+
+    def write(self, out: Path, tag: str) -> tuple[Path, Path, Path]:
+        """Write ``out`` (``qid Q0 docno rank score tag``), ``out.qrels`` (``qid 0 docno grade``) and
+        ``out.docnos.tsv``; returns the three paths."""
+        bad_tag = re.search(r"\s", tag) or not tag
+        if bad_tag:
+            raise InputError(
+                "cannot write a TREC run", [Offender(str(out), f"run tag {tag!r} is empty or has spaces")]
+            )
+        r = self.run
+        run_lines = _join_lines(
+            r["qid"], " Q0 ", r["docno"], " ", _text(r["rank"]), " ", _text(r["score"]), f" {tag}"
+        )
+        q = self.qrels
+        qrels_lines = _join_lines(q["qid"], " 0 ", q["docno"], " ", _text(q["grade"]))
+        atomic.write_bytes(out, run_lines)
+        qrels_path = out.with_name(out.name + ".qrels")
+        atomic.write_bytes(qrels_path, qrels_lines)
+        docnos_path = out.with_name(out.name + ".docnos.tsv")
+        atomic.write_text(docnos_path, self.docnos.to_csv(sep="\t", index=False, lineterminator="\n"))
+        return out, qrels_path, docnos_path
+
+
+def trec_tables(
+    queries: pd.DataFrame, supports: pd.DataFrame, hits: pd.DataFrame, criterion: str, source: str = "run"
+) -> TrecExport:
+    """A run's hits and golden supports in one TREC docno space, so trec_eval re-scores the run's
+    metrics exactly (``hit@k`` = ``success_k``, ``mrr`` = ``recip_rank`` with ``-M mrr_cutoff``,
+    ``precision@k`` = ``P_k``, ``ndcg@k`` = ``ndcg_cut_k``, ``recall@k`` = ``recall_k``).
+
+    Inputs: the golden ``queries`` and ``supports`` tables, the run's ``hits`` table and the match
+    ``criterion`` the run was scored with (``source`` names the run in error messages).
+
+    The hits are matched to the supports under ``criterion`` (:func:`match_hits`) and assigned
+    one-to-one (:func:`assign_supports`), exactly as the metrics do. A hit assigned support ``i``
+    gets docno ``gold:<i>``; any other hit (no match, a grade-0 match, or only supports earlier
+    hits took) gets ``hit:<rank>``, unique within the query and absent from the qrels, so judged
+    non-relevant. Each hit is one run row, in rank order, with a score strictly decreasing in rank.
+    Qrels list every support (grade < 0 written as 0) of each applicable query (answerable, ≥ 1
+    support with grade > 0), once; other queries are left out, as the metrics leave them out.
+    A query without hits is absent from the run (trec_eval counts it only with ``-c``).
+
+    Raises :class:`InputError` when a query id is empty or contains whitespace (TREC files are
+    split on whitespace) or when a query has two hits with the same rank.
     """
+    qid = query_codes(queries)
+    _check_ids(hits, queries, source)
+    hits = hits.reset_index(drop=True)
+    h_code = lookup_codes(string_column(hits, "query_id"), qid, runs=False)
+    h_rank = hits["rank"].to_numpy(dtype=np.int64)
+    order = np.lexsort((h_rank, np.where(h_code >= 0, h_code, len(qid))))  # golden order, then rank
+    hits = hits.iloc[order].reset_index(drop=True)
+    h_rank = h_rank[order]
+
+    assigned = assign_supports(match_hits(hits, supports, criterion=criterion))
+    keyed = hits[["query_id", "rank"]].astype({"query_id": "string", "rank": "int64"})
+    idx = keyed.merge(assigned[["query_id", "rank", "support_idx"]], on=["query_id", "rank"], how="left")
+    support_idx = idx["support_idx"].astype("Int64")
+    has = support_idx.notna().to_numpy()
+    docno = pc.if_else(
+        pa.array(has),
+        concat_strings("gold:", pc.cast(pa.array(support_idx, type=pa.int64()), pa.large_string())),
+        concat_strings("hit:", pc.cast(pa.array(h_rank), pa.large_string())),
+    )
+    top = int(h_rank.max()) if len(h_rank) else 0
+    run = pd.DataFrame(
+        {
+            "qid": keyed["query_id"],
+            "rank": h_rank,
+            "docno": arrow_to_pandas_string(docno),
+            "score": (top + 1 - h_rank).astype(np.int64),  # trec_eval sorts by score, not by rank
+        }
+    )
+
+    s_code = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
+    grade = supports["grade"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
+    positive = np.bincount(s_code[(s_code >= 0) & (grade > 0)], minlength=len(qid))
+    answerable = queries["answerable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    applicable = answerable & (positive > 0)
+    keep = np.flatnonzero((s_code >= 0) & applicable[np.maximum(s_code, 0)])
+    sup = supports.iloc[keep]
+    s_order = np.lexsort((sup["support_idx"].to_numpy(dtype=np.int64), s_code[keep]))
+    sup = sup.iloc[s_order]
+    qrels = pd.DataFrame(
+        {
+            "qid": sup["query_id"].astype("string").to_numpy(),
+            "docno": "gold:" + sup["support_idx"].astype("int64").astype(str).to_numpy(dtype=object),
+            "grade": np.maximum(sup["grade"].to_numpy(dtype=np.int64), 0),
+        }
+    ).drop_duplicates(["qid", "docno"])
+
+    heading = (
+        normalise_headings(hits["heading_path"])
+        if "heading_path" in hits
+        else pa.nulls(len(hits), pa.large_string())
+    )
+    docnos = pd.DataFrame(
+        {
+            "qid": run["qid"],
+            "rank": run["rank"],
+            "docno": run["docno"],
+            "chunk_id": hits.get("chunk_id", pd.NA),
+            "doc_path": hits.get("doc_path", pd.NA),
+            "heading_path": arrow_to_pandas_string(heading),
+            "support_idx": support_idx.array,
+        }
+    )
+    return TrecExport(run.reset_index(drop=True), qrels.reset_index(drop=True), docnos[list(DOCNO_COLUMNS)])
+
+
+def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Path, Path]:
+    """Write a stored run as a TREC run file ``out``, its qrels ``out.qrels`` and the docno legend
+    ``out.docnos.tsv`` (see :func:`trec_tables`), matched under the run's own stored criterion.
+    Returns the three paths."""
     b = load_bundle(store, run_id)
-    hits = b.retrieval.results.hits.sort_values(["query_id", "rank"])
-    docid = hits["chunk_id"].fillna(hits["doc_id"]).fillna(hits["doc_path"])
-    # trec_eval orders by score, so write a strictly decreasing pseudo-score from the rank.
-    score = (hits["rank"].max() + 1 - hits["rank"]).astype(float) if len(hits) else hits["rank"]
-    lines = [
-        f"{q} Q0 {d} {r} {s:.6f} {run_id}"
-        for q, d, r, s in zip(hits["query_id"], docid, hits["rank"], score, strict=True)
+    criterion = b.scores.info.get("match") or "auto"
+    export = trec_tables(
+        b.golden.queries, b.golden.supports, b.retrieval.results.hits, criterion, source=f"run {run_id}"
+    )
+    return export.write(out, run_id)
+
+
+def _check_ids(hits: pd.DataFrame, queries: pd.DataFrame, source: str) -> None:
+    """TREC files are whitespace-separated: every query id must be one non-empty token, and a
+    query's ranks must be distinct (each rank is one docno)."""
+    ids = pc.unique(
+        pa.chunked_array(
+            [
+                string_column(queries, "query_id", empty_as_null=False),
+                string_column(hits, "query_id", empty_as_null=False),
+            ]
+        )
+    )
+    bad = pc.or_kleene(pc.equal(pc.utf8_length(ids), 0), pc.match_substring_regex(ids, r"\s"))
+    offenders = [
+        Offender(source, "a TREC query id must be one token: non-empty, without whitespace", query_id=q)
+        for q in ids.filter(pc.fill_null(bad, True)).to_pylist()[:10]
     ]
-    atomic.write_text(out, "\n".join(lines) + ("\n" if lines else ""))
-    sup = b.golden.supports
-    gold = sup["chunk_id"].fillna(sup["doc_id"]).fillna(sup["rel_path"])
-    qrels = [
-        f"{q} 0 {d} {g}"
-        for q, d, g in zip(sup["query_id"], gold, sup["grade"], strict=True)
-        if isinstance(d, str)
+    dup = hits.loc[hits.duplicated(["query_id", "rank"]), ["query_id", "rank"]]
+    for q, r in dup.drop_duplicates().head(10).itertuples(index=False):
+        offenders.append(Offender(source, f"two hits share rank {int(r)}", query_id=str(q), field="rank"))
+    if offenders:
+        raise InputError("cannot export the run in TREC format", offenders)
+
+
+def _text(values: pd.Series) -> pa.Array:
+    return pc.cast(pa.array(values.to_numpy(dtype=np.int64)), pa.large_string())
+
+
+def _join_lines(*parts: pd.Series | pa.Array | str) -> bytes:
+    """Elementwise concatenation of the parts into newline-terminated lines, as one UTF-8 buffer
+    (straight from Arrow's string data: no per-line Python)."""
+    arrays = [
+        p
+        if isinstance(p, str | pa.Array)
+        else string_column(pd.DataFrame({"c": p}), "c", empty_as_null=False)
+        for p in parts
     ]
-    qrels_path = out.with_name(out.name + ".qrels")
-    atomic.write_text(qrels_path, "\n".join(qrels) + ("\n" if qrels else ""))
-    return out, qrels_path
+    lines = concat_strings(*arrays, "\n")
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    if len(lines) == 0:
+        return b""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    return lines.buffers()[2].to_pybytes()[int(offsets[0]) : int(offsets[-1])]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from kebab_eval_pipeline.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.storage import ArtifactStore
 
 DEFAULT_METRICS = ("hit@5", "mrr", "recall@5", "refusal_correctness", "error_rate")
@@ -20,8 +21,8 @@ def metric_history(store: ArtifactStore, metrics: Sequence[str] | None = None) -
     rows = []
     for manifest in store.runs("run_metrics"):
         info = manifest["info"]
-        tables, _ = store.read("run_metrics", manifest["run_id"])
-        values = dict(zip(tables["metrics"]["metric"], tables["metrics"]["value"], strict=True))
+        # through the artifact, so a run stored under older metric names is read with today's names
+        values = RunMetricsArtifact.from_tables(*store.read("run_metrics", manifest["run_id"])).metrics
         rows.append(
             {
                 "run_id": manifest["run_id"],
@@ -29,7 +30,7 @@ def metric_history(store: ArtifactStore, metrics: Sequence[str] | None = None) -
                 "chunker_version": info.get("versions", {}).get("chunker_version"),
                 "golden": info.get("golden", {}).get("name"),
                 **{
-                    m: (float(values[m]) if m in values and not pd.isna(values[m]) else float("nan"))
+                    m: float("nan") if values.get(m) is None or pd.isna(values[m]) else float(values[m])
                     for m in wanted
                 },
             }

@@ -25,6 +25,7 @@ from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
@@ -33,7 +34,7 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
 
 RUNNER_VERSION = "runner-1"
-METRICS_VERSION = "metrics-1"
+METRICS_VERSION = "metrics-2"  # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2)
 
 
 def load_golden_artifact(settings: RunSettings) -> GoldenArtifact:
@@ -150,6 +151,8 @@ def score(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        # the metric definitions these scores follow: readers upgrade older runs on load
+        "scoring_version": SCORING_VERSION,
         "source_root": settings.source_root,
         "hit_verdicts": hallucination_counts(verification) if verification is not None else None,
     }
@@ -211,6 +214,7 @@ def run_identity(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        "scoring_version": SCORING_VERSION,
         "answers": settings.answers,
     }
 

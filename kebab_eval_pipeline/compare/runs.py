@@ -30,6 +30,7 @@ from kebab_eval_pipeline.compare.verdicts import (
     per_query_verdicts,
     verdict_counts,
 )
+from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.settings import CompareSettings
 from kebab_eval_pipeline.storage import ArtifactStore
 
@@ -149,6 +150,8 @@ def _warnings(
         )
     if plan.mode != "exact":
         out.append(f"{plan.mode}: {plan.note}")
+    if plan.criterion is None:
+        out.extend(_rescored_notes(a, b))
     ga, gb = a.metrics.info.get("golden", {}), b.metrics.info.get("golden", {})
     if ga.get("sha256") != gb.get("sha256"):
         only_a = int((verdicts["verdict"] == "only_a").sum())
@@ -184,9 +187,8 @@ def compare_bundles(
     strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
     plan = plan_matching(a, b, strict)
     if plan.criterion is None:
-        scores_a, scores_b = a.scores.scores, b.scores.scores
-        metrics_a, metrics_b = a.metrics.metrics, b.metrics.metrics
-        breakdowns_a, breakdowns_b = a.metrics.breakdowns, b.metrics.breakdowns
+        scores_a, metrics_a, breakdowns_a = current_scores(a)
+        scores_b, metrics_b, breakdowns_b = current_scores(b)
     else:
         scores_a, summary_a = rescore(a, plan.criterion)
         scores_b, summary_b = rescore(b, plan.criterion)
@@ -230,6 +232,10 @@ def compare_bundles(
         "chunker_version_match": plan.mode,
         "matching_criterion": plan.criterion or b.scores.info.get("match", "auto"),
         "fallback_note": plan.note,
+        "scoring_versions": {
+            "a": legacy.scoring_version(a.scores.info),
+            "b": legacy.scoring_version(b.scores.info),
+        },
         "verdict_counts": verdict_counts(verdicts),
         "flip_counts": flip_counts(verdicts),
         "only_in_a": verdicts.loc[verdicts["verdict"] == "only_a", "query_id"].tolist(),
@@ -254,6 +260,31 @@ def compare_bundles(
         info=info,
         per_slice=per_slice,
     )
+
+
+def current_scores(bundle: RunBundle) -> tuple[pd.DataFrame, dict[str, float | None], pd.DataFrame]:
+    """A run's (query_scores, metrics, breakdowns) under today's metric definitions.
+
+    A run scored with the current ``scoring_version`` keeps its stored numbers. An older run (its
+    precision@k/ndcg@k credited repeated supports and it has no support recall) is re-scored from
+    its stored hits under its own stored criterion, so both sides of a comparison mean the same
+    thing; matching-free numbers (operational, indexing) stay as stored."""
+    if legacy.is_current(bundle.scores.info):
+        return bundle.scores.scores, bundle.metrics.metrics, bundle.metrics.breakdowns
+    scores, summary = rescore(bundle, bundle.scores.info.get("match") or "auto")
+    return scores, {**bundle.metrics.metrics, **summary.metrics}, summary.breakdowns
+
+
+def _rescored_notes(a: RunBundle, b: RunBundle) -> list[str]:
+    """One note per run stored under older metric definitions (re-scored by the comparison)."""
+    return [
+        f"run {x.run_id!r} was scored under metric definitions version "
+        f"{legacy.scoring_version(x.scores.info)} (precision@k and ndcg@k counted a support once per "
+        "matching hit; its recall@k was document recall, now doc_recall@k): re-scored from its stored "
+        f"hits under its own criterion {x.scores.info.get('match') or 'auto'!r}"
+        for x in (a, b)
+        if not legacy.is_current(x.scores.info)
+    ]
 
 
 def _null(x: float | None) -> float | None:

@@ -8,9 +8,9 @@ runs can be tested *paired*, query by query:
 - **binary** columns (``hit@k``, ``recall_any@k``, ``recall_all@k``, ``scope_miss`` and every answer metric) —
   exact McNemar: ``scipy.stats.binomtest(n01, n01 + n10, 0.5)`` on the discordant pairs. (This is
   also exactly the sign-flip randomization test on differences in {−1, 0, 1}.)
-- **continuous** columns (``mrr``, ``recall@k``, ``precision@k``, ``ndcg@k``) — paired randomization
-  (sign-flip) test of the mean difference, two-sided; exact enumeration of every sign vector when
-  ``2**m <= n_resamples`` (``m`` non-zero differences, as ``scipy.stats.permutation_test`` does),
+- **continuous** columns (``mrr``, ``recall@k``, ``doc_recall@k``, ``precision@k``, ``ndcg@k``) — paired
+  randomization (sign-flip) test of the mean difference, two-sided; exact enumeration of every sign
+  vector when ``2**m <= n_resamples`` (``m`` non-zero differences, as ``scipy.stats.permutation_test`` does),
   Monte Carlo otherwise, with p = (#{|T*| ≥ |T|} + 1) / (n_resamples + 1).
 - the CI of the mean difference (b − a) is, for both, a paired bootstrap percentile interval.
 
@@ -207,8 +207,8 @@ def paired_test(
 def metric_column(name: str) -> str | None:
     """The per-query ``query_scores`` column whose mean over defined rows is aggregate metric ``name``.
 
-    ``mrr`` → ``mrr``; ``hit@k``, ``recall@k``, ``recall_any@k``, ``recall_all@k``, ``precision@k``,
-    ``ndcg@k`` → the same name; ``scope_miss_rate`` → ``scope_miss``; answer metrics through
+    ``mrr`` → ``mrr``; ``hit@k``, ``recall@k``, ``doc_recall@k``, ``recall_any@k``, ``recall_all@k``,
+    ``precision@k``, ``ndcg@k`` → the same name; ``scope_miss_rate`` → ``scope_miss``; answer metrics through
     ``ANSWER_METRICS`` (e.g. ``citation_coverage`` → ``citation_ok``). ``None`` for every other
     name (counts, group consistency, operational rates, latencies, suite time, indexing coverage,
     unknown names).

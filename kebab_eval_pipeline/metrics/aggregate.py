@@ -113,7 +113,8 @@ def build_query_scores(
     Columns: ``QUERY_META_COLUMNS`` (query_id, category, difficulty, lang, tags, group, answerable,
     pending), then the retrieval columns of
     :func:`~kebab_eval_pipeline.metrics.retrieval.retrieval_scores` (applicable, n_hits,
-    first_relevant_rank, mrr, hit@k, recall@k, recall_any@k, recall_all@k, precision@k, ndcg@k),
+    first_relevant_rank, mrr, hit@k, recall@k, doc_recall@k, recall_any@k, recall_all@k, precision@k,
+    ndcg@k),
     ``scope_miss`` (:func:`~kebab_eval_pipeline.metrics.scope.scope_misses`),
     the answer columns of :func:`~kebab_eval_pipeline.metrics.answers.answer_scores` (refused,
     n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
@@ -231,8 +232,8 @@ def aggregate_metrics(
     never 0 or 1 by default):
 
     - ``n_queries``, ``n_applicable`` (ints).
-    - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``recall_any@k``, ``recall_all@k``,
-      ``precision@k``, ``ndcg@k`` — over applicable queries.
+    - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``doc_recall@k``, ``recall_any@k``,
+      ``recall_all@k``, ``precision@k``, ``ndcg@k`` — over applicable queries.
     - ``scope_miss_rate`` — over applicable queries whose system reported the folders it searched.
     - ``group_consistency@k`` — over intent groups (non-null ``group``) with at least one member
       whose ``hit@k`` is defined: share of groups where every such member has ``hit@k = 1``.

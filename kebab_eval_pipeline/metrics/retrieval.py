@@ -1,8 +1,13 @@
 """Per-query retrieval metrics (SPEC §6 "Retrieval"), vectorised over the whole run.
 
 Everything is computed from integer query codes with NumPy: the hits table is touched only to count
-hits per query and, for document recall, to look up the documents the gold supports name. The
-standard measures agree with trec_eval (``pytrec_eval``) to 1e-9 — see ``tests/metrics``.
+hits per query and, for document recall, to look up the documents the gold supports name.
+
+Hits are credited through a *one-to-one assignment* of hits to gold supports
+(:func:`assign_supports`): in rank order, each hit takes the best still-unassigned positive support
+it matches. ``precision@k``, ``ndcg@k`` and ``recall@k`` count assigned hits only, which is exactly
+what trec_eval computes on qrels and a run written in the assignment's docno space (what
+``kebab-eval export --format trec`` writes) — see ``tests/metrics/test_trec_crosscheck.py``.
 """
 
 from __future__ import annotations
@@ -26,11 +31,40 @@ from kebab_eval_pipeline.matching import (
     string_column,
 )
 
-__all__ = ["DEFAULT_KS", "RETRIEVAL_AT_K", "check_ks", "query_codes", "retrieval_columns", "retrieval_scores"]
+__all__ = [
+    "ASSIGNMENT_COLUMNS",
+    "DEFAULT_KS",
+    "RETRIEVAL_AT_K",
+    "SCORING_VERSION",
+    "assign_supports",
+    "check_ks",
+    "query_codes",
+    "retrieval_columns",
+    "retrieval_scores",
+]
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
 #: The per-k retrieval metrics, in column order (``hit@1, hit@3, …, recall@1, …``).
-RETRIEVAL_AT_K: tuple[str, ...] = ("hit", "recall", "recall_any", "recall_all", "precision", "ndcg")
+RETRIEVAL_AT_K: tuple[str, ...] = (
+    "hit",
+    "recall",
+    "doc_recall",
+    "recall_any",
+    "recall_all",
+    "precision",
+    "ndcg",
+)
+#: Version of the retrieval metric definitions stored with every ``query_scores`` artifact.
+#: 2: precision/ndcg/recall through the one-to-one support assignment, document recall as
+#: ``doc_recall@k``. Runs stored without it (version 1) have document recall under ``recall@k``.
+SCORING_VERSION = 2
+#: Columns (and pandas dtypes) of :func:`assign_supports`.
+ASSIGNMENT_COLUMNS: dict[str, str] = {
+    "query_id": "string",
+    "rank": "int64",
+    "support_idx": "int64",
+    "grade": "int64",
+}
 
 _NO_RANK = np.inf
 
@@ -80,7 +114,10 @@ def retrieval_scores(
 
     Relevance follows trec_eval: a support with ``grade <= 0`` is judged non-relevant and is
     ignored everywhere below (it neither makes a query applicable nor counts as found). A hit is
-    *relevant* when it matches at least one support with a positive grade.
+    *relevant* when it matches at least one support with a positive grade. Hits are *credited*
+    through the one-to-one assignment of :func:`assign_supports` (in rank order, each hit takes
+    the highest-grade positive support it matches that no earlier hit took; a hit credits at most
+    one support, a support is credited at most once).
 
     Output columns (see :func:`retrieval_columns`):
         ``query_id``; ``applicable`` (bool): answerable and ≥1 support with positive grade;
@@ -88,33 +125,35 @@ def retrieval_scores(
         ``first_relevant_rank`` (Int64): rank of the first relevant hit within ``mrr_cutoff``,
         null when there is none (computed for every query that has matches);
         and, as float64 that is NaN wherever the query is not applicable (a query with zero hits
-        or an error scores 0 where applicable):
+        or an error scores 0 where applicable). "trec_eval X" below means: equal to trec_eval's
+        X on the export's qrels and run (docnos from the assignment):
 
         - ``mrr`` — ``1 / first_relevant_rank``, 0 when no relevant hit within the cutoff
-          (trec_eval ``recip_rank`` on the run cut at ``mrr_cutoff``).
+          (trec_eval ``recip_rank`` on the run cut at ``mrr_cutoff``; the first relevant hit is
+          always assigned).
         - ``hit@k`` — 1 when a relevant hit has rank ≤ k (trec_eval ``success_k``).
-        - ``recall@k`` — document recall: ``|expected docs found in top k| / |expected docs|``.
+        - ``recall@k`` — support recall: assigned hits with rank ≤ k divided by the number of
+          positive supports (trec_eval ``recall_k``).
+        - ``doc_recall@k`` — document recall: ``|expected docs found in top k| / |expected docs|``.
           The expected docs are the distinct document keys of the positive supports: the
           support's ``doc_id`` if set (found by a top-k hit with that ``doc_id``), else its
           normalised ``rel_path`` (found by a top-k hit whose normalised ``doc_path`` or
           ``doc_id`` equals it), else — a support naming no document (chunk id, snippet, …) —
           the support itself (found when it is matched in the top k). Independent of the match
-          criterion for document keys. With one document per support it is trec_eval
-          ``recall_k``.
+          criterion for document keys; no trec_eval counterpart.
         - ``recall_any@k`` — 1 when any support is matched in the top k.
         - ``recall_all@k`` — 1 when every group of ``required_support_groups`` (JSON list of
           lists of support indexes) has at least one member matched in the top k. Without groups
           each support is its own group ("all gold supports in top k"). Indexes naming missing
           or grade-0 supports are dropped; a group left empty is ignored, and when no group is
-          left each support is its own group.
-        - ``precision@k`` — relevant hits with rank ≤ k divided by k (fixed denominator;
-          trec_eval ``P_k``).
-        - ``ndcg@k`` — ``DCG@k / IDCG@k`` with ``DCG@k = Σ_{rank ≤ k} gain(rank) / log2(rank + 1)``.
-          A support's grade is credited once, at the first rank where it is matched; the gain of
-          a rank is the largest grade credited there (so a document support matched by three
-          chunks counts once and nDCG never exceeds 1). ``IDCG@k`` sums the positive support
-          grades sorted descending over positions 1..k. With one hit per support this is
-          trec_eval ``ndcg_cut_k``.
+          left each support is its own group. Any match counts here (not only assigned ones).
+        - ``precision@k`` — assigned hits with rank ≤ k divided by k (fixed denominator;
+          trec_eval ``P_k``). A hit that only matches supports earlier hits already took does
+          not count: three chunks of one gold document are one relevant hit, not three.
+        - ``ndcg@k`` — ``DCG@k / IDCG@k`` with ``DCG@k = Σ grade / log2(rank + 1)`` over the
+          assigned hits with rank ≤ k (the grade of the support each was assigned) and
+          ``IDCG@k`` the positive support grades sorted descending over positions 1..k
+          (trec_eval ``ndcg_cut_k``). Never exceeds 1.
     """
     ks = check_ks(ks)
     if int(mrr_cutoff) < 1:
@@ -145,11 +184,10 @@ def retrieval_scores(
     frr_cut = np.where(frr <= mrr_cutoff, frr, _NO_RANK)
     mrr = np.where(np.isfinite(frr_cut), 1.0 / np.where(np.isfinite(frr_cut), frr_cut, 1.0), 0.0)
 
-    rel_q, rel_rank = _relevant_ranks(s_q[m_sup], m_rank)
+    a_q, a_rank, a_grade = _assigned(s_q, s_idx, s_grade, m_sup, m_rank)
     all_rank = _recall_all_rank(queries, s_q, s_idx, s_first, nq)
     doc_q, doc_first = _expected_docs(sup, s_q, s_first, hits, qid)
     n_docs = np.bincount(doc_q, minlength=nq)
-    credited_q, credited_rank, credited_gain = _credited_gains(s_q, s_first, s_grade)
     ideal_q, ideal_pos, ideal_gain = _ideal_positions(s_q, s_grade)
 
     cols: dict[str, object] = {
@@ -165,14 +203,14 @@ def retrieval_scores(
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in ks:
             per_k["hit"][k] = (frr <= k).astype(float)
-            per_k["recall"][k] = np.bincount(doc_q[doc_first <= k], minlength=nq) / n_docs
+            top = a_rank <= k
+            found = np.bincount(a_q[top], minlength=nq)
+            per_k["recall"][k] = found / n_sup
+            per_k["doc_recall"][k] = np.bincount(doc_q[doc_first <= k], minlength=nq) / n_docs
             per_k["recall_any"][k] = (frr <= k).astype(float)
             per_k["recall_all"][k] = (all_rank <= k).astype(float)
-            per_k["precision"][k] = np.bincount(rel_q[rel_rank <= k], minlength=nq) / k
-            top = credited_rank <= k
-            dcg = np.bincount(
-                credited_q[top], weights=credited_gain[top] / np.log2(credited_rank[top] + 1.0), minlength=nq
-            )
+            per_k["precision"][k] = found / k
+            dcg = np.bincount(a_q[top], weights=a_grade[top] / np.log2(a_rank[top] + 1.0), minlength=nq)
             inside = ideal_pos <= k
             idcg = np.bincount(
                 ideal_q[inside], weights=ideal_gain[inside] / np.log2(ideal_pos[inside] + 1.0), minlength=nq
@@ -182,6 +220,48 @@ def retrieval_scores(
         for k in ks:
             cols[f"{metric}@{k}"] = _only(applicable, per_k[metric][k])
     return pd.DataFrame(cols)
+
+
+def assign_supports(matches: pd.DataFrame) -> pd.DataFrame:
+    """The one-to-one assignment of hits to positive gold supports that the metrics credit.
+
+    Input: matched pairs from :func:`kebab_eval_pipeline.matching.match_hits` (``query_id``,
+    ``rank``, ``support_idx``, ``grade``; pairs with ``grade <= 0`` are ignored).
+
+    Per query, hits are walked in rank order; each hit is assigned the positive-grade support it
+    matches that no earlier hit was assigned, choosing the highest grade (ties: the lowest
+    ``support_idx``). A hit gets at most one support and a support at most one hit; a hit whose
+    supports were all taken earlier gets none (it is a duplicate, judged non-relevant by
+    ``precision@k``/``ndcg@k``/``recall@k``). The first relevant hit of a query is always assigned.
+
+    Output: :data:`ASSIGNMENT_COLUMNS` — one row per assigned hit, sorted by ``query_id`` then
+    ``rank``. The TREC export writes these pairs as ``gold:<support_idx>`` docnos, so trec_eval
+    on it reproduces the metrics of :func:`retrieval_scores`.
+    """
+    grade = matches["grade"].to_numpy(dtype=np.int64) if len(matches) else np.zeros(0, np.int64)
+    rows = np.flatnonzero(grade > 0)
+    if len(rows) == 0:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in ASSIGNMENT_COLUMNS.items()})
+    qids = string_column(matches, "query_id").take(pa.array(rows))
+    q = lookup_codes(qids, pc.unique(qids), runs=False).astype(np.int64)
+    known = q >= 0  # a pair without a query id belongs to no query
+    rows, q, qids = rows[known], q[known], qids.filter(pa.array(known))
+    if len(rows) == 0:
+        return assign_supports(matches.iloc[:0])
+    idx = matches["support_idx"].to_numpy(dtype=np.int64)[rows]
+    rank = matches["rank"].to_numpy(dtype=np.int64)[rows]
+    low = idx.min()
+    sup = q * np.int64(idx.max() - low + 1) + (idx - low)  # a support id unique across queries
+    keep = _assignment(q, rank, sup, grade[rows], idx)
+    out = pd.DataFrame(
+        {
+            "query_id": arrow_to_pandas_string(qids.filter(pa.array(keep))),
+            "rank": rank[keep],
+            "support_idx": idx[keep],
+            "grade": grade[rows][keep],
+        }
+    ).astype(ASSIGNMENT_COLUMNS)
+    return out.sort_values(["query_id", "rank"], kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,28 +308,68 @@ def _positive_matches(
     return order[pos[found]], m_rank[ok[found]]
 
 
-def _relevant_ranks(q: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (query code, rank) of relevant hits, from the (query, rank) of positive matches."""
-    if len(q) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    top = np.int64(rank.max() + 1)
-    key = sorted_unique(q * top + rank)
-    return key // top, (key % top).astype(np.float64)
-
-
-def _credited_gains(
-    s_q: np.ndarray, s_first: np.ndarray, s_grade: np.ndarray
+def _assigned(
+    s_q: np.ndarray, s_idx: np.ndarray, s_grade: np.ndarray, m_sup: np.ndarray, m_rank: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(query, rank, gain): each matched support credits its grade at its first rank; per rank the max."""
-    hit = np.isfinite(s_first)
-    if not hit.any():
-        return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.float64)
-    q, rank, grade = s_q[hit], s_first[hit].astype(np.int64), s_grade[hit].astype(np.float64)
-    top = np.int64(rank.max() + 1)
-    key, inv = np.unique(q * top + rank, return_inverse=True)
-    gain = np.zeros(len(key))
-    np.maximum.at(gain, inv, grade)
-    return key // top, (key % top).astype(np.float64), gain
+    """(query code, rank as float, grade as float) of every hit the assignment credits."""
+    keep = _assignment(s_q[m_sup], m_rank, m_sup, s_grade[m_sup], s_idx[m_sup])
+    sup, rank = m_sup[keep], m_rank[keep]
+    return s_q[sup], rank.astype(np.float64), s_grade[sup].astype(np.float64)
+
+
+def _assignment(
+    q: np.ndarray, rank: np.ndarray, sup: np.ndarray, grade: np.ndarray, idx: np.ndarray
+) -> np.ndarray:
+    """Which (hit, support) pairs the one-to-one assignment keeps (bool mask, input order).
+
+    Inputs, one entry per candidate pair (all int64): the query code, the hit's rank, a support id
+    unique across queries, the support's grade and its ``support_idx`` (the tie-break).
+
+    The assignment is serial dictatorship in rank order: the rank-1 hit takes its best support
+    (highest grade, then lowest ``support_idx``), the rank-2 hit the best of what is left, and so
+    on. It is computed as hit-proposing deferred acceptance, in rounds over all queries at once:
+    every free hit proposes to the next support on its preference list, each support keeps the
+    lowest-rank hit among its current holder and its proposers, the rest move one step down
+    their lists. With one priority order shared by every support (rank) the stable matching is
+    unique and equals the serial one. Each round is a few vectorised passes; the number of rounds
+    is bounded by the longest chain of displacements (usually a handful).
+    """
+    n = len(q)
+    keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        return keep
+    order = np.lexsort((idx, -grade, rank, q))  # each hit's preference list, hits in rank order
+    p_q, p_rank, p_sup = q[order], rank[order], sup[order]
+    start = np.flatnonzero(np.r_[True, (p_q[1:] != p_q[:-1]) | (p_rank[1:] != p_rank[:-1])])
+    end = np.r_[start[1:], n]
+    hit_rank = p_rank[start]
+    _, sup_code = np.unique(p_sup, return_inverse=True)
+    holder = np.full(int(sup_code.max()) + 1, -1, dtype=np.int64)  # hit holding each support
+    nxt = start.copy()  # each hit's current proposal (pair position)
+    free = np.ones(len(start), dtype=bool)
+    won = np.zeros(len(start), dtype=bool)
+    while True:
+        active = np.flatnonzero(free & (nxt < end))
+        if len(active) == 0:
+            break
+        target = sup_code[nxt[active]]
+        by = np.lexsort((hit_rank[active], target))  # per support, its best proposer first
+        best = np.r_[True, target[by][1:] != target[by][:-1]]
+        cand, cand_sup = active[by][best], target[by][best]
+        cur = holder[cand_sup]
+        win = (cur < 0) | (hit_rank[cand] < hit_rank[np.maximum(cur, 0)])
+        winners, displaced = cand[win], cur[win & (cur >= 0)]
+        holder[cand_sup[win]] = winners
+        won[:] = False
+        won[winners] = True
+        losers = active[~won[active]]
+        free[winners] = False
+        nxt[losers] += 1
+        free[displaced] = True
+        nxt[displaced] += 1
+    held = np.flatnonzero(~free)
+    keep[order[nxt[held]]] = True
+    return keep
 
 
 def _ideal_positions(s_q: np.ndarray, s_grade: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

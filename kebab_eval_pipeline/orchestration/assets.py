@@ -355,8 +355,8 @@ def judge(
 @_chain_asset(
     "scoring",
     code_version=pipeline.METRICS_VERSION,
-    description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, precision@k, nDCG@k, "
-    "refusal and answer checks. Null where a metric does not apply.",
+    description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
+    "precision@k, nDCG@k, refusal and answer checks. Null where a metric does not apply.",
 )
 def query_scores(
     context: dg.AssetExecutionContext,

@@ -356,7 +356,15 @@ def test_confidence_level_widens_the_interval():
 
 def test_metric_column_mapping():
     assert metric_column("mrr") == "mrr"
-    for name in ("hit@3", "recall@1", "recall_any@10", "recall_all@5", "precision@3", "ndcg@10"):
+    for name in (
+        "hit@3",
+        "recall@1",
+        "doc_recall@5",
+        "recall_any@10",
+        "recall_all@5",
+        "precision@3",
+        "ndcg@10",
+    ):
         assert metric_column(name) == name
     assert metric_column("citation_coverage") == "citation_ok"
     assert metric_column("attribution_hit_rate") == "attribution_hit"
@@ -380,8 +388,8 @@ def test_metric_column_mapping():
     ):
         assert metric_column(name) is None
     means = {name for name in metric_names(KS) if metric_column(name)}
-    # mrr, @k, scope_miss_rate, answers, judge scores
-    assert len(means) == 1 + 6 * len(KS) + 1 + len(ANSWER_METRICS) + len(JUDGE_QUERY_METRICS)
+    # mrr, @k (7 families since doc_recall@k), scope_miss_rate, answers, judge scores
+    assert len(means) == 1 + 7 * len(KS) + 1 + len(ANSWER_METRICS) + len(JUDGE_QUERY_METRICS)
 
 
 def test_every_aggregate_metric_is_mapped_or_explained():
@@ -443,7 +451,9 @@ def test_compare_identical_runs():
     tested = out[out["test"].notna()].set_index("metric")
     answers = {"refusal_correctness", "under_refusal_rate", "citation_coverage", "chr", "answer_precision"}
     assert set(tested.index) == {"mrr", *answers} | {
-        f"{m}@{k}" for m in ("hit", "recall", "recall_any", "recall_all", "precision", "ndcg") for k in KS
+        f"{m}@{k}"
+        for m in ("hit", "recall", "doc_recall", "recall_any", "recall_all", "precision", "ndcg")
+        for k in KS
     }
     assert (tested["p_value"] == 1.0).all() and (tested["delta"] == 0.0).all()
     assert (tested["ci_low"] == 0.0).all() and (tested["ci_high"] == 0.0).all()

@@ -77,8 +77,9 @@ def test_columns_and_order(tables) -> None:
 
 EXPECTED = {
     # q1: relevant ranks {2, 3, 4}; support first ranks s0=3, s1=2, s2=2; docs {c1-support, c2-support, D}
-    # nDCG credits: rank 2 → max(1, 2) = 2, rank 3 → 3 (rank 4 re-matches s2: no new credit);
-    # ideal grades 3, 2, 1.
+    # One-to-one assignment in rank order: rank 2 matches s1 (grade 1) and s2 (grade 2) and takes
+    # s2, the higher grade; rank 3 takes s0; rank 4 matches only s2, already taken → not credited.
+    # s1 is never assigned. So credited hits are rank 2 (gain 2) and rank 3 (gain 3); ideal 3, 2, 1.
     "q1": {
         "mrr": 1 / 2,
         "hit@1": 0,
@@ -86,22 +87,27 @@ EXPECTED = {
         "hit@5": 1,
         "hit@10": 1,
         "recall@1": 0,
-        "recall@3": 1,
-        "recall@5": 1,
-        "recall@10": 1,
+        "recall@3": 2 / 3,  # 2 of 3 supports assigned
+        "recall@5": 2 / 3,
+        "recall@10": 2 / 3,
+        "doc_recall@1": 0,
+        "doc_recall@3": 1,  # every expected document (c1's, c2's support, D) found by rank 3
+        "doc_recall@5": 1,
+        "doc_recall@10": 1,
         "recall_any@1": 0,
         "recall_any@3": 1,
         "recall_all@1": 0,
         "recall_all@3": 1,
         "precision@1": 0,
         "precision@3": 2 / 3,
-        "precision@5": 3 / 5,
-        "precision@10": 3 / 10,
+        "precision@5": 2 / 5,  # rank 4 repeats s2: not a second relevant hit
+        "precision@10": 2 / 10,
         "ndcg@1": 0,
         "ndcg@3": (2 / L2(3) + 3 / L2(4)) / (3 + 2 / L2(3) + 1 / L2(4)),
         "ndcg@5": (2 / L2(3) + 3 / L2(4)) / (3 + 2 / L2(3) + 1 / L2(4)),
     },
     # q2: relevant ranks {1, 2, 6}; groups {s0@2, s1@1} → 1 and {s2@6} → 6; docs a.md@2, b.md@1, E@6.
+    # Each relevant hit matches one support: assigned r1 → s1, r2 → s0, r6 → s2.
     "q2": {
         "mrr": 1,
         "hit@1": 1,
@@ -109,6 +115,9 @@ EXPECTED = {
         "recall@3": 2 / 3,
         "recall@5": 2 / 3,
         "recall@10": 1,
+        "doc_recall@1": 1 / 3,
+        "doc_recall@3": 2 / 3,
+        "doc_recall@10": 1,
         "recall_any@1": 1,
         "recall_all@1": 0,
         "recall_all@5": 0,
@@ -122,7 +131,15 @@ EXPECTED = {
         "ndcg@10": (1 + 1 / L2(3) + 1 / L2(7)) / (1 + 1 / L2(3) + 1 / L2(4)),
     },
     # q3: applicable, no hits → zeros.
-    "q3": {"mrr": 0, "hit@10": 0, "recall@10": 0, "recall_all@10": 0, "precision@10": 0, "ndcg@10": 0},
+    "q3": {
+        "mrr": 0,
+        "hit@10": 0,
+        "recall@10": 0,
+        "doc_recall@10": 0,
+        "recall_all@10": 0,
+        "precision@10": 0,
+        "ndcg@10": 0,
+    },
 }
 
 
@@ -204,8 +221,9 @@ def test_document_recall_counts_distinct_documents(tables) -> None:
     )
     hits = tables.hits("q", {"doc_id": "D", "line_start": 100, "line_end": 120}, {"doc_id": "docs\\x.md"})
     out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(1, 2)).iloc[0]
-    assert out["recall@1"] == 0.5 and out["recall@2"] == 1
+    assert out["doc_recall@1"] == 0.5 and out["doc_recall@2"] == 1
     assert out["hit@2"] == 0  # no hit matches a support under `auto` (lines miss, doc_path unset)
+    assert out["recall@2"] == 0  # … so support recall finds none of the three supports
 
 
 def test_empty_run(tables) -> None:
@@ -284,7 +302,7 @@ def test_invariants_on_random_doc_level_runs() -> None:
         )
         out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=ks, mrr_cutoff=13)
         app = out[out["applicable"]]
-        for metric in ("hit", "recall", "recall_any", "recall_all", "precision", "ndcg"):
+        for metric in ("hit", "recall", "doc_recall", "recall_any", "recall_all", "precision", "ndcg"):
             values = app[[f"{metric}@{k}" for k in ks]].to_numpy()
             assert ((values >= 0) & (values <= 1 + 1e-12)).all(), metric
             if metric != "precision" and metric != "ndcg":
