@@ -1,7 +1,7 @@
 """``kebab-eval``: the helper CLI for what Dagster's own CLI does not do (SPEC §12).
 
-Exit codes: 0 success; 1 a blocking gate failed; 2 bad input or usage — always
-a short message on stderr, never a traceback.
+Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
+2 bad input or usage — always a short message on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
+from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
 from kebab_eval_pipeline.judge.cli import judge_app
 
 app = typer.Typer(
@@ -41,24 +42,59 @@ out = Console()
 err = Console(stderr=True)
 
 DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
+# orchestration.checks.SYSTEM_HEALTH, not imported: that would load Dagster on every command
+SYSTEM_HEALTH_CHECK = "system_health"
+
+
+#: What the CLI writes into a dagster.yaml it creates: the tool runs offline, so Dagster's usage
+#: statistics are off (and its telemetry banner never opens the output).
+TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
 
 
 def _instance():
-    """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr)."""
-    from dagster import DagsterInstance
+    """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr).
 
-    if not os.environ.get("DAGSTER_HOME"):
+    A missing dagster.yaml is created with telemetry disabled (so is our own empty one in the
+    project-local home, from older versions). A user's dagster.yaml is never rewritten: when it
+    does not mention telemetry, this process's instance runs with telemetry off — which also keeps
+    Dagster's telemetry banner out of the output; an explicit ``telemetry:`` setting is obeyed.
+    """
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    own = not os.environ.get("DAGSTER_HOME")
+    if own:
         home = DEFAULT_HOME.resolve()
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "dagster.yaml").touch()
         os.environ["DAGSTER_HOME"] = str(home)
         err.print(
             f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]"
         )
+    home = Path(os.environ["DAGSTER_HOME"]).expanduser()
+    if not home.is_absolute():
+        raise InputError(
+            "DAGSTER_HOME must be an absolute path", [Offender("DAGSTER_HOME", f"{str(home)!r} is relative")]
+        )
+    config = home / "dagster.yaml"
     # Dagster creates its SQLite tables on first use without a lock: several commands starting at
     # once on a new home can corrupt the schema version for good, so creation is serialised here.
-    with atomic.locked(Path(os.environ["DAGSTER_HOME"]) / "dagster.yaml"):
-        return DagsterInstance.get()
+    with atomic.locked(config):
+        if not config.exists() or (own and not config.read_text(encoding="utf-8").strip()):
+            atomic.write_text(config, TELEMETRY_OFF)
+        if _mentions_telemetry(config):
+            return DagsterInstance.get()
+        ref = InstanceRef.from_dir(str(home), overrides={"telemetry": {"enabled": False}})
+        return DagsterInstance.from_ref(ref)
+
+
+def _mentions_telemetry(config: Path) -> bool:
+    """Whether a dagster.yaml sets ``telemetry`` (an unreadable one: Dagster reports it on load)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True
+    return isinstance(doc, dict) and "telemetry" in doc
 
 
 def _store(config: Path | None = None):
@@ -273,7 +309,13 @@ def rejudge(
 
 
 def _raise_run_failure(result, run_id: str) -> None:
-    """Turn a failed in-process run into InputError (bad input) or GateFailure (blocking gate)."""
+    """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
+    under test failed) or GateFailure (a blocking gate)."""
+    failed_checks = {
+        e.check_name: e
+        for e in result.get_asset_check_evaluations()
+        if not e.passed and e.blocking and e.severity.value == "ERROR"
+    }
     for event in result.all_events:
         if not event.is_step_failure:
             continue
@@ -283,6 +325,10 @@ def _raise_run_failure(result, run_id: str) -> None:
             chain.append(error)
             error = error.cause
         if any(e.cls_name == "DagsterAssetCheckFailedError" for e in chain):
+            health = failed_checks.pop(SYSTEM_HEALTH_CHECK, None)
+            if health is not None:
+                also = f" (and {len(failed_checks)} blocking gate(s) failed)" if failed_checks else ""
+                raise SystemHealthFailure(f"run {run_id}: {health.description}{also}")
             raise GateFailure(f"run {run_id}: a blocking gate failed (see the gate table above)")
         for e in chain:
             if e.cls_name == "InputError":
@@ -291,19 +337,19 @@ def _raise_run_failure(result, run_id: str) -> None:
     raise RuntimeError(f"run {run_id} failed")
 
 
-def _print_failures(store, run_id: str) -> None:
-    """One line per error class, so a flaky system under test is visible without opening the UI."""
-    if not store.exists("retrieval_results", run_id):
+def _print_health(info: dict) -> None:
+    """The system-health verdict when any query failed: red when it fails the run, else yellow."""
+    verdict = info.get("system_health")
+    if not verdict or not verdict["failed"]:
         return
-    tables, info = store.read("retrieval_results", run_id)
-    classes = info.get("error_classes") or {}
-    if classes:
-        total = len(tables["outcomes"])
-        failed = sum(classes.values())
-        detail = ", ".join(f"{n} {c}" for c, n in classes.items())
-        out.print(
-            f"  [yellow]{failed} of {total} queries failed[/yellow]: {detail} (see `kebab-eval export`)"
-        )
+    if verdict["blocking"] and not verdict["healthy"]:
+        state, colour = "FAIL", "red"
+    else:
+        state, colour = "warn", "yellow"
+    out.print(
+        f"  [{colour}]{state:4}[/{colour}] {escape(verdict['message'])} (see `kebab-eval export`)",
+        highlight=False,
+    )
 
 
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
@@ -322,7 +368,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     for name, value in headline(metrics.metrics, ks).items():
         table.add_row(name, _fmt(value), str(metrics.denominators.get(name, "")))
     out.print(table)
-    _print_failures(store, run_id)
+    _print_health(metrics.info)
     gates = metrics.info.get("gates", [])
     for g in gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
@@ -689,6 +735,9 @@ def main() -> None:
     except InputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         sys.exit(2)
+    except SystemHealthFailure as exc:
+        err.print(f"[red]system failed:[/red] {escape(str(exc))}", highlight=False)
+        sys.exit(1)
     except GateFailure as exc:
         err.print(f"gate failed: {exc}", markup=False, highlight=False)
         sys.exit(1)

@@ -53,3 +53,8 @@ class InputError(Exception):
 
 class GateFailure(Exception):
     """A blocking ship gate failed (CLI exit code 1)."""
+
+
+class SystemHealthFailure(GateFailure):
+    """The system under test failed: every query, or more than ``system_health.max_error_rate`` of
+    them, errored (CLI exit code 1, like a gate)."""

@@ -23,6 +23,7 @@ from kebab_eval_pipeline.artifacts import (
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
+from kebab_eval_pipeline.health import system_health
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
@@ -229,11 +230,14 @@ def summarize(
 ) -> RunMetricsArtifact:
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
     the system's indexing coverage as ``index_*`` metrics (None when it reports none) and, when the
-    run was judged, the run-level judge metrics (``judge.metrics.judge_run_metrics``)."""
+    run was judged, the run-level judge metrics (``judge.metrics.judge_run_metrics``). ``info`` has
+    the run's identity and its ``system_health`` verdict (:func:`health.system_health`)."""
     summary = scores.summary or summarize_scores(scores.scores, settings.k)  # runs stored before summaries
     metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
     denominators = dict(summary.denominators)
     info = run_identity(run_id, settings, golden, retrieval)
+    # Whether the system under test worked: the system_health check fails the run on it.
+    info["system_health"] = system_health(retrieval.results.outcomes, settings.system_health).as_dict()
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 

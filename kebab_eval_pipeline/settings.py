@@ -322,6 +322,22 @@ class CompareSettings(_Strict):
     strict_chunker_version: bool = False
 
 
+#: Default ``system_health.max_error_rate``: an errored query scores 0 on every metric that applies to
+#: it, so a 10% error rate can move MRR or hit@k by up to 0.1 — more than any regression tolerance a
+#: team gates on — while the adapters' retries already absorb transient failures.
+DEFAULT_MAX_ERROR_RATE = 0.1
+
+
+class SystemHealthSettings(_Strict):
+    """When a run fails because the system under test failed (checked by the ``system_health``
+    asset check on ``run_metrics``): more than ``max_error_rate`` of the queries errored, or every
+    query did (whatever the rate, so ``max_error_rate: 1.0`` fails only a dead system).
+    ``blocking: false`` (or ``system_health: null``) reports the same verdict as a warning only."""
+
+    max_error_rate: Annotated[float, Field(ge=0.0, le=1.0)] = DEFAULT_MAX_ERROR_RATE
+    blocking: bool = True
+
+
 class RunSettings(_Strict):
     """Everything that defines one evaluation run, minus its run id."""
 
@@ -343,6 +359,8 @@ class RunSettings(_Strict):
     verdict_gates: dict[str, VerdictGateSettings] = Field(default_factory=dict)
     default_gates: bool = True  # the WFGY answer gates, non-blocking, skipped where no answers exist
     compare: CompareSettings = Field(default_factory=CompareSettings)
+    # A run whose system under test errored too often fails (exit 1); null = report it, never fail.
+    system_health: SystemHealthSettings | None = Field(default_factory=SystemHealthSettings)
     # The LLM judge (SPEC §6): null = off (the default); a mapping turns it on (judge/config.py).
     judge: JudgeSettings | None = None
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.

@@ -156,7 +156,10 @@ class YamlPositions:
         self._root: yaml.Node | None = None
         self._composed = False
 
-    def line_of(self, key_path: list[str | int]) -> int | None:
+    def line_of(self, key_path: list[str | int], at_key: bool = False) -> int | None:
+        """The 1-based line where the value at ``key_path`` starts (a missing key: its mapping's
+        line); ``at_key``: the line of the last mapping key itself (where a block value starts on
+        the next line, the key's own line names it better). None when the text does not compose."""
         if not self._composed:
             self._composed = True
             try:
@@ -166,8 +169,11 @@ class YamlPositions:
         node = self._root
         if node is None:
             return None
-        for key in key_path:
+        for depth, key in enumerate(key_path, start=1):
             if isinstance(node, yaml.MappingNode):
+                if at_key and depth == len(key_path):
+                    key_node = next((k for k, _ in node.value if getattr(k, "value", None) == str(key)), None)
+                    return (key_node or node).start_mark.line + 1
                 found = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
                 if found is None:
                     found = next((k for k, _ in node.value if getattr(k, "value", None) == str(key)), None)

@@ -191,7 +191,8 @@ def _previous(
     reason it was chosen or why none was — without the "baseline …" / "no baseline:" prefix.
 
     Runs on the same golden *name* at another sha256 are counted, not chosen: the note tells the
-    user they exist and how to compare with one anyway.
+    user they exist and how to compare with one anyway. Runs whose system under test failed
+    (the run failed its ``system_health`` check) are never chosen: the note counts them.
     """
     name, sha = golden.get("name"), golden.get("sha256")
     if not sha:
@@ -201,19 +202,33 @@ def _previous(
         return None, f"this run's created_at {created_at!r} cannot be ordered against earlier runs"
     matching: list[tuple[datetime, str]] = []
     other_versions = 0
+    failed: list[datetime] = []  # same-sha runs whose system under test failed
     for manifest in store.runs("run_metrics"):
         info = manifest.get("info") or {}
         when = _sort_time(info.get("created_at") or manifest.get("written_at"))
         if manifest["run_id"] == run_id or when is None or when >= now:
             continue
         theirs = info.get("golden") or {}
+        health = info.get("system_health") or {}
+        if health.get("blocking") and health.get("healthy") is False:
+            # a run failed for its system under test: its zeros would make any run look like a win
+            if theirs.get("sha256") == sha:
+                failed.append(when)
+            continue
         if theirs.get("sha256") == sha:
             matching.append((when, manifest["run_id"]))
         elif theirs.get("name") == name:
             other_versions += 1
     if matching:
-        return max(matching)[1], f"the most recent earlier run on golden set {name!r} at sha256 {_short(sha)}"
+        chosen = max(matching)
+        later = sum(t > chosen[0] for t in failed)
+        skipped = f"; skipped {later} later run(s) whose system under test failed" if later else ""
+        return chosen[1], (
+            f"the most recent earlier run on golden set {name!r} at sha256 {_short(sha)}{skipped}"
+        )
     why = f"no earlier run on golden set {name!r} at sha256 {_short(sha)}"
+    if failed:
+        why += f" whose system under test worked ({len(failed)} failed)"
     if other_versions:
         used = "run used another version" if other_versions == 1 else "runs used other versions"
         why += (

@@ -204,6 +204,10 @@ def render_run_markdown(
         f"({golden.get('queries')} queries, sha256 `{str(golden.get('sha256'))[:12]}`).",
         "",
     ]
+    health = info.get("system_health") or {}
+    if health.get("failed"):
+        state = "FAIL" if health["blocking"] and not health["healthy"] else "warning"
+        lines += [f"**{state}** — {health['message']}", ""]
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]

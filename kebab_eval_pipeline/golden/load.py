@@ -2,11 +2,13 @@
 
 Nothing is partially loaded: any problem in any file raises one
 :class:`InputError` listing every offender (file, position, query id, field,
-reason). Unknown fields are warnings, aggregated per file and field.
+reason). Unknown fields are warnings, aggregated per file and field — except in the canonical
+format, whose unknown query and support fields are errors (ignoring them would drop data).
 """
 
 from __future__ import annotations
 
+import difflib
 import gc
 import hashlib
 import json
@@ -261,10 +263,46 @@ def _map_entry(state: _FileState, raw: RawQuery, offenders: list[Offender]) -> d
             )
         )
         return None
+    if unknown and getattr(READERS[state.fmt], "UNKNOWN_FIELDS_ARE_ERRORS", False):
+        offenders += [_unknown_key(state, raw, str(name), qid) for name in unknown]
+        return None
     for name in unknown:
         seen = state.unknown.setdefault(str(name), [0, state.position(raw), qid])
         seen[0] += 1
     return fields
+
+
+_SUPPORT_KEY = re.compile(r"supports\[(\d+)\]\.(.*)", re.S)
+
+
+def _unknown_key(state: _FileState, raw: RawQuery, name: str, qid: str | None) -> Offender:
+    """An unknown query/support key of a strict reader (canonical), at the key's own line, with the
+    format it belongs to or the known field it is close to."""
+    # Canonical unknowns are a query key, or "supports[j].key" (a key may itself hold "." or "[").
+    nested = None if name in raw.fields else _SUPPORT_KEY.fullmatch(name)
+    path: list[str | int] = ["supports", int(nested[1]), nested[2]] if nested else [name]
+    key = str(path[-1])
+    reader = READERS[state.fmt]
+    foreign = getattr(reader, "FOREIGN_KEYS", {}).get(key)
+    if foreign is not None:
+        hint = f"'{key}' belongs to the {foreign} format: read the file with --format {foreign}"
+    else:
+        from kebab_eval_pipeline.golden.readers import QUERY_FIELDS, SUPPORT_FIELDS
+
+        known = SUPPORT_FIELDS if len(path) > 1 else QUERY_FIELDS
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(sorted(known))}"
+    position = None
+    if raw.line is None and state.positions is not None:
+        line = state.positions.line_of([*raw.key_path, *path], at_key=True)
+        position = f"line {line}" if line else None
+    return Offender(
+        str(state.path),
+        f"unknown key {name!r} in the {state.fmt} format (it would be dropped): {hint}",
+        position=position or state.position(raw, path),
+        query_id=qid,
+        field=name,
+    )
 
 
 def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:

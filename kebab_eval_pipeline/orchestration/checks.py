@@ -167,8 +167,59 @@ def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
     )
 
 
+SYSTEM_HEALTH = "system_health"
+
+
+def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:
+    """Fails (blocking by default) when the system under test errored on every query or on more
+    than ``system_health.max_error_rate`` of them. On ``run_metrics``, so the failed run's results,
+    scores and report are still stored; only comparison_report waits on it."""
+    health = settings.system_health
+    blocking = health is not None and health.blocking
+    if health is None:
+        rule = "off (system_health: null): reports the share of failed queries as a warning only"
+    else:
+        rule = f"fails when every query errored or more than {health.max_error_rate:g} of them did" + (
+            "" if blocking else " (warning only: blocking: false)"
+        )
+
+    @dg.asset_check(
+        asset=run_metrics,
+        name=SYSTEM_HEALTH,
+        blocking=blocking,
+        partitions_def=eval_runs,
+        description=f"The system under test answered: {rule}.",
+    )
+    def system_health(run_metrics: RunMetricsArtifact) -> dg.AssetCheckResult:
+        verdict = run_metrics.info.get("system_health")
+        if verdict is None:  # metrics stored before this check existed, checked on their own
+            return dg.AssetCheckResult(
+                passed=True,
+                severity=dg.AssetCheckSeverity.WARN,
+                description="not recorded for this run (stored before system-health checks)",
+                metadata={"skipped": True},
+            )
+        rate = verdict["error_rate"]
+        return dg.AssetCheckResult(
+            passed=bool(verdict["healthy"]),
+            severity=dg.AssetCheckSeverity.ERROR if verdict["blocking"] else dg.AssetCheckSeverity.WARN,
+            description=verdict["message"],
+            metadata={
+                "failed": verdict["failed"],
+                "queries": verdict["queries"],
+                "value": dg.MetadataValue.null() if rate is None else dg.MetadataValue.float(float(rate)),
+                "threshold": dg.MetadataValue.float(float(verdict["max_error_rate"])),
+                "error_classes": dg.MetadataValue.json(verdict["classes"]),
+                "blocking": bool(verdict["blocking"]),
+                "reason": verdict["message"],
+            },
+        )
+
+    return system_health
+
+
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
     """The gate checks the settings configure (plus the WFGY defaults), one step per target asset,
-    and the judge's spot-check warning."""
+    the system-health check and the judge's spot-check warning."""
     gates = [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]
-    return [*gates, judge_spot_check]
+    return [*gates, _system_health_check(settings), judge_spot_check]

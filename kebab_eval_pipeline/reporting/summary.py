@@ -45,6 +45,14 @@ def gate_tally(gates: list[dict]) -> dict[str, int]:
     return tally
 
 
+def _health_lines(health: dict) -> list[str]:
+    """The system-health verdict, only when some query failed (a healthy run says nothing)."""
+    if not health.get("failed"):
+        return []
+    state = "FAIL" if health["blocking"] and not health["healthy"] else "warning"
+    return [f"**{state}** — {health['message']}", ""]
+
+
 def render_run_summary(
     run_id: str,
     info: dict,
@@ -66,6 +74,7 @@ def render_run_summary(
         "",
         *[f"{key.removesuffix('_version')} `{versions.get(key) or 'none'}`  " for key in SUMMARY_VERSIONS],
         "",
+        *_health_lines(info.get("system_health") or {}),
         "| metric | value | n | gate |",
         "|---|---:|---:|---|",
     ]

@@ -208,9 +208,10 @@ def test_json_schema_rejects_bad_types(tmp_path: Path, mutate):
     assert not _validator(json_schema()).is_valid(doc)
 
 
-def test_json_schema_rejects_unknown_fields_the_loader_only_warns_about(tmp_path: Path):
+def test_json_schema_and_loader_both_reject_unknown_query_fields(tmp_path: Path):
     golden = load_golden(FIXTURES / "canonical.yaml").golden
     doc = json.loads(render_canonical(golden, ".json"))
     doc["queries"][0]["answerabel"] = True
-    assert load_golden(write(tmp_path / "typo.json", json.dumps(doc))).warnings
+    with pytest.raises(InputError, match="unknown key 'answerabel'"):
+        load_golden(write(tmp_path / "typo.json", json.dumps(doc)))
     assert not _validator(json_schema()).is_valid(doc)

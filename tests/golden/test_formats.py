@@ -805,10 +805,10 @@ def test_duplicate_ids_across_files_name_both_positions(tmp_path: Path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_unknown_fields_one_warning_per_field_canonical(tmp_path: Path):
-    path = write(
-        tmp_path / "c.yaml",
-        """schema_version: "1"
+def test_unknown_fields_canonical_top_level_warns_query_and_support_keys_are_errors(tmp_path: Path):
+    """Canonical is the tool's own format: an unknown query or support key would be dropped, so it
+    is an error at the key's line (before: a warning, and the data was lost); top level still warns."""
+    text = """schema_version: "1"
 owner: team-search
 queries:
   - id: q1
@@ -817,24 +817,37 @@ queries:
     supports: [{doc_id: d1}]
   - id: q2
     query: two
-    answerabel: false
     supports:
       - doc_id: d2
         heading: Intro
   - id: q3
     query: three
-    answerabel: true
-    supports: [{doc_id: d3, heading: Setup}]
+    supports: [{doc_id: d3}]
     priority: high
-""",
-    )
-    loaded = load_golden(path)
-    assert loaded.warnings == [
-        f"{path}: unknown top-level fields ignored: owner",
-        f"{path}: unknown field 'answerabel' ignored in 3 queries (first at line 4, query 'q1')",
-        f"{path}: unknown field 'priority' ignored in 1 query (first at line 14, query 'q3')",
-        f"{path}: unknown field 'supports[0].heading' ignored in 2 queries (first at line 8, query 'q2')",
+"""
+    path = write(tmp_path / "c.yaml", text)
+    with pytest.raises(InputError) as exc:
+        load_golden(path)
+    got = [(o.position, o.query_id, o.field, o.reason) for o in exc.value.offenders]
+    dropped = "in the canonical format (it would be dropped)"
+    assert got == [
+        ("line 6", "q1", "answerabel", f"unknown key 'answerabel' {dropped}: did you mean 'answerable'?"),
+        (
+            "line 12",
+            "q2",
+            "supports[0].heading",
+            f"unknown key 'supports[0].heading' {dropped}: did you mean 'heading_path'?",
+        ),
+        (
+            "line 16",
+            "q3",
+            "priority",
+            f"unknown key 'priority' {dropped}: known fields: " + ", ".join(sorted(GoldenQuery.model_fields)),
+        ),
     ]
+    fixed = text.replace("answerabel", "answerable").replace("heading: Intro", "heading_path: [Intro]")
+    loaded = load_golden(write(path, fixed.replace("    priority: high\n", "")))
+    assert loaded.warnings == [f"{path}: unknown top-level fields ignored: owner"]
     assert len(loaded.golden.queries) == 3
 
 

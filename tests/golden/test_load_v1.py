@@ -102,24 +102,32 @@ queries:
         load_golden(path)
     text = str(exc.value)
     offenders = exc.value.offenders
-    assert len(offenders) == 4, text
+    assert len(offenders) == 5, text
     assert any(o.query_id == "q1" and o.field == "query" and o.position == "line 3" for o in offenders)
     assert any("duplicate id" in o.reason and o.position == "line 5" for o in offenders)
     assert any("line_start 9 > line_end 3" in o.reason for o in offenders)
     assert any("index [4] out of range" in o.reason for o in offenders)
-    # an unknown field is a warning naming it, not an error (SPEC §3.3)
+    # an unknown query key of the canonical format would drop data: an error naming key and line
+    assert any(
+        o.query_id == "q4"
+        and o.field == "answerabel"
+        and o.position == "line 13"
+        and "answerable" in o.reason
+        for o in offenders
+    )
     fixed = (
         path.read_text()
         .replace('query: ""', "query: fixed")
         .replace("id: q1\n    query: dup", "id: q2\n    query: dup")
         .replace("line_start: 9, line_end: 3", "line_start: 3, line_end: 9")
         .replace("[[0, 4]]", "[[0]]")
+        .replace("answerabel", "answerable")
+        .replace('schema_version: "1"', 'schema_version: "1"\nowner: search')
     )
     path.write_text(fixed)
     loaded = load_golden(path)
-    assert loaded.warnings == [
-        f"{path}: unknown field 'answerabel' ignored in 1 query (first at line 11, query 'q4')"
-    ]
+    # an unknown top-level key is still a warning naming it, not an error (SPEC §3.3)
+    assert loaded.warnings == [f"{path}: unknown top-level fields ignored: owner"]
 
 
 def test_group_members_must_expect_same_docs(tmp_path: Path):

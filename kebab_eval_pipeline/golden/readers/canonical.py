@@ -1,5 +1,10 @@
 """Canonical format (SPEC §3.1): ``{schema_version: "1", name, queries: [GoldenQuery...]}``,
-as YAML or JSON, or JSONL with one query per line."""
+as YAML or JSON, or JSONL with one query per line.
+
+This is the tool's own format, so a query or support key it does not know is an error, not a
+warning: ignoring it would drop data (a misspelt ``answerabel``, a ``gold_supports`` list from the
+support-anchor format). Unknown top-level keys stay warnings.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,20 @@ from kebab_eval_pipeline.golden.readers import (
 )
 
 TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
+UNKNOWN_FIELDS_ARE_ERRORS = True  # per query and per support (golden.load reads this flag)
+#: Keys of the other formats, so the error can say which --format reads the file.
+FOREIGN_KEYS = {
+    "gold_supports": "supports",
+    "question": "supports",
+    "recency_conflict_rule": "supports",
+    "snippets": "supports",
+    "expected_doc_ids": "kebab",
+    "expected_chunk_ids": "kebab",
+    "intent": "ckv",
+    "expected": "ckv",
+    "qid": "wfgy",
+    "gold_citations": "wfgy",
+}
 
 
 def looks_like(doc: Any) -> bool:

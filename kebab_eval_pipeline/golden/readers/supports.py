@@ -1,4 +1,4 @@
-"""Support-anchor YAML/JSONL: ``{id, question, answerable, category, tags, difficulty,
+"""Support-anchor YAML/JSONL: ``{id, question (or query), answerable, category, tags, difficulty,
 gold_supports: [{rel_path, heading_path, snippets}], required_support_groups,
 recency_conflict_rule}`` — a list, a ``{queries: [...]}`` mapping, or one entry per JSONL line.
 
@@ -28,6 +28,7 @@ PASSED_THROUGH = (
 QUERY_KEYS = {
     "id",
     "question",
+    "query",  # the canonical name, accepted as a synonym of question
     "answerable",
     "category",
     "gold_supports",
@@ -37,15 +38,35 @@ QUERY_KEYS = {
 }
 SUPPORT_KEYS = {"rel_path", "heading_path", "snippets", "snippet", "grade", "line_start", "line_end"}
 TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
+#: Gold-data keys of the other formats: ignoring one would drop the query's evidence, so it is an
+#: error naming the format that reads it (other unknown keys are warnings).
+FOREIGN_KEYS = {
+    "supports": "canonical",
+    "expected_doc_ids": "kebab",
+    "expected_chunk_ids": "kebab",
+    "expected": "ckv",
+    "gold_citations": "wfgy",
+}
 
 
 def _is_entry(q: Any) -> bool:
     return isinstance(q, dict) and ("gold_supports" in q or ("question" in q and "qid" not in q))
 
 
+def _fits(q: Any) -> bool:
+    """An entry this format can read: a mapping without the canonical ``supports`` list."""
+    return isinstance(q, dict) and "supports" not in q and "qid" not in q
+
+
 def looks_like(doc: Any) -> bool:
+    # Every entry a support-anchor one; or, with ``query:`` spelled the canonical way, entries that
+    # all fit and at least one with gold_supports (unanswerable ones may have none).
     items = doc.get("queries") if isinstance(doc, dict) else doc
-    return isinstance(items, list) and bool(items) and all(_is_entry(q) for q in items)
+    if not isinstance(items, list) or not items:
+        return False
+    return all(_is_entry(q) for q in items) or (
+        all(_fits(q) for q in items) and any(isinstance(q, dict) and "gold_supports" in q for q in items)
+    )
 
 
 def looks_like_line(entry: dict) -> bool:
@@ -58,7 +79,25 @@ def entries(doc: Any) -> tuple[list[tuple[list, Any]], list[str]]:
     return [([i], q) for i, q in enumerate(doc)], []
 
 
+def _question(entry: dict) -> Any:
+    """``question``, or ``query`` (the canonical spelling); both must agree when both are given."""
+    question, query = entry.get("question"), entry.get("query")
+    if question is not None and query is not None and question != query:
+        raise EntryError("query", "'question' and 'query' are both set and differ: keep one")
+    if question is None and query is None:
+        raise EntryError("question", "missing: the query text (as 'question' or 'query')")
+    return question if question is not None else query
+
+
 def to_canonical(entry: dict) -> tuple[dict, list[str]]:
+    foreign = [k for k in FOREIGN_KEYS if k in entry]
+    if foreign:
+        fmt = FOREIGN_KEYS[foreign[0]]
+        raise EntryError(
+            foreign[0],
+            f"'{foreign[0]}' belongs to the {fmt} format, not support-anchor (it would be dropped): "
+            f"read the file with --format {fmt}",
+        )
     unknown = sorted(set(entry) - QUERY_KEYS)
     supports: list[dict] = []
     expanded: list[list[int]] = []  # gold support index → its canonical support indexes
@@ -95,7 +134,7 @@ def to_canonical(entry: dict) -> tuple[dict, list[str]]:
         category = category.replace("/", "_")  # the seed writes "recency/conflict"
     fields = {
         "id": entry.get("id"),
-        "query": entry.get("question"),
+        "query": _question(entry),
         "answerable": entry.get("answerable", True),
         "category": category,
         "supports": supports,

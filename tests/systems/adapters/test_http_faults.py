@@ -122,9 +122,15 @@ def test_every_fault_is_one_classified_row_with_bounded_retries(instance, tmp_pa
         served = {qid: server.count("/search", qid) for qid in FAULTS}
         unknown = {r.key for r in server.received} - set(FAULTS)
 
-    # The run completes: a failing system is data, not a crashed run (no gates are configured
-    # beyond the answer gates, which skip without answers).
-    assert result.success
+    # Every query is a row, and the chain up to run_metrics is stored: a failing system is data.
+    # But half the queries failed (0.5 > the default max_error_rate 0.1), so the system_health
+    # check fails the run — the only failure (the answer gates skip without answers).
+    assert not result.success
+    failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    assert [e.check_name for e in failed_checks] == ["system_health"]
+    assert failed_checks[0].description.startswith(
+        "system health: 30 of 60 queries failed (error_rate 0.5 > max 0.1): "
+    )
     assert unknown == set()
 
     retrieval = RetrievalArtifact.from_tables(*store.read("retrieval_results", "faults-1"))
@@ -234,7 +240,11 @@ def test_connection_refused_fails_every_query_after_bounded_retries(instance, tm
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     cfg = _config(tmp_path / "refused.yaml", golden, url, concurrency=2)
     result, store = run_config(instance, cfg, "refused-1")
-    assert result.success
+    # a dead system fails the run (system_health), after storing one error row per query
+    assert not result.success
+    (health,) = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    assert health.check_name == "system_health"
+    assert "5 of 5 queries failed (error_rate 1.0 > max 0.1): connection ×5" in health.description
     outcomes = RetrievalArtifact.from_tables(*store.read("retrieval_results", "refused-1")).results.outcomes
     assert sorted(outcomes["query_id"]) == [f"r{i}" for i in range(5)]
     assert list(outcomes["error_class"]) == ["connection"] * 5
