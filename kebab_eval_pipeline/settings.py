@@ -32,7 +32,7 @@ DEMO_DIR = Path(__file__).parent / "data" / "demo"
 DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
 DEMO_CORPUS = DEMO_DIR / "corpus"
 
-MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span"]
+MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
 DEFAULT_KS = (1, 3, 5, 10)
