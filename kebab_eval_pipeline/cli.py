@@ -306,6 +306,17 @@ def _print_failures(store, run_id: str) -> None:
         )
 
 
+def _print_matching(info: dict) -> None:
+    """The criterion that matched the hits to the golden set, and why matching may score 0."""
+    from kebab_eval_pipeline.matching_diagnostics import match_line
+
+    line = match_line(info)
+    if line is not None:
+        out.print(f"  match: {line}", highlight=False)
+    for w in info.get("matching_warnings") or []:
+        out.print(f"  [yellow]warning[/yellow] matching ({w['field']}): {w['message']}", highlight=False)
+
+
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
@@ -322,6 +333,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     for name, value in headline(metrics.metrics, ks).items():
         table.add_row(name, _fmt(value), str(metrics.denominators.get(name, "")))
     out.print(table)
+    _print_matching(metrics.info)
     _print_failures(store, run_id)
     gates = metrics.info.get("gates", [])
     for g in gates:

@@ -30,7 +30,7 @@ from kebab_eval_pipeline.matching import (
     support_flags,
 )
 
-__all__ = ["matching_warnings", "summarize_criteria"]
+__all__ = ["match_line", "matching_warnings", "summarize_criteria"]
 
 #: Per hit field: the criteria that need it when a gold support sets it, and how it is named.
 _FIELDS = {
@@ -54,6 +54,19 @@ def summarize_criteria(criteria: pd.Series) -> tuple[str | None, dict[str, int]]
     if not by_query:
         return None, {}
     return (next(iter(by_query)) if len(by_query) == 1 else "mixed"), by_query
+
+
+def match_line(info: dict[str, Any]) -> str | None:
+    """One line saying which criterion matched the run: ``auto → anchor (60 queries)``, or per
+    criterion counts when they differ (None for runs stored before this was recorded)."""
+    by_query = info.get("match_by_query")
+    if by_query is None:
+        return None
+    configured = info.get("match", "auto")
+    counts = ", ".join(f"{c} ({n} quer{'y' if n == 1 else 'ies'})" for c, n in by_query.items())
+    if configured != "auto":
+        return f"{configured}" + (f" ({counts})" if counts else "")
+    return f"auto → {counts}" if counts else "auto (no query has gold supports)"
 
 
 def matching_warnings(

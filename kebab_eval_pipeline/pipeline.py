@@ -178,19 +178,6 @@ def match_details(
     return {"match_resolved": resolved, "match_by_query": by_query, "matching_warnings": warnings}
 
 
-def match_line(info: dict[str, Any]) -> str | None:
-    """One line saying which criterion matched the run: ``auto → anchor (60 queries)``, or per
-    criterion counts when they differ (None for runs stored before this was recorded)."""
-    by_query = info.get("match_by_query")
-    if by_query is None:
-        return None
-    configured = info.get("match", "auto")
-    counts = ", ".join(f"{c} ({n} quer{'y' if n == 1 else 'ies'})" for c, n in by_query.items())
-    if configured != "auto":
-        return f"{configured}" + (f" ({counts})" if counts else "")
-    return f"auto → {counts}" if counts else "auto (no query has gold supports)"
-
-
 def exact_query_scores(
     golden: GoldenArtifact,
     retrieval: RetrievalArtifact,

@@ -270,6 +270,9 @@ class RunSettings(_Strict):
     answers: bool = True
     match: MatchCriterion = "auto"
     stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
+    # The matching_coverage check (hits that cannot support what the golden set needs, e.g. no line
+    # ranges or basenames for paths): warn (default, the run goes on) or fail (a blocking check).
+    matching_coverage: Literal["warn", "fail"] = "warn"
     # auto | previous | pinned | none | <run_id> (kebab_eval_pipeline.compare.baseline): auto = the
     # baseline pinned for the golden set (`kebab-eval baseline set ID`), else previous = the most
     # recent earlier run on the same golden sha256; pinned = the pin only; none = no comparison.

@@ -206,6 +206,7 @@ def render_run_markdown(
     ]
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
+    lines += _matching_lines(info)
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
     lines += [
         f"| {k} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |" for k, v in metrics.items()
@@ -243,3 +244,18 @@ def render_run_markdown(
                 for value, row in pivot[keep].iterrows():
                     lines.append(f"| {value} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _matching_lines(info: dict) -> list[str]:
+    """The run report's matching section: the criterion used and any matching warning."""
+    from kebab_eval_pipeline.matching_diagnostics import match_line
+
+    line = match_line(info)
+    if line is None:
+        return []
+    lines = ["", "## Matching", "", f"Hits matched to the golden set by: `{line}`."]
+    warnings = info.get("matching_warnings") or []
+    if warnings:
+        lines.append("")
+        lines += [f"> ⚠ **{w['field']}**: {w['message']}" for w in warnings]
+    return lines
