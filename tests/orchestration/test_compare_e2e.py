@@ -177,7 +177,7 @@ def test_two_chunk_sizes_on_the_anchor_only_demo_golden_compare_as_fallback_anch
     assert info["chunker_version_match"] == "fallback_anchor" and info["matching_criterion"] == "anchor"
     golden = load_golden(DEMO_GOLDEN).golden
     # every demo support is path + headings: both runs were scored by anchor, and keep their scores
-    reason = "both runs were scored by anchor; both runs keep their stored anchor scores"
+    reason = "(both runs were scored by anchor); both runs keep their stored anchor scores"
     assert reason in info["fallback_note"] and info["rescored"] == []
     assert SIZE_300 in info["fallback_note"] and SIZE_1200 in info["fallback_note"]
     assert any(w.startswith("fallback_anchor") and reason in w for w in info["warnings"])
