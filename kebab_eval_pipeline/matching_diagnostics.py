@@ -121,14 +121,15 @@ def matching_warnings(
     else:
         applied = np.full(len(supports), criterion, dtype=object)
     qid_values = np.asarray(qid.to_numpy(zero_copy_only=False), dtype=object)
-    carry = hits_carry(hits, ("lines", "heading_path", "chunk_id", "doc_path", "doc_id"))
     out: list[dict[str, Any]] = []
 
     for field, (needing_criteria, what, gold_what, strong) in _FIELDS.items():
         sets = positive & flags[_FLAG[field]].to_numpy()
-        have, total = carry[field]
+        if not sets.any():  # skip the column scan (heading lists are the costly one)
+            continue
+        have, total = hits_carry(hits, (field,))[field]
         lacking = total - have
-        if not sets.any() or lacking == 0:
+        if lacking == 0:
             continue
         uses = sets & np.isin(applied, needing_criteria)
         n_sets = int(sets.sum())
@@ -163,7 +164,7 @@ def matching_warnings(
     document_criteria = ("doc", "anchor", "span", "fields")
     by_document = positive & np.isin(applied, document_criteria)
     if by_document.any():
-        out += _path_warnings(hits, supports, by_document, carry)
+        out += _path_warnings(hits, supports, by_document, hits_carry(hits, ("doc_path", "doc_id")))
     if not out:
         out += _nothing_matched(hits, supports, criterion, resolved, matches, int(positive.sum()))
     return out

@@ -43,6 +43,18 @@ def _ci(low, high) -> str:
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
 
 
+def _rescored(info: dict) -> str:
+    """Which runs' numbers below were re-scored, and which are their own reports' (fallbacks only)."""
+    rescored = info.get("rescored")
+    if rescored is None or info.get("chunker_version_match") in (None, "exact"):
+        return ""
+    if not rescored:
+        return "; both runs' own stored scores"
+    kept = [r for r in ("a", "b") if r not in rescored]
+    text = "; re-scored: " + ", ".join(f"run {r}" for r in rescored)
+    return text + (f"; run {kept[0]}'s own stored scores" if kept else "")
+
+
 def render_markdown(
     info: dict,
     per_metric: pd.DataFrame,
@@ -72,7 +84,7 @@ def render_markdown(
     lines += [
         "",
         f"**chunker_version_match:** `{info['chunker_version_match']}` "
-        f"(per-query matching criterion: `{info.get('matching_criterion')}`)",
+        f"(per-query matching criterion: `{info.get('matching_criterion')}`" + _rescored(info) + ")",
         "",
     ]
     counts = info["verdict_counts"]

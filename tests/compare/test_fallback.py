@@ -231,6 +231,7 @@ def test_chunker_change_of_runs_scored_by_anchor_keeps_anchor(tmp_path):
     assert docs.info["chunker_version_match"] == "fallback_doc"
     assert set(docs.per_query["verdict"]) == {"draw"}
     assert "fallback_anchor" in report.markdown
+    assert "(per-query matching criterion: `anchor`; both runs' own stored scores)" in report.markdown
 
 
 def test_anchor_chosen_from_gold_and_hits_rescores_only_the_run_scored_otherwise(tmp_path):
@@ -241,6 +242,7 @@ def test_anchor_chosen_from_gold_and_hits_rescores_only_the_run_scored_otherwise
     assert (plan.mode, plan.rescore_a, plan.rescore_b) == ("fallback_anchor", True, False)
     assert "the golden set and both runs' hits support it" in plan.note
     report = compare_bundles(a, b)
+    assert "`anchor`; re-scored: run a; run b's own stored scores)" in report.markdown
     metrics = report.per_metric.set_index("metric")
     assert metrics.loc["mrr", "a"] == pytest.approx(round((1 / 2 + 1 / 2) / 4, 4))  # re-scored by anchor
     assert a.metrics.metrics["mrr"] == 1.0  # its own doc scores: every file at rank 1
