@@ -132,14 +132,18 @@ EXPECTED = {
 @pytest.mark.parametrize("qid", sorted(EXPECTED))
 def test_hand_worked_values(tables, qid: str) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index(
+        "query_id"
+    )
     for metric, expected in EXPECTED[qid].items():
         assert out.loc[qid, metric] == pytest.approx(expected, abs=1e-12), metric
 
 
 def test_not_applicable_rows_are_nan(tables) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index(
+        "query_id"
+    )
     metric_cols = [c for c in out.columns if c not in ("applicable", "n_hits", "first_relevant_rank")]
     for qid in ("q4", "q5", "q6"):
         assert out.loc[qid, metric_cols].isna().all(), qid
@@ -186,7 +190,9 @@ def test_groups_with_bad_indexes_and_defaults(tables) -> None:
     )
     queries.loc[1, "required_support_groups"] = "[[0], [5]]"
     hits = tables.concat(tables.hits("a", {"chunk_id": "x"}), tables.hits("b", {"chunk_id": "x"}))
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(1,)).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(1,)).set_index(
+        "query_id"
+    )
     assert out.loc["a", "recall_all@1"] == 0  # default: every support is a group, y is missing
     assert out.loc["b", "recall_all@1"] == 1  # only group [0] counts
     assert out.loc["a", "recall@1"] == 0.5
@@ -285,7 +291,9 @@ def test_invariants_on_random_doc_level_runs() -> None:
         hits = pd.DataFrame(h_rows, columns=["query_id", "rank", "chunk_id", "doc_id"]).astype(
             {"query_id": "string", "rank": "int64", "chunk_id": "string", "doc_id": "string"}
         )
-        out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=ks, mrr_cutoff=13)
+        out = retrieval_scores(
+            queries, supports, hits, match_hits(hits, supports, "fields"), ks=ks, mrr_cutoff=13
+        )
         app = out[out["applicable"]]
         for metric in ("hit", "recall", "recall_any", "recall_all", "precision", "ndcg"):
             values = app[[f"{metric}@{k}" for k in ks]].to_numpy()
