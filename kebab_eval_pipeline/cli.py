@@ -352,6 +352,17 @@ def _print_health(info: dict) -> None:
     )
 
 
+def _print_matching(info: dict) -> None:
+    """The criterion that matched the hits to the golden set, and why matching may score 0."""
+    from kebab_eval_pipeline.matching_diagnostics import match_line
+
+    line = match_line(info)
+    if line is not None:
+        out.print(f"  match: {line}", highlight=False)
+    for w in info.get("matching_warnings") or []:
+        out.print(f"  [yellow]warning[/yellow] matching ({w['field']}): {w['message']}", highlight=False)
+
+
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
@@ -368,6 +379,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     for name, value in headline(metrics.metrics, ks).items():
         table.add_row(name, _fmt(value), str(metrics.denominators.get(name, "")))
     out.print(table)
+    _print_matching(metrics.info)
     _print_health(metrics.info)
     gates = metrics.info.get("gates", [])
     for g in gates:
@@ -538,7 +550,12 @@ def golden_validate(
         Path | None, typer.Option("--config", help="Also check references against this run's system index.")
     ] = None,
 ) -> None:
-    """Validate golden files; every offender is listed at once (exit 2 when any)."""
+    """Validate golden files; every offender is listed at once (exit 2 when any).
+
+    With --config: the reference system's index is checked for every gold reference; a command or
+    http system is probed with the first query (its version report, the fields its hits carry,
+    whether they name gold documents, the matching warnings a run would give), and what could not
+    be checked is listed. A system that cannot be reached (or whose probe fails) exits 1."""
     from kebab_eval_pipeline.artifacts import GoldenArtifact
     from kebab_eval_pipeline.golden.load import load_golden
     from kebab_eval_pipeline.golden.summary import golden_summary, summary_line
@@ -549,13 +566,36 @@ def golden_validate(
     loaded = load_golden(files, fmt=fmt)
     artifact = GoldenArtifact.from_loaded(loaded)
     warnings = list(loaded.warnings)
+    probe = None
     if config is not None:
         settings = load_settings(config)
-        warnings += check_golden_against_system(settings, artifact, build_system(settings))
+        system = build_system(settings)
+        warnings += check_golden_against_system(settings, artifact, system)
+        if settings.system.kind in ("command", "http"):
+            from kebab_eval_pipeline.systems.probe import probe_system
+
+            probe = probe_system(settings, artifact, system)
     for w in warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     summary = golden_summary(artifact.queries)
     out.print(f"ok: {summary_line(summary)} format {loaded.golden.format}", highlight=False)
+    if probe is not None:
+        _print_probe(settings.system.kind, probe)
+        if probe.error is not None:
+            raise typer.Exit(1)
+
+
+def _print_probe(kind: str, probe) -> None:
+    """The system check of `golden validate --config`: checked, warnings, not checked, failure."""
+    out.print(f"system check ({kind}):", highlight=False)
+    for line in probe.checked:
+        out.print(f"  checked: {line}", highlight=False, soft_wrap=True)
+    for line in probe.warnings:
+        out.print(f"  [yellow]warning[/yellow] {line}", highlight=False, soft_wrap=True)
+    for line in probe.not_checked:
+        out.print(f"  not checked: {line}", highlight=False, soft_wrap=True)
+    if probe.error is not None:
+        err.print(f"error: system check failed: {probe.error}", markup=False, highlight=False)
 
 
 @golden_app.command("convert")

@@ -108,7 +108,17 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         for qid, g in r.citations.sort_values(["query_id", "position"]).groupby("query_id", sort=False)
     }
     outcomes = {rec["query_id"]: rec for rec in json_records(r.outcomes)}
-    meta_cols = {"query_id", "category", "difficulty", "lang", "tags", "group", "answerable", "pending"}
+    meta_cols = {
+        "query_id",
+        "category",
+        "difficulty",
+        "lang",
+        "tags",
+        "group",
+        "answerable",
+        "pending",
+        "match_criterion",
+    }
     per_query = []
     for rec in json_records(b.scores.scores):
         qid = rec["query_id"]
@@ -120,6 +130,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         per_query.append(
             {
                 "query_id": qid,
+                "match_criterion": rec.get("match_criterion"),
                 "scores": {k: v for k, v in rec.items() if k not in meta_cols},
                 "hits": hits_by_query.get(qid, []),
                 "answer": answer,
@@ -138,6 +149,12 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         "versions": info.get("versions", {}),
         "system": info.get("system", {}),
         "golden": {k: info.get("golden", {}).get(k) for k in ("path", "sha256", "queries")},
+        "match": {
+            "configured": b.scores.info.get("match", info.get("match")),
+            "resolved": b.scores.info.get("match_resolved"),
+            "by_query": b.scores.info.get("match_by_query"),
+            "warnings": b.scores.info.get("matching_warnings"),
+        },
         "metrics": {k: _plain(v) for k, v in b.metrics.metrics.items()},
         "breakdowns": breakdowns,
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],

@@ -39,12 +39,17 @@ __all__ = [
     "normalise_paths",
     "normalise_text",
     "relevance",
+    "resolve_auto",
     "sorted_unique",
     "take_rows",
 ]
 
-MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span"]
+MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
 MATCH_CRITERIA: tuple[str, ...] = get_args(MatchCriterion)
+#: What ``auto`` resolves to, strongest first (``fields``: nothing better was usable).
+RESOLVED_CRITERIA: tuple[str, ...] = ("chunk", "span", "anchor", "doc", "fields")
+#: A hit field "is carried" by a run when at least this share of its hits set it.
+CARRY_SHARE = 0.5
 
 #: Columns (and pandas dtypes) of the matched-pairs table returned by :func:`match_hits`.
 MATCH_COLUMNS: dict[str, str] = {
@@ -70,6 +75,7 @@ def match_hits(
     supports: pd.DataFrame,
     criterion: MatchCriterion | str = "auto",
     strict_snippet: bool = False,
+    resolved: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Every (hit, support) pair of the same query where the hit matches the support.
 
@@ -80,7 +86,9 @@ def match_hits(
         criterion: which support fields decide a match (empty strings and empty heading lists count
             as unset; on the hit side an unset field never agrees with a set support field):
 
-            - ``auto``: every field the support sets must agree — ``chunk_id`` equal, ``doc_id``
+            - ``auto``: per query, the strongest named criterion the query's supports and the run's
+              hits can support (:func:`resolve_auto`; override with ``resolved``).
+            - ``fields``: every field the support sets must agree — ``chunk_id`` equal, ``doc_id``
               equal, ``rel_path`` equal to the hit's ``doc_path`` (both normalised by
               :func:`normalise_paths`), the hit's normalised ``heading_path`` starts with the gold
               path (whole headings), the hit's ``[line_start, line_end]`` overlaps the gold range
@@ -98,6 +106,11 @@ def match_hits(
             gold range with only one end set is the single line it names; likewise for hits.
         strict_snippet: compare snippets verbatim (case-sensitive). Default: both sides are
             lower-cased and whitespace runs collapsed to one space before the containment test.
+        resolved: only under ``auto``: the criterion of each query (a Series ``query_id`` →
+            one of :data:`RESOLVED_CRITERIA`, as :func:`resolve_auto` returns). Default: resolved
+            from ``hits`` and ``supports``. Scoring passes the run's resolution when it matches
+            citations (read as hits), so citations and hits of a query share one criterion. A
+            query missing from it is matched by ``fields``.
 
     Output:
         A DataFrame with ``MATCH_COLUMNS`` — ``query_id``, ``rank``, ``support_idx``, ``grade``
@@ -112,7 +125,14 @@ def match_hits(
     if len(hits) == 0 or len(supports) == 0:
         return _empty_matches()
 
-    plan = _SupportPlan(supports, criterion)
+    if criterion == "auto":
+        per_support = criteria_for(
+            string_column(supports, "query_id"),
+            resolve_auto(hits, supports) if resolved is None else resolved,
+        )
+    else:
+        per_support = np.full(len(supports), criterion, dtype=object)
+    plan = _SupportPlan(supports, per_support)
     if not plan.usable.any():
         return _empty_matches()
     view = _HitView(hits)
@@ -130,7 +150,7 @@ def match_hits(
         return _empty_matches()
     h = np.concatenate(pair_h)
     s = np.concatenate(pair_s)
-    if plan.criterion == "doc" and len(h):
+    if plan.use_path_or_doc_id.any() and len(h):
         # rel_path may equal both the hit's doc_path and its doc_id: one pair, not two.
         key = sorted_unique(h * np.int64(len(supports)) + s)
         h, s = key // len(supports), key % len(supports)
@@ -153,6 +173,138 @@ def match_hits(
             "grade": plan.grade[s[idx]],
         }
     ).astype(MATCH_COLUMNS)
+
+
+def hits_carry(hits: pd.DataFrame, fields: Sequence[str] = ("chunk_id", "lines", "heading_path")) -> dict:
+    """How many hits set each field: ``{field: (hits setting it, hits)}``.
+
+    Fields: ``chunk_id``, ``doc_id``, ``doc_path`` (set = non-null, non-empty), ``lines``
+    (``line_start`` or ``line_end`` set), ``heading_path`` (a non-empty list). An absent column
+    counts as unset everywhere. Vectorised (Arrow null counts and list lengths).
+    """
+    n = len(hits)
+    out: dict[str, tuple[int, int]] = {}
+    for field in fields:
+        if n == 0:
+            out[field] = (0, 0)
+        elif field == "lines":
+            have = ~(np.isnan(int_column(hits, "line_start")) & np.isnan(int_column(hits, "line_end")))
+            out[field] = (int(have.sum()), n)
+        elif field == "heading_path":
+            out[field] = (int(heading_set(hits).sum()), n)
+        else:
+            col = string_column(hits, field)
+            out[field] = (n - col.null_count, n)
+    return out
+
+
+def heading_set(frame: pd.DataFrame) -> np.ndarray:
+    """Per row: does ``heading_path`` hold at least one heading (bool; False when absent)."""
+    if "heading_path" not in frame.columns or len(frame) == 0:
+        return np.zeros(len(frame), dtype=bool)
+    lists = pa.array(
+        frame["heading_path"].to_numpy(dtype=object), type=pa.list_(pa.large_string()), from_pandas=True
+    )
+    return pc.fill_null(pc.greater(pc.list_value_length(lists), 0), False).to_numpy(zero_copy_only=False)
+
+
+def support_flags(supports: pd.DataFrame) -> pd.DataFrame:
+    """Per support: which fields it sets — ``chunk`` (chunk_id), ``document`` (rel_path or
+    doc_id), ``lines`` (line_start or line_end), ``heading`` (a non-empty heading path), and
+    ``positive`` (grade > 0). Empty strings count as unset. Aligned with ``supports``' rows."""
+    return pd.DataFrame(
+        {
+            "chunk": ~_null_mask(_contiguous(string_column(supports, "chunk_id"))),
+            "document": ~(
+                _null_mask(_contiguous(string_column(supports, "rel_path")))
+                & _null_mask(_contiguous(string_column(supports, "doc_id")))
+            ),
+            "lines": ~(
+                np.isnan(int_column(supports, "line_start")) & np.isnan(int_column(supports, "line_end"))
+            ),
+            "heading": heading_set(supports),
+            "positive": supports["grade"].to_numpy(dtype=np.int64) > 0
+            if "grade" in supports.columns
+            else np.ones(len(supports), dtype=bool),
+        }
+    )
+
+
+def resolve_auto(hits: pd.DataFrame, supports: pd.DataFrame) -> pd.Series:
+    """What ``auto`` means for each query: the strongest criterion that both the query's supports
+    and the run's hits can support, in the order chunk > span > anchor > doc.
+
+    Inputs: the run's hits table and the golden supports table (as for :func:`match_hits`).
+
+    Per query, over its positive supports (grade > 0; all its supports when none is positive):
+
+    - ``chunk`` — every support sets ``chunk_id``, and the hits carry chunk ids;
+    - ``span`` — every support names a document (``rel_path`` or ``doc_id``) and a line range,
+      and the hits carry line ranges;
+    - ``anchor`` — every support names a document, at least one sets a heading path, and the hits
+      carry heading paths;
+    - ``doc`` — every support names a document;
+    - ``fields`` — otherwise (e.g. snippet- or heading-only supports): every field a support
+      sets must agree.
+
+    "The hits carry X" is decided once per run, not per query: at least half
+    (:data:`CARRY_SHARE`) of *all* the run's hits set X (see :func:`hits_carry`) — a query whose
+    own hits happen to lack a field is then still judged like the others, and an empty run
+    carries nothing.
+
+    Output: a string Series indexed by ``query_id`` (name ``match_criterion``), one entry per
+    query that has at least one support, in first-appearance order. Empty when there are no
+    supports.
+    """
+    qid = string_column(supports, "query_id")
+    ok = ~_null_mask(_contiguous(qid))
+    if len(supports) == 0 or not ok.any():
+        return pd.Series([], dtype="string", name="match_criterion", index=pd.Index([], dtype="string"))
+    flags = support_flags(supports)[ok].reset_index(drop=True)
+    codes, uniques = pd.factorize(pd.Series(_contiguous(qid).to_numpy(zero_copy_only=False)[ok]))
+    n_q = len(uniques)
+    positive = flags["positive"].to_numpy()
+    has_positive = np.bincount(codes, weights=positive, minlength=n_q) > 0
+    # The supports that decide a query: its positive ones, or all when it has none.
+    counted = positive | ~has_positive[codes]
+    n_counted = np.bincount(codes, weights=counted, minlength=n_q)
+
+    def every(flag: str) -> np.ndarray:
+        return np.bincount(codes, weights=counted & flags[flag].to_numpy(), minlength=n_q) == n_counted
+
+    def some(flag: str) -> np.ndarray:
+        return np.bincount(codes, weights=counted & flags[flag].to_numpy(), minlength=n_q) > 0
+
+    document = every("document")
+    chunk = every("chunk")
+    span = document & every("lines")
+    anchor = document & some("heading")
+
+    def carried(field: str, wanted: np.ndarray) -> bool:
+        if not wanted.any():  # skip the column scan (heading lists are the costly one)
+            return False
+        have, total = hits_carry(hits, (field,))[field]
+        return total > 0 and have >= CARRY_SHARE * total
+
+    chunk &= carried("chunk_id", chunk)
+    span &= carried("lines", span & ~chunk)
+    anchor &= carried("heading_path", anchor & ~chunk & ~span)
+    out = np.select([chunk, span, anchor, document], ["chunk", "span", "anchor", "doc"], "fields")
+    return pd.Series(
+        pd.array(out, dtype="string"),
+        index=pd.Index(uniques.to_numpy(dtype=object), dtype="string", name="query_id"),
+        name="match_criterion",
+    )
+
+
+def criteria_for(query_ids: pa.Array | pa.ChunkedArray, resolved: pd.Series) -> np.ndarray:
+    """The criterion of each query id under ``resolved`` (object array; ``fields`` where absent)."""
+    index = pa.array(resolved.index.to_numpy(dtype=object), pa.large_string(), from_pandas=True)
+    codes = lookup_codes(query_ids, index, runs=False)
+    values = resolved.to_numpy(dtype=object)
+    out = np.full(len(query_ids), "fields", dtype=object)
+    out[codes >= 0] = values[codes[codes >= 0]]
+    return out
 
 
 def relevance(hits: pd.DataFrame, matches: pd.DataFrame) -> pd.DataFrame:
@@ -486,10 +638,12 @@ def _fill_range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 class _SupportPlan:
-    """Per-support arrays: normalised fields, which conditions apply, and the join to use."""
+    """Per-support arrays: normalised fields, which conditions apply, and the join to use.
 
-    def __init__(self, supports: pd.DataFrame, criterion: str) -> None:
-        self.criterion = criterion
+    ``criteria`` holds each support's criterion (one of :data:`RESOLVED_CRITERIA`): under ``auto``
+    the supports of different queries may be matched by different criteria."""
+
+    def __init__(self, supports: pd.DataFrame, criteria: np.ndarray) -> None:
         self.n = len(supports)
         self.query_id = string_column(supports, "query_id")
         self.support_idx = supports["support_idx"].to_numpy(dtype=np.int64)
@@ -517,34 +671,33 @@ class _SupportPlan:
         has_heading = ~_null_mask(headings)
         has_lines = ~np.isnan(self.line_start)
         has_snippet = pc.fill_null(pc.not_equal(snippet_norm, ""), False).to_numpy(zero_copy_only=False)
-        none = np.zeros(self.n, dtype=bool)
 
-        self.use_chunk = self.use_doc = self.use_path = self.use_path_or_doc_id = none
-        self.use_heading = self.use_lines = self.use_span = self.use_snippet = none
-        if criterion == "auto":
-            self.use_chunk, self.use_doc, self.use_path = has_chunk, has_doc, has_path
-            self.use_heading, self.use_lines, self.use_snippet = has_heading, has_lines, has_snippet
-            self.usable = has_chunk | has_doc | has_path | has_heading | has_lines | has_snippet
-        elif criterion == "chunk":
-            self.use_chunk = has_chunk
-            self.usable = has_chunk
-        elif criterion == "doc":
-            self.use_doc = has_doc
-            self.use_path_or_doc_id = ~has_doc & has_path
-            self.usable = has_doc | has_path
-        else:  # anchor / span: the document is named by rel_path, else doc_id
-            self.use_path = has_path
-            self.use_doc = ~has_path & has_doc
-            self.usable = has_path | has_doc
-            if criterion == "anchor":
-                self.use_heading = has_heading & self.usable
-            else:
-                self.use_span = has_lines & self.usable
+        criteria = np.asarray(criteria, dtype=object)
+        fields, chunk, doc = criteria == "fields", criteria == "chunk", criteria == "doc"
+        anchor, span = criteria == "anchor", criteria == "span"
+        named_doc = anchor | span  # the document is named by rel_path, else doc_id
+
+        self.use_chunk = (fields | chunk) & has_chunk
+        self.use_doc = (fields & has_doc) | (doc & has_doc) | (named_doc & ~has_path & has_doc)
+        self.use_path = (fields | named_doc) & has_path
+        self.use_path_or_doc_id = doc & ~has_doc & has_path
+        self.use_heading = (fields | anchor) & has_heading
+        self.use_lines = fields & has_lines
+        self.use_span = span & has_lines
+        self.use_snippet = fields & has_snippet
+        self.usable = (
+            (fields & (has_chunk | has_doc | has_path | has_heading | has_lines | has_snippet))
+            | (chunk & has_chunk)
+            | ((doc | named_doc) & (has_doc | has_path))
+        )
+        # anchor/span add the heading/lines only to a support that names a document
+        self.use_heading = self.use_heading & (fields | self.usable)
+        self.use_span = self.use_span & self.usable
         self.usable = self.usable & ~_null_mask(self.query_id)
 
         join = np.full(self.n, _JOIN_NONE, dtype=np.int8)
         join[self.usable] = _JOIN_QUERY
-        join[self.use_path_or_doc_id] = _JOIN_PATH_OR_DOC_ID
+        join[self.use_path_or_doc_id & self.usable] = _JOIN_PATH_OR_DOC_ID
         join[self.use_path & self.usable] = _JOIN_PATH
         join[self.use_doc & self.usable] = _JOIN_DOC
         join[self.use_chunk & self.usable] = _JOIN_CHUNK

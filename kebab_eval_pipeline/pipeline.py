@@ -24,6 +24,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.health import system_health
+from kebab_eval_pipeline.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
@@ -154,12 +155,31 @@ def score(
         "match": settings.match,
         # the metric definitions these scores follow: readers upgrade older runs on load
         "scoring_version": SCORING_VERSION,
+        **match_details(settings.match, scores, golden, retrieval),
         "source_root": settings.source_root,
         "hit_verdicts": hallucination_counts(verification) if verification is not None else None,
     }
     return QueryScoresArtifact(
         round_scores(scores), info, summarize_scores(scores, settings.k), verification=verification
     )
+
+
+def match_details(
+    configured: str, scores: pd.DataFrame, golden: GoldenArtifact, retrieval: RetrievalArtifact
+) -> dict[str, Any]:
+    """What matching did: ``match_resolved`` (the criterion every query with supports was matched
+    by, ``mixed`` when they differ, None without supports), ``match_by_query`` ({criterion: queries})
+    and ``matching_warnings`` (:func:`~kebab_eval_pipeline.matching_diagnostics.matching_warnings`:
+    what in the hits keeps them from matching the golden set)."""
+    resolved, by_query = summarize_criteria(scores["match_criterion"])
+    per_query = None
+    if configured == "auto":
+        known = scores["match_criterion"].notna().to_numpy()
+        per_query = pd.Series(
+            scores["match_criterion"].array[known], index=pd.Index(scores["query_id"].array[known])
+        )
+    warnings = matching_warnings(retrieval.results.hits, golden.supports, configured, per_query)
+    return {"match_resolved": resolved, "match_by_query": by_query, "matching_warnings": warnings}
 
 
 def exact_query_scores(
@@ -238,6 +258,10 @@ def summarize(
     info = run_identity(run_id, settings, golden, retrieval)
     # Whether the system under test worked: the system_health check fails the run on it.
     info["system_health"] = system_health(retrieval.results.outcomes, settings.system_health).as_dict()
+    # How the hits were matched (absent from query_scores stored before it was recorded).
+    for key in ("match_resolved", "match_by_query", "matching_warnings"):
+        if key in scores.info:
+            info[key] = scores.info[key]
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 

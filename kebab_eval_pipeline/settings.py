@@ -32,7 +32,7 @@ DEMO_DIR = Path(__file__).parent / "data" / "demo"
 DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
 DEMO_CORPUS = DEMO_DIR / "corpus"
 
-MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span"]
+MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
 DEFAULT_KS = (1, 3, 5, 10)
@@ -348,6 +348,9 @@ class RunSettings(_Strict):
     answers: bool = True
     match: MatchCriterion = "auto"
     stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
+    # The matching_coverage check (hits that cannot support what the golden set needs, e.g. no line
+    # ranges or basenames for paths): warn (default, the run goes on) or fail (a blocking check).
+    matching_coverage: Literal["warn", "fail"] = "warn"
     # auto | previous | pinned | none | <run_id> (kebab_eval_pipeline.compare.baseline): auto = the
     # baseline pinned for the golden set (`kebab-eval baseline set ID`), else previous = the most
     # recent earlier run on the same golden sha256; pinned = the pin only; none = no comparison.

@@ -83,11 +83,13 @@ def test_compare_json_document(across_chunkers):
         "versions_b",
     }
     assert (doc["run_a"], doc["run_b"]) == ("c1200", "c300")
-    assert doc["chunker_version_match"] == "fallback_doc" and doc["matching_criterion"] == "doc"
+    # Both demo runs were scored by path + heading prefix (auto → anchor): the comparison keeps it.
+    assert doc["chunker_version_match"] == "fallback_anchor" and doc["matching_criterion"] == "anchor"
+    assert doc["rescored"] == []
     assert doc["versions_a"]["chunker_version"] == SIZE_1200
     assert doc["versions_b"]["chunker_version"] == SIZE_300
     assert doc["gates"] == []  # no --config: no regression gates
-    assert any(w.startswith("fallback_doc") for w in doc["warnings"])
+    assert any(w.startswith("fallback_anchor") for w in doc["warnings"])
     assert len(doc["per_query"]) == N_QUERIES == sum(doc["verdict_counts"].values())
     mrr = next(r for r in doc["per_metric"] if r["metric"] == "mrr")
     assert mrr["delta"] == pytest.approx(round(mrr["b"] - mrr["a"], 4))
@@ -100,13 +102,13 @@ def test_compare_prints_markdown_and_writes_html(env, runs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     no_traceback(proc)
     assert "# Comparison: `c1200` vs baseline `c300`" in proc.stdout
-    assert "chunker_version_match" in proc.stdout and "fallback_doc" in proc.stdout
+    assert "chunker_version_match" in proc.stdout and "fallback_anchor" in proc.stdout
     assert SIZE_300 in proc.stdout and SIZE_1200 in proc.stdout
     assert "## Metrics (delta = b − a)" in proc.stdout
     assert f"wrote {out}" in flat(proc.stderr)
     html = out.read_text(encoding="utf-8")
     assert html.lstrip().lower().startswith("<!doctype html")
-    assert "<svg" in html and "fallback_doc" in html and "c1200" in html
+    assert "<svg" in html and "fallback_anchor" in html and "c1200" in html
 
 
 def test_strict_chunker_version_refuses_differing_chunkers(env, runs):

@@ -130,7 +130,7 @@ def test_whitespace_only_snippet_is_unset() -> None:
 # ---------------------------------------------------------------------------------- combinations
 
 
-def test_auto_requires_every_set_field() -> None:
+def test_fields_requires_every_set_field() -> None:
     s = supports_of(
         Support(chunk_id="c1", doc_id="d1", rel_path="a.md", line_start=3, line_end=4, snippet="xyz")
     )
@@ -150,7 +150,10 @@ def test_auto_requires_every_set_field() -> None:
         {**full, "snippet": "abc"},
         {**full, "chunk_id": "c9"},
     ]
-    assert pairs(hits_of(*variants), s) == [("q", 1, 0)]
+    assert pairs(hits_of(*variants), s, "fields") == [("q", 1, 0)]
+    # `auto` resolves to the strongest criterion instead: the support sets a chunk id and the hits
+    # carry chunk ids, so the chunk id alone decides (every variant but the last keeps c1).
+    assert pairs(hits_of(*variants), s) == [("q", r, 0) for r in range(1, 6)]
 
 
 def test_auto_without_id_fields_joins_on_query() -> None:
@@ -269,7 +272,8 @@ def test_criterion_span_needs_half_the_gold_span() -> None:
         Support(chunk_id="c1", line_start=1, line_end=10),  # no document: never under `span`
     )
     assert pairs(HITS, s, "span") == [("q", 1, 0), ("q", 2, 0), ("q", 2, 1)]
-    # `auto` only needs any overlap (and every other field): support 1 also sets chunk c1.
+    # Support 3 names no document, so `auto` resolves to `fields` here: any overlap (and every
+    # other field; support 1 also sets chunk c1).
     assert pairs(HITS, s, "auto") == [("q", 1, 0), ("q", 1, 1), ("q", 1, 3), ("q", 2, 0), ("q", 4, 2)]
 
 

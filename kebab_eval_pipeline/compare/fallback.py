@@ -1,14 +1,23 @@
-"""Version-aware matching for comparisons (SPEC §8): when the chunkers differ, re-score both runs
+"""Version-aware matching for comparisons (SPEC §8): when the chunkers differ, compare both runs
 under a chunk-independent criterion so their per-query results mean the same thing.
 
-Chunk ids change with the chunker, and so does everything a hit's boundaries decide: which
-heading path the hit reports, which snippets it contains. Two runs with different
-``chunker_version`` are therefore compared under
+Chunk ids change with the chunker, so two runs with different ``chunker_version`` are compared
+under the strongest chunk-independent criterion both support:
 
-- ``span`` (document + the hit's lines cover ≥ 50 % of the gold span) when every positive gold
-  support of both golden sets names a document and a line span and every hit of both runs carries
-  lines — ``chunker_version_match: fallback_span``;
-- ``doc`` (document only) otherwise — ``fallback_doc``, with the reason in the note.
+- ``anchor`` (document + heading-path prefix: neither chunk ids nor chunk boundaries matter) when
+  both runs were scored by anchor, or when every positive gold support names a document and a
+  heading path and both runs' hits carry heading paths — ``chunker_version_match:
+  fallback_anchor``;
+- ``span`` (document + the hit's lines cover ≥ 50 % of the gold span) when both runs were scored
+  by span, or every positive gold support names a document and a line span and both runs' hits
+  carry line ranges — ``fallback_span``;
+- ``doc`` (document only) otherwise — ``fallback_doc``.
+
+Runs that were both scored by the same chunk-independent criterion (anchor, span or doc) keep it:
+their own reports already used it. "The hits carry X" is the rule of ``match: auto``: at least
+half of the run's hits set X. A run already scored by the chosen criterion keeps its stored
+scores (not re-scored), so the comparison's numbers for it equal its own report; only the other
+run is re-scored.
 
 Equal chunker versions keep each run's own stored scores (``exact``). ``strict`` refuses to
 compare across chunkers instead (``--strict-chunker-version``).
@@ -19,27 +28,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.matching import CARRY_SHARE, hits_carry, support_flags
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, summarize_scores
 from kebab_eval_pipeline.pipeline import exact_query_scores
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.compare.runs import RunBundle
 
-MATCH_MODES = ("exact", "fallback_span", "fallback_doc")
+MATCH_MODES = ("exact", "fallback_anchor", "fallback_span", "fallback_doc")
+#: Chunk-independent criteria, strongest first, with what each needs from gold and hits.
+_FALLBACKS = (
+    ("anchor", "heading", "heading_path", "heading path", "document + heading-path prefix"),
+    ("span", "lines", "lines", "line range", "document + ≥ 50% line overlap with each gold span"),
+)
 
 
 @dataclass(frozen=True)
 class MatchPlan:
     """How a comparison matches hits to gold: ``mode`` (one of :data:`MATCH_MODES`), the criterion
-    both runs are re-scored with (None: each run's stored scores) and why."""
+    both runs are compared under (None: each run's stored scores), why, and which runs must be
+    re-scored under it (a run already scored by it keeps its stored scores)."""
 
     mode: str
     criterion: str | None
     note: str
+    rescore_a: bool = False
+    rescore_b: bool = False
 
 
 def chunker_versions(a: RunBundle, b: RunBundle) -> tuple[str | None, str | None]:
@@ -47,6 +64,17 @@ def chunker_versions(a: RunBundle, b: RunBundle) -> tuple[str | None, str | None
         a.metrics.info.get("versions", {}).get("chunker_version"),
         b.metrics.info.get("versions", {}).get("chunker_version"),
     )
+
+
+def scored_by(bundle: RunBundle) -> str | None:
+    """The one criterion that matched every query of a stored run: the forced criterion, else what
+    ``auto`` resolved to (``mixed`` when queries differ; None for runs stored before the
+    resolution was recorded, whose ``auto`` was the all-fields rule)."""
+    info = bundle.scores.info
+    configured = info.get("match", "auto")
+    if configured != "auto":
+        return configured
+    return info.get("match_resolved")
 
 
 def plan_matching(a: RunBundle, b: RunBundle, strict: bool = False) -> MatchPlan:
@@ -67,43 +95,61 @@ def plan_matching(a: RunBundle, b: RunBundle, strict: bool = False) -> MatchPlan
             ],
         )
     differ = f"chunker_version differs ({va!r} vs {vb!r})"
-    missing = _span_gaps(a, b)
-    if not missing:
-        return MatchPlan(
-            "fallback_span",
-            "span",
-            f"{differ}: both runs re-scored by document + ≥ 50% line overlap with each gold span",
-        )
-    return MatchPlan(
-        "fallback_doc",
-        "doc",
-        f"{differ}: both runs re-scored by document only, since {missing}",
-    )
+    sa, sb = scored_by(a), scored_by(b)
+    meaning = {c: m for c, *_, m in _FALLBACKS} | {"doc": "document only"}
+    if sa == sb and sa in meaning:  # both reports already used a chunk-independent criterion
+        note = f"{differ}: matched by {meaning[sa]} (both runs were scored by {sa})"
+        return _plan(f"fallback_{sa}", sa, note, sa, sb)
+    gaps: list[str] = []
+    for criterion, *_ in _FALLBACKS:
+        gap = _gaps(a, b, criterion)
+        if not gap:
+            why = "the golden set and both runs' hits support it"
+            note = f"{differ}: matched by {meaning[criterion]} ({why})"
+            return _plan(f"fallback_{criterion}", criterion, note, sa, sb)
+        gaps.append(f"not {criterion}: {gap}")
+    note = f"{differ}: matched by document only, since " + "; ".join(gaps)
+    return _plan("fallback_doc", "doc", note, sa, sb)
 
 
-def _span_gaps(a: RunBundle, b: RunBundle) -> str:
-    """Why span matching is not possible ('' when it is)."""
+def _plan(mode: str, criterion: str, note: str, sa: str | None, sb: str | None) -> MatchPlan:
+    rescore_a, rescore_b = sa != criterion, sb != criterion
+    kept = [run for run, again in (("a", rescore_a), ("b", rescore_b)) if not again]
+    if kept:
+        which = "both runs keep" if len(kept) == 2 else f"run {kept[0]} keeps"
+        note += f"; {which} {'their' if len(kept) == 2 else 'its'} stored {criterion} scores"
+    if rescore_a or rescore_b:
+        again = [run for run, flag in (("a", rescore_a), ("b", rescore_b)) if flag]
+        note += f"; {' and '.join(f'run {r}' for r in again)} re-scored by {criterion}"
+    return MatchPlan(mode, criterion, note, rescore_a, rescore_b)
+
+
+def _gaps(a: RunBundle, b: RunBundle, criterion: str) -> str:
+    """Why ``criterion`` (anchor or span) cannot compare the two runs ('' when it can)."""
+    _, flag, field, what, _ = next(f for f in _FALLBACKS if f[0] == criterion)
     key = ["query_id", "support_idx", "chunk_id", "doc_id", "rel_path", "line_start", "line_end", "grade"]
+    frames = []
+    for bundle in (a, b):
+        sup = bundle.golden.supports
+        flags = support_flags(sup)
+        frames.append(
+            pd.DataFrame({k: sup[k].astype(object) for k in key}).assign(
+                heading=flags["heading"].to_numpy(), lines=flags["lines"].to_numpy()
+            )
+        )
     # The same golden set twice is one set of supports, not two.
-    supports = pd.concat(
-        [a.golden.supports[key], b.golden.supports[key]], ignore_index=True
-    ).drop_duplicates()
+    supports = pd.concat(frames, ignore_index=True).drop_duplicates()
     positive = supports[supports["grade"] > 0]
     if len(positive) == 0:
-        return "no gold support names a line span"
+        return "no positive gold support"
     has_doc = positive["rel_path"].notna() | positive["doc_id"].notna()
-    has_lines = positive["line_start"].notna() | positive["line_end"].notna()
-    without = int((~(has_doc & has_lines)).sum())
+    without = int((~(has_doc & positive[flag].astype(bool))).sum())
     if without:
-        return f"{without} of {len(positive)} positive gold supports have no document + line span"
+        return f"{without} of {len(positive)} positive gold supports have no document + {what}"
     for bundle in (a, b):
-        hits = bundle.retrieval.results.hits
-        if len(hits) == 0:
-            continue
-        lines = hits["line_start"].notna() | hits["line_end"].notna() if "line_start" in hits else None
-        if lines is None or not bool(np.all(lines.to_numpy(dtype=bool))):
-            n = len(hits) if lines is None else int((~lines).sum())
-            return f"{n} hit(s) of run {bundle.run_id!r} carry no line range"
+        have, total = hits_carry(bundle.retrieval.results.hits, (field,))[field]
+        if total and have < CARRY_SHARE * total:
+            return f"{total - have} of {total} hits of run {bundle.run_id!r} carry no {what}"
     return ""
 
 

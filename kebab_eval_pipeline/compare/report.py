@@ -43,6 +43,18 @@ def _ci(low, high) -> str:
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
 
 
+def _rescored(info: dict) -> str:
+    """Which runs' numbers below were re-scored, and which are their own reports' (fallbacks only)."""
+    rescored = info.get("rescored")
+    if rescored is None or info.get("chunker_version_match") in (None, "exact"):
+        return ""
+    if not rescored:
+        return "; both runs' own stored scores"
+    kept = [r for r in ("a", "b") if r not in rescored]
+    text = "; re-scored: " + ", ".join(f"run {r}" for r in rescored)
+    return text + (f"; run {kept[0]}'s own stored scores" if kept else "")
+
+
 def render_markdown(
     info: dict,
     per_metric: pd.DataFrame,
@@ -72,7 +84,7 @@ def render_markdown(
     lines += [
         "",
         f"**chunker_version_match:** `{info['chunker_version_match']}` "
-        f"(per-query matching criterion: `{info.get('matching_criterion')}`)",
+        f"(per-query matching criterion: `{info.get('matching_criterion')}`" + _rescored(info) + ")",
         "",
     ]
     counts = info["verdict_counts"]
@@ -210,6 +222,7 @@ def render_run_markdown(
         lines += [f"**{state}** — {health['message']}", ""]
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
+    lines += _matching_lines(info)
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
     lines += [
         f"| {k} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |" for k, v in metrics.items()
@@ -247,3 +260,18 @@ def render_run_markdown(
                 for value, row in pivot[keep].iterrows():
                     lines.append(f"| {value} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _matching_lines(info: dict) -> list[str]:
+    """The run report's matching section: the criterion used and any matching warning."""
+    from kebab_eval_pipeline.matching_diagnostics import match_line
+
+    line = match_line(info)
+    if line is None:
+        return []
+    lines = ["", "## Matching", "", f"Hits matched to the golden set by: `{line}`."]
+    warnings = info.get("matching_warnings") or []
+    if warnings:
+        lines.append("")
+        lines += [f"> ⚠ **{w['field']}**: {w['message']}" for w in warnings]
+    return lines

@@ -31,6 +31,7 @@ from kebab_eval_pipeline.compare.verdicts import (
     verdict_counts,
 )
 from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.settings import CompareSettings
 from kebab_eval_pipeline.storage import ArtifactStore
 
@@ -165,7 +166,20 @@ def _warnings(
     ma, mb = a.scores.info.get("match"), b.scores.info.get("match")
     if plan.mode == "exact" and ma != mb:
         out.append(f"the runs were scored with different match criteria (a: {ma}, b: {mb})")
+    elif plan.mode == "exact" and a.scores.info.get("match_by_query") != b.scores.info.get("match_by_query"):
+        la, lb = match_line(a.scores.info), match_line(b.scores.info)
+        if la is not None and lb is not None:
+            out.append(f"the runs' hits were matched by different criteria (a: {la}; b: {lb})")
     return out
+
+
+def _scores(bundle: RunBundle, criterion: str | None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """A run's per-query scores, metrics and breakdowns: as stored, or re-scored under ``criterion``."""
+    if criterion is None:
+        return current_scores(bundle)  # as stored, unless stored under older metric definitions
+    scores, summary = rescore(bundle, criterion)
+    # Matching-free numbers (operational, indexing, judge) stay as stored; the rest are re-scored.
+    return scores, {**bundle.metrics.metrics, **summary.metrics}, summary.breakdowns
 
 
 def compare_bundles(
@@ -179,23 +193,16 @@ def compare_bundles(
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
 
     Matching follows :func:`~.fallback.plan_matching` (each run's stored scores when the chunkers
-    agree, both re-scored under ``span``/``doc`` when not); per-metric deltas carry the paired
+    agree; when not, both compared under ``anchor``/``span``/``doc``, a run re-scored only when it
+    was scored by another criterion); per-metric deltas carry the paired
     test (``options.seed``/``resamples``); the per-query table carries verdicts, flips, gold
     changes and query labels. Raises :class:`InputError` when the chunkers differ and strictness
     (argument, else ``options.strict_chunker_version``) is on."""
     options = options or CompareSettings()
     strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
     plan = plan_matching(a, b, strict)
-    if plan.criterion is None:
-        scores_a, metrics_a, breakdowns_a = current_scores(a)
-        scores_b, metrics_b, breakdowns_b = current_scores(b)
-    else:
-        scores_a, summary_a = rescore(a, plan.criterion)
-        scores_b, summary_b = rescore(b, plan.criterion)
-        # Matching-free numbers (operational, indexing) stay as stored; the rest are re-scored.
-        metrics_a = {**a.metrics.metrics, **summary_a.metrics}
-        metrics_b = {**b.metrics.metrics, **summary_b.metrics}
-        breakdowns_a, breakdowns_b = summary_a.breakdowns, summary_b.breakdowns
+    scores_a, metrics_a, breakdowns_a = _scores(a, plan.criterion if plan.rescore_a else None)
+    scores_b, metrics_b, breakdowns_b = _scores(b, plan.criterion if plan.rescore_b else None)
 
     changed = (
         changed_gold(a.golden.queries, a.golden.supports, b.golden.queries, b.golden.supports)
@@ -231,6 +238,7 @@ def compare_bundles(
         "golden_b": b.metrics.info.get("golden", {}),
         "chunker_version_match": plan.mode,
         "matching_criterion": plan.criterion or b.scores.info.get("match", "auto"),
+        "rescored": [run for run, flag in (("a", plan.rescore_a), ("b", plan.rescore_b)) if flag],
         "fallback_note": plan.note,
         "scoring_versions": {
             "a": legacy.scoring_version(a.scores.info),

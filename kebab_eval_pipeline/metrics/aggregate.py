@@ -18,7 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
-from kebab_eval_pipeline.matching import MatchCriterion, lookup_codes, match_hits, string_column
+from kebab_eval_pipeline.matching import (
+    MatchCriterion,
+    criteria_for,
+    lookup_codes,
+    match_hits,
+    resolve_auto,
+    string_column,
+)
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
@@ -123,16 +130,32 @@ def build_query_scores(
     empty_result, empty_response, mixed_version_hits, retrieval_ms, answer_ms), then
     ``verified_hits`` / ``hallucinated_hits`` (Int64 counts from ``verification``, the table of
     :func:`~kebab_eval_pipeline.metrics.verification.verify_hits`; NA when no source root was
-    configured). Values are unrounded; NaN/NA wherever a metric does not apply to the query.
+    configured), and last ``match_criterion`` (string: the criterion that matched the query's hits
+    — what ``auto`` resolved to for it (:func:`~kebab_eval_pipeline.matching.resolve_auto`), else
+    the forced criterion; NA for a query without supports, which has nothing to match; not a
+    metric). Values are unrounded; NaN/NA wherever a metric does not apply to the query.
     """
     ks = check_ks(ks)
-    matches = match_hits(hits, supports, criterion=criterion, strict_snippet=strict_snippet)
+    # Resolved once: the hits and the citations (read as hits) of a query share one criterion.
+    resolved = resolve_auto(hits, supports) if criterion == "auto" else None
+    matches = match_hits(
+        hits, supports, criterion=criterion, strict_snippet=strict_snippet, resolved=resolved
+    )
     retrieval = retrieval_scores(queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff)
     retrieval["scope_miss"] = scope_misses(
         queries, supports, outcomes, retrieval["applicable"].to_numpy(dtype=bool)
     )
     answers = answer_scores(
-        queries, supports, outcomes, citations, hits, matches, known_chunk_ids, criterion, strict_snippet
+        queries,
+        supports,
+        outcomes,
+        citations,
+        hits,
+        matches,
+        known_chunk_ids,
+        criterion,
+        strict_snippet,
+        resolved=resolved,
     )
     operations = operation_columns(queries, outcomes, hits=hits, n_hits=retrieval["n_hits"].to_numpy())
     meta = pd.DataFrame(
@@ -144,7 +167,21 @@ def build_query_scores(
     parts = [meta, retrieval.drop(columns="query_id"), answers.drop(columns="query_id")]
     parts.append(operations.drop(columns="query_id"))
     parts.append(_verification_counts(queries, verification))
+    parts.append(_criteria(queries, supports, criterion, resolved))
     return pd.concat([p.reset_index(drop=True) for p in parts], axis=1)
+
+
+def _criteria(
+    queries: pd.DataFrame, supports: pd.DataFrame, criterion: str, resolved: pd.Series | None
+) -> pd.DataFrame:
+    """Per query: the criterion its hits were matched by (NA without supports)."""
+    qid = query_codes(queries)
+    with_supports = np.zeros(len(queries), dtype=bool)
+    codes = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
+    with_supports[codes[codes >= 0]] = True
+    values = criteria_for(qid, resolved) if resolved is not None else np.full(len(queries), criterion, object)
+    values = np.where(with_supports, values, None)
+    return pd.DataFrame({"match_criterion": pd.array(values, dtype="string")})
 
 
 def _verification_counts(queries: pd.DataFrame, verification: pd.DataFrame | None) -> pd.DataFrame:

@@ -71,6 +71,7 @@ def answer_scores(
     known_chunk_ids: frozenset[str] | None = None,
     criterion: MatchCriterion | str = "auto",
     strict_snippet: bool = False,
+    resolved: pd.Series | None = None,
 ) -> pd.DataFrame:
     """One row of answer metrics per query in ``queries`` (same order); see the module docstring.
 
@@ -79,7 +80,10 @@ def answer_scores(
     recency timeline — which hits are gold arrives through ``matches``), the run's ``outcomes``,
     ``citations`` and ``hits`` tables, the matched pairs of
     :func:`~kebab_eval_pipeline.matching.match_hits`, the system's chunk ids (None when unknown),
-    and the run's match criterion / snippet strictness (for citations matched against supports).
+    and the run's match criterion / snippet strictness (for citations matched against supports;
+    under ``auto``, ``resolved`` is the run's per-query criterion from
+    :func:`~kebab_eval_pipeline.matching.resolve_auto`, so a citation is matched like the hits of
+    its query rather than by what citations alone carry).
 
     Output columns (``ANSWER_COLUMNS``) — each metric is 1.0/0.0 inside its denominator, NaN
     outside it:
@@ -116,7 +120,9 @@ def answer_scores(
     refused = has_answer & out["refused"].fillna(False).to_numpy(dtype=bool)
     shipped = has_answer & ~refused
 
-    cit = _citation_facts(qid, citations, hits, matches, known_chunk_ids, supports, criterion, strict_snippet)
+    cit = _citation_facts(
+        qid, citations, hits, matches, known_chunk_ids, supports, criterion, strict_snippet, resolved
+    )
     n_cit = np.bincount(cit.q, minlength=nq)
     n_real = np.bincount(cit.q[cit.real], minlength=nq)
     n_in_hits = np.bincount(cit.q[cit.in_hits], minlength=nq)
@@ -239,6 +245,7 @@ def _citation_facts(
     supports: pd.DataFrame,
     criterion: MatchCriterion | str,
     strict_snippet: bool,
+    resolved: pd.Series | None = None,
 ) -> _CitationFacts:
     c_q = lookup_codes(string_column(citations, "query_id"), qid, runs=False)
     keep = np.flatnonzero(c_q >= 0)
@@ -282,7 +289,7 @@ def _citation_facts(
     j = np.concatenate([j1, j2])
     in_hits = np.bincount(j, minlength=n) > 0
     pair, support_idx = _gold_pairs(hits, i, matches)
-    direct, direct_support = _direct_gold(cit, supports, criterion, strict_snippet)
+    direct, direct_support = _direct_gold(cit, supports, criterion, strict_snippet, resolved)
     cited_rows = np.concatenate([j[pair], direct])
     gold = np.bincount(cited_rows, minlength=n) > 0
     cited = (c_q[cited_rows], np.concatenate([support_idx, direct_support]))
@@ -310,7 +317,11 @@ def _citation_facts(
 
 
 def _direct_gold(
-    cit: pd.DataFrame, supports: pd.DataFrame, criterion: MatchCriterion | str, strict_snippet: bool
+    cit: pd.DataFrame,
+    supports: pd.DataFrame,
+    criterion: MatchCriterion | str,
+    strict_snippet: bool,
+    resolved: pd.Series | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Citations (rows of ``cit``) that match a positive-grade support by themselves, read as hits
     (chunk id, path, lines), with the support_idx matched: see the module docstring."""
@@ -325,7 +336,9 @@ def _direct_gold(
             **{c: cit[c].array for c in ("chunk_id", "doc_path", "line_start", "line_end")},
         }
     )
-    direct = match_hits(as_hits, supports, criterion=criterion, strict_snippet=strict_snippet)
+    direct = match_hits(
+        as_hits, supports, criterion=criterion, strict_snippet=strict_snippet, resolved=resolved
+    )
     direct = direct[direct["grade"] > 0]
     return direct["rank"].to_numpy(dtype=np.int64), direct["support_idx"].to_numpy(dtype=np.int64)
 

@@ -35,6 +35,7 @@ from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha25
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
+from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
     ArtifactStorage,
@@ -379,6 +380,12 @@ def query_scores(
         "queries_with_issues": int((worst["issue"] != "ok").sum()),
         **_identity_metadata(r.system, golden_set),
     }
+    # Which criterion matched the hits, and why matching may score 0 (matching_coverage check).
+    meta["match"] = dg.MetadataValue.text(match_line(art.info) or str(settings.match))
+    meta["match_by_query"] = dg.MetadataValue.json(art.info.get("match_by_query") or {})
+    meta["matching_warnings"] = dg.MetadataValue.json(art.info.get("matching_warnings") or [])
+    for warning in art.info.get("matching_warnings") or []:
+        context.log.warning(f"matching ({warning['field']}): {warning['message']}")
     if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
         meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
     return dg.Output(art, metadata=meta)

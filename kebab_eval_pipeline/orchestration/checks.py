@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, JudgeArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.artifacts import (
+    ComparisonArtifact,
+    JudgeArtifact,
+    QueryScoresArtifact,
+    RunMetricsArtifact,
+)
 from kebab_eval_pipeline.gates import (
     GateResult,
     check_name,
@@ -18,7 +23,8 @@ from kebab_eval_pipeline.gates import (
     regression_kinds,
 )
 from kebab_eval_pipeline.judge.metrics import disagreement
-from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, run_metrics
+from kebab_eval_pipeline.matching_diagnostics import match_line
+from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.settings import RunSettings
 
@@ -218,8 +224,48 @@ def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:
     return system_health
 
 
+def matching_coverage_check(settings: RunSettings) -> dg.AssetChecksDefinition:
+    """``matching_coverage`` on ``query_scores``: fails when the hits cannot support what the golden
+    set needs (``matching_warnings`` in the asset's info: no line ranges, no heading paths, no chunk
+    ids, document paths that match no gold path, nothing matched at all). A warning by default;
+    ``matching_coverage: fail`` in the config makes it blocking (the run fails)."""
+    blocking = settings.matching_coverage == "fail"
+
+    @dg.asset_check(
+        asset=query_scores,
+        name="matching_coverage",
+        blocking=blocking,
+        partitions_def=eval_runs,
+        description="The hits carry what the golden set's matching needs (line ranges, heading paths, "
+        "chunk ids, document paths that name gold documents), so no score is 0 for want of a field. "
+        + ("Blocking (matching_coverage: fail)." if blocking else "A warning (matching_coverage: warn)."),
+    )
+    def matching_coverage(query_scores: QueryScoresArtifact) -> dg.AssetCheckResult:
+        warnings = query_scores.info.get("matching_warnings") or []
+        used = match_line(query_scores.info)
+        reason = (
+            "; ".join(f"{w['field']}: {w['message']}" for w in warnings)
+            if warnings
+            else "the hits carry every field the golden set's matching needs"
+        )
+        return dg.AssetCheckResult(
+            passed=not warnings,
+            severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
+            description=reason,
+            metadata={
+                "match": dg.MetadataValue.text(used or str(query_scores.info.get("match"))),
+                "match_by_query": dg.MetadataValue.json(query_scores.info.get("match_by_query") or {}),
+                "warnings": dg.MetadataValue.json(warnings),
+                "fields": dg.MetadataValue.text(", ".join(w["field"] for w in warnings) or "none"),
+                "blocking": blocking,
+            },
+        )
+
+    return matching_coverage
+
+
 def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
     """The gate checks the settings configure (plus the WFGY defaults), one step per target asset,
-    the system-health check and the judge's spot-check warning."""
+    the system-health check, the judge's spot-check warning and the matching-coverage check."""
     gates = [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]
-    return [*gates, _system_health_check(settings), judge_spot_check]
+    return [*gates, _system_health_check(settings), judge_spot_check, matching_coverage_check(settings)]

@@ -53,6 +53,18 @@ def _health_lines(health: dict) -> list[str]:
     return [f"**{state}** — {health['message']}", ""]
 
 
+def _matching(info: dict) -> list[str]:
+    """The match criterion used, and each matching warning (they explain a run of zeros)."""
+    from kebab_eval_pipeline.matching_diagnostics import match_line
+
+    used = match_line(info)
+    if used is None:  # stored before the criterion was recorded
+        return []
+    lines = [f"match `{used}`  "]
+    lines += [f"⚠ matching ({w['field']}): {w['message']}  " for w in info.get("matching_warnings") or []]
+    return lines
+
+
 def render_run_summary(
     run_id: str,
     info: dict,
@@ -60,7 +72,8 @@ def render_run_summary(
     denominators: dict[str, int],
     gates: list[dict],
 ) -> str:
-    """Markdown: a header line (run, system, golden set), the key versions, and one table of the
+    """Markdown: a header line (run, system, golden set), the key versions, the match criterion
+    used (per-criterion query counts) with any matching warning, and one table of the
     headline metrics — value, denominator n (queries the metric averages over; a null value means
     n = 0) and the gates on that metric — followed by the gate tally and any gate on a metric
     outside the headline (slices such as ``mrr[lang=ko]`` included)."""
@@ -73,6 +86,7 @@ def render_run_summary(
         f"`{str(golden.get('sha256'))[:12]}`",
         "",
         *[f"{key.removesuffix('_version')} `{versions.get(key) or 'none'}`  " for key in SUMMARY_VERSIONS],
+        *_matching(info),
         "",
         *_health_lines(info.get("system_health") or {}),
         "| metric | value | n | gate |",

@@ -1,9 +1,10 @@
-"""Version-aware matching (SPEC §8): exact / fallback_span / fallback_doc, and strictness.
+"""Version-aware matching (SPEC §8): exact / fallback_anchor / fallback_span / fallback_doc, and
+strictness.
 
 The gold span of ``q1`` is lines 10–13 of docs/a.md (4 lines). A hit on lines 9–11 overlaps it
 by 2 lines (2·2 ≥ 4: a ``span`` match); a hit on lines 13–20 overlaps by 1 line — enough for the
-runs' own ``auto`` matching (any overlap), not for ``span``. So the same two runs are a *draw*
-when their chunkers agree and a *regression* once a chunker change forces span matching.
+all-fields rule (``match: fields``: any overlap), not for ``span``, which is what ``match: auto``
+resolves to here (every support names a file and lines, the hits carry lines).
 """
 
 from __future__ import annotations
@@ -44,22 +45,54 @@ def test_same_chunker_is_exact_and_uses_each_runs_stored_scores(tmp_path, golden
     b = replay_bundle(tmp_path, "b", golden, trace((13, 20), "c1"))
     plan = plan_matching(a, b)
     assert (plan.mode, plan.criterion) == ("exact", None)
+    assert a.scores.info["match_resolved"] == b.scores.info["match_resolved"] == "span"
     report = compare_bundles(a, b)
     v = report.per_query.set_index("query_id")
-    # Own (auto) matching: any overlap counts, so both runs find q1 at rank 1.
-    assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"], v.loc["q1", "b_rank"]) == ("draw", 1, 1)
+    # Own (auto → span) matching: b's hit covers 1 of q1's 4 gold lines, a's covers 2.
+    assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"]) == ("regression", 1)
     assert report.info["chunker_version_match"] == "exact"
     assert report.info["matching_criterion"] == "auto" and report.info["fallback_note"] == ""
+    assert report.info["rescored"] == []
     row = report.per_metric.set_index("metric").loc["mrr"]
     assert (row["a"], row["b"]) == (a.metrics.metrics["mrr"], b.metrics.metrics["mrr"])
+    # Under the all-fields rule any overlap counts: a draw.
+    fa = replay_bundle(tmp_path, "fa", golden, trace((9, 11), "c1"), match="fields")
+    fb = replay_bundle(tmp_path, "fb", golden, trace((13, 20), "c1"), match="fields")
+    v = compare_bundles(fa, fb).per_query.set_index("query_id")
+    assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"], v.loc["q1", "b_rank"]) == ("draw", 1, 1)
 
 
-def test_chunker_change_with_spans_everywhere_falls_back_to_span(tmp_path, golden):
+def test_chunker_change_of_runs_scored_by_span_keeps_their_stored_scores(tmp_path, golden):
     a = replay_bundle(tmp_path, "a", golden, trace((9, 11), "c1"))
     b = replay_bundle(tmp_path, "b", golden, trace((13, 20), "c2"))
     plan = plan_matching(a, b)
+    assert (plan.mode, plan.criterion, plan.rescore_a, plan.rescore_b) == (
+        "fallback_span",
+        "span",
+        False,
+        False,
+    )
+    assert "'c1' vs 'c2'" in plan.note and "both runs were scored by span" in plan.note
+    report = compare_bundles(a, b)
+    assert report.info["rescored"] == []
+    metrics = report.per_metric.set_index("metric")
+    # The comparison's a and b columns are each run's own report.
+    for name in ("mrr", "hit@1", "ndcg@10", "recall@5"):
+        assert metrics.loc[name, "a"] == a.metrics.metrics[name]
+        assert metrics.loc[name, "b"] == b.metrics.metrics[name]
+    assert metrics.loc["mrr", "a"] == pytest.approx(round((1 + 0.5) / 3, 4))
+    assert metrics.loc["mrr", "b"] == pytest.approx(round(0.5 / 3, 4))
+
+
+def test_chunker_change_with_spans_everywhere_falls_back_to_span(tmp_path, golden):
+    # Runs scored by the all-fields rule: span is the strongest chunk-independent criterion the
+    # golden set (no heading paths) and the hits support, so both are re-scored by it.
+    a = replay_bundle(tmp_path, "a", golden, trace((9, 11), "c1"), match="fields")
+    b = replay_bundle(tmp_path, "b", golden, trace((13, 20), "c2"), match="fields")
+    plan = plan_matching(a, b)
     assert (plan.mode, plan.criterion) == ("fallback_span", "span")
-    assert "'c1' vs 'c2'" in plan.note
+    assert (plan.rescore_a, plan.rescore_b) == (True, True)
+    assert "'c1' vs 'c2'" in plan.note and "run a and run b re-scored by span" in plan.note
     report = compare_bundles(a, b)
     v = report.per_query.set_index("query_id")
     # Under span matching b's hit covers 1 of q1's 4 gold lines: a regression.
@@ -71,8 +104,9 @@ def test_chunker_change_with_spans_everywhere_falls_back_to_span(tmp_path, golde
     assert (v.loc["q3", "verdict"], v.loc["q3", "note"]) == ("draw", "both missed")
     info = report.info
     assert info["chunker_version_match"] == "fallback_span" and info["matching_criterion"] == "span"
+    assert info["rescored"] == ["a", "b"]
     assert any(w.startswith("fallback_span:") for w in info["warnings"])
-    # The deltas are of the re-scored runs, not of each run's own (auto) metrics.
+    # The deltas are of the re-scored runs, not of each run's own (fields) metrics.
     metrics = report.per_metric.set_index("metric")
     assert a.metrics.metrics["mrr"] == b.metrics.metrics["mrr"] == pytest.approx(round(1.5 / 3, 4))
     assert metrics.loc["hit@1", "a"] == pytest.approx(round(1 / 3, 4)) and metrics.loc["hit@1", "b"] == 0.0
@@ -92,9 +126,11 @@ def test_a_support_without_lines_falls_back_to_doc(tmp_path):
     rows_b = [*trace((13, 20), "c2"), {"query_id": "q4", "hits": [hit(1, "docs/d.md", (70, 80), "c2")]}]
     a = replay_bundle(tmp_path, "a", golden, rows_a)
     b = replay_bundle(tmp_path, "b", golden, rows_b)
+    assert a.scores.info["match_by_query"] == {"span": 3, "doc": 1}  # auto: mixed
     plan = plan_matching(a, b)
     assert (plan.mode, plan.criterion) == ("fallback_doc", "doc")
-    assert "1 of 4 positive gold supports have no document + line span" in plan.note
+    assert "not anchor: 4 of 4 positive gold supports have no document + heading path" in plan.note
+    assert "not span: 1 of 4 positive gold supports have no document + line range" in plan.note
     v = compare_bundles(a, b).per_query.set_index("query_id")
     # By document only, both runs find q1 (and q3) at rank 1.
     assert (v.loc["q1", "verdict"], v.loc["q3", "verdict"], v.loc["q4", "verdict"]) == (
@@ -107,10 +143,110 @@ def test_a_support_without_lines_falls_back_to_doc(tmp_path):
 
 def test_hits_without_lines_fall_back_to_doc(tmp_path, golden):
     a = replay_bundle(tmp_path, "a", golden, trace((9, 11), "c1"))
-    b = replay_bundle(tmp_path, "b", golden, trace(None, "c2"))
+    # b: 1 of 4 hits carries lines (fewer than half): its own auto resolves to doc.
+    b = replay_bundle(tmp_path, "b", golden, trace(None, "c2", q2_lines=None, q3_lines=None))
+    assert (a.scores.info["match_resolved"], b.scores.info["match_resolved"]) == ("span", "doc")
     plan = plan_matching(a, b)
     assert plan.mode == "fallback_doc"
-    assert "1 hit(s) of run 'b' carry no line range" in plan.note
+    assert "3 of 4 hits of run 'b' carry no line range" in plan.note
+    # b was already scored by doc: only a is re-scored.
+    assert (plan.rescore_a, plan.rescore_b) == (True, False)
+    assert "run b keeps its stored doc scores; run a re-scored by doc" in plan.note
+    report = compare_bundles(a, b)
+    assert report.per_metric.set_index("metric").loc["mrr", "b"] == b.metrics.metrics["mrr"]
+
+
+ANCHOR_QUERIES = [
+    {"id": f"q{i}", "query": f"{i}?", "supports": [
+        {"rel_path": f"docs/{i}.md", "heading_path": ["Guide", f"Part {i}"],
+         "line_start": 10, "line_end": 12},
+    ]}
+    for i in range(1, 5)
+]  # fmt: skip
+
+
+def anchor_trace(chunker: str, ranks: dict[str, int]) -> list[dict]:
+    """Hits without line ranges (like Haystack's splitter): the gold section of each query at the
+    given rank (0: absent), other files elsewhere; chunk ids differ by chunker."""
+    rows = []
+    for i in range(1, 5):
+        q, where = f"q{i}", ranks.get(f"q{i}", 0)
+        out = []
+        for rank in range(1, 4):
+            if rank == where:
+                out.append(hit(rank, f"docs/{i}.md", None, chunker, heading_path=["Guide", f"Part {i}", "x"]))
+            elif rank == 1:  # same file, another section: a document match only
+                out.append(hit(rank, f"docs/{i}.md", None, chunker, heading_path=["Guide", "Intro"]))
+            else:
+                out.append(hit(rank, f"docs/other{rank}.md", None, chunker, heading_path=["Other"]))
+        rows.append({"query_id": q, "hits": out})
+    return rows
+
+
+def test_chunker_change_of_runs_scored_by_anchor_keeps_anchor(tmp_path):
+    golden = write_golden(tmp_path / "golden.yaml", ANCHOR_QUERIES)
+    a = replay_bundle(tmp_path, "a", golden, anchor_trace("size-200", {"q1": 2, "q2": 2, "q3": 3}))
+    b = replay_bundle(tmp_path, "b", golden, anchor_trace("size-400", {"q1": 2, "q2": 3, "q4": 2}))
+    # The hits carry no lines: auto chose anchor (and said why) in both runs.
+    assert a.scores.info["match_by_query"] == b.scores.info["match_by_query"] == {"anchor": 4}
+    assert [w["field"] for w in a.scores.info["matching_warnings"]] == ["lines"]
+    plan = plan_matching(a, b)
+    assert (plan.mode, plan.criterion, plan.rescore_a, plan.rescore_b) == (
+        "fallback_anchor",
+        "anchor",
+        False,
+        False,
+    )
+    assert "'size-200' vs 'size-400'" in plan.note and "both runs were scored by anchor" in plan.note
+    report = compare_bundles(a, b)
+    info = report.info
+    assert (info["chunker_version_match"], info["matching_criterion"], info["rescored"]) == (
+        "fallback_anchor",
+        "anchor",
+        [],
+    )
+    metrics = report.per_metric.set_index("metric")
+    # a: ranks 2, 2, 3, none → mrr (1/2 + 1/2 + 1/3) / 4; b: 2, 3, none, 2 → the same mrr, but
+    # q3 is lost and q4 found.
+    assert (
+        metrics.loc["mrr", "a"]
+        == a.metrics.metrics["mrr"]
+        == pytest.approx(round((1 / 2 + 1 / 2 + 1 / 3) / 4, 4))
+    )
+    assert (
+        metrics.loc["mrr", "b"]
+        == b.metrics.metrics["mrr"]
+        == pytest.approx(round((1 / 2 + 1 / 3 + 1 / 2) / 4, 4))
+    )
+    for name in ("hit@1", "hit@3", "ndcg@10", "precision@3"):
+        assert metrics.loc[name, "a"] == a.metrics.metrics[name]
+    v = report.per_query.set_index("query_id")
+    assert v.loc["q3", "verdict"] == "regression" and v.loc["q4", "verdict"] == "win"
+    assert (v.loc["q2", "a_rank"], v.loc["q2", "b_rank"]) == (2, 3)
+    # By document alone (the old fallback) every query would find its file at rank 1: all draws.
+    docs = compare_bundles(
+        replay_bundle(tmp_path, "da", golden, anchor_trace("size-200", {"q1": 2}), match="doc"),
+        replay_bundle(tmp_path, "db", golden, anchor_trace("size-400", {"q4": 2}), match="doc"),
+    )
+    assert docs.info["chunker_version_match"] == "fallback_doc"
+    assert set(docs.per_query["verdict"]) == {"draw"}
+    assert "fallback_anchor" in report.markdown
+    assert "(per-query matching criterion: `anchor`; both runs' own stored scores)" in report.markdown
+
+
+def test_anchor_chosen_from_gold_and_hits_rescores_only_the_run_scored_otherwise(tmp_path):
+    golden = write_golden(tmp_path / "golden.yaml", ANCHOR_QUERIES)
+    a = replay_bundle(tmp_path, "a", golden, anchor_trace("size-200", {"q1": 2, "q2": 2}), match="doc")
+    b = replay_bundle(tmp_path, "b", golden, anchor_trace("size-400", {"q1": 3}))
+    plan = plan_matching(a, b)
+    assert (plan.mode, plan.rescore_a, plan.rescore_b) == ("fallback_anchor", True, False)
+    assert "the golden set and both runs' hits support it" in plan.note
+    report = compare_bundles(a, b)
+    assert "`anchor`; re-scored: run a; run b's own stored scores)" in report.markdown
+    metrics = report.per_metric.set_index("metric")
+    assert metrics.loc["mrr", "a"] == pytest.approx(round((1 / 2 + 1 / 2) / 4, 4))  # re-scored by anchor
+    assert a.metrics.metrics["mrr"] == 1.0  # its own doc scores: every file at rank 1
+    assert metrics.loc["mrr", "b"] == b.metrics.metrics["mrr"] == pytest.approx(round(1 / 3 / 4, 4))
 
 
 def test_strict_chunker_version_refuses_with_both_versions_named(tmp_path, golden):

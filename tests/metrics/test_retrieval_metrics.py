@@ -1,4 +1,7 @@
-"""Retrieval metrics on a hand-worked run: every value below is derived in the comments."""
+"""Retrieval metrics on a hand-worked run: every value below is derived in the comments.
+
+Hits are matched by the ``fields`` criterion (every field a support sets must agree), the rule the
+values were worked out under; what ``auto`` resolves to is tested in tests/test_match_auto.py."""
 
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ def _frame(tables):
 
 def test_columns_and_order(tables) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports))
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"))
     assert list(out.columns) == retrieval_columns((1, 3, 5, 10))
     assert out["query_id"].tolist() == ["q1", "q2", "q3", "q4", "q5", "q6"]
     assert out["applicable"].tolist() == [True, True, True, False, False, False]
@@ -146,14 +149,18 @@ EXPECTED = {
 @pytest.mark.parametrize("qid", sorted(EXPECTED))
 def test_hand_worked_values(tables, qid: str) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports)).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index(
+        "query_id"
+    )
     for metric, expected in EXPECTED[qid].items():
         assert out.loc[qid, metric] == pytest.approx(expected, abs=1e-12), metric
 
 
 def test_not_applicable_rows_are_nan(tables) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports)).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields")).set_index(
+        "query_id"
+    )
     metric_cols = [c for c in out.columns if c not in ("applicable", "n_hits", "first_relevant_rank")]
     for qid in ("q4", "q5", "q6"):
         assert out.loc[qid, metric_cols].isna().all(), qid
@@ -162,7 +169,7 @@ def test_not_applicable_rows_are_nan(tables) -> None:
 def test_mrr_cutoff_and_first_relevant_rank(tables) -> None:
     queries, supports = tables.golden(GoldenQuery(id="q", query="?", supports=[Support(chunk_id="c")]))
     hits = tables.hits("q", {"chunk_id": "a"}, {"chunk_id": "b"}, {"chunk_id": "d"}, {"chunk_id": "c"})
-    m = match_hits(hits, supports)
+    m = match_hits(hits, supports, "fields")
     out = retrieval_scores(queries, supports, hits, m, ks=(3, 5), mrr_cutoff=3).iloc[0]
     assert out["mrr"] == 0 and pd.isna(out["first_relevant_rank"])
     assert out["hit@3"] == 0 and out["hit@5"] == 1
@@ -177,7 +184,7 @@ def test_grade_zero_matches_are_not_relevant(tables) -> None:
         )
     )
     hits = tables.hits("q", {"chunk_id": "a"}, {"chunk_id": "b"})
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(1, 2)).iloc[0]
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(1, 2)).iloc[0]
     assert (out["mrr"], out["hit@1"], out["precision@2"], out["recall@2"], out["ndcg@2"]) == (
         0.5,
         0,
@@ -200,7 +207,9 @@ def test_groups_with_bad_indexes_and_defaults(tables) -> None:
     )
     queries.loc[1, "required_support_groups"] = "[[0], [5]]"
     hits = tables.concat(tables.hits("a", {"chunk_id": "x"}), tables.hits("b", {"chunk_id": "x"}))
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(1,)).set_index("query_id")
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(1,)).set_index(
+        "query_id"
+    )
     assert out.loc["a", "recall_all@1"] == 0  # default: every support is a group, y is missing
     assert out.loc["b", "recall_all@1"] == 1  # only group [0] counts
     assert out.loc["a", "recall@1"] == 0.5
@@ -220,16 +229,16 @@ def test_document_recall_counts_distinct_documents(tables) -> None:
         )
     )
     hits = tables.hits("q", {"doc_id": "D", "line_start": 100, "line_end": 120}, {"doc_id": "docs\\x.md"})
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(1, 2)).iloc[0]
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(1, 2)).iloc[0]
     assert out["doc_recall@1"] == 0.5 and out["doc_recall@2"] == 1
-    assert out["hit@2"] == 0  # no hit matches a support under `auto` (lines miss, doc_path unset)
+    assert out["hit@2"] == 0  # no hit matches a support under `fields` (lines miss, doc_path unset)
     assert out["recall@2"] == 0  # … so support recall finds none of the three supports
 
 
 def test_empty_run(tables) -> None:
     queries, supports, hits = _frame(tables)
     no_hits = hits.iloc[:0]
-    out = retrieval_scores(queries, supports, no_hits, match_hits(no_hits, supports))
+    out = retrieval_scores(queries, supports, no_hits, match_hits(no_hits, supports, "fields"))
     assert out["n_hits"].tolist() == [0] * 6
     applicable = out[out["applicable"]]
     assert (
@@ -242,20 +251,20 @@ def test_empty_run(tables) -> None:
 def test_k_validation(tables) -> None:
     queries, supports, hits = _frame(tables)
     with pytest.raises(ValueError):
-        retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(0, 3))
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=(5, 1, 5))
+        retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(0, 3))
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"), ks=(5, 1, 5))
     assert [c for c in out.columns if c.startswith("hit@")] == ["hit@1", "hit@5"]
 
 
 def test_duplicate_query_ids_rejected(tables) -> None:
     queries, supports, hits = _frame(tables)
     with pytest.raises(ValueError, match="duplicate"):
-        retrieval_scores(pd.concat([queries, queries]), supports, hits, match_hits(hits, supports))
+        retrieval_scores(pd.concat([queries, queries]), supports, hits, match_hits(hits, supports, "fields"))
 
 
 def test_values_are_unrounded_floats(tables) -> None:
     queries, supports, hits = _frame(tables)
-    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports))
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "fields"))
     assert out["precision@3"].dtype == np.float64
     assert out.loc[0, "precision@3"] == 2 / 3
 
@@ -300,7 +309,9 @@ def test_invariants_on_random_doc_level_runs() -> None:
         hits = pd.DataFrame(h_rows, columns=["query_id", "rank", "chunk_id", "doc_id"]).astype(
             {"query_id": "string", "rank": "int64", "chunk_id": "string", "doc_id": "string"}
         )
-        out = retrieval_scores(queries, supports, hits, match_hits(hits, supports), ks=ks, mrr_cutoff=13)
+        out = retrieval_scores(
+            queries, supports, hits, match_hits(hits, supports, "fields"), ks=ks, mrr_cutoff=13
+        )
         app = out[out["applicable"]]
         for metric in ("hit", "recall", "doc_recall", "recall_any", "recall_all", "precision", "ndcg"):
             values = app[[f"{metric}@{k}" for k in ks]].to_numpy()

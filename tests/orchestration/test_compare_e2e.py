@@ -1,7 +1,7 @@
 """Comparison reports end to end (SPEC §8, issue 7): real Dagster instances, real materializations.
 
 1. two reference runs with different chunk sizes on a line-span golden set → ``fallback_span``
-   (and on the anchor-only demo golden set → ``fallback_doc``);
+   (and on the anchor-only demo golden set → ``fallback_anchor``);
 2. two runs differing only in retrieval mode → ``exact`` (needs the vectors extra);
 3. a blocking verdict gate on queries tagged ``critical`` (replay traces);
 4. ``compare.strict_chunker_version`` refuses a cross-chunker comparison in the asset;
@@ -127,9 +127,16 @@ def test_two_chunk_sizes_on_a_span_golden_compare_as_fallback_span(instance, tmp
     assert SIZE_300 in fallback_warnings[0] and SIZE_1200 in fallback_warnings[0]
     assert "fallback_span" in report.markdown and SIZE_300 in report.markdown
 
-    # a and b are both runs re-scored under "span", not their stored numbers
+    # Both runs were scored by span (auto): the comparison's a and b are their stored numbers,
+    # which are what re-scoring by span gives.
+    assert info["rescored"] == []
     a, b = load_bundle(store, "span-300"), load_bundle(store, "span-1200")
+    assert a.scores.info["match_resolved"] == b.scores.info["match_resolved"] == "span"
     mrr = per_metric(report, "mrr")
+    assert (mrr["a"], mrr["b"]) == (
+        stored_metrics(store, "span-300")["mrr"],
+        stored_metrics(store, "span-1200")["mrr"],
+    )
     assert mrr["a"] == pytest.approx(rescore(a, "span")[1].metrics["mrr"])
     assert mrr["b"] == pytest.approx(rescore(b, "span")[1].metrics["mrr"])
     assert mrr["delta"] == pytest.approx(round(mrr["b"] - mrr["a"], 4))
@@ -159,24 +166,26 @@ def test_two_chunk_sizes_on_a_span_golden_compare_as_fallback_span(instance, tmp
     assert paths["report_md"].read_text(encoding="utf-8") == report.markdown
 
 
-def test_two_chunk_sizes_on_the_anchor_only_demo_golden_compare_as_fallback_doc(instance, tmp_path):
+def test_two_chunk_sizes_on_the_anchor_only_demo_golden_compare_as_fallback_anchor(instance, tmp_path):
     cfg = config(tmp_path / "eval.yaml", {"answers": False})
     _, first = run_partition(instance, "demo-300", cfg, overrides={"chunk_size": 300})
     defs, second = run_partition(instance, "demo-1200", cfg, overrides={"chunk_size": 1200})
     assert first.success and second.success
-    report = stored_report(store_of(defs), "demo-1200")
+    store = store_of(defs)
+    report = stored_report(store, "demo-1200")
     info = report.info
-    assert info["chunker_version_match"] == "fallback_doc" and info["matching_criterion"] == "doc"
+    assert info["chunker_version_match"] == "fallback_anchor" and info["matching_criterion"] == "anchor"
     golden = load_golden(DEMO_GOLDEN).golden
-    positive = sum(1 for q in golden.queries for s in q.supports if s.grade > 0)
-    # every demo support is path + headings only: the note says so, with the count
-    reason = f"{positive} of {positive} positive gold supports have no document + line span"
-    assert reason in info["fallback_note"]
+    # every demo support is path + headings: both runs were scored by anchor, and keep their scores
+    reason = "(both runs were scored by anchor); both runs keep their stored anchor scores"
+    assert reason in info["fallback_note"] and info["rescored"] == []
     assert SIZE_300 in info["fallback_note"] and SIZE_1200 in info["fallback_note"]
-    assert any(w.startswith("fallback_doc") and reason in w for w in info["warnings"])
+    assert any(w.startswith("fallback_anchor") and reason in w for w in info["warnings"])
     assert sum(info["verdict_counts"].values()) == len(golden.queries)
+    for run_id, column in (("demo-300", "a"), ("demo-1200", "b")):
+        assert per_metric(report, "mrr")[column] == stored_metrics(store, run_id)["mrr"]
     assert materializations(second)["comparison_report"].metadata["chunker_version_match"].value == (
-        "fallback_doc"
+        "fallback_anchor"
     )
 
 

@@ -86,8 +86,14 @@ def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_p
         assert run.status == dg.DagsterRunStatus.SUCCESS
         events = [r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event]
     workers = {e.step_key for e in events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTED}
-    # every step (and the gate, system-health and judge checks) in a process of its own
-    assert workers == {*CHAIN, "ship_gates", "run_metrics_system_health", "judge_judge_spot_check"}
+    # every step (and the gate, system-health, judge and matching checks) in a process of its own
+    assert workers == {
+        *CHAIN,
+        "ship_gates",
+        "run_metrics_system_health",
+        "judge_judge_spot_check",
+        "query_scores_matching_coverage",
+    }
     step_pids = {e.pid for e in events if e.event_type == dg.DagsterEventType.STEP_SUCCESS}
     run_pid = next(e.pid for e in events if e.event_type == dg.DagsterEventType.RUN_START)
     assert len(step_pids) == len(workers) and run_pid not in step_pids

@@ -170,3 +170,25 @@ def test_a_pipe_in_a_slice_value_stays_inside_its_cell(run):
     rows = table_rows(render_run_summary(RUN_ID, art.info, headline, art.denominators, gates))
     assert rows[-1] == ["mrr[tag=a|b]", "null", "", "≥0.1 FAIL"]  # no query has the tag: null, fails
     assert all(len(r) == 4 for r in rows)
+
+
+def test_summary_says_which_criterion_matched_and_why_it_may_score_zero(run):
+    art, headline, gates = run
+    lines = render_run_summary(RUN_ID, art.info, headline, art.denominators, gates).splitlines()
+    n = len(pipeline.load_golden_artifact(settings_from_dict({})).queries)
+    # The demo anchors by path + heading path and its hits carry heading paths: auto → anchor.
+    assert art.info["match_by_query"] == {"anchor": 92} and n > 92  # unanswerable queries: no supports
+    assert lines[8] == "match `auto → anchor (92 queries)`  "
+    warned = {
+        **art.info,
+        "matching_warnings": [
+            {"field": "doc_path", "message": "no hit's doc_path matches any gold rel_path"}
+        ],
+    }
+    lines = render_run_summary(RUN_ID, warned, headline, art.denominators, gates).splitlines()
+    assert lines[9] == "⚠ matching (doc_path): no hit's doc_path matches any gold rel_path  "
+    # A run stored before the criterion was recorded shows no match line.
+    old = {k: v for k, v in art.info.items() if k != "match_by_query"}
+    assert not any(
+        line.startswith("match ") for line in render_run_summary(RUN_ID, old, headline, {}, []).splitlines()
+    )
