@@ -352,7 +352,7 @@ def test_match_auto_resolves_to_anchor(runs):
     for run_id in (f"http-{BIG}", f"jsonl-{BIG}", f"http-{SMALL}"):
         doc = runs[run_id]
         criteria = {
-            q["query_id"]: q["scores"].get("match_criterion")
+            q["query_id"]: q["match_criterion"]
             for q in doc["per_query"]
             if q["scores"].get("mrr") is not None
         }
