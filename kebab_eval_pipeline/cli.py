@@ -7,8 +7,10 @@ Exit codes: 0 success; 1 a blocking gate failed or the system under test failed 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
 from typing import Annotated
@@ -205,6 +207,32 @@ def run(
         _raise_run_failure(result, run_id)
 
 
+class _CheckFailureRecords(logging.Filter):
+    """Drops Dagster's console records of a failed blocking asset check: Dagster prints them with a
+    stack trace, while the CLI states the failed gate or system-health verdict itself (exit 1)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "DagsterAssetCheckFailedError" not in record.getMessage()
+
+
+@contextmanager
+def _quiet_check_failures():
+    """Loggers created meanwhile (Dagster's console logger is made per run, from the logging
+    module's logger class) carry :class:`_CheckFailureRecords`; the instance's event log is untouched."""
+    previous = logging.getLoggerClass()
+
+    class _Logger(previous):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.addFilter(_CheckFailureRecords())
+
+    logging.setLoggerClass(_Logger)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(previous)
+
+
 def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None):
     """Run ``job`` for partition ``run_id`` in-process behind a progress bar (stage name and
     queries done out of ``total``); Dagster's DEBUG event stream stays in the instance (and the UI),
@@ -227,7 +255,7 @@ def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection
         def on_query(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        with progress.reporting_to(on_stage, on_query):
+        with progress.reporting_to(on_stage, on_query), _quiet_check_failures():
             return job.execute_in_process(
                 partition_key=run_id,
                 instance=instance,
