@@ -24,6 +24,7 @@ from kebab_eval_pipeline.matching import (
     normalise_headings,
     string_column,
 )
+from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
 from kebab_eval_pipeline.metrics.retrieval import assign_supports, query_codes
 from kebab_eval_pipeline.storage import ArtifactStore
 
@@ -108,17 +109,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
         for qid, g in r.citations.sort_values(["query_id", "position"]).groupby("query_id", sort=False)
     }
     outcomes = {rec["query_id"]: rec for rec in json_records(r.outcomes)}
-    meta_cols = {
-        "query_id",
-        "category",
-        "difficulty",
-        "lang",
-        "tags",
-        "group",
-        "answerable",
-        "pending",
-        "match_criterion",
-    }
+    meta_cols = {*QUERY_META_COLUMNS, "match_criterion"}
     per_query = []
     for rec in json_records(b.scores.scores):
         qid = rec["query_id"]

@@ -4,8 +4,11 @@ run to compare against, a real Dagster run of a config, and a free loopback port
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +74,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ref_server(demo_index_dir: Path) -> Iterator[str]:
+    """``kebab-eval ref serve DEMO_INDEX --port 0``; yields its base URL, terminated afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
+    proc = subprocess.Popen(
+        [KEBAB_EVAL, "ref", "serve", str(demo_index_dir), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    line = proc.stdout.readline().strip()
+    if not line.startswith("serving http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"ref serve did not start: {line!r} {proc.stderr.read()}")
+    try:
+        yield line.removeprefix("serving ")
+    finally:
+        proc.terminate()
+        try:
+            _, stderr = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+    assert "Traceback" not in stderr, stderr

@@ -6,11 +6,9 @@ for the wrong id, and so on, on purpose. No mocks: every process is real."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -67,25 +65,6 @@ def _alive(pid: int) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # 1. The reference system three ways: persistent command == per-query command == http == in-process.
-
-
-@pytest.fixture(scope="module")
-def ref_server(demo_index_dir: Path) -> Iterator[str]:
-    """``kebab-eval ref serve DEMO_INDEX --port 0``; yields its base URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
-    proc = subprocess.Popen(
-        [KEBAB_EVAL, "ref", "serve", str(demo_index_dir), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    line = proc.stdout.readline().strip()
-    if not line.startswith("serving http://127.0.0.1:"):
-        proc.kill()
-        raise AssertionError(f"ref serve did not start: {line!r} {proc.stderr.read()}")
-    try:
-        yield line.removeprefix("serving ")
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
 
 
 def _pipeline_run(system: dict, golden: Path = DEMO_GOLDEN) -> tuple:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -24,37 +22,13 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from tests.conftest import write
-from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
+from tests.systems.adapters.conftest import run_config, stored_metrics, timing_free
 from tests.systems.adapters.fault_server import FaultServer, Received, Reply
 
 VERSION_KEYS = tuple(SystemInfo(kind="x").versions())
 
 
-# -- `kebab-eval ref serve` as a real process --------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ref_server(demo_index_dir: Path) -> Iterator[str]:
-    """``kebab-eval ref serve DEMO_INDEX --port 0``; yields its base URL, terminated afterwards."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
-    proc = subprocess.Popen(
-        [KEBAB_EVAL, "ref", "serve", str(demo_index_dir), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    line = proc.stdout.readline().strip()
-    if not line.startswith("serving http://127.0.0.1:"):
-        proc.kill()
-        raise AssertionError(f"ref serve did not start: {line!r} {proc.stderr.read()}")
-    try:
-        yield line.removeprefix("serving ")
-    finally:
-        proc.terminate()
-        try:
-            _, stderr = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-    assert "Traceback" not in stderr, stderr
+# -- `kebab-eval ref serve` as a real process (the ref_server fixture, in conftest.py) ----------
 
 
 def materializations(result) -> dict[str, dg.AssetMaterialization]:
