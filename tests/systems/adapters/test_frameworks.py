@@ -39,9 +39,17 @@ HEADINGS = {
 }
 
 
+def _installed(module: str) -> bool:
+    # find_spec of a dotted name imports its parent, and raises when the parent is missing
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def frameworks_or_skip(*modules: str) -> None:
     """Skip when a framework library is missing — unless CI demands it, then fail loudly."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in modules if not _installed(m)]
     if not missing:
         return
     hint = 'pip install -e ".[frameworks]"'
