@@ -25,7 +25,7 @@ from kebab_eval_pipeline.matching import (
     string_column,
 )
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
-from kebab_eval_pipeline.metrics.retrieval import assign_supports, query_codes
+from kebab_eval_pipeline.metrics.retrieval import applicable_queries, assign_supports, query_codes
 from kebab_eval_pipeline.storage import ArtifactStore
 
 _HIT_FIELDS = (
@@ -240,9 +240,7 @@ def trec_tables(
 
     s_code = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
     grade = supports["grade"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
-    positive = np.bincount(s_code[(s_code >= 0) & (grade > 0)], minlength=len(qid))
-    answerable = queries["answerable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    applicable = answerable & (positive > 0)
+    applicable = applicable_queries(queries, s_code, grade)
     keep = np.flatnonzero((s_code >= 0) & applicable[np.maximum(s_code, 0)])
     sup = supports.iloc[keep]
     s_order = np.lexsort((sup["support_idx"].to_numpy(dtype=np.int64), s_code[keep]))

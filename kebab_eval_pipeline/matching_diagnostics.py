@@ -75,6 +75,7 @@ def matching_warnings(
     criterion: str,
     resolved: pd.Series | None = None,
     matches: pd.DataFrame | None = None,
+    matched_any: bool | None = None,
 ) -> list[dict[str, Any]]:
     """What in the hits keeps them from matching the golden set, one dict per problem.
 
@@ -87,6 +88,8 @@ def matching_warnings(
             :func:`~kebab_eval_pipeline.matching.resolve_auto` returns); default: resolved here.
             Ignored for a forced criterion.
         matches: the run's matched pairs, for the last check; default: matched here when needed.
+        matched_any: True when the caller already knows some hit matches a positive support (e.g.
+            a query has a first relevant rank), which spares the last check its matching pass.
 
     Output: a list of dicts with ``field`` (the hit field at fault: ``lines``, ``heading_path``,
     ``chunk_id``, ``doc_path``, ``doc_id``, or ``matches`` for the catch-all), ``hits_lacking``
@@ -165,7 +168,7 @@ def matching_warnings(
     by_document = positive & np.isin(applied, document_criteria)
     if by_document.any():
         out += _path_warnings(hits, supports, by_document, hits_carry(hits, ("doc_path", "doc_id")))
-    if not out:
+    if not out and not matched_any:
         out += _nothing_matched(hits, supports, criterion, resolved, matches, int(positive.sum()))
     return out
 

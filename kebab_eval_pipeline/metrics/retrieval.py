@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_KS",
     "RETRIEVAL_AT_K",
     "SCORING_VERSION",
+    "applicable_queries",
     "assign_supports",
     "check_ks",
     "query_codes",
@@ -92,6 +93,16 @@ def query_codes(queries: pd.DataFrame) -> pa.Array:
         dup = queries["query_id"][queries["query_id"].duplicated()].unique().tolist()
         raise ValueError(f"queries table has duplicate or missing query ids: {dup[:10]!r}")
     return qid
+
+
+def applicable_queries(queries: pd.DataFrame, support_codes: np.ndarray, grades: np.ndarray) -> np.ndarray:
+    """Which queries the retrieval metrics score (bool, in ``queries`` order): answerable and with
+    at least one support of grade > 0. ``support_codes`` are the supports' query codes (positions
+    in ``queries``; -1 for an unknown query) and ``grades`` their grades. The TREC export writes
+    qrels for exactly these queries."""
+    answerable = queries["answerable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+    positive = np.bincount(support_codes[(support_codes >= 0) & (grades > 0)], minlength=len(queries))
+    return answerable & (positive > 0)
 
 
 def retrieval_scores(
@@ -160,17 +171,15 @@ def retrieval_scores(
         raise ValueError(f"mrr_cutoff must be a positive integer, got {mrr_cutoff!r}")
     qid = query_codes(queries)
     nq = len(qid)
-    answerable = queries["answerable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-
     # Positive-grade supports, by query code.
     s_q = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
     s_grade = supports["grade"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
+    applicable = applicable_queries(queries, s_q, s_grade)
     s_keep = np.flatnonzero((s_q >= 0) & (s_grade > 0))
     sup = supports.iloc[s_keep]
     s_q, s_grade = s_q[s_keep], s_grade[s_keep]
     s_idx = sup["support_idx"].to_numpy(dtype=np.int64)
     n_sup = np.bincount(s_q, minlength=nq)
-    applicable = answerable & (n_sup > 0)
 
     n_hits = count_codes(string_column(hits, "query_id"), qid)
 
