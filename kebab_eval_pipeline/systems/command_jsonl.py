@@ -36,7 +36,6 @@ import os
 import queue
 import selectors
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -45,7 +44,7 @@ from typing import Any
 
 from kebab_eval_pipeline.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.base import SystemInfo
-from kebab_eval_pipeline.systems.command import CommandSystem, substitute, tail
+from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem, kill_group, substitute, tail
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -60,12 +59,11 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import dig, parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hits, parse_scope
 
 VERSION_ID = "version"
 STDERR_KEEP_BYTES = 8192  # the stderr tail kept per process (messages show the last 400 chars)
 _CLOSE_GRACE_S = 2.0  # after end of stdin, how long a process may take to exit before it is killed
-_KILL_GRACE_S = 5.0
 _READ_CHUNK = 1 << 16
 _NOISE_KEPT = 3  # start-up noise lines quoted in the run warning
 
@@ -164,10 +162,15 @@ class _Process:
             return "closed its stdout (killed)"
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
+    def exited_cleanly(self) -> bool:
+        """Whether the process ended with status 0 (waiting briefly, as :meth:`exit_status`)."""
+        self.exit_status()
+        return self.proc.returncode == 0
+
     def kill(self) -> None:
-        _kill_group(self.proc)
+        kill_group(self.proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=_KILL_GRACE_S)
+            self.proc.wait(timeout=KILL_GRACE_S)
         self._release()
 
     def close(self) -> None:
@@ -198,14 +201,6 @@ class _Process:
             self.proc.stderr.close()
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-
-
 class _Slot:
     """A worker's process (None until started, or after it was killed / crashed)."""
 
@@ -224,7 +219,6 @@ class JsonlCommandSystem(CommandSystem):
     def __init__(self, settings: CommandSystemSettings) -> None:
         super().__init__(settings)
         assert settings.argv is not None
-        self.can_answer = True  # decided per reply: a reply without an answer is unanswered
         self._argv = substitute(
             settings.argv, {"query": "", "query_id": "", "k": "", "mode": settings.mode or ""}
         )
@@ -291,7 +285,7 @@ class JsonlCommandSystem(CommandSystem):
             started = time.perf_counter()
             outcome.attempts = attempt
             try:
-                reply = self._exchange(slot, process, message, started, retry_clean_exit=attempt == 1)
+                reply = self._exchange(slot, process, message, retry_clean_exit=attempt == 1)
                 self._read_reply(reply, outcome, k, answers)
             except _Left:
                 continue
@@ -307,13 +301,11 @@ class JsonlCommandSystem(CommandSystem):
             outcome.answer_ms = elapsed
         return outcome
 
-    def _exchange(
-        self, slot: _Slot, process: _Process, message: dict, started: float, retry_clean_exit: bool
-    ) -> dict:
+    def _exchange(self, slot: _Slot, process: _Process, message: dict, retry_clean_exit: bool) -> dict:
         """Send ``message``, return its reply object; QueryFailure (process dropped) otherwise, or
         _Left when the process exited with status 0 and ``retry_clean_exit``."""
         timeout_s = self.settings.timeout_s
-        deadline = time.monotonic() + timeout_s - (time.perf_counter() - started)
+        deadline = time.monotonic() + timeout_s
         try:
             process.send(message, deadline)
             line = process.readline(deadline)
@@ -323,7 +315,7 @@ class JsonlCommandSystem(CommandSystem):
             text = f"no reply within {timeout_s:g} s; process killed (a new one serves the next query)"
             raise QueryFailure(TIMEOUT, text + (f"; stderr: {err}" if err else ""), timed_out=True) from None
         except _Exited:
-            if retry_clean_exit and process.exit_status() == "exit code 0":
+            if retry_clean_exit and process.exited_cleanly():
                 slot.drop()
                 raise _Left from None
             raise self._crashed(slot, process, "while handling this query") from None
@@ -370,7 +362,12 @@ class JsonlCommandSystem(CommandSystem):
         outcome.scope = parse_scope(reply, mapping)
         if not answers:
             return
-        present = dig(reply, mapping.answer, None) if mapping.answer else reply.get("answer")
+        if mapping.answer:
+            present = dig(reply, mapping.answer, None)
+        elif mapping.answer_fields:  # the answer's fields are mapped from the reply itself
+            present = reply
+        else:
+            present = reply.get("answer")
         if present is None:
             with self._lock:
                 self._unanswered += 1
@@ -386,7 +383,7 @@ class JsonlCommandSystem(CommandSystem):
         if process is not None and process.alive():
             return process
         if process is not None:  # exited between queries, after its last reply
-            if process.exit_status() == "exit code 0":
+            if process.exited_cleanly():
                 slot.drop()  # it left; not a crash
             else:
                 self._crashed(slot, process, "after its last reply")
@@ -547,7 +544,3 @@ def _json_object(line: bytes) -> dict | None:
 def _stderr(process: _Process) -> str:
     err = process.stderr_tail()
     return f"; stderr: {err}" if err else ""
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

@@ -473,3 +473,26 @@ def test_ref_serve_jsonl_answers_bad_requests_with_error_lines_and_keeps_serving
     assert replies[4]["error"].startswith("mode: expected one of lexical")
     assert replies[5]["error"] == "unknown op 'reindex'"
     assert len(replies[6]["hits"]) == 2 and replies[6]["answer"]["prompt_template_version"] == "extractive-1"
+
+
+# A system whose replies keep the answer in the reply itself (LlamaIndex-style ``response``), not
+# under ``answer``: one hit, and the answer text ``answer to QUERY``.
+_FLAT_ANSWER = (
+    "import json, sys\n"
+    "for line in sys.stdin:\n"
+    "    m = json.loads(line)\n"
+    "    r = {'id': m['id'], 'hits': [{'chunk_id': 'c1', 'doc_path': 'a.md'}]}\n"
+    "    if m.get('op') != 'version':\n"
+    "        r['response'] = 'answer to ' + m['query']\n"
+    "    print(json.dumps(r), flush=True)\n"
+)
+
+
+def test_answer_fields_mapped_from_the_reply_itself_are_read_not_counted_unanswered():
+    """With ``answer_fields`` and no ``answer`` path, the answer lives in the reply object: each
+    query is answered from it (it was counted unanswered, dropping out of the answer metrics)."""
+    system = jsonl([PY, "-c", _FLAT_ANSWER], response={"answer_fields": {"text": "response"}})
+    outcomes = system.run_queries(requests("paris", "rome"), k=5, answers=True)
+    assert [o.error for o in outcomes] == [None, None]
+    assert [o.answer.text for o in outcomes] == ["answer to paris", "answer to rome"]
+    assert [[h.chunk_id for h in o.hits] for o in outcomes] == [["c1"], ["c1"]]
