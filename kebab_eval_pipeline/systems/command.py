@@ -20,6 +20,7 @@ hits scored are the ones the answer was built from.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -47,7 +48,7 @@ from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 STDERR_TAIL_CHARS = 400
-_KILL_GRACE_S = 5.0  # after SIGKILL, how long to wait for the pipes to close
+KILL_GRACE_S = 5.0  # after SIGKILL, how long to wait for the pipes to close
 
 
 def substitute(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -129,9 +130,9 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
         try:
             stdout, stderr = proc.communicate(timeout=self.settings.timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             try:
-                _, stderr = proc.communicate(timeout=_KILL_GRACE_S)
+                _, stderr = proc.communicate(timeout=KILL_GRACE_S)
             except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
                 stderr = b""
             message = f"no result within {self.settings.timeout_s:g} s; process killed"
@@ -234,8 +235,10 @@ def parse_json_output(stdout: str) -> Any:
         raise QueryFailure(BAD_JSON, f"unreadable JSON: {str(exc)[:120]}") from None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process's whole group (it runs in a session of its own), else the process."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # it may have gone meanwhile
+            proc.kill()

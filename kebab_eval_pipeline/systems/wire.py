@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from kebab_eval_pipeline.systems.base import Answer, Citation, Hit, ScoreKind
-from kebab_eval_pipeline.systems.mapexpr import MISSING, Expr, MapDataError, compile_expr
+from kebab_eval_pipeline.systems.mapexpr import MISSING, Expr, MapDataError, _kind, compile_expr
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 
 REFUSAL_TOKEN = "not in context"  # WFGY's exact refusal claim
@@ -181,10 +181,6 @@ def parse_scope(payload: Any, mapping: ResponseMap | None = None) -> list[str] |
     if isinstance(found, list) and all(isinstance(f, str) for f in found):
         return list(found)
     raise _bad(where, f"expected a folder or a list of folders, got {_kind(found)}")
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _hit_fields(raw: Any, mapping: ResponseMap) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
+from kebab_eval_pipeline.systems.reference.stdio import MAX_K, version_report
 
-MAX_K = 1000
 BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
@@ -128,16 +128,7 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
         )
 
     async def version(request: Request) -> JSONResponse:
-        info = index.info(mode)
-        return JSONResponse(
-            {
-                "system": "kebab-eval-reference",
-                "mode": mode,
-                **info.versions(),
-                **info.details,
-                "coverage": info.coverage,
-            }
-        )
+        return JSONResponse(version_report(index, mode))
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})

@@ -17,10 +17,11 @@ from typing import IO, Any
 
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
 
-MAX_K = 1000
+MAX_K = 1000  # the largest k a request may ask for (here and in ``ref serve``)
 
 
-def _version(index: ReferenceIndex, mode: str) -> dict[str, Any]:
+def version_report(index: ReferenceIndex, mode: str) -> dict[str, Any]:
+    """What the reference system reports as its versions (``GET /version`` and the version line)."""
     info = index.info(mode)
     return {
         "system": "kebab-eval-reference",
@@ -39,7 +40,7 @@ def handle(
         return {"id": None, "error": f"a request is a JSON object, got {type(request).__name__}"}
     rid = request.get("id")
     if request.get("op") == "version":
-        return {"id": rid, **_version(index, mode)}
+        return {"id": rid, **version_report(index, mode)}
     if request.get("op") not in (None, "query"):
         return {"id": rid, "error": f"unknown op {request.get('op')!r}"}
     query, k, chosen = request.get("query"), request.get("k", 10), request.get("mode") or mode

@@ -21,7 +21,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.settings import DEMO_GOLDEN, CommandSystemSettings, settings_from_dict
 from kebab_eval_pipeline.systems.base import Citation
-from kebab_eval_pipeline.systems.command import _KILL_GRACE_S, CommandSystem
+from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
@@ -277,7 +277,7 @@ def test_every_failure_is_one_classified_row_in_request_order(tmp_path):
         assert not by[name].timed_out, name
     # The whole process group was killed: the grandchild holding stdout did not make the query
     # wait for the pipes' grace period, and it does not outlive the run.
-    assert by["grandchild"].retrieval_ms < (timeout_s + _KILL_GRACE_S) * 1000
+    assert by["grandchild"].retrieval_ms < (timeout_s + KILL_GRACE_S) * 1000
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     deadline = time.monotonic() + 5
     while _alive(grandchild) and time.monotonic() < deadline:
