@@ -19,7 +19,7 @@ from kebab_eval_pipeline.artifacts import GoldenArtifact
 from kebab_eval_pipeline.matching import hits_carry, normalise_paths, resolve_auto, string_column
 from kebab_eval_pipeline.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.systems.base import SystemUnderTest
+from kebab_eval_pipeline.systems.base import SystemInfo, SystemUnderTest
 from kebab_eval_pipeline.systems.runner import run_golden
 
 __all__ = ["ProbeReport", "probe_system"]
@@ -56,31 +56,18 @@ def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUn
     """
     report = ProbeReport()
     kind = settings.system.kind
-    info = system.info()
-    version_source = "version_url" if kind == "http" else "version_argv"
-    if getattr(settings.system, version_source, None):
-        if info.details.get("version_error"):
-            report.warnings.append(
-                f"the version report ({version_source}) failed: {info.details['version_error']}"
-            )
-        else:
-            versions = ", ".join(f"{k}={v}" for k, v in info.versions().items() if v) or "no versions"
-            coverage = (
-                ", ".join(f"{k}={v:g}" for k, v in info.coverage.items()) if info.coverage else "no coverage"
-            )
-            report.checked.append(f"version report ({version_source}): {versions}; {coverage}")
-    else:
-        report.not_checked.append(
-            f"the system's versions and indexing coverage (no {version_source} configured)"
-        )
     queries = golden.queries
     if len(queries) == 0:
+        _version_check(report, settings, system.info())
         report.error = "the golden set has no query to probe with"
         return report
     first = queries.iloc[:1]
     qid = str(first["query_id"].iloc[0])
     k = max(max(settings.k), settings.mrr_cutoff)
+    # The probe first: a persistent (jsonl) system reports its versions from the process this
+    # starts, so asking for them before would start (and pay for) a process of its own.
     results = run_golden(system, first, k=k, answers=False)
+    _version_check(report, settings, results.system)
     outcome = results.outcomes.iloc[0]
     if isinstance(outcome["error"], str):
         report.error = f"probe query {qid!r} failed: {outcome['error']}"
@@ -116,3 +103,28 @@ def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUn
         "a run does that",
     ]
     return report
+
+
+def _version_check(report: ProbeReport, settings: RunSettings, info: SystemInfo) -> None:
+    """What the system's version report said (or why it could not be read), into ``report``."""
+    kind = settings.system.kind
+    if getattr(settings.system, "protocol", None) == "jsonl" and not settings.system.version_argv:
+        version_source, configured = "version line", True  # the process answers it at start
+    else:
+        version_source = "version_url" if kind == "http" else "version_argv"
+        configured = bool(getattr(settings.system, version_source, None))
+    if configured:
+        if info.details.get("version_error"):
+            report.warnings.append(
+                f"the version report ({version_source}) failed: {info.details['version_error']}"
+            )
+        else:
+            versions = ", ".join(f"{k}={v}" for k, v in info.versions().items() if v) or "no versions"
+            coverage = (
+                ", ".join(f"{k}={v:g}" for k, v in info.coverage.items()) if info.coverage else "no coverage"
+            )
+            report.checked.append(f"version report ({version_source}): {versions}; {coverage}")
+    else:
+        report.not_checked.append(
+            f"the system's versions and indexing coverage (no {version_source} configured)"
+        )
