@@ -129,6 +129,12 @@ class CommandSystemSettings(_Strict):
                 raise ValueError("system.argv is for protocol: jsonl; per_query uses search_argv / ask_argv")
             if self.ask_returns_hits and self.ask_argv is None:
                 raise ValueError("system.ask_returns_hits needs ask_argv")
+            jsonl_only = sorted({"startup_timeout_s", "max_restarts"} & self.model_fields_set)
+            if jsonl_only:  # set but without effect: say so rather than ignore it
+                raise ValueError(
+                    f"{', '.join('system.' + n for n in jsonl_only)}: only used by protocol jsonl "
+                    "(per_query starts a new process for every call)"
+                )
         else:
             if self.argv is None:
                 raise ValueError(
