@@ -44,8 +44,6 @@ out = Console()
 err = Console(stderr=True)
 
 DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
-# orchestration.checks.SYSTEM_HEALTH, not imported: that would load Dagster on every command
-SYSTEM_HEALTH_CHECK = "system_health"
 
 
 #: What the CLI writes into a dagster.yaml it creates: the tool runs offline, so Dagster's usage
@@ -338,7 +336,9 @@ def rejudge(
 
 def _raise_run_failure(result, run_id: str) -> None:
     """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
-    under test failed) or GateFailure (a blocking gate)."""
+    under test failed) or GateFailure (a blocking gate or check, named with its reason)."""
+    from kebab_eval_pipeline.health import CHECK_NAME
+
     failed_checks = {
         e.check_name: e
         for e in result.get_asset_check_evaluations()
@@ -353,11 +353,15 @@ def _raise_run_failure(result, run_id: str) -> None:
             chain.append(error)
             error = error.cause
         if any(e.cls_name == "DagsterAssetCheckFailedError" for e in chain):
-            health = failed_checks.pop(SYSTEM_HEALTH_CHECK, None)
+            health = failed_checks.pop(CHECK_NAME, None)
             if health is not None:
                 also = f" (and {len(failed_checks)} blocking gate(s) failed)" if failed_checks else ""
                 raise SystemHealthFailure(f"run {run_id}: {health.description}{also}")
-            raise GateFailure(f"run {run_id}: a blocking gate failed (see the gate table above)")
+            # a check before run_metrics (matching_coverage: fail) stops the chain: no gate table
+            named = "; ".join(f"{name}: {e.description}" for name, e in failed_checks.items())
+            raise GateFailure(
+                f"run {run_id}: blocking check(s) failed: {named or 'see the gate table above'}"
+            )
         for e in chain:
             if e.cls_name == "InputError":
                 raise InputError(e.message.split(": ", 1)[-1].strip())
@@ -370,7 +374,9 @@ def _print_health(info: dict) -> None:
     verdict = info.get("system_health")
     if not verdict or not verdict["failed"]:
         return
-    if verdict["blocking"] and not verdict["healthy"]:
+    from kebab_eval_pipeline.health import failed_run
+
+    if failed_run(verdict):
         state, colour = "FAIL", "red"
     else:
         state, colour = "warn", "yellow"

@@ -13,7 +13,9 @@ from typing import Any
 import pandas as pd
 
 from kebab_eval_pipeline.settings import SystemHealthSettings
+from kebab_eval_pipeline.systems.runner import error_class_counts
 
+CHECK_NAME = "system_health"  # the asset check on run_metrics that enforces the verdict
 TOP_CLASSES = 3  # error classes named in the message; the rest are counted
 EXAMPLE_CHARS = 200  # the first error's text, cut to this length
 
@@ -40,10 +42,23 @@ class HealthVerdict:
 
     @property
     def fails_run(self) -> bool:
-        return self.blocking and not self.healthy
+        return failed_run(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def failed_run(verdict: dict[str, Any]) -> bool:
+    """Whether a stored verdict (:meth:`HealthVerdict.as_dict`) failed its run: blocking, not healthy."""
+    return bool(verdict.get("blocking")) and verdict.get("healthy") is False
+
+
+def health_markdown(verdict: dict[str, Any]) -> list[str]:
+    """The verdict as a Markdown paragraph (``**FAIL** — …`` or ``**warning** — …``) plus a blank
+    line, only when some query failed (a healthy run says nothing); for run reports and summaries."""
+    if not verdict.get("failed"):
+        return []
+    return [f"**{'FAIL' if failed_run(verdict) else 'warning'}** — {verdict['message']}", ""]
 
 
 def _rate(value: float) -> str:
@@ -79,13 +94,8 @@ def system_health(outcomes: pd.DataFrame, settings: SystemHealthSettings | None)
     rate = failed / queries if queries else None
     every = queries > 0 and failed == queries
     exceeded = rate is not None and rate > effective.max_error_rate
-    classes = (
-        {str(k): int(v) for k, v in outcomes.loc[errored, "error_class"].value_counts(sort=True).items()}
-        if failed
-        else {}
-    )
-    # value_counts breaks ties arbitrarily: name order makes the message stable
-    classes = dict(sorted(classes.items(), key=lambda kv: (-kv[1], kv[0])))
+    # most frequent first; ties in name order, so the message is stable
+    classes = dict(sorted(error_class_counts(outcomes).items(), key=lambda kv: (-kv[1], kv[0])))
     example = None
     if failed:
         first = outcomes.loc[errored].iloc[0]

@@ -29,6 +29,7 @@ from typing import Any
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.health import failed_run
 from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
 
 PINS_FILE = "_baselines.json"
@@ -209,8 +210,7 @@ def _previous(
         if manifest["run_id"] == run_id or when is None or when >= now:
             continue
         theirs = info.get("golden") or {}
-        health = info.get("system_health") or {}
-        if health.get("blocking") and health.get("healthy") is False:
+        if failed_run(info.get("system_health") or {}):
             # a run failed for its system under test: its zeros would make any run look like a win
             if theirs.get("sha256") == sha:
                 failed.append(when)

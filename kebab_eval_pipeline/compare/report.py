@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 
+from kebab_eval_pipeline.health import health_markdown
+
 VERSION_KEYS = (
     "chunker_version",
     "embedding_model",
@@ -216,10 +218,7 @@ def render_run_markdown(
         f"({golden.get('queries')} queries, sha256 `{str(golden.get('sha256'))[:12]}`).",
         "",
     ]
-    health = info.get("system_health") or {}
-    if health.get("failed"):
-        state = "FAIL" if health["blocking"] and not health["healthy"] else "warning"
-        lines += [f"**{state}** — {health['message']}", ""]
+    lines += health_markdown(info.get("system_health") or {})
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
     lines += _matching_lines(info)

@@ -22,6 +22,7 @@ from kebab_eval_pipeline.gates import (
     evaluate_gate,
     regression_kinds,
 )
+from kebab_eval_pipeline.health import CHECK_NAME
 from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
@@ -173,7 +174,7 @@ def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
     )
 
 
-SYSTEM_HEALTH = "system_health"
+SYSTEM_HEALTH = CHECK_NAME
 
 
 def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from kebab_eval_pipeline.health import health_markdown
+
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
 
@@ -43,14 +45,6 @@ def gate_tally(gates: list[dict]) -> dict[str, int]:
         else:
             tally["failed" if gate["blocking"] else "warned"] += 1
     return tally
-
-
-def _health_lines(health: dict) -> list[str]:
-    """The system-health verdict, only when some query failed (a healthy run says nothing)."""
-    if not health.get("failed"):
-        return []
-    state = "FAIL" if health["blocking"] and not health["healthy"] else "warning"
-    return [f"**{state}** — {health['message']}", ""]
 
 
 def _matching(info: dict) -> list[str]:
@@ -88,7 +82,7 @@ def render_run_summary(
         *[f"{key.removesuffix('_version')} `{versions.get(key) or 'none'}`  " for key in SUMMARY_VERSIONS],
         *_matching(info),
         "",
-        *_health_lines(info.get("system_health") or {}),
+        *health_markdown(info.get("system_health") or {}),
         "| metric | value | n | gate |",
         "|---|---:|---:|---|",
     ]
