@@ -63,12 +63,14 @@ class _FileState:
     name: str = ""
     unknown: dict[str, list] = field(default_factory=dict)  # field → [count, first position, first id]
 
-    def position(self, raw: RawQuery, extra: Sequence = ()) -> str | None:
+    def position(self, raw: RawQuery, extra: Sequence = (), at_key: bool = False) -> str | None:
+        """Where ``raw`` (and ``extra`` keys inside it) stands: its line, else the line of the key
+        path in the YAML (``at_key``: the key's own line, not its value's), else the dotted path."""
         if raw.line is not None:
             return f"line {raw.line}"
         key_path = [*raw.key_path, *extra]
         if self.positions is not None:
-            line = self.positions.line_of(key_path)
+            line = self.positions.line_of(key_path, at_key=at_key)
             if line:
                 return f"line {line}"
         return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or TOP
@@ -292,14 +294,10 @@ def _unknown_key(state: _FileState, raw: RawQuery, name: str, qid: str | None) -
         known = SUPPORT_FIELDS if len(path) > 1 else QUERY_FIELDS
         close = difflib.get_close_matches(key, sorted(known), n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(sorted(known))}"
-    position = None
-    if raw.line is None and state.positions is not None:
-        line = state.positions.line_of([*raw.key_path, *path], at_key=True)
-        position = f"line {line}" if line else None
     return Offender(
         str(state.path),
         f"unknown key {name!r} in the {state.fmt} format (it would be dropped): {hint}",
-        position=position or state.position(raw, path),
+        position=state.position(raw, path, at_key=True),
         query_id=qid,
         field=name,
     )
