@@ -120,13 +120,16 @@ def index_cmd(
         )
         + f"\ncoverage: {st.docs_processed} docs, {st.docs_with_zero_chunks} with zero chunks, "
         f"{st.chunks} chunks; tokens per chunk min {st.tokens_min} / mean {st.tokens_mean} / "
-        f"p95 {st.tokens_p95} / max {st.tokens_max}",
+        f"p95 {st.tokens_p95} / max {st.tokens_max}; {len(index.skipped_symlinks)} symlinks skipped",
         markup=False,
     )
     for doc_id in st.zero_chunk_docs:
         console.print(f"[yellow]no chunks:[/yellow] {doc_id}", markup=True)
     for warning in index.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
+    for link in index.skipped_symlinks:
+        # Plain echo to stderr: the path is the corpus owner's text, never rich markup.
+        typer.echo(f"warning: symlink not followed: {link['path']} ({link['reason']})", err=True)
 
 
 @ref_app.command("search")
