@@ -392,9 +392,13 @@ def _print_matching(info: dict) -> None:
 
     line = match_line(info)
     if line is not None:
-        out.print(f"  match: {line}", highlight=False)
+        out.print(f"  match: {escape(line)}", highlight=False)
     for w in info.get("matching_warnings") or []:
-        out.print(f"  [yellow]warning[/yellow] matching ({w['field']}): {w['message']}", highlight=False)
+        # escape(): user and system text is never rich markup (a "[/x]" in it would crash the print).
+        out.print(
+            f"  [yellow]warning[/yellow] matching ({escape(w['field'])}): {escape(w['message'])}",
+            highlight=False,
+        )
 
 
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
@@ -403,7 +407,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
     table = Table(
-        title=f"run {run_id} — {metrics.info['golden']['name']} "
+        title=f"run {run_id} — {escape(str(metrics.info['golden']['name']))} "
         f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
         f"/{metrics.info['system']['mode']})"
     )
@@ -419,7 +423,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     for g in gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
-        out.print(f"  gate [{colour}]{state:4}[/{colour}] {g['name']}: {g['reason']}")
+        out.print(f"  gate [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
     reports = Path(str(store.base)) / "reports" / run_id if "://" not in str(store.base) else None
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
@@ -432,11 +436,11 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
             atomic.write_text((reports / "comparison.md"), comparison.markdown)
             counts = ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v)
             out.print(
-                f"comparison: {comparison.info.get('baseline_note')}"
+                f"comparison: {escape(str(comparison.info.get('baseline_note')))}"
                 + (f"; verdicts: {counts}" if counts else "")
             )
             for warning in comparison.info.get("warnings", []):
-                out.print(f"  [yellow]warning[/yellow] {warning}", highlight=False)
+                out.print(f"  [yellow]warning[/yellow] {escape(warning)}", highlight=False)
             html = store.file_path("comparison_report", run_id, "comparison.html")
             if html is not None:
                 out.print(f"comparison report: {html}", soft_wrap=True, highlight=False)
@@ -610,9 +614,9 @@ def golden_validate(
 
             probe = probe_system(settings, artifact, system)
     for w in warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     summary = golden_summary(artifact.queries)
-    out.print(f"ok: {summary_line(summary)} format {loaded.golden.format}", highlight=False)
+    out.print(f"ok: {summary_line(summary)} format {loaded.golden.format}", markup=False, highlight=False)
     if probe is not None:
         _print_probe(settings.system.kind, probe)
         if probe.error is not None:
@@ -623,11 +627,11 @@ def _print_probe(kind: str, probe) -> None:
     """The system check of `golden validate --config`: checked, warnings, not checked, failure."""
     out.print(f"system check ({kind}):", highlight=False)
     for line in probe.checked:
-        out.print(f"  checked: {line}", highlight=False, soft_wrap=True)
+        out.print(f"  checked: {line}", markup=False, highlight=False, soft_wrap=True)
     for line in probe.warnings:
-        out.print(f"  [yellow]warning[/yellow] {line}", highlight=False, soft_wrap=True)
+        out.print(f"  [yellow]warning[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
     for line in probe.not_checked:
-        out.print(f"  not checked: {line}", highlight=False, soft_wrap=True)
+        out.print(f"  not checked: {line}", markup=False, highlight=False, soft_wrap=True)
     if probe.error is not None:
         err.print(f"error: system check failed: {probe.error}", markup=False, highlight=False)
 
@@ -654,7 +658,7 @@ def golden_convert(
         raise InputError("unsupported output file", [Offender(str(out_path), "use .yaml, .json or .jsonl")])
     loaded = load_golden(files, fmt=fmt)
     for w in loaded.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     text = render_canonical(loaded.golden, out_path.suffix if out_path else ".yaml")
     if out_path is None:
         sys.stdout.write(text)

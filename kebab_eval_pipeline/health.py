@@ -58,7 +58,10 @@ def health_markdown(verdict: dict[str, Any]) -> list[str]:
     line, only when some query failed (a healthy run says nothing); for run reports and summaries."""
     if not verdict.get("failed"):
         return []
-    return [f"**{'FAIL' if failed_run(verdict) else 'warning'}** — {verdict['message']}", ""]
+    from kebab_eval_pipeline.reporting.markdown import md_text
+
+    # The message quotes the system's own error text: escaped, it cannot become markup.
+    return [f"**{'FAIL' if failed_run(verdict) else 'warning'}** — {md_text(verdict['message'])}", ""]
 
 
 def _rate(value: float) -> str:

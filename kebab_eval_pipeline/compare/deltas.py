@@ -137,6 +137,7 @@ NO_DIRECTION = frozenset(
         "index_tokens_mean",
         "index_tokens_p95",
         "index_tokens_max",
+        "index_skipped_symlinks",  # a count of links left out, reported for review, not a quality
     }
 )
 

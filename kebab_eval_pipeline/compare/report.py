@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from kebab_eval_pipeline.health import health_markdown
+from kebab_eval_pipeline.reporting.markdown import md_cell, md_code, md_text
 
 VERSION_KEYS = (
     "chunker_version",
@@ -69,24 +70,40 @@ def render_markdown(
     metric deltas with paired p-values, CIs and significance marks, per-category deltas,
     notable queries and golden-set drift."""
     a, b = info["run_a"], info["run_b"]
-    lines = [f"# Comparison: `{b}` vs baseline `{a}`", "", info.get("baseline_note", ""), ""]
+    # Every value below that a user or a system supplied goes through md_* (reporting/markdown.py).
+    lines = [
+        f"# Comparison: {md_code(b)} vs baseline {md_code(a)}",
+        "",
+        md_text(info.get("baseline_note")),
+        "",
+    ]
     for warning in info.get("warnings", []):
-        lines.append(f"> ⚠ {warning}")
+        lines.append(f"> ⚠ {md_text(warning)}")
     if info.get("warnings"):
         lines.append("")
-    lines += ["## Versions", "", f"| | `{a}` | `{b}` |", "|---|---|---|"]
+    lines += [
+        "## Versions",
+        "",
+        f"| | {md_code(a, in_table=True)} | {md_code(b, in_table=True)} |",
+        "|---|---|---|",
+    ]
     va, vb = info.get("versions_a", {}), info.get("versions_b", {})
     for key in VERSION_KEYS:
         marker = "" if va.get(key) == vb.get(key) else " ⚠"
-        lines.append(f"| {key}{marker} | {_fmt(va.get(key))} | {_fmt(vb.get(key))} |")
+        lines.append(f"| {key}{marker} | {md_cell(_fmt(va.get(key)))} | {md_cell(_fmt(vb.get(key)))} |")
     sa, sb = info.get("system_a", {}), info.get("system_b", {})
-    lines.append(f"| system | {sa.get('kind')} / {sa.get('mode')} | {sb.get('kind')} / {sb.get('mode')} |")
+    lines.append(
+        f"| system | {md_cell(sa.get('kind'))} / {md_cell(sa.get('mode'))} "
+        f"| {md_cell(sb.get('kind'))} / {md_cell(sb.get('mode'))} |"
+    )
     ga, gb = info.get("golden_a", {}), info.get("golden_b", {})
-    lines.append(f"| golden sha256 | {str(ga.get('sha256'))[:12]} | {str(gb.get('sha256'))[:12]} |")
+    lines.append(
+        f"| golden sha256 | {md_cell(str(ga.get('sha256'))[:12])} | {md_cell(str(gb.get('sha256'))[:12])} |"
+    )
     lines += [
         "",
-        f"**chunker_version_match:** `{info['chunker_version_match']}` "
-        f"(per-query matching criterion: `{info.get('matching_criterion')}`" + _rescored(info) + ")",
+        f"**chunker_version_match:** {md_code(info['chunker_version_match'])} "
+        f"(per-query matching criterion: {md_code(info.get('matching_criterion'))}" + _rescored(info) + ")",
         "",
     ]
     counts = info["verdict_counts"]
@@ -122,7 +139,7 @@ def render_markdown(
         )
         sig = str(row.significance).replace("*", "\\*") if not pd.isna(row.significance) else ""
         cells = [
-            row.metric,
+            md_cell(row.metric),
             _fmt(row.a),
             _fmt(row.b),
             f"{_signed(row.delta)} {arrow}".strip(),
@@ -130,7 +147,7 @@ def render_markdown(
             _p(row.p_value) + few,
             _ci(row.ci_low, row.ci_high),
             sig,
-            "–" if pd.isna(row.test) else str(row.test),
+            "–" if pd.isna(row.test) else md_cell(row.test),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += _category_lines(per_slice)
@@ -149,7 +166,8 @@ def render_markdown(
         ]
         for row in notable.head(max_rows).itertuples(index=False):
             lines.append(
-                f"| {row.query_id} | {row.verdict} | {_fmt(row.a_rank)} | {_fmt(row.b_rank)} | {row.note} |"
+                f"| {md_cell(row.query_id)} | {md_cell(row.verdict)} | {_fmt(row.a_rank)} "
+                f"| {_fmt(row.b_rank)} | {md_cell(row.note)} |"
             )
         if len(notable) > max_rows:
             lines.append(f"| … | {len(notable) - max_rows} more in the per-query table | | | |")
@@ -158,8 +176,9 @@ def render_markdown(
         lines += ["", "## Answer flips", "", "| query | refusal | groundedness |", "|---|---|---|"]
         for row in flipped.head(max_rows).itertuples(index=False):
             lines.append(
-                f"| {row.query_id} | {'' if pd.isna(row.refusal_flip) else row.refusal_flip} | "
-                f"{'' if pd.isna(row.groundedness_flip) else row.groundedness_flip} |"
+                f"| {md_cell(row.query_id)} "
+                f"| {'' if pd.isna(row.refusal_flip) else md_cell(row.refusal_flip)} "
+                f"| {'' if pd.isna(row.groundedness_flip) else md_cell(row.groundedness_flip)} |"
             )
         if len(flipped) > max_rows:
             lines.append(f"| … | {len(flipped) - max_rows} more in the per-query table | |")
@@ -168,13 +187,15 @@ def render_markdown(
     if drift_a or drift_b or changed:
         lines += ["", "## Golden-set drift", ""]
         if drift_a:
-            lines.append(f"- only in `{a}` ({len(drift_a)}): {', '.join(drift_a)}")
+            lines.append(f"- only in {md_code(a)} ({len(drift_a)}): {', '.join(map(md_text, drift_a))}")
         if drift_b:
-            lines.append(f"- only in `{b}` ({len(drift_b)}): {', '.join(drift_b)}")
+            lines.append(f"- only in {md_code(b)} ({len(drift_b)}): {', '.join(map(md_text, drift_b))}")
         if changed:
             lines.append(
                 f"- gold changed ({len(changed)}): "
-                + ", ".join(f"{c['query_id']} ({', '.join(c['fields'])})" for c in changed)
+                + ", ".join(
+                    f"{md_text(c['query_id'])} ({', '.join(map(md_text, c['fields']))})" for c in changed
+                )
             )
     return "\n".join(lines) + "\n"
 
@@ -199,7 +220,7 @@ def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
         "|---|" + "---:|" * len(keep),
     ]
     for value, row in pivot.iterrows():
-        lines.append(f"| {value} | " + " | ".join(_signed(_float(row.get(m))) for m in keep) + " |")
+        lines.append(f"| {md_cell(value)} | " + " | ".join(_signed(_float(row.get(m))) for m in keep) + " |")
     return lines
 
 
@@ -211,20 +232,22 @@ def render_run_markdown(
     run_id: str, info: dict, metrics: dict, breakdowns: pd.DataFrame, gates: list[dict]
 ) -> str:
     """The per-run report: versions, metrics, gates and the category breakdown."""
-    lines = [f"# Evaluation run `{run_id}`", ""]
+    lines = [f"# Evaluation run {md_code(run_id)}", ""]
     system, golden = info.get("system", {}), info.get("golden", {})
     lines += [
-        f"System **{system.get('kind')}** ({system.get('mode')}), golden set **{golden.get('name')}** "
-        f"({golden.get('queries')} queries, sha256 `{str(golden.get('sha256'))[:12]}`).",
+        f"System **{md_text(system.get('kind'))}** ({md_text(system.get('mode'))}), golden set "
+        f"**{md_text(golden.get('name'))}** ({md_text(golden.get('queries'))} queries, sha256 "
+        f"{md_code(str(golden.get('sha256'))[:12])}).",
         "",
     ]
     lines += health_markdown(info.get("system_health") or {})
     lines += ["| version | value |", "|---|---|"]
-    lines += [f"| {k} | {_fmt(v)} |" for k, v in info.get("versions", {}).items()]
+    lines += [f"| {md_cell(k)} | {md_cell(_fmt(v))} |" for k, v in info.get("versions", {}).items()]
     lines += _matching_lines(info)
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
     lines += [
-        f"| {k} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |" for k, v in metrics.items()
+        f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |"
+        for k, v in metrics.items()
     ]
     if gates:
         lines += [
@@ -241,7 +264,8 @@ def render_run_markdown(
                 else ("pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn"))
             )
             lines.append(
-                f"| {g['name']} | {result} | {_fmt(g['value'])} | {g['threshold']} | {g['reason']} |"
+                f"| {md_cell(g['name'])} | {result} | {_fmt(g['value'])} | {md_cell(g['threshold'])} "
+                f"| {md_cell(g['reason'])} |"
             )
     if len(breakdowns):
         cat = breakdowns[breakdowns["dimension"] == "category"]
@@ -257,7 +281,7 @@ def render_run_markdown(
                     "|---|" + "---:|" * len(keep),
                 ]
                 for value, row in pivot[keep].iterrows():
-                    lines.append(f"| {value} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
+                    lines.append(f"| {md_cell(value)} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -268,9 +292,9 @@ def _matching_lines(info: dict) -> list[str]:
     line = match_line(info)
     if line is None:
         return []
-    lines = ["", "## Matching", "", f"Hits matched to the golden set by: `{line}`."]
+    lines = ["", "## Matching", "", f"Hits matched to the golden set by: {md_code(line)}."]
     warnings = info.get("matching_warnings") or []
     if warnings:
         lines.append("")
-        lines += [f"> ⚠ **{w['field']}**: {w['message']}" for w in warnings]
+        lines += [f"> ⚠ **{md_text(w['field'])}**: {md_text(w['message'])}" for w in warnings]
     return lines

@@ -322,7 +322,9 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "metrics_a": {},
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
     }
-    markdown = f"# Comparison for run `{run_id}`\n\n{note}.\n"
+    from kebab_eval_pipeline.reporting.markdown import md_code, md_text
+
+    markdown = f"# Comparison for run {md_code(run_id)}\n\n{md_text(note)}.\n"
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,

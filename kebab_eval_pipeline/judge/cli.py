@@ -42,6 +42,13 @@ def serve_cmd(
             help="Require `Authorization: Bearer <key>` with the key read from this environment variable.",
         ),
     ] = None,
+    allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unauthenticated",
+            help="Allow a non-loopback --host without --api-key-env (anyone reaching it can use the model).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the local judge model at http://HOST:PORT/v1: POST /v1/chat/completions (greedy
     only, with logprobs), GET /v1/models (with the model's sha256 digest) and GET /health.
@@ -50,10 +57,27 @@ def serve_cmd(
     (with --port 0 that line is how a caller learns the port). The model is loaded by the first
     completion request, so that request takes longer (about half a minute for the default
     model on a small CPU). Serves one completion at a time until SIGINT/SIGTERM.
+
+    An address other machines can reach (anything but 127.0.0.0/8, ::1, localhost) needs
+    --api-key-env, or --allow-unauthenticated, which is warned about on stderr.
     """
     from kebab_eval_pipeline.judge.local import LocalJudge
     from kebab_eval_pipeline.judge.serve import create_app
-    from kebab_eval_pipeline.systems.reference.server import bind, serve
+    from kebab_eval_pipeline.systems.reference.server import UnsafeBind, bind, exposure_warning, serve
+
+    # Decided first, before the model is even looked for: a refused bind touches nothing.
+    try:
+        warning = exposure_warning(
+            host,
+            what="the judge model",
+            authenticated=api_key_env is not None,
+            allow_unauthenticated=allow_unauthenticated,
+            key_hint="--api-key-env",
+        )
+    except UnsafeBind as exc:
+        raise InputError(f"--host: {exc}") from None
+    if warning:
+        typer.echo(warning, err=True)
 
     api_key = None
     if api_key_env is not None:

@@ -22,6 +22,7 @@ COVERAGE_KEYS: tuple[str, ...] = (
     "tokens_mean",
     "tokens_p95",
     "tokens_max",
+    "skipped_symlinks",
 )
 #: Run-level metric names, in report order.
 INDEX_METRICS: tuple[str, ...] = (
@@ -34,6 +35,7 @@ INDEX_METRICS: tuple[str, ...] = (
     "index_tokens_mean",
     "index_tokens_p95",
     "index_tokens_max",
+    "index_skipped_symlinks",
 )
 _FROM = {
     "index_docs": "docs_processed",
@@ -44,6 +46,8 @@ _FROM = {
     "index_tokens_mean": "tokens_mean",
     "index_tokens_p95": "tokens_p95",
     "index_tokens_max": "tokens_max",
+    # Symlinks in the corpus the index did not follow (out of the corpus, loops, broken, duplicates).
+    "index_skipped_symlinks": "skipped_symlinks",
 }
 
 

@@ -54,6 +54,7 @@ from kebab_eval_pipeline.matching import (
     normalise_paths,
     string_column,
 )
+from kebab_eval_pipeline.paths import real_inside, real_root
 
 __all__ = [
     "HALLUCINATION_VERDICTS",
@@ -507,7 +508,7 @@ def _nfc_utf8(data: bytes) -> bytes:
 
 
 def _real_root(source_root: str | Path) -> str:
-    root = os.path.realpath(os.fspath(source_root))
+    root = real_root(source_root)
     if not os.path.isdir(root):
         raise InputError(f"source_root {os.fspath(source_root)!r} is not a directory")
     return root
@@ -532,8 +533,8 @@ def _resolve(root: str, rel: str) -> str | None:
         elif part not in ("", "."):
             depth += 1
     try:
-        full = os.path.realpath(os.path.join(root, rel))
-        if os.path.commonpath([root, full]) != root:
+        full = real_inside(root, os.path.join(root, rel))
+        if full is None:
             return None
     except (ValueError, OSError):
         # Not representable as a file name here (e.g. a lone surrogate): it cannot name a file

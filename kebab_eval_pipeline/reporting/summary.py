@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from kebab_eval_pipeline.health import health_markdown
+from kebab_eval_pipeline.reporting.markdown import md_cell, md_code, md_text
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
@@ -19,11 +20,6 @@ def _value(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "null"
     return f"{x:.4f}"
-
-
-def _cell(text: str) -> str:
-    # A slice value may hold '|' (mrr[tag=a|b]); unescaped it would split the table cell.
-    return text.replace("|", "\\|")
 
 
 def _gate_outcome(gate: dict) -> str:
@@ -54,8 +50,11 @@ def _matching(info: dict) -> list[str]:
     used = match_line(info)
     if used is None:  # stored before the criterion was recorded
         return []
-    lines = [f"match `{used}`  "]
-    lines += [f"⚠ matching ({w['field']}): {w['message']}  " for w in info.get("matching_warnings") or []]
+    lines = [f"match {md_code(used)}  "]
+    lines += [
+        f"⚠ matching ({md_text(w['field'])}): {md_text(w['message'])}  "
+        for w in info.get("matching_warnings") or []
+    ]
     return lines
 
 
@@ -74,12 +73,17 @@ def render_run_summary(
     system, golden, versions = info.get("system", {}), info.get("golden", {}), info.get("versions", {})
     # Short lines, one fact each: the UI shows this in a narrow metadata column.
     lines = [
-        f"**`{run_id}`** · {system.get('kind')} ({system.get('mode') or 'default mode'})",
+        # User- and system-supplied values only through md_* (reporting/markdown.py).
+        f"**{md_code(run_id)}** · {md_text(system.get('kind'))} "
+        f"({md_text(system.get('mode') or 'default mode')})",
         "",
-        f"golden **{golden.get('name')}** · {golden.get('queries')} queries · "
-        f"`{str(golden.get('sha256'))[:12]}`",
+        f"golden **{md_text(golden.get('name'))}** · {md_text(golden.get('queries'))} queries · "
+        f"{md_code(str(golden.get('sha256'))[:12])}",
         "",
-        *[f"{key.removesuffix('_version')} `{versions.get(key) or 'none'}`  " for key in SUMMARY_VERSIONS],
+        *[
+            f"{key.removesuffix('_version')} {md_code(versions.get(key) or 'none')}  "
+            for key in SUMMARY_VERSIONS
+        ],
         *_matching(info),
         "",
         *health_markdown(info.get("system_health") or {}),
@@ -98,11 +102,11 @@ def render_run_summary(
 
     for metric, value in headline.items():
         n = denominators.get(metric)
-        lines.append(f"| {_cell(metric)} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
+        lines.append(f"| {md_cell(metric)} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
     for metric in by_metric:
         if metric not in headline:
             value = by_metric[metric][0]["value"]
-            lines.append(f"| {_cell(metric)} | {_value(value)} | | {bounds(metric)} |")
+            lines.append(f"| {md_cell(metric)} | {_value(value)} | | {bounds(metric)} |")
     if gates:
         tally = gate_tally(gates)
         lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]

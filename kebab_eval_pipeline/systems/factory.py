@@ -17,16 +17,15 @@ from kebab_eval_pipeline.settings import (
 from kebab_eval_pipeline.systems.base import SystemUnderTest
 
 
-def _corpus_fingerprint(corpus: Path) -> tuple:
-    # Cheap change detector for the in-process cache (names, sizes, mtimes); the index's own
-    # corpus hash remains the authority for index_version.
-    return tuple(
-        sorted(
-            (str(p.relative_to(corpus)), p.stat().st_size, p.stat().st_mtime_ns)
-            for p in corpus.rglob("*")
-            if p.is_file()
-        )
-    )
+def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
+    # Cheap change detector for the in-process cache (names, sizes, mtimes of what the ingest would
+    # read, and the symlinks it would skip); the index's own corpus hash remains the authority for
+    # index_version. The ingest's own walk, so a symlink out of the corpus is not even stat'ed.
+    from kebab_eval_pipeline.systems.reference.ingest import scan_corpus
+
+    scan = scan_corpus(corpus, exclude)
+    files = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in scan.files)
+    return files, tuple((s.path, s.reason) for s in scan.skipped_symlinks)
 
 
 @lru_cache(maxsize=8)
@@ -75,7 +74,7 @@ def build_system(settings: RunSettings) -> SystemUnderTest:
                     "reference corpus not found",
                     [Offender(str(corpus), "no such folder", field="system.corpus")],
                 )
-            key = _corpus_fingerprint(corpus)
+            key = _corpus_fingerprint(corpus, tuple(system.exclude))
         try:
             return _reference(system, key)
         except (ValueError, OSError) as exc:  # not an index, unsupported mode, unreadable corpus

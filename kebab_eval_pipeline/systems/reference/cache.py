@@ -27,7 +27,7 @@ from kebab_eval_pipeline.systems.reference.index import (
     VECTORS_DIR,
     ReferenceIndex,
 )
-from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, corpus_files_sha256
+from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, files_sha256, scan_corpus
 from kebab_eval_pipeline.systems.reference.tokenize import TOKENIZER_VERSION
 from kebab_eval_pipeline.systems.reference.vectors import get_embedder
 
@@ -50,13 +50,18 @@ def default_cache_dir() -> Path:
 def cache_key(
     corpus_dir: Path, chunk_size: int, chunk_overlap: int, with_vectors: bool, exclude: tuple[str, ...] = ()
 ) -> str:
-    """Hex key naming the index these inputs build (reads and hashes every corpus file)."""
+    """Hex key naming the index these inputs build (reads and hashes every corpus file).
+
+    The symlinks the build would skip are part of it, so the cached manifest's list of them is
+    always the corpus's current one."""
+    scan = scan_corpus(Path(corpus_dir), exclude)
     payload = json.dumps(
         {
             "format": INDEX_FORMAT,
             "parser": PARSER_VERSION,
             "tokenizer": TOKENIZER_VERSION,
-            "corpus": corpus_files_sha256(Path(corpus_dir), exclude),
+            "corpus": files_sha256(scan.files),
+            "skipped_symlinks": [link.as_dict() for link in scan.skipped_symlinks],
             "chunk_size": chunk_size,
             "chunk_overlap": chunk_overlap,
             "exclude": list(exclude),

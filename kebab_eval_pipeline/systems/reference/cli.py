@@ -120,13 +120,16 @@ def index_cmd(
         )
         + f"\ncoverage: {st.docs_processed} docs, {st.docs_with_zero_chunks} with zero chunks, "
         f"{st.chunks} chunks; tokens per chunk min {st.tokens_min} / mean {st.tokens_mean} / "
-        f"p95 {st.tokens_p95} / max {st.tokens_max}",
+        f"p95 {st.tokens_p95} / max {st.tokens_max}; {len(index.skipped_symlinks)} symlinks skipped",
         markup=False,
     )
     for doc_id in st.zero_chunk_docs:
         console.print(f"[yellow]no chunks:[/yellow] {doc_id}", markup=True)
     for warning in index.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
+    for link in index.skipped_symlinks:
+        # Plain echo to stderr: the path is the corpus owner's text, never rich markup.
+        typer.echo(f"warning: symlink not followed: {link['path']} ({link['reason']})", err=True)
 
 
 @ref_app.command("search")
@@ -216,14 +219,40 @@ def serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
     mode: Annotated[str, typer.Option("--mode", help="Default " + _MODE_HELP)] = "lexical",
+    allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unauthenticated",
+            help="Allow a non-loopback --host: the server has no authentication and serves the corpus text.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the index over HTTP: POST /search and /ask, GET /version and /health.
 
     Prints one line, `serving http://HOST:PORT`, once the socket is listening
-    (with --port 0 that line is how a caller learns the port).
+    (with --port 0 that line is how a caller learns the port). The server has no
+    authentication, so an address other machines can reach (anything but 127.0.0.0/8, ::1,
+    localhost) is refused unless --allow-unauthenticated is given, and then warned about.
     """
-    from kebab_eval_pipeline.systems.reference.server import bind, create_app, serve
+    from kebab_eval_pipeline.systems.reference.server import (
+        UnsafeBind,
+        bind,
+        create_app,
+        exposure_warning,
+        serve,
+    )
 
+    try:
+        warning = exposure_warning(
+            host,
+            what="the reference index (its corpus text)",
+            authenticated=False,
+            allow_unauthenticated=allow_unauthenticated,
+        )
+    except UnsafeBind as exc:
+        _fail(str(exc))
+    if warning:
+        typer.echo(warning, err=True)
     index = _load(index_dir)
     try:
         app = create_app(index, mode=mode)

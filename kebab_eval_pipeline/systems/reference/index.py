@@ -29,7 +29,7 @@ from kebab_eval_pipeline.systems.reference.answer import (
 )
 from kebab_eval_pipeline.systems.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
 from kebab_eval_pipeline.systems.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
-from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus
+from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus_scan
 from kebab_eval_pipeline.systems.reference.lexical import LexicalIndex
 from kebab_eval_pipeline.systems.reference.tokenize import TOKENIZER_VERSION, tokenize
 from kebab_eval_pipeline.systems.reference.vectors import (
@@ -133,7 +133,7 @@ class ReferenceIndex:
         :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an empty folder
         builds an empty index whose searches return no hits.
         """
-        docs = read_corpus(Path(corpus_dir), exclude=exclude)
+        docs, skipped_links = read_corpus_scan(Path(corpus_dir), exclude=exclude)
         result = chunk_corpus(docs, chunk_size, chunk_overlap)
         texts = [search_text(c) for c in result.chunks]
         lexical = LexicalIndex.build([tokenize(t) for t in texts])
@@ -176,6 +176,8 @@ class ReferenceIndex:
                 for d in docs
             ],
             "build": build_info,
+            # Symlinks not followed (outside the corpus, loops, broken, duplicates): never indexed.
+            "skipped_symlinks": [link.as_dict() for link in skipped_links],
             "warnings": [w for d in docs for w in d.warnings],
         }
         return cls(result.chunks, lexical, manifest, vectors=vectors)
@@ -325,7 +327,14 @@ class ReferenceIndex:
             "tokens_mean": st.tokens_mean,
             "tokens_p95": st.tokens_p95,
             "tokens_max": st.tokens_max,
+            "skipped_symlinks": len(self.skipped_symlinks),
         }
+
+    @property
+    def skipped_symlinks(self) -> list[dict[str, str]]:
+        """Symlinks in the corpus the build did not follow, ``{"path", "reason"}`` each (see
+        :class:`~.ingest.SkippedSymlink`); empty for an index built before they were recorded."""
+        return list(self.manifest.get("skipped_symlinks", []))
 
     # --- lookup -----------------------------------------------------------------------
 

@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from kebab_eval_pipeline.paths import real_inside, real_root
+
 if TYPE_CHECKING:
     import pathspec
 
@@ -92,6 +94,35 @@ class Document:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SkippedSymlink:
+    """A symlink in the corpus that was not followed: its relative ``path`` and the ``reason``.
+
+    Reasons: ``outside the corpus`` (it resolves beyond the corpus root's real path — never read),
+    ``loop`` (a folder link to a folder it sits in), ``broken`` (no regular file or folder at its
+    target: dangling, a cycle of links, a FIFO or device), ``duplicate of <rel_path>`` (it leads to
+    a file or folder already indexed under that path).
+    """
+
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"path", "reason"}``, as stored in the index manifest."""
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class CorpusScan:
+    """What :func:`scan_corpus` found: the ``files`` to read and the symlinks it did not follow."""
+
+    files: list[tuple[str, Path]]
+    skipped_symlinks: list[SkippedSymlink]
+
+
+OUTSIDE = "outside the corpus"
+
+
 def read_corpus(corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()) -> list[Document]:
     """Read every supported file under ``corpus_dir``, recursively.
 
@@ -101,6 +132,7 @@ def read_corpus(corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()) -> 
     under a hidden path component (``.git``, ``.obsidian``: tool state, not
     content), anything a ``.gitignore`` in the corpus ignores, and anything
     ``exclude`` matches (applied after the ignore files, so it has the last word).
+    Symlinks are followed only while they stay inside the corpus (see :func:`scan_corpus`).
 
     Output: documents sorted by relative path (forward slashes), so the order and
     hence chunk order is identical on every machine. A document's ``doc_id`` is
@@ -111,38 +143,147 @@ def read_corpus(corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()) -> 
     raises ``ValueError`` naming it. Undecodable bytes are replaced (U+FFFD)
     and noted in the document's ``warnings``.
     """
+    return read_corpus_scan(corpus_dir, exclude)[0]
+
+
+def read_corpus_scan(
+    corpus_dir: Path, exclude: list[str] | tuple[str, ...] = ()
+) -> tuple[list[Document], list[SkippedSymlink]]:
+    """:func:`read_corpus`, plus the symlinks it did not follow (for the index's coverage report)."""
     root = Path(corpus_dir)
     if not root.exists():
         raise FileNotFoundError(f"corpus directory does not exist: {root}")
     if not root.is_dir():
         raise NotADirectoryError(f"corpus path is not a directory: {root}")
-    return [parse_document(rel_path, path.read_bytes()) for rel_path, path in corpus_files(root, exclude)]
+    scan = scan_corpus(root, exclude)
+    return [parse_document(rel, path.read_bytes()) for rel, path in scan.files], scan.skipped_symlinks
 
 
 def corpus_files(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> list[tuple[str, Path]]:
-    """``(relative posix path, path)`` of every file :func:`read_corpus` would read, sorted.
+    """``(relative posix path, path)`` of every file :func:`read_corpus` would read, sorted."""
+    return scan_corpus(root, exclude).files
+
+
+def scan_corpus(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> CorpusScan:
+    """Every file :func:`read_corpus` would read, and every symlink it will not follow.
 
     Walks top-down and prunes ignored folders, as git does: nothing inside an ignored
     folder can be re-included, and a ``.gitignore`` inside one is never read.
+
+    Symlinks (SPEC §11, no reads outside configured roots): a link — to a file or a folder, at
+    any depth — is followed only when its real path lies inside the corpus root's real path (the
+    containment rule :mod:`kebab_eval_pipeline.paths` shares with ``source_root``). A link leaving
+    the root is never opened, only resolved. The plain tree is walked first and folder links
+    after it, so a file reachable both directly and through links is read once, under its plain
+    path (among link paths only, the first in sorted order); a folder link to a folder already
+    walked — its own parent included, which is how loops end — is not walked again. Selection
+    rules (hidden, ignored, suffix) apply to the link's own path, as git sees it.
+
+    Output: ``files`` sorted by relative path — plain files with the path walked, files reached
+    through a link with their resolved path (read where the check was made) — and
+    ``skipped_symlinks`` sorted by path.
     """
     rules = _IgnoreRules(exclude)
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        parts = here.relative_to(root).parts
-        if IGNORE_FILE in filenames and (here / IGNORE_FILE).is_file():
-            rules.add(parts, here / IGNORE_FILE)
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and not rules.ignored((*parts, d), is_dir=True)
-        )
-        for name in filenames:
-            path = here / name
-            if name.startswith(".") or path.suffix.lower() not in CORPUS_SUFFIXES or not path.is_file():
-                continue
-            if not rules.ignored((*parts, name)):
-                found.append(("/".join((*parts, name)), path))
-    found.sort(key=lambda item: item[0])
-    return found
+    boundary = real_root(root)
+    walked_dirs: set[str] = set()
+    skipped: list[SkippedSymlink] = []
+    # real path -> (reached through a link?, relative path, path to read)
+    chosen: dict[str, tuple[bool, str, Path]] = {}
+    dir_links: list[tuple[tuple[str, ...], Path]] = []
+
+    def offer(real: str, via_link: bool, rel: str, path: Path) -> None:
+        held = chosen.get(real)
+        if held is None or (held[0], held[1]) > (via_link, rel):
+            if held is not None:
+                skipped.append(SkippedSymlink(held[1], f"duplicate of {rel}"))
+            chosen[real] = (via_link, rel, path)
+        else:
+            skipped.append(SkippedSymlink(rel, f"duplicate of {held[1]}"))
+
+    def walk(top: Path, top_parts: tuple[str, ...], via_link: bool) -> None:
+        stack = [(top, top_parts)]
+        while stack:
+            here, parts = stack.pop()
+            real_here = os.path.realpath(here)
+            if real_here in walked_dirs:
+                continue  # reached before through another link: its files are already offered
+            walked_dirs.add(real_here)
+            try:
+                entries = sorted(os.scandir(here), key=lambda e: e.name)
+            except OSError:
+                continue  # unreadable folder: os.walk skipped these silently too
+            if any(e.name == IGNORE_FILE and e.is_file(follow_symlinks=False) for e in entries):
+                rules.add(parts, here / IGNORE_FILE)
+            subdirs = []
+            for entry in entries:
+                name, path = entry.name, here / entry.name
+                is_link = entry.is_symlink()
+                if name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if not rules.ignored((*parts, name), is_dir=True):
+                        subdirs.append((path, (*parts, name)))
+                    continue
+                if is_link and _resolves_to_dir(path):
+                    if not rules.ignored((*parts, name), is_dir=True):
+                        dir_links.append(((*parts, name), path))
+                    continue
+                if path.suffix.lower() not in CORPUS_SUFFIXES or rules.ignored((*parts, name)):
+                    continue
+                rel = "/".join((*parts, name))
+                if not is_link and not via_link:
+                    if entry.is_file(follow_symlinks=False):
+                        offer(os.path.join(boundary, rel), False, rel, path)
+                    continue
+                real = _inside(boundary, path)
+                if real is None:
+                    skipped.append(SkippedSymlink(rel, OUTSIDE))
+                elif not os.path.isfile(real):
+                    skipped.append(SkippedSymlink(rel, "broken"))
+                else:
+                    offer(real, True, rel, Path(real))
+            # Reversed onto the stack so folders are walked in name order (the .gitignore
+            # rules only need parents before children, but a fixed order keeps "first" stable).
+            stack.extend(reversed(subdirs))
+
+    walk(Path(root), (), via_link=False)
+    # Folder links after the plain tree, shallowest and then alphabetically first: a folder gets
+    # the plainest path that reaches it. Walking one may find more links; they queue behind.
+    while dir_links:
+        dir_links.sort(key=lambda item: (len(item[0]), item[0]))
+        parts, path = dir_links.pop(0)
+        rel = "/".join(parts)
+        real = _inside(boundary, path)
+        if real is None:
+            skipped.append(SkippedSymlink(rel, OUTSIDE))
+        elif not os.path.isdir(real):
+            skipped.append(SkippedSymlink(rel, "broken"))
+        elif real in walked_dirs:
+            # A link to a folder it sits in (its own, or any above it) would be walked forever.
+            loop = os.path.commonpath([real, os.path.realpath(path.parent)]) == real
+            skipped.append(SkippedSymlink(rel, "loop" if loop else f"duplicate of {_rel(boundary, real)}"))
+        else:
+            walk(path, parts, via_link=True)
+    files = sorted(((rel, path) for _, rel, path in chosen.values()), key=lambda item: item[0])
+    return CorpusScan(files, sorted(skipped, key=lambda s: s.path))
+
+
+def _resolves_to_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # ELOOP on a cycle of links
+        return False
+
+
+def _inside(boundary: str, path: Path) -> str | None:
+    try:
+        return real_inside(boundary, path)
+    except (OSError, ValueError):
+        return None
+
+
+def _rel(boundary: str, real: str) -> str:
+    return os.path.relpath(real, boundary).replace(os.sep, "/")
 
 
 class _IgnoreRules:
@@ -259,9 +400,13 @@ def corpus_files_sha256(root: Path, exclude: list[str] | tuple[str, ...] = ()) -
     Hashes without parsing, so a cache can tell whether a stored index still
     matches the folder before paying for chunking and embedding.
     """
+    return files_sha256(corpus_files(Path(root), exclude))
+
+
+def files_sha256(files: list[tuple[str, Path]]) -> str:
+    """:func:`corpus_sha256` of ``(relative path, path)`` pairs (as :func:`corpus_files` lists them)."""
     return _corpus_digest(
-        (rel_path, hashlib.sha256(path.read_bytes()).hexdigest())
-        for rel_path, path in corpus_files(Path(root), exclude)
+        (rel_path, hashlib.sha256(path.read_bytes()).hexdigest()) for rel_path, path in files
     )
 
 

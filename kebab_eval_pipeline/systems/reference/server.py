@@ -17,6 +17,7 @@ Dagster webserver already depends on, so the server adds no dependency.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Any, TypeVar
 
@@ -140,6 +141,59 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
             Route("/version", version, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ]
+    )
+
+
+ALLOW_UNAUTHENTICATED = "--allow-unauthenticated"
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` names only this machine: ``localhost``, 127.0.0.0/8, ``::1`` (also in
+    brackets, or as ``::ffff:127.x.x.x``). Anything else — ``0.0.0.0``, ``::``, ``""`` (every
+    interface), a LAN address, any other host name (it could resolve anywhere) — is not."""
+    name = host.strip().removeprefix("[").removesuffix("]")
+    if name.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return addr.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+class UnsafeBind(ValueError):
+    """Refused: serving without authentication on an address other machines can reach."""
+
+
+def exposure_warning(
+    host: str, *, what: str, authenticated: bool, allow_unauthenticated: bool, key_hint: str = ""
+) -> str | None:
+    """Decide whether ``what`` may be served on ``host``, before anything is bound.
+
+    Inputs: the bind address, a description of the service (``"the reference index"``), whether
+    requests must carry a key, whether the caller passed :data:`ALLOW_UNAUTHENTICATED`, and how to
+    require a key (``"--api-key-env"``), if the command can.
+
+    Output: None when the bind is safe (loopback, or a key is required); the warning text to print
+    on stderr when a reachable unauthenticated bind was forced.
+
+    Raises: :class:`UnsafeBind` with the reason and the ways out when the bind is reachable from
+    other machines, unauthenticated and not forced.
+    """
+    if authenticated or is_loopback(host):
+        return None
+    if not allow_unauthenticated:
+        ways = "bind a loopback address (--host 127.0.0.1, ::1 or localhost)"
+        ways += f", require a key with {key_hint}" if key_hint else ""
+        raise UnsafeBind(
+            f"refusing to serve {what} on {host or 'every interface'!r} without authentication: anyone "
+            f"who can reach that address could use it; {ways}, or pass {ALLOW_UNAUTHENTICATED} to accept "
+            "the risk"
+        )
+    return (
+        f"WARNING: serving {what} on {host or 'every interface'!r} WITHOUT AUTHENTICATION "
+        f"({ALLOW_UNAUTHENTICATED}): anyone who can reach this address can use it"
     )
 
 
