@@ -778,11 +778,20 @@ def export(
     config: Annotated[Path | None, typer.Option("--config")] = None,
 ) -> None:
     """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
-    from kebab_eval_pipeline.export import export_json, export_trec
+    from kebab_eval_pipeline.export import export_json, export_trec, finite_json
 
     store = _store(config)
     if fmt == "json":
-        text = json.dumps(export_json(store, run_id), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        doc, nulled = finite_json(export_json(store, run_id))
+        if nulled:  # an older run stored impossible numbers: JSON has no inf/NaN, so null + say so
+            shown = ", ".join(nulled[:5]) + (", …" if len(nulled) > 5 else "")
+            err.print(
+                f"warning: run {run_id} stored {len(nulled)} non-finite number(s), written as null: {shown}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         if out_path:
             atomic.write_text(out_path, text)
             err.print(f"wrote {out_path}")
