@@ -403,6 +403,8 @@ def _raise_run_failure(result, run_id: str) -> None:
         for e in chain:
             if e.cls_name == "InputError":
                 raise InputError(e.message.split(": ", 1)[-1].strip())
+            if e.cls_name == "RunInProgress":  # a step found the run id owned by another run
+                raise RunInProgress(e.message.split(": ", 1)[-1].strip())
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
 
