@@ -1,7 +1,8 @@
 """``kebab-eval``: the helper CLI for what Dagster's own CLI does not do (SPEC §12).
 
 Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
-2 bad input or usage — always a short message on stderr, never a traceback.
+2 bad input or usage — always a short message on stderr, never a traceback; 4 another run of the
+same run id is in progress (or replaced this run's results).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from contextlib import contextmanager
 from datetime import UTC
 from pathlib import Path
@@ -21,8 +23,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
+from kebab_eval_pipeline import atomic, run_lock
+from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, RunInProgress, SystemHealthFailure
 from kebab_eval_pipeline.judge.cli import judge_app
 
 app = typer.Typer(
@@ -188,21 +190,51 @@ def run(
         *check_golden_against_system(settings, loaded, build_system(settings)),
     ]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-    instance.add_dynamic_partitions(eval_runs.name, [run_id])
-    observe_inputs(instance, settings)
-    job = defs.resolve_job_def(JOB_NAME)
-
-    result = _execute(
-        job, instance, run_id, len(loaded.queries), tags={TRIGGER_TAG: "ci" if in_ci() else "cli"}
-    )
-
     base = defs.resources["artifact_storage"].base
-    store = ArtifactStore(base)
-    if not store.exists("run_metrics", run_id):
-        _raise_run_failure(result, run_id)
-    _print_run(store, run_id, settings.k, headline)
+    dagster_run_id = str(uuid.uuid4())
+    # One writer per run id: refused (exit 4) while another run of it is in progress; held until
+    # the numbers are printed, so they are this run's.
+    with run_lock.holding(base, run_id, dagster_run_id, instance):
+        instance.add_dynamic_partitions(eval_runs.name, [run_id])
+        observe_inputs(instance, settings)
+        job = defs.resolve_job_def(JOB_NAME)
+
+        result = _execute(
+            job,
+            instance,
+            run_id,
+            len(loaded.queries),
+            tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
+            dagster_run_id=dagster_run_id,
+        )
+
+        store = ArtifactStore(base)
+        _check_own_results(store, run_id, result)
+        if not _written_by(store, "run_metrics", run_id, result.run_id):
+            _raise_run_failure(result, run_id)
+        _print_run(store, run_id, settings.k, headline)
     if not result.success:
         _raise_run_failure(result, run_id)
+
+
+def _written_by(store, asset: str, run_id: str, dagster_run_id: str) -> bool:
+    """Whether the stored ``asset`` of ``run_id`` was written by Dagster run ``dagster_run_id``."""
+    manifest = store.manifest(asset, run_id)
+    return manifest is not None and manifest.get("dagster_run_id") == dagster_run_id
+
+
+def _check_own_results(store, run_id: str, result) -> None:
+    """Every asset this run materialized must still be stored as this run wrote it; otherwise
+    another run of the same run id replaced it, and its numbers are not this run's (RunInProgress)."""
+    for event in result.get_asset_materialization_events():
+        asset = event.asset_key.path[-1]
+        manifest = store.manifest(asset, run_id) or {}
+        if manifest.get("dagster_run_id") != result.run_id:
+            raise RunInProgress(
+                f"run {run_id}: the stored {asset} was written by Dagster run "
+                f"{manifest.get('dagster_run_id')}, not by this one ({result.run_id}): another run of "
+                "the same run id replaced it; its numbers are not shown as this run's"
+            )
 
 
 class _CheckFailureRecords(logging.Filter):
@@ -231,10 +263,11 @@ def _quiet_check_failures():
         logging.setLoggerClass(previous)
 
 
-def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None):
-    """Run ``job`` for partition ``run_id`` in-process behind a progress bar (stage name and
-    queries done out of ``total``); Dagster's DEBUG event stream stays in the instance (and the UI),
-    the terminal gets the progress bar and warnings only."""
+def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None):
+    """Run ``job`` for partition ``run_id`` in-process (as Dagster run ``dagster_run_id``, the owner
+    of the partition's lock) behind a progress bar (stage name and queries done out of ``total``);
+    Dagster's DEBUG event stream stays in the instance (and the UI), the terminal gets the progress
+    bar and warnings only."""
     from kebab_eval_pipeline import progress
 
     with Progress(
@@ -261,6 +294,7 @@ def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
                 tags=tags,
                 asset_selection=asset_selection,
+                run_id=dagster_run_id,
             )
 
 
@@ -319,17 +353,21 @@ def rejudge(
     if differs:
         raise InputError(f"run {run_id} was scored with other settings: pass the config it ran with", differs)
     n_queries = stored.get("golden", {}).get("queries", 0)
-    result = _execute(
-        defs.resolve_job_def(JOB_NAME),
-        instance,
-        run_id,
-        n_queries,
-        tags={TRIGGER_TAG: "rejudge"},
-        asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
-    )
-    if not store.exists("judge", run_id):
-        _raise_run_failure(result, run_id)
-    _print_run(store, run_id, settings.k, headline)
+    dagster_run_id = str(uuid.uuid4())
+    with run_lock.holding(str(store.base), run_id, dagster_run_id, instance):
+        result = _execute(
+            defs.resolve_job_def(JOB_NAME),
+            instance,
+            run_id,
+            n_queries,
+            tags={TRIGGER_TAG: "rejudge"},
+            asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
+            dagster_run_id=dagster_run_id,
+        )
+        _check_own_results(store, run_id, result)
+        if not _written_by(store, "run_metrics", run_id, result.run_id):
+            _raise_run_failure(result, run_id)
+        _print_run(store, run_id, settings.k, headline)
     if not result.success:
         _raise_run_failure(result, run_id)
 
@@ -365,6 +403,8 @@ def _raise_run_failure(result, run_id: str) -> None:
         for e in chain:
             if e.cls_name == "InputError":
                 raise InputError(e.message.split(": ", 1)[-1].strip())
+            if e.cls_name == "RunInProgress":  # a step found the run id owned by another run
+                raise RunInProgress(e.message.split(": ", 1)[-1].strip())
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
 
@@ -744,11 +784,20 @@ def export(
     config: Annotated[Path | None, typer.Option("--config")] = None,
 ) -> None:
     """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
-    from kebab_eval_pipeline.export import export_json, export_trec
+    from kebab_eval_pipeline.export import export_json, export_trec, finite_json
 
     store = _store(config)
     if fmt == "json":
-        text = json.dumps(export_json(store, run_id), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        doc, nulled = finite_json(export_json(store, run_id))
+        if nulled:  # an older run stored impossible numbers: JSON has no inf/NaN, so null + say so
+            shown = ", ".join(nulled[:5]) + (", …" if len(nulled) > 5 else "")
+            err.print(
+                f"warning: run {run_id} stored {len(nulled)} non-finite number(s), written as null: {shown}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         if out_path:
             atomic.write_text(out_path, text)
             err.print(f"wrote {out_path}")
@@ -819,6 +868,9 @@ def main() -> None:
     except GateFailure as exc:
         err.print(f"gate failed: {exc}", markup=False, highlight=False)
         sys.exit(1)
+    except RunInProgress as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(4)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

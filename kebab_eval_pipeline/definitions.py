@@ -24,6 +24,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     EvalSettingsResource,
     SystemUnderTestResource,
 )
+from kebab_eval_pipeline.run_lock import locking_executor
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.storage import default_storage_base
 
@@ -58,7 +59,8 @@ def build_definitions(
         selection=dg.AssetSelection.assets(*EVAL_ASSETS),
         description="Materialize the whole evaluation chain (and its gates) for one run partition.",
     )
-    executor = executor_from_environment()
+    # The run worker holds the partition's lock for the whole run (one writer per run id).
+    executor = locking_executor(executor_from_environment(), base)
     owned = dg.map_asset_specs(
         lambda spec: spec.replace_attributes(owners=settings.owners), [*SOURCE_ASSETS, *EVAL_ASSETS]
     )

@@ -58,3 +58,8 @@ class GateFailure(Exception):
 class SystemHealthFailure(GateFailure):
     """The system under test failed: every query, or more than ``system_health.max_error_rate`` of
     them, errored (CLI exit code 1, like a gate)."""
+
+
+class RunInProgress(Exception):
+    """Another run of the same run id (partition) is in progress, or replaced this run's results
+    while it ran (CLI exit code 4)."""

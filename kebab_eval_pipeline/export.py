@@ -72,6 +72,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def finite_json(doc: Any, path: str = "$") -> tuple[Any, list[str]]:
+    """``doc`` with every non-finite float (inf, -inf, NaN: stored by older runs, e.g. replayed
+    1e308 latencies summed to inf) replaced by None, and the JSON paths of those replaced — so the
+    export stays valid JSON (``allow_nan=False``) and says what it nulled."""
+    if isinstance(doc, float):
+        return (doc, []) if math.isfinite(doc) else (None, [path])
+    if isinstance(doc, dict):
+        out, found = {}, []
+        for key, value in doc.items():
+            out[key], sub = finite_json(value, f"{path}.{key}")
+            found += sub
+        return out, found
+    if isinstance(doc, list | tuple):
+        items, found = [], []
+        for i, value in enumerate(doc):
+            item, sub = finite_json(value, f"{path}[{i}]")
+            items.append(item)
+            found += sub
+        return items, found
+    return doc, []
+
+
 def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """A table as JSON-ready records: NaN/NA → None, arrays → lists, NumPy scalars → Python."""
     return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]

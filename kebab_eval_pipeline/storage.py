@@ -67,9 +67,11 @@ class ArtifactStore:
         tables: dict[str, pd.DataFrame],
         info: dict[str, Any],
         files: dict[str, bytes] | None = None,
+        dagster_run_id: str | None = None,
     ) -> str:
         """Write one attempt — tables, then any report ``files`` (name → bytes) — and publish it
-        by replacing the manifest; returns the attempt id."""
+        by replacing the manifest; returns the attempt id. ``dagster_run_id`` (the Dagster run that
+        wrote it) is stamped in the manifest, so a process can tell its own results from another's."""
         run_dir = self._run_dir(asset, run_id)
         attempt = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:8]
         attempt_dir = run_dir / attempt
@@ -91,6 +93,7 @@ class ArtifactStore:
                 "tables": sorted(tables),
                 "files": sorted(files or {}),
                 "written_at": datetime.now(UTC).isoformat(),
+                "dagster_run_id": dagster_run_id,
                 "info": info,
             }
             payload = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode("utf-8")

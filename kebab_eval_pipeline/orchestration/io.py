@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from kebab_eval_pipeline import run_lock
 from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES
 from kebab_eval_pipeline.storage import ArtifactStore
 
@@ -17,7 +18,8 @@ def _location(path: str) -> dg.MetadataValue:
 
 
 class ArtifactIOManager(dg.ConfigurableIOManager):
-    """Writes ``(tables, info)`` of an artifact atomically under ``base/{asset}/{run_id}/``."""
+    """Writes ``(tables, info)`` of an artifact atomically under ``base/{asset}/{run_id}/``, stamped
+    with the Dagster run that wrote it, after checking that run owns the partition (:mod:`run_lock`)."""
 
     base: str
 
@@ -29,7 +31,10 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         tables, info = obj.to_tables()
         files = obj.to_files() if hasattr(obj, "to_files") else {}
         store = self._store()
-        attempt = store.write(asset, context.asset_partition_key, tables, info, files=files)
+        partition = context.asset_partition_key
+        # One writer per partition: refuse (RunInProgress) when another live run owns it.
+        run_lock.verify(self.base, partition, context.run_id, context.step_context.instance)
+        attempt = store.write(asset, partition, tables, info, files=files, dagster_run_id=context.run_id)
         folder = f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"
         meta: dict = {"storage_path": folder}
         for name in sorted(files):

@@ -86,6 +86,86 @@ def _number(value: Any, field: str) -> float | None:
     return number
 
 
+#: The valid domain of every number a trace carries (impossible values refuse the trace at load):
+#: latencies are finite milliseconds in [0, one day] (a sum over 10M such queries stays finite);
+#: ranks are whole numbers in [1, 2^63 - 1]; scores are finite; token counts whole numbers in
+#: [0, 2^63 - 1]. A value of another type (a string latency "12") is refused like NaN.
+MAX_LATENCY_MS = 86_400_000.0
+INT64_MAX = 2**63 - 1
+_RANK_FIELDS = ("rank", "lexical_rank", "vector_rank")
+_SCORE_FIELDS = ("score", "lexical_score", "vector_score", "fusion_score")
+_TOKEN_FIELDS = ("prompt_tokens", "completion_tokens")
+
+
+def _latency(value: Any, field: str, problems: list[str]) -> float | None:
+    """A recorded latency in ms (None when absent or null); an impossible one is added to
+    ``problems`` as ``"FIELD: reason"`` (and read as None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problems.append(f"{field}: expected a number of milliseconds or null, got {_short(value)}")
+        return None
+    try:
+        number = _number(value, field)
+    except ValueError as exc:
+        problems.append(str(exc))
+        return None
+    if number is not None and number < 0:
+        problems.append(f"{field}: a latency cannot be negative, got {_short(value)}")
+        return None
+    if number is not None and number > MAX_LATENCY_MS:
+        problems.append(f"{field}: more than one day ({MAX_LATENCY_MS:.0f} ms), got {_short(value)}")
+        return None
+    return number
+
+
+def _whole(value: Any, field: str, low: int, problems: list[str]) -> None:
+    """A recorded rank or count: a whole number in [low, 2^63 - 1] when it is a number at all
+    (other types are the per-query ``bad_response`` of the hit parser)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        problems.append(f"{field}: expected a whole number, got {_short(value)}")
+    elif not low <= value <= INT64_MAX:
+        problems.append(f"{field}: expected a whole number from {low} to 2^63 - 1, got {_short(value)}")
+
+
+def _finite(value: Any, field: str, problems: list[str]) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    try:
+        _number(value, field)
+    except ValueError as exc:
+        problems.append(str(exc))
+
+
+def _numeric_problems(hits: Any, answer: Any) -> list[str]:
+    """Impossible numbers in recorded hits (ranks, scores, also nested under ``retrieval``) and in
+    an answer's token counts (also under ``usage``), as ``"FIELD: reason"``."""
+    problems: list[str] = []
+    for i, hit in enumerate(hits if isinstance(hits, list) else []):
+        if not isinstance(hit, dict):
+            continue
+        nested = hit.get("retrieval")
+        for prefix, fields in ((f"hits[{i}]", hit), (f"hits[{i}].retrieval", nested)):
+            if not isinstance(fields, dict):
+                continue
+            for name in _RANK_FIELDS:
+                if name in fields:
+                    _whole(fields[name], f"{prefix}.{name}", 1, problems)
+            for name in _SCORE_FIELDS:
+                if name in fields:
+                    _finite(fields[name], f"{prefix}.{name}", problems)
+    if isinstance(answer, dict):
+        usage = answer.get("usage")
+        for prefix, fields in (("answer", answer), ("answer.usage", usage)):
+            if isinstance(fields, dict):
+                for name in _TOKEN_FIELDS:
+                    if name in fields:
+                        _whole(fields[name], f"{prefix}.{name}", 0, problems)
+    return problems
+
+
 def _short(value: Any) -> str:
     digits = len(str(abs(value))) if isinstance(value, int) else 0
     return f"an integer of {digits} digits" if digits > 20 else repr(value)
@@ -251,9 +331,12 @@ def read_trace(
             offenders.append(Offender(str(path), reason, position=where))
             continue
         try:
-            record = _read_entry(fmt, qid, where, entry)
+            record, problems = _read_entry(fmt, qid, where, entry)
         except ValueError as exc:
             offenders.append(Offender(str(path), str(exc), position=where, query_id=qid))
+            continue
+        if problems:  # every impossible number of the record, each named
+            offenders += [Offender(str(path), p, position=where, query_id=qid) for p in problems]
             continue
         if qid in records:
             warnings.append(f"{qid}: recorded more than once ({records[qid].where}, {where}); kept the last")
@@ -263,8 +346,11 @@ def read_trace(
     return records, fmt, reported, warnings, sha256
 
 
-def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
+def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> tuple[_Record, list[str]]:
+    """The record of one trace entry and the impossible numbers in it (``"FIELD: reason"``);
+    ValueError for an entry whose structure cannot be read."""
     record = _Record(qid, where)
+    problems: list[str] = []
     try:
         record.scope = parse_scope(entry)
     except QueryFailure as failure:
@@ -278,7 +364,7 @@ def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
         if answer is not None and not isinstance(answer, dict):
             raise ValueError("answer_json: expected an object")
         record.raw_answer = answer
-        return record
+        return record, problems
     hits = entry.get("hits", entry.get("hits_top_k"))
     if hits is not None and not isinstance(hits, list):
         raise ValueError("hits: expected a list")
@@ -287,24 +373,25 @@ def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> _Record:
     if answer is not None and not isinstance(answer, dict | str):
         raise ValueError("answer: expected an object, a string or null")
     record.raw_answer = answer
+    problems += _numeric_problems(record.raw_hits, answer)
     latency = entry.get("latency_ms")
     if isinstance(latency, dict):
         record.retrieval_ms, record.answer_ms = (
-            _number(latency.get("retrieval"), "latency_ms.retrieval"),
-            _number(latency.get("answer"), "latency_ms.answer"),
+            _latency(latency.get("retrieval"), "latency_ms.retrieval", problems),
+            _latency(latency.get("answer"), "latency_ms.answer", problems),
         )
     else:
-        record.retrieval_ms = _number(latency, "latency_ms")
+        record.retrieval_ms = _latency(latency, "latency_ms", problems)
     if record.retrieval_ms is None:
-        record.retrieval_ms = _number(entry.get("retrieval_ms"), "retrieval_ms")
+        record.retrieval_ms = _latency(entry.get("retrieval_ms"), "retrieval_ms", problems)
     if record.answer_ms is None:
-        record.answer_ms = _number(entry.get("answer_ms"), "answer_ms")
+        record.answer_ms = _latency(entry.get("answer_ms"), "answer_ms", problems)
     error = entry.get("error")
     if error is not None and not isinstance(error, str | dict):
         raise ValueError("error: expected a string, an object or null")
     record.error = (_error_text(error) if isinstance(error, dict) else error) or None
     record.timed_out = entry.get("timed_out") is True
-    return record
+    return record, problems
 
 
 def _error_text(error: dict) -> str:

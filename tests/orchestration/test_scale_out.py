@@ -142,7 +142,9 @@ def test_bad_executor_settings_are_named(monkeypatch, env, kind, limit, named) -
 
 def test_executor_defaults_and_limit(monkeypatch) -> None:
     monkeypatch.delenv("KEBAB_EVAL_EXECUTOR", raising=False)
-    assert build_definitions().executor is dg.in_process_executor
+    executor = build_definitions().executor
+    # the in-process executor, wrapped so the run worker holds the run id's lock (one writer per run)
+    assert executor.name == "in_process" and executor.config_schema is dg.in_process_executor.config_schema
     monkeypatch.setenv("KEBAB_EVAL_EXECUTOR", "multiprocess")
     monkeypatch.setenv("KEBAB_EVAL_MAX_CONCURRENT", "3")
     executor = executor_from_environment()
