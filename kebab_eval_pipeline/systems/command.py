@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import shlex
 import shutil
@@ -245,8 +246,8 @@ _spawner_lock = threading.Lock()
 
 
 def _forget_spawner() -> None:
-    global _spawner
-    _spawner = None  # a forked child has no copy of the thread
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()  # a forked child has no copy of the thread
 
 
 os.register_at_fork(after_in_child=_forget_spawner)
@@ -261,12 +262,13 @@ def _popen(args: list[str], kwargs: dict[str, Any]) -> subprocess.Popen:
     return spawner.submit(subprocess.Popen, args, **kwargs).result()
 
 
-def spawn(argv: list[str], cwd: str | None, stdin: int) -> subprocess.Popen:
+def spawn(argv: list[str], cwd: str | None, stdin: int, timeout_s: float | None = None) -> subprocess.Popen:
     """Start ``argv`` (no shell) in ``cwd`` under :mod:`.guard`: in a new session and process group
     led by the guard (so ``kill_group`` kills it with its children), dying with this process.
 
     stdout and stderr are pipes; ``stdin`` is ``subprocess.PIPE`` or ``subprocess.DEVNULL``.
-    Raises OSError (``strerror`` says why) when the command cannot be executed.
+    Raises OSError (``strerror`` says why) when the command cannot be executed, TimeoutError when
+    the supervisor does not report within ``timeout_s`` (a machine too loaded to start Python).
     """
     status_read, status_write = os.pipe()
     try:
@@ -289,9 +291,15 @@ def spawn(argv: list[str], cwd: str | None, stdin: int) -> subprocess.Popen:
         os.close(status_write)
     try:
         with os.fdopen(status_read, "rb") as status_pipe:
-            status = status_pipe.read()  # the guard writes once, then closes: ~12 ms
+            # the guard writes once, then closes: ~12 ms
+            if timeout_s is not None and not select.select([status_pipe], [], [], timeout_s)[0]:
+                raise TimeoutError(f"the process did not start within {timeout_s:g} s")
+            status = status_pipe.read()
     except BaseException:
         kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
+        _close_pipes(proc)
         raise
     if status != b"R":
         kill_group(proc)
@@ -335,7 +343,9 @@ def run_to_exit(argv: list[str], cwd: str | None, timeout_s: float, cap: int) ->
     """
     deadline = time.monotonic() + timeout_s
     try:
-        proc = spawn(argv, cwd, subprocess.DEVNULL)
+        proc = spawn(argv, cwd, subprocess.DEVNULL, timeout_s)
+    except TimeoutError as exc:
+        raise QueryFailure(TIMEOUT, f"{exc}; process killed", timed_out=True) from None
     except OSError as exc:
         raise QueryFailure(EXCEPTION, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     assert proc.stdout is not None and proc.stderr is not None

@@ -99,9 +99,9 @@ class _TimedOut(Exception):
 class _Process:
     """One running copy of ``argv``: line I/O with deadlines, stderr drained by a thread."""
 
-    def __init__(self, argv: list[str], cwd: str | None, cap: int) -> None:
+    def __init__(self, argv: list[str], cwd: str | None, cap: int, start_timeout_s: float) -> None:
         # its own process group (a timeout kills its children too), dying with kebab-eval
-        self.proc = spawn(argv, cwd, subprocess.PIPE)
+        self.proc = spawn(argv, cwd, subprocess.PIPE, start_timeout_s)
         self._cap = cap
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self._in = self.proc.stdin.fileno()
@@ -442,7 +442,9 @@ class JsonlCommandSystem(CommandSystem):
         with self._lock:
             self._starts += 1
         try:
-            process = _Process(self._argv, self.settings.cwd, self._cap)
+            process = _Process(self._argv, self.settings.cwd, self._cap, self.settings.startup_timeout_s)
+        except TimeoutError as exc:
+            raise self._count(QueryFailure(TIMEOUT, f"{exc}; process killed", timed_out=True)) from None
         except OSError as exc:
             failure = QueryFailure(EXCEPTION, f"cannot start {self._argv[0]!r}: {exc.strerror or exc}")
             raise self._count(failure) from None

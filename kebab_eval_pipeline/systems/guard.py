@@ -80,10 +80,8 @@ def _main(argv: list[str]) -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # re-raising SIGSEGV must not dump core
         except (ImportError, ValueError, OSError):
             pass
-        try:
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two have no handler to reset
             signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
-            pass
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
