@@ -9,9 +9,11 @@ a single pass, so a query is always exactly one argument, byte for byte — shel
 metacharacters, quotes and even a literal ``{k}`` inside the query stay as they are.
 
 Per query: a timeout (the whole process group is killed, so a child the command
-spawned cannot keep it alive), stdout parsed as ``search_hit.v1``-style JSON (see
-:mod:`.wire`), and a non-zero exit, a timeout or unreadable output as that query's
-error with the tail of stderr. Queries run ``concurrency`` at a time.
+spawned cannot keep it alive), stdout read as it arrives up to ``max_response_mb``
+(``too_large`` past it) and until the command exits (not until its pipes close), parsed as
+``search_hit.v1``-style JSON (see :mod:`.wire`), and a non-zero exit, a timeout or unreadable
+output as that query's error with the tail of stderr. Queries run ``concurrency`` at a time.
+Every process starts under :mod:`.guard`, so it dies with kebab-eval (see there).
 
 With answers on, a query runs ``search_argv`` and then ``ask_argv`` (two processes); with
 ``ask_returns_hits`` it runs ``ask_argv`` alone and reads the hits from the same output, so the

@@ -21,7 +21,8 @@ Failures stay one row per query, with the per-query mode's classes: no reply wit
 ``timeout_s`` → ``timeout`` and the process group is killed (a fresh process serves the next
 query); the process exits while holding a query → ``exit_code`` with the exit status and the tail
 of its stderr; a reply line that is not JSON → ``bad_json``, one for another id or not an object
-→ ``bad_response`` (both restart the process: it is out of step); ``error`` in the reply →
+→ ``bad_response``, a line longer than ``max_response_mb`` → ``too_large`` (all three restart
+the process: it is out of step); ``error`` in the reply →
 ``system_error``; unreadable hits or answer → ``bad_response`` (the process is kept). A process
 that cannot start or crashes is restarted at most ``max_restarts`` times in a row; after that
 the remaining queries fail at once, naming the last crash. Stderr is drained continuously (a

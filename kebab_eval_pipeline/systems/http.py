@@ -8,7 +8,10 @@
   attempt; not retried), ``connection`` (refused / reset / closed early), ``http_5xx`` and
   429 (``http_4xx``) — these three retried up to ``retries`` times with exponential backoff
   (``backoff_s`` doubling, capped by ``max_backoff_s``, which also caps a ``Retry-After``) —
-  other ``http_4xx``, ``bad_json``, ``bad_response`` (not retried: they would fail again).
+  other ``http_4xx``, ``bad_json`` (nesting too deep to parse included), ``bad_response``,
+  ``too_large`` (not retried: they would fail again).
+* Bodies are streamed and decompressed here (gzip, deflate), at most ``max_response_mb`` of
+  decompressed bytes each; ``timeout_s`` covers headers and body (:func:`read_body`).
 * At most ``concurrency`` requests in flight (asyncio + httpx, one connection pool).
 * Headers from environment variables (``headers_from_env``). Their values never reach
   system info, metadata, logs or error messages: any echo of them in a response is scrubbed.

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from kebab_eval_pipeline.settings import CommandSystemSettings, HttpSystemSettings
 from kebab_eval_pipeline.systems.command import CommandSystem
@@ -63,6 +64,13 @@ def capped_run(system: dict, queries: int, address_space_mb: int = 1536) -> dict
 
 def test_too_large_is_an_error_class():
     assert TOO_LARGE == "too_large" and TOO_LARGE in ERROR_CLASSES
+
+
+def test_max_response_mb_defaults_to_64_and_must_be_positive():
+    assert CommandSystemSettings(kind="command", search_argv=["x"]).max_response_mb == 64
+    assert HttpSystemSettings(kind="http", search_url="http://127.0.0.1:1/s").max_response_mb == 64
+    with pytest.raises(ValidationError, match="max_response_mb"):
+        HttpSystemSettings(kind="http", search_url="http://127.0.0.1:1/s", max_response_mb=0)
 
 
 def test_a_command_printing_endlessly_is_too_large_and_killed_at_once():
