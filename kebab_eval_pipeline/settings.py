@@ -86,6 +86,12 @@ def _templates_need_mode(*templates: object) -> bool:
     return any(walk(t) for t in templates)
 
 
+#: The default cap on one response of a command or http system (``system.max_response_mb``): far
+#: above a real response (1,000 hits with 2 KB snippets and an answer are about 3 MB of JSON),
+#: and low enough that ``concurrency`` of them at once cannot exhaust a machine.
+DEFAULT_MAX_RESPONSE_MB = 64.0
+
+
 class CommandSystemSettings(_Strict):
     """An external CLI (SPEC §4 "command"). Arguments are an argv list — never a shell.
 
@@ -111,6 +117,8 @@ class CommandSystemSettings(_Strict):
     startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0  # jsonl: start to first reply
     max_restarts: Annotated[int, Field(ge=0, le=1000)] = 3  # jsonl: consecutive crashes restarted
     cwd: str | None = None
+    # One response (per_query: a process's stdout; jsonl: one reply line), checked while reading.
+    max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
     response: ResponseMap = Field(default_factory=ResponseMap)
 
     @model_validator(mode="before")
@@ -187,6 +195,8 @@ class HttpSystemSettings(_Strict):
     headers_from_env: dict[str, str] = Field(
         default_factory=dict
     )  # header → env var name (or "Bearer ${VAR}")
+    # One response body, decompressed size counted, checked while it arrives.
+    max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
     response: ResponseMap = Field(default_factory=ResponseMap)
 
     @field_validator("search_url", "ask_url", "version_url")

@@ -9,9 +9,11 @@ a single pass, so a query is always exactly one argument, byte for byte — shel
 metacharacters, quotes and even a literal ``{k}`` inside the query stay as they are.
 
 Per query: a timeout (the whole process group is killed, so a child the command
-spawned cannot keep it alive), stdout parsed as ``search_hit.v1``-style JSON (see
-:mod:`.wire`), and a non-zero exit, a timeout or unreadable output as that query's
-error with the tail of stderr. Queries run ``concurrency`` at a time.
+spawned cannot keep it alive), stdout read as it arrives up to ``max_response_mb``
+(``too_large`` past it) and until the command exits (not until its pipes close), parsed as
+``search_hit.v1``-style JSON (see :mod:`.wire`), and a non-zero exit, a timeout or unreadable
+output as that query's error with the tail of stderr. Queries run ``concurrency`` at a time.
+Every process starts under :mod:`.guard`, so it dies with kebab-eval (see there).
 
 With answers on, a query runs ``search_argv`` and then ``ask_argv`` (two processes); with
 ``ask_returns_hits`` it runs ``ask_argv`` alone and reads the hits from the same output, so the
@@ -23,12 +25,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import selectors
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from kebab_eval_pipeline.systems.outcome import (
     EXCEPTION,
     EXIT_CODE,
     TIMEOUT,
+    TOO_LARGE,
     QueryFailure,
     QueryOutcome,
     QueryRequest,
@@ -48,7 +56,13 @@ from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 STDERR_TAIL_CHARS = 400
-KILL_GRACE_S = 5.0  # after SIGKILL, how long to wait for the pipes to close
+STDERR_KEEP_BYTES = 8192  # the stderr tail kept per process (messages show the last 400 chars)
+KILL_GRACE_S = 5.0  # after SIGKILL, how long to wait for the process to be reaped
+EXIT_DRAIN_S = 0.5  # after the command exits, how long its pipes may take to deliver the rest
+_READ_CHUNK = 1 << 16
+_POLL_S = 0.05  # without a pidfd (not Linux): how often to check whether the command exited
+_GUARD = str(Path(__file__).with_name("guard.py"))
+MIB = 1 << 20
 
 
 def substitute(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -115,32 +129,12 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
         }
 
     def run_process(self, argv: list[str]) -> str:
-        """Run ``argv`` (no shell) and return its stdout; QueryFailure on timeout / exit code."""
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.settings.cwd,
-                start_new_session=True,  # its own process group, killed whole on timeout
-            )
-        except OSError as exc:
-            raise QueryFailure(EXCEPTION, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-        try:
-            stdout, stderr = proc.communicate(timeout=self.settings.timeout_s)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            try:
-                _, stderr = proc.communicate(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
-                stderr = b""
-            message = f"no result within {self.settings.timeout_s:g} s; process killed"
-            if stderr:
-                message += f"; stderr: {tail(stderr.decode('utf-8', 'replace'))}"
-            raise QueryFailure(TIMEOUT, message, timed_out=True) from None
-        if proc.returncode != 0:
-            code = proc.returncode
+        """Run ``argv`` (no shell) and return its stdout; QueryFailure on timeout, exit code, or
+        output past ``max_response_mb`` (see :func:`run_to_exit`)."""
+        s = self.settings
+        result = run_to_exit(argv, s.cwd, s.timeout_s, cap_bytes(s.max_response_mb))
+        stdout, stderr, code = result
+        if code != 0:
             what = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
             err = tail(stderr.decode("utf-8", "replace"))
             raise QueryFailure(EXIT_CODE, f"{what}" + (f"; stderr: {err}" if err else "; no stderr"))
@@ -233,6 +227,182 @@ def parse_json_output(stdout: str) -> Any:
         ) from None
     except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
         raise QueryFailure(BAD_JSON, f"unreadable JSON: {str(exc)[:120]}") from None
+
+
+def cap_bytes(max_response_mb: float) -> int:
+    """``system.max_response_mb`` in bytes."""
+    return int(max_response_mb * MIB)
+
+
+def too_large(cap: int, what: str) -> QueryFailure:
+    """The ``too_large`` failure: ``what`` passed ``cap`` bytes."""
+    return QueryFailure(TOO_LARGE, f"{what} passed the {cap / MIB:g} MiB cap (system.max_response_mb)")
+
+
+# -- starting processes ------------------------------------------------------------------------
+# Every system process starts under guard.py, from one long-lived thread: the guard's death signal
+# fires when the thread that forked it ends, and a query worker thread ends before the run does.
+
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _forget_spawner() -> None:
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()  # a forked child has no copy of the thread
+
+
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def _popen(args: list[str], kwargs: dict[str, Any]) -> subprocess.Popen:
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kebab-eval-spawn")
+        spawner = _spawner
+    return spawner.submit(subprocess.Popen, args, **kwargs).result()
+
+
+def spawn(argv: list[str], cwd: str | None, stdin: int, timeout_s: float | None = None) -> subprocess.Popen:
+    """Start ``argv`` (no shell) in ``cwd`` under :mod:`.guard`: in a new session and process group
+    led by the guard (so ``kill_group`` kills it with its children), dying with this process.
+
+    stdout and stderr are pipes; ``stdin`` is ``subprocess.PIPE`` or ``subprocess.DEVNULL``.
+    Raises OSError (``strerror`` says why) when the command cannot be executed, TimeoutError when
+    the supervisor does not report within ``timeout_s`` (a machine too loaded to start Python).
+    """
+    status_read, status_write = os.pipe()
+    try:
+        proc = _popen(
+            [sys.executable, "-I", "-S", _GUARD, str(os.getpid()), str(status_write), *argv],
+            {
+                "stdin": stdin,
+                "stdout": subprocess.PIPE,
+                "stderr": subprocess.PIPE,
+                "cwd": cwd,
+                "bufsize": 0,
+                "start_new_session": True,
+                "pass_fds": (status_write,),
+            },
+        )
+    except BaseException:
+        os.close(status_read)
+        raise
+    finally:
+        os.close(status_write)
+    try:
+        with os.fdopen(status_read, "rb") as status_pipe:
+            # the guard writes once, then closes: ~12 ms
+            if timeout_s is not None and not select.select([status_pipe], [], [], timeout_s)[0]:
+                raise TimeoutError(f"the process did not start within {timeout_s:g} s")
+            status = status_pipe.read()
+    except BaseException:
+        kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
+        _close_pipes(proc)
+        raise
+    if status != b"R":
+        kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
+        _close_pipes(proc)
+        code = int(status[1:] or 0) if status[1:].isdigit() else 0
+        if not status.startswith(b"E"):
+            raise OSError(0, "the process supervisor (guard.py) did not start")
+        raise OSError(code, os.strerror(code) if code else "cannot execute", argv[0])
+    return proc
+
+
+def _close_pipes(proc: subprocess.Popen) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def exit_fd(proc: subprocess.Popen) -> int | None:
+    """A pidfd that becomes readable when ``proc`` exits (Linux 5.3+), else None."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def run_to_exit(argv: list[str], cwd: str | None, timeout_s: float, cap: int) -> tuple[bytes, bytes, int]:
+    """Run ``argv`` and read its stdout and stderr until it exits: ``(stdout, stderr tail, code)``.
+
+    * Output is read as it arrives; stdout past ``cap`` bytes fails the query as ``too_large``
+      at once (the group is killed), and only the last ``STDERR_KEEP_BYTES`` of stderr are kept.
+    * The end is the command's exit, not its pipes' close: after the exit, whatever is still
+      buffered is read for up to ``EXIT_DRAIN_S``, then the process group is killed, so a
+      background child left holding stdout costs half a second, not the timeout, and the
+      result stands.
+    * No exit within ``timeout_s`` → ``timeout``; the group is killed in every case.
+
+    Raises QueryFailure (``exception`` when the command cannot start).
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        proc = spawn(argv, cwd, subprocess.DEVNULL, timeout_s)
+    except TimeoutError as exc:
+        raise QueryFailure(TIMEOUT, f"{exc}; process killed", timed_out=True) from None
+    except OSError as exc:
+        raise QueryFailure(EXCEPTION, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    pidfd = exit_fd(proc)
+    selector = selectors.DefaultSelector()
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    if pidfd is not None:
+        selector.register(pidfd, selectors.EVENT_READ)
+    exited = False
+    try:
+        while streams:
+            now = time.monotonic()
+            if not exited and (proc.poll() is not None if pidfd is None else False):
+                exited, deadline = True, min(deadline, now + EXIT_DRAIN_S)
+            if now >= deadline:
+                break
+            wait = deadline - now if pidfd is not None else min(deadline - now, _POLL_S)
+            for key, _ in selector.select(wait):
+                if key.fd == pidfd:
+                    selector.unregister(pidfd)
+                    exited, deadline = True, min(deadline, time.monotonic() + EXIT_DRAIN_S)
+                    continue
+                chunk = os.read(key.fd, _READ_CHUNK)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    del streams[key.fd]
+                    continue
+                buffer = streams[key.fd]
+                buffer += chunk
+                if buffer is err:
+                    del err[:-STDERR_KEEP_BYTES]
+                elif len(out) > cap:
+                    raise too_large(cap, "stdout")
+        if not exited:  # both pipes closed: wait for the exit itself
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                exited = True
+            except subprocess.TimeoutExpired:
+                pass
+        if not exited:
+            text = tail(err.decode("utf-8", "replace"))
+            message = f"no result within {timeout_s:g} s; process killed"
+            raise QueryFailure(TIMEOUT, message + (f"; stderr: {text}" if text else ""), timed_out=True)
+    finally:
+        kill_group(proc)  # children left behind in the group (some may hold the pipes)
+        selector.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_GRACE_S)
+        _close_pipes(proc)
+    return bytes(out), bytes(err), proc.returncode
 
 
 def kill_group(proc: subprocess.Popen) -> None:

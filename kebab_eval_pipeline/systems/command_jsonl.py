@@ -21,7 +21,8 @@ Failures stay one row per query, with the per-query mode's classes: no reply wit
 ``timeout_s`` → ``timeout`` and the process group is killed (a fresh process serves the next
 query); the process exits while holding a query → ``exit_code`` with the exit status and the tail
 of its stderr; a reply line that is not JSON → ``bad_json``, one for another id or not an object
-→ ``bad_response`` (both restart the process: it is out of step); ``error`` in the reply →
+→ ``bad_response``, a line longer than ``max_response_mb`` → ``too_large`` (all three restart
+the process: it is out of step); ``error`` in the reply →
 ``system_error``; unreadable hits or answer → ``bad_response`` (the process is kept). A process
 that cannot start or crashes is restarted at most ``max_restarts`` times in a row; after that
 the remaining queries fail at once, naming the last crash. Stderr is drained continuously (a
@@ -44,7 +45,19 @@ from typing import Any
 
 from kebab_eval_pipeline.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.base import SystemInfo
-from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem, kill_group, substitute, tail
+from kebab_eval_pipeline.systems.command import (
+    EXIT_DRAIN_S,
+    KILL_GRACE_S,
+    STDERR_KEEP_BYTES,
+    CommandSystem,
+    cap_bytes,
+    exit_fd,
+    kill_group,
+    spawn,
+    substitute,
+    tail,
+    too_large,
+)
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -52,6 +65,7 @@ from kebab_eval_pipeline.systems.outcome import (
     EXIT_CODE,
     SYSTEM_ERROR,
     TIMEOUT,
+    TOO_LARGE,
     Progress,
     QueryFailure,
     QueryOutcome,
@@ -62,7 +76,6 @@ from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hits, parse_scope
 
 VERSION_ID = "version"
-STDERR_KEEP_BYTES = 8192  # the stderr tail kept per process (messages show the last 400 chars)
 _CLOSE_GRACE_S = 2.0  # after end of stdin, how long a process may take to exit before it is killed
 _READ_CHUNK = 1 << 16
 _NOISE_KEPT = 3  # start-up noise lines quoted in the run warning
@@ -76,6 +89,10 @@ class _Left(Exception):
     """The process exited with status 0 instead of replying."""
 
 
+class _TooLarge(Exception):
+    """A line of stdout passed ``max_response_mb``."""
+
+
 class _TimedOut(Exception):
     """No complete line (read or write) before the deadline."""
 
@@ -83,16 +100,10 @@ class _TimedOut(Exception):
 class _Process:
     """One running copy of ``argv``: line I/O with deadlines, stderr drained by a thread."""
 
-    def __init__(self, argv: list[str], cwd: str | None) -> None:
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            bufsize=0,
-            start_new_session=True,  # its own process group: a timeout kills its children too
-        )
+    def __init__(self, argv: list[str], cwd: str | None, cap: int, start_timeout_s: float) -> None:
+        # its own process group (a timeout kills its children too), dying with kebab-eval
+        self.proc = spawn(argv, cwd, subprocess.PIPE, start_timeout_s)
+        self._cap = cap
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
@@ -105,6 +116,11 @@ class _Process:
         self._drain.start()
         self._readable = selectors.DefaultSelector()
         self._readable.register(self._out, selectors.EVENT_READ)
+        # The exit itself ends a read, not only the close of stdout, which a child it left
+        # behind may hold (that would turn a crash into a timeout).
+        self._pidfd = exit_fd(self.proc)
+        if self._pidfd is not None:
+            self._readable.register(self._pidfd, selectors.EVENT_READ)
         self._writable = selectors.DefaultSelector()
         self._writable.register(self._in, selectors.EVENT_WRITE)
 
@@ -138,14 +154,30 @@ class _Process:
                 raise _Exited from None
 
     def readline(self, deadline: float) -> bytes:
+        """The next line of stdout (without the newline). Raises _TimedOut at ``deadline``,
+        _Exited when the process closed its stdout or exited without completing a line, and
+        _TooLarge when the line passes the cap (``max_response_mb``)."""
+        drain_until: float | None = None  # set once the process has exited
         while (end := self._buf.find(b"\n")) < 0:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._readable.select(remaining):
+            if len(self._buf) > self._cap:
+                raise _TooLarge
+            now = time.monotonic()
+            if drain_until is not None and now >= drain_until:
+                raise _Exited  # exited without completing the line (a child holds stdout)
+            if now >= deadline:
                 raise _TimedOut
-            chunk = os.read(self._out, _READ_CHUNK)
-            if not chunk:
-                raise _Exited
-            self._buf += chunk
+            until = deadline if drain_until is None else min(deadline, drain_until)
+            ready = {key.fd for key, _ in self._readable.select(until - now)}
+            if self._out in ready:
+                chunk = os.read(self._out, _READ_CHUNK)
+                if not chunk:
+                    raise _Exited
+                self._buf += chunk
+            elif self._pidfd is not None and self._pidfd in ready:
+                self._readable.unregister(self._pidfd)  # read what the pipe still holds, briefly
+                drain_until = time.monotonic() + EXIT_DRAIN_S
+        if end > self._cap:
+            raise _TooLarge
         line = bytes(self._buf[:end])
         del self._buf[: end + 1]
         return line
@@ -190,6 +222,8 @@ class _Process:
         self._released = True
         for selector in (self._readable, self._writable):
             selector.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 if pipe is not None:
@@ -222,6 +256,7 @@ class JsonlCommandSystem(CommandSystem):
         self._argv = substitute(
             settings.argv, {"query": "", "query_id": "", "k": "", "mode": settings.mode or ""}
         )
+        self._cap = cap_bytes(settings.max_response_mb)
         self._lock = threading.Lock()
         self._crashes = 0  # consecutive: reset by any query reply
         self._last_crash: QueryFailure | None = None
@@ -314,6 +349,10 @@ class JsonlCommandSystem(CommandSystem):
             err = process.stderr_tail()
             text = f"no reply within {timeout_s:g} s; process killed (a new one serves the next query)"
             raise QueryFailure(TIMEOUT, text + (f"; stderr: {err}" if err else ""), timed_out=True) from None
+        except _TooLarge:
+            slot.drop()
+            failure = too_large(self._cap, "the reply line")
+            raise QueryFailure(TOO_LARGE, failure.message + "; process restarted") from None
         except _Exited:
             if retry_clean_exit and process.exited_cleanly():
                 slot.drop()
@@ -404,7 +443,9 @@ class JsonlCommandSystem(CommandSystem):
         with self._lock:
             self._starts += 1
         try:
-            process = _Process(self._argv, self.settings.cwd)
+            process = _Process(self._argv, self.settings.cwd, self._cap, self.settings.startup_timeout_s)
+        except TimeoutError as exc:
+            raise self._count(QueryFailure(TIMEOUT, f"{exc}; process killed", timed_out=True)) from None
         except OSError as exc:
             failure = QueryFailure(EXCEPTION, f"cannot start {self._argv[0]!r}: {exc.strerror or exc}")
             raise self._count(failure) from None
@@ -426,6 +467,10 @@ class JsonlCommandSystem(CommandSystem):
                 timed_out=True,
             )
             raise self._count(failure) from None
+        except _TooLarge:
+            process.kill()
+            failure = too_large(self._cap, "a stdout line before the version reply")
+            raise self._count(QueryFailure(TOO_LARGE, failure.message + "; process killed")) from None
         except _Exited:
             status = process.exit_status()
             process.kill()

@@ -8,7 +8,10 @@
   attempt; not retried), ``connection`` (refused / reset / closed early), ``http_5xx`` and
   429 (``http_4xx``) — these three retried up to ``retries`` times with exponential backoff
   (``backoff_s`` doubling, capped by ``max_backoff_s``, which also caps a ``Retry-After``) —
-  other ``http_4xx``, ``bad_json``, ``bad_response`` (not retried: they would fail again).
+  other ``http_4xx``, ``bad_json`` (nesting too deep to parse included), ``bad_response``,
+  ``too_large`` (not retried: they would fail again).
+* Bodies are streamed and decompressed here (gzip, deflate), at most ``max_response_mb`` of
+  decompressed bytes each; ``timeout_s`` covers headers and body (:func:`read_body`).
 * At most ``concurrency`` requests in flight (asyncio + httpx, one connection pool).
 * Headers from environment variables (``headers_from_env``). Their values never reach
   system info, metadata, logs or error messages: any echo of them in a response is scrubbed.
@@ -20,12 +23,15 @@ backoff included; ``attempts`` records how many requests were sent.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import os
 import random
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -41,6 +47,7 @@ from kebab_eval_pipeline.systems.outcome import (
     HTTP_4XX,
     HTTP_5XX,
     TIMEOUT,
+    TOO_LARGE,
     Progress,
     QueryFailure,
     QueryOutcome,
@@ -51,6 +58,8 @@ from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 
 BODY_TAIL_CHARS = 300
+ERROR_BODY_BYTES = 1 << 16  # of an error response's body, read for its message
+MIB = 1 << 20
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 REDACTED = "***"
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey", "api-key", "negotiate"})
@@ -153,6 +162,7 @@ class HttpSystem(OpaqueSystem):
             {v for v in self._secret_headers.values() if v} | self._secret_parts(), key=len, reverse=True
         )
         self.can_answer = settings.ask_url is not None
+        self._cap = int(settings.max_response_mb * MIB)
         self._info: SystemInfo | None = None
         self._info_lock = threading.Lock()
 
@@ -173,6 +183,13 @@ class HttpSystem(OpaqueSystem):
     def headers(self) -> dict[str, str]:
         return {**self.settings.headers, **self._secret_headers}
 
+    @property
+    def client_headers(self) -> httpx.Headers:
+        """:attr:`headers` over our default ``Accept-Encoding`` (only codings read with a cap)."""
+        headers = httpx.Headers({"Accept-Encoding": ACCEPT_ENCODING})
+        headers.update(self.headers)
+        return headers
+
     # -- info -----------------------------------------------------------------------------
 
     def info(self) -> SystemInfo:
@@ -192,10 +209,15 @@ class HttpSystem(OpaqueSystem):
                 info = SystemInfo(kind="http", mode=s.mode, details=details)
                 if s.version_url:
                     try:
-                        with httpx.Client(timeout=s.timeout_s, headers=self.headers) as client:
-                            response = client.get(s.version_url)
-                        response.raise_for_status()
-                        info = self._scrub_info(apply_version_report(info, response.json()))
+                        with (
+                            httpx.Client(timeout=s.timeout_s, headers=self.client_headers) as client,
+                            client.stream("GET", s.version_url) as response,
+                        ):
+                            response.raise_for_status()
+                            data = read_body_sync(response, self._cap)
+                        info = self._scrub_info(apply_version_report(info, parse_body(data)))
+                    except QueryFailure as failure:
+                        info.details["version_error"] = self.scrub(str(failure))[:300]
                     except (httpx.HTTPError, ValueError) as exc:
                         info.details["version_error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:300]
                 self._info = info
@@ -243,7 +265,7 @@ class HttpSystem(OpaqueSystem):
         async def worker() -> None:
             nonlocal done
             async with httpx.AsyncClient(
-                timeout=timeout, limits=limits, headers=self.headers, verify=ssl_context
+                timeout=timeout, limits=limits, headers=self.client_headers, verify=ssl_context
             ) as client:
                 for i in pending:  # shared iterator: each index is taken by exactly one worker
                     try:
@@ -318,13 +340,23 @@ class HttpSystem(OpaqueSystem):
             response = None
             retry: QueryFailure | None = None
             try:
-                async with asyncio.timeout(s.timeout_s):  # the whole attempt, not each phase
-                    response = await client.post(url, json=body)
+                async with asyncio.timeout(s.timeout_s):  # the whole attempt: headers and body
+                    async with client.stream("POST", url, json=body) as response:
+                        status = response.status_code
+                        if 200 <= status < 300:
+                            data = await read_body(response, self._cap)
+                        elif status >= 400:  # only its start is quoted in the message
+                            data = await _error_body(response)
+                        else:
+                            data = b""
             except (TimeoutError, httpx.TimeoutException):
                 raise _Attempted(
                     QueryFailure(TIMEOUT, f"no response within {s.timeout_s:g} s", timed_out=True), attempt
                 ) from None
+            except QueryFailure as failure:  # too large, undecodable
+                raise _Attempted(failure, attempt) from None
             except httpx.TransportError as exc:  # refused, reset, closed before a response
+                response = None
                 retry = QueryFailure(
                     CONNECTION, f"{type(exc).__name__}: {str(exc)[:200] or 'connection failed'}"
                 )
@@ -334,10 +366,10 @@ class HttpSystem(OpaqueSystem):
                 status = response.status_code
                 if status == 429 or status >= 500:
                     cls = HTTP_4XX if status == 429 else HTTP_5XX
-                    retry = QueryFailure(cls, f"HTTP {status}: {_body_tail(response)}")
+                    retry = QueryFailure(cls, f"HTTP {status}: {_body_tail(response, data)}")
                 elif status >= 400:
                     raise _Attempted(
-                        QueryFailure(HTTP_4XX, f"HTTP {status}: {_body_tail(response)}"), attempt
+                        QueryFailure(HTTP_4XX, f"HTTP {status}: {_body_tail(response, data)}"), attempt
                     )
                 elif status >= 300:
                     where = response.headers.get("location", "?")
@@ -346,12 +378,10 @@ class HttpSystem(OpaqueSystem):
                     )
                 else:
                     try:
-                        return response.json(), attempt
-                    except ValueError as exc:
-                        raise _Attempted(
-                            QueryFailure(BAD_JSON, f"{str(exc)[:120]}: {_body_tail(response, 120)!r}"),
-                            attempt,
-                        ) from None
+                        return parse_body(data), attempt
+                    except QueryFailure as failure:
+                        message = f"{failure.message}: {_body_tail(response, data, 120)!r}"
+                        raise _Attempted(QueryFailure(BAD_JSON, message), attempt) from None
             assert retry is not None
             if attempt > s.retries:
                 if s.retries:
@@ -360,10 +390,152 @@ class HttpSystem(OpaqueSystem):
             await asyncio.sleep(self._delay(attempt, response))
 
 
-def _body_tail(response: httpx.Response, limit: int = BODY_TAIL_CHARS) -> str:
+def _body_tail(response: httpx.Response, data: bytes, limit: int = BODY_TAIL_CHARS) -> str:
     try:
-        text = response.text
-    except Exception:  # undecodable body
-        return f"<{len(response.content)} bytes>"
+        text = data.decode(response.encoding or "utf-8", "replace")
+    except LookupError:  # an unknown charset
+        text = data.decode("utf-8", "replace")
     flat = " ".join(text.split())
     return (flat[:limit] + "…") if len(flat) > limit else (flat or "<empty body>")
+
+
+def parse_body(data: bytes) -> Any:
+    """JSON from a response body (UTF-8/16/32 detected); QueryFailure(``bad_json``) when it is not
+    JSON or is nested too deeply for Python's parser (e.g. ``[[[[…`` 100,000 deep)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise QueryFailure(BAD_JSON, "JSON nested too deeply to read") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past the digit limit
+        raise QueryFailure(BAD_JSON, str(exc)[:120]) from None
+
+
+# -- bodies, read with a cap -----------------------------------------------------------------------
+# httpx would decompress a whole network chunk at once (a 64 KiB chunk of a gzip bomb is 64 MiB),
+# so bodies are read raw and decompressed here, in pieces of at most _PIECE bytes.
+
+_PIECE = 1 << 16
+#: What we ask for; a server that answers in another encoding fails the query (bad_response).
+ACCEPT_ENCODING = "gzip, deflate"
+
+
+class _Inflate:
+    """One zlib stream (``gzip``: multi-member; ``deflate``: zlib-wrapped, or raw as some servers
+    send it) decompressed in bounded pieces."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self.d = zlib.decompressobj(self.wbits)
+        self.started = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while data:
+            try:
+                out = self.d.decompress(data, _PIECE)
+            except zlib.error as exc:
+                if self.encoding == "deflate" and not self.started and self.wbits > 0:
+                    self.wbits, self.d = -zlib.MAX_WBITS, zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise QueryFailure(BAD_RESPONSE, f"content-encoding {self.encoding}: {exc}") from None
+            self.started = True
+            if out:
+                yield out
+            if self.d.eof:
+                data = self.d.unused_data
+                if data and self.wbits > 16:  # another gzip member follows
+                    self.d = zlib.decompressobj(self.wbits)
+                else:
+                    return  # trailing bytes after a deflate stream are ignored, as httpx does
+            else:
+                data = self.d.unconsumed_tail
+
+    def flush(self) -> Iterator[bytes]:
+        if tail := self.d.flush():  # at most one match's worth once the input is consumed
+            yield tail
+
+
+def _decoders(header: str) -> list[_Inflate]:
+    """Decoders for a Content-Encoding header, in the order to apply them (last coding first)."""
+    codings = [c.strip().lower() for c in header.split(",") if c.strip()]
+    decoders = []
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise QueryFailure(
+                BAD_RESPONSE, f"content-encoding {coding!r} is not supported (asked for {ACCEPT_ENCODING})"
+            )
+        decoders.append(_Inflate(coding))
+    return decoders
+
+
+def _decode(decoders: list[_Inflate], data: bytes, final: bool = False) -> Iterator[bytes]:
+    """``data`` through every decoder, lazily: a consumer that stops stops the decompression."""
+    if not decoders:
+        if data:
+            yield data
+        return
+    first, rest = decoders[0], decoders[1:]
+    pieces: Iterator[bytes] = first.feed(data)
+    if final:
+        pieces = itertools.chain(pieces, first.flush())
+    for piece in pieces:
+        yield from _decode(rest, piece)
+    if final and rest:
+        yield from _decode(rest, b"", final=True)
+
+
+async def read_body(response: httpx.Response, cap: int, truncate: bool = False) -> bytes:
+    """The body of a streamed ``response``, decompressed, at most ``cap`` bytes.
+
+    Past ``cap`` — a declared Content-Length, the bytes received, or the decompressed size —
+    raises QueryFailure(``too_large``), or with ``truncate`` returns the first ``cap`` bytes.
+    The event loop gets control between pieces, so a timeout around this holds.
+    """
+    if not truncate:
+        declared = response.headers.get("content-length", "")
+        encoded = response.headers.get("content-encoding", "identity").strip().lower() != "identity"
+        if declared.isdigit() and int(declared) > cap and not encoded:
+            raise _too_large(cap, f"the body ({int(declared) / MIB:.1f} MiB declared)")
+    decoders = _decoders(response.headers.get("content-encoding", ""))
+    body = bytearray()
+    chunks = response.aiter_raw()
+    final = False
+    while not final:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            chunk, final = b"", True
+        for n, piece in enumerate(_decode(decoders, chunk, final), start=1):
+            body += piece
+            if len(body) > cap:
+                if truncate:
+                    return bytes(body[:cap])
+                raise _too_large(cap, "the body")
+            if n % 16 == 0:  # a bomb's chunk is many pieces: let timers and other queries run
+                await asyncio.sleep(0)
+    return bytes(body)
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    try:
+        return await read_body(response, ERROR_BODY_BYTES, truncate=True)
+    except QueryFailure as failure:  # an unreadable error body must not hide the status
+        return f"<unreadable body: {failure.message}>".encode()
+
+
+def read_body_sync(response: httpx.Response, cap: int) -> bytes:
+    """:func:`read_body` for a streamed response of a synchronous client."""
+    decoders = _decoders(response.headers.get("content-encoding", ""))
+    body = bytearray()
+    for chunk, final in itertools.chain(((c, False) for c in response.iter_raw()), [(b"", True)]):
+        for piece in _decode(decoders, chunk, final):
+            body += piece
+            if len(body) > cap:
+                raise _too_large(cap, "the body")
+    return bytes(body)
+
+
+def _too_large(cap: int, what: str) -> QueryFailure:
+    return QueryFailure(TOO_LARGE, f"{what} passed the {cap / MIB:g} MiB cap (system.max_response_mb)")

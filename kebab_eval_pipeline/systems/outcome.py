@@ -18,7 +18,8 @@ TIMEOUT: Final = "timeout"  # no complete response within timeout_s (timed_out i
 HTTP_5XX: Final = "http_5xx"  # server error (after the bounded retries)
 HTTP_4XX: Final = "http_4xx"  # the request was refused (429 after the bounded retries, too)
 CONNECTION: Final = "connection"  # refused, reset or closed before a response (after retries)
-BAD_JSON: Final = "bad_json"  # the output is not JSON
+BAD_JSON: Final = "bad_json"  # the output is not JSON (or nested too deeply to read)
+TOO_LARGE: Final = "too_large"  # the response passed system.max_response_mb (decompressed size counted)
 BAD_RESPONSE: Final = "bad_response"  # JSON, but not hits / an answer (names the field)
 EXIT_CODE: Final = "exit_code"  # the command exited non-zero (message has the stderr tail)
 SYSTEM_ERROR: Final = "system_error"  # the system replied that this query failed (command jsonl "error")
@@ -33,6 +34,7 @@ ERROR_CLASSES: Final = (
     HTTP_4XX,
     CONNECTION,
     BAD_JSON,
+    TOO_LARGE,
     BAD_RESPONSE,
     EXIT_CODE,
     SYSTEM_ERROR,
