@@ -21,6 +21,10 @@ ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
 RetrievalMode = Literal["lexical", "vector", "hybrid"]
 # The tables store these as int64: a larger number from a system is a bad response, not a crash.
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# Ranks start at 1; scores order TREC run files and feed fusion, so NaN/inf would silently reorder
+# hits (JSON parsers accept NaN and Infinity): a response carrying one fails that query.
+Rank = Annotated[int, Field(ge=1, le=2**63 - 1)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class Hit(BaseModel):
@@ -28,7 +32,7 @@ class Hit(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    rank: int
+    rank: Rank
     chunk_id: str | None = None
     doc_id: str | None = None
     doc_path: str | None = None
@@ -36,10 +40,10 @@ class Hit(BaseModel):
     line_start: Int64 | None = None
     line_end: Int64 | None = None
     snippet: str = ""
-    score: float | None = None
+    score: FiniteFloat | None = None
     score_kind: ScoreKind = "other"
-    lexical_score: float | None = None
-    vector_score: float | None = None
+    lexical_score: FiniteFloat | None = None
+    vector_score: FiniteFloat | None = None
     lexical_rank: Int64 | None = None
     vector_rank: Int64 | None = None
     index_version: str | None = None

@@ -20,6 +20,7 @@ cannot be read raises :class:`~.outcome.QueryFailure` (``bad_response``) naming 
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, get_args
 
 from pydantic import (
@@ -241,6 +242,8 @@ def parse_hits(payload: Any, k: int, mapping: ResponseMap | None = None) -> tupl
             raise _bad(f"hits[{i}]", reason) from None
         if reported is not None and (isinstance(reported, bool) or not isinstance(reported, int | float)):
             raise _bad(f"hits[{i}].rank", f"expected a number, got {reported!r}")
+        if isinstance(reported, float) and not math.isfinite(reported):  # NaN would scramble the sort
+            raise _bad(f"hits[{i}].rank", f"expected a finite number, got {reported!r}")
         parsed.append({"hit": hit, "reported": reported, "position": i})
     warnings = []
     reported = [p["reported"] for p in parsed]

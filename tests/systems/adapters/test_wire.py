@@ -8,6 +8,7 @@ strings, WFGY ``answer_json`` and the answer shapes of the module docstring; any
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -825,3 +826,23 @@ def test_scope_is_read_from_the_response_object_or_a_mapped_path():
         parse_scope({"meta": {"folders": {"x": 1}}}, mapped)
     assert info.value.error_class == BAD_RESPONSE
     assert "meta.folders: expected a folder or a list of folders, got dict" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("raw_hit", "field"),
+    [
+        ({"chunk_id": "a", "score": float("nan")}, "score"),
+        ({"chunk_id": "a", "score": float("inf")}, "score"),
+        ({"chunk_id": "a", "lexical_score": float("-inf")}, "lexical_score"),
+        ({"chunk_id": "a", "vector_score": float("nan")}, "vector_score"),
+        ({"chunk_id": "a", "rank": float("nan")}, "rank"),
+        ({"chunk_id": "a", "rank": float("inf")}, "rank"),
+    ],
+)
+def test_non_finite_scores_and_ranks_fail_the_query_as_bad_response(raw_hit, field):
+    # json.loads reads NaN/Infinity; stored, they would reorder TREC run files and fusion silently
+    payload = json.loads(json.dumps({"hits": [raw_hit]}))
+    with pytest.raises(QueryFailure) as info:
+        parse_hits(payload, k=10)
+    assert info.value.error_class == "bad_response"
+    assert "hits[0]" in str(info.value) and field in str(info.value)
