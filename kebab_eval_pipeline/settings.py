@@ -213,7 +213,7 @@ class HttpSystemSettings(_Strict):
     @classmethod
     def _env_refs(cls, refs: dict[str, str]) -> dict[str, str]:
         for header, ref in refs.items():
-            if not (_ENV_NAME_RE.match(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
+            if not (_ENV_NAME_RE.fullmatch(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
                 raise ValueError(
                     f"{header}: expected an environment variable name (or a template like 'Bearer ${{NAME}}')"
                 )
