@@ -27,8 +27,17 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.limits import check_size
-from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text_and_sha256
+from kebab_eval_pipeline.limits import check_regular
+from kebab_eval_pipeline.yaml_io import (
+    TOP,
+    YamlPositions,
+    duplicate_offenders,
+    json_duplicates,
+    may_have_duplicate_keys,
+    parse_json_checked,
+    parse_yaml,
+    read_text_and_sha256,
+)
 
 PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
@@ -177,6 +186,15 @@ def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender
             )
             continue
         state.raws.append(RawQuery(fields=entry, key_path=[], line=n))
+    if state.raws and may_have_duplicate_keys(text, [r.fields for r in state.raws]):
+        lines = text.split("\n")
+        clean = []
+        for raw in state.raws:
+            duplicates = json_duplicates(lines[raw.line - 1], raw.line)
+            offenders += duplicate_offenders(str(state.path), duplicates)
+            if not duplicates:
+                clean.append(raw)
+        state.raws = clean
     if fmt != "auto":
         state.fmt = fmt
         return
@@ -192,7 +210,7 @@ def _read_document(
 ) -> None:
     path = state.path
     if path.suffix == ".json":
-        doc = parse_json(text, path, "golden set")
+        doc = parse_json_checked(text, path, "golden set")
     else:
         doc = parse_yaml(text, path, "golden set")
         state.positions = YamlPositions(text)  # composed lazily, only if an offender needs a line
@@ -332,7 +350,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         state = _FileState(path)
         states.append(state)
         try:  # a file that cannot be read or parsed is one offender; the other files still report
-            check_size(path, "golden set")  # before reading: a 50 GB file is refused, not loaded
+            # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
             text, digest = read_text_and_sha256(path, "golden set")
             digests.append((path.name, digest))
             if path.suffix == ".jsonl":
@@ -402,5 +420,7 @@ def golden_content_sha256(paths: str | Path | Sequence[str | Path]) -> str:
 
 def _file_sha256(path: Path) -> str:
     # Streamed: sensors hash the golden file on every tick, and it may be far larger than memory.
+    # A device or FIFO would stream forever or block: refused before it is opened.
+    check_regular(path, "golden set")
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()

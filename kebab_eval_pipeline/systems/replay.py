@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import check_size
+from kebab_eval_pipeline.limits import read_limited
 from kebab_eval_pipeline.settings import ReplaySystemSettings
 from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
@@ -40,6 +40,7 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
 
 FORMATS = ("kebab", "wfgy", "export")
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
@@ -127,8 +128,11 @@ def detect_format(path: Path, text: str) -> str:
 
 
 def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
+    """The parsed lines as (line number, value); a line that is not JSON, or that writes a key twice
+    in one object, is an offender (and left out)."""
     rows = []
-    for n, line in enumerate(_lines(text), start=1):
+    lines = _lines(text)
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -139,6 +143,14 @@ def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, 
             )
         except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
             offenders.append(Offender(str(path), f"not JSON: {exc}", position=f"line {n}"))
+    if rows and may_have_duplicate_keys(text, [row for _, row in rows]):
+        clean = []
+        for n, row in rows:
+            duplicates = json_duplicates(lines[n - 1], n)
+            offenders += duplicate_offenders(str(path), duplicates)
+            if not duplicates:
+                clean.append((n, row))
+        rows = clean
     return rows
 
 
@@ -153,19 +165,9 @@ def _record_id(entry: Any, keys: tuple[str, ...]) -> str | None:
 
 
 def _read(path: Path) -> tuple[str, str]:
-    """(the trace's text, the sha256 of its bytes): read once, after the size check."""
-    check_size(path, "replay trace")  # KEBAB_EVAL_MAX_INPUT_MB, before anything is read
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(
-            "replay trace not found", [Offender(str(path), "no such file", field="system.path")]
-        ) from None
-    except (OSError, ValueError) as exc:  # a folder, permissions, a NUL in the name
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise InputError(
-            "cannot read the replay trace", [Offender(str(path), reason, field="system.path")]
-        ) from None
+    """(the trace's text, the sha256 of its bytes): read once, bounded by KEBAB_EVAL_MAX_INPUT_MB
+    (by size before reading, and on the bytes read); devices and FIFOs are refused unopened."""
+    data = read_limited(path, "replay trace", field="system.path")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -233,6 +235,12 @@ def read_trace(
             ) from None
         except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
             raise InputError("replay trace is not JSON", [Offender(str(path), str(exc))]) from None
+        if may_have_duplicate_keys(text, doc):
+            duplicates = json_duplicates(text)
+            if duplicates:
+                raise InputError(
+                    f"replay trace {path.name} has duplicate keys", duplicate_offenders(str(path), duplicates)
+                )
         if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), list):
             raise InputError(
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
