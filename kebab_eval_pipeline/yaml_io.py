@@ -279,3 +279,57 @@ class YamlPositions:
             else:
                 break
         return node.start_mark.line + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Text that cannot be written: lone surrogates, and ids with whitespace or control characters.
+
+# A surrogate can only come from an escape (strict UTF-8 decoding refuses encoded ones): JSON
+# "\ud800", YAML "\ud800" / "\U0000d800". A text without one skips the walk.
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u[dD][89a-fA-F]|U0000[dD][89a-fA-F])").search
+# Query ids become TREC query ids (split on any whitespace) and parts of file names.
+_BAD_QUERY_ID = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Chunk and doc ids may hold spaces (file names do), never a tab, line break or control character.
+_BAD_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """False when ``text`` provably decodes to no lone surrogate (it has no surrogate escape)."""
+    return _SURROGATE_ESCAPE(text) is not None
+
+
+def surrogate_paths(value: Any) -> list[str]:
+    """The key paths (``supports[0].snippet``) of every string in ``value`` — a parsed JSON/YAML
+    value, keys included — holding a lone surrogate: text no file, table or terminal can write."""
+    found: list[str] = []
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    found.append(key_path_text(path) or TOP)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError:
+                        found.append(key_path_text([*path, ascii(key)]))
+                stack.append((child, [*path, str(key)]))
+        elif isinstance(item, list):
+            stack += [(child, [*path, i]) for i, child in enumerate(item)]
+    return sorted(found)
+
+
+def id_problem(value: str, query_id: bool = False) -> str | None:
+    """Why ``value`` cannot be an id, or None. Query ids: no whitespace or control character at all
+    (they become TREC query ids and file names); chunk / doc ids: no tab, line break or other
+    control character (plain spaces are allowed)."""
+    bad = (_BAD_QUERY_ID if query_id else _BAD_ID).search(value)
+    if bad is None:
+        return None
+    what = "whitespace or a control character" if query_id else "a tab, line break or control character"
+    return f"holds {what} (U+{ord(bad.group()):04X} at position {bad.start() + 1})"

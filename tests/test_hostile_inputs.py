@@ -211,3 +211,152 @@ def test_the_limit_holds_on_bytes_read_when_stat_says_0(monkeypatch):
     assert "more than 1.0 KiB" in reason and INPUT_ENV in reason
     monkeypatch.setenv(INPUT_ENV, "1")
     assert read_limited(status, "golden set").startswith(b"Name:")
+
+
+# ---------------------------------------------------------------------------------------------
+# item 5: ids with whitespace or control characters
+# ---------------------------------------------------------------------------------------------
+
+ODD = ["sp ace", "t\tab", "new\nline", "c\rr", "nul\x00", "c1\x85", "ls\u2028", "ps\u2029", "nb\xa0sp"]
+
+
+@pytest.mark.parametrize("qid", ODD)
+def test_golden_query_ids_with_whitespace_or_controls_are_refused(tmp_path, qid):
+    line = json.dumps({"id": qid, "query": "q", "supports": [{"doc_id": "d"}]})
+    with pytest.raises(InputError) as info:
+        load_golden(write(tmp_path / "g.jsonl", line + "\n"))
+    [offender] = info.value.offenders
+    assert (offender.position, offender.query_id, offender.field) == ("line 1", qid, "id")
+    assert "query id holds whitespace or a control character (U+" in offender.reason
+
+
+def test_golden_chunk_and_doc_ids_refuse_tabs_and_line_breaks_but_keep_spaces(tmp_path):
+    entries = [
+        {"id": "a", "query": "q", "supports": [{"doc_id": "My File.md", "chunk_id": "x y"}]},
+        {"id": "b", "query": "q", "supports": [{"doc_id": "d\n"}, {"chunk_id": "c\u2028"}]},
+    ]
+    path = write(tmp_path / "g.jsonl", "".join(json.dumps(e) + "\n" for e in entries))
+    with pytest.raises(InputError) as info:
+        load_golden(path)
+    assert [(o.query_id, o.field) for o in info.value.offenders] == [
+        ("b", "supports[0].doc_id"),
+        ("b", "supports[1].chunk_id"),
+    ]
+    path.write_text(json.dumps(entries[0]) + "\n")
+    assert load_golden(path).golden.queries[0].supports[0].chunk_id == "x y"
+
+
+def test_trace_query_ids_with_controls_are_refused(tmp_path):
+    trace = write(tmp_path / "t.jsonl", json.dumps({"query_id": "a\tb", "hits": []}) + "\n")
+    with pytest.raises(InputError) as info:
+        read_trace(trace)
+    [offender] = info.value.offenders
+    assert (offender.position, offender.query_id, offender.field) == ("line 1", "a\tb", "query_id")
+
+
+def test_trec_export_of_hits_with_hostile_ids_stays_parseable(env, tmp_path):  # noqa: F811
+    """The system's chunk ids and paths may hold anything: the run and qrels use docnos, and the
+    docno legend escapes tab / line breaks / controls, so every file keeps one record per line."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    golden = write(
+        tmp_path / "g.jsonl",
+        json.dumps({"id": "q1", "query": "q", "supports": [{"chunk_id": "c\\tx"}, {"doc_id": "d 1"}]}) + "\n",
+    )
+    hits = [
+        {"rank": r, "chunk_id": cid, "doc_path": path, "heading_path": ["h\u2028", "i\tj"], "score": 1.0}
+        for r, (cid, path) in enumerate(
+            [("c\\tx", "a\nb.md"), ("c\tx", "d 1"), ("n\r\x85", "e\\f"), ("\u2029", "")], start=1
+        )
+    ]
+    trace = write(tmp_path / "t.jsonl", json.dumps({"query_id": "q1", "hits": hits}) + "\n")
+    config = write(
+        tmp_path / "eval.yaml", f"golden: {golden}\nmatch: chunk\nsystem: {{kind: replay, path: {trace}}}\n"
+    )
+    ran = cli(env, "run", "--config", str(config), "--run-id", "odd-1")
+    assert ran.returncode == 0, ran.stderr
+    out = tmp_path / "odd.trec"
+    exported = cli(env, "export", "odd-1", "--format", "trec", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    run_text = out.read_text(encoding="utf-8")
+    assert run_text.splitlines() == [
+        "q1 Q0 gold:0 1 4 odd-1",
+        "q1 Q0 hit:2 2 3 odd-1",
+        "q1 Q0 hit:3 3 2 odd-1",
+        "q1 Q0 hit:4 4 1 odd-1",
+    ]
+    with out.open() as fh:
+        assert pytrec_eval.parse_run(fh) == {"q1": {"gold:0": 4.0, "hit:2": 3.0, "hit:3": 2.0, "hit:4": 1.0}}
+    with out.with_name("odd.trec.qrels").open() as fh:
+        assert pytrec_eval.parse_qrel(fh) == {"q1": {"gold:0": 1, "gold:1": 1}}
+    legend = out.with_name("odd.trec.docnos.tsv").read_bytes().decode("utf-8")
+    rows = [line.split("\t") for line in legend.split("\n")[:-1]]  # only "\n" ends a row
+    assert [len(r) for r in rows] == [7] * 5
+    assert [r[3] for r in rows[1:]] == ["c\\\\tx", "c\\tx", "n\\r\\x85", "\\u2029"]
+    assert [r[4] for r in rows[1:]] == ["a\\nb.md", "d 1", "e\\\\f", ""]
+
+
+# ---------------------------------------------------------------------------------------------
+# item 9 (input part): lone surrogates and integers out of range
+# ---------------------------------------------------------------------------------------------
+
+
+def test_golden_lone_surrogates_exit_2_naming_query_and_field(env, tmp_path):  # noqa: F811
+    json_file = write(
+        tmp_path / "g.json",
+        '{"queries": [{"id": "a", "query": "x\\ud800", "supports": [{"doc_id": "d", "snippet": "\\udfff"}]},'
+        ' {"id": "b", "query": "ok \\ud83d\\ude00", "supports": [{"doc_id": "d"}]}]}',
+    )
+    proc = cli({**env, "COLUMNS": "500"}, "golden", "validate", str(json_file))
+    assert proc.returncode == 2, proc.stderr
+    no_traceback(proc)
+    assert "golden set is invalid (2 problems)" in proc.stderr  # the valid pair in "b" is fine
+    assert f"{json_file}:queries[0] — query 'a' — field 'query': holds a lone surrogate" in proc.stderr
+    assert f"{json_file}:queries[0] — query 'a' — field 'supports[0].snippet': holds a lone" in proc.stderr
+    yaml_file = write(tmp_path / "g.yaml", 'queries:\n  - id: a\n    query: "x\\ud800"\n')
+    proc = cli({**env, "COLUMNS": "500"}, "golden", "validate", str(yaml_file))
+    assert proc.returncode == 2 and f"{yaml_file}:line 3" in proc.stderr, proc.stderr
+    no_traceback(proc)
+
+
+@pytest.mark.parametrize(
+    ("support", "field"),
+    [
+        ('"grade": 9223372036854775808', "supports.0.grade"),
+        ('"grade": -9223372036854775809', "supports.0.grade"),
+        ('"line_start": 18446744073709551616, "line_end": 18446744073709551617', "supports.0.line_start"),
+        ('"line_end": 9007199254740993', "supports.0.line_end"),
+    ],
+)
+def test_golden_integers_out_of_range_exit_2_naming_the_field(env, tmp_path, support, field):  # noqa: F811
+    entry = '{"id": "a", "query": "q", "supports": [{"doc_id": "d", ' + support + "}]}\n"
+    path = write(tmp_path / "g.jsonl", entry)
+    proc = cli({**env, "COLUMNS": "500"}, "golden", "validate", str(path))
+    assert proc.returncode == 2, proc.stderr
+    no_traceback(proc)
+    assert f"{path}:line 1 — query 'a' — field '{field}': out of range: " in proc.stderr
+
+
+def test_ckv_line_range_out_of_range_is_refused(tmp_path):
+    path = write(
+        tmp_path / "ckv.yaml",
+        "queries:\n  - id: a\n    intent: q\n"
+        "    expected: {file: f.py, line_range: [1, 99999999999999999999]}\n",
+    )
+    with pytest.raises(InputError) as info:
+        load_golden(path)
+    [offender] = info.value.offenders
+    assert offender.field == "supports.0.line_end" and offender.reason.startswith("out of range: ")
+
+
+def test_trace_lone_surrogates_refuse_the_trace_naming_record_and_field(tmp_path):
+    trace = write(
+        tmp_path / "t.jsonl",
+        '{"query_id": "q1", "hits": [{"rank": 1, "chunk_id": "c\\ud800"}]}\n'
+        '{"query_id": "q\\udc00", "hits": []}\n{"query_id": "q3", "answer": {"text": "\\ud83d\\ude00"}}\n',
+    )
+    with pytest.raises(InputError) as info:
+        read_trace(trace)
+    assert [(o.position, o.query_id, o.field) for o in info.value.offenders] == [
+        ("line 1", "q1", "hits[0].chunk_id"),
+        ("line 2", "q\\udc00", "query_id"),
+    ]

@@ -34,9 +34,11 @@ from kebab_eval_pipeline.yaml_io import (
     duplicate_offenders,
     json_duplicates,
     may_have_duplicate_keys,
+    may_hold_surrogates,
     parse_json_checked,
     parse_yaml,
     read_text_and_sha256,
+    surrogate_paths,
 )
 
 PARSER_VERSION = "golden-2"
@@ -83,6 +85,9 @@ class _FileState:
             if line:
                 return f"line {line}"
         return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or TOP
+
+
+_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 
 
 def _expand(paths: Sequence[str | Path]) -> list[Path]:
@@ -360,7 +365,23 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         except InputError as exc:
             offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
             continue
+        surrogates = may_hold_surrogates(text)
+        if surrogates and (bad := surrogate_paths(state.name)):
+            offenders.append(Offender(str(path), _SURROGATE, position=TOP, field="name"))
         for raw in state.raws:
+            if surrogates and (bad := surrogate_paths(raw.fields)):
+                qid = raw.fields.get("id", raw.fields.get("qid")) if isinstance(raw.fields, dict) else None
+                offenders += [
+                    Offender(
+                        str(path),
+                        _SURROGATE,
+                        position=state.position(raw),
+                        query_id=None if qid is None else _text(qid),
+                        field=name,
+                    )
+                    for name in bad
+                ]
+                continue
             fields = _map_entry(state, raw, offenders)
             if fields is None:
                 continue
@@ -374,7 +395,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                     offenders.append(
                         Offender(
                             str(path),
-                            err["msg"],
+                            err["msg"].removeprefix("Value error, "),  # pydantic's prefix: noise
                             position=state.position(raw, err["loc"]),
                             query_id=None if qid is None else _text(qid),
                             field=field_name,

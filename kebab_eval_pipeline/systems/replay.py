@@ -40,9 +40,17 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
-from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
+from kebab_eval_pipeline.yaml_io import (
+    duplicate_offenders,
+    id_problem,
+    json_duplicates,
+    may_have_duplicate_keys,
+    may_hold_surrogates,
+    surrogate_paths,
+)
 
 FORMATS = ("kebab", "wfgy", "export")
+_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
 
@@ -251,12 +259,27 @@ def read_trace(
         entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
     records: dict[str, _Record] = {}
     warnings: list[str] = []
+    surrogates = may_hold_surrogates(text)
     for where, entry in entries:
         qid = _record_id(entry, _ID_KEYS[fmt])
         if qid is None:
             keys = " / ".join(_ID_KEYS[fmt])
             reason = f"expected an object with {keys}" if not isinstance(entry, dict) else f"no {keys}"
             offenders.append(Offender(str(path), reason, position=where))
+            continue
+        # Text no file can store (a lone surrogate in an id, a snippet, an answer): the trace is
+        # refused, naming each record and field, rather than failing when the run is written.
+        bad = surrogate_paths(entry) if surrogates else []
+        problem = id_problem(qid, query_id=True)
+        if bad or problem:
+            shown = qid.encode("utf-8", "backslashreplace").decode("utf-8")
+            offenders += [
+                Offender(str(path), _SURROGATE, position=where, query_id=shown, field=f) for f in bad
+            ]
+            if problem and not bad:
+                offenders.append(
+                    Offender(str(path), f"query id {problem}", position=where, query_id=qid, field="query_id")
+                )
             continue
         try:
             record = _read_entry(fmt, qid, where, entry)
