@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from dataclasses import dataclass
@@ -205,7 +206,12 @@ class TrecExport:
         qrels_path = out.with_name(out.name + ".qrels")
         atomic.write_bytes(qrels_path, qrels_lines)
         docnos_path = out.with_name(out.name + ".docnos.tsv")
-        atomic.write_text(docnos_path, self.docnos.to_csv(sep="\t", index=False, lineterminator="\n"))
+        legend = self.docnos.copy()
+        for column in ("qid", "docno", "chunk_id", "doc_path", "heading_path"):
+            legend[column] = tsv_escape(legend[column])
+        # Escaped: no field holds a tab or line break, so the TSV needs (and has) no quoting.
+        text = legend.to_csv(sep="\t", index=False, lineterminator="\n", quoting=csv.QUOTE_NONE)
+        atomic.write_text(docnos_path, text)
         return out, qrels_path, docnos_path
 
 
@@ -317,9 +323,16 @@ def _check_ids(hits: pd.DataFrame, queries: pd.DataFrame, source: str) -> None:
             ]
         )
     )
-    bad = pc.or_kleene(pc.equal(pc.utf8_length(ids), 0), pc.match_substring_regex(ids, r"\s"))
+    # Any whitespace (TREC readers split on Unicode whitespace too) or control character
+    bad = pc.or_kleene(
+        pc.equal(pc.utf8_length(ids), 0), pc.match_substring_regex(ids, r"[\s\p{Z}\p{Cc}\x{85}]")
+    )
     offenders = [
-        Offender(source, "a TREC query id must be one token: non-empty, without whitespace", query_id=q)
+        Offender(
+            source,
+            "a TREC query id must be one token: non-empty, without whitespace or control characters",
+            query_id=q,
+        )
         for q in ids.filter(pc.fill_null(bad, True)).to_pylist()[:10]
     ]
     dup = hits.loc[hits.duplicated(["query_id", "rank"]), ["query_id", "rank"]]
@@ -327,6 +340,33 @@ def _check_ids(hits: pd.DataFrame, queries: pd.DataFrame, source: str) -> None:
         offenders.append(Offender(source, f"two hits share rank {int(r)}", query_id=str(q), field="rank"))
     if offenders:
         raise InputError("cannot export the run in TREC format", offenders)
+
+
+_TSV_SPECIAL = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_TSV_NAMED = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _tsv_escape_one(value: str) -> str:
+    return _TSV_SPECIAL.sub(
+        lambda m: (
+            _TSV_NAMED.get(m.group())
+            or (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}")
+        ),
+        value,
+    )
+
+
+def tsv_escape(values: pd.Series) -> pd.Series:
+    """Text for one TSV field: backslash → ``\\\\``, tab → ``\\t``, LF → ``\\n``, CR → ``\\r``, any other
+    control character or U+2028/U+2029 → ``\\xHH`` / ``\\uHHHH``; missing values stay missing.
+    Ids come from the system under test and may hold anything: escaped, each row stays one line of
+    the same number of fields (read back with ``codecs.decode(field, "unicode_escape")`` for ASCII)."""
+    text = values.astype("string")
+    needs = text.str.contains(_TSV_SPECIAL.pattern, regex=True).fillna(False).to_numpy(dtype=bool)
+    if needs.any():
+        text = text.copy()
+        text[needs] = [_tsv_escape_one(v) for v in text[needs]]
+    return text
 
 
 def _text(values: pd.Series) -> pa.Array:

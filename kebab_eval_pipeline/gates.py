@@ -80,7 +80,7 @@ def parse_gate_key(key: str) -> GateTarget:
     """``mrr`` → the run's mrr; ``mrr[lang=ko]`` → mrr over the ``lang = ko`` slice.
 
     Raises ValueError for a malformed key or an unknown breakdown dimension."""
-    m = _GATE_KEY.match(key.strip())
+    m = _GATE_KEY.fullmatch(key.strip())
     if not m:
         raise ValueError(f"malformed gate key {key!r}: expected METRIC or METRIC[DIMENSION=VALUE]")
     metric, dimension, value = m.group("metric").strip(), m.group("dimension"), m.group("value")

@@ -3,7 +3,10 @@
 * Size: golden sets and replay traces larger than ``KEBAB_EVAL_MAX_INPUT_MB`` (default 1024 MiB),
   and run configs larger than ``KEBAB_EVAL_MAX_CONFIG_MB`` (default 4 MiB), are refused before
   a byte is parsed, with an :class:`InputError` naming the file, its size, the limit and the
-  variable that raises it.
+  variable that raises it. The limit holds on the bytes actually read too
+  (:func:`read_limited` reads at most limit + 1 bytes), so a file that grows while it is read or
+  that ``stat`` sizes as 0 (``/proc``) cannot get past it; devices, FIFOs and sockets are refused
+  by ``stat`` before they are opened (``/dev/zero`` never ends, opening a FIFO blocks).
 * Aliases: YAML anchors and aliases let a 1 KB document describe billions of nodes ("billion
   laughs"). PyYAML builds aliases as shared references, so loading one is cheap, but everything
   that walks the result afterwards (validation, JSON snapshots) is not — and merge keys
@@ -67,8 +70,58 @@ def _size(n: int) -> str:
     return f"{n:,} bytes"
 
 
-def check_size(path: Path, what: str, env: str = INPUT_ENV) -> None:
-    """Refuse ``path`` before it is read when it is larger than the limit ``env`` sets.
+def _not_a_file(mode: int) -> str | None:
+    """What a non-regular, non-folder file is ("a FIFO (named pipe)"…); None for a regular file or a
+    folder (readers name a folder themselves)."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_special(path: Path, what: str, kind: str, field: str | None) -> None:
+    raise InputError(
+        f"{what} is not a regular file",
+        [Offender(str(path), f"is {kind}: give a regular file", position="top level", field=field)],
+    )
+
+
+def _too_large(path: Path, what: str, env: str, size: str, limit: int) -> InputError:
+    return InputError(
+        f"{what} is too large",
+        [
+            Offender(
+                str(path),
+                f"{size} is over the {_size(limit)} limit for a {what}; "
+                f"to read it, raise the limit with the environment variable {env}=<MiB>",
+                position="top level",
+            )
+        ],
+    )
+
+
+def check_regular(path: Path, what: str, field: str | None = None) -> None:
+    """Refuse ``path`` when ``stat`` shows a device, FIFO or socket (before anything opens it);
+    a missing file, a folder or one that cannot be inspected is left to the reader."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return
+    kind = _not_a_file(info.st_mode)
+    if kind is not None:
+        _refuse_special(path, what, kind, field)
+
+
+def check_size(path: Path, what: str, env: str = INPUT_ENV, field: str | None = None) -> None:
+    """Refuse ``path`` before it is read when it is larger than the limit ``env`` sets, or when it is
+    a device, FIFO or socket (``field``: the setting that named it, for the message).
 
     A file that does not exist or cannot be inspected is left to the reader, which reports it.
     """
@@ -76,21 +129,65 @@ def check_size(path: Path, what: str, env: str = INPUT_ENV) -> None:
         info = path.stat()
     except (OSError, ValueError):  # missing, permissions, a NUL in the name: the reader says so
         return
+    kind = _not_a_file(info.st_mode)
+    if kind is not None:
+        _refuse_special(path, what, kind, field)
     if not stat.S_ISREG(info.st_mode):
         return
     limit = max_bytes(env)
     if info.st_size > limit:
-        raise InputError(
-            f"{what} is too large",
-            [
-                Offender(
-                    str(path),
-                    f"{_size(info.st_size)} is over the {_size(limit)} limit for a {what}; "
-                    f"to read it, raise the limit with the environment variable {env}=<MiB>",
-                    position="top level",
-                )
-            ],
-        )
+        raise _too_large(path, what, env, _size(info.st_size), limit)
+
+
+def read_limited(path: Path, what: str, env: str = INPUT_ENV, field: str | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most the limit ``env`` sets.
+
+    Raises :class:`InputError` (naming ``path`` and ``field``) for a missing file (summary
+    "``what`` not found", reason "no such file"), a folder, a device / FIFO / socket (refused by
+    ``stat``, then checked again on the opened descriptor, which is opened non-blocking so a FIFO
+    swapped in between cannot hang the open), any other OS error, and a file over the limit — by
+    its size, or by the bytes read (a growing file, ``/proc`` files that ``stat`` sizes as 0): at
+    most limit + 1 bytes are ever read.
+    """
+    limit = max_bytes(env)
+
+    def refuse(summary: str, reason: str, position: str | None = "top level") -> InputError:
+        return InputError(summary, [Offender(str(path), reason, position=position, field=field)])
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise refuse(f"{what} not found", "no such file", None) from None
+    except (OSError, ValueError) as exc:  # permissions, a NUL in the name, a name too long
+        raise refuse(f"cannot read the {what}", getattr(exc, "strerror", None) or str(exc)) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise refuse(f"{what} is a folder, expected a file", "is a directory", None)
+    check_size(path, what, env, field)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise refuse(f"cannot read the {what}", exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        kind = _not_a_file(os.fstat(fd).st_mode)
+        if kind is not None:  # swapped in between the stat and the open
+            _refuse_special(path, what, kind, field)
+        chunks: list[bytes] = []
+        got = 0
+        # A regular file comes in one read of its size (+1 to see the end): one buffer, no copy in
+        # the join. /proc files and the like (size 0) come in 1 MiB pieces.
+        step = max(info.st_size + 1, MIB)
+        try:
+            while got <= limit:
+                chunk = fh.read(min(limit + 1 - got, step))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+        except OSError as exc:
+            raise refuse(f"cannot read the {what}", exc.strerror or str(exc)) from None
+    if got > limit:
+        raise _too_large(path, what, env, f"more than {_size(limit)} (bytes read)", limit)
+    return b"".join(chunks)
 
 
 def _collections(node: yaml.Node) -> list[yaml.Node]:
@@ -172,33 +269,125 @@ def _refuse_binary(loader: yaml.BaseLoader, node: yaml.Node) -> None:
     )
 
 
-class _AliasGuard:
-    """Loader mix-in: compose, check the alias expansion, then construct."""
+class DuplicateKeys(yaml.YAMLError):
+    """Keys written twice in one mapping: ``duplicates`` lists ``(path, key, line, first_line)``
+    (``path``: the mapping's key path from the top, e.g. ``["queries", 3]``; lines 1-based), in
+    document order."""
+
+    def __init__(self, duplicates: list[tuple[list[str | int], str, int, int]]):
+        super().__init__(f"{len(duplicates)} duplicate key(s)")
+        self.duplicates = duplicates
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _key_text(node: yaml.Node) -> str:
+    return node.value if type(node) is yaml.ScalarNode else f"<{node.id}>"
+
+
+def _paths_to(root: yaml.Node, wanted: set[yaml.Node]) -> dict[yaml.Node, list[str | int]]:
+    """The key path from ``root`` to each node of ``wanted`` (first found; iterative). Only run when
+    a document has duplicates, so its cost never touches a clean load."""
+    found: dict[yaml.Node, list[str | int]] = {}
+    seen: set[yaml.Node] = set()
+    stack: list[tuple[yaml.Node, list[str | int]]] = [(root, [])]
+    while stack and len(found) < len(wanted):
+        node, path = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node in wanted:
+            found[node] = path
+        if type(node) is yaml.SequenceNode:
+            stack += [(child, [*path, i]) for i, child in reversed(list(enumerate(node.value)))]
+        elif type(node) is yaml.MappingNode:
+            stack += [(v, [*path, _key_text(k)]) for k, v in reversed(node.value)]
+    return found
+
+
+class _StrictConstruction:
+    """Loader mix-in: compose; check the alias expansion (when ``_guard_aliases``); construct,
+    noting every key written twice in one mapping; then raise :class:`DuplicateKeys` listing them
+    all. PyYAML itself keeps the last value silently (a second ``gates:`` block would drop the
+    first's blocking gates). Keys a merge (``<<``) brings in may be overridden: only a mapping's own
+    keys are compared, as written, before the merge is applied."""
+
+    _guard_aliases = False
 
     def get_single_data(self):  # overrides yaml.constructor.BaseConstructor.get_single_data
         node = self.get_single_node()  # type: ignore[attr-defined]
         if node is None:
             return None
-        check_alias_expansion(node)
-        return self.construct_document(node)  # type: ignore[attr-defined]
+        if self._guard_aliases:
+            check_alias_expansion(node)
+        self._duplicates: list[tuple[yaml.Node, str, int, int]] = []
+        self._own_checked: set[yaml.Node] = set()
+        data = self.construct_document(node)  # type: ignore[attr-defined]
+        if self._duplicates:
+            paths = _paths_to(node, {mapping for mapping, *_ in self._duplicates})
+            raise DuplicateKeys(
+                [(paths.get(m, []), key, line, first) for m, key, line, first in self._duplicates]
+            )
+        return data
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:  # SafeConstructor's, called first
+        if node not in self._own_checked:
+            self._own_checked.add(node)
+            pairs = node.value
+            # Fast path, one set of the keys (text keys as written: the usual case).
+            try:
+                keys = {self._key(k) for k, _ in pairs}
+            except TypeError:  # an unhashable key: the constructor reports it
+                keys = set()
+            if len(keys) != len(pairs):
+                self._note_duplicates(node)
+        super().flatten_mapping(node)  # type: ignore[misc]
+
+    def _key(self, node: yaml.Node) -> Any:
+        """A key as the mapping will hold it: text as written; other scalars constructed (1 and 0x1
+        are one key); a merge key or a complex key by identity (never a duplicate here)."""
+        if node.tag == _STR_TAG:
+            return node.value
+        if type(node) is not yaml.ScalarNode or node.tag == _MERGE_TAG:
+            return node
+        return (None, self.construct_object(node))  # type: ignore[attr-defined]
+
+    def _note_duplicates(self, node: yaml.MappingNode) -> None:
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            try:
+                earlier = first.setdefault(self._key(key_node), key_node)
+            except TypeError:  # an unhashable constructed key: the constructor reports it
+                continue
+            if earlier is not key_node:
+                self._duplicates.append(
+                    (node, key_node.value, key_node.start_mark.line + 1, earlier.start_mark.line + 1)
+                )
 
 
-class StrictSafeLoader(yaml.SafeLoader):
-    """PyYAML's pure-Python safe loader (no Python object tags), refusing ``!!binary``."""
+class StrictSafeLoader(_StrictConstruction, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader (no Python object tags), refusing ``!!binary`` and duplicate
+    keys."""
 
 
-class GuardedSafeLoader(_AliasGuard, StrictSafeLoader):
+class GuardedSafeLoader(StrictSafeLoader):
     """:class:`StrictSafeLoader` with the alias guard."""
+
+    _guard_aliases = True
 
 
 _STRICT: dict[type, tuple[type, type]] = {yaml.SafeLoader: (StrictSafeLoader, GuardedSafeLoader)}
 if hasattr(yaml, "CSafeLoader"):  # PyYAML built with libyaml (the wheels are)
 
-    class StrictCSafeLoader(yaml.CSafeLoader):  # type: ignore[misc]
-        """libyaml's safe loader (no Python object tags), refusing ``!!binary``."""
+    class StrictCSafeLoader(_StrictConstruction, yaml.CSafeLoader):  # type: ignore[misc]
+        """libyaml's safe loader (no Python object tags), refusing ``!!binary`` and duplicate keys."""
 
-    class GuardedCSafeLoader(_AliasGuard, StrictCSafeLoader):  # type: ignore[misc]
+    class GuardedCSafeLoader(StrictCSafeLoader):  # type: ignore[misc]
         """:class:`StrictCSafeLoader` with the alias guard."""
+
+        _guard_aliases = True
 
     _STRICT[yaml.CSafeLoader] = (StrictCSafeLoader, GuardedCSafeLoader)
 else:  # without libyaml, yaml_io uses the pure-Python loader only

@@ -24,7 +24,7 @@ from pydantic import (
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.judge.config import JudgeSettings
-from kebab_eval_pipeline.limits import CONFIG_ENV, check_size
+from kebab_eval_pipeline.limits import CONFIG_ENV
 from kebab_eval_pipeline.systems.wire import ResponseMap
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
 
@@ -223,7 +223,7 @@ class HttpSystemSettings(_Strict):
     @classmethod
     def _env_refs(cls, refs: dict[str, str]) -> dict[str, str]:
         for header, ref in refs.items():
-            if not (_ENV_NAME_RE.match(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
+            if not (_ENV_NAME_RE.fullmatch(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
                 raise ValueError(
                     f"{header}: expected an environment variable name (or a template like 'Bearer ${{NAME}}')"
                 )
@@ -596,8 +596,7 @@ def load_settings(path: str | Path | None) -> RunSettings:
     if path is None:
         return RunSettings()
     path = Path(path)
-    check_size(path, "run config", CONFIG_ENV)
-    text = read_text(path, "run config")
+    text = read_text(path, "run config", CONFIG_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
     doc = parse_yaml(text, path, "run config")
     settings = settings_from_dict(doc, source=str(path), text=text)
     return _resolve_relative(settings, path.resolve().parent, str(path), text)

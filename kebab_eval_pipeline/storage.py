@@ -40,7 +40,7 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 def check_run_id(run_id: str) -> str:
     """Run ids become folder names and partition keys: letters, digits, ``._-``; ≤128 chars."""
-    if not RUN_ID_PATTERN.match(run_id or "") or ".." in run_id:
+    if not RUN_ID_PATTERN.fullmatch(run_id or "") or ".." in run_id:
         raise InputError(
             "invalid run id",
             [Offender("<run id>", f"{run_id!r}: use letters, digits, '.', '_' or '-' (max 128, no '..')")],

@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import strict_loader
+from kebab_eval_pipeline.limits import INPUT_ENV, DuplicateKeys, read_limited, strict_loader
 
 TOP = "top level"
 
@@ -28,21 +30,17 @@ _DEEP_BLOCK = re.compile(r"^[ \t?-]{" + str(DEEP_BLOCK_WIDTH) + ",}", re.MULTILI
 _PARSER_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
 
 
-def read_text(path: Path, what: str) -> str:
+def read_text(path: Path, what: str, env: str = INPUT_ENV) -> str:
     """Read a UTF-8 text file, turning every failure into an :class:`InputError` naming ``path``."""
-    return read_text_and_sha256(path, what)[0]
+    return read_text_and_sha256(path, what, env)[0]
 
 
-def read_text_and_sha256(path: Path, what: str) -> tuple[str, str]:
-    """:func:`read_text` plus the sha256 of the file's bytes, from one read of the file."""
-    if not path.exists():
-        raise InputError(f"{what} not found", [Offender(str(path), "no such file")])
-    if path.is_dir():
-        raise InputError(f"{what} is a folder, expected a file", [Offender(str(path), "is a directory")])
-    try:
-        data = path.read_bytes()
-    except OSError as exc:  # permissions, a vanished file, a FIFO…
-        return _raise(what, path, TOP, f"cannot be read: {exc.strerror or exc}")
+def read_text_and_sha256(path: Path, what: str, env: str = INPUT_ENV) -> tuple[str, str]:
+    """:func:`read_text` plus the sha256 of the file's bytes, from one read of the file.
+
+    The read is bounded by the size limit ``env`` sets, and devices / FIFOs / sockets are refused
+    before they are opened (:func:`kebab_eval_pipeline.limits.read_limited`)."""
+    data = read_limited(path, what, env)
     try:
         return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
@@ -95,6 +93,9 @@ def parse_yaml(text: str, path: Path, what: str) -> Any:
     loader = _loader(text)
     try:
         return yaml.load(text, Loader=strict_loader(loader, text))  # safe: no Python object tags
+    except DuplicateKeys as exc:  # every one at once, with both lines
+        offenders = duplicate_offenders(str(path), exc.duplicates)
+        raise InputError(f"{what} has duplicate keys", offenders) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = f"line {mark.line + 1}, column {mark.column + 1}" if mark else TOP
@@ -137,6 +138,100 @@ def parse_json(text: str, path: Path, what: str, line: int | None = None) -> Any
             f"line {line}" if line else TOP,
             f"invalid JSON: a value cannot be read ({type(exc).__name__}: {exc})",
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Duplicate keys: an error in every file the tool reads (parsers silently keep the last value).
+
+# A JSON key is a string token followed by ":" (whitespace allowed between them).
+_SPACED_KEY = re.compile(r'"[ \t\r\n]+:')
+# JSON tokens for the exact scan: a string (escapes unrolled), a structural character, a literal.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],:]|[^\s{}\[\],:"]+', re.S)
+Duplicate = tuple[list[str | int], str, int, int]  # (the mapping's key path, key, line, first line)
+
+
+def key_path_text(path: Sequence[str | int]) -> str:
+    """``["queries", 3, "id"]`` → ``queries[3].id``."""
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+
+
+def duplicate_offenders(file: str, duplicates: Sequence[Duplicate]) -> list[Offender]:
+    """One offender per duplicate key: the key with its path as the field, both lines in the reason."""
+    return [
+        Offender(
+            file,
+            f"duplicate key {key!r} at line {line}; first at line {first} (a parser would silently keep "
+            "the last value): remove or rename one",
+            position=f"line {line}",
+            field=key_path_text([*path, key]),
+        )
+        for path, key, line, first in duplicates
+    ]
+
+
+def may_have_duplicate_keys(text: str, docs: Any) -> bool:
+    """False when the JSON ``text`` provably holds no key twice in one object; ``docs`` is what it
+    parsed to (a list of the values, for JSONL).
+
+    Cheap (C-speed counts): every key written matches ``":`` or ``"<space>:``, so their count is at
+    least the keys written; in orjson's compact re-serialisation of ``docs`` the count of ``":``
+    not preceded by a backslash is at most the keys kept. A dropped duplicate makes the kept count
+    fall below the written one. True also when ``docs`` cannot be re-serialised (integers beyond
+    64 bits): then :func:`json_duplicates` decides.
+    """
+    written = text.count('":') + len(_SPACED_KEY.findall(text))
+    try:
+        out = orjson.dumps(docs)
+    except (orjson.JSONEncodeError, TypeError):
+        return True
+    return out.count(b'":') - out.count(b'\\":') != written
+
+
+def json_duplicates(text: str, first_line: int = 1) -> list[Duplicate]:
+    """Every key written twice in one object of the JSON value ``text`` (which parses), in order,
+    with lines counted from ``first_line``. A linear scan in Python: run it only when
+    :func:`may_have_duplicate_keys` says so."""
+    found: list[Duplicate] = []
+    # frames: [is_object, path, {key: line}, expecting_key, current key or array index]
+    stack: list[list[Any]] = []
+    line, last = first_line, 0
+    for match in _JSON_TOKEN.finditer(text):
+        tok, pos = match.group(), match.start()
+        top = stack[-1] if stack else None
+        if tok in ("{", "["):
+            path: list[str | int] = [] if top is None else [*top[1], top[4]]
+            stack.append([tok == "{", path, {}, True, None] if tok == "{" else [False, path, None, False, 0])
+        elif tok in ("}", "]"):
+            stack.pop()
+        elif top is None:
+            continue
+        elif tok == ",":
+            if top[0]:
+                top[3] = True
+            else:
+                top[4] += 1
+        elif tok == ":":
+            top[3] = False
+        elif top[0] and top[3] and tok.startswith('"'):
+            line += text.count("\n", last, pos)
+            last = pos
+            key = json.loads(tok)
+            top[4] = key
+            if key in top[2]:
+                found.append((top[1], key, line, top[2][key]))
+            else:
+                top[2][key] = line
+    return found
+
+
+def parse_json_checked(text: str, path: Path, what: str) -> Any:
+    """:func:`parse_json`, then every duplicate key is an :class:`InputError` (all listed at once)."""
+    doc = parse_json(text, path, what)
+    if may_have_duplicate_keys(text, doc):
+        duplicates = json_duplicates(text)
+        if duplicates:
+            raise InputError(f"{what} has duplicate keys", duplicate_offenders(str(path), duplicates))
+    return doc
 
 
 def yaml_line_of(text: str, key_path: list[str | int]) -> int | None:
@@ -184,3 +279,57 @@ class YamlPositions:
             else:
                 break
         return node.start_mark.line + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Text that cannot be written: lone surrogates, and ids with whitespace or control characters.
+
+# A surrogate can only come from an escape (strict UTF-8 decoding refuses encoded ones): JSON
+# "\ud800", YAML "\ud800" / "\U0000d800". A text without one skips the walk.
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u[dD][89a-fA-F]|U0000[dD][89a-fA-F])").search
+# Query ids become TREC query ids (split on any whitespace) and parts of file names.
+_BAD_QUERY_ID = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Chunk and doc ids may hold spaces (file names do), never a tab, line break or control character.
+_BAD_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """False when ``text`` provably decodes to no lone surrogate (it has no surrogate escape)."""
+    return _SURROGATE_ESCAPE(text) is not None
+
+
+def surrogate_paths(value: Any) -> list[str]:
+    """The key paths (``supports[0].snippet``) of every string in ``value`` — a parsed JSON/YAML
+    value, keys included — holding a lone surrogate: text no file, table or terminal can write."""
+    found: list[str] = []
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    found.append(key_path_text(path) or TOP)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError:
+                        found.append(key_path_text([*path, ascii(key)]))
+                stack.append((child, [*path, str(key)]))
+        elif isinstance(item, list):
+            stack += [(child, [*path, i]) for i, child in enumerate(item)]
+    return sorted(found)
+
+
+def id_problem(value: str, query_id: bool = False) -> str | None:
+    """Why ``value`` cannot be an id, or None. Query ids: no whitespace or control character at all
+    (they become TREC query ids and file names); chunk / doc ids: no tab, line break or other
+    control character (plain spaces are allowed)."""
+    bad = (_BAD_QUERY_ID if query_id else _BAD_ID).search(value)
+    if bad is None:
+        return None
+    what = "whitespace or a control character" if query_id else "a tab, line break or control character"
+    return f"holds {what} (U+{ord(bad.group()):04X} at position {bad.start() + 1})"

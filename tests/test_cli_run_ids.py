@@ -76,3 +76,17 @@ def test_generated_ids_registered_run_tagged_and_listed_in_time_order(env):  # n
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         triggers = {r.tags.get("dagster/partition"): r.tags.get(TRIGGER_TAG) for r in instance.get_runs()}
     assert triggers == {ci_run: "ci", "manual": "cli"}
+
+
+def test_a_run_id_with_a_trailing_newline_is_refused_not_trimmed(env, tmp_path):  # noqa: F811
+    # `$` matches before a final newline: "nl\n" used to register "nl" and create folders "nl\n"
+    for bad in ("nl\n", "nl\r", " nl", "nl "):
+        added = cli(env, "runs", "add", bad)
+        assert added.returncode == 2, (bad, added.stdout, added.stderr)
+        no_traceback(added)
+        assert "invalid run id" in added.stderr and repr(bad) in added.stderr
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        assert instance.get_dynamic_partitions("eval_runs") == []
+    ran = cli(env, "run", "--run-id", "nl\n", "--golden", str(tmp_path / "none.yaml"))
+    assert ran.returncode == 2 and "invalid run id" in ran.stderr, ran.stderr
+    assert not any("\n" in p.name for p in tmp_path.rglob("*"))

@@ -72,7 +72,7 @@ def test_fsspec_memory_url():
     assert store.read("a", "r1")[1] == {"x": 1}
 
 
-@pytest.mark.parametrize("bad", ["", "../x", "a/b", "a..b", " x", "x" * 129])
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", "a..b", " x", "x" * 129, "nl\n", "x" * 128 + "\n"])
 def test_run_ids_are_path_safe(bad):
     with pytest.raises(InputError):
         check_run_id(bad)

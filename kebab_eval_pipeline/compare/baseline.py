@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.health import failed_run
+from kebab_eval_pipeline.limits import INPUT_ENV, max_bytes, read_limited
 from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
 
 PINS_FILE = "_baselines.json"
 PIN_FIELDS = ("run_id", "golden_sha256", "pinned_at")
@@ -58,13 +61,22 @@ def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
     path = _pins_path(store)
     if not path.exists():
         return {}
+    data = _read_bounded(path)
     try:
-        doc = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InputError(
             "the pinned-baseline file is corrupt",
             [Offender(str(path), f"not JSON ({exc}); fix it, or delete it to drop every pin")],
         ) from None
+    if may_have_duplicate_keys(text, doc):
+        duplicates = json_duplicates(text)
+        if duplicates:  # two pins for one golden set: which one counts is not ours to guess
+            raise InputError(
+                "the pinned-baseline file is corrupt (fix it, or delete it to drop every pin)",
+                duplicate_offenders(str(path), duplicates),
+            )
     problems = []
     if not isinstance(doc, dict):
         problems.append(Offender(str(path), f"top level is a {type(doc).__name__}, expected a mapping"))
@@ -79,6 +91,22 @@ def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
             "the pinned-baseline file is corrupt (fix it, or delete it to drop every pin)", problems
         )
     return {name: {f: pin[f] for f in PIN_FIELDS} for name, pin in doc.items()}
+
+
+def _read_bounded(path) -> bytes:
+    """The pin document's bytes, at most ``KEBAB_EVAL_MAX_INPUT_MB``; a local one through
+    :func:`read_limited` (devices and FIFOs refused unopened), a remote one read to limit + 1 bytes."""
+    if isinstance(path, Path):  # a local store (UPath's local paths are pathlib paths)
+        return read_limited(Path(path), "pinned-baseline file")
+    limit = max_bytes(INPUT_ENV)
+    with path.open("rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(
+            "the pinned-baseline file is too large",
+            [Offender(str(path), f"over the limit of {limit:,} bytes; raise it with {INPUT_ENV}=<MiB>")],
+        )
+    return data
 
 
 def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:

@@ -215,7 +215,7 @@ def metric_column(name: str) -> str | None:
     """
     if name in _MEAN_COLUMN:
         return _MEAN_COLUMN[name]
-    m = _AT_K.match(name)
+    m = _AT_K.fullmatch(name)
     if m and m.group(1) in RETRIEVAL_AT_K:
         return name
     return None
@@ -265,7 +265,7 @@ def compare_query_scores(
         elif missing:
             row["note"] = f"column {column!r} missing in run {' and '.join(missing)}"
         else:
-            family = _AT_K.match(column)
+            family = _AT_K.fullmatch(column)
             binary = column in _BINARY_COLUMNS or bool(family and family.group(1) in _BINARY_FAMILIES)
             result = paired_test(
                 _float(scores_a, column)[pos_a],
@@ -314,7 +314,7 @@ def _untestable_reason(name: str) -> str:
         why = "an operational rate"
     elif name in ("mixed_version_rate", "hallucination_rate"):
         why = "a share of hits, not of queries"
-    elif _LATENCY.match(name):
+    elif _LATENCY.fullmatch(name):
         why = "a latency percentile/maximum"
     elif name == "total_suite_ms":
         why = "a suite total"

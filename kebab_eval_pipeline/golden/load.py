@@ -27,8 +27,19 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.limits import check_size
-from kebab_eval_pipeline.yaml_io import TOP, YamlPositions, parse_json, parse_yaml, read_text_and_sha256
+from kebab_eval_pipeline.limits import check_regular
+from kebab_eval_pipeline.yaml_io import (
+    TOP,
+    YamlPositions,
+    duplicate_offenders,
+    json_duplicates,
+    may_have_duplicate_keys,
+    may_hold_surrogates,
+    parse_json_checked,
+    parse_yaml,
+    read_text_and_sha256,
+    surrogate_paths,
+)
 
 PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
@@ -74,6 +85,9 @@ class _FileState:
             if line:
                 return f"line {line}"
         return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in key_path).lstrip(".") or TOP
+
+
+_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 
 
 def _expand(paths: Sequence[str | Path]) -> list[Path]:
@@ -177,6 +191,15 @@ def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender
             )
             continue
         state.raws.append(RawQuery(fields=entry, key_path=[], line=n))
+    if state.raws and may_have_duplicate_keys(text, [r.fields for r in state.raws]):
+        lines = text.split("\n")
+        clean = []
+        for raw in state.raws:
+            duplicates = json_duplicates(lines[raw.line - 1], raw.line)
+            offenders += duplicate_offenders(str(state.path), duplicates)
+            if not duplicates:
+                clean.append(raw)
+        state.raws = clean
     if fmt != "auto":
         state.fmt = fmt
         return
@@ -192,7 +215,7 @@ def _read_document(
 ) -> None:
     path = state.path
     if path.suffix == ".json":
-        doc = parse_json(text, path, "golden set")
+        doc = parse_json_checked(text, path, "golden set")
     else:
         doc = parse_yaml(text, path, "golden set")
         state.positions = YamlPositions(text)  # composed lazily, only if an offender needs a line
@@ -332,7 +355,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         state = _FileState(path)
         states.append(state)
         try:  # a file that cannot be read or parsed is one offender; the other files still report
-            check_size(path, "golden set")  # before reading: a 50 GB file is refused, not loaded
+            # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
             text, digest = read_text_and_sha256(path, "golden set")
             digests.append((path.name, digest))
             if path.suffix == ".jsonl":
@@ -342,7 +365,23 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
         except InputError as exc:
             offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
             continue
+        surrogates = may_hold_surrogates(text)
+        if surrogates and (bad := surrogate_paths(state.name)):
+            offenders.append(Offender(str(path), _SURROGATE, position=TOP, field="name"))
         for raw in state.raws:
+            if surrogates and (bad := surrogate_paths(raw.fields)):
+                qid = raw.fields.get("id", raw.fields.get("qid")) if isinstance(raw.fields, dict) else None
+                offenders += [
+                    Offender(
+                        str(path),
+                        _SURROGATE,
+                        position=state.position(raw),
+                        query_id=None if qid is None else _text(qid),
+                        field=name,
+                    )
+                    for name in bad
+                ]
+                continue
             fields = _map_entry(state, raw, offenders)
             if fields is None:
                 continue
@@ -356,7 +395,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                     offenders.append(
                         Offender(
                             str(path),
-                            err["msg"],
+                            err["msg"].removeprefix("Value error, "),  # pydantic's prefix: noise
                             position=state.position(raw, err["loc"]),
                             query_id=None if qid is None else _text(qid),
                             field=field_name,
@@ -402,5 +441,7 @@ def golden_content_sha256(paths: str | Path | Sequence[str | Path]) -> str:
 
 def _file_sha256(path: Path) -> str:
     # Streamed: sensors hash the golden file on every tick, and it may be far larger than memory.
+    # A device or FIFO would stream forever or block: refused before it is opened.
+    check_regular(path, "golden set")
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 SCHEMA_VERSION = "1"
+LINE_BOUND = 2**53  # line numbers: float64-exact
+GRADE_BOUND = 2**31 - 1  # relevance grades: a 32-bit int in TREC qrels
 
 RecencyRule = Literal["cite_newer", "cite_both", "acknowledge_both"]
 
@@ -32,6 +34,23 @@ class Support(BaseModel):
     symbol_kind: str | None = None
     section: str | None = None  # informational anchor (ckv ``expected.section``); never matched on
     grade: int = 1
+
+    @field_validator("line_start", "line_end", "grade", mode="before")
+    @classmethod
+    def _in_range(cls, value: object, info: ValidationInfo) -> object:
+        # Lines are compared as float64 by the matcher (exact up to 2**53); grades are stored as
+        # int64, negated to sort, and written to TREC qrels, which tools read as a C int.
+        bound = GRADE_BOUND if info.field_name == "grade" else LINE_BOUND
+        # Before parsing: pydantic's own message for an integer past 64 bits names no range (and the
+        # fast JSONL parser reads integers past 64 bits as floats).
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and not -bound <= value <= bound:  # NaN too
+            if isinstance(value, float):
+                shown = f"{value:.0f}" if abs(value) < 1e20 else f"{value:.3g}"
+            else:
+                shown = f"an integer of {len(str(abs(value)))} digits" if abs(value) > 10**20 else str(value)
+            raise ValueError(f"out of range: {shown} is not between {-bound} and {bound}")
+        return value
 
     def is_empty(self) -> bool:
         """True when the support names no evidence a hit can match (symbol and section are never

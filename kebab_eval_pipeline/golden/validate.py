@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kebab_eval_pipeline.errors import Offender
 from kebab_eval_pipeline.golden.model import GoldenQuery
+from kebab_eval_pipeline.yaml_io import id_problem
 
 # Maps a query's index in its file to a human position ("line 12" / "queries[3]").
 PositionOf = Callable[[int], str | None]
@@ -28,6 +29,8 @@ def validate_queries(
     for i, q in enumerate(queries):
         if not q.id.strip():
             add(i, q, "id", "empty id")
+        elif (problem := id_problem(q.id, query_id=True)) is not None:
+            add(i, q, "id", f"query id {problem}: ids become TREC query ids and file names")
         if q.id in first_seen:
             other_file, other_pos = source_of(first_seen[q.id])
             add(i, q, "id", f"duplicate id (first at {other_file}:{other_pos or '?'})")
@@ -36,6 +39,10 @@ def validate_queries(
         if not q.query.strip():
             add(i, q, "query", "empty query")
         for j, s in enumerate(q.supports):
+            for name in ("chunk_id", "doc_id"):
+                value = getattr(s, name)
+                if value is not None and (problem := id_problem(value)) is not None:
+                    add(i, q, f"supports[{j}].{name}", f"{name} {problem}")
             if s.is_empty():
                 add(i, q, f"supports[{j}]", "support names no evidence (no id, path, lines or snippet)")
             if q.pending:

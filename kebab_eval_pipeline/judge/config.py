@@ -57,7 +57,7 @@ class JudgeModelSettings(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, name: str | None) -> str | None:
-        if name is not None and not _ENV_NAME_RE.match(name):
+        if name is not None and not _ENV_NAME_RE.fullmatch(name):
             raise ValueError("expected an environment variable name (the key itself never goes in the file)")
         return name
 

@@ -377,7 +377,7 @@ def breakdowns(
 
 def _ks(query_scores: pd.DataFrame, ks: Sequence[int] | None) -> list[int]:
     if ks is None:
-        found = [int(m.group(1)) for c in query_scores.columns if (m := _HIT_AT.match(str(c)))]
+        found = [int(m.group(1)) for c in query_scores.columns if (m := _HIT_AT.fullmatch(str(c)))]
         return check_ks(found) if found else list(DEFAULT_KS)
     return check_ks(ks)
 

@@ -39,7 +39,7 @@ def _renames(names: list[str]) -> dict[str, str]:
     return {
         n: f"doc_recall@{m.group(1)}"
         for n in names
-        if (m := _OLD_RECALL.match(n)) and f"doc_recall@{m.group(1)}" not in present
+        if (m := _OLD_RECALL.fullmatch(n)) and f"doc_recall@{m.group(1)}" not in present
     }
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import check_size
+from kebab_eval_pipeline.limits import read_limited
 from kebab_eval_pipeline.settings import ReplaySystemSettings
 from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
@@ -40,8 +40,17 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.yaml_io import (
+    duplicate_offenders,
+    id_problem,
+    json_duplicates,
+    may_have_duplicate_keys,
+    may_hold_surrogates,
+    surrogate_paths,
+)
 
 FORMATS = ("kebab", "wfgy", "export")
+_SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
 
@@ -207,8 +216,11 @@ def detect_format(path: Path, text: str) -> str:
 
 
 def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
+    """The parsed lines as (line number, value); a line that is not JSON, or that writes a key twice
+    in one object, is an offender (and left out)."""
     rows = []
-    for n, line in enumerate(_lines(text), start=1):
+    lines = _lines(text)
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -219,6 +231,14 @@ def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, 
             )
         except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
             offenders.append(Offender(str(path), f"not JSON: {exc}", position=f"line {n}"))
+    if rows and may_have_duplicate_keys(text, [row for _, row in rows]):
+        clean = []
+        for n, row in rows:
+            duplicates = json_duplicates(lines[n - 1], n)
+            offenders += duplicate_offenders(str(path), duplicates)
+            if not duplicates:
+                clean.append((n, row))
+        rows = clean
     return rows
 
 
@@ -233,19 +253,9 @@ def _record_id(entry: Any, keys: tuple[str, ...]) -> str | None:
 
 
 def _read(path: Path) -> tuple[str, str]:
-    """(the trace's text, the sha256 of its bytes): read once, after the size check."""
-    check_size(path, "replay trace")  # KEBAB_EVAL_MAX_INPUT_MB, before anything is read
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(
-            "replay trace not found", [Offender(str(path), "no such file", field="system.path")]
-        ) from None
-    except (OSError, ValueError) as exc:  # a folder, permissions, a NUL in the name
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise InputError(
-            "cannot read the replay trace", [Offender(str(path), reason, field="system.path")]
-        ) from None
+    """(the trace's text, the sha256 of its bytes): read once, bounded by KEBAB_EVAL_MAX_INPUT_MB
+    (by size before reading, and on the bytes read); devices and FIFOs are refused unopened."""
+    data = read_limited(path, "replay trace", field="system.path")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -313,6 +323,12 @@ def read_trace(
             ) from None
         except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
             raise InputError("replay trace is not JSON", [Offender(str(path), str(exc))]) from None
+        if may_have_duplicate_keys(text, doc):
+            duplicates = json_duplicates(text)
+            if duplicates:
+                raise InputError(
+                    f"replay trace {path.name} has duplicate keys", duplicate_offenders(str(path), duplicates)
+                )
         if not isinstance(doc, dict) or not isinstance(doc.get("per_query"), list):
             raise InputError(
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
@@ -323,12 +339,27 @@ def read_trace(
         entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
     records: dict[str, _Record] = {}
     warnings: list[str] = []
+    surrogates = may_hold_surrogates(text)
     for where, entry in entries:
         qid = _record_id(entry, _ID_KEYS[fmt])
         if qid is None:
             keys = " / ".join(_ID_KEYS[fmt])
             reason = f"expected an object with {keys}" if not isinstance(entry, dict) else f"no {keys}"
             offenders.append(Offender(str(path), reason, position=where))
+            continue
+        # Text no file can store (a lone surrogate in an id, a snippet, an answer): the trace is
+        # refused, naming each record and field, rather than failing when the run is written.
+        bad = surrogate_paths(entry) if surrogates else []
+        problem = id_problem(qid, query_id=True)
+        if bad or problem:
+            shown = qid.encode("utf-8", "backslashreplace").decode("utf-8")
+            offenders += [
+                Offender(str(path), _SURROGATE, position=where, query_id=shown, field=f) for f in bad
+            ]
+            if problem and not bad:
+                offenders.append(
+                    Offender(str(path), f"query id {problem}", position=where, query_id=qid, field="query_id")
+                )
             continue
         try:
             record, problems = _read_entry(fmt, qid, where, entry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -983,14 +984,14 @@ def test_forced_kebab_needs_expected_ids(tmp_path: Path):
 def test_unreadable_file_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Regression: an OSError from reading the file escaped instead of an InputError naming it."""
     path = write(tmp_path / "locked.yaml", "- {id: a, query: x, expected_doc_ids: [d]}\n")
-    real = Path.read_bytes
+    real = os.open
 
-    def read_bytes(self: Path) -> bytes:
-        if self == path:  # what a chmod 000 file gives a non-root user
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def open_(file, flags, *args, **kwargs):
+        if Path(file) == path:  # what a chmod 000 file gives a non-root user (tests may run as root)
+            raise PermissionError(13, "Permission denied", str(file))
+        return real(file, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", open_)
     with pytest.raises(InputError) as exc:
         load_golden(path)
     (offender,) = exc.value.offenders

@@ -418,7 +418,9 @@ def test_huge_strings(workdir: Path, huge: str, where: str, suffix: str):
     if text is None:
         text = yaml.dump(doc, Dumper=DUMPER, allow_unicode=True, width=10**9)
     result = check_contract(put(workdir, text, suffix))
-    if where in ("id", "query", "snippet", "heading"):
+    if where == "id" and re.search(r"\s", huge):  # a query id with whitespace: refused (a TREC qid)
+        assert isinstance(result, InputError) and [o.field for o in result.offenders] == ["id"]
+    elif where in ("id", "query", "snippet", "heading"):
         assert isinstance(result, LoadedGolden)  # long text is valid text
         q = result.golden.queries[0]
         assert huge in (q.id, q.query, q.supports[0].snippet, *(q.supports[0].heading_path or []))
@@ -445,13 +447,20 @@ NONBLANK = st.builds(
     str.__add__, st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), TEXT
 )
 
+# Query ids hold no whitespace or control character (they become TREC query ids and file names);
+# chunk and doc ids may hold spaces, never a tab, line break or control character.
+QUERY_ID = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), min_size=1
+)
+SUPPORT_ID = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=16)
+
 
 @st.composite
 def valid_support(draw, pending: bool) -> dict:
     fields: dict[str, Any] = {}
     for name in ("chunk_id", "doc_id", "rel_path", "snippet", "symbol", "symbol_kind", "section"):
         if draw(st.booleans()):
-            fields[name] = draw(TEXT)
+            fields[name] = draw(SUPPORT_ID if name in ("chunk_id", "doc_id") else TEXT)
     if draw(st.booleans()):
         fields["heading_path"] = draw(st.lists(TEXT, max_size=3))
     if draw(st.booleans()):
@@ -499,7 +508,7 @@ def valid_query(draw, qid: str) -> dict:
 
 @st.composite
 def valid_set(draw, min_size: int = 1) -> list[dict]:
-    ids = draw(st.lists(NONBLANK, min_size=min_size, max_size=6, unique=True))
+    ids = draw(st.lists(QUERY_ID, min_size=min_size, max_size=6, unique=True))
     queries = [draw(valid_query(i)) for i in ids]
     # intent groups: members copy the first member's supports (identical expected documents)
     if len(queries) >= 2 and draw(st.booleans()):
@@ -911,3 +920,46 @@ def test_flow_heavy_yaml_loads_the_same_through_the_safe_loader(tmp_path: Path):
     (offender,) = input_error(big).offenders
     assert (offender.position, offender.query_id) == ("line 3003", "q0")
     assert offender.reason == f"duplicate id (first at {big}:line 3)"
+
+
+# Hostile values (issue 22): each mutation of a valid entry is refused, naming the field it hit.
+HOSTILE = st.sampled_from(
+    [
+        ("duplicate", "id"),
+        ("surrogate", "query"),
+        ("surrogate", "supports[0].snippet"),
+        ("huge", "supports.0.grade"),
+        ("huge", "supports.0.line_start"),
+        ("space_id", "id"),
+    ]
+)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(
+    hostile=HOSTILE,
+    suffix=st.sampled_from([".json", ".jsonl"]),
+    big=st.integers(2**63, 2**200) | st.integers(-(2**200), -(2**63) - 1),
+    space=st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x1c", "\x85", "\u2028", "\u2029", "\xa0"]),
+)
+def test_hostile_values_are_refused_naming_the_field(
+    workdir: Path, hostile: tuple[str, str], suffix: str, big: int, space: str
+):
+    kind, field = hostile
+    entry: dict[str, Any] = {"id": "q1", "query": "x", "supports": [{"doc_id": "d", "snippet": "s"}]}
+    if kind == "huge":
+        entry["supports"][0][field.rsplit(".", 1)[1]] = big
+    elif kind == "space_id":
+        entry["id"] = f"q{space}1"
+    body = json.dumps(entry)
+    if kind == "duplicate":
+        body = body.replace('"id": "q1"', '"id": "q1", "id": "q2"')
+    elif kind == "surrogate":
+        target = '"query": "x"' if field == "query" else '"snippet": "s"'
+        body = body.replace(target, target[:-1] + '\\ud800"')
+    text = body + "\n" if suffix == ".jsonl" else '{"queries": [' + body + "]}"
+    result = check_contract(put(workdir, text, suffix))
+    assert isinstance(result, InputError), kind
+    if kind == "duplicate" and suffix == ".json":
+        field = "queries[0].id"  # a duplicate names its key path from the document's top
+    assert [o.field for o in result.offenders] == [field], result
