@@ -63,6 +63,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 60.0
     trec: bool = False  # also `export --format trec` and check every line has six fields
+    markdown: bool = False  # check run.md shows no raw HTML, heading or table cell from the input
     note: str = ""
 
     @property
@@ -408,6 +409,24 @@ GOLDEN_MUTATIONS: list[tuple[str, Callable[..., Mutated]]] = [
     ("invalid", g_invalid),
     ("unknown-top-field", g_unknown_top),
 ]
+MARKUP = (
+    "<script>alert(1)</script> <svg onload=alert(2)> | injected-col |\n# Injected [link](http://x.invalid)"
+)
+
+
+def g_markup(rng, qs, fmt) -> Mutated:
+    # Issue 22 item 12: set name and category go into run.md; a clean run escapes them (checked).
+    fmt = rng.choice(["canonical-yaml", "canonical-json"])
+    for q in qs:
+        q["category"] = rng.choice(["cat", "x"]) + " " + MARKUP
+    text = (
+        render(fmt, qs, rng)
+        .replace('"fuzz"', json.dumps(MARKUP), 1)
+        .replace("name: fuzz", f"name: {json.dumps(MARKUP)}", 1)
+    )
+    return text, EITHER, len(qs), fmt, "Markdown/HTML in name and category"
+
+
 # The benign mutations whose run is checked end to end (stored rows, ids, metrics).
 GOLDEN_RUN_MUTATIONS = [
     ("plain", g_plain),
@@ -416,6 +435,7 @@ GOLDEN_RUN_MUTATIONS = [
     ("unicode-ids", g_unicode_ids),
     ("ws-id", g_ws_id),
     ("huge-string", g_huge_string),
+    ("markup", g_markup),
 ]
 
 
@@ -528,6 +548,7 @@ def golden_run_case(case_id: str, rng: random.Random, index: int) -> Case:
         blame=[gname],
         latencies={r["query_id"]: r["latency_ms"] for r in rows},
         trec=kind == "ws-id",
+        markdown=kind == "markup",
     )
 
 

@@ -262,7 +262,21 @@ def check_run(case: Case, folder: Path, env: dict) -> list[str]:
                 problems.append(f"query {qid!r}: retrieval_ms {got}, recorded {expected}")
     if case.trec and not problems:
         problems += check_trec(case, folder, env)
+    if case.markdown:
+        problems += check_markdown(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts", case.run_id)
     return problems
+
+
+_RAW_MARKUP = re.compile(r"<script|<svg|^#+ Injected|(?<!\\)\| injected-col", re.IGNORECASE | re.MULTILINE)
+
+
+def check_markdown(base: Path, run_id: str) -> list[str]:
+    """The run report shows user text as text: no raw tag, injected heading or table column."""
+    report = base / "reports" / run_id / "run.md"
+    if not report.is_file():
+        return [f"no run report at {report}"]
+    found = sorted({m.group(0) for m in _RAW_MARKUP.finditer(report.read_text(encoding="utf-8"))})
+    return [f"run.md holds raw markup from the golden set: {found}"] if found else []
 
 
 def check_trec(case: Case, folder: Path, env: dict) -> list[str]:
