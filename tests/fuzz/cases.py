@@ -623,7 +623,7 @@ def config_case(case_id: str, rng: random.Random, index: int) -> Case:
         note, blame = f"storage: {where}", [cfg_name, "storage"]
     elif kind == "storage-empty":
         cfg += 'storage: ""\n'
-        expect = EITHER
+        expect, note = EITHER, "storage '' (refused, or the artifacts under the default storage)"
     elif kind == "golden-empty":
         if rng.random() < 0.5:
             cfg = cfg.replace(f"golden: {json.dumps('{dir}/' + golden[0])}", 'golden: ""')
