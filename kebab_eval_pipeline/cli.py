@@ -1,7 +1,9 @@
 """``kebab-eval``: the helper CLI for what Dagster's own CLI does not do (SPEC §12).
 
 Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
-2 bad input or usage — always a short message on stderr, never a traceback.
+2 bad input or usage — a message naming each offender (file, position, query id, field, reason);
+3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the traceback);
+4 refused because another run of the same run id is in progress. Never a traceback otherwise.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
+from kebab_eval_pipeline.errors import (
+    GateFailure,
+    InputError,
+    Offender,
+    RunInProgress,
+    SystemHealthFailure,
+)
 from kebab_eval_pipeline.judge.cli import judge_app
 
 app = typer.Typer(
@@ -164,7 +172,7 @@ def run(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     overrides = {
         k: v
         for k, v in {
@@ -472,7 +480,7 @@ def runs_add(
     from kebab_eval_pipeline.storage import check_run_id
 
     instance = _instance()
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
     if instance.has_dynamic_partition(eval_runs.name, run_id):
         out.print(run_id if quiet else f"run {run_id} is already registered", highlight=False)
@@ -799,9 +807,49 @@ _mount_reference_cli()
 app.add_typer(judge_app, name="judge")
 
 
+def _value_options() -> set[str]:
+    """Option names (``--golden``, ``-o``) that take a value in some command and are a flag in none."""
+    valued, flags = set(), set()
+
+    def walk(command) -> None:
+        for param in command.params:
+            if param.param_type_name == "option":  # typer may vendor its own click: no isinstance
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else valued).update(names)
+        for child in getattr(command, "commands", {}).values():
+            walk(child)
+
+    walk(typer.main.get_command(app))
+    return valued - flags
+
+
+def empty_option_values(args: list[str]) -> list[Offender]:
+    """Options given an empty value (``--golden ""``, ``--config=``): each would silently mean the
+    default (the bundled demo, the current folder, a new run id), so each is refused, named."""
+    valued = _value_options()
+    offenders = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in valued and (
+            (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
+        ):
+            offenders.append(Offender(name, "empty value: give one, or leave the option out"))
+    return offenders
+
+
 def main() -> None:
-    """Console-script entry: map our errors to exit codes, never a traceback."""
+    """Console-script entry: map errors to exit codes, never a traceback.
+
+    0 success; 1 a blocking gate or the system-health check failed; 2 bad input or usage (one line
+    per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
+    it with its traceback); 4 another run of the same run id is in progress.
+    """
     try:
+        empty = empty_option_values(sys.argv[1:])
+        if empty:
+            raise InputError("empty option value", empty)
         # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
@@ -809,6 +857,9 @@ def main() -> None:
     except InputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         sys.exit(2)
+    except RunInProgress as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(4)
     except SystemHealthFailure as exc:
         err.print(f"[red]system failed:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(1)
@@ -817,8 +868,8 @@ def main() -> None:
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
+    except typer.Abort:  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
+        sys.exit(130)
     except Exception as exc:
         # Usage errors: typer may vendor its own click, so recognise ClickException by name.
         if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
@@ -832,13 +883,14 @@ def main() -> None:
             err.print(f"error: {exc.filename}: {exc.strerror or exc}", markup=False, highlight=False)
             sys.exit(2)
         # A bug or an environment failure, not bad input: one paragraph, not a traceback.
+        # Exit 3, never 1: CI must tell a crash from a failed gate.
         err.print(
             f"error: {type(exc).__name__}: {exc}\n"
             "(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
             markup=False,
             highlight=False,
         )
-        sys.exit(1)
+        sys.exit(3)
 
 
 if __name__ == "__main__":

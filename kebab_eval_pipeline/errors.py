@@ -3,6 +3,9 @@
 ``InputError`` carries every offender at once (file, position, query id, field,
 reason) so a curator fixes a whole file in one pass. The CLI prints it and
 exits 2; the Dagster layer raises it as a step failure with the same text.
+
+CLI exit codes: 0 success; 1 ``GateFailure`` / ``SystemHealthFailure``; 2 ``InputError`` (and
+usage errors); 3 anything unexpected (an internal failure); 4 ``RunInProgress``.
 """
 
 from __future__ import annotations
@@ -58,3 +61,7 @@ class GateFailure(Exception):
 class SystemHealthFailure(GateFailure):
     """The system under test failed: every query, or more than ``system_health.max_error_rate`` of
     them, errored (CLI exit code 1, like a gate)."""
+
+
+class RunInProgress(Exception):
+    """Another process is running the same run id (partition) right now (CLI exit code 4)."""
