@@ -161,7 +161,12 @@ def run(
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
-    from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
+    from kebab_eval_pipeline.pipeline import (
+        check_golden_against_system,
+        check_run_inputs,
+        headline,
+        load_golden_artifact,
+    )
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
@@ -189,7 +194,9 @@ def run(
     instance = _instance()
     defs = build_definitions(config, overrides=overrides)
     settings = run_settings(defs)
-    # Fail fast on bad golden input or a stale golden set, before any run exists.
+    # Fail fast on bad golden input, a stale golden set, a missing source_root or judge model,
+    # before any run exists.
+    check_run_inputs(settings)
     loaded = load_golden_artifact(settings)
     for warning in [
         *loaded.info["warnings"],
@@ -213,24 +220,39 @@ def run(
         _raise_run_failure(result, run_id)
 
 
-class _CheckFailureRecords(logging.Filter):
-    """Drops Dagster's console records of a failed blocking asset check: Dagster prints them with a
-    stack trace, while the CLI states the failed gate or system-health verdict itself (exit 1)."""
+#: Dagster events the CLI states itself, in one line or paragraph (`_raise_run_failure`): a failed
+#: step (with its Python stack trace), the run's failure, and the steps skipped after it.
+_STATED_EVENTS = frozenset({"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"})
+
+
+class _StatedFailureRecords(logging.Filter):
+    """Drops Dagster's console records of what the CLI reports itself: a failed blocking asset check
+    (the gate or system-health verdict, exit 1), a failed step and the run failure (bad input:
+    the same one-line-per-offender message as at load, exit 2; anything else one paragraph, exit 3)
+    and the "Dependencies for step … Not executing" lines that follow. Dagster prints these with
+    Python stack traces; ``KEBAB_EVAL_DEBUG=1`` keeps them. The instance's event log is untouched."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "DagsterAssetCheckFailedError" not in record.getMessage()
+        if "DagsterAssetCheckFailedError" in record.getMessage():
+            return False
+        if os.environ.get("KEBAB_EVAL_DEBUG"):
+            return True
+        event = getattr(record, "dagster_event", None)
+        if getattr(event, "event_type_value", None) in _STATED_EVENTS:
+            return False
+        return not (record.levelno >= logging.ERROR and "Dependencies for step" in record.getMessage())
 
 
 @contextmanager
-def _quiet_check_failures():
+def _quiet_stated_failures():
     """Loggers created meanwhile (Dagster's console logger is made per run, from the logging
-    module's logger class) carry :class:`_CheckFailureRecords`; the instance's event log is untouched."""
+    module's logger class) carry :class:`_StatedFailureRecords`; the instance's event log is untouched."""
     previous = logging.getLoggerClass()
 
     class _Logger(previous):  # type: ignore[misc, valid-type]
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.addFilter(_CheckFailureRecords())
+            self.addFilter(_StatedFailureRecords())
 
     logging.setLoggerClass(_Logger)
     try:
@@ -261,7 +283,7 @@ def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection
         def on_query(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        with progress.reporting_to(on_stage, on_query), _quiet_check_failures():
+        with progress.reporting_to(on_stage, on_query), _quiet_stated_failures():
             return job.execute_in_process(
                 partition_key=run_id,
                 instance=instance,
@@ -299,7 +321,7 @@ def rejudge(
     from dagster import AssetKey
 
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-    from kebab_eval_pipeline.pipeline import headline
+    from kebab_eval_pipeline.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
 
@@ -308,6 +330,7 @@ def rejudge(
     overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
     defs = build_definitions(config, overrides={k: v for k, v in overrides.items() if v is not None})
     settings = run_settings(defs)
+    check_run_inputs(settings)
     store = ArtifactStore(defs.resources["artifact_storage"].base)
     if not store.exists("retrieval_results", run_id) or not store.exists("run_metrics", run_id):
         raise InputError(
@@ -346,6 +369,7 @@ def _raise_run_failure(result, run_id: str) -> None:
     """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
     under test failed) or GateFailure (a blocking gate or check, named with its reason)."""
     from kebab_eval_pipeline.health import CHECK_NAME
+    from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
 
     failed_checks = {
         e.check_name: e
@@ -370,8 +394,12 @@ def _raise_run_failure(result, run_id: str) -> None:
             raise GateFailure(
                 f"run {run_id}: blocking check(s) failed: {named or 'see the gate table above'}"
             )
+        # Bad input found inside a step: the same message as at load (exit 2), not the step's frames.
+        user = event.step_failure_data.user_failure_data
+        if user is not None and INPUT_ERROR_KEY in (user.metadata or {}):
+            raise InputError((user.description or "").strip())
         for e in chain:
-            if e.cls_name == "InputError":
+            if e.cls_name == "InputError":  # "kebab_eval_pipeline.errors.InputError: <message>"
                 raise InputError(e.message.split(": ", 1)[-1].strip())
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
