@@ -434,6 +434,13 @@ class RunSettings(_Strict):
             ) from None
         return value
 
+    @field_validator("golden")
+    @classmethod
+    def _golden_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # "" would silently evaluate the bundled demo
+            raise ValueError("empty: give a golden file or folder (or leave the key out for the demo)")
+        return value
+
     @field_validator("storage")
     @classmethod
     def _usable_storage(cls, value: str | None) -> str | None:
@@ -658,5 +665,31 @@ def load_settings(path: str | Path | None) -> RunSettings:
     check_size(path, "run config", CONFIG_ENV)
     text = read_text(path, "run config")
     doc = parse_yaml(text, path, "run config")
+    blank = _blank_destinations(doc, text)
+    if blank:
+        positions = YamlPositions(text)
+        raise InputError(
+            "run config is invalid",
+            [
+                _offender(str(path), positions, [key], "no value: give one, or write null for the default")
+                for key in blank
+            ],
+        )
     settings = settings_from_dict(doc, source=str(path), text=text)
     return _resolve_relative(settings, path.resolve().parent, str(path), text)
+
+
+#: Keys whose default is somewhere else (the bundled demo, the instance's folder): written with no
+#: value at all (``storage:`` — often a template whose variable was empty) they are refused, not
+#: read as null; ``storage: null`` still means the default.
+BLANK_REFUSED = ("golden", "storage", "source_root")
+
+
+def _blank_destinations(doc: Any, text: str) -> list[str]:
+    if not isinstance(doc, dict):
+        return []
+    return [
+        key
+        for key in BLANK_REFUSED
+        if key in doc and doc[key] is None and re.search(rf"^{key}:[ \t]*(#.*)?$", text, re.MULTILINE)
+    ]

@@ -15,7 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.settings import load_settings
 from tests.test_cli import CLI, no_traceback
 
 FRAMES = 'File "'  # a Python stack frame in the output
@@ -85,6 +87,20 @@ def test_empty_option_values_exit_2_naming_the_option_instead_of_running_the_dem
     assert not (tmp_path / "dagster_home" / "kebab-eval").exists()  # no artifact was written
 
 
+def test_keys_written_with_no_value_are_refused_not_read_as_the_default(env, tmp_path):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text("golden:\nstorage:   # ${ARTIFACTS} was empty\nsource_root: null\n", encoding="utf-8")
+    proc = cli(env, "run", "--config", str(cfg), "--run-id", "blank")
+    assert proc.returncode == 2, proc.stderr  # it evaluated the bundled demo into the default folder
+    no_frames(proc)
+    assert "eval.yaml:line 1 — field 'golden': no value" in proc.stderr
+    assert "eval.yaml:line 2 — field 'storage': no value" in proc.stderr
+    assert "source_root" not in proc.stderr  # an explicit null is the default, as documented
+    with pytest.raises(InputError) as info:
+        load_settings(config(tmp_path, {"golden": " "}, "g.yaml"))
+    assert [o.field for o in info.value.offenders] == ["golden"]
+
+
 STORAGE = {
     "memory://kebab/artifacts": "vanish when the process exits",
     "/dev/null": "/dev file system, not storage",
@@ -98,22 +114,41 @@ STORAGE = {
 }
 
 
-def test_unusable_storage_is_refused_at_load_naming_storage(env, tmp_path):
-    pytest.importorskip("fsspec")
+@pytest.mark.parametrize("value", [*STORAGE, "<a file>", "<below a file>"])
+def test_unusable_storage_is_refused_at_load_naming_storage(tmp_path, value):
     assert not _installed("s3fs"), "this test needs an s3:// whose library is missing"
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
-    cases = {**STORAGE, str(a_file): "is a file; storage must be a folder"}
-    cases[str(a_file / "below")] = f"is below {a_file}, which is a file"
-    argvs = [
-        ["run", "--run-id", f"s{i}", "--config", config(tmp_path, {"storage": value}, f"s{i}.yaml")]
-        for i, value in enumerate(cases)
-    ]
-    for (value, reason), proc in zip(cases.items(), together(env, argvs), strict=True):
-        assert proc.returncode == 2, (value, proc.stderr)
+    reason = STORAGE.get(value)
+    if value == "<a file>":
+        value, reason = str(a_file), "is a file; storage must be a folder"
+    elif value == "<below a file>":
+        value, reason = str(a_file / "below"), f"is below {a_file}, which is a file"
+    path = config(tmp_path, {"baseline": "none", "storage": value})
+    with pytest.raises(InputError) as info:
+        load_settings(path)
+    (offender,) = info.value.offenders
+    assert (offender.file, offender.field, offender.position) == (path, "storage", "line 2")
+    assert reason in offender.reason
+
+
+def test_unusable_storage_exits_2_before_any_query(env, tmp_path):
+    memory = config(tmp_path, {"storage": "memory://kebab/artifacts"}, "memory.yaml")
+    s3 = config(tmp_path, {"storage": "s3://bucket/artifacts"}, "s3.yaml")
+    vanishing, missing_library = together(
+        env, [["run", "--config", memory, "--run-id", "s1"], ["run", "--config", s3, "--run-id", "s2"]]
+    )
+    for proc in (vanishing, missing_library):
+        assert proc.returncode == 2, proc.stderr  # memory:// used to exit 0 with every artifact gone
         no_frames(proc)
-        assert "field 'storage'" in proc.stderr and reason in proc.stderr, (value, proc.stderr)
-        assert "mrr" not in proc.stdout
+        assert "field 'storage'" in proc.stderr and "mrr" not in proc.stdout
+    assert "every artifact would vanish when the process exits" in vanishing.stderr
+    assert "s3:// needs a package that is not installed: Install s3fs" in missing_library.stderr
+
+
+def test_real_storage_locations_stay_allowed(tmp_path):
+    for value in (str(tmp_path / "runs"), (tmp_path / "runs").as_uri(), "relative/runs", "~/kebab-runs"):
+        assert load_settings(config(tmp_path, {"storage": value})).storage is not None
 
 
 def test_storage_from_the_environment_is_checked_too(env, tmp_path):
@@ -187,11 +222,9 @@ def test_broken_urls_exit_2_at_load_naming_each_key(env, tmp_path):
         },
         "a.yaml",
     )
-    second = config(tmp_path, {"system": {**http, "search_url": "ftp://127.0.0.1/search"}}, "b.yaml")
-    a, b = together(env, [["run", "--config", first], ["run", "--config", second]])
-    assert a.returncode == 2 and b.returncode == 2, (a.stderr, b.stderr)
+    a = cli(env, "run", "--config", first)
+    assert a.returncode == 2, a.stderr  # port 99999 used to be accepted, then fail every query
     no_frames(a)
-    no_frames(b)
     expected = {
         "system.search_url": "Port out of range",
         "system.ask_url": "Invalid IPv6 URL",
@@ -201,7 +234,11 @@ def test_broken_urls_exit_2_at_load_naming_each_key(env, tmp_path):
     for field, reason in expected.items():
         line = next((x for x in a.stderr.splitlines() if f"'{field}'" in x), "")
         assert reason in line, (field, a.stderr)
-    assert "field 'system.search_url': expected an http:// or https:// URL" in b.stderr
+    with pytest.raises(InputError) as info:
+        load_settings(config(tmp_path, {"system": {**http, "search_url": "ftp://127.0.0.1/s"}}, "b.yaml"))
+    assert [(o.field, o.reason) for o in info.value.offenders] == [
+        ("system.search_url", "expected an http:// or https:// URL")
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,20 +248,26 @@ def test_broken_urls_exit_2_at_load_naming_each_key(env, tmp_path):
 
 def test_bad_header_names_and_values_exit_2_at_load_naming_the_header(env, tmp_path):
     http = {"kind": "http", "search_url": "http://127.0.0.1:9/search"}
-    names = config(
+    cfg = config(
         tmp_path,
-        {"system": {**http, "headers": {"X Tenant": "a"}, "headers_from_env": {"X-Key\r\nEvil": "KEY"}}},
-        "names.yaml",
+        {
+            "system": {
+                **http,
+                "headers": {"X-Trace": "a\r\nX-Injected: 1"},
+                "headers_from_env": {"X-Key\r\nEvil": "KEY"},
+            }
+        },
     )
-    values = config(tmp_path, {"system": {**http, "headers": {"X-Trace": "a\r\nX-Injected: 1"}}}, "v.yaml")
-    a, b = together(env, [["run", "--config", names], ["run", "--config", values]])
-    assert a.returncode == 2 and b.returncode == 2, (a.stderr, b.stderr)
-    no_frames(a)
-    no_frames(b)
-    assert "field 'system.headers.X Tenant': not a valid header name" in a.stderr
-    assert "field 'system.headers_from_env.X-Key\\r\\nEvil': not a valid header name" in a.stderr
-    assert "field 'system.headers.X-Trace': the value contains a line break" in b.stderr
-    assert "X-Injected" not in b.stderr  # the value is never echoed
+    proc = cli(env, "run", "--config", cfg)
+    assert proc.returncode == 2, proc.stderr  # both used to fail every query as `connection`
+    no_frames(proc)
+    assert "field 'system.headers.X-Trace': the value contains a line break" in proc.stderr
+    assert "X-Injected" not in proc.stderr  # the value is never echoed
+    assert "field 'system.headers_from_env.X-Key\\r\\nEvil': not a valid header name" in proc.stderr
+    with pytest.raises(InputError) as info:
+        load_settings(config(tmp_path, {"system": {**http, "headers": {"X Tenant": "a"}}}, "n.yaml"))
+    assert [o.field for o in info.value.offenders] == ["system.headers.X Tenant"]
+    assert info.value.offenders[0].position == "line 3"  # the header's own line
 
 
 def test_header_and_api_key_values_from_the_environment_are_checked_before_the_first_query(env, tmp_path):
@@ -327,13 +370,39 @@ def test_a_judge_model_that_is_not_a_model_exits_2_without_frames(env, tmp_path)
     assert f"{not_a_model} — field 'judge.model'" in folder_run.stderr
 
 
-def test_a_bad_input_failure_inside_a_step_keeps_its_frames_with_kebab_eval_debug(env, tmp_path):
-    not_a_model = tmp_path / "not-a-model"
-    not_a_model.mkdir()
-    cfg = config(tmp_path, {"judge": {"model": str(not_a_model)}, "baseline": "none"})
-    proc = cli({**with_index_cache(env), "KEBAB_EVAL_DEBUG": "1"}, "run", "--config", cfg, "--run-id", "d1")
-    assert proc.returncode == 2
-    assert "STEP_FAILURE" in proc.stderr and FRAMES in proc.stderr  # Dagster's own record, for debugging
+def test_step_failure_records_are_dropped_unless_kebab_eval_debug(monkeypatch):
+    """The console records the CLI states itself; ``KEBAB_EVAL_DEBUG=1`` keeps Dagster's (with frames)."""
+    import logging
+
+    import dagster as dg
+    from dagster._core.events import JobFailureData
+    from dagster._core.execution.plan.objects import StepFailureData
+
+    from kebab_eval_pipeline.cli import _StatedFailureRecords
+
+    def record(message: str, event_type: dg.DagsterEventType | None = None, data=None) -> logging.LogRecord:
+        rec = logging.LogRecord("dagster", logging.ERROR, __file__, 1, message, None, None)
+        if event_type is not None:  # what Dagster's log manager attaches to an event's record
+            rec.dagster_event = dg.DagsterEvent(
+                event_type.value, job_name="evaluation_run", event_specific_data=data
+            )
+        return rec
+
+    failure = record(
+        "judge - STEP_FAILURE - Execution failed",
+        dg.DagsterEventType.STEP_FAILURE,
+        StepFailureData(error=None, user_failure_data=None),
+    )
+    run_failure = record(
+        "RUN_FAILURE - Execution of run failed", dg.DagsterEventType.RUN_FAILURE, JobFailureData(error=None)
+    )
+    skipped = record("query_scores - Dependencies for step query_scores failed: ['judge']. Not executing.")
+    warning = record("stale golden reference: ...")
+    monkeypatch.delenv("KEBAB_EVAL_DEBUG", raising=False)
+    keep = _StatedFailureRecords().filter
+    assert [keep(r) for r in (failure, run_failure, skipped, warning)] == [False, False, False, True]
+    monkeypatch.setenv("KEBAB_EVAL_DEBUG", "1")
+    assert [keep(r) for r in (failure, run_failure, skipped, warning)] == [True, True, True, True]
 
 
 # ---------------------------------------------------------------------------------------------
