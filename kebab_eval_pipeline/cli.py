@@ -367,7 +367,9 @@ def rejudge(
 
 def _raise_run_failure(result, run_id: str) -> None:
     """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
-    under test failed) or GateFailure (a blocking gate or check, named with its reason)."""
+    under test failed), GateFailure (a blocking gate or check, named with its reason),
+    RunInProgress (another process runs this partition) or, for anything else, RuntimeError
+    (exit 3) naming the step and its error."""
     from kebab_eval_pipeline.health import CHECK_NAME
     from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
 
@@ -398,9 +400,11 @@ def _raise_run_failure(result, run_id: str) -> None:
         user = event.step_failure_data.user_failure_data
         if user is not None and INPUT_ERROR_KEY in (user.metadata or {}):
             raise InputError((user.description or "").strip())
-        for e in chain:
-            if e.cls_name == "InputError":  # "kebab_eval_pipeline.errors.InputError: <message>"
+        for e in chain:  # messages read "kebab_eval_pipeline.errors.InputError: <message>"
+            if e.cls_name == "InputError":
                 raise InputError(e.message.split(": ", 1)[-1].strip())
+            if e.cls_name == "RunInProgress":  # another process holds this partition (exit 4)
+                raise RunInProgress(e.message.split(": ", 1)[-1].strip())
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
 
