@@ -1,8 +1,10 @@
 """``kebab-eval``: the helper CLI for what Dagster's own CLI does not do (SPEC §12).
 
 Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
-2 bad input or usage — always a short message on stderr, never a traceback; 4 another run of the
-same run id is in progress (or replaced this run's results).
+2 bad input or usage — a message naming each offender (file, position, query id, field, reason);
+3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the traceback);
+4 refused because another run of the same run id is in progress (or replaced this run's
+results while it ran). Never a traceback otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic, run_lock
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, RunInProgress, SystemHealthFailure
+from kebab_eval_pipeline.errors import (
+    GateFailure,
+    InputError,
+    Offender,
+    RunInProgress,
+    SystemHealthFailure,
+)
 from kebab_eval_pipeline.judge.cli import judge_app
 
 app = typer.Typer(
@@ -155,7 +163,12 @@ def run(
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
-    from kebab_eval_pipeline.pipeline import check_golden_against_system, headline, load_golden_artifact
+    from kebab_eval_pipeline.pipeline import (
+        check_golden_against_system,
+        check_run_inputs,
+        headline,
+        load_golden_artifact,
+    )
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
@@ -166,7 +179,7 @@ def run(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     overrides = {
         k: v
         for k, v in {
@@ -183,7 +196,9 @@ def run(
     instance = _instance()
     defs = build_definitions(config, overrides=overrides)
     settings = run_settings(defs)
-    # Fail fast on bad golden input or a stale golden set, before any run exists.
+    # Fail fast on bad golden input, a stale golden set, a missing source_root or judge model,
+    # before any run exists.
+    check_run_inputs(settings)
     loaded = load_golden_artifact(settings)
     for warning in [
         *loaded.info["warnings"],
@@ -237,24 +252,39 @@ def _check_own_results(store, run_id: str, result) -> None:
             )
 
 
-class _CheckFailureRecords(logging.Filter):
-    """Drops Dagster's console records of a failed blocking asset check: Dagster prints them with a
-    stack trace, while the CLI states the failed gate or system-health verdict itself (exit 1)."""
+#: Dagster events the CLI states itself, in one line or paragraph (`_raise_run_failure`): a failed
+#: step (with its Python stack trace), the run's failure, and the steps skipped after it.
+_STATED_EVENTS = frozenset({"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"})
+
+
+class _StatedFailureRecords(logging.Filter):
+    """Drops Dagster's console records of what the CLI reports itself: a failed blocking asset check
+    (the gate or system-health verdict, exit 1), a failed step and the run failure (bad input:
+    the same one-line-per-offender message as at load, exit 2; anything else one paragraph, exit 3)
+    and the "Dependencies for step … Not executing" lines that follow. Dagster prints these with
+    Python stack traces; ``KEBAB_EVAL_DEBUG=1`` keeps them. The instance's event log is untouched."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "DagsterAssetCheckFailedError" not in record.getMessage()
+        if "DagsterAssetCheckFailedError" in record.getMessage():
+            return False
+        if os.environ.get("KEBAB_EVAL_DEBUG"):
+            return True
+        event = getattr(record, "dagster_event", None)
+        if getattr(event, "event_type_value", None) in _STATED_EVENTS:
+            return False
+        return not (record.levelno >= logging.ERROR and "Dependencies for step" in record.getMessage())
 
 
 @contextmanager
-def _quiet_check_failures():
+def _quiet_stated_failures():
     """Loggers created meanwhile (Dagster's console logger is made per run, from the logging
-    module's logger class) carry :class:`_CheckFailureRecords`; the instance's event log is untouched."""
+    module's logger class) carry :class:`_StatedFailureRecords`; the instance's event log is untouched."""
     previous = logging.getLoggerClass()
 
     class _Logger(previous):  # type: ignore[misc, valid-type]
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.addFilter(_CheckFailureRecords())
+            self.addFilter(_StatedFailureRecords())
 
     logging.setLoggerClass(_Logger)
     try:
@@ -286,7 +316,7 @@ def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection
         def on_query(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        with progress.reporting_to(on_stage, on_query), _quiet_check_failures():
+        with progress.reporting_to(on_stage, on_query), _quiet_stated_failures():
             return job.execute_in_process(
                 partition_key=run_id,
                 instance=instance,
@@ -325,7 +355,7 @@ def rejudge(
     from dagster import AssetKey
 
     from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-    from kebab_eval_pipeline.pipeline import headline
+    from kebab_eval_pipeline.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
 
@@ -334,6 +364,7 @@ def rejudge(
     overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
     defs = build_definitions(config, overrides={k: v for k, v in overrides.items() if v is not None})
     settings = run_settings(defs)
+    check_run_inputs(settings)
     store = ArtifactStore(defs.resources["artifact_storage"].base)
     if not store.exists("retrieval_results", run_id) or not store.exists("run_metrics", run_id):
         raise InputError(
@@ -374,8 +405,11 @@ def rejudge(
 
 def _raise_run_failure(result, run_id: str) -> None:
     """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
-    under test failed) or GateFailure (a blocking gate or check, named with its reason)."""
+    under test failed), GateFailure (a blocking gate or check, named with its reason),
+    RunInProgress (another process runs this partition) or, for anything else, RuntimeError
+    (exit 3) naming the step and its error."""
     from kebab_eval_pipeline.health import CHECK_NAME
+    from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
 
     failed_checks = {
         e.check_name: e
@@ -400,10 +434,14 @@ def _raise_run_failure(result, run_id: str) -> None:
             raise GateFailure(
                 f"run {run_id}: blocking check(s) failed: {named or 'see the gate table above'}"
             )
-        for e in chain:
+        # Bad input found inside a step: the same message as at load (exit 2), not the step's frames.
+        user = event.step_failure_data.user_failure_data
+        if user is not None and INPUT_ERROR_KEY in (user.metadata or {}):
+            raise InputError((user.description or "").strip())
+        for e in chain:  # messages read "kebab_eval_pipeline.errors.InputError: <message>"
             if e.cls_name == "InputError":
                 raise InputError(e.message.split(": ", 1)[-1].strip())
-            if e.cls_name == "RunInProgress":  # a step found the run id owned by another run
+            if e.cls_name == "RunInProgress":  # another process holds this partition (exit 4)
                 raise RunInProgress(e.message.split(": ", 1)[-1].strip())
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
@@ -516,7 +554,7 @@ def runs_add(
     from kebab_eval_pipeline.storage import check_run_id
 
     instance = _instance()
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
     if instance.has_dynamic_partition(eval_runs.name, run_id):
         out.print(run_id if quiet else f"run {run_id} is already registered", highlight=False)
@@ -852,9 +890,49 @@ _mount_reference_cli()
 app.add_typer(judge_app, name="judge")
 
 
+def _value_options() -> set[str]:
+    """Option names (``--golden``, ``-o``) that take a value in some command and are a flag in none."""
+    valued, flags = set(), set()
+
+    def walk(command) -> None:
+        for param in command.params:
+            if param.param_type_name == "option":  # typer may vendor its own click: no isinstance
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else valued).update(names)
+        for child in getattr(command, "commands", {}).values():
+            walk(child)
+
+    walk(typer.main.get_command(app))
+    return valued - flags
+
+
+def empty_option_values(args: list[str]) -> list[Offender]:
+    """Options given an empty value (``--golden ""``, ``--config=``): each would silently mean the
+    default (the bundled demo, the current folder, a new run id), so each is refused, named."""
+    valued = _value_options()
+    offenders = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in valued and (
+            (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
+        ):
+            offenders.append(Offender(name, "empty value: give one, or leave the option out"))
+    return offenders
+
+
 def main() -> None:
-    """Console-script entry: map our errors to exit codes, never a traceback."""
+    """Console-script entry: map errors to exit codes, never a traceback.
+
+    0 success; 1 a blocking gate or the system-health check failed; 2 bad input or usage (one line
+    per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
+    it with its traceback); 4 another run of the same run id is in progress.
+    """
     try:
+        empty = empty_option_values(sys.argv[1:])
+        if empty:
+            raise InputError("empty option value", empty)
         # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
@@ -862,19 +940,19 @@ def main() -> None:
     except InputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         sys.exit(2)
+    except RunInProgress as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(4)
     except SystemHealthFailure as exc:
         err.print(f"[red]system failed:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(1)
     except GateFailure as exc:
         err.print(f"gate failed: {exc}", markup=False, highlight=False)
         sys.exit(1)
-    except RunInProgress as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        sys.exit(4)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
+    except typer.Abort:  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
+        sys.exit(130)
     except Exception as exc:
         # Usage errors: typer may vendor its own click, so recognise ClickException by name.
         if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
@@ -888,13 +966,14 @@ def main() -> None:
             err.print(f"error: {exc.filename}: {exc.strerror or exc}", markup=False, highlight=False)
             sys.exit(2)
         # A bug or an environment failure, not bad input: one paragraph, not a traceback.
+        # Exit 3, never 1: CI must tell a crash from a failed gate.
         err.print(
             f"error: {type(exc).__name__}: {exc}\n"
             "(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
             markup=False,
             highlight=False,
         )
-        sys.exit(1)
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 ``InputError`` carries every offender at once (file, position, query id, field,
 reason) so a curator fixes a whole file in one pass. The CLI prints it and
 exits 2; the Dagster layer raises it as a step failure with the same text.
+
+CLI exit codes: 0 success; 1 ``GateFailure`` / ``SystemHealthFailure``; 2 ``InputError`` (and
+usage errors); 3 anything unexpected (an internal failure); 4 ``RunInProgress``.
 """
 
 from __future__ import annotations

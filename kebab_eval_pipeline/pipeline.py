@@ -82,12 +82,7 @@ def check_golden_against_system(
 
 def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:
     """Run every golden query through the configured system under test (after the stale check)."""
-    if settings.source_root and not Path(settings.source_root).is_dir():
-        # Fail before any query runs: a wrong root would report every hit as a hallucination.
-        raise InputError(
-            "source_root is not a directory",
-            [Offender(settings.source_root, "missing or not a directory", field="source_root")],
-        )
+    check_source_root(settings)
     system = build_system(settings)
     stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
@@ -333,3 +328,35 @@ def headline(metrics: dict[str, float | None], ks: list[int]) -> dict[str, float
         if name in metrics:
             out[name] = metrics[name]
     return out
+
+
+def check_source_root(settings: RunSettings) -> None:
+    """InputError (field ``source_root``) unless it is unset or an existing folder: a wrong root
+    would report every hit as a hallucination, so it fails before any query runs."""
+    if settings.source_root and not Path(settings.source_root).is_dir():
+        raise InputError(
+            "source_root is not a directory",
+            [Offender(settings.source_root, "missing or not a directory", field="source_root")],
+        )
+
+
+def check_run_inputs(settings: RunSettings) -> None:
+    """What a run reads besides its config file, checked before the run starts (the CLI calls it;
+    the steps check the same for runs started from Dagster): ``source_root`` is a folder, and each
+    judge that will be asked (the main one; the spot-check one when its rate is above 0) has an
+    existing model file or folder, or a set and sendable API key variable. Raises InputError
+    naming the key (``source_root``, ``judge.model``, ``judge.api_key_env``); loads no model and
+    contacts no endpoint."""
+    check_source_root(settings)
+    if settings.judge is None:
+        return
+    from kebab_eval_pipeline.judge.backends import build_backend
+
+    judges = [settings.judge.judge_model()]
+    if settings.judge.spot_check_rate > 0:
+        judges.append(settings.judge.spot_check_judge())
+    for model in judges:
+        backend = build_backend(model)
+        close = getattr(backend, "close", None)
+        if close is not None:  # an endpoint client's connection pool
+            close()

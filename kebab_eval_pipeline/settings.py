@@ -23,7 +23,8 @@ from pydantic import (
 )
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.judge.config import JudgeSettings
+from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.judge.config import JudgeSettings, Seed
 from kebab_eval_pipeline.limits import CONFIG_ENV
 from kebab_eval_pipeline.systems.wire import ResponseMap
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
@@ -36,6 +37,9 @@ MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
 DEFAULT_KS = (1, 3, 5, 10)
+#: Upper bound of the count settings (query counts): every int setting is bounded, so none can
+#: overflow a 64-bit column or JSON writer after the run (an unbounded int failed only when stored).
+MAX_COUNT = 1_000_000_000
 
 
 DEFAULT_OWNERS = ("team:evaluation",)
@@ -48,6 +52,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN gate never passes
 
 
+class AtKey(ValueError):
+    """A validator's error about one key of a mapping field: the offender's field (and line) is
+    that key's, e.g. ``system.headers.X-Trace`` rather than ``system.headers``."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(reason)
+        self.key = key
+
+
 class ReferenceSystemSettings(_Strict):
     """The built-in reference RAG system (SPEC §4.1)."""
 
@@ -55,7 +68,7 @@ class ReferenceSystemSettings(_Strict):
     corpus: str | None = None  # folder to index; default: the bundled demo corpus
     index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
     chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800
-    chunk_overlap: Annotated[int, Field(ge=0)] = 0
+    chunk_overlap: Annotated[int, Field(ge=0, le=100_000)] = 0
     exclude: tuple[str, ...] = ()  # .gitignore-style patterns, relative to the corpus folder
     mode: Literal["lexical", "vector", "hybrid"] = "lexical"
     refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
@@ -202,9 +215,30 @@ class HttpSystemSettings(_Strict):
     @field_validator("search_url", "ask_url", "version_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
-        if url is not None and not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError("expected an http:// or https:// URL")
+        problem = None if url is None else url_problem(url)
+        if problem is not None:  # port 99999, "http://[::1/x", no host: refused here, not per query
+            raise ValueError(problem)
         return url
+
+    @field_validator("headers", "headers_from_env", mode="before")
+    @classmethod
+    def _header_names(cls, headers: Any) -> Any:
+        # A name with a space, CR/LF or NUL would fail every request as a `connection` error.
+        if isinstance(headers, dict):
+            for name in headers:
+                problem = header_name_problem(name) if isinstance(name, str) else None
+                if problem is not None:
+                    raise AtKey(name, problem)
+        return headers
+
+    @field_validator("headers")
+    @classmethod
+    def _header_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            problem = header_value_problem(value)
+            if problem is not None:  # CR/LF would inject a header; the value itself is never quoted
+                raise AtKey(name, problem)
+        return headers
 
     @field_validator("headers")
     @classmethod
@@ -323,7 +357,7 @@ class VerdictGateSettings(_Strict):
     ``regression[tag=critical]``, ``loss[category=multi_hop]``. ``max`` defaults to 0: any
     such verdict fails."""
 
-    max: Annotated[int, Field(ge=0)] = 0
+    max: Annotated[int, Field(ge=0, le=MAX_COUNT)] = 0
     blocking: bool = True
 
 
@@ -332,9 +366,9 @@ class CompareSettings(_Strict):
     ``min_queries`` below which the report warns that nothing can be concluded, and
     ``strict_chunker_version`` to refuse comparing runs whose chunkers differ."""
 
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Seed = 0
     resamples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
-    min_queries: Annotated[int, Field(ge=1)] = 30
+    min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 30
     strict_chunker_version: bool = False
 
 
@@ -360,7 +394,7 @@ class RunSettings(_Strict):
     golden: str | None = None
     system: SystemSettings = Field(default_factory=ReferenceSystemSettings)  # type: ignore[assignment]
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: list(DEFAULT_KS))
-    mrr_cutoff: Annotated[int, Field(ge=1)] = 10
+    mrr_cutoff: Annotated[int, Field(ge=1, le=1000)] = 10  # also the k asked for: bounded like k
     answers: bool = True
     match: MatchCriterion = "auto"
     stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
@@ -408,6 +442,38 @@ class RunSettings(_Strict):
                 f"{value!r} is neither {', '.join(BASELINE_MODES)} nor a valid run id "
                 "(letters, digits, '.', '_' or '-'; max 128; no '..')"
             ) from None
+        return value
+
+    @field_validator("golden")
+    @classmethod
+    def _golden_not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():  # "" would silently evaluate the bundled demo
+            raise ValueError("empty: give a golden file or folder (or leave the key out for the demo)")
+        return value
+
+    @field_validator("storage")
+    @classmethod
+    def _usable_storage(cls, value: str | None) -> str | None:
+        # Imported here: storage pulls in pandas/pyarrow. A relative path is checked once resolved.
+        from kebab_eval_pipeline.storage import storage_problem
+
+        problem = None if value is None else storage_problem(value)
+        if problem is not None:  # memory://, http://, /dev/null, foo://: refused before any run
+            raise ValueError(problem)
+        return value
+
+    @field_validator("source_root")
+    @classmethod
+    def _local_source_root(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("empty: give the folder the hits' files are read from (or leave the key out)")
+        if "://" in value:  # hits are verified against files on this machine
+            raise ValueError(
+                f"{value.split('://', 1)[0]}:// is not supported: source_root is a local folder "
+                "(write file:// URLs as plain paths)"
+            )
         return value
 
     @field_validator("k")
@@ -549,6 +615,13 @@ def _resolve_relative(
             "system": system,
         }
     )
+    if resolved.storage and resolved.storage != settings.storage and not problems:
+        # A relative storage path, checked now that it is absolute (the validator skipped it).
+        from kebab_eval_pipeline.storage import storage_problem
+
+        problem = storage_problem(resolved.storage)
+        if problem is not None:
+            problems.append(_offender(source, positions, ["storage"], problem))
     if problems:
         raise InputError("run config is invalid", problems)
     return resolved
@@ -580,6 +653,9 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         offenders = []
         for err in exc.errors():
             loc = [p for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
+            cause = (err.get("ctx") or {}).get("error")
+            if isinstance(cause, AtKey):
+                loc.append(cause.key)
             # pydantic prefixes our validators' messages with "Value error, ": noise to a user
             msg = err["msg"].removeprefix("Value error, ")
             reason = "unknown key" if err["type"] == "extra_forbidden" else msg
@@ -598,5 +674,31 @@ def load_settings(path: str | Path | None) -> RunSettings:
     path = Path(path)
     text = read_text(path, "run config", CONFIG_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
     doc = parse_yaml(text, path, "run config")
+    blank = _blank_destinations(doc, text)
+    if blank:
+        positions = YamlPositions(text)
+        raise InputError(
+            "run config is invalid",
+            [
+                _offender(str(path), positions, [key], "no value: give one, or write null for the default")
+                for key in blank
+            ],
+        )
     settings = settings_from_dict(doc, source=str(path), text=text)
     return _resolve_relative(settings, path.resolve().parent, str(path), text)
+
+
+#: Keys whose default is somewhere else (the bundled demo, the instance's folder): written with no
+#: value at all (``storage:`` — often a template whose variable was empty) they are refused, not
+#: read as null; ``storage: null`` still means the default.
+BLANK_REFUSED = ("golden", "storage", "source_root")
+
+
+def _blank_destinations(doc: Any, text: str) -> list[str]:
+    if not isinstance(doc, dict):
+        return []
+    return [
+        key
+        for key in BLANK_REFUSED
+        if key in doc and doc[key] is None and re.search(rf"^{key}:[ \t]*(#.*)?$", text, re.MULTILINE)
+    ]

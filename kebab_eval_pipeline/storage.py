@@ -211,8 +211,95 @@ def _file_name(name: str) -> str:
     return name
 
 
+#: fsspec protocols that cannot hold artifacts: read-only ones, and ``memory`` (gone with the process).
+_REFUSED_PROTOCOLS = {
+    "memory": "an in-memory store: every artifact would vanish when the process exits",
+    "http": "read-only over fsspec (http:// cannot be written); use a folder or an object store",
+    "https": "read-only over fsspec (https:// cannot be written); use a folder or an object store",
+    "github": "read-only (github://); use a folder or an object store",
+    "git": "read-only (git://); use a folder or an object store",
+    "zip": "an archive, not a store; use a folder or an object store",
+    "tar": "read-only (tar://); use a folder or an object store",
+    "libarchive": "read-only (libarchive://); use a folder or an object store",
+    "reference": "read-only (reference://); use a folder or an object store",
+    "data": "read-only (data:); use a folder or an object store",
+}
+#: Kernel file systems: writing runs there fails mid-run (or writes into the kernel).
+_VIRTUAL_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def storage_problem(value: str, *, check_local: bool = True) -> str | None:
+    """Why ``value`` cannot be an artifact base (``storage`` / ``$KEBAB_EVAL_STORAGE``), or None.
+
+    Refused: an empty value; ``memory://`` (artifacts vanish with the process); read-only fsspec
+    protocols (``http(s)://`` …); a protocol fsspec does not know; a known one whose library is
+    not installed (the message names the package). For a local path or ``file://`` URL (when
+    ``check_local``; a relative path is only checked once made absolute): a place under
+    ``/proc``, ``/sys`` or ``/dev``, an existing path that is not a folder (``/dev/null``, a file),
+    a path below a file, or a folder that cannot be written.
+    """
+    if not value or not value.strip():
+        return "empty: give a folder or a storage URL (or leave the key out for the default)"
+    if "\x00" in value:
+        return "not a usable path: embedded null byte"
+    protocol = value.split("://", 1)[0].lower() if "://" in value else ""
+    if protocol in ("", "file", "local"):
+        if not check_local:
+            return None
+        path = Path(value.split("://", 1)[1]) if protocol else Path(value)
+        if not path.is_absolute():
+            return None if not protocol else f"{value!r}: a file:// URL needs an absolute path"
+        return _local_storage_problem(path)
+    import fsspec
+    from fsspec.registry import known_implementations, registry
+
+    if protocol in _REFUSED_PROTOCOLS:
+        return _REFUSED_PROTOCOLS[protocol]
+    known = known_implementations.get(protocol)
+    if known is None and protocol not in registry:
+        return f"unknown storage protocol {protocol + '://'!r} (use a folder, file://, s3://, gs:// …)"
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ImportError:
+        hint = (known or {}).get("err") or f"install the fsspec implementation of {protocol}://"
+        return f"{protocol}:// needs a package that is not installed: {hint}"
+    except ValueError as exc:
+        return f"{protocol}:// cannot be used: {exc}"
+    return None
+
+
+def _local_storage_problem(path: Path) -> str | None:
+    try:
+        resolved = path.resolve()  # symlinks too: /tmp/x -> /dev/null is /dev/null
+    except (OSError, RuntimeError) as exc:
+        return f"not a usable path: {exc}"
+    for root in _VIRTUAL_ROOTS:
+        if resolved == root or root in resolved.parents:
+            return f"{resolved} is on the kernel's {root} file system, not storage; use a folder"
+    existing = resolved
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "a file" if existing.is_file() else "not a folder (a device, FIFO or socket)"
+        where = "is" if existing == resolved else f"is below {existing}, which is"
+        return f"{resolved} {where} {what}; storage must be a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} cannot be written (permission denied)"
+    return None
+
+
+def check_storage(value: str, source: str, field: str = "storage") -> str:
+    """``value`` when it can hold artifacts (see :func:`storage_problem`), else InputError naming
+    ``source`` and ``field``."""
+    problem = storage_problem(value)
+    if problem is not None:
+        raise InputError(f"unusable {field}", [Offender(source, problem, field=field)])
+    return value
+
+
 def default_storage_base(configured: str | None = None) -> str:
-    """Where artifacts live: the config's ``storage``, else ``$KEBAB_EVAL_STORAGE``, else beside
+    """Where artifacts live: the config's ``storage`` (checked when the config loaded), else
+    ``$KEBAB_EVAL_STORAGE`` (checked here: InputError naming it when unusable), else beside
     the Dagster instance (``$DAGSTER_HOME/kebab-eval/artifacts``), else ``./.kebab-eval/artifacts``.
 
     Anchoring to ``DAGSTER_HOME`` keeps the CLI, ``dagster dev`` and ``dagster asset materialize``
@@ -220,8 +307,13 @@ def default_storage_base(configured: str | None = None) -> str:
     """
     if configured:
         return configured
-    if os.environ.get("KEBAB_EVAL_STORAGE"):
-        return os.environ["KEBAB_EVAL_STORAGE"]
+    if os.environ.get("KEBAB_EVAL_STORAGE"):  # set but empty counts as unset, like KEBAB_EVAL_CONFIG
+        value = probe = os.environ["KEBAB_EVAL_STORAGE"]
+        if "://" not in value and value.strip() and "\x00" not in value:
+            with contextlib.suppress(RuntimeError):  # "~nobody/x": checked as given
+                probe = str(Path(value).expanduser().absolute())  # relative: the working folder's
+        check_storage(probe, "$KEBAB_EVAL_STORAGE", field="KEBAB_EVAL_STORAGE")
+        return value
     if os.environ.get("DAGSTER_HOME"):
         return str(Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     return str(Path.cwd() / ".kebab-eval" / "artifacts")

@@ -7,11 +7,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kebab_eval_pipeline.http_checks import url_problem
 from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.prompts import check_prompt_version
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_PROMPT_VERSION = "v1"
+#: Seeds are unsigned 32-bit: numpy, torch and OpenAI-compatible servers all take that range, and a
+#: larger one (``1e40`` as an integer) would fail only when the run is stored, after every query.
+SEED_MAX = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 
 def variant_of(version: str) -> str:
@@ -47,7 +52,7 @@ class JudgeModelSettings(BaseModel):
     model_digest: str | None = None
     prompt_version: str = DEFAULT_PROMPT_VERSION
     max_tokens: Annotated[int, Field(ge=1, le=4096)] = 96
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Seed = 0
     logprobs: bool = True
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     retries: Annotated[int, Field(ge=0, le=10)] = 2
@@ -69,8 +74,9 @@ class JudgeModelSettings(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
-        if url is not None and not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError("expected an http:// or https:// URL")
+        problem = None if url is None else url_problem(url)
+        if problem is not None:  # port 99999, "http://[::1/x", no host: refused here, not per call
+            raise ValueError(problem)
         return url.rstrip("/") if url else url
 
     @model_validator(mode="after")
@@ -91,7 +97,7 @@ class JudgeSettings(JudgeModelSettings):
     context_k: Annotated[int, Field(ge=1, le=100)] = 3  # top hits shown to the judge
     context_chars: Annotated[int, Field(ge=50, le=100_000)] = 600  # per hit
     spot_check_rate: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.1
-    spot_check_seed: Annotated[int, Field(ge=0)] = 0
+    spot_check_seed: Seed = 0
     # The second judgement of the spot-check sample: keys of the main judge that change (another
     # model, or the same judge with another prompt version). Default (null): the same judge with the
     # other wording of its prompt version (v1 ↔ v1-alt).

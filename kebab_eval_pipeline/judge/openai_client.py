@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.http_checks import header_value_problem
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
 from kebab_eval_pipeline.judge.config import JudgeModelSettings
 from kebab_eval_pipeline.systems.http import _body_tail, backoff_delay, redact_url, scrub_text
@@ -85,6 +86,12 @@ class OpenAICompatibleJudge:
                         field="judge.api_key_env",
                     )
                 ],
+            )
+        problem = header_value_problem(value)
+        if problem is not None:  # sent as "Authorization: Bearer <key>": CR/LF would inject a header
+            raise InputError(
+                "judge API key cannot be sent",
+                [Offender("<environment>", f"${name}: {problem}", field="judge.api_key_env")],
             )
         return value
 

@@ -64,6 +64,20 @@ STAGE = "stage"  # asset tag: where in the chain an asset sits (filter the catal
 TABLE_KINDS = {"python", "pandas", "parquet"}
 
 
+#: Metadata key of a :func:`input_failure`: the CLI reads it to exit 2 with the message alone.
+INPUT_ERROR_KEY = "input_error"
+
+
+def input_failure(exc: InputError) -> dg.Failure:
+    """A step failure that is bad input, not a crash: its description is the InputError's message
+    (one line per offender), its metadata says so (``input_error``), and it is never retried."""
+    return dg.Failure(
+        description=exc.render(),
+        metadata={INPUT_ERROR_KEY: dg.MetadataValue.json({"summary": exc.summary})},
+        allow_retries=False,
+    )
+
+
 def _chain_asset(stage: str, **kwargs):
     """An asset of the evaluation chain: partitioned by run, in the chain's group, stored as
     Parquet by the artifact IO manager, tagged with its ``stage``."""
@@ -465,7 +479,7 @@ def comparison_report(
                 options=settings.compare,
             )
         except InputError as exc:  # --strict-chunker-version: refuse, saying why
-            raise dg.Failure(description=str(exc)) from None
+            raise input_failure(exc) from None
     context.log.info(note)
     for warning in art.info.get("warnings", []):
         context.log.warning(warning)

@@ -38,6 +38,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.http_checks import header_value_problem
 from kebab_eval_pipeline.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.base import OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
@@ -71,12 +73,13 @@ def resolve_headers(refs: Mapping[str, str], env: Mapping[str, str] | None = Non
     ``{"Authorization": "Bearer ${API_KEY}"}``.
 
     Raises ValueError naming the header and the variable (never a value) when one is unset
-    or empty.
+    or empty, and InputError (field ``system.headers_from_env.<header>``) when a value holds
+    CR/LF, NUL, another control character or non-ASCII text.
     """
     env = os.environ if env is None else env
     headers, missing = {}, []
     for header, ref in refs.items():
-        names = [a or b for a, b in _ENV_REF.findall(ref)] if "$" in ref else [ref]
+        names = _env_names(ref)
         absent = [n for n in names if not env.get(n)]
         if absent:
             missing += [f"{header} needs ${n}" for n in absent]
@@ -86,7 +89,25 @@ def resolve_headers(refs: Mapping[str, str], env: Mapping[str, str] | None = Non
         )
     if missing:
         raise ValueError("environment variable(s) not set: " + "; ".join(missing))
+    # A CR/LF in a variable would inject a header (or fail every query as `connection`): refused
+    # before the first query, naming the header and the variable, never the value.
+    bad = [
+        Offender(
+            "<environment>",
+            f"{problem} (from {', '.join('$' + n for n in _env_names(refs[name]))})",
+            field=f"system.headers_from_env.{name}",
+        )
+        for name, value in headers.items()
+        if (problem := header_value_problem(value)) is not None
+    ]
+    if bad:
+        raise InputError("a header value from the environment cannot be sent", bad)
     return headers
+
+
+def _env_names(ref: str) -> list[str]:
+    """The variables a ``headers_from_env`` entry reads: ``"API_KEY"`` or ``"Bearer ${API_KEY}"``."""
+    return [a or b for a, b in _ENV_REF.findall(ref)] if "$" in ref else [ref]
 
 
 def redact_url(url: str) -> str:

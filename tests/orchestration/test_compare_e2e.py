@@ -373,6 +373,7 @@ def test_strict_chunker_version_fails_the_comparison_step(instance, tmp_path):
     data = failures[0].step_failure_data
     text = (data.user_failure_data.description if data.user_failure_data else "") + data.error.to_string()
     assert SIZE_300 in text and SIZE_1200 in text and "strict-chunker-version" in text
+    assert "input_error" in data.user_failure_data.metadata  # bad input: the CLI exits 2, not 3
     assert set(materializations(second)) == {
         "golden_set",
         "retrieval_results",

@@ -161,7 +161,7 @@ spec = json.loads(sys.argv[1])
 
 def run(args):
     sys.argv = ["kebab-eval", *args]
-    cli.main()  # the console script's entry point: exits 2 (bad input) or 1 (internal failure)
+    cli.main()  # the console script's entry point: exits 2 (bad input) or 3 (internal failure)
 
 
 for args in spec["warm_up"]:  # before the start line: the timed commands then really overlap
