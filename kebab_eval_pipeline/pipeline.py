@@ -114,9 +114,7 @@ def judge(
     from kebab_eval_pipeline.judge.run import judge_run
 
     j = settings.judge
-    cache_path = (
-        Path(j.cache_dir) / CACHE_FILE if j.cache_dir else JudgeCache.default_path(storage_base)
-    )
+    cache_path = Path(j.cache_dir) / CACHE_FILE if j.cache_dir else JudgeCache.default_path(storage_base)
     r = retrieval.results
     with JudgeCache(cache_path) as cache:
         table, info = judge_run(

@@ -321,6 +321,7 @@ def test_http_and_jsonl_command_give_identical_scores(runs):
         assert http[qid]["error"] is None and command[qid]["error"] is None, qid
         assert scores_only(command[qid]) == scores_only(http[qid]), qid
         assert [h["chunk_id"] for h in command[qid]["hits"]] == [h["chunk_id"] for h in http[qid]["hits"]]
+
     # every run metric but the timings (latencies and suite time differ between any two runs)
     def untimed(doc):
         return {k: v for k, v in doc["metrics"].items() if "_ms" not in k}
