@@ -328,8 +328,11 @@ def g_bigint(rng, qs, fmt) -> Mutated:
     where = rng.choice(["grade", "line_start", "line_end", "line_range"])
     q = next(q for q in qs if q.get("supports"))
     if where == "line_range":
-        text = render("ckv-yaml", qs, rng).replace("line_range: [3, 9]", f"line_range: [1, {big}]", 1)
-        return text, REFUSE, None, "ckv-yaml", f"ckv line_range [1, {big}]"
+        text = render("ckv-yaml", qs, rng)
+        # the renderer writes block sequences ("line_range:\n    - 3\n    - 9"): swap the first end
+        mutated = text.replace("    - 3\n    - 9\n", f"    - 1\n    - {big}\n", 1)
+        assert mutated != text, "the ckv renderer no longer writes line_range as a block sequence"
+        return mutated, REFUSE, None, "ckv-yaml", f"ckv line_range [1, {big}]"
     support = q["supports"][0]
     support.update({"line_start": 1, "line_end": 5} if where != "grade" else {})
     support[where] = big

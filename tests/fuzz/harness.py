@@ -267,7 +267,10 @@ def check_run(case: Case, folder: Path, env: dict) -> list[str]:
     return problems
 
 
-_RAW_MARKUP = re.compile(r"<script|<svg|^#+ Injected|(?<!\\)\| injected-col", re.IGNORECASE | re.MULTILINE)
+# A backslash before "<" or "|" is Markdown's escape: the text shows literally, which is the aim.
+_RAW_MARKUP = re.compile(
+    r"(?<!\\)<script|(?<!\\)<svg|^#+ Injected|(?<!\\)\| injected-col", re.IGNORECASE | re.MULTILINE
+)
 
 
 def check_markdown(base: Path, run_id: str) -> list[str]:
