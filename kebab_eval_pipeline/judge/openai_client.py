@@ -200,11 +200,12 @@ class OpenAICompatibleJudge:
                         return response.json(), attempt
                     except ValueError:
                         raise self._failure(
-                            f"malformed chat completion (not JSON): {_body_tail(response, 120)!r}",
+                            "malformed chat completion (not JSON): "
+                            f"{_body_tail(response, response.content, 120)!r}",
                             status,
                             attempt,
                         ) from None
-                problem = f"HTTP {status}: {_body_tail(response)}"
+                problem = f"HTTP {status}: {_body_tail(response, response.content)}"
                 if status != 429 and status < 500:  # would fail again: redirects, auth, bad request
                     raise self._failure(problem, status, attempt)
             if attempt > s.retries:
