@@ -171,7 +171,7 @@ def run(
     )
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
-    from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+    from kebab_eval_pipeline.storage import ArtifactStore, check_run_id, check_storage_reachable
     from kebab_eval_pipeline.systems.factory import build_system
 
     if system not in (None, *SYSTEM_KINDS):
@@ -197,8 +197,9 @@ def run(
     defs = build_definitions(config, overrides=overrides)
     settings = run_settings(defs)
     # Fail fast on bad golden input, a stale golden set, a missing source_root or judge model,
-    # before any run exists.
+    # storage that cannot be reached, before any run exists.
     check_run_inputs(settings)
+    check_storage_reachable(defs.resources["artifact_storage"].base)
     loaded = load_golden_artifact(settings)
     for warning in [
         *loaded.info["warnings"],

@@ -297,6 +297,22 @@ def check_storage(value: str, source: str, field: str = "storage") -> str:
     return value
 
 
+def check_storage_reachable(base: str) -> None:
+    """Create (or reach) the artifact base ``base`` before a run starts, so a store that cannot be
+    reached or written (an unknown host, missing credentials, a read-only mount) fails at once with
+    its reason — InputError naming ``storage`` — instead of inside the first step that writes.
+    Credentials written in the URL (``scheme://user:secret@host``) are not repeated."""
+    try:
+        UPath(base).mkdir(parents=True, exist_ok=True)
+    except Exception as exc:  # every fsspec backend raises its own: socket, botocore, OSError…
+        shown = re.sub(r"//[^/@]*@", "//***@", base)
+        reason = re.sub(r"//[^/@\s]*@", "//***@", f"{type(exc).__name__}: {exc}")[:300]
+        raise InputError(
+            "storage cannot be reached or written",
+            [Offender(shown, f"{reason} (checked before the run started)", field="storage")],
+        ) from None
+
+
 def default_storage_base(configured: str | None = None) -> str:
     """Where artifacts live: the config's ``storage`` (checked when the config loaded), else
     ``$KEBAB_EVAL_STORAGE`` (checked here: InputError naming it when unusable), else beside

@@ -146,6 +146,18 @@ def test_unusable_storage_exits_2_before_any_query(env, tmp_path):
     assert "s3:// needs a package that is not installed: Install s3fs" in missing_library.stderr
 
 
+def test_storage_that_cannot_be_reached_exits_2_before_the_run_without_its_credentials(env, tmp_path):
+    # found by the CLI fuzz harness: an ftp:// store on an unknown host passed the load-time checks
+    # (fsspec knows ftp) and then failed inside the first writing step, exit 3
+    unreachable = config(tmp_path, {"storage": "ftp://bob:s3cret@host.invalid/artifacts"})
+    proc = cli(env, "run", "--config", unreachable, "--run-id", "far")
+    assert proc.returncode == 2, proc.stderr
+    no_frames(proc)
+    assert "storage cannot be reached or written" in proc.stderr and "field 'storage'" in proc.stderr
+    assert "ftp://***@host.invalid/artifacts" in proc.stderr and "s3cret" not in proc.stderr + proc.stdout
+    assert "checked before the run started" in proc.stderr and "mrr" not in proc.stdout
+
+
 def test_real_storage_locations_stay_allowed(tmp_path):
     for value in (str(tmp_path / "runs"), (tmp_path / "runs").as_uri(), "relative/runs", "~/kebab-runs"):
         assert load_settings(config(tmp_path, {"storage": value})).storage is not None
