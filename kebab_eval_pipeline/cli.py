@@ -233,10 +233,14 @@ def run(
         _raise_run_failure(result, run_id)
 
 
+def _writer(store, asset: str, run_id: str) -> str | None:
+    """The Dagster run that wrote the stored ``asset`` of ``run_id`` (None: not stored)."""
+    return (store.manifest(asset, run_id) or {}).get("dagster_run_id")
+
+
 def _written_by(store, asset: str, run_id: str, dagster_run_id: str) -> bool:
     """Whether the stored ``asset`` of ``run_id`` was written by Dagster run ``dagster_run_id``."""
-    manifest = store.manifest(asset, run_id)
-    return manifest is not None and manifest.get("dagster_run_id") == dagster_run_id
+    return _writer(store, asset, run_id) == dagster_run_id
 
 
 def _check_own_results(store, run_id: str, result) -> None:
@@ -244,11 +248,11 @@ def _check_own_results(store, run_id: str, result) -> None:
     another run of the same run id replaced it, and its numbers are not this run's (RunInProgress)."""
     for event in result.get_asset_materialization_events():
         asset = event.asset_key.path[-1]
-        manifest = store.manifest(asset, run_id) or {}
-        if manifest.get("dagster_run_id") != result.run_id:
+        writer = _writer(store, asset, run_id)
+        if writer != result.run_id:
             raise RunInProgress(
                 f"run {run_id}: the stored {asset} was written by Dagster run "
-                f"{manifest.get('dagster_run_id')}, not by this one ({result.run_id}): another run of "
+                f"{writer}, not by this one ({result.run_id}): another run of "
                 "the same run id replaced it; its numbers are not shown as this run's"
             )
 
