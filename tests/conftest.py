@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -38,6 +39,19 @@ def vectors_or_skip() -> None:
             '(pip install -e ".[vectors]")'
         )
     pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
+
+
+def stop_server(proc: subprocess.Popen) -> str:
+    """Terminate a server process started by a test (kill it when it ignores SIGTERM for 20 s);
+    returns its stderr, which must hold no traceback."""
+    proc.terminate()
+    try:
+        _, stderr = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+    assert "Traceback" not in stderr, stderr
+    return stderr
 
 
 def write(path: Path, text: str) -> Path:

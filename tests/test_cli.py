@@ -17,14 +17,20 @@ from tests.conftest import write
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
 
-@pytest.fixture
-def env(tmp_path):
+def cli_env(tmp_path) -> dict[str, str]:
+    """This process's environment without KEBAB_EVAL_*/DAGSTER_* settings, and a fresh empty
+    DAGSTER_HOME under ``tmp_path``."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("")
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     environment["DAGSTER_HOME"] = str(home)
     return environment
+
+
+@pytest.fixture
+def env(tmp_path):
+    return cli_env(tmp_path)
 
 
 def cli(env, *args, cwd=None) -> subprocess.CompletedProcess:

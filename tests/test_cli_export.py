@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.storage import ArtifactStore
-from tests.test_cli import cli, no_traceback
+from tests.test_cli import cli, cli_env, no_traceback
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -22,11 +21,7 @@ KS = (1, 3, 5, 10)
 
 @pytest.fixture
 def env(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    return {**environment, "DAGSTER_HOME": str(home)}
+    return cli_env(tmp_path)
 
 
 def _store(env) -> ArtifactStore:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.settings import load_settings
-from tests.test_cli import CLI, no_traceback
+from tests.test_cli import CLI, cli_env, no_traceback
 
 FRAMES = 'File "'  # a Python stack frame in the output
 
@@ -27,11 +27,7 @@ FRAMES = 'File "'  # a Python stack frame in the output
 def env(tmp_path):
     """A fresh DAGSTER_HOME, no KEBAB_EVAL_* settings (as tests/test_cli.py), and a wide terminal
     so no message is wrapped mid-assertion."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    return {**environment, "DAGSTER_HOME": str(home), "COLUMNS": "400"}
+    return {**cli_env(tmp_path), "COLUMNS": "400"}
 
 
 def cli(env: dict, *args: str) -> subprocess.CompletedProcess:

@@ -18,6 +18,7 @@ import pytest
 
 from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
 from kebab_eval_pipeline.systems.reference.server import is_loopback
+from tests.conftest import stop_server
 from tests.judge.conftest import judge_or_skip
 from tests.systems.reference.conftest import write_corpus
 
@@ -105,13 +106,7 @@ def _serve(argv: list[str], port: int) -> tuple[str, str, dict]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as resp:
             health = json.loads(resp.read())
     finally:
-        proc.terminate()
-        try:
-            _, stderr = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-    assert "Traceback" not in stderr, stderr
+        stderr = stop_server(proc)
     return line, stderr, health
 
 

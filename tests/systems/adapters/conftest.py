@@ -20,6 +20,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.settings import DEMO_CORPUS, settings_from_dict
 from kebab_eval_pipeline.storage import ArtifactStore
+from tests.conftest import stop_server
 
 #: The console script the command adapter runs, from the interpreter running the tests.
 KEBAB_EVAL = str(Path(sys.executable).with_name("kebab-eval"))
@@ -91,10 +92,4 @@ def ref_server(demo_index_dir: Path) -> Iterator[str]:
     try:
         yield line.removeprefix("serving ")
     finally:
-        proc.terminate()
-        try:
-            _, stderr = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
-    assert "Traceback" not in stderr, stderr
+        stop_server(proc)
