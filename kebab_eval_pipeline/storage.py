@@ -276,13 +276,16 @@ def _local_storage_problem(path: Path) -> str | None:
     for root in _VIRTUAL_ROOTS:
         if resolved == root or root in resolved.parents:
             return f"{resolved} is on the kernel's {root} file system, not storage; use a folder"
-    existing = resolved
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        what = "a file" if existing.is_file() else "not a folder (a device, FIFO or socket)"
-        where = "is" if existing == resolved else f"is below {existing}, which is"
-        return f"{resolved} {where} {what}; storage must be a folder"
+    try:  # stat fails with more than "missing": a name past the OS limit, a loop, permissions
+        existing = resolved
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            what = "a file" if existing.is_file() else "not a folder (a device, FIFO or socket)"
+            where = "is" if existing == resolved else f"is below {existing}, which is"
+            return f"{resolved} {where} {what}; storage must be a folder"
+    except OSError as exc:
+        return f"not a usable path: {exc.strerror or exc}"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} cannot be written (permission denied)"
     return None

@@ -154,6 +154,15 @@ def test_storage_that_cannot_be_reached_exits_2_before_the_run_without_its_crede
     assert "checked before the run started" in proc.stderr and "mrr" not in proc.stdout
 
 
+def test_a_storage_path_past_the_os_name_limit_is_refused_not_a_crash(tmp_path):
+    # found by tests/test_input_fuzz.py: stat() of a 4,000-character name raised ENAMETOOLONG
+    # (OSError) out of the storage check, so load_settings crashed instead of naming the key
+    with pytest.raises(InputError) as info:
+        load_settings(config(tmp_path, {"storage": "x" * 4000}))
+    [offender] = info.value.offenders
+    assert offender.field == "storage" and offender.reason == "not a usable path: File name too long"
+
+
 def test_real_storage_locations_stay_allowed(tmp_path):
     for value in (str(tmp_path / "runs"), (tmp_path / "runs").as_uri(), "relative/runs", "~/kebab-runs"):
         assert load_settings(config(tmp_path, {"storage": value})).storage is not None
