@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.pipeline import load_golden_artifact
 from kebab_eval_pipeline.settings import DEMO_CORPUS, load_settings
 from tests.conftest import REPO
@@ -131,6 +132,17 @@ def test_documentation_never_cites_the_contract_or_the_workspace():
                 line = text.count("\n", 0, m.start()) + 1
                 bad.append(f"{path.relative_to(REPO)}:{line}: {pattern!r}")
     assert not bad, "\n".join(bad)
+
+
+def test_golden_format_example_is_a_valid_golden_set(tmp_path):
+    page = (REPO / "docs" / "golden-format.md").read_text(encoding="utf-8")
+    example = re.search(r"```yaml\n(.*?)```", page, re.S).group(1)
+    path = tmp_path / "golden.yaml"
+    path.write_text(example, encoding="utf-8")
+    loaded = load_golden(path)
+    assert loaded.warnings == []
+    assert [q.id for q in loaded.golden.queries] == ["install-001", "unans-001"]
+    assert not loaded.golden.queries[1].answerable
 
 
 # -- (c) every example config, from a clone without ../shared ---------------------------------
