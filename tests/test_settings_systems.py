@@ -92,6 +92,27 @@ def test_system_kind_override_starts_from_an_empty_block(tmp_path: Path):
     assert "system.path" in str(info.value)
 
 
+def test_overrides_keep_a_per_query_command_valid(tmp_path: Path):
+    """A run override (``--baseline``, ``--golden``, a mode) re-validates only what the file set:
+    the per_query command's "jsonl-only key set" check used to see every default as written and
+    refused ``kebab-eval run --config command.yaml --baseline none`` (exit 2)."""
+    cfg = write(tmp_path / "run.yaml", "system: {kind: command, search_argv: [prog, '{query}']}\n")
+    settings = EvalSettingsResource(config_file=str(cfg), baseline="none").load(
+        SystemUnderTestResource(mode="hybrid")
+    )
+    assert settings.baseline == "none"
+    assert settings.system.kind == "command" and settings.system.mode == "hybrid"
+    assert settings.system.max_restarts == 3 and "max_restarts" not in settings.system.model_fields_set
+    # no system block at all: the default reference system, overridden
+    bare = write(tmp_path / "bare.yaml", "k: [1, 5]\n")
+    ref = EvalSettingsResource(config_file=str(bare), k=[2]).load(SystemUnderTestResource(chunk_size=300))
+    assert (ref.system.kind, ref.system.chunk_size, ref.k) == ("reference", 300, [2])
+    # what the file wrote still stands (and is still checked)
+    jsonl_key = write(tmp_path / "bad.yaml", "system: {kind: command, search_argv: [p], max_restarts: 2}\n")
+    with pytest.raises(InputError, match="max_restarts"):
+        EvalSettingsResource(config_file=str(jsonl_key), baseline="none").load(None)
+
+
 def test_shipped_example_configs_load():
     for path in sorted(EXAMPLES.glob("*/*.yaml")):
         if path.name == "golden.yaml":
