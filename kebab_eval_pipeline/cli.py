@@ -593,7 +593,7 @@ def _print_runs_table(run_id, time, labels=(), numbers=()) -> None:
     from kebab_eval_pipeline.tables import fit_runs_table
 
     fitted = fit_runs_table(out, run_id, time, labels, numbers, width=out.width if out.is_terminal else None)
-    out.print(fitted.renderable)
+    out.print(fitted.renderable, soft_wrap=fitted.soft_wrap)
     if fitted.dropped:
         out.print(
             f"({', '.join(fitted.dropped)}: not shown at this width)",

@@ -71,7 +71,11 @@ class PlainProgress:
     """
 
     def __init__(
-        self, write: Callable[[str], None], interval: float, clock: Callable[[], float] = time.monotonic
+        self,
+        write: Callable[[str], None],
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        ticker: bool = True,
     ):
         self._write, self._interval, self._clock = write, interval, clock
         self._lock = threading.Lock()
@@ -81,8 +85,10 @@ class PlainProgress:
         self._started = self._last = clock()
         self._wrote: int | None = None  # the count of the current stage's last line (-1: no count)
         self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, name="kebab-eval-progress", daemon=True)
-        self._ticker.start()
+        self._ticker = None
+        if ticker:  # off only where a test drives ``clock`` itself
+            self._ticker = threading.Thread(target=self._tick, name="kebab-eval-progress", daemon=True)
+            self._ticker.start()
 
     def stage(self, name: str) -> None:
         with self._lock:
@@ -98,7 +104,8 @@ class PlainProgress:
 
     def close(self) -> None:
         self._stop.set()
-        self._ticker.join()
+        if self._ticker is not None:
+            self._ticker.join()
         with self._lock:
             self._end_stage()
             self._stage = None

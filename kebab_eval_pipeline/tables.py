@@ -7,6 +7,7 @@ that fits ``width``:
 1. ``wide`` — one column per field, nothing wrapped;
 2. ``stacked`` — the run id with its time under it in one cell, the labels (golden set, chunker
    version) likewise, and metric headers broken after each ``_`` (``refusal_`` / ``correctness``);
+   boxed, else (when that is too wide) with a rule under the header only;
 3. ``narrow`` — ``stacked`` without the label cell (the dropped columns are named in a note);
 4. ``records`` — one block per run: its id and time on one line, then ``name value`` pairs,
    filled up to ``width`` without splitting a pair.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
@@ -43,6 +45,12 @@ class Fitted:
     layout: str
     renderable: RenderableType
     dropped: tuple[str, ...] = ()
+
+    @property
+    def soft_wrap(self) -> bool:
+        """Print with ``soft_wrap=True``: a ``records`` line longer than the width (an id longer than
+        the terminal) is written whole for the terminal to wrap, never cropped by rich."""
+        return self.layout == "records"
 
 
 def _natural_width(console: Console, table: Table) -> int:
@@ -70,8 +78,11 @@ def _wide(run_id: Field, time: Field | None, labels: list[Field], numbers: list[
     return table
 
 
-def _stacked(run_id: Field, time: Field | None, labels: list[Field], numbers: list[Field]) -> Table:
-    table = Table()
+def _stacked(
+    run_id: Field, time: Field | None, labels: list[Field], numbers: list[Field], compact: bool = False
+) -> Table:
+    # compact: a rule under the header only, no outer edge (four columns narrower)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False) if compact else Table()
     table.add_column(run_id.name + (f"\n{time.name}" if time else ""), no_wrap=True, overflow="ignore")
     if labels:
         table.add_column("\n".join(f.name for f in labels), no_wrap=True, overflow="ellipsis")
@@ -126,12 +137,13 @@ def fit_runs_table(
     wide = _wide(run_id, time, labels, numbers)
     if width is None or _natural_width(console, wide) <= width:
         return Fitted("wide", wide)
-    stacked = _stacked(run_id, time, labels, numbers)
-    if _natural_width(console, stacked) <= width:
-        return Fitted("stacked", stacked)
-    dropped = tuple(f.name for f in labels)
+    for compact in (False, True):
+        stacked = _stacked(run_id, time, labels, numbers, compact)
+        if _natural_width(console, stacked) <= width:
+            return Fitted("stacked", stacked)
     if labels:
-        narrow = _stacked(run_id, time, [], numbers)
-        if _natural_width(console, narrow) <= width:
-            return Fitted("narrow", narrow, dropped)
+        for compact in (False, True):
+            narrow = _stacked(run_id, time, [], numbers, compact)
+            if _natural_width(console, narrow) <= width:
+                return Fitted("narrow", narrow, tuple(f.name for f in labels))
     return Fitted("records", _records(run_id, time, [*labels, *numbers], width))
