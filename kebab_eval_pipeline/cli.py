@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic, run_lock
@@ -34,6 +32,7 @@ from kebab_eval_pipeline.errors import (
     SystemHealthFailure,
 )
 from kebab_eval_pipeline.judge.cli import judge_app
+from kebab_eval_pipeline.terminal import make_console
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -50,8 +49,9 @@ baseline_app = typer.Typer(
 )
 app.add_typer(baseline_app, name="baseline")
 
-out = Console()
-err = Console(stderr=True)
+# On a terminal: fitted to it; piped or redirected: never wrapped (see terminal.py).
+out = make_console()
+err = make_console(stderr=True)
 
 DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
 
@@ -169,6 +169,7 @@ def run(
         headline,
         load_golden_artifact,
     )
+    from kebab_eval_pipeline.progress_display import progress_interval
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
     from kebab_eval_pipeline.storage import ArtifactStore, check_run_id, check_storage_reachable
@@ -200,6 +201,7 @@ def run(
     # storage that cannot be reached, before any run exists.
     check_run_inputs(settings)
     check_storage_reachable(defs.resources["artifact_storage"].base)
+    progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
     loaded = load_golden_artifact(settings)
     for warning in [
         *loaded.info["warnings"],
@@ -270,10 +272,10 @@ class _StatedFailureRecords(logging.Filter):
     Python stack traces; ``KEBAB_EVAL_DEBUG=1`` keeps them. The instance's event log is untouched."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "DagsterAssetCheckFailedError" in record.getMessage():
-            return False
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             return True
+        if "DagsterAssetCheckFailedError" in record.getMessage():
+            return False
         event = getattr(record, "dagster_event", None)
         if getattr(event, "event_type_value", None) in _STATED_EVENTS:
             return False
@@ -300,37 +302,22 @@ def _quiet_stated_failures():
 
 def _execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None):
     """Run ``job`` for partition ``run_id`` in-process (as Dagster run ``dagster_run_id``, the owner
-    of the partition's lock) behind a progress bar (stage name and queries done out of ``total``);
-    Dagster's DEBUG event stream stays in the instance (and the UI), the terminal gets the progress
-    bar and warnings only."""
-    from kebab_eval_pipeline import progress
+    of the partition's lock) with its progress on stderr (stage name, queries done; progress_display.py:
+    live on a terminal, periodic lines otherwise; ``total`` is unused: each stage reports its own
+    count); Dagster's DEBUG event stream stays in the instance
+    (and the UI), the terminal gets the progress and warnings only."""
+    from kebab_eval_pipeline.progress_display import progress_display
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("queries", total=total)
-
-        def on_stage(name: str) -> None:
-            bar.update(task, description=name)
-
-        def on_query(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        with progress.reporting_to(on_stage, on_query), _quiet_stated_failures():
-            return job.execute_in_process(
-                partition_key=run_id,
-                instance=instance,
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-                tags=tags,
-                asset_selection=asset_selection,
-                run_id=dagster_run_id,
-            )
+    with progress_display(err), _quiet_stated_failures():
+        return job.execute_in_process(
+            partition_key=run_id,
+            instance=instance,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags=tags,
+            asset_selection=asset_selection,
+            run_id=dagster_run_id,
+        )
 
 
 JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")
@@ -489,11 +476,16 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
-    table = Table(
-        title=f"run {run_id} — {escape(str(metrics.info['golden']['name']))} "
+    # A line of its own, not the table's title: a title wraps to the (narrow) table's width.
+    out.print(
+        f"run {run_id} — {metrics.info['golden']['name']} "
         f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
-        f"/{metrics.info['system']['mode']})"
+        f"/{metrics.info['system']['mode']})",
+        markup=False,
+        highlight=False,
+        style="italic",
     )
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
@@ -581,20 +573,34 @@ def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -
     """
     from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
+    from kebab_eval_pipeline.tables import Field
 
     instance = _instance()
     store = _store(config)
-    table = Table("run_id", "started (UTC)", "metrics stored")
-    table.columns[0].overflow = "fold"  # fold, never truncate: ids are copied from here
     created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
-    for key in sort_run_ids(instance.get_dynamic_partitions(eval_runs.name), created):
-        started = run_started(key, created.get(key))
-        table.add_row(
-            key,
-            "" if started is None else f"{started.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-            "yes" if key in created else "no",
+    keys = sort_run_ids(instance.get_dynamic_partitions(eval_runs.name), created)
+    starts = [run_started(key, created.get(key)) for key in keys]
+    shown = ["" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M:%S}" for t in starts]
+    _print_runs_table(
+        Field("run_id", keys),
+        Field("started (UTC)", shown),
+        labels=[Field("metrics stored", ["yes" if key in created else "no" for key in keys])],
+    )
+
+
+def _print_runs_table(run_id, time, labels=(), numbers=()) -> None:
+    """A table of runs fitted to the terminal (tables.py: never an id split; piped: never wrapped)."""
+    from kebab_eval_pipeline.tables import fit_runs_table
+
+    fitted = fit_runs_table(out, run_id, time, labels, numbers, width=out.width if out.is_terminal else None)
+    out.print(fitted.renderable, soft_wrap=fitted.soft_wrap)
+    if fitted.dropped:
+        out.print(
+            f"({', '.join(fitted.dropped)}: not shown at this width)",
+            markup=False,
+            highlight=False,
+            style="dim",
         )
-    out.print(table)
 
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")]
@@ -873,14 +879,18 @@ def history(
     if frame.empty:
         out.print("no stored runs")
         return
-    table = Table()
-    for column in frame.columns:  # fold, never truncate: versions and run ids must stay whole
-        table.add_column(
-            str(column), overflow="fold", justify="left" if frame[column].dtype == object else "right"
-        )
-    for row in frame.itertuples(index=False):
-        table.add_row(*[_fmt(None if (isinstance(v, float) and v != v) else v) for v in row])
-    out.print(table)
+    from kebab_eval_pipeline.tables import Field
+
+    def cells(column: str) -> list[str]:
+        return [_fmt(None if (isinstance(v, float) and v != v) else v) for v in frame[column]]
+
+    fixed = ("run_id", "created_at", "golden", "chunker_version")
+    _print_runs_table(
+        Field("run_id", cells("run_id")),
+        Field("created_at", cells("created_at")),
+        labels=[Field(c, cells(c)) for c in ("golden", "chunker_version")],
+        numbers=[Field(str(c), cells(c)) for c in frame.columns if c not in fixed],
+    )
 
 
 def _mount_reference_cli() -> None:
