@@ -57,17 +57,21 @@ DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
 
 
 #: What the CLI writes into a dagster.yaml it creates: the tool runs offline, so Dagster's usage
-#: statistics are off (and its telemetry banner never opens the output).
-TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
+#: statistics are off (and its telemetry banner never opens the output), and the webserver's
+#: "Join the Dagster community" dialog (its ``nux``) does not cover the asset graph on a first visit.
+TELEMETRY_OFF = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+#: What older versions wrote into the project-local home: upgraded to TELEMETRY_OFF on first use.
+_OLD_OWN_CONFIGS = ("", "telemetry:\n  enabled: false")
 
 
 def _instance():
     """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr).
 
-    A missing dagster.yaml is created with telemetry disabled (so is our own empty one in the
-    project-local home, from older versions). A user's dagster.yaml is never rewritten: when it
-    does not mention telemetry, this process's instance runs with telemetry off — which also keeps
-    Dagster's telemetry banner out of the output; an explicit ``telemetry:`` setting is obeyed.
+    A missing dagster.yaml is created with telemetry and the community dialog disabled (so is our
+    own empty or telemetry-only one in the project-local home, from older versions). A user's
+    dagster.yaml is never rewritten: when it does not mention telemetry, this process's instance
+    runs with telemetry off — which also keeps Dagster's telemetry banner out of the output; an
+    explicit ``telemetry:`` setting is obeyed.
     """
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
@@ -88,7 +92,7 @@ def _instance():
     # Dagster creates its SQLite tables on first use without a lock: several commands starting at
     # once on a new home can corrupt the schema version for good, so creation is serialised here.
     with atomic.locked(config):
-        if not config.exists() or (own and not config.read_text(encoding="utf-8").strip()):
+        if not config.exists() or (own and config.read_text(encoding="utf-8").strip() in _OLD_OWN_CONFIGS):
             atomic.write_text(config, TELEMETRY_OFF)
         if _mentions_telemetry(config):
             return DagsterInstance.get()
