@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic, run_lock
+from kebab_eval_pipeline.cli_help import tidy
 from kebab_eval_pipeline.errors import (
     GateFailure,
     InputError,
@@ -131,7 +132,9 @@ def run(
             "--run-id", help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>)."
         ),
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (SPEC §12).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Run config YAML (system, gates, storage, judge, …).")
+    ] = None,
     golden: Annotated[
         str | None, typer.Option("--golden", help="Golden file (overrides the config).")
     ] = None,
@@ -142,7 +145,10 @@ def run(
             help="reference | command | http | replay (its settings come from the config's system block).",
         ),
     ] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="lexical | vector | hybrid")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Retrieval mode of the reference system: lexical, vector or hybrid."),
+    ] = None,
     answers: Annotated[
         bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")
     ] = None,
@@ -577,7 +583,9 @@ def runs_add(
 
 
 @runs_app.command("list")
-def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -> None:
+def runs_list(
+    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+) -> None:
     """Registered run partitions, oldest first, and whether their metrics are stored.
 
     `started` is the UTC time in a generated id, else the run's created_at; runs with neither
@@ -605,7 +613,9 @@ ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config 
 
 
 @baseline_app.command("set")
-def baseline_set(run_id: str, config: ConfigOption = None) -> None:
+def baseline_set(
+    run_id: Annotated[str, typer.Argument(help="The stored run to pin.")], config: ConfigOption = None
+) -> None:
     """Pin a stored run as the baseline of its golden set (replacing any earlier pin).
 
     Used when a run's `baseline` is `auto` (the default) or `pinned`.
@@ -669,7 +679,7 @@ FormatOption = Annotated[
 
 @golden_app.command("validate")
 def golden_validate(
-    files: list[Path],
+    files: Annotated[list[Path], typer.Argument(help="Golden files to check.")],
     fmt: FormatOption = "auto",
     config: Annotated[
         Path | None, typer.Option("--config", help="Also check references against this run's system index.")
@@ -725,7 +735,7 @@ def _print_probe(kind: str, probe) -> None:
 
 @golden_app.command("convert")
 def golden_convert(
-    files: list[Path],
+    files: Annotated[list[Path], typer.Argument(help="Golden files to convert.")],
     to: Annotated[str, typer.Option("--to", help="Target format (canonical).")] = "canonical",
     fmt: FormatOption = "auto",
     out_path: Annotated[
@@ -823,14 +833,15 @@ def compare(
 
 @app.command()
 def export(
-    run_id: str,
-    fmt: Annotated[str, typer.Option("--format", help="json | trec")] = "json",
+    run_id: Annotated[str, typer.Argument(help="The stored run to export.")],
+    fmt: Annotated[str, typer.Option("--format", help="json or trec.")] = "json",
     out_path: Annotated[
         Path | None, typer.Option("--out", help="File to write (json: default stdout).")
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    config: ConfigOption = None,
 ) -> None:
-    """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
+    """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
+    file + qrels."""
     from kebab_eval_pipeline.export import export_json, export_trec, finite_json
 
     store = _store(config)
@@ -862,7 +873,7 @@ def history(
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    config: ConfigOption = None,
     as_csv: Annotated[
         bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
     ] = False,
@@ -943,7 +954,8 @@ def main() -> None:
         if empty:
             raise InputError("empty option value", empty)
         # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
-        code = app(standalone_mode=False)
+        # tidy: help printed as written (no swallowed [words], no mid-sentence breaks, no <bool>).
+        code = tidy(typer.main.get_command(app))(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except InputError as exc:
