@@ -497,12 +497,12 @@ def _print_matching(info: dict) -> None:
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
+    from kebab_eval_pipeline.systems.label import system_label
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
     table = Table(
         title=f"run {run_id} — {escape(str(metrics.info['golden']['name']))} "
-        f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
-        f"/{metrics.info['system']['mode']})"
+        f"({metrics.info['golden']['queries']} queries, {escape(system_label(metrics.info['system']))})"
     )
     table.add_column("metric")
     table.add_column("value", justify="right")

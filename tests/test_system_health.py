@@ -333,6 +333,9 @@ def test_cli_creates_dagster_yaml_with_telemetry_off_and_prints_no_banner(env, t
     proc = cli(env, "run", "--run-id", "t1", "--config", str(config(tmp_path, flaky([]))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     no_banner(proc)
+    # The run's title names the command system by its executable (a command has no mode).
+    assert f"{N} queries, command: {Path(sys.executable).name})" in flat(proc.stdout), proc.stdout
+    assert "None" not in proc.stdout
     home = Path(env["DAGSTER_HOME"])
     assert yaml.safe_load((home / "dagster.yaml").read_text()) == CREATED_CONFIG
     assert not (home / ".telemetry").exists()  # Dagster writes its instance id there when on
