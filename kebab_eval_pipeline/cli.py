@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kebab_eval_pipeline import atomic, run_lock
+from kebab_eval_pipeline.cli_help import tidy
 from kebab_eval_pipeline.errors import (
     GateFailure,
     InputError,
@@ -57,17 +58,21 @@ DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
 
 
 #: What the CLI writes into a dagster.yaml it creates: the tool runs offline, so Dagster's usage
-#: statistics are off (and its telemetry banner never opens the output).
-TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
+#: statistics are off (and its telemetry banner never opens the output), and the webserver's
+#: "Join the Dagster community" dialog (its ``nux``) does not cover the asset graph on a first visit.
+TELEMETRY_OFF = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+#: What older versions wrote into the project-local home: upgraded to TELEMETRY_OFF on first use.
+_OLD_OWN_CONFIGS = ("", "telemetry:\n  enabled: false")
 
 
 def _instance():
     """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr).
 
-    A missing dagster.yaml is created with telemetry disabled (so is our own empty one in the
-    project-local home, from older versions). A user's dagster.yaml is never rewritten: when it
-    does not mention telemetry, this process's instance runs with telemetry off — which also keeps
-    Dagster's telemetry banner out of the output; an explicit ``telemetry:`` setting is obeyed.
+    A missing dagster.yaml is created with telemetry and the community dialog disabled (so is our
+    own empty or telemetry-only one in the project-local home, from older versions). A user's
+    dagster.yaml is never rewritten: when it does not mention telemetry, this process's instance
+    runs with telemetry off — which also keeps Dagster's telemetry banner out of the output; an
+    explicit ``telemetry:`` setting is obeyed.
     """
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
@@ -88,7 +93,7 @@ def _instance():
     # Dagster creates its SQLite tables on first use without a lock: several commands starting at
     # once on a new home can corrupt the schema version for good, so creation is serialised here.
     with atomic.locked(config):
-        if not config.exists() or (own and not config.read_text(encoding="utf-8").strip()):
+        if not config.exists() or (own and config.read_text(encoding="utf-8").strip() in _OLD_OWN_CONFIGS):
             atomic.write_text(config, TELEMETRY_OFF)
         if _mentions_telemetry(config):
             return DagsterInstance.get()
@@ -127,7 +132,9 @@ def run(
             "--run-id", help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>)."
         ),
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (SPEC §12).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Run config YAML (system, gates, storage, judge, …).")
+    ] = None,
     golden: Annotated[
         str | None, typer.Option("--golden", help="Golden file (overrides the config).")
     ] = None,
@@ -138,7 +145,10 @@ def run(
             help="reference | command | http | replay (its settings come from the config's system block).",
         ),
     ] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="lexical | vector | hybrid")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Retrieval mode of the reference system: lexical, vector or hybrid."),
+    ] = None,
     answers: Annotated[
         bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")
     ] = None,
@@ -474,13 +484,13 @@ def _print_matching(info: dict) -> None:
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
+    from kebab_eval_pipeline.systems.label import system_label
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
     # A line of its own, not the table's title: a title wraps to the (narrow) table's width.
     out.print(
         f"run {run_id} — {metrics.info['golden']['name']} "
-        f"({metrics.info['golden']['queries']} queries, {metrics.info['system']['kind']}"
-        f"/{metrics.info['system']['mode']})",
+        f"({metrics.info['golden']['queries']} queries, {system_label(metrics.info['system'])})",
         markup=False,
         highlight=False,
         style="italic",
@@ -565,7 +575,9 @@ def runs_add(
 
 
 @runs_app.command("list")
-def runs_list(config: Annotated[Path | None, typer.Option("--config")] = None) -> None:
+def runs_list(
+    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+) -> None:
     """Registered run partitions, oldest first, and whether their metrics are stored.
 
     `started` is the UTC time in a generated id, else the run's created_at; runs with neither
@@ -607,7 +619,9 @@ ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config 
 
 
 @baseline_app.command("set")
-def baseline_set(run_id: str, config: ConfigOption = None) -> None:
+def baseline_set(
+    run_id: Annotated[str, typer.Argument(help="The stored run to pin.")], config: ConfigOption = None
+) -> None:
     """Pin a stored run as the baseline of its golden set (replacing any earlier pin).
 
     Used when a run's `baseline` is `auto` (the default) or `pinned`.
@@ -671,7 +685,7 @@ FormatOption = Annotated[
 
 @golden_app.command("validate")
 def golden_validate(
-    files: list[Path],
+    files: Annotated[list[Path], typer.Argument(help="Golden files to check.")],
     fmt: FormatOption = "auto",
     config: Annotated[
         Path | None, typer.Option("--config", help="Also check references against this run's system index.")
@@ -727,7 +741,7 @@ def _print_probe(kind: str, probe) -> None:
 
 @golden_app.command("convert")
 def golden_convert(
-    files: list[Path],
+    files: Annotated[list[Path], typer.Argument(help="Golden files to convert.")],
     to: Annotated[str, typer.Option("--to", help="Target format (canonical).")] = "canonical",
     fmt: FormatOption = "auto",
     out_path: Annotated[
@@ -825,14 +839,15 @@ def compare(
 
 @app.command()
 def export(
-    run_id: str,
-    fmt: Annotated[str, typer.Option("--format", help="json | trec")] = "json",
+    run_id: Annotated[str, typer.Argument(help="The stored run to export.")],
+    fmt: Annotated[str, typer.Option("--format", help="json or trec.")] = "json",
     out_path: Annotated[
         Path | None, typer.Option("--out", help="File to write (json: default stdout).")
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    config: ConfigOption = None,
 ) -> None:
-    """Export a stored run as JSON (SPEC §12 shape) or a TREC run file + qrels."""
+    """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
+    file + qrels."""
     from kebab_eval_pipeline.export import export_json, export_trec, finite_json
 
     store = _store(config)
@@ -864,7 +879,7 @@ def history(
     metric: Annotated[
         list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config")] = None,
+    config: ConfigOption = None,
     as_csv: Annotated[
         bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
     ] = False,
@@ -949,7 +964,8 @@ def main() -> None:
         if empty:
             raise InputError("empty option value", empty)
         # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
-        code = app(standalone_mode=False)
+        # tidy: help printed as written (no swallowed [words], no mid-sentence breaks, no <bool>).
+        code = tidy(typer.main.get_command(app))(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except InputError as exc:

@@ -35,6 +35,15 @@ class Offender:
         return " — ".join(parts) + f": {self.reason}"
 
 
+class FieldValueError(ValueError):
+    """A bad value of one config field, raised where the field is known (e.g. an adapter checking
+    ``system.search_argv[0]``): whoever turns it into an :class:`Offender` names ``field``."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(reason)
+        self.field = field
+
+
 class InputError(Exception):
     """Bad input from a user: a config, a golden set, a CLI argument.
 

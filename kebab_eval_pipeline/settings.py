@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from kebab_eval_pipeline.config_suggest import unknown_key_reason
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.judge.config import JudgeSettings, Seed
@@ -658,7 +659,12 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
                 loc.append(cause.key)
             # pydantic prefixes our validators' messages with "Value error, ": noise to a user
             msg = err["msg"].removeprefix("Value error, ")
-            reason = "unknown key" if err["type"] == "extra_forbidden" else msg
+            if err["type"] == "extra_forbidden":
+                # "did you mean": keys of the model at that place (under system, also k/answers)
+                also = ("k", "answers") if loc[:-1] == ["system"] else ()
+                reason = unknown_key_reason(RunSettings, err["loc"], also)
+            else:
+                reason = msg
             offenders.append(_offender(source, positions, loc, reason))
         raise InputError("run config is invalid", offenders) from None
 

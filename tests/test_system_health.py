@@ -31,6 +31,8 @@ from tests.systems.adapters.conftest import run_config
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 N = 20  # queries in the small golden set
+#: The dagster.yaml the CLI creates: telemetry off, and no community dialog over the UI.
+CREATED_CONFIG = {"telemetry": {"enabled": False}, "nux": {"enabled": False}}
 BANNER = ("Telemetry", "telemetry", "Welcome to Dagster", "usage statistics")
 
 # A command system in one argv: fails (exit 3, with a stderr line) for the queries named in
@@ -331,8 +333,11 @@ def test_cli_creates_dagster_yaml_with_telemetry_off_and_prints_no_banner(env, t
     proc = cli(env, "run", "--run-id", "t1", "--config", str(config(tmp_path, flaky([]))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     no_banner(proc)
+    # The run's title names the command system by its executable (a command has no mode).
+    assert f"{N} queries, command: {Path(sys.executable).name})" in flat(proc.stdout), proc.stdout
+    assert "None" not in proc.stdout
     home = Path(env["DAGSTER_HOME"])
-    assert yaml.safe_load((home / "dagster.yaml").read_text()) == {"telemetry": {"enabled": False}}
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == CREATED_CONFIG
     assert not (home / ".telemetry").exists()  # Dagster writes its instance id there when on
 
 
@@ -354,7 +359,32 @@ def test_project_local_home_gets_telemetry_off(tmp_path):
     proc = cli(environment, "runs", "add", "local-1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     created = tmp_path / ".kebab-eval" / "dagster_home" / "dagster.yaml"
-    assert yaml.safe_load(created.read_text()) == {"telemetry": {"enabled": False}}
+    assert yaml.safe_load(created.read_text()) == CREATED_CONFIG
+
+
+def test_created_dagster_yaml_switches_the_community_dialog_off(tmp_path, monkeypatch):
+    """Dagster itself reads the created file as "no telemetry, no community dialog" (the
+    webserver asks ``instance.nux_enabled`` before showing it); an older project-local file that
+    only set telemetry is upgraded, a user's own file is not touched."""
+    from dagster import DagsterInstance
+
+    from kebab_eval_pipeline import cli as cli_module
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with cli_module._instance() as inst:
+        assert (inst.telemetry_enabled, inst.nux_enabled) == (False, False)
+    with DagsterInstance.from_config(str(home)) as inst:  # as the webserver loads it
+        assert (inst.telemetry_enabled, inst.nux_enabled) == (False, False)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DAGSTER_HOME")
+    own = tmp_path / ".kebab-eval" / "dagster_home" / "dagster.yaml"
+    own.parent.mkdir(parents=True)
+    own.write_text("telemetry:\n  enabled: false\n")  # what versions before the nux setting wrote
+    with cli_module._instance() as inst:
+        assert not inst.nux_enabled
+    assert yaml.safe_load(own.read_text()) == CREATED_CONFIG
 
 
 def test_in_process_instance_obeys_an_explicit_telemetry_setting(tmp_path, monkeypatch):
@@ -374,4 +404,5 @@ def test_in_process_instance_obeys_an_explicit_telemetry_setting(tmp_path, monke
 def test_documented_dagster_yaml_disables_telemetry():
     doc = yaml.safe_load((REPO / "docs" / "deploy" / "dagster.yaml").read_text())
     assert doc["telemetry"] == {"enabled": False}
+    assert doc["nux"] == {"enabled": False}  # no community dialog over the UI either
     assert "postgres" in doc["storage"]  # the rest of the documented file is intact

@@ -97,7 +97,7 @@ def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
         k: dg.MetadataValue.text(str(v) if v is not None else "none") for k, v in system.versions().items()
     }
     meta["system"] = dg.MetadataValue.text(system.kind)
-    meta["mode"] = dg.MetadataValue.text(str(system.mode))
+    meta["mode"] = dg.MetadataValue.text(system.mode or "none")  # as the versions: never "None"
     meta["golden_sha256"] = dg.MetadataValue.text(golden.sha256)
     meta["golden_queries"] = dg.MetadataValue.int(len(golden.queries))  # the queries table
     meta["pipeline_version"] = dg.MetadataValue.text(pipeline_revision())

@@ -27,17 +27,25 @@ from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
+from kebab_eval_pipeline.reporting.summary import gate_outcome
 from kebab_eval_pipeline.settings import RunSettings
 
 
 def _result(r: GateResult) -> dg.AssetCheckResult:
+    """A gate's check result. A non-blocking gate that misses is ``passed=False`` with WARN
+    severity: Dagster's own warning (a yellow warning icon, counted as a warning by asset health;
+    the run goes on), where ``passed=True`` would show a green "Succeeded" for a missed threshold.
+    Dagster 1.13 labels every failed check "Failed", whatever its severity, so the result's
+    description and ``outcome`` metadata say "warning"/"warn", the CLI's word for it."""
     severity = dg.AssetCheckSeverity.ERROR if r.blocking else dg.AssetCheckSeverity.WARN
+    outcome = gate_outcome(r.as_dict())
     return dg.AssetCheckResult(
         check_name=r.name,
         passed=r.passed,
         severity=severity,
-        description=r.reason,
+        description=f"warning (non-blocking, the run goes on): {r.reason}" if outcome == "warn" else r.reason,
         metadata={
+            "outcome": outcome,
             "metric": r.metric,
             "p_value": dg.MetadataValue.null()
             if r.p_value is None

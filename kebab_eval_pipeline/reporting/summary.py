@@ -22,7 +22,10 @@ def _value(x: float | None) -> str:
     return f"{x:.4f}"
 
 
-def _gate_outcome(gate: dict) -> str:
+def gate_outcome(gate: dict) -> str:
+    """The word the CLI, the summary table and the gate's asset check use for a gate result (a
+    ``GateResult.as_dict()``): pass, warn (a non-blocking gate missed), FAIL (a blocking one
+    did) or skipped."""
     if gate["skipped"]:
         return "skipped"
     if gate["passed"]:
@@ -96,7 +99,7 @@ def render_run_summary(
 
     def bounds(metric: str) -> str:
         return "; ".join(
-            f"{_OPS.get(g['kind'], g['kind'])}{g['threshold']:g} {_gate_outcome(g)}"
+            f"{_OPS.get(g['kind'], g['kind'])}{g['threshold']:g} {gate_outcome(g)}"
             for g in by_metric.get(metric, [])
         )
 

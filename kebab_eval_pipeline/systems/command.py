@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kebab_eval_pipeline.errors import FieldValueError
 from kebab_eval_pipeline.settings import PLACEHOLDER_RE, CommandSystemSettings
 from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
@@ -83,19 +84,25 @@ def tail(text: str, limit: int = STDERR_TAIL_CHARS) -> str:
 def resolve_executable(argv0: str, cwd: str | None) -> str:
     """The program ``argv0`` names: a path (relative to ``cwd``) or a name on PATH.
 
-    Raises ValueError when it cannot be found or run, so a misconfigured command fails the
-    run before any query instead of turning every row into the same error.
+    Raises ValueError naming the executable and the folder it was looked for from when it cannot
+    be found or run, so a misconfigured command fails the run before any query instead of turning
+    every row into the same error. A bare name that is not on PATH but is a file in ``cwd`` gets
+    a hint to write it as a path (PATH lookups never search the current folder).
     """
+    where = cwd or os.getcwd()
     if os.sep in argv0 or (os.altsep and os.altsep in argv0):
         path = Path(argv0)
         if not path.is_absolute() and cwd:
             path = Path(cwd) / path
+        if not path.exists():
+            raise ValueError(f"executable {argv0!r} not found (cwd {where})")
         if not path.is_file() or not os.access(path, os.X_OK):
-            raise ValueError(f"command {argv0!r} is not an executable file")
+            raise ValueError(f"executable {argv0!r} is not an executable file (cwd {where})")
         return str(path)
     found = shutil.which(argv0)
     if found is None:
-        raise ValueError(f"command {argv0!r} not found on PATH")
+        hint = f"; ./{argv0} is in that folder: write it as a path" if (Path(where) / argv0).is_file() else ""
+        raise ValueError(f"executable {argv0!r} not found on PATH (cwd {where}{hint})")
     return found
 
 
@@ -104,14 +111,14 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
 
     def __init__(self, settings: CommandSystemSettings) -> None:
         if settings.cwd and not Path(settings.cwd).is_dir():
-            raise ValueError(f"cwd {settings.cwd!r} is not a folder")
+            raise FieldValueError("system.cwd", f"cwd {settings.cwd!r} is not a folder")
         for name in ("search_argv", "ask_argv", "argv", "version_argv"):
             argv = getattr(settings, name)
             if argv:
                 try:
                     resolve_executable(argv[0], settings.cwd)
-                except ValueError as exc:
-                    raise ValueError(f"system.{name}: {exc}") from None
+                except ValueError as exc:  # named as the field that holds the executable
+                    raise FieldValueError(f"system.{name}[0]", str(exc)) from None
         self.settings = settings
         self.concurrency = settings.concurrency
         self.can_answer = settings.ask_argv is not None

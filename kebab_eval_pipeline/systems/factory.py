@@ -100,7 +100,8 @@ def build_system(settings: RunSettings) -> SystemUnderTest:
 
             return ReplaySystem(system)  # InputError for an unreadable trace, naming every bad line
     except ValueError as exc:  # command not found, header variable unset, …
+        field = getattr(exc, "field", "system")  # a FieldValueError names the field itself
         raise InputError(
-            f"cannot start the {system.kind} system", [Offender("<config>", str(exc), field="system")]
+            f"cannot start the {system.kind} system", [Offender("<config>", str(exc), field=field)]
         ) from None
     raise InputError("unknown system kind", [Offender("<config>", f"{system.kind!r}", field="system.kind")])

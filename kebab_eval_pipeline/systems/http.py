@@ -342,10 +342,12 @@ class HttpSystem(OpaqueSystem):
             payload, attempts = await self._post(client, url, body)
             outcome.attempts += attempts
             read(payload)
-        except _Attempted as exc:
+        except _Attempted as exc:  # the request failed: say which one (search or ask, which host)
             outcome.attempts += exc.attempts
-            outcome.fail(exc.failure)
-        except QueryFailure as failure:
+            failure = exc.failure
+            where = f"POST {redact_url(url)}"
+            outcome.fail(QueryFailure(failure.error_class, f"{where}: {failure.message}", failure.timed_out))
+        except QueryFailure as failure:  # the reply's content (read): the request itself worked
             outcome.fail(failure)
         return (time.perf_counter() - started) * 1000.0
 

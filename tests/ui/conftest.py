@@ -62,8 +62,7 @@ def eval_runs(tmp_path_factory: pytest.TempPathFactory) -> EvalRuns:
     (its baseline: FIRST_RUN, the previous run on the same golden set)."""
     require_browser()  # skip (or fail under KEBAB_EVAL_REQUIRE_BROWSER=1) before the slow part
     root = tmp_path_factory.mktemp("dagster-ui")
-    home = root / "dagster_home"
-    write(home / "dagster.yaml", "telemetry:\n  enabled: false\n")
+    home = root / "dagster_home"  # its dagster.yaml: the one `kebab-eval run` creates, as for a user
     config = write(root / "eval.yaml", EVAL_CONFIG)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["DAGSTER_HOME"] = str(home)

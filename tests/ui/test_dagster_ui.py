@@ -95,6 +95,13 @@ def test_run_metrics_shows_partitions_mrr_chunker_version_and_gate_checks(eval_r
                 detail_value(page, "Evaluation result").get_by_role("img").get_attribute("aria-label") == icon
             )
             expect_text(detail_value(page, "Partition"), SECOND_RUN, f"{check}: partition")
+            # A warning says so in the latest execution's description and metadata (the CLI's word);
+            # the icon beside "Failed" is Dagster's yellow warning, not the red failure cross.
+            outcome = "pass" if result == "Passed" else "warn"
+            expect_metadata(page, "outcome", outcome)
+            if outcome == "warn":
+                said = f"warning (non-blocking, the run goes on): {gate['reason']}"
+                expect_visible(page.get_by_text(said, exact=True), f"{check}: described as a warning")
             expect_metadata(page, "value", js_number(gate["value"]))
             expect_metadata(page, "threshold", js_number(gate["threshold"]))
         screenshot(visit, "run_metrics_checks", tmp_path)
@@ -193,3 +200,28 @@ def test_asset_graph_system_resource_summary_and_worst_first_query_table(eval_ru
         screenshot(visit, "query_scores", tmp_path)
         assert_clean(visit, webserver.base_url)
     webserver.assert_no_errors_since(mark)
+
+
+def test_no_community_dialog_over_the_asset_graph_on_a_first_visit(eval_runs, webserver, tmp_path):
+    """The dagster.yaml `kebab-eval` created switches Dagster's "Join the Dagster community" dialog
+    off: a browser that never dismissed it (no localStorage flag, no click) does not get it."""
+    import json
+    import urllib.request
+
+    assert "nux:\n  enabled: false" in (eval_runs.home / "dagster.yaml").read_text()
+    request = urllib.request.Request(
+        webserver.url("/graphql"),
+        data=json.dumps({"query": "{ shouldShowNux }"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:  # what the dialog asks the server
+        assert json.load(resp) == {"data": {"shouldShowNux": False}}
+    location = "kebab_eval_pipeline.definitions"
+    url = webserver.url(f"/locations/{location}/asset-groups/evaluation/lineage")
+    with open_in_chromium(url, viewport=VIEWPORT, timeout_ms=60_000) as visit:
+        page = visit.page
+        expect_visible(page.get_by_text("run_metrics", exact=True).first, "the asset graph")
+        page.wait_for_timeout(3_000)  # the dialog opens 1 s after the page asked the server
+        assert page.get_by_text("Join the Dagster community").count() == 0
+        assert page.get_by_role("dialog").count() == 0
+        screenshot(visit, "asset_graph_first_visit", tmp_path)

@@ -22,6 +22,7 @@ from kebab_eval_pipeline.systems.base import Answer, Hit
 from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
 
 _MODE_HELP = f"Retrieval mode: {', '.join(ALL_MODES)} (vector and hybrid need an index built --with-vectors)."
+_DEFAULT_MODE_HELP = "Default r" + _MODE_HELP[1:]  # "Default retrieval mode: …"
 
 ref_app = typer.Typer(
     name="ref",
@@ -218,7 +219,7 @@ def serve_cmd(
     index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
     host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
-    mode: Annotated[str, typer.Option("--mode", help="Default " + _MODE_HELP)] = "lexical",
+    mode: Annotated[str, typer.Option("--mode", help=_DEFAULT_MODE_HELP)] = "lexical",
     allow_unauthenticated: Annotated[
         bool,
         typer.Option(
@@ -272,7 +273,7 @@ def serve_cmd(
 @ref_app.command("serve-jsonl")
 def serve_jsonl_cmd(
     index_dir: Annotated[Path, typer.Argument(help="Folder written by `index`.")],
-    mode: Annotated[str, typer.Option("--mode", help="Default " + _MODE_HELP)] = "lexical",
+    mode: Annotated[str, typer.Option("--mode", help=_DEFAULT_MODE_HELP)] = "lexical",
     gate_threshold: Annotated[
         float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
     ] = None,

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from kebab_eval_pipeline.settings import CommandSystemSettings, HttpSystemSettings
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
-from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.http import HttpSystem, redact_url
 from kebab_eval_pipeline.systems.outcome import ERROR_CLASSES, TOO_LARGE, QueryRequest
 from tests.conftest import write
 from tests.systems.adapters.fault_server import FaultServer, Reply
@@ -179,7 +179,9 @@ def test_four_300_mb_http_bodies_are_too_large_with_memory_and_time_bounded():
         )
     rows = result["outcomes"]
     assert [r["error_class"] for r in rows] == ["too_large"] * 4
-    assert rows[0]["error"] == "the body passed the 16 MiB cap (system.max_response_mb)"
+    assert (
+        rows[0]["error"] == f"POST {redact_url(url)}: the body passed the 16 MiB cap (system.max_response_mb)"
+    )
     assert [r["attempts"] for r in rows] == [1] * 4  # not retried: it would be as large again
     assert result["elapsed_s"] < 10
     assert result["max_rss_mb"] < 400
@@ -196,7 +198,9 @@ def test_four_1_gib_gzip_bombs_stop_at_the_default_cap_within_the_timeout(gzip_b
         result = capped_run({"kind": "http", "search_url": url, "timeout_s": 10, "concurrency": 4}, queries=4)
     rows = result["outcomes"]
     assert [r["error_class"] for r in rows] == ["too_large"] * 4
-    assert rows[0]["error"] == "the body passed the 64 MiB cap (system.max_response_mb)"
+    assert (
+        rows[0]["error"] == f"POST {redact_url(url)}: the body passed the 64 MiB cap (system.max_response_mb)"
+    )
     assert result["elapsed_s"] < 10 + 2  # the timeout holds, decompression included
     assert result["max_rss_mb"] < 700  # four bodies of at most 64 MiB, not 4 GiB
 
@@ -225,7 +229,10 @@ def test_an_encoding_we_did_not_ask_for_is_bad_response():
         system = HttpSystem(HttpSystemSettings(kind="http", search_url=url, timeout_s=10))
         (row,) = system.run_queries([QueryRequest("q1", "x")], 10, False)
     assert row.error_class == "bad_response"
-    assert row.error == "content-encoding 'br' is not supported (asked for gzip, deflate)"
+    assert (
+        row.error
+        == f"POST {redact_url(url)}: content-encoding 'br' is not supported (asked for gzip, deflate)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +250,7 @@ def test_deeply_nested_json_from_http_is_bad_json_with_the_attempt_counted():
         )
     rows = result["outcomes"]
     assert [r["error_class"] for r in rows] == ["bad_json"] * 2
-    assert rows[0]["error"].startswith("JSON nested too deeply to read: '[[[[")
+    assert rows[0]["error"].startswith(f"POST {server.url}/search: JSON nested too deeply to read: '[[[[")
     assert [r["attempts"] for r in rows] == [1, 1]
 
 

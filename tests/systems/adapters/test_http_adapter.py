@@ -408,7 +408,9 @@ def test_credentials_in_urls_are_redacted_from_system_details() -> None:
     assert info.details["ask_url"] == f"http://{host}/ask"
     assert "404" in info.details["version_error"]
     assert sent == ["/version", "/search"]
-    assert outcome.error_class == "http_4xx" and outcome.error == 'HTTP 404: {"error": "no such endpoint"}'
+    # The error names the request that failed, by its redacted URL (no user info, no query string).
+    assert outcome.error_class == "http_4xx"
+    assert outcome.error == f'POST http://{host}/search: HTTP 404: {{"error": "no such endpoint"}}'
     dumped = info.model_dump_json() + str(outcome)
     for secret in ("pw-Secret77", "url-KEY-9931", "alice"):
         assert secret not in dumped, secret

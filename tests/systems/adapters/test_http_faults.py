@@ -151,20 +151,21 @@ def test_every_fault_is_one_classified_row_with_bounded_retries(instance, tmp_pa
     assert served == {qid: attempts for qid, (_, attempts, _) in got.items()}
 
     # Error messages say what happened.
+    post = f"POST {server.url}/search"  # every request failure names the request
     exact = {
-        "500_always": 'http_5xx: HTTP 500: {"error": "internal error"} (after 3 attempts)',
-        "hang": "timeout: no response within 0.5 s",
-        "404": 'http_4xx: HTTP 404: {"error": "no such index"}',
+        "500_always": f'http_5xx: {post}: HTTP 500: {{"error": "internal error"}} (after 3 attempts)',
+        "hang": f"timeout: {post}: no response within 0.5 s",
+        "404": f'http_4xx: {post}: HTTP 404: {{"error": "no such index"}}',
     }
     for r in outcomes.itertuples(index=False):
         kind, error = FAULTS[r.query_id], _null(r.error)
         if kind in exact:
             assert error == exact[kind]
         elif kind == "close_always":  # the server closed without a byte of response, three times
-            assert error.startswith("connection: RemoteProtocolError: "), error
+            assert error.startswith(f"connection: {post}: RemoteProtocolError: "), error
             assert error.endswith("(after 3 attempts)"), error
         elif kind == "bad_json":  # the parser's complaint and the body's tail
-            assert error.startswith("bad_json: ") and '{"hits": [{"chunk_id":' in error, error
+            assert error.startswith(f"bad_json: {post}: ") and '{"hits": [{"chunk_id":' in error, error
         else:
             assert error is None, (r.query_id, error)
 
@@ -249,6 +250,6 @@ def test_connection_refused_fails_every_query_after_bounded_retries(instance, tm
     assert sorted(outcomes["query_id"]) == [f"r{i}" for i in range(5)]
     assert list(outcomes["error_class"]) == ["connection"] * 5
     assert list(outcomes["attempts"]) == [1 + RETRIES] * 5
-    assert all(e.startswith("connection: ConnectError: ") for e in outcomes["error"])
+    assert all(e.startswith(f"connection: POST {url}/search: ConnectError: ") for e in outcomes["error"])
     metrics = stored_metrics(store, "refused-1").metrics
     assert metrics["error_rate"] == 1.0 and metrics["timeout_rate"] == 0.0
