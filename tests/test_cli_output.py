@@ -284,7 +284,7 @@ def test_run_headline_title_is_one_line(two_runs):
     proc = cli({**two_runs, "COLUMNS": "80"}, "run", "--run-id", "title-" + "x" * 60)
     assert proc.returncode == 0, proc.stderr
     assert (
-        f"run title-{'x' * 60} — demo-fermentation (105 queries, reference/lexical)"
+        f"run title-{'x' * 60} — demo-fermentation (105 queries, reference, mode lexical)"
         in proc.stdout.splitlines()
     )
 
