@@ -19,6 +19,7 @@ from kebab_eval_pipeline.compare.baseline import (
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.system_identity import make_identity
 
 SHA_V1 = "a1" * 32
 SHA_V2 = "b2" * 32
@@ -29,16 +30,29 @@ def golden(name: str = "demo-fermentation", sha: str = SHA_V1) -> dict:
     return {"name": name, "path": f"/data/{name}.yaml", "sha256": sha, "queries": 3, "format": "kebab"}
 
 
+#: The demo reference system's identity, as the run_metrics asset records it.
+ON_V1 = f"on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+ON_V2 = f"on golden set 'demo-fermentation' at sha256 {SHA_V2[:12]}…"
+DEMO = make_identity("reference", "demo corpus", "lexical")
+DEMO_LABEL = "reference demo corpus (lexical)"
+
+
 def put(
-    store: ArtifactStore, run_id: str, created_at: str, name: str = "demo-fermentation", sha: str = SHA_V1
+    store: ArtifactStore,
+    run_id: str,
+    created_at: str,
+    name: str = "demo-fermentation",
+    sha: str = SHA_V1,
+    system: dict | None = None,
 ):
-    """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info."""
+    """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info.
+    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity)."""
     info = {
         "run_id": run_id,
         "created_at": created_at,
         "pipeline_version": "0.1.0",
         "versions": {"chunker_version": "md-heading-2:size=800:overlap=0", "index_version": "idx-1"},
-        "system": {"kind": "reference", "mode": "lexical"},
+        "system": system or {"kind": "reference", "mode": "lexical", "identity": DEMO},
         "golden": golden(name, sha),
         "k": [1, 3, 5, 10],
     }
@@ -60,7 +74,7 @@ def store(tmp_path: Path) -> ArtifactStore:
 
 
 def choose(store, run_id, mode, info):
-    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"])
+    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"], system=info["system"])
 
 
 # --- none / explicit ----------------------------------------------------------------------------
@@ -110,7 +124,7 @@ def test_previous_is_the_most_recent_strictly_earlier_run_on_the_same_sha(store)
     me = put(store, "me", t(5))
     chosen, note = choose(store, "me", "previous", me)
     assert chosen == "older"
-    rule = f"the most recent earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+    rule = f"the most recent earlier run of {DEMO_LABEL} {ON_V1}"
     assert note == f"baseline 'older' ({rule})"
 
 
@@ -140,7 +154,7 @@ def test_previous_sha_mismatch_note_counts_earlier_runs_on_other_versions(store)
     chosen, note = choose(store, "v2", "previous", me)
     assert chosen is None
     assert note == (
-        f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V2[:12]}… "
+        f"no baseline: no earlier run of {DEMO_LABEL} {ON_V2} "
         "(2 earlier runs used other versions of the set; pin one or pass its id to compare across versions)"
     )
 
@@ -149,7 +163,7 @@ def test_previous_with_no_earlier_run_at_all(store):
     me = put(store, "first", t(1))
     chosen, note = choose(store, "first", "previous", me)
     assert chosen is None
-    assert note == f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+    assert note == f"no baseline: no earlier run of {DEMO_LABEL} {ON_V1}"
 
 
 # --- pinned / auto ------------------------------------------------------------------------------
