@@ -484,6 +484,7 @@ def _print_matching(info: dict) -> None:
 def _print_run(store, run_id: str, ks: list[int], headline) -> None:
     from kebab_eval_pipeline.compare.report import render_run_markdown
     from kebab_eval_pipeline.compare.runs import ComparisonArtifact, RunMetricsArtifact
+    from kebab_eval_pipeline.compare.systems import verdict_count_text
     from kebab_eval_pipeline.systems.label import system_label
 
     metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
@@ -519,7 +520,7 @@ def _print_run(store, run_id: str, ks: list[int], headline) -> None:
         if store.exists("comparison_report", run_id):
             comparison = ComparisonArtifact.from_tables(*store.read("comparison_report", run_id))
             atomic.write_text((reports / "comparison.md"), comparison.markdown)
-            counts = ", ".join(f"{k} {v}" for k, v in comparison.info["verdict_counts"].items() if v)
+            counts = verdict_count_text(comparison.info)  # neutral words for two systems
             out.print(
                 f"comparison: {escape(str(comparison.info.get('baseline_note')))}"
                 + (f"; verdicts: {counts}" if counts else "")

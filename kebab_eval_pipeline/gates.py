@@ -14,7 +14,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -391,6 +391,10 @@ def evaluate_comparison_gates(settings: RunSettings, report) -> list[GateResult]
         results += evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence)
     for key, gate in settings.verdict_gates.items():
         results.append(evaluate_verdict_gate(key, gate, report.per_query, baseline is not None))
+    if info.get("cross_system"):
+        # Still evaluated (a bound against another system is a fair non-inferiority check), but a
+        # difference between two systems is not a regression of one: every result says so.
+        results = [replace(r, reason=f"{r.reason} (comparing two systems)") for r in results]
     return results
 
 

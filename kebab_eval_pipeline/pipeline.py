@@ -31,6 +31,7 @@ from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.system_identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.base import SystemUnderTest
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
@@ -97,6 +98,8 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
         "error_classes": error_class_counts(results.outcomes),
         "versions_reported": results.versions_reported,
         "adapter_warnings": results.warnings,
+        # which system produced these hits: an automatic baseline must be a run of the same one
+        "system_identity": identity_from_settings(settings.system),
     }
     return RetrievalArtifact(results, info)
 
@@ -212,6 +215,9 @@ def run_identity(
     """Everything that makes two runs comparable, for metadata, exports and comparison."""
     system = retrieval.results.system
     g = golden.info
+    details = {"kind": system.kind, "mode": system.mode, **system.details}
+    # Recorded at retrieval; a retrieval stored before identities were recorded: derived if it can be.
+    identity = retrieval.info.get("system_identity") or derive_identity(details)
     return {
         "run_id": run_id,
         "created_at": datetime.now(UTC).isoformat(),
@@ -222,6 +228,7 @@ def run_identity(
             "mode": system.mode,
             **system.details,
             **({"coverage": system.coverage} if system.coverage else {}),
+            **({"identity": identity} if identity else {}),
         },
         "golden": {
             "name": g["name"],

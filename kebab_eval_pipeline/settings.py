@@ -43,6 +43,10 @@ DEFAULT_KS = (1, 3, 5, 10)
 MAX_COUNT = 1_000_000_000
 
 
+#: ``system.name``: when set, runs of the same kind and name are one system for baseline choice,
+#: whatever their argv, URL, corpus or mode (kebab_eval_pipeline/system_identity.py).
+SystemName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
+
 DEFAULT_OWNERS = ("team:evaluation",)
 # Dagster's owner rule (checked here so a bad owner is a config error naming the line): an e-mail
 # address, or "team:" and a name.
@@ -66,6 +70,7 @@ class ReferenceSystemSettings(_Strict):
     """The built-in reference RAG system (SPEC §4.1)."""
 
     kind: Literal["reference"] = "reference"
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     corpus: str | None = None  # folder to index; default: the bundled demo corpus
     index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
     chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800
@@ -118,6 +123,7 @@ class CommandSystemSettings(_Strict):
     """
 
     kind: Literal["command"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     protocol: Literal["per_query", "jsonl"] = "per_query"
     search_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: required
     ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: needed for answers
@@ -194,6 +200,7 @@ class HttpSystemSettings(_Strict):
     come from environment variables named here; they are never logged or stored."""
 
     kind: Literal["http"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     search_url: str
     ask_url: str | None = None  # needed for answers
     version_url: str | None = None  # GET → JSON of versions
@@ -275,6 +282,7 @@ class ReplaySystemSettings(_Strict):
     """Recorded traces instead of a live system (SPEC §4 "replay")."""
 
     kind: Literal["replay"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     path: str  # a trace file (JSONL / JSON)
     format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
     # each line's recorded hits / answer in a framework's own shape: only the field mappings apply

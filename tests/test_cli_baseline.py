@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,3 +90,77 @@ def test_bad_pin_file_and_bad_baseline_option_exit_2_without_traceback(env, tmp_
     assert run.returncode == 2
     no_traceback(run)
     assert "baseline" in run.stderr and "nor a valid run id" in run.stderr
+
+
+# A user's own system behind the command adapter (protocol jsonl: one process for the whole run):
+# it answers every query with nothing, so every query the reference found, it "misses".
+EMPTY_SYSTEM = """\
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({"id": request["id"], "hits": []}), flush=True)
+"""
+
+
+def test_automatic_baselines_stay_within_one_system(env, tmp_path):  # noqa: F811
+    """The issue's first hour: the demo, then a user's command system on the same golden set (no
+    automatic baseline, saying why), the demo again (its own earlier run), then the command
+    system against the demo by name ("comparing two systems", no "regression")."""
+    env = {**env, "COLUMNS": "500"}
+    artifacts = Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts"
+    script = tmp_path / "empty_system.py"
+    script.write_text(EMPTY_SYSTEM, encoding="utf-8")
+    config = tmp_path / "mine.yaml"
+    config.write_text(
+        "system:\n  kind: command\n  protocol: jsonl\n"
+        f"  argv: [{json.dumps(sys.executable)}, {json.dumps(str(script))}]\nanswers: false\n",
+        encoding="utf-8",
+    )
+    command = f"command `{shlex.join([sys.executable, str(script)])}`"
+    demo = "reference demo corpus (lexical)"
+
+    assert cli(env, "run", "--run-id", "demo-1").returncode == 0
+    mine = cli(env, "run", "--run-id", "mine-1", "--config", str(config))
+    assert mine.returncode == 0, mine.stderr
+    assert (
+        f"comparison: no baseline: no pinned baseline for golden set 'demo-fermentation', and no earlier "
+        f"run of {command} on golden set 'demo-fermentation' at sha256 "
+    ) in mine.stdout
+    assert "1 earlier run(s) of other systems on this set skipped" in mine.stdout
+    assert "regression" not in mine.stdout
+
+    again = cli(env, "run", "--run-id", "demo-2")
+    assert again.returncode == 0, again.stderr
+    rule = f"so the most recent earlier run of {demo} on golden set 'demo-fermentation'"
+    assert "comparison: baseline 'demo-1' (auto: no pinned baseline for golden set" in again.stdout
+    assert rule in again.stdout
+
+    versus = cli(env, "run", "--run-id", "mine-2", "--config", str(config), "--baseline", "demo-2")
+    assert versus.returncode == 0, versus.stderr
+    line = next(x for x in versus.stdout.splitlines() if x.startswith("comparison: "))
+    assert f"comparing two systems: {demo} vs {command}" in line
+    assert "b missed " in line and "regression" not in line
+
+    store = ArtifactStore(artifacts)
+    identity = store.manifest("run_metrics", "mine-2")["info"]["system"]["identity"]
+    assert identity == {
+        "kind": "command",
+        "target": shlex.join([sys.executable, str(script)]),
+        "mode": None,
+        "name": None,
+        "label": command,
+    }
+    report = json.loads(Path(store.file_path("comparison_report", "mine-2", "comparison.json")).read_text())
+    assert report["cross_system"] is True and report["verdict_labels"]["regression"] == "b missed"
+    markdown = (artifacts / "reports" / "mine-2" / "comparison.md").read_text()
+    assert markdown.startswith("# Comparison of two systems: `mine-2` vs `demo-2`")
+
+    exported = json.loads(cli(env, "export", "mine-1").stdout)
+    assert exported["system"]["identity"]["label"] == command
+
+    # `kebab-eval compare` words it the same way; two runs of the demo stay a regression check.
+    compared = cli(env, "compare", "demo-2", "mine-1")
+    assert compared.returncode == 0, compared.stderr
+    assert compared.stdout.startswith("# Comparison of two systems: `mine-1` vs `demo-2`")
+    same = cli(env, "compare", "demo-1", "demo-2", "--json")
+    assert json.loads(same.stdout)["systems_note"] == f"one system: {demo}"

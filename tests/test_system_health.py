@@ -292,14 +292,14 @@ def test_cli_threshold_and_off_switches(env, tmp_path):
 
 
 def test_failed_run_is_never_the_previous_baseline(env, tmp_path):
-    healthy = config(tmp_path / "ok", flaky([]))
+    # One named system (its argv differs between the two configs), so only health tells them apart.
+    healthy = config(tmp_path / "ok", {**flaky([]), "name": "search"})
     assert cli(env, "run", "--run-id", "h1", "--config", str(healthy)).returncode == 0
-    # the same golden set (same content) against a dead server
+    # the same golden set (same content) against the same system, now failing every query
+    broken = {**flaky([f"q{i:02d}" for i in range(N)]), "name": "search"}
     dead = write(
         tmp_path / "dead.yaml",
-        yaml.safe_dump(
-            {"golden": str(tmp_path / "ok" / "golden.yaml"), "system": dead_http(), "answers": False}
-        ),
+        yaml.safe_dump({"golden": str(tmp_path / "ok" / "golden.yaml"), "system": broken, "answers": False}),
     )
     assert cli(env, "run", "--run-id", "d1", "--config", str(dead)).returncode == 1
     again = cli(env, "run", "--run-id", "h2", "--config", str(healthy))

@@ -4,7 +4,8 @@ The ``baseline`` setting (SPEC §8) is one of:
 
 - ``auto`` (default): the baseline pinned for the run's golden set name, else ``previous``;
 - ``pinned``: only the pin;
-- ``previous``: the most recent earlier run on the same golden set *content* (sha256);
+- ``previous``: the most recent earlier run on the same golden set *content* (sha256) by the same
+  system (its identity: :mod:`kebab_eval_pipeline.system_identity`);
 - ``none``: no comparison;
 - anything else: an explicit run id.
 
@@ -33,6 +34,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.health import failed_run
 from kebab_eval_pipeline.limits import INPUT_ENV, max_bytes, read_limited
 from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+from kebab_eval_pipeline.system_identity import derive_identity, same_system
 from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
 
 PINS_FILE = "_baselines.json"
@@ -213,15 +215,21 @@ def _sort_time(value: str | None) -> datetime | None:
 
 
 def _previous(
-    store: ArtifactStore, run_id: str, golden: Mapping[str, Any], created_at: str
+    store: ArtifactStore,
+    run_id: str,
+    golden: Mapping[str, Any],
+    created_at: str,
+    system: Mapping[str, Any] | None,
 ) -> tuple[str | None, str]:
-    """The most recent run strictly earlier than ``created_at`` on the same golden sha256 (among
-    runs created at the same instant, the greatest run id: deterministic, if arbitrary), with the
-    reason it was chosen or why none was — without the "baseline …" / "no baseline:" prefix.
+    """The most recent run strictly earlier than ``created_at`` on the same golden sha256 *and*
+    the same system identity (:mod:`kebab_eval_pipeline.system_identity`; among runs created at
+    the same instant, the greatest run id: deterministic, if arbitrary), with the reason it was
+    chosen or why none was — without the "baseline …" / "no baseline:" prefix.
 
-    Runs on the same golden *name* at another sha256 are counted, not chosen: the note tells the
-    user they exist and how to compare with one anyway. Runs whose system under test failed
-    (the run failed its ``system_health`` check) are never chosen: the note counts them.
+    Never chosen, only counted in the note: runs of other systems on the set (and runs stored
+    with no identity to tell), runs of this system on the same golden *name* at another sha256
+    (the note says how to compare with one anyway), and runs whose system under test failed
+    (their ``system_health`` check failed: their zeros would make any run look like a win).
     """
     name, sha = golden.get("name"), golden.get("sha256")
     if not sha:
@@ -229,32 +237,41 @@ def _previous(
     now = _sort_time(created_at)
     if now is None:
         return None, f"this run's created_at {created_at!r} cannot be ordered against earlier runs"
+    mine = derive_identity(system or {})
+    if mine is None:
+        return None, "this run records no system identity to match earlier runs on"
     matching: list[tuple[datetime, str]] = []
-    other_versions = 0
-    failed: list[datetime] = []  # same-sha runs whose system under test failed
+    other_versions = other_systems = unidentified = 0
+    failed: list[datetime] = []  # same-sha runs of this system whose system under test failed
     for manifest in store.runs("run_metrics"):
         info = manifest.get("info") or {}
         when = _sort_time(info.get("created_at") or manifest.get("written_at"))
         if manifest["run_id"] == run_id or when is None or when >= now:
             continue
         theirs = info.get("golden") or {}
+        same_sha = theirs.get("sha256") == sha
+        same = same_system(mine, derive_identity(info.get("system") or {}))
+        if not same:
+            if same_sha and same is None:
+                unidentified += 1
+            elif same_sha:
+                other_systems += 1
+            continue
         if failed_run(info.get("system_health") or {}):
-            # a run failed for its system under test: its zeros would make any run look like a win
-            if theirs.get("sha256") == sha:
+            if same_sha:
                 failed.append(when)
             continue
-        if theirs.get("sha256") == sha:
+        if same_sha:
             matching.append((when, manifest["run_id"]))
         elif theirs.get("name") == name:
             other_versions += 1
+    this = f"{mine['label']} on golden set {name!r} at sha256 {_short(sha)}"
     if matching:
         chosen = max(matching)
         later = sum(t > chosen[0] for t in failed)
         skipped = f"; skipped {later} later run(s) whose system under test failed" if later else ""
-        return chosen[1], (
-            f"the most recent earlier run on golden set {name!r} at sha256 {_short(sha)}{skipped}"
-        )
-    why = f"no earlier run on golden set {name!r} at sha256 {_short(sha)}"
+        return chosen[1], f"the most recent earlier run of {this}{skipped}"
+    why = f"no earlier run of {this}"
     if failed:
         why += f" whose system under test worked ({len(failed)} failed)"
     if other_versions:
@@ -263,6 +280,16 @@ def _previous(
             f" ({other_versions} earlier {used} of the set; "
             "pin one or pass its id to compare across versions)"
         )
+    others = []
+    if other_systems:
+        others.append(f"{other_systems} earlier run(s) of other systems on this set skipped")
+    if unidentified:
+        others.append(
+            f"{unidentified} earlier run(s) stored without a system identity skipped "
+            "(made before identities were recorded)"
+        )
+    if others:
+        why += "; " + ", ".join(others) + " (pin one or pass its id to compare two systems)"
     return None, why
 
 
@@ -301,21 +328,28 @@ def _pinned(
 
 
 def choose_baseline(
-    store: ArtifactStore, run_id: str, baseline: str, golden: Mapping[str, Any], created_at: str
+    store: ArtifactStore,
+    run_id: str,
+    baseline: str,
+    golden: Mapping[str, Any],
+    created_at: str,
+    system: Mapping[str, Any] | None = None,
 ) -> tuple[str | None, str]:
     """Resolve the ``baseline`` setting for ``run_id`` to a stored run id, with a one-sentence note.
 
     Inputs: the run's id, the setting (``auto | previous | pinned | none | <run_id>``), the run's
-    ``run_metrics`` ``info["golden"]`` (``name``, ``sha256``) and ``info["created_at"]``.
+    ``run_metrics`` ``info["golden"]`` (``name``, ``sha256``), ``info["created_at"]`` and
+    ``info["system"]`` (its identity; without one, ``previous`` finds nothing).
     Returns ``(run id, "baseline '<id>' (<rule>)")`` or ``(None, "no baseline: <why>")`` — never
-    raises for a missing baseline. A pinned or explicit baseline on another golden sha256 is still
-    used and the note says the versions differ. Raises InputError only for a corrupt pin file.
+    raises for a missing baseline. ``previous`` (and ``auto`` without a pin) only choose a run of
+    the same system; a pinned or explicit baseline is used whatever system or golden sha256 it
+    has (the comparison then says so). Raises InputError only for a corrupt pin file.
     """
     if baseline == "none":
         return None, "no baseline: comparison disabled by configuration (baseline: none)"
     if baseline in ("previous", "pinned"):
         if baseline == "previous":
-            chosen, why = _previous(store, run_id, golden, created_at)
+            chosen, why = _previous(store, run_id, golden, created_at, system)
         else:
             chosen, why = _pinned(store, run_id, golden, hint=True)
         return chosen, f"no baseline: {why}" if chosen is None else f"baseline {chosen!r} ({why})"
@@ -324,7 +358,7 @@ def choose_baseline(
         pinned, pin_why = _pinned(store, run_id, golden, hint=False)
         if pinned is not None:
             return pinned, f"baseline {pinned!r} (auto: {pin_why})"
-        previous, prev_why = _previous(store, run_id, golden, created_at)
+        previous, prev_why = _previous(store, run_id, golden, created_at, system)
         if previous is None:
             return None, f"no baseline: {pin_why}, and {prev_why}"
         return previous, f"baseline {previous!r} (auto: {pin_why}, so {prev_why})"

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.report import VERSION_KEYS
+from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
 from kebab_eval_pipeline.metrics.aggregate import ANSWER_METRICS, NO_VALUE
 
@@ -209,6 +210,12 @@ def _header(info: Mapping) -> str:
     if a is None:
         title = f"<h1>Evaluation run <code>{_e(b)}</code></h1>"
         subtitle = '<p class="subtitle">No baseline: nothing to compare against.</p>'
+    elif info.get("cross_system"):  # two systems: which did better, not what regressed
+        title = f"<h1>Comparison of two systems: <code>{_e(b)}</code> vs <code>{_e(a)}</code></h1>"
+        subtitle = (
+            f'<p class="subtitle">{_e(str(info.get("systems_note")).capitalize())}: delta = b − a; the '
+            "differences are between two systems, not regressions of one</p>"
+        )
     else:
         title = f"<h1>Comparison: <code>{_e(b)}</code> vs baseline <code>{_e(a)}</code></h1>"
         subtitle = '<p class="subtitle">delta = b − a (candidate minus baseline)</p>'
@@ -458,7 +465,8 @@ def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> str:
             gold = f'<span class="badge gold" title="gold changed: {_e(changed)}">gold changed</span>'
         rows.append(
             f'<tr><td><code>{_e(qid)}</code></td><td><span class="badge {q["verdict"]}">'
-            f"{_e(q['verdict'])}</span></td><td class=num>{_num(q.get('a_rank'), '–')}</td>"
+            f"{_e(verdict_label(q['verdict'], info))}</span></td>"
+            f"<td class=num>{_num(q.get('a_rank'), '–')}</td>"
             f"<td class=num>{_num(q.get('b_rank'), '–')}</td><td>{_text(q.get('category'))}</td>"
             f"<td>{_flip_text(q)}</td><td>{gold}</td><td>{_text(q.get('note'), '')}</td></tr>"
         )
@@ -467,7 +475,11 @@ def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> str:
             f'<tr class="more"><td colspan="8">… {len(notable) - max_rows} more notable queries '
             "(see the per-query table of the comparison)</td></tr>"
         )
-    counts = " · ".join(_plural(sum(q["verdict"] == v for q in notable), v) for v in _NOTABLE)
+    tally = {v: sum(q["verdict"] == v for q in notable) for v in _NOTABLE}
+    if info.get("cross_system"):  # neutral words are phrases, not nouns to pluralise
+        counts = " · ".join(f"{verdict_label(v, info)}: {n}" for v, n in tally.items())
+    else:
+        counts = " · ".join(_plural(n, v) for v, n in tally.items())
     return (
         f'<p class="caption">{counts}; ranks are of the first relevant hit ("–": not found).</p>\n'
         '<div class="scroll"><table class="queries">\n<thead><tr><th>query</th><th>verdict</th>'
@@ -547,7 +559,7 @@ def _footer(info: Mapping) -> str:
 def _charts(info: Mapping, per_metric: pd.DataFrame, per_slice: pd.DataFrame, has_baseline: bool) -> str:
     no_baseline = "No baseline: nothing to compare."
     deltas = _delta_chart(per_metric) if has_baseline else None
-    verdicts = _verdict_chart(info.get("verdict_counts") or {}) if has_baseline else None
+    verdicts = _verdict_chart(info.get("verdict_counts") or {}, info) if has_baseline else None
     categories = _category_chart(per_slice) if has_baseline else None
     return "\n".join(
         [
@@ -709,16 +721,18 @@ def _delta_chart(per_metric: pd.DataFrame) -> tuple[str, str] | None:
     return _draw(CHART_IDS[0], 0.9 + 0.28 * len(shown), draw), extra
 
 
-def _verdict_chart(counts: Mapping[str, int]) -> tuple[str, str] | None:
-    """Bars per verdict: win/loss/regression/draw always, the others when non-zero."""
+def _verdict_chart(counts: Mapping[str, int], info: Mapping | None = None) -> tuple[str, str] | None:
+    """Bars per verdict: win/loss/regression/draw always, the others when non-zero (named by
+    :func:`~.systems.verdict_label`: neutral words in a comparison of two systems)."""
     shown = [v for v in VERDICTS if v in _MAIN_VERDICTS or counts.get(v, 0)]
     values = [int(counts.get(v, 0)) for v in shown]
     if not sum(values):
         return None
+    names = [verdict_label(v, info or {}) for v in shown]
 
     def draw(fig) -> None:
         ax = fig.add_subplot()
-        bars = ax.bar(shown, values, color=[_COLOURS[v] for v in shown], width=0.6)
+        bars = ax.bar(names, values, color=[_COLOURS[v] for v in shown], width=0.6)
         ax.bar_label(bars, padding=3, fontsize=10)
         ax.set_ylabel("queries")
         ax.set_ylim(0, max(values) * 1.18)

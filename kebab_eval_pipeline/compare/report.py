@@ -6,8 +6,10 @@ import math
 
 import pandas as pd
 
+from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.health import health_markdown
 from kebab_eval_pipeline.reporting.markdown import md_cell, md_code, md_text
+from kebab_eval_pipeline.system_identity import label as system_label
 
 VERSION_KEYS = (
     "chunker_version",
@@ -71,12 +73,17 @@ def render_markdown(
     notable queries and golden-set drift."""
     a, b = info["run_a"], info["run_b"]
     # Every value below that a user or a system supplied goes through md_* (reporting/markdown.py).
-    lines = [
-        f"# Comparison: {md_code(b)} vs baseline {md_code(a)}",
-        "",
-        md_text(info.get("baseline_note")),
-        "",
-    ]
+    if info.get("cross_system"):  # two systems: which did better, not what regressed (compare/systems.py)
+        lines = [
+            f"# Comparison of two systems: {md_code(b)} vs {md_code(a)}",
+            "",
+            f"**{md_text(str(info.get('systems_note')).capitalize())}.** The differences below are "
+            "between two systems, not regressions of one.",
+            "",
+        ]
+    else:
+        lines = [f"# Comparison: {md_code(b)} vs baseline {md_code(a)}", ""]
+    lines += [md_text(info.get("baseline_note")), ""]
     for warning in info.get("warnings", []):
         lines.append(f"> ⚠ {md_text(warning)}")
     if info.get("warnings"):
@@ -93,8 +100,8 @@ def render_markdown(
         lines.append(f"| {key}{marker} | {md_cell(_fmt(va.get(key)))} | {md_cell(_fmt(vb.get(key)))} |")
     sa, sb = info.get("system_a", {}), info.get("system_b", {})
     lines.append(
-        f"| system | {md_cell(sa.get('kind'))} / {md_cell(sa.get('mode'))} "
-        f"| {md_cell(sb.get('kind'))} / {md_cell(sb.get('mode'))} |"
+        f"| system{' ⚠' if info.get('cross_system') else ''} | {md_cell(system_label({'system': sa}))} "
+        f"| {md_cell(system_label({'system': sb}))} |"
     )
     ga, gb = info.get("golden_a", {}), info.get("golden_b", {})
     lines.append(
@@ -111,7 +118,9 @@ def render_markdown(
         "## Per-query verdicts",
         "",
         " · ".join(
-            f"**{k}** {v}" for k, v in counts.items() if v or k in ("win", "loss", "regression", "draw")
+            f"**{verdict_label(k, info)}** {v}"
+            for k, v in counts.items()
+            if v or k in ("win", "loss", "regression", "draw")
         ),
         "",
     ]
@@ -166,8 +175,8 @@ def render_markdown(
         ]
         for row in notable.head(max_rows).itertuples(index=False):
             lines.append(
-                f"| {md_cell(row.query_id)} | {md_cell(row.verdict)} | {_fmt(row.a_rank)} "
-                f"| {_fmt(row.b_rank)} | {md_cell(row.note)} |"
+                f"| {md_cell(row.query_id)} | {md_cell(verdict_label(row.verdict, info))} "
+                f"| {_fmt(row.a_rank)} | {_fmt(row.b_rank)} | {md_cell(row.note)} |"
             )
         if len(notable) > max_rows:
             lines.append(f"| … | {len(notable) - max_rows} more in the per-query table | | | |")
@@ -233,9 +242,9 @@ def render_run_markdown(
 ) -> str:
     """The per-run report: versions, metrics, gates and the category breakdown."""
     lines = [f"# Evaluation run {md_code(run_id)}", ""]
-    system, golden = info.get("system", {}), info.get("golden", {})
+    golden = info.get("golden", {})
     lines += [
-        f"System **{md_text(system.get('kind'))}** ({md_text(system.get('mode'))}), golden set "
+        f"System **{md_text(system_label(info))}**, golden set "
         f"**{md_text(golden.get('name'))}** ({md_text(golden.get('queries'))} queries, sha256 "
         f"{md_code(str(golden.get('sha256'))[:12])}).",
         "",

@@ -24,6 +24,7 @@ from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
 from kebab_eval_pipeline.compare.report import render_markdown
+from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
 from kebab_eval_pipeline.compare.verdicts import (
     FRAME_COLUMNS,
     flip_counts,
@@ -259,7 +260,12 @@ def compare_bundles(
         "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
         "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
     }
+    info.update(systems_info(a.metrics.info, b.metrics.info))
+    info["baseline_note"] = with_systems_note(info["baseline_note"], info)
     info["warnings"] = _warnings(a, b, plan, n_common, verdicts, options)
+    unknown = unknown_system_warning(info, a.run_id, b.run_id)
+    if unknown is not None:
+        info["warnings"].append(unknown)
     per_slice = slice_deltas(breakdowns_a, breakdowns_b)
     return ComparisonArtifact(
         per_metric=per_metric,

@@ -51,6 +51,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.system_identity import label as system_label
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.versions import mixed_versions
@@ -302,6 +303,7 @@ def retrieval_results(
         "mixed_versions": dg.MetadataValue.json(mixed),
         "adapter_warnings": len(art.info["adapter_warnings"]),
         "system_details": dg.MetadataValue.json(r.system.details),
+        "system_identity": dg.MetadataValue.text(str((art.info.get("system_identity") or {}).get("label"))),
         # failed, timed-out and empty queries first, then the slowest; the whole table: file/outcomes
         "per_query": _table_metadata(worst_results_first(r.outcomes, r.hits, golden_set.queries)),
         "per_query_rows_shown": min(len(r.outcomes), TABLE_ROW_LIMIT),
@@ -438,6 +440,8 @@ def run_metrics(
         **{f"metric/{k}": _number(v) for k, v in headline.items()},
         **{f"gates/{k}": dg.MetadataValue.int(v) for k, v in gate_tally(gates).items()},
         **_identity_metadata(retrieval_results.results.system, golden_set),
+        # which system this run evaluated: an automatic baseline is a run of the same one
+        "system_identity": dg.MetadataValue.text(system_label(art.info)),
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),
         "breakdowns": _table_metadata(art.breakdowns),
@@ -466,7 +470,12 @@ def comparison_report(
     run_id = context.partition_key
     store = artifact_storage.store()
     baseline, note = choose_baseline(
-        store, run_id, settings.baseline, run_metrics.info["golden"], run_metrics.info["created_at"]
+        store,
+        run_id,
+        settings.baseline,
+        run_metrics.info["golden"],
+        run_metrics.info["created_at"],
+        system=run_metrics.info.get("system"),
     )
     if baseline is None:
         art = no_baseline(run_id, note, run_metrics)
@@ -480,6 +489,7 @@ def comparison_report(
             )
         except InputError as exc:  # --strict-chunker-version: refuse, saying why
             raise input_failure(exc) from None
+    note = art.info.get("baseline_note") or note  # a comparison of two systems says so in its note
     context.log.info(note)
     for warning in art.info.get("warnings", []):
         context.log.warning(warning)
@@ -489,6 +499,7 @@ def comparison_report(
         "report": dg.MetadataValue.md(art.markdown),
         "baseline_run": dg.MetadataValue.text(str(baseline)),
         "baseline_note": note,
+        "systems": dg.MetadataValue.text(str(art.info.get("systems_note") or "")),
         "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
         **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
         **{f"flip/{k}": dg.MetadataValue.int(v) for k, v in art.info.get("flip_counts", {}).items()},

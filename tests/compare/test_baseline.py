@@ -19,6 +19,7 @@ from kebab_eval_pipeline.compare.baseline import (
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.system_identity import make_identity
 
 SHA_V1 = "a1" * 32
 SHA_V2 = "b2" * 32
@@ -29,16 +30,29 @@ def golden(name: str = "demo-fermentation", sha: str = SHA_V1) -> dict:
     return {"name": name, "path": f"/data/{name}.yaml", "sha256": sha, "queries": 3, "format": "kebab"}
 
 
+#: The demo reference system's identity, as the run_metrics asset records it.
+ON_V1 = f"on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+ON_V2 = f"on golden set 'demo-fermentation' at sha256 {SHA_V2[:12]}…"
+DEMO = make_identity("reference", "demo corpus", "lexical")
+DEMO_LABEL = "reference demo corpus (lexical)"
+
+
 def put(
-    store: ArtifactStore, run_id: str, created_at: str, name: str = "demo-fermentation", sha: str = SHA_V1
+    store: ArtifactStore,
+    run_id: str,
+    created_at: str,
+    name: str = "demo-fermentation",
+    sha: str = SHA_V1,
+    system: dict | None = None,
 ):
-    """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info."""
+    """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info.
+    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity)."""
     info = {
         "run_id": run_id,
         "created_at": created_at,
         "pipeline_version": "0.1.0",
         "versions": {"chunker_version": "md-heading-2:size=800:overlap=0", "index_version": "idx-1"},
-        "system": {"kind": "reference", "mode": "lexical"},
+        "system": system or {"kind": "reference", "mode": "lexical", "identity": DEMO},
         "golden": golden(name, sha),
         "k": [1, 3, 5, 10],
     }
@@ -60,7 +74,7 @@ def store(tmp_path: Path) -> ArtifactStore:
 
 
 def choose(store, run_id, mode, info):
-    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"])
+    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"], system=info["system"])
 
 
 # --- none / explicit ----------------------------------------------------------------------------
@@ -110,7 +124,7 @@ def test_previous_is_the_most_recent_strictly_earlier_run_on_the_same_sha(store)
     me = put(store, "me", t(5))
     chosen, note = choose(store, "me", "previous", me)
     assert chosen == "older"
-    rule = f"the most recent earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+    rule = f"the most recent earlier run of {DEMO_LABEL} {ON_V1}"
     assert note == f"baseline 'older' ({rule})"
 
 
@@ -140,7 +154,7 @@ def test_previous_sha_mismatch_note_counts_earlier_runs_on_other_versions(store)
     chosen, note = choose(store, "v2", "previous", me)
     assert chosen is None
     assert note == (
-        f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V2[:12]}… "
+        f"no baseline: no earlier run of {DEMO_LABEL} {ON_V2} "
         "(2 earlier runs used other versions of the set; pin one or pass its id to compare across versions)"
     )
 
@@ -149,7 +163,7 @@ def test_previous_with_no_earlier_run_at_all(store):
     me = put(store, "first", t(1))
     chosen, note = choose(store, "first", "previous", me)
     assert chosen is None
-    assert note == f"no baseline: no earlier run on golden set 'demo-fermentation' at sha256 {SHA_V1[:12]}…"
+    assert note == f"no baseline: no earlier run of {DEMO_LABEL} {ON_V1}"
 
 
 # --- pinned / auto ------------------------------------------------------------------------------
@@ -324,3 +338,82 @@ def test_settings_default_is_auto_and_explicit_ids_are_checked_at_load():
         settings_from_dict({"baseline": "../other"})
     assert caught.value.offenders[0].field == "baseline"
     assert "nor a valid run id" in str(caught.value)
+
+
+# --- system identity ----------------------------------------------------------------------------
+
+COMMAND = make_identity("command", "python my_search.py '{query}'", None)
+DEAD_HTTP = make_identity("http", "http://127.0.0.1:9/search", None)
+
+
+def test_previous_and_auto_choose_only_runs_of_the_same_system(store):
+    """The issue's mix: the demo, a user's command system and a dead http server on one golden set.
+    Each run is compared with an earlier run of its own system, or with nothing, and says why."""
+    put(store, "demo-1", t(1))
+    put(store, "old-ref", t(2), system={"kind": "reference", "mode": "lexical"})  # stored pre-identity
+    put(store, "cmd-1", t(3), system={"kind": "command", "identity": COMMAND})
+    put(store, "dead", t(4), system={"kind": "http", "identity": DEAD_HTTP})
+    demo = put(store, "demo-2", t(5))
+    cmd = put(store, "cmd-2", t(6), system={"kind": "command", "identity": COMMAND})
+    http = put(store, "http-1", t(7), system={"kind": "http", "identity": DEAD_HTTP})
+
+    for mode in ("previous", "auto"):
+        assert choose(store, "demo-2", mode, demo)[0] == "demo-1"  # not the later command/http runs
+        assert choose(store, "cmd-2", mode, cmd)[0] == "cmd-1"
+        assert choose(store, "http-1", mode, http)[0] == "dead"
+    first_cmd = store.manifest("run_metrics", "cmd-1")["info"]
+    chosen, note = choose(store, "cmd-1", "auto", first_cmd)
+    assert chosen is None
+    assert note == (
+        "no baseline: no pinned baseline for golden set 'demo-fermentation', and no earlier run of "
+        f"command `python my_search.py '{{query}}'` {ON_V1}; 1 earlier run(s) of other systems on this "
+        "set skipped, 1 earlier run(s) stored without a system identity skipped (made before identities "
+        "were recorded) (pin one or pass its id to compare two systems)"
+    )
+
+
+def test_a_run_recording_no_identity_gets_no_automatic_baseline(store):
+    put(store, "r1", t(1))
+    me = put(store, "r2", t(2), system={"kind": "reference", "mode": "lexical"})
+    chosen, note = choose(store, "r2", "previous", me)
+    assert (
+        chosen is None and note == "no baseline: this run records no system identity to match earlier runs on"
+    )
+
+
+def test_old_runs_whose_details_name_the_system_still_chain(store):
+    # A command run stored before identities: its argv detail derives the identity a new run records.
+    put(store, "old-cmd", t(1), system={"kind": "command", "search_argv": COMMAND["target"]})
+    me = put(store, "new-cmd", t(2), system={"kind": "command", "identity": COMMAND})
+    assert choose(store, "new-cmd", "previous", me)[0] == "old-cmd"
+
+
+def test_failed_runs_of_other_systems_are_other_systems_and_of_this_one_are_skipped(store):
+    failed = {"failed": 88, "healthy": False, "blocking": True, "message": "88 of 88 queries failed"}
+    put(store, "ok", t(1), system={"kind": "http", "identity": DEAD_HTTP})
+    for run_id, minute, system in (
+        ("down", 2, {"kind": "http", "identity": DEAD_HTTP}),
+        ("cmd-down", 3, {"kind": "command", "identity": COMMAND}),
+    ):
+        info = {**put(store, run_id, t(minute), system=system), "system_health": failed}
+        store.write("run_metrics", run_id, *RunMetricsArtifact({}, {}, pd.DataFrame(), info).to_tables())
+    me = put(store, "me", t(4), system={"kind": "http", "identity": DEAD_HTTP})
+    chosen, note = choose(store, "me", "previous", me)
+    assert chosen == "ok" and "skipped 1 later run(s) whose system under test failed" in note
+    # The dead server's run gets no baseline from the demo: "regression 88" was a wrong answer.
+    put(store, "demo", t(5))
+    dead = put(
+        store, "dead-first", t(6), system={"kind": "http", "identity": make_identity("http", "x", None)}
+    )
+    chosen, note = choose(store, "dead-first", "auto", dead)
+    assert chosen is None and "5 earlier run(s) of other systems on this set skipped" in note
+
+
+def test_explicit_and_pinned_baselines_of_another_system_are_used(store):
+    put(store, "demo-1", t(1))
+    pin_baseline(store, "demo-1")
+    me = put(store, "cmd-1", t(2), system={"kind": "command", "identity": COMMAND})
+    assert choose(store, "cmd-1", "demo-1", me)[0] == "demo-1"
+    assert choose(store, "cmd-1", "pinned", me)[0] == "demo-1"
+    assert choose(store, "cmd-1", "auto", me)[0] == "demo-1"  # the pin is a deliberate choice
+    assert choose(store, "cmd-1", "previous", me)[0] is None

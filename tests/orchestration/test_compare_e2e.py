@@ -197,12 +197,18 @@ def test_two_chunk_sizes_on_the_anchor_only_demo_golden_compare_as_fallback_anch
 def test_lexical_vs_vector_compares_exact(instance):
     vectors_or_skip()
     _, first = run_partition(instance, "lexical", overrides={"mode": "lexical", "answers": False})
-    defs, second = run_partition(instance, "vector", overrides={"mode": "vector", "answers": False})
+    # The retrieval mode is part of the reference system's identity: named, not chosen automatically.
+    overrides = {"mode": "vector", "answers": False, "baseline": "lexical"}
+    defs, second = run_partition(instance, "vector", overrides=overrides)
     assert first.success and second.success
     store = store_of(defs)
     report = stored_report(store, "vector")
     info = report.info
     assert info["run_a"] == "lexical" and info["chunker_version_match"] == "exact"
+    assert info["cross_system"] is True
+    assert info["systems_note"] == (
+        "comparing two systems: reference demo corpus (lexical) vs reference demo corpus (vector)"
+    )
     assert info["fallback_note"] == ""
     assert not any(w.startswith("fallback") for w in info["warnings"])
     a, b = load_bundle(store, "lexical"), load_bundle(store, "vector")
