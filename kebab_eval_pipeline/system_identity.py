@@ -114,10 +114,12 @@ def systems_differ(info_a: Mapping[str, Any], info_b: Mapping[str, Any]) -> bool
 
 
 def label(info: Mapping[str, Any]) -> str:
-    """A run's system for people: its identity's label, else its kind and mode."""
+    """A run's system for people: its identity's label (the whole target: two systems must be
+    told apart), else the short title label of ``systems.label`` (kind, what, mode)."""
+    from kebab_eval_pipeline.systems.label import system_label
+
     system = info.get("system") or {}
     identity = derive_identity(system)
     if identity is not None:
         return str(identity["label"])
-    mode = system.get("mode")
-    return f"{system.get('kind') or 'unknown system'}" + (f" ({mode})" if mode else "")
+    return system_label(system)
