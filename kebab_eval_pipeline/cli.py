@@ -173,30 +173,14 @@ def run(
     ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
-    from kebab_eval_pipeline.gates import check_gate_names
-    from kebab_eval_pipeline.pipeline import (
-        check_golden_against_system,
-        check_run_inputs,
-        headline,
-        load_golden_artifact,
-    )
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
     from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
-    from kebab_eval_pipeline.storage import (
-        ArtifactStore,
-        check_run_id,
-        check_storage_reachable,
-        default_storage_base,
-    )
-    from kebab_eval_pipeline.systems.factory import build_system
 
     if system not in (None, *SYSTEM_KINDS):
         raise InputError(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
-    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     overrides = {
         k: v
         for k, v in {
@@ -210,15 +194,38 @@ def run(
         }.items()
         if v is not None
     }
-    _home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
     # imported or an instance opened (seconds under load): the same settings the run will use.
+    # The config and golden files first: a typo'd key or a missing or bad golden file is refused
+    # before even pandas is imported.
     settings = settings_for_run(config, overrides)
+    from kebab_eval_pipeline.golden.load import load_golden
+
+    golden_file = load_golden(settings.golden_path())
+
+    from kebab_eval_pipeline.gates import check_gate_names
+    from kebab_eval_pipeline.pipeline import (
+        check_golden_against_system,
+        check_run_inputs,
+        headline,
+        load_golden_artifact,
+    )
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
+    from kebab_eval_pipeline.storage import (
+        ArtifactStore,
+        check_run_id,
+        check_storage_reachable,
+        default_storage_base,
+    )
+    from kebab_eval_pipeline.systems.factory import build_system
+
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
+    _home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     check_gate_names(settings, source=config_path(config) or "<defaults>")
     check_run_inputs(settings)
     check_storage_reachable(default_storage_base(settings.storage))
-    loaded = load_golden_artifact(settings)
+    loaded = load_golden_artifact(settings, golden_file)
     for warning in [
         *loaded.info["warnings"],
         *check_golden_against_system(settings, loaded, build_system(settings)),
