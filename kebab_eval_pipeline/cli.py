@@ -173,6 +173,7 @@ def run(
     ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
     from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
 
@@ -181,6 +182,7 @@ def run(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     overrides = {
         k: v
         for k, v in {
@@ -194,6 +196,7 @@ def run(
         }.items()
         if v is not None
     }
+    _home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
     # imported or an instance opened (seconds under load): the same settings the run will use.
@@ -211,17 +214,9 @@ def run(
         headline,
         load_golden_artifact,
     )
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
-    from kebab_eval_pipeline.storage import (
-        ArtifactStore,
-        check_run_id,
-        check_storage_reachable,
-        default_storage_base,
-    )
+    from kebab_eval_pipeline.storage import ArtifactStore, check_storage_reachable, default_storage_base
     from kebab_eval_pipeline.systems.factory import build_system
 
-    run_id = check_run_id(new_run_id() if run_id is None else run_id)
-    _home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     check_gate_names(settings, source=config_path(config) or "<defaults>")
     check_run_inputs(settings)
     check_storage_reachable(default_storage_base(settings.storage))
