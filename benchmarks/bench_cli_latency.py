@@ -47,6 +47,13 @@ class Checkout:
     work: Path
     times: dict[str, list[float]] = field(default_factory=dict)
     codes: dict[str, set[int]] = field(default_factory=dict)
+    surprises: dict[str, str] = field(default_factory=dict)  # label → stderr of an unexpected exit
+
+    def record(self, label: str, seconds: float, proc: subprocess.CompletedProcess, expected: int) -> None:
+        self.times.setdefault(label, []).append(seconds)
+        self.codes.setdefault(label, set()).add(proc.returncode)
+        if proc.returncode != expected:
+            self.surprises.setdefault(label, proc.stderr.strip()[-600:])
 
     def env(self) -> dict[str, str]:
         environment = {
@@ -100,13 +107,12 @@ COMMANDS: list[tuple[str, tuple[str, ...], int]] = [
 ]
 
 
-def measure(checkouts: list[Checkout], label: str, args: tuple[str, ...], rounds: int) -> None:
+def measure(checkouts: list[Checkout], label: str, args: tuple[str, ...], expected: int, rounds: int) -> None:
     """Run ``args`` ``rounds`` times in every checkout, alternating between them."""
     for _ in range(rounds):
         for checkout in checkouts:
             seconds, proc = checkout.cli(*args)
-            checkout.times.setdefault(label, []).append(seconds)
-            checkout.codes.setdefault(label, set()).add(proc.returncode)
+            checkout.record(label, seconds, proc, expected)
 
 
 def table(checkouts: list[Checkout], expected: dict[str, int]) -> str:
@@ -147,14 +153,13 @@ def main() -> None:
         for checkout in checkouts:
             prepare(checkout, demo_golden)
         expected = {label: code for label, _, code in COMMANDS}
-        for label, cli_args, _ in COMMANDS:
-            measure(checkouts, label, cli_args, args.rounds)
+        for label, cli_args, code in COMMANDS:
+            measure(checkouts, label, cli_args, code, args.rounds)
             print(f"  timed {label}", file=sys.stderr)
         for i in range(args.full_runs):  # a new run id each time: a real run, not a refusal
             for checkout in checkouts:
                 seconds, proc = checkout.cli("run", "--run-id", f"bench-full-{i}")
-                checkout.times.setdefault("run: full demo", []).append(seconds)
-                checkout.codes.setdefault("run: full demo", set()).add(proc.returncode)
+                checkout.record("run: full demo", seconds, proc, 0)
             expected["run: full demo"] = 0
         load = os.getloadavg()
         print(
@@ -162,6 +167,9 @@ def main() -> None:
             f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end\n"
         )
         print(table(checkouts, expected))
+        for checkout in checkouts:  # an unexpected exit code means the timing is not of that state
+            for label, stderr in checkout.surprises.items():
+                print(f"\n{checkout.repo} — {label}: unexpected exit; stderr ends:\n{stderr}")
 
 
 if __name__ == "__main__":
