@@ -54,7 +54,10 @@ def apply_overrides(
     system_overrides = system_overrides or {}
     if not overrides and not system_overrides and kind in (None, base.system.kind) and judge is None:
         return base
-    doc = base.model_dump(exclude_defaults=False)
+    # Only what the file set (and load_settings resolved): dumping every field would mark each
+    # default as written, and a check of "set but without effect" (a per_query command's
+    # max_restarts) would then refuse a file that never wrote it.
+    doc = base.model_dump(exclude_unset=True)
     doc.update(overrides)
     if judge is not None:
         judge = dict(judge)
@@ -65,7 +68,7 @@ def apply_overrides(
             doc["judge"] = {**(doc.get("judge") or {}), **judge}
     if kind not in (None, base.system.kind):
         doc["system"] = {"kind": kind}
-    doc["system"] = {**doc["system"], **system_overrides}
+    doc["system"] = {"kind": base.system.kind, **doc.get("system", {}), **system_overrides}
     return settings_from_dict(doc, source="run overrides")
 
 

@@ -72,3 +72,19 @@ def test_overrides_apply_as_documented(tmp_path):
     assert changed.judge is None and changed.answers is True
     with pytest.raises(InputError, match=r"system\.path"):
         settings_for_run(config, {"system_kind": "replay"})  # a new kind starts from an empty block
+
+
+def test_overrides_of_a_per_query_command_config_check_only_what_the_file_set(tmp_path):
+    """``run --config command.yaml --baseline none`` must not see every default as written (the
+    per_query command's "jsonl-only key set" check refused it, exit 2); what the file wrote stands."""
+    cfg = write(tmp_path / "run.yaml", "system: {kind: command, search_argv: [prog, '{query}']}\n")
+    settings = settings_for_run(cfg, {"baseline": "none", "mode": "hybrid"})
+    assert settings.baseline == "none"
+    assert settings.system.kind == "command" and settings.system.mode == "hybrid"
+    assert settings.system.max_restarts == 3 and "max_restarts" not in settings.system.model_fields_set
+    bare = write(tmp_path / "bare.yaml", "k: [1, 5]\n")
+    ref = settings_for_run(bare, {"chunk_size": 300, "answers": True})
+    assert (ref.system.kind, ref.system.chunk_size, ref.k, ref.answers) == ("reference", 300, [1, 5], True)
+    jsonl_key = write(tmp_path / "bad.yaml", "system: {kind: command, search_argv: [p], max_restarts: 2}\n")
+    with pytest.raises(InputError, match="max_restarts"):
+        settings_for_run(jsonl_key, {"baseline": "none"})
