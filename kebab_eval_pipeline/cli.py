@@ -65,6 +65,30 @@ TELEMETRY_OFF = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
 _OLD_OWN_CONFIGS = ("", "telemetry:\n  enabled: false")
 
 
+_own_home: Path | None = None  # the project-local home this process chose, if it chose one
+
+
+def _home() -> tuple[Path, bool]:
+    """The Dagster home — $DAGSTER_HOME, else a project-local one (announced on stderr and set in
+    the environment, so the default artifact storage is anchored beside it) — and whether it is that
+    project-local one. Imports no Dagster and opens no instance: commands that only read stored
+    artifacts stop here. InputError when $DAGSTER_HOME is relative."""
+    global _own_home
+    if not os.environ.get("DAGSTER_HOME"):
+        _own_home = DEFAULT_HOME.resolve()
+        os.environ["DAGSTER_HOME"] = str(_own_home)
+        err.print(
+            f"[dim]DAGSTER_HOME not set; using {_own_home} (export it to share runs with `dagster dev`)[/dim]"
+        )
+    home = Path(os.environ["DAGSTER_HOME"]).expanduser()
+    if not home.is_absolute():
+        raise InputError(
+            "DAGSTER_HOME must be an absolute path", [Offender("DAGSTER_HOME", f"{str(home)!r} is relative")]
+        )
+    # "own" survives a second call (the first one set $DAGSTER_HOME)
+    return home, _own_home is not None and str(home) == str(_own_home)
+
+
 def _instance():
     """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr).
 
@@ -74,21 +98,10 @@ def _instance():
     runs with telemetry off — which also keeps Dagster's telemetry banner out of the output; an
     explicit ``telemetry:`` setting is obeyed.
     """
+    home, own = _home()
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
 
-    own = not os.environ.get("DAGSTER_HOME")
-    if own:
-        home = DEFAULT_HOME.resolve()
-        os.environ["DAGSTER_HOME"] = str(home)
-        err.print(
-            f"[dim]DAGSTER_HOME not set; using {home} (export it to share runs with `dagster dev`)[/dim]"
-        )
-    home = Path(os.environ["DAGSTER_HOME"]).expanduser()
-    if not home.is_absolute():
-        raise InputError(
-            "DAGSTER_HOME must be an absolute path", [Offender("DAGSTER_HOME", f"{str(home)!r} is relative")]
-        )
     config = home / "dagster.yaml"
     # Dagster creates its SQLite tables on first use without a lock: several commands starting at
     # once on a new home can corrupt the schema version for good, so creation is serialised here.
@@ -116,7 +129,7 @@ def _store(config: Path | None = None):
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.storage import ArtifactStore, default_storage_base
 
-    _instance()  # anchors the default storage beside the instance
+    _home()  # anchors the default storage beside the instance (without opening it)
     return ArtifactStore(default_storage_base(load_settings(config).storage))
 
 
@@ -170,20 +183,10 @@ def run(
     ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
-    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-    from kebab_eval_pipeline.orchestration.assets import observe_inputs
-    from kebab_eval_pipeline.orchestration.partitions import eval_runs
-    from kebab_eval_pipeline.pipeline import (
-        check_golden_against_system,
-        check_run_inputs,
-        headline,
-        load_golden_artifact,
-    )
     from kebab_eval_pipeline.progress_display import progress_interval
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci, new_run_id
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
+    from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
     from kebab_eval_pipeline.settings import SYSTEM_KINDS
-    from kebab_eval_pipeline.storage import ArtifactStore, check_run_id, check_storage_reachable
-    from kebab_eval_pipeline.systems.factory import build_system
 
     if system not in (None, *SYSTEM_KINDS):
         raise InputError(
@@ -204,20 +207,44 @@ def run(
         }.items()
         if v is not None
     }
-    instance = _instance()
-    defs = build_definitions(config, overrides=overrides)
-    settings = run_settings(defs)
-    # Fail fast on bad golden input, a stale golden set, a missing source_root or judge model,
-    # storage that cannot be reached, before any run exists.
+    _home()  # anchors the default storage beside the instance (opened only once the inputs are good)
+    # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
+    # judge model, storage that cannot be reached — before any run exists, and before Dagster is
+    # imported or an instance opened (seconds under load): the same settings the run will use.
+    # The config and golden files first: a typo'd key or a missing or bad golden file is refused
+    # before even pandas is imported.
+    settings = settings_for_run(config, overrides)
+    from kebab_eval_pipeline.golden.load import load_golden
+
+    golden_file = load_golden(settings.golden_path())
+
+    from kebab_eval_pipeline.gates import check_gate_names
+    from kebab_eval_pipeline.pipeline import (
+        check_golden_against_system,
+        check_run_inputs,
+        headline,
+        load_golden_artifact,
+    )
+    from kebab_eval_pipeline.storage import ArtifactStore, check_storage_reachable, default_storage_base
+    from kebab_eval_pipeline.systems.factory import build_system
+
+    check_gate_names(settings, source=config_path(config) or "<defaults>")
     check_run_inputs(settings)
-    check_storage_reachable(defs.resources["artifact_storage"].base)
+    check_storage_reachable(default_storage_base(settings.storage))
     progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
-    loaded = load_golden_artifact(settings)
+    loaded = load_golden_artifact(settings, golden_file)
     for warning in [
         *loaded.info["warnings"],
         *check_golden_against_system(settings, loaded, build_system(settings)),
     ]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+    from kebab_eval_pipeline.orchestration.assets import observe_inputs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
+
+    instance = _instance()
+    defs = build_definitions(config, overrides=overrides)
     base = defs.resources["artifact_storage"].base
     dagster_run_id = str(uuid.uuid4())
     # One writer per run id: refused (exit 4) while another run of it is in progress; held until
@@ -584,14 +611,14 @@ def runs_list(
     `started` is the UTC time in a generated id, else the run's created_at; runs with neither
     follow in the order they were registered.
     """
-    from kebab_eval_pipeline.orchestration.partitions import eval_runs
+    from kebab_eval_pipeline.registered_runs import registered_runs
     from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
     from kebab_eval_pipeline.tables import Field
 
-    instance = _instance()
     store = _store(config)
     created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
-    keys = sort_run_ids(instance.get_dynamic_partitions(eval_runs.name), created)
+    # the registered ids straight from a default SQLite instance: no Dagster import for a listing
+    keys = sort_run_ids(registered_runs(_home()[0], _instance), created)
     starts = [run_started(key, created.get(key)) for key in keys]
     shown = ["" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M:%S}" for t in starts]
     _print_runs_table(

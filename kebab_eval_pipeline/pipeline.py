@@ -21,7 +21,7 @@ from kebab_eval_pipeline.artifacts import (
     RunMetricsArtifact,
 )
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.golden.load import load_golden
+from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.health import system_health
 from kebab_eval_pipeline.matching_diagnostics import matching_warnings, summarize_criteria
@@ -40,9 +40,10 @@ RUNNER_VERSION = "runner-1"
 METRICS_VERSION = "metrics-2"  # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2)
 
 
-def load_golden_artifact(settings: RunSettings) -> GoldenArtifact:
-    """Load and validate the configured golden set (InputError lists every offender)."""
-    return GoldenArtifact.from_loaded(load_golden(settings.golden_path()))
+def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
+    """Load and validate the configured golden set (InputError lists every offender); ``loaded``:
+    that set already loaded with :func:`load_golden` (the CLI does so before importing pandas)."""
+    return GoldenArtifact.from_loaded(loaded if loaded is not None else load_golden(settings.golden_path()))
 
 
 def check_golden_against_system(

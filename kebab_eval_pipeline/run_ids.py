@@ -20,6 +20,22 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 
+from kebab_eval_pipeline.errors import InputError, Offender
+
+#: Run ids become folder names and partition keys (checked here, without importing storage).
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids become folder names and partition keys: letters, digits, ``._-``; ≤128 chars."""
+    if not RUN_ID_PATTERN.fullmatch(run_id or "") or ".." in run_id:
+        raise InputError(
+            "invalid run id",
+            [Offender("<run id>", f"{run_id!r}: use letters, digits, '.', '_' or '-' (max 128, no '..')")],
+        )
+    return run_id
+
+
 TRIGGER_TAG = "kebab-eval/trigger"  # Dagster run tag: ci | cli | nightly | golden-change
 
 CI_ORIGIN = "ci"

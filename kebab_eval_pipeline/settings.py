@@ -463,10 +463,12 @@ class RunSettings(_Strict):
     @field_validator("storage")
     @classmethod
     def _usable_storage(cls, value: str | None) -> str | None:
+        if value is None:  # the default: nothing to check, and nothing to import
+            return value
         # Imported here: storage pulls in pandas/pyarrow. A relative path is checked once resolved.
         from kebab_eval_pipeline.storage import storage_problem
 
-        problem = None if value is None else storage_problem(value)
+        problem = storage_problem(value)
         if problem is not None:  # memory://, http://, /dev/null, foo://: refused before any run
             raise ValueError(problem)
         return value

@@ -33,19 +33,11 @@ from upath import UPath
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
 
+# defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
+from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
+
 MANIFEST = "_manifest.json"
 _READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def check_run_id(run_id: str) -> str:
-    """Run ids become folder names and partition keys: letters, digits, ``._-``; ≤128 chars."""
-    if not RUN_ID_PATTERN.fullmatch(run_id or "") or ".." in run_id:
-        raise InputError(
-            "invalid run id",
-            [Offender("<run id>", f"{run_id!r}: use letters, digits, '.', '_' or '-' (max 128, no '..')")],
-        )
-    return run_id
 
 
 class ArtifactStore:

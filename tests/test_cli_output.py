@@ -155,7 +155,7 @@ def test_terminal_run_shows_a_live_progress_line_that_moves(env, tmp_path):
     assert any("\r\x1b[2K" in chunk and "retrieval_results" in chunk for _, chunk in chunks)
     assert progress_in_step_logs(Path(env["DAGSTER_HOME"])) == []
     text = "\n".join(screen_lines(chunks))
-    assert "run slow-tty — demo-fermentation (105 queries, command/" in text
+    assert "run slow-tty — demo-fermentation (105 queries, command: " in text
 
 
 def test_bad_progress_interval_is_refused_before_the_run(env):

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
 from kebab_eval_pipeline.metrics.aggregate import ANSWER_METRICS
@@ -180,6 +179,10 @@ def paired_test(
     rng_test, rng_ci = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2))
 
     if binary:
+        # scipy.stats takes ~0.5 s to import: only a paired binary test needs it (not every command
+        # that imports this module for its metric names)
+        from scipy.stats import binomtest
+
         n01, n10 = int((d > 0).sum()), int((d < 0).sum())
         p = 1.0 if n01 + n10 == 0 else float(binomtest(n01, n01 + n10, 0.5).pvalue)
         test = TEST_MCNEMAR

@@ -2,4 +2,6 @@
 
 import dagster as dg
 
-eval_runs = dg.DynamicPartitionsDefinition(name="eval_runs")
+from kebab_eval_pipeline.registered_runs import EVAL_RUNS
+
+eval_runs = dg.DynamicPartitionsDefinition(name=EVAL_RUNS)

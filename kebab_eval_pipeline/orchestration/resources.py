@@ -12,14 +12,13 @@ field defaults to "as the config file says" (None) rather than to a value set at
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
-from kebab_eval_pipeline.settings import RunSettings, load_settings, settings_from_dict
+from kebab_eval_pipeline.run_overrides import CONFIG_ENV, apply_overrides, config_path, judge_overrides
+from kebab_eval_pipeline.settings import RunSettings, load_settings
 from kebab_eval_pipeline.storage import ArtifactStore
 
-CONFIG_ENV = "KEBAB_EVAL_CONFIG"
+__all__ = ["CONFIG_ENV", "ArtifactStorage", "EvalSettingsResource", "SystemUnderTestResource"]
 
 
 class SystemUnderTestResource(dg.ConfigurableResource):
@@ -58,24 +57,14 @@ class EvalSettingsResource(dg.ConfigurableResource):
 
     def judge_overrides(self) -> dict | None:
         """The ``judge:`` block to use instead of the file's, or None to keep the file's."""
-        if self.judge is None and self.judge_model is None and self.judge_prompt_version is None:
-            return None
-        return {
-            "judge": self.judge,
-            **{
-                k: v
-                for k, v in (("model", self.judge_model), ("prompt_version", self.judge_prompt_version))
-                if v is not None
-            },
-        }
+        return judge_overrides(self.judge, self.judge_model, self.judge_prompt_version)
 
     def config_path(self) -> str | None:
-        return self.config_file or os.environ.get(CONFIG_ENV) or None
+        return config_path(self.config_file)
 
     def load(self, system: SystemUnderTestResource | None = None) -> RunSettings:
         """The effective settings with ``system``'s overrides applied; raises InputError (naming
         file and key) when invalid."""
-        base = load_settings(self.config_path())
         overrides = {
             key: value
             for key, value in (
@@ -86,26 +75,13 @@ class EvalSettingsResource(dg.ConfigurableResource):
             )
             if value is not None
         }
-        kind = system.kind if system is not None else None
-        system_overrides = system.overrides() if system is not None else {}
-        judge = self.judge_overrides()
-        if not overrides and not system_overrides and kind in (None, base.system.kind) and judge is None:
-            return base
-        # Only what the file set (and load_settings resolved): dumping every field would mark each
-        # default as written, and a check of "set but without effect" (a per_query command's
-        # max_restarts) would then refuse a file that never wrote it.
-        doc = base.model_dump(exclude_unset=True)
-        doc.update(overrides)
-        if judge is not None:
-            on = judge.pop("judge")
-            if on is False and not judge:
-                doc["judge"] = None
-            else:
-                doc["judge"] = {**(doc.get("judge") or {}), **judge}
-        if kind not in (None, base.system.kind):
-            doc["system"] = {"kind": kind}
-        doc["system"] = {"kind": base.system.kind, **doc.get("system", {}), **system_overrides}
-        return settings_from_dict(doc, source="run overrides")
+        return apply_overrides(
+            load_settings(self.config_path()),
+            overrides,
+            kind=system.kind if system is not None else None,
+            system_overrides=system.overrides() if system is not None else {},
+            judge=self.judge_overrides(),
+        )
 
 
 class ArtifactStorage(dg.ConfigurableResource):

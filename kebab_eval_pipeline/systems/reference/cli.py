@@ -12,16 +12,23 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from kebab_eval_pipeline.systems.base import Answer, Hit
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
+from kebab_eval_pipeline.systems.base import Answer, Hit, RetrievalMode
 
-_MODE_HELP = f"Retrieval mode: {', '.join(ALL_MODES)} (vector and hybrid need an index built --with-vectors)."
+if TYPE_CHECKING:
+    # Imported by the commands that use it: every `kebab-eval` command mounts this CLI, and the
+    # index's imports (numpy, the chunker, fsspec) cost seconds on a loaded machine.
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
+_MODE_HELP = (
+    f"Retrieval mode: {', '.join(get_args(RetrievalMode))} "
+    "(vector and hybrid need an index built --with-vectors)."
+)
 _DEFAULT_MODE_HELP = "Default r" + _MODE_HELP[1:]  # "Default retrieval mode: …"
 
 ref_app = typer.Typer(
@@ -40,6 +47,8 @@ def _fail(message: str) -> NoReturn:
 
 
 def _load(index_dir: Path) -> ReferenceIndex:
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
     try:
         return ReferenceIndex.load(index_dir)
     except _LOAD_ERRORS as exc:
@@ -88,6 +97,8 @@ def index_cmd(
 
     Embeddings already stored in --out are reused for chunks whose text is unchanged.
     """
+    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+
     started = time.perf_counter()
     if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
         _fail(
