@@ -7,6 +7,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# `pytest --hypothesis-profile=thorough` (on demand; the default runs are unchanged): every property
+# test runs KEBAB_EVAL_THOROUGH_SCALE (default 20) times its own max_examples, and prints the
+# reproduce blob of a failure. Combine with --hypothesis-seed=N to audit the properties.
+hypothesis_settings.register_profile("thorough", print_blob=True)
+THOROUGH_SCALE_DEFAULT = 20
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "kebab-docs"
@@ -73,3 +80,24 @@ def _shared_index_cache(tmp_path_factory):
         os.environ.pop("KEBAB_EVAL_INDEX_CACHE", None)
     else:
         os.environ["KEBAB_EVAL_INDEX_CACHE"] = previous
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under the ``thorough`` profile, scale each property test's own ``max_examples`` (an explicit
+    ``@settings`` wins over a profile, so the profile alone could not raise them)."""
+    import os
+
+    if hypothesis_settings.get_current_profile_name() != "thorough":
+        return
+    scale = int(os.environ.get("KEBAB_EVAL_THOROUGH_SCALE", THOROUGH_SCALE_DEFAULT))
+    scaled: set[int] = set()
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if id(test) in scaled:  # the items of a parametrized test share one function: scale it once
+            continue
+        scaled.add(id(test))
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and getattr(test, "is_hypothesis_test", False):
+            test._hypothesis_internal_use_settings = hypothesis_settings(
+                own, max_examples=own.max_examples * scale, print_blob=True
+            )
