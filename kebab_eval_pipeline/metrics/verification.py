@@ -540,11 +540,28 @@ def _resolve(root: str, rel: str) -> str | None:
         # Not representable as a file name here (e.g. a lone surrogate): it cannot name a file
         # inside the root either — but nothing escaped, so it is missing, not outside.
         return _UNNAMEABLE
-    if os.path.normpath(full) != full:
+    if os.path.normpath(full) != full or _link_left(root, full):
         # realpath gives up on a symlink loop and returns the rest of the path unresolved; the
         # kernel could not open it either (ELOOP), but a leftover ".." is never handed to it.
         return _UNNAMEABLE
     return full
+
+
+def _link_left(root: str, full: str) -> bool:
+    """True when a component of ``full`` (a path inside ``root``) is still a symlink.
+
+    ``realpath`` resolves every link, except when it gives up on a loop: it then returns the rest
+    unresolved, and ``abspath`` applies the ``..`` that followed the loop to the names, not to the
+    targets — ``loop/../link_out/secret`` came back as ``link_out/secret``, whose link leads out
+    of the root (found by the property test of issue 23). The kernel answers ELOOP for the cited
+    path, so it names no file. One ``lstat`` per component (``islink`` is False on any error).
+    """
+    here = root
+    for part in os.path.relpath(full, root).split(os.sep):
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            return True
+    return False
 
 
 def _read_bytes(path: str) -> bytes | None:

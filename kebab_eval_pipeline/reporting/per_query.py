@@ -71,8 +71,12 @@ def worst_scores_first(
     question text. Output columns: query_id, issue, question, category, lang, answerable,
     first_relevant_rank, the metric columns, refused, refusal_correct, error_class. Order: failed
     queries (system error), then missed (answerable, no relevant hit), answered-but-unanswerable,
-    refused-but-answerable, found below rank 1 (deeper first), fine, and last the queries not
-    scored (pending gold or not applicable). Ties keep the golden order. Empty in, empty out.
+    refused-but-answerable, found below rank 1, fine, and last the queries not scored (pending gold
+    or not applicable). Within a tier: the deeper first relevant rank first — an answerable query
+    without a relevant hit counts deeper than any rank, an unanswerable one without a rank shallower
+    than rank 1 (so of two queries without a rank, the answerable one leads: not a tie) — then the
+    weaker graded score (the last ``ndcg@`` of ``metric_columns``; none last), then the golden
+    order. Empty in, empty out.
     """
     s = query_scores
     answerable = s["answerable"].astype("boolean").fillna(False)

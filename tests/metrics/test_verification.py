@@ -314,6 +314,11 @@ CASES = [
     ("a fifo (must not hang)", hit("fifo", "x"), "file_missing"),
     ("a symlink loop", hit("loop1", "x"), "file_missing"),
     ("under a loop", hit("loop1/x.md", "x"), "file_missing"),
+    # back out of a loop: realpath gave up at loop1 and took ".." lexically (issue 23's audit found
+    # the first: it opened root/link_out.txt; the second read the secret through linkdir_out)
+    ("back out of a loop onto a link out", hit("loop1/../link_out.txt", SECRET), "file_missing"),
+    ("back out of a loop through a link out", hit("loop1/../linkdir_out/secret.txt", SECRET), "file_missing"),
+    ("back out of a loop onto a link in", hit("loop1/../link_in.md", "Bee line one."), "file_missing"),
     ("file used as a dir", hit("a.md/x", "x"), "file_missing"),
     # unverifiable
     ("no path", hit(None, "First line."), "unverifiable"),

@@ -554,6 +554,33 @@ def check_permutation(out: pd.DataFrame, frame: pd.DataFrame, derived: tuple[str
     )
 
 
+def expected_score_order(frame: pd.DataFrame) -> list[str]:
+    """The query ids of ``frame`` in the order ``worst_scores_first`` must give, written out per row:
+    the tier of the worst issue; within a tier the deeper first relevant rank first (an answerable
+    query without a relevant hit is deeper than any rank, an unanswerable one without a rank is
+    shallower than rank 1); then the lower ndcg@10 (none last); then the golden order."""
+    rows = frame.set_index("query_id")[list(PERTURBED_SCORE_COLUMNS)].to_dict("index")
+
+    def key(position: int) -> tuple:
+        row = rows[frame["query_id"].iloc[position]]
+        rank = row["first_relevant_rank"]
+        depth = (np.inf if row["answerable"] else 0.0) if na(rank) else float(rank)
+        ndcg = np.inf if na(row["ndcg@10"]) else row["ndcg@10"]
+        return tier_of(expected_score_issue(row), SCORE_TIERS), -depth, ndcg, position
+
+    return [frame["query_id"].iloc[i] for i in sorted(range(len(frame)), key=key)]
+
+
+def check_query_scores(frame: pd.DataFrame, out: pd.DataFrame) -> None:
+    """``out`` is ``frame`` worst first: the same rows, the ``issue`` of each, the exact order."""
+    check_permutation(out, frame, ("issue", "question"))
+    rows = frame.set_index("query_id")[list(PERTURBED_SCORE_COLUMNS)].to_dict("index")
+    assert out["issue"].tolist() == [expected_score_issue(rows[q]) for q in out["query_id"]]
+    tiers = [tier_of(i, SCORE_TIERS) for i in out["issue"]]
+    assert tiers == sorted(tiers)
+    assert out["query_id"].tolist() == expected_score_order(frame)
+
+
 @PROPERTY
 @given(data=st.data())
 def test_property_query_scores(demo_run, data):
@@ -561,27 +588,31 @@ def test_property_query_scores(demo_run, data):
     before = frame.copy(deep=True)
     out = worst_scores_first(frame, ["mrr", "ndcg@10"], demo_run.golden.queries)
     pd.testing.assert_frame_equal(frame, before)
-    check_permutation(out, frame, ("issue", "question"))
+    check_query_scores(frame, out)
 
-    rows = frame.set_index("query_id")[list(PERTURBED_SCORE_COLUMNS)].to_dict("index")
-    assert out["issue"].tolist() == [expected_score_issue(rows[q]) for q in out["query_id"]]
-    tiers = [tier_of(i, SCORE_TIERS) for i in out["issue"]]
-    assert tiers == sorted(tiers)
-    position = {q: i for i, q in enumerate(frame["query_id"])}
-    for i in range(1, len(out)):
-        a, b = rows[out["query_id"][i - 1]], rows[out["query_id"][i]]
-        if tiers[i - 1] != tiers[i]:
-            continue
-        if tiers[i] == SCORE_TIERS["first relevant at rank "]:
-            assert a["first_relevant_rank"] >= b["first_relevant_rank"]  # deeper first
-        # no rank: an answerable query (found nothing) counts deeper than an unanswerable one
-        same_rank = na(a["first_relevant_rank"]) == na(b["first_relevant_rank"]) and (
-            (na(a["first_relevant_rank"]) and bool(a["answerable"]) == bool(b["answerable"]))
-            or a["first_relevant_rank"] == b["first_relevant_rank"]
-        )
-        same_score = (na(a["ndcg@10"]) and na(b["ndcg@10"])) or a["ndcg@10"] == b["ndcg@10"]
-        if same_rank and same_score:
-            assert position[out["query_id"][i - 1]] < position[out["query_id"][i]]  # golden order
+
+@pytest.mark.parametrize("tier", ["error", "not scored"])
+def test_no_rank_no_ndcg_the_answerable_query_leads_the_unanswerable_one(demo_run, tier):
+    """Issue 23: two queries of one tier, neither with a first relevant rank nor an ndcg@10, one
+    answerable and one not (unanswerable first in golden order). The answerable one found nothing it
+    should have found, so it leads; it is not a tie. The property's old tie rule took the two
+    missing ranks for equal ranks (``None == None``) and failed with ``assert 1 < 0``."""
+    frame = pick(demo_run.scores.scores, {"unans-002": "unanswerable", "fact-002": "answerable"})
+    assert frame["answerable"].tolist() == [False, True]
+    same = {"first_relevant_rank": pd.NA, "ndcg@10": np.nan, "under_refusal": np.nan, "over_refusal": np.nan}
+    if tier == "error":
+        same |= {"error": "timeout: no response within 30 s", "error_class": "timeout", "pending": False}
+    else:
+        same |= {"error": pd.NA, "error_class": pd.NA, "pending": True}
+    for query_id in ("unanswerable", "answerable"):
+        edit(frame, query_id, same)
+    out = worst_scores_first(frame, ["mrr", "ndcg@10"], demo_run.golden.queries)
+    label = "error: timeout" if tier == "error" else "pending gold"
+    assert list(zip(out["query_id"], out["issue"], strict=True)) == [
+        ("answerable", label + ("; missed" if tier == "error" else "")),
+        ("unanswerable", label),
+    ]
+    check_query_scores(frame, out)
 
 
 @st.composite

@@ -4,6 +4,7 @@ every golden query exactly one row, classified exactly, with retries bounded as 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +22,10 @@ from tests.systems.adapters.fault_server import Close, FaultServer, Hang, Receiv
 
 RETRIES = 2
 N_QUERIES = 60
+REQUEST = {"id": "{query_id}", "query": "{query}", "k": "{k}"}
+WARM = "warm-"  # the timeout's measuring queries: answered normally
+HANG_S = 120.0  # far past any timeout below: a timeout that does not fire fails the test, not waits it out
+TIMEOUT_FLOOR_S = 2.0
 # Query i gets KINDS[i % 10]: 10% of the queries per fault kind, 20% answered normally.
 KINDS = (
     "ok",
@@ -60,12 +65,14 @@ def _hits(qid: str) -> list[dict]:
 
 
 def faulty(request: Received) -> Reply | Hang | Close:
+    if request.key.startswith(WARM):
+        return Reply(body={"hits": _hits(request.key)})
     kind = FAULTS[request.key]
     first = request.attempt == 1
     if kind == "500_always" or (kind == "500_once" and first):
         return Reply(500, {"error": "internal error"})
     if kind == "hang":
-        return Hang(3.0)
+        return Hang(HANG_S)  # until the server stops: only the client's timeout ends it early
     if kind == "close_always" or (kind == "close_once" and first):
         return Close()
     if kind == "bad_json":
@@ -90,17 +97,32 @@ def _golden(path: Path) -> Path:
     return write(path, yaml.safe_dump({"schema_version": "1", "name": "faults", "queries": queries}))
 
 
+def timeout_for(url: str) -> float:
+    """A ``timeout_s`` that a well-behaved reply of this server meets even on a loaded machine:
+    ten times the wall time of a burst of 16 normal queries at the test's concurrency (at least
+    2 s). The 0.5 s the test used before timed out normal replies when other work shared the
+    cores, and the test then failed on the fault it did not inject."""
+    settings = HttpSystemSettings(
+        kind="http", search_url=f"{url}/search", search_request=REQUEST, concurrency=8, retries=0
+    )
+    requests = [QueryRequest(f"{WARM}{i}", "warm up") for i in range(16)]
+    started = time.monotonic()
+    outcomes = HttpSystem(settings).run_queries(requests, k=3, answers=False)
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    return round(max(TIMEOUT_FLOOR_S, 10 * (time.monotonic() - started)), 1)
+
+
 def _config(path: Path, golden: Path, url: str, **system) -> Path:
     doc = {
         "golden": str(golden),
         "system": {
             "kind": "http",
             "search_url": f"{url}/search",
-            "search_request": {"id": "{query_id}", "query": "{query}", "k": "{k}"},
+            "search_request": REQUEST,
             "retries": RETRIES,
             "backoff_s": 0.01,
             "max_backoff_s": 0.05,
-            "timeout_s": 0.5,
+            "timeout_s": TIMEOUT_FLOOR_S,
             "concurrency": 8,
             **system,
         },
@@ -117,10 +139,13 @@ def _null(value):
 def test_every_fault_is_one_classified_row_with_bounded_retries(instance, tmp_path: Path) -> None:
     golden = _golden(tmp_path / "golden.yaml")
     with FaultServer(faulty) as server:
-        cfg = _config(tmp_path / "faults.yaml", golden, server.url)
+        timeout_s = timeout_for(server.url)
+        cfg = _config(tmp_path / "faults.yaml", golden, server.url, timeout_s=timeout_s)
+        started = time.monotonic()
         result, store = run_config(instance, cfg, "faults-1")
+        elapsed = time.monotonic() - started
         served = {qid: server.count("/search", qid) for qid in FAULTS}
-        unknown = {r.key for r in server.received} - set(FAULTS)
+        unknown = {r.key for r in server.received if not r.key.startswith(WARM)} - set(FAULTS)
 
     # Every query is a row, and the chain up to run_metrics is stored: a failing system is data.
     # But half the queries failed (0.5 > the default max_error_rate 0.1), so the system_health
@@ -132,6 +157,7 @@ def test_every_fault_is_one_classified_row_with_bounded_retries(instance, tmp_pa
         "system health: 30 of 60 queries failed (error_rate 0.5 > max 0.1): "
     )
     assert unknown == set()
+    assert elapsed < HANG_S / 2  # the hanging queries were cut off at the timeout, not waited out
 
     retrieval = RetrievalArtifact.from_tables(*store.read("retrieval_results", "faults-1"))
     outcomes = retrieval.results.outcomes
@@ -154,7 +180,7 @@ def test_every_fault_is_one_classified_row_with_bounded_retries(instance, tmp_pa
     post = f"POST {server.url}/search"  # every request failure names the request
     exact = {
         "500_always": f'http_5xx: {post}: HTTP 500: {{"error": "internal error"}} (after 3 attempts)',
-        "hang": f"timeout: {post}: no response within 0.5 s",
+        "hang": f"timeout: {post}: no response within {timeout_s:g} s",
         "404": f'http_4xx: {post}: HTTP 404: {{"error": "no such index"}}',
     }
     for r in outcomes.itertuples(index=False):

@@ -134,7 +134,11 @@ def score_ok(v: Any) -> bool:
         return False
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(retrieval=NUMBERS, answer=NUMBERS, rank=NUMBERS, score=NUMBERS, tokens=NUMBERS)
 def test_trace_reader_accepts_exactly_the_numeric_domain(tmp_path, retrieval, answer, rank, score, tokens):
     entry = {
