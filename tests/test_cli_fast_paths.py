@@ -155,7 +155,11 @@ def test_runs_list_asks_dagster_when_the_instance_is_not_on_default_storage(tmp_
     assert "dagster" in result["heavy"]  # the fallback really asked Dagster
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     keys=st.lists(
         st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True).filter(lambda k: ".." not in k),

@@ -50,7 +50,11 @@ def _outcome(make):
         return f"InputError: {exc}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(overrides=OVERRIDES, from_env=st.booleans())
 def test_fail_fast_settings_are_the_run_settings(tmp_path, monkeypatch, overrides, from_env):
     config = write(tmp_path / "eval.yaml", CONFIG.format(golden=DEMO_GOLDEN))
