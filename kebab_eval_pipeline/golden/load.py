@@ -8,7 +8,6 @@ format, whose unknown query and support fields are errors (ignoring them would d
 
 from __future__ import annotations
 
-import difflib
 import gc
 import hashlib
 import json
@@ -312,11 +311,12 @@ def _unknown_key(state: _FileState, raw: RawQuery, name: str, qid: str | None) -
     if foreign is not None:
         hint = f"'{key}' belongs to the {foreign} format: read the file with --format {foreign}"
     else:
+        from kebab_eval_pipeline.config_suggest import suggestion
         from kebab_eval_pipeline.golden.readers import QUERY_FIELDS, SUPPORT_FIELDS
 
         known = SUPPORT_FIELDS if len(path) > 1 else QUERY_FIELDS
-        close = difflib.get_close_matches(key, sorted(known), n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(sorted(known))}"
+        close = suggestion(key, sorted(known))  # the same rule as a run config's unknown keys
+        hint = f"did you mean '{close}'?" if close else f"known fields: {', '.join(sorted(known))}"
     return Offender(
         str(state.path),
         f"unknown key {name!r} in the {state.fmt} format (it would be dropped): {hint}",
