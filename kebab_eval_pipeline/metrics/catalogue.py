@@ -52,6 +52,7 @@ __all__ = [
     "MetricName",
     "MetricNameError",
     "column_description",
+    "direction",
     "family_names",
     "format_name",
     "headline_names",
@@ -85,7 +86,7 @@ FAMILIES: tuple[str, ...] = (
 #: Modules that register measures of their own (imported once, on the first catalogue query).
 EXTENSIONS: tuple[str, ...] = ("kebab_eval_pipeline.judge.metrics",)
 
-Direction = Literal["higher", "lower"]
+Direction = Literal["higher", "lower", "none"]
 TestKind = Literal["binary", "graded"]
 
 
@@ -102,7 +103,8 @@ class Measure:
       percentiles, run-level numbers). ``{k}`` is replaced by the cut-off.
     - ``reads``: for a metric that is not a plain mean, the per-query columns it is computed from.
     - ``column_description``: text of the per-query column in the UI (default: ``description``).
-    - ``direction``: ``"higher"`` or ``"lower"`` is better (decides which change is a regression).
+    - ``direction``: ``"higher"`` or ``"lower"`` is better (decides which change is a regression);
+      ``"none"`` for sizes (a change is neither better nor worse; gates read them as ``"higher"``).
     - ``test``: ``"binary"`` (0/1 per query: exact McNemar), ``"graded"`` (randomization test) or
       ``None`` (not testable; ``untestable`` says why).
     - ``sliceable``: computed per breakdown slice, so it can be gated per slice.
@@ -136,8 +138,8 @@ class Measure:
             raise ValueError(f"measure {self.name!r}: unknown family {self.family!r}; expected {FAMILIES}")
         if not _NAME.fullmatch(self.name):
             raise ValueError(f"measure name {self.name!r} must match {_NAME.pattern}")
-        if self.direction not in ("higher", "lower"):
-            raise ValueError(f"measure {self.name!r}: direction must be 'higher' or 'lower'")
+        if self.direction not in ("higher", "lower", "none"):
+            raise ValueError(f"measure {self.name!r}: direction must be 'higher', 'lower' or 'none'")
         if self.test not in (None, "binary", "graded"):
             raise ValueError(f"measure {self.name!r}: test must be 'binary', 'graded' or None")
         if self.test is not None and self.column is None:
@@ -324,6 +326,12 @@ def lower_is_better(name: str) -> bool:
     return entry is not None and entry.direction == "lower"
 
 
+def direction(name: str) -> Direction | None:
+    """``"higher"``, ``"lower"`` or ``"none"`` (a size: neither better nor worse); None if unknown."""
+    entry = measure(name)
+    return None if entry is None else entry.direction
+
+
 def test_kind(name: str) -> TestKind | None:
     """``"binary"`` (exact McNemar), ``"graded"`` (randomization) or None (no paired test)."""
     entry = measure(name)
@@ -408,12 +416,21 @@ _ANSWERED = "queries with an answer (answer requested, produced, no error)"
 _LATENCY = "queries with a recorded {} latency"
 
 _CORE: tuple[Measure, ...] = (
-    Measure("n_queries", "count", "golden queries in the run", "—", sliceable=False, untestable="a count"),
+    Measure(
+        "n_queries",
+        "count",
+        "golden queries in the run",
+        "—",
+        direction="none",
+        sliceable=False,
+        untestable="a count",
+    ),
     Measure(
         "n_applicable",
         "count",
         "queries that can be scored for retrieval (answerable, with a positive support)",
         "—",
+        direction="none",
         sliceable=False,
         untestable="a count",
     ),
@@ -701,16 +718,18 @@ _CORE: tuple[Measure, ...] = (
             sliceable=False,
         )
         for name, text, direction in (
-            ("index_docs", "documents the system processed", "higher"),
+            # sizes: a change is neither better nor worse
+            ("index_docs", "documents the system processed", "none"),
             ("index_zero_chunk_docs", "documents that produced no chunk", "lower"),
             ("index_zero_chunk_rate", "share of processed documents that produced no chunk", "lower"),
-            ("index_chunks", "chunks in the index", "higher"),
+            ("index_chunks", "chunks in the index", "none"),
             ("index_chunks_skipped", "chunks the chunker skipped", "lower"),
-            ("index_tokens_min", "smallest chunk, tokens", "higher"),
-            ("index_tokens_mean", "mean chunk size, tokens", "higher"),
-            ("index_tokens_p95", "95th percentile chunk size, tokens", "higher"),
-            ("index_tokens_max", "largest chunk, tokens", "higher"),
-            ("index_skipped_symlinks", "symlinks in the corpus the index did not follow", "higher"),
+            ("index_tokens_min", "smallest chunk, tokens", "none"),
+            ("index_tokens_mean", "mean chunk size, tokens", "none"),
+            ("index_tokens_p95", "95th percentile chunk size, tokens", "none"),
+            ("index_tokens_max", "largest chunk, tokens", "none"),
+            # links left out, reported for review, not a quality
+            ("index_skipped_symlinks", "symlinks in the corpus the index did not follow", "none"),
         )
     ),
 )
