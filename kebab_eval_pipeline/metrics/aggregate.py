@@ -305,7 +305,7 @@ def breakdowns(
         code_parts.append(inv.astype(np.int64) + len(values))
         dims.extend([dim] * len(uniq))
         values.extend(uniq.tolist())
-    names = [m for m in metric_names(ks) if m not in ("n_queries", "n_applicable")]
+    names = [m for m in metric_names(ks) if catalogue.is_sliceable(m)]  # not the counts
     if not values:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in BREAKDOWN_COLUMNS.items()})
     rows = np.concatenate(rows_parts)

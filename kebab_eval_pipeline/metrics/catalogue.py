@@ -48,6 +48,7 @@ from typing import Literal
 __all__ = [
     "EXTENSIONS",
     "FAMILIES",
+    "QUALITY_FAMILIES",
     "Measure",
     "MetricName",
     "MetricNameError",
@@ -83,6 +84,8 @@ FAMILIES: tuple[str, ...] = (
     "indexing",  # what the system indexed (its own coverage report)
     "judge_run",  # run-level statistics of the LLM judge: failures, agreement, spend, latency
 )
+#: Families that say how good the results are (not what they cost or how the system behaved).
+QUALITY_FAMILIES: tuple[str, ...] = ("retrieval", "refusal", "answer", "judge", "verification")
 #: Modules that register measures of their own (imported once, on the first catalogue query).
 EXTENSIONS: tuple[str, ...] = ("kebab_eval_pipeline.judge.metrics",)
 
