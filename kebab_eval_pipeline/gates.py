@@ -20,9 +20,8 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.judge.metrics import JUDGE_RUN_METRICS
-from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, OPERATIONAL_METRICS, metric_names
-from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
+from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
 from kebab_eval_pipeline.settings import (
     GATED_VERDICTS,
     GateSettings,
@@ -31,36 +30,11 @@ from kebab_eval_pipeline.settings import (
     VerdictGateSettings,
 )
 
-_GATE_KEY = re.compile(r"^(?P<metric>[^\[\]]+?)(?:\[(?P<dimension>[^=\[\]]+)=(?P<value>[^\[\]]*)\])?$")
-# run-level only: no breakdown rows
-_NOT_SLICED = {"n_queries", "n_applicable", *INDEX_METRICS, *JUDGE_RUN_METRICS}
-#: Metrics where a rise is the regression (rates of bad events, latencies, index gaps).
-LOWER_IS_BETTER: frozenset[str] = frozenset(
-    {
-        "under_refusal_rate",
-        "over_refusal_rate",
-        "scope_miss_rate",
-        "hallucination_rate",
-        *OPERATIONAL_METRICS,  # error/timeout/empty rates, version mix, latencies
-        "index_zero_chunk_docs",
-        "index_zero_chunk_rate",
-        "index_chunks_skipped",
-        # the judge's own failures, instability and spend
-        "judge_unparseable_rate",
-        "judge_error_rate",
-        "judge_disagreement_rate",
-        "judge_prompt_tokens",
-        "judge_completion_tokens",
-        "judge_cost_usd",
-        "judge_latency_p50_ms",
-        "judge_latency_p95_ms",
-    }
-)
-
 
 def worsening(metric: str, delta: float) -> float:
-    """How much worse a change of ``delta`` (b − a) makes ``metric``: positive = worse."""
-    return delta if metric in LOWER_IS_BETTER else -delta
+    """How much worse a change of ``delta`` (b − a) makes ``metric``: positive = worse (the
+    catalogue's direction; a rise is worse for lower-is-better metrics)."""
+    return delta if catalogue.lower_is_better(metric) else -delta
 
 
 @dataclass(frozen=True)
@@ -79,20 +53,15 @@ class GateTarget:
 def parse_gate_key(key: str) -> GateTarget:
     """``mrr`` → the run's mrr; ``mrr[lang=ko]`` → mrr over the ``lang = ko`` slice.
 
-    Raises ValueError for a malformed key or an unknown breakdown dimension."""
-    m = _GATE_KEY.fullmatch(key.strip())
-    if not m:
-        raise ValueError(f"malformed gate key {key!r}: expected METRIC or METRIC[DIMENSION=VALUE]")
-    metric, dimension, value = m.group("metric").strip(), m.group("dimension"), m.group("value")
-    if dimension is None:
-        return GateTarget(metric)
-    dimension = dimension.strip()
-    if dimension not in BREAKDOWN_DIMENSIONS:
-        raise ValueError(
-            f"unknown breakdown dimension {dimension!r} in {key!r}; expected one of "
-            f"{', '.join(BREAKDOWN_DIMENSIONS)}"
-        )
-    return GateTarget(metric, dimension, value.strip())
+    Raises ValueError for a malformed key or an unknown breakdown dimension (the catalogue's
+    parser: the one place metric names are parsed)."""
+    try:
+        name = catalogue.parse(key, dimensions=BREAKDOWN_DIMENSIONS)
+    except catalogue.MetricNameError as exc:
+        if "unknown breakdown dimension" in str(exc):
+            raise
+        raise ValueError(f"malformed gate key {key!r}: {str(exc).split(': ', 1)[-1]}") from None
+    return GateTarget(name.metric, name.dimension, name.value)
 
 
 def known_metric(name: str, ks: list[int]) -> bool:
@@ -102,8 +71,6 @@ def known_metric(name: str, ks: list[int]) -> bool:
 
 def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
     """Reject gates the run can never evaluate (a typo would otherwise always fail or skip)."""
-    from kebab_eval_pipeline.compare.significance import metric_column
-
     offenders: list[Offender] = []
 
     def bad(field: str, reason: str) -> None:
@@ -122,12 +89,12 @@ def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
             continue
         if not known_metric(target.metric, settings.k):
             bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
-        elif target.dimension is not None and target.metric in _NOT_SLICED:
+        elif target.dimension is not None and not catalogue.is_sliceable(target.metric):
             bad(f"gates.{key}", f"{target.metric} is a run-level number: it has no breakdown slices")
     for key, gate in settings.regression_gates.items():
         if not known_metric(key, settings.k):
             bad(f"gates.regression.{key}", f"unknown metric {key!r} (k values: {settings.k})")
-        elif gate.max_p is not None and metric_column(key) is None:
+        elif gate.max_p is not None and catalogue.test_kind(key) is None:
             bad(
                 f"gates.regression.{key}.max_p",
                 f"{key} is not a mean of per-query scores, so it has no paired significance test; "
@@ -269,8 +236,8 @@ def evaluate_regression_gate(
 ) -> list[GateResult]:
     """One result per configured bound of a regression gate (see :func:`regression_kinds`).
 
-    "Worse" means lower, except for :data:`LOWER_IS_BETTER` metrics (error and refusal rates,
-    latencies, …) where it means higher.
+    "Worse" means lower, except for the catalogue's lower-is-better metrics (error and refusal
+    rates, latencies, …) where it means higher.
 
     - ``max_drop`` fails when the run's metric is worse than the baseline's by more than
       ``max_drop`` (the delta is of the stored, rounded aggregates: what the reports show).
@@ -315,7 +282,7 @@ def _max_drop_verdict(
         return _null_verdict(gate, f"{metric} is null in {where}", value)
     delta = round(value - before, 4)
     passed = worsening(metric, delta) <= gate.max_drop + 1e-12
-    allowed = "rise" if metric in LOWER_IS_BETTER else "drop"
+    allowed = "rise" if catalogue.lower_is_better(metric) else "drop"
     reason = f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed {allowed} {gate.max_drop}"
     return passed, False, value, delta, reason, None
 

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.storage import ArtifactStore
 
-DEFAULT_METRICS = ("hit@5", "mrr", "recall@5", "refusal_correctness", "error_rate")
+#: The columns shown by default: the metric catalogue's summary list.
+DEFAULT_METRICS: tuple[str, ...] = tuple(catalogue.summary_names())
 
 
 def metric_history(store: ArtifactStore, metrics: Sequence[str] | None = None) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.health import system_health
 from kebab_eval_pipeline.matching_diagnostics import matching_warnings, summarize_criteria
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
@@ -302,38 +303,13 @@ def judge_identity(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-HEADLINE = (
-    "hit@1",
-    "hit@5",
-    "mrr",
-    "recall@5",
-    "precision@5",
-    "ndcg@10",
-    "refusal_correctness",
-    "over_refusal_rate",
-    "under_refusal_rate",
-    "answer_precision",
-    "chr",
-    "hallucination_rate",
-    "empty_result_rate",
-    "error_rate",
-    # only when the run was judged (judge: block): the graded view and how far to trust it
-    "judge_groundedness",
-    "judge_correctness",
-    "judge_groundedness_rule_agreement",
-    "judge_disagreement_rate",
-)
+#: The headline metrics, in order (the metric catalogue's ``headline`` positions, every cut-off).
+HEADLINE: tuple[str, ...] = tuple(catalogue.headline_names())
 
 
 def headline(metrics: dict[str, float | None], ks: list[int]) -> dict[str, float | None]:
     """The few numbers shown first (and plotted across runs in the Dagster UI)."""
-    out = {}
-    for name in HEADLINE:
-        if "@" in name and int(name.split("@")[1]) not in ks:
-            continue
-        if name in metrics:
-            out[name] = metrics[name]
-    return out
+    return {name: metrics[name] for name in catalogue.headline_names(ks) if name in metrics}
 
 
 def check_source_root(settings: RunSettings) -> None:

@@ -340,7 +340,7 @@ class GateSettings(_Strict):
 class RegressionGateSettings(_Strict):
     """A tolerance against the baseline run (SPEC §7): the metric may not get worse by more than
     ``max_drop``, and/or may not get worse with a paired-test p-value below ``max_p`` ("worse" is
-    lower, or higher for rates of bad events and latencies: ``gates.LOWER_IS_BETTER``). With
+    lower, or higher for rates of bad events and latencies: the metric catalogue's direction). With
     neither set, any worsening fails (``max_drop: 0``)."""
 
     max_drop: Annotated[float, Field(ge=0.0)] | None = None

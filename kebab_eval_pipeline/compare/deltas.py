@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.significance import compare_query_scores
-from kebab_eval_pipeline.gates import worsening
+from kebab_eval_pipeline.metrics import catalogue
 
 #: Columns of the per-metric table before the paired test.
 DELTA_COLUMNS: dict[str, str] = {
@@ -126,28 +126,13 @@ def significance_marks(p_values: pd.Series) -> pd.Series:
     return pd.Series(marks, index=p_values.index, dtype="string")
 
 
-#: Sizes, not qualities: a change of these is neither better nor worse.
-NO_DIRECTION = frozenset(
-    {
-        "n_queries",
-        "n_applicable",
-        "index_docs",
-        "index_chunks",
-        "index_tokens_min",
-        "index_tokens_mean",
-        "index_tokens_p95",
-        "index_tokens_max",
-        "index_skipped_symlinks",  # a count of links left out, reported for review, not a quality
-    }
-)
-
-
 def directions(metrics: pd.Series, deltas: pd.Series) -> pd.Series:
     """``better`` / ``worse`` / ``same`` for each (metric, b − a); null when the delta is null or
-    the metric is a size (:data:`NO_DIRECTION`)."""
+    the metric is a size (the catalogue's direction ``none``)."""
     d = deltas.to_numpy(dtype=float, na_value=np.nan)
-    d = np.where(metrics.isin(NO_DIRECTION).to_numpy(dtype=bool), np.nan, d)
-    sign = np.where(metrics.map(lambda m: worsening(m, 1.0) > 0).to_numpy(dtype=bool), -1.0, 1.0)
+    sizes = metrics.map(lambda m: catalogue.direction(m) == "none").to_numpy(dtype=bool)
+    d = np.where(sizes, np.nan, d)
+    sign = np.where(metrics.map(catalogue.lower_is_better).to_numpy(dtype=bool), -1.0, 1.0)
     better = sign * d
     out = np.select([np.isnan(d), better > 0, better < 0], [None, "better", "worse"], default="same")
     return pd.Series(out, index=metrics.index, dtype="string")

@@ -32,7 +32,8 @@ import pandas as pd
 from kebab_eval_pipeline.compare.report import VERSION_KEYS
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
-from kebab_eval_pipeline.metrics.aggregate import ANSWER_METRICS, NO_VALUE
+from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.aggregate import NO_VALUE
 
 __all__ = ["CHART_IDS", "render_html"]
 
@@ -43,9 +44,6 @@ CHART_IDS: tuple[str, ...] = ("chart-deltas", "chart-verdicts", "chart-categorie
 _MAIN_VERDICTS = ("win", "loss", "regression", "draw")
 #: Notable queries, in table order.
 _NOTABLE = ("regression", "loss", "win")
-#: Retrieval families ranked first in the delta chart, in this order (then answer metrics).
-_HEADLINE_FAMILIES = ("hit", "mrr", "recall", "ndcg", "precision")
-_ANSWER_ORDER = {name: i for i, (_, name) in enumerate(ANSWER_METRICS)}
 _MAX_DELTA_ROWS = 20
 _MAX_CATEGORY_ROWS = 25
 _MAX_LISTED_IDS = 200
@@ -248,28 +246,26 @@ def _warnings(info: Mapping) -> str:
     return f'<aside class="warnings" role="note">\n<strong>Warnings</strong>\n<ul>\n{lis}\n</ul>\n</aside>'
 
 
-def _pick_k(names: Iterable[str], family: str, preferred: int) -> str | None:
-    """``family@preferred`` if present, else the family's smallest k (None when absent)."""
-    ks = sorted(int(n.split("@", 1)[1]) for n in names if re.fullmatch(rf"{family}@\d+", n))
-    if not ks:
-        return None
-    return f"{family}@{preferred if preferred in ks else ks[0]}"
-
-
-def _present(names: Iterable[str], wanted: Sequence[str | tuple[str, int]]) -> list[str]:
-    """The ``wanted`` metrics that ``names`` has, in order; ``(family, k)`` picks ``family@k``, else
-    the family's smallest k."""
-    present = set(names)
-    picked = [_pick_k(present, *w) if isinstance(w, tuple) else (w if w in present else None) for w in wanted]
-    return [p for p in picked if p]
+def _present(names: Iterable[str], wanted: Sequence[str]) -> list[str]:
+    """The ``wanted`` metrics that ``names`` has, in order; for a wanted ``family@k`` that is
+    absent, the family's smallest k present (a run with other cut-offs still gets the column)."""
+    parsed = [catalogue.parse(n) for n in names if catalogue.measure(n) is not None]
+    present = {p.metric for p in parsed}
+    picked = []
+    for name in wanted:
+        want = catalogue.parse(name)
+        ks = sorted(p.k for p in parsed if p.stem == want.stem and p.k is not None)
+        if name in present:
+            picked.append(name)
+        elif ks:
+            picked.append(catalogue.format_name(want.stem, ks[0]))
+    return picked
 
 
 def _headline_names(names: Sequence[str]) -> list[str]:
-    """mrr, hit@5, recall@5, ndcg@10 (or the nearest k present), refusal_correctness, answer_precision."""
-    return _present(
-        names,
-        ("mrr", ("hit", 5), ("recall", 5), ("ndcg", 10), "refusal_correctness", "answer_precision"),
-    )
+    """The catalogue's summary metrics of the quality families (hit@5, mrr, recall@5,
+    refusal_correctness; the nearest k when a cut-off is absent)."""
+    return _present(names, catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
 
 
 def _headline(metrics: list[dict], has_baseline: bool) -> str:
@@ -646,16 +642,18 @@ def _inline_svg(svg: str, prefix: str) -> str:
     return svg.replace("<svg ", '<svg role="img" ', 1).strip()
 
 
-def _metric_sort_key(name: str) -> tuple[int, int, str, int]:
-    """hit@k, mrr, recall@k, ndcg@k, precision@k, then answer metrics, then the rest by family;
-    k ascending within a family (hit@3 before hit@10)."""
-    family, _, k = name.partition("@")
-    k_order = int(k) if k.isdigit() else 0
-    if family in _HEADLINE_FAMILIES and (k == "" or k.isdigit()):
-        return (0, _HEADLINE_FAMILIES.index(family), family, k_order)
-    if name in _ANSWER_ORDER:
-        return (1, _ANSWER_ORDER[name], name, 0)
-    return (2, 0, family if k.isdigit() else name, k_order)
+def _metric_sort_key(name: str) -> tuple[int, int, int]:
+    """The catalogue's headline metrics' families first, in headline order (hit, mrr, recall,
+    precision, ndcg, refusal_correctness, …), then the rest in catalogue order; k ascending within
+    a family (hit@3 before hit@10); unknown names last."""
+    entry = catalogue.measure(name)
+    if entry is None:
+        return (2, 0, 0)
+    k = catalogue.parse(name).k or 0
+    stems = [catalogue.parse(n).stem for n in catalogue.headline_names()]
+    if entry.name in stems:
+        return (0, stems.index(entry.name), k)
+    return (1, [e.name for e in catalogue.measures()].index(entry.name), k)
 
 
 def _delta_chart(per_metric: pd.DataFrame) -> tuple[str, str] | None:
@@ -744,8 +742,9 @@ def _verdict_chart(counts: Mapping[str, int], info: Mapping | None = None) -> tu
 
 
 def _category_metrics(names: Iterable[str]) -> list[str]:
-    """mrr, hit@5 (or the smallest hit@k), recall@5 (or the smallest recall@k), refusal_correctness."""
-    return _present(names, ("mrr", ("hit", 5), ("recall", 5), "refusal_correctness"))
+    """The per-category table's metrics (hit@5, mrr, recall@5, refusal_correctness; the smallest
+    k present when a cut-off is absent)."""
+    return _present(names, catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
 
 
 def _category_chart(per_slice: pd.DataFrame) -> tuple[str, str] | None:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.health import health_markdown
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.reporting.markdown import md_cell, md_code, md_text
 from kebab_eval_pipeline.system_identity import label as system_label
 
@@ -209,8 +210,9 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-#: Metrics shown in the per-category table, when the runs have them.
-CATEGORY_METRICS = ("hit@5", "mrr", "recall@5", "refusal_correctness")
+#: Metrics shown in the per-category tables, when the runs have them: the catalogue's summary
+#: list without operational rates (a category is about the quality of its answers).
+CATEGORY_METRICS: tuple[str, ...] = tuple(catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
 
 
 def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
@@ -280,7 +282,7 @@ def render_run_markdown(
         cat = breakdowns[breakdowns["dimension"] == "category"]
         if len(cat):
             pivot = cat.pivot_table(index="value", columns="metric", values="score", aggfunc="first")
-            keep = [c for c in ("hit@5", "mrr", "recall@5", "refusal_correctness") if c in pivot.columns]
+            keep = [c for c in CATEGORY_METRICS if c in pivot.columns]
             if keep:
                 lines += [
                     "",

@@ -5,10 +5,12 @@ Two runs of the same golden set each have a ``query_scores`` table (one row per 
 mean of one per-query column over the queries where it is defined, so a difference between two
 runs can be tested *paired*, query by query:
 
-- **binary** columns (``hit@k``, ``recall_any@k``, ``recall_all@k``, ``scope_miss`` and every answer metric) —
-  exact McNemar: ``scipy.stats.binomtest(n01, n01 + n10, 0.5)`` on the discordant pairs. (This is
-  also exactly the sign-flip randomization test on differences in {−1, 0, 1}.)
-- **continuous** columns (``mrr``, ``recall@k``, ``doc_recall@k``, ``precision@k``, ``ndcg@k``) — paired
+Which test applies is the metric catalogue's ``test`` (:mod:`kebab_eval_pipeline.metrics.catalogue`):
+
+- **binary** metrics (``hit@k``, ``recall_any@k``, ``recall_all@k``, ``scope_miss_rate``, every
+  answer metric) — exact McNemar: ``scipy.stats.binomtest(n01, n01 + n10, 0.5)`` on the
+  discordant pairs. (This is also exactly the sign-flip randomization test on differences in {−1, 0, 1}.)
+- **graded** metrics (``mrr``, ``recall@k``, ``doc_recall@k``, ``precision@k``, ``ndcg@k``) — paired
   randomization (sign-flip) test of the mean difference, two-sided; exact enumeration of every sign
   vector when ``2**m <= n_resamples`` (``m`` non-zero differences, as ``scipy.stats.permutation_test`` does),
   Monte Carlo otherwise, with p = (#{|T*| ≥ |T|} + 1) / (n_resamples + 1).
@@ -24,22 +26,18 @@ graded metric whose differences are nearly all distinct (e.g. ``ndcg@k`` on a hu
 is bounded by fixed chunk sizes whatever n and R.
 
 Metrics that are not per-query means (counts, group consistency, operational rates, latency
-percentiles, suite time) are reported as not testable — ``p_value`` null with a reason.
+percentiles, suite time) are reported as not testable — ``p_value`` null with the catalogue's reason.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
-from kebab_eval_pipeline.metrics.aggregate import ANSWER_METRICS
-from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
-from kebab_eval_pipeline.metrics.retrieval import RETRIEVAL_AT_K
+from kebab_eval_pipeline.metrics import catalogue
 
 __all__ = [
     "SIGNIFICANCE_COLUMNS",
@@ -68,20 +66,6 @@ SIGNIFICANCE_COLUMNS: dict[str, str] = {
     "test": "string",
     "note": "string",
 }
-
-# Aggregate name → per-query column for the non-@k means (``aggregate._grouped`` averages
-# ``scope_miss`` into ``scope_miss_rate``; aggregate.py has no constant for that pair).
-_MEAN_COLUMN: dict[str, str] = {
-    "mrr": "mrr",
-    "scope_miss_rate": "scope_miss",
-    **{name: column for column, name in ANSWER_METRICS},
-    **{name: column for column, name in JUDGE_QUERY_METRICS},  # graded 0–5 (agreement is 0/1)
-}
-#: Per-query columns whose values are 0/1 by construction (the rest of the mean metrics are graded).
-_BINARY_FAMILIES = frozenset({"hit", "recall_any", "recall_all"})
-_BINARY_COLUMNS = frozenset({"scope_miss", "judge_rule_agreement", *(column for column, _ in ANSWER_METRICS)})
-_AT_K = re.compile(r"^([a-z_]+)@([1-9][0-9]*)$")
-_LATENCY = re.compile(r"^(retrieval|answer)_ms_(p50|p95|max)$")
 
 # Work sizes of the vectorised resampling loops: enough per NumPy call to amortise its overhead,
 # small enough (a few MB of temporaries) to stay cache-friendly and bound memory at any n.
@@ -208,20 +192,13 @@ def paired_test(
 
 
 def metric_column(name: str) -> str | None:
-    """The per-query ``query_scores`` column whose mean over defined rows is aggregate metric ``name``.
-
-    ``mrr`` → ``mrr``; ``hit@k``, ``recall@k``, ``doc_recall@k``, ``recall_any@k``, ``recall_all@k``,
-    ``precision@k``, ``ndcg@k`` → the same name; ``scope_miss_rate`` → ``scope_miss``; answer metrics through
-    ``ANSWER_METRICS`` (e.g. ``citation_coverage`` → ``citation_ok``). ``None`` for every other
-    name (counts, group consistency, operational rates, latencies, suite time, indexing coverage,
-    unknown names).
+    """The per-query ``query_scores`` column whose mean over defined rows is aggregate metric ``name``
+    (the metric catalogue's ``column``): ``mrr`` → ``mrr``, ``hit@5`` → ``hit@5``,
+    ``citation_coverage`` → ``citation_ok``. ``None`` for every metric that is not such a mean
+    (counts, group consistency, operational rates, latencies, indexing coverage, judge run
+    statistics) and for unknown names.
     """
-    if name in _MEAN_COLUMN:
-        return _MEAN_COLUMN[name]
-    m = _AT_K.fullmatch(name)
-    if m and m.group(1) in RETRIEVAL_AT_K:
-        return name
-    return None
+    return catalogue.metric_column(name)
 
 
 def compare_query_scores(
@@ -241,8 +218,9 @@ def compare_query_scores(
     Rows are inner-joined on ``query_id``: queries in only one run are excluded and counted in
     every testable row's ``note`` (and in ``attrs`` ``n_joined``/``n_only_a``/``n_only_b``). A
     metric is tested with :func:`paired_test` on its per-query column (:func:`metric_column`) over
-    the joined queries where *both* runs define it; binary columns always use exact McNemar, graded
-    ones the randomization test (chosen by metric, not by the data, so the test name is stable).
+    the joined queries where *both* runs define it; the catalogue's binary metrics always use exact
+    McNemar, graded ones the randomization test (chosen by metric, not by the data, so the test
+    name is stable).
 
     Output columns :data:`SIGNIFICANCE_COLUMNS`: ``metric, column, n, mean_a, mean_b, delta,
     p_value, ci_low, ci_high, test, note``. ``mean_a``/``mean_b`` are means over the pairs used,
@@ -264,12 +242,11 @@ def compare_query_scores(
         row: dict = {"metric": name, "column": column}
         missing = [r for r, qs in (("a", scores_a), ("b", scores_b)) if column and column not in qs.columns]
         if column is None:
-            row["note"] = _untestable_reason(name)
+            row["note"] = catalogue.untestable_reason(name)
         elif missing:
             row["note"] = f"column {column!r} missing in run {' and '.join(missing)}"
         else:
-            family = _AT_K.fullmatch(column)
-            binary = column in _BINARY_COLUMNS or bool(family and family.group(1) in _BINARY_FAMILIES)
+            binary = catalogue.test_kind(name) == "binary"
             result = paired_test(
                 _float(scores_a, column)[pos_a],
                 _float(scores_b, column)[pos_b],
@@ -306,28 +283,6 @@ def _query_ids(qs: pd.DataFrame, run: str) -> pd.Index:
 
 def _float(qs: pd.DataFrame, column: str) -> np.ndarray:
     return qs[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _untestable_reason(name: str) -> str:
-    if name in ("n_queries", "n_applicable"):
-        why = "a count"
-    elif name.startswith("group_consistency@"):
-        why = "a share of intent groups, not of queries"
-    elif name in ("error_rate", "timeout_rate", "empty_result_rate", "empty_response_rate"):
-        why = "an operational rate"
-    elif name in ("mixed_version_rate", "hallucination_rate"):
-        why = "a share of hits, not of queries"
-    elif _LATENCY.fullmatch(name):
-        why = "a latency percentile/maximum"
-    elif name == "total_suite_ms":
-        why = "a suite total"
-    elif name in INDEX_METRICS:
-        why = "run-level indexing coverage"
-    elif name in JUDGE_RUN_METRICS:
-        why = "a run-level statistic of the LLM judge"
-    else:
-        return f"unknown metric {name!r}: not tested"
-    return f"not tested: {why}, not a mean of per-query scores"
 
 
 def _sign_flip_p(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> tuple[float, str]:

@@ -18,26 +18,87 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.judge.prompts import CRITERIA
+from kebab_eval_pipeline.metrics.catalogue import Measure, family_names, measures, register
+
+_RUN = "a run-level statistic of the LLM judge"
+_JUDGED = "queries the judge scored (not unparseable, no failed call)"
+_PRIMARY = "the main judge's judgements (query × criterion)"
+_SPEND = "every judgement, cached ones included"
+# The judge's metrics, declared here so the core never lists them (see metrics.catalogue).
+for _entry in (
+    Measure(
+        "judge_groundedness",
+        "judge",
+        "the main judge's 0–5 groundedness score",
+        _JUDGED,
+        column="judge_groundedness",
+        test="graded",
+        headline=14,
+    ),
+    Measure(
+        "judge_correctness",
+        "judge",
+        "the main judge's 0–5 correctness score",
+        _JUDGED,
+        column="judge_correctness",
+        test="graded",
+        headline=15,
+    ),
+    Measure(
+        "judge_groundedness_rule_agreement",
+        "judge",
+        "1 when judge_groundedness ≥ 3 agrees with the rule-based groundedness_rule",
+        "queries with both a judge groundedness score and a groundedness_rule",
+        column="judge_rule_agreement",
+        test="binary",
+        headline=16,
+    ),
+    *(
+        Measure(
+            name,
+            "judge_run",
+            text,
+            denominator,
+            direction=direction,
+            sliceable=False,
+            untestable=_RUN,
+            # how far to trust the judge's scores: shown with them
+            headline=17 if name == "judge_disagreement_rate" else None,
+        )
+        for name, text, denominator, direction in (
+            ("judge_unparseable_rate", "share of judge replies that did not parse", _PRIMARY, "lower"),
+            ("judge_error_rate", "share of judge calls that failed", _PRIMARY, "lower"),
+            (
+                "judge_disagreement_rate",
+                "share of spot-checked queries where the two judges differ by more than 1 point",
+                "spot-checked queries both judges scored",
+                "lower",
+            ),
+            ("judge_spot_check_n", "queries compared by the spot check", "—", "higher"),
+            ("judge_model_calls", "judge model calls made by this run (cache misses)", "—", "higher"),
+            ("judge_cache_hits", "judgements read from the judge cache", "—", "higher"),
+            ("judge_prompt_tokens", "prompt tokens of every judgement", _SPEND, "lower"),
+            ("judge_completion_tokens", "completion tokens of every judgement", _SPEND, "lower"),
+            (
+                "judge_cost_usd",
+                "estimated judging cost, USD (null when a model has no price)",
+                _SPEND,
+                "lower",
+            ),
+            ("judge_latency_p50_ms", "judge call latency, p50 (ms)", "judgements with a latency", "lower"),
+            ("judge_latency_p95_ms", "judge call latency, p95 (ms)", "judgements with a latency", "lower"),
+        )
+    ),
+):
+    register(_entry)
+del _entry
 
 #: query_scores column → aggregate metric name (means over the queries where defined).
-JUDGE_QUERY_METRICS: tuple[tuple[str, str], ...] = (
-    ("judge_groundedness", "judge_groundedness"),
-    ("judge_correctness", "judge_correctness"),
-    ("judge_rule_agreement", "judge_groundedness_rule_agreement"),
+JUDGE_QUERY_METRICS: tuple[tuple[str, str], ...] = tuple(
+    (m.column or "", m.name) for m in measures() if m.family == "judge"
 )
-JUDGE_RUN_METRICS: tuple[str, ...] = (
-    "judge_unparseable_rate",
-    "judge_error_rate",
-    "judge_disagreement_rate",
-    "judge_spot_check_n",
-    "judge_model_calls",
-    "judge_cache_hits",
-    "judge_prompt_tokens",
-    "judge_completion_tokens",
-    "judge_cost_usd",
-    "judge_latency_p50_ms",
-    "judge_latency_p95_ms",
-)
+#: Run-level judge metrics, in report order (:func:`judge_run_metrics` returns them so).
+JUDGE_RUN_METRICS: tuple[str, ...] = family_names("judge_run")
 PASS_SCORE = 3.0  # judge_groundedness at or above this counts as grounded (meta-evaluation)
 DISAGREEMENT_POINTS = 1.0  # SPEC §6: a spot-check disagreement is a score difference > 1
 

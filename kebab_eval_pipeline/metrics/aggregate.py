@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS, JUDGE_RUN_METRICS
 from kebab_eval_pipeline.matching import (
     MatchCriterion,
     criteria_for,
@@ -26,16 +25,10 @@ from kebab_eval_pipeline.matching import (
     resolve_auto,
     string_column,
 )
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
-from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
-from kebab_eval_pipeline.metrics.retrieval import (
-    DEFAULT_KS,
-    RETRIEVAL_AT_K,
-    check_ks,
-    query_codes,
-    retrieval_scores,
-)
+from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
 from kebab_eval_pipeline.metrics.scope import scope_misses
 
 __all__ = [
@@ -66,28 +59,12 @@ QUERY_META_COLUMNS: tuple[str, ...] = (
     "answerable",
     "pending",
 )
-#: Per-query answer column → aggregate metric name.
-ANSWER_METRICS: tuple[tuple[str, str], ...] = (
-    ("refusal_correct", "refusal_correctness"),
-    ("under_refusal", "under_refusal_rate"),
-    ("over_refusal", "over_refusal_rate"),
-    ("citation_ok", "citation_coverage"),
-    ("chr", "chr"),
-    ("answer_precision", "answer_precision"),
-    ("attribution_hit", "attribution_hit_rate"),
-    ("groundedness_rule", "groundedness_rule"),
-    ("recency_ok", "recency_correctness"),
+#: Per-query answer column → aggregate metric name (the catalogue's refusal and answer families).
+ANSWER_METRICS: tuple[tuple[str, str], ...] = tuple(
+    (m.column or "", m.name) for m in catalogue.measures() if m.family in ("refusal", "answer")
 )
 #: Operational aggregates (operations.grouped_operation_metrics), in report order.
-OPERATIONAL_METRICS: tuple[str, ...] = (
-    "error_rate",
-    "timeout_rate",
-    "empty_result_rate",
-    "empty_response_rate",
-    "mixed_version_rate",
-    *(f"{c}_{s}" for c in ("retrieval_ms", "answer_ms") for s in ("p50", "p95", "max")),
-    "total_suite_ms",
-)
+OPERATIONAL_METRICS: tuple[str, ...] = catalogue.family_names("operations")
 BREAKDOWN_DIMENSIONS: tuple[str, ...] = ("category", "difficulty", "lang", "tag", "answerable")
 BREAKDOWN_COLUMNS: dict[str, str] = {
     "dimension": "string",
@@ -238,23 +215,10 @@ def round_scores(query_scores: pd.DataFrame, decimals: int = STORED_DECIMALS) ->
 
 
 def metric_names(ks: Sequence[int]) -> list[str]:
-    """Every aggregate metric name, in the order :func:`aggregate_metrics` returns them."""
-    ks = check_ks(ks)
-    at_k = [f"{m}@{k}" for m in RETRIEVAL_AT_K for k in ks]
-    return [
-        "n_queries",
-        "n_applicable",
-        "mrr",
-        *at_k,
-        *[f"group_consistency@{k}" for k in ks],
-        "scope_miss_rate",
-        *[name for _, name in ANSWER_METRICS],
-        *[name for _, name in JUDGE_QUERY_METRICS],  # only when the run was judged
-        "hallucination_rate",
-        *OPERATIONAL_METRICS,
-        *INDEX_METRICS,  # run-level, from the system's coverage report (not from query_scores)
-        *JUDGE_RUN_METRICS,  # run-level, from the judge's judgements (not from query_scores)
-    ]
+    """Every aggregate metric name, in the order :func:`aggregate_metrics` returns them: the
+    metric catalogue's (judge metrics only appear in a judged run's output; indexing and judge-run
+    metrics are run-level, added from the system's coverage report and the judge's judgements)."""
+    return catalogue.metric_names(check_ks(ks))
 
 
 def aggregate_metrics(
@@ -341,7 +305,7 @@ def breakdowns(
         code_parts.append(inv.astype(np.int64) + len(values))
         dims.extend([dim] * len(uniq))
         values.extend(uniq.tolist())
-    names = [m for m in metric_names(ks) if m not in ("n_queries", "n_applicable")]
+    names = [m for m in metric_names(ks) if catalogue.is_sliceable(m)]  # not the counts
     if not values:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in BREAKDOWN_COLUMNS.items()})
     rows = np.concatenate(rows_parts)
@@ -438,12 +402,12 @@ def _grouped(
         applicable = qs["applicable"].astype("boolean").fillna(False).to_numpy(dtype=bool)[rows]
         counts["n_applicable"] = np.bincount(codes[applicable], minlength=n_groups)
         scores["n_applicable"] = counts["n_applicable"].astype(float)
-    if "mrr" in qs.columns:
-        mean("mrr", _float(qs, "mrr"))
-    for metric in RETRIEVAL_AT_K:
-        for k in ks:
-            if f"{metric}@{k}" in qs.columns:
-                mean(f"{metric}@{k}", _float(qs, f"{metric}@{k}"))
+    # Every catalogue metric that is the mean of a per-query column (retrieval, scope, answers, judge).
+    for entry in catalogue.measures():
+        for k in ks if entry.at_k else [None]:
+            column = entry.column_for(k)
+            if column is not None and column in qs.columns:
+                mean(entry.metric(k), _float(qs, column))
     if "group" in qs.columns:
         group = pa.array(qs["group"].astype("string"), type=pa.large_string(), from_pandas=True)
         group_code = pc.fill_null(pc.dictionary_encode(group).indices, -1).to_numpy().astype(np.int64)[rows]
@@ -452,11 +416,6 @@ def _grouped(
                 scores[f"group_consistency@{k}"], counts[f"group_consistency@{k}"] = _group_consistency(
                     codes, group_code, _float(qs, f"hit@{k}")[rows], n_groups
                 )
-    if "scope_miss" in qs.columns:
-        mean("scope_miss_rate", _float(qs, "scope_miss"))
-    for column, name in (*ANSWER_METRICS, *JUDGE_QUERY_METRICS):
-        if column in qs.columns:
-            mean(name, _float(qs, column))
     if "verified_hits" in qs.columns and "hallucinated_hits" in qs.columns:
         # A rate over hits, not queries: Σ hallucinated / Σ verified (null without a source root).
         verified = qs["verified_hits"].astype("Float64").to_numpy(dtype=np.float64, na_value=0.0)[rows]

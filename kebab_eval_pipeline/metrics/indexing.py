@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kebab_eval_pipeline.metrics import catalogue
+
 __all__ = ["COVERAGE_KEYS", "INDEX_METRICS", "indexing_metrics"]
 
 #: Coverage fields a system may report (the reference chunker's ``ChunkStats`` names).
@@ -24,19 +26,8 @@ COVERAGE_KEYS: tuple[str, ...] = (
     "tokens_max",
     "skipped_symlinks",
 )
-#: Run-level metric names, in report order.
-INDEX_METRICS: tuple[str, ...] = (
-    "index_docs",
-    "index_zero_chunk_docs",
-    "index_zero_chunk_rate",
-    "index_chunks",
-    "index_chunks_skipped",
-    "index_tokens_min",
-    "index_tokens_mean",
-    "index_tokens_p95",
-    "index_tokens_max",
-    "index_skipped_symlinks",
-)
+#: Run-level metric names, in report order (the catalogue's indexing family).
+INDEX_METRICS: tuple[str, ...] = catalogue.family_names("indexing")
 _FROM = {
     "index_docs": "docs_processed",
     "index_zero_chunk_docs": "docs_with_zero_chunks",

@@ -36,6 +36,7 @@ from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.matching_diagnostics import match_line
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
     ArtifactStorage,
@@ -43,7 +44,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.reporting.per_query import (
-    COLUMN_DESCRIPTIONS,
+    column_description,
     judgements_worst_first,
     verdicts_worst_first,
     worst_results_first,
@@ -126,7 +127,7 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     schema = dg.TableSchema(
         columns=[
             dg.TableColumn(
-                str(c), types.get(str(shown[c].dtype), "string"), description=COLUMN_DESCRIPTIONS.get(str(c))
+                str(c), types.get(str(shown[c].dtype), "string"), description=column_description(str(c))
             )
             for c in shown.columns
         ]
@@ -147,7 +148,7 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
 
 def headline_columns(ks: list[int]) -> list[str]:
     """Per-query columns of the headline metrics for the configured cutoffs (hit@1, mrr, ndcg@10, …)."""
-    return [name for name in pipeline.HEADLINE if "@" not in name or int(name.split("@")[1]) in ks]
+    return catalogue.headline_names(ks)
 
 
 def golden_file_observation(sha256: str) -> dg.AssetObservation:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.metrics import catalogue
+
 QUESTION_CHARS = 80  # enough to recognise a question in a table cell
 
-#: Column explanations shown in the UI table's schema (hover a column header).
+#: Explanations of the columns that are not metric columns (those come from the metric catalogue);
+#: shown in the UI table's schema (hover a column header) through :func:`column_description`.
 COLUMN_DESCRIPTIONS = {
     "query_id": "golden query id",
     "issue": "what went wrong, worst first: error, missed, answered an unanswerable query, refused an "
@@ -26,7 +29,6 @@ COLUMN_DESCRIPTIONS = {
     "attempts": "requests sent (retries included)",
     "error_class": "classified error of a failed query (timeout, http_5xx, bad_output, …)",
     "refused": "the system declined to answer",
-    "refusal_correct": "1 when an unanswerable query was refused",
     "answered": "the system returned an answer",
     "error": "the error message of a failed query",
     "verdict": "this run against the baseline: regression (baseline found it, this run missed), loss "
@@ -217,6 +219,13 @@ COLUMN_DESCRIPTIONS.update(
         "cached": "the reply came from the judge cache (no model call)",
     }
 )
+
+
+def column_description(column: str) -> str | None:
+    """What a per-query table's column means: :data:`COLUMN_DESCRIPTIONS`, else the description of
+    the catalogue metric whose per-query column it is (``hit@5``, ``refusal_correct``); None when
+    neither knows it."""
+    return COLUMN_DESCRIPTIONS.get(column) or catalogue.column_description(column)
 
 
 def judgements_worst_first(judgements: pd.DataFrame) -> pd.DataFrame:
