@@ -263,9 +263,9 @@ def _present(names: Iterable[str], wanted: Sequence[str]) -> list[str]:
 
 
 def _headline_names(names: Sequence[str]) -> list[str]:
-    """The catalogue's summary metrics of the quality families (hit@5, mrr, recall@5,
-    refusal_correctness; the nearest k when a cut-off is absent)."""
-    return _present(names, catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
+    """The catalogue's card metrics (mrr, hit@5, recall@5, ndcg@10, refusal_correctness,
+    answer_precision; the nearest k when a cut-off is absent)."""
+    return _present(names, catalogue.card_names())
 
 
 def _headline(metrics: list[dict], has_baseline: bool) -> str:

@@ -52,6 +52,7 @@ __all__ = [
     "Measure",
     "MetricName",
     "MetricNameError",
+    "card_names",
     "column_description",
     "direction",
     "family_names",
@@ -114,6 +115,7 @@ class Measure:
     - ``headline`` / ``summary``: position in the headline list (shown first, plotted across runs)
       and in the short summary list (history, per-category tables, comparison cards); an ``@k``
       family maps the cut-offs shown to positions (``{1: 0, 5: 1}``). ``None``: not shown there.
+    - ``card``: position among the comparison report's headline cards (same form).
     - ``trec_eval`` / ``ir_measures``: the equivalent measure's name, ``{k}`` for the cut-off.
     - ``relevance_level``: the metric honours the run's relevance level (trec_eval's ``-l``).
     """
@@ -132,6 +134,7 @@ class Measure:
     sliceable: bool = True
     headline: int | Mapping[int, int] | None = None
     summary: int | Mapping[int, int] | None = None
+    card: int | Mapping[int, int] | None = None
     trec_eval: str | None = None
     ir_measures: str | None = None
     relevance_level: bool = False
@@ -387,6 +390,11 @@ def summary_names(ks: Iterable[int] | None = None, families: Iterable[str] | Non
     return [n for n in names if (e := measure(n)) is not None and e.family in wanted]
 
 
+def card_names(ks: Iterable[int] | None = None) -> list[str]:
+    """The comparison report's headline cards in order (``@k`` ones only for cut-offs in ``ks``)."""
+    return _ranked("card", ks)
+
+
 def column_description(column: str) -> str | None:
     """The description of a per-query ``query_scores`` column that some metric is the mean of."""
     for entry in measures():
@@ -446,6 +454,7 @@ _CORE: tuple[Measure, ...] = (
         test="graded",
         headline=2,
         summary=1,
+        card=0,
         trec_eval="recip_rank",
         ir_measures="RR",
         relevance_level=True,
@@ -460,6 +469,7 @@ _CORE: tuple[Measure, ...] = (
         at_k=True,
         headline={1: 0, 5: 1},
         summary={5: 0},
+        card={5: 1},
         trec_eval="success_{k}",
         ir_measures="Success@{k}",
         relevance_level=True,
@@ -474,6 +484,7 @@ _CORE: tuple[Measure, ...] = (
         at_k=True,
         headline={5: 3},
         summary={5: 2},
+        card={5: 2},
         trec_eval="recall_{k}",
         ir_measures="R@{k}",
         relevance_level=True,
@@ -527,6 +538,7 @@ _CORE: tuple[Measure, ...] = (
         test="graded",
         at_k=True,
         headline={10: 5},
+        card={10: 3},
         trec_eval="ndcg_cut_{k}",
         ir_measures="nDCG@{k}",
     ),
@@ -558,6 +570,7 @@ _CORE: tuple[Measure, ...] = (
         test="binary",
         headline=6,
         summary=3,
+        card=4,
     ),
     Measure(
         "under_refusal_rate",
@@ -604,6 +617,7 @@ _CORE: tuple[Measure, ...] = (
         column="answer_precision",
         test="binary",
         headline=9,
+        card=5,
     ),
     Measure(
         "attribution_hit_rate",

@@ -376,3 +376,9 @@ def test_in_headless_chromium(tmp_path, page):
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 50_000
     print(f"screenshot: {shot}")
+
+
+def test_headline_cards_are_the_catalogues_card_metrics_in_order(page):
+    # mrr, hit@5, recall@5, ndcg@10, refusal_correctness (answer_precision is absent from this run)
+    cards = re.findall(r'<div class="card"><div class="name">([^<]+)</div>', page)
+    assert cards == ["mrr", "hit@5", "recall@5", "ndcg@10", "refusal_correctness"]
