@@ -171,7 +171,7 @@ def _import_kernels():
     pkg = types.ModuleType("kebab_eval_pipeline")
     pkg.__path__ = [str(ROOT / "kebab_eval_pipeline")]
     sys.modules.setdefault("kebab_eval_pipeline", pkg)
-    from kebab_eval_pipeline.matching import match_hits
+    from kebab_eval_pipeline.metrics.matching import match_hits
     from kebab_eval_pipeline.metrics.retrieval import retrieval_scores
 
     return match_hits, retrieval_scores

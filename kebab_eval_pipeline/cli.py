@@ -495,7 +495,7 @@ def _print_health(info: dict) -> None:
 
 def _print_matching(info: dict) -> None:
     """The criterion that matched the hits to the golden set, and why matching may score 0."""
-    from kebab_eval_pipeline.matching_diagnostics import match_line
+    from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 
     line = match_line(info)
     if line is not None:

@@ -17,15 +17,14 @@ import pyarrow.compute as pc
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.matching import (
+from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
+from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
     concat_strings,
     lookup_codes,
-    match_hits,
-    normalise_headings,
     string_column,
 )
-from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
+from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
 from kebab_eval_pipeline.metrics.retrieval import applicable_queries, assign_supports, query_codes
 from kebab_eval_pipeline.storage import ArtifactStore
 

@@ -22,13 +22,13 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
-from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.health import system_health
-from kebab_eval_pipeline.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
+from kebab_eval_pipeline.metrics.stale import stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
@@ -167,7 +167,7 @@ def match_details(
 ) -> dict[str, Any]:
     """What matching did: ``match_resolved`` (the criterion every query with supports was matched
     by, ``mixed`` when they differ, None without supports), ``match_by_query`` ({criterion: queries})
-    and ``matching_warnings`` (:func:`~kebab_eval_pipeline.matching_diagnostics.matching_warnings`:
+    and ``matching_warnings`` (:func:`~kebab_eval_pipeline.metrics.matching_diagnostics.matching_warnings`:
     what in the hits keeps them from matching the golden set)."""
     resolved, by_query = summarize_criteria(scores["match_criterion"])
     per_query = None

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.matching import CARRY_SHARE, hits_carry, support_flags
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, summarize_scores
+from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, support_flags
 from kebab_eval_pipeline.pipeline import exact_query_scores
 
 if TYPE_CHECKING:

@@ -298,7 +298,7 @@ def render_run_markdown(
 
 def _matching_lines(info: dict) -> list[str]:
     """The run report's matching section: the criterion used and any matching warning."""
-    from kebab_eval_pipeline.matching_diagnostics import match_line
+    from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 
     line = match_line(info)
     if line is None:

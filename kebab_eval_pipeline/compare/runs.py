@@ -31,8 +31,8 @@ from kebab_eval_pipeline.compare.verdicts import (
     per_query_verdicts,
     verdict_counts,
 )
-from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.settings import CompareSettings
 from kebab_eval_pipeline.storage import ArtifactStore
 

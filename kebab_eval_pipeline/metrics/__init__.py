@@ -6,6 +6,6 @@
 - :mod:`.operations` — errors, timeouts, empty results/responses, version mix, latency
 - :mod:`.aggregate` — the ``query_scores`` table, run metrics, denominators, breakdowns
 
-Nothing is imported here, so :mod:`kebab_eval_pipeline.matching` and the kernels can import each
+Nothing is imported here, so :mod:`kebab_eval_pipeline.metrics.matching` and the kernels can import each
 other's modules without cycles.
 """

@@ -17,16 +17,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import (
-    MatchCriterion,
-    criteria_for,
-    lookup_codes,
-    match_hits,
-    resolve_auto,
-    string_column,
-)
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
+from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
+from kebab_eval_pipeline.metrics.matching import MatchCriterion, criteria_for, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
 from kebab_eval_pipeline.metrics.scope import scope_misses
@@ -108,7 +102,7 @@ def build_query_scores(
     ``verified_hits`` / ``hallucinated_hits`` (Int64 counts from ``verification``, the table of
     :func:`~kebab_eval_pipeline.metrics.verification.verify_hits`; NA when no source root was
     configured), and last ``match_criterion`` (string: the criterion that matched the query's hits
-    — what ``auto`` resolved to for it (:func:`~kebab_eval_pipeline.matching.resolve_auto`), else
+    — what ``auto`` resolved to for it (:func:`~kebab_eval_pipeline.metrics.matching.resolve_auto`), else
     the forced criterion; NA for a query without supports, which has nothing to match; not a
     metric). Values are unrounded; NaN/NA wherever a metric does not apply to the query.
     """

@@ -27,17 +27,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import (
-    MatchCriterion,
+from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
     contains_each,
     equi_join,
     int_column,
     lookup_codes,
-    match_hits,
-    normalise_paths,
     string_column,
 )
+from kebab_eval_pipeline.metrics.matching import MatchCriterion, match_hits, normalise_paths
 from kebab_eval_pipeline.metrics.operations import align_outcomes
 from kebab_eval_pipeline.metrics.retrieval import _explicit_groups, query_codes
 
@@ -79,10 +77,10 @@ def answer_scores(
     ``gold_claim_substr``, ``recency_rule``, ``required_support_groups``; ``supports`` for the
     recency timeline — which hits are gold arrives through ``matches``), the run's ``outcomes``,
     ``citations`` and ``hits`` tables, the matched pairs of
-    :func:`~kebab_eval_pipeline.matching.match_hits`, the system's chunk ids (None when unknown),
+    :func:`~kebab_eval_pipeline.metrics.matching.match_hits`, the system's chunk ids (None when unknown),
     and the run's match criterion / snippet strictness (for citations matched against supports;
     under ``auto``, ``resolved`` is the run's per-query criterion from
-    :func:`~kebab_eval_pipeline.matching.resolve_auto`, so a citation is matched like the hits of
+    :func:`~kebab_eval_pipeline.metrics.matching.resolve_auto`, so a citation is matched like the hits of
     its query rather than by what citations alone carry).
 
     Output columns (``ANSWER_COLUMNS``) — each metric is 1.0/0.0 inside its denominator, NaN

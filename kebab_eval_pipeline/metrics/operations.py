@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import count_codes, lookup_codes, string_column
+from kebab_eval_pipeline.metrics.columns import count_codes, lookup_codes, string_column
 from kebab_eval_pipeline.metrics.retrieval import query_codes
 from kebab_eval_pipeline.systems.base import OUTCOME_COLUMNS
 

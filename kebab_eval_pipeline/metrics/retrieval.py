@@ -20,16 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from kebab_eval_pipeline.matching import (
+from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
     concat_strings,
     count_codes,
     equi_join,
     lookup_codes,
-    normalise_paths,
     sorted_unique,
     string_column,
 )
+from kebab_eval_pipeline.metrics.matching import normalise_paths
 
 __all__ = [
     "ASSIGNMENT_COLUMNS",
@@ -120,7 +120,7 @@ def retrieval_scores(
         supports: the golden supports table (``query_id``, ``support_idx``, ``grade``, ``doc_id``,
             ``rel_path``).
         hits: the run's hits table (``query_id``, ``rank``; ``doc_id``/``doc_path`` for recall).
-        matches: matched pairs from :func:`kebab_eval_pipeline.matching.match_hits`.
+        matches: matched pairs from :func:`kebab_eval_pipeline.metrics.matching.match_hits`.
         ks: cut-offs; mrr_cutoff: MRR looks at ranks ``<= mrr_cutoff`` only.
 
     Relevance follows trec_eval: a support with ``grade <= 0`` is judged non-relevant and is
@@ -234,7 +234,7 @@ def retrieval_scores(
 def assign_supports(matches: pd.DataFrame) -> pd.DataFrame:
     """The one-to-one assignment of hits to positive gold supports that the metrics credit.
 
-    Input: matched pairs from :func:`kebab_eval_pipeline.matching.match_hits` (``query_id``,
+    Input: matched pairs from :func:`kebab_eval_pipeline.metrics.matching.match_hits` (``query_id``,
     ``rank``, ``support_idx``, ``grade``; pairs with ``grade <= 0`` are ignored).
 
     Per query, hits are walked in rank order; each hit is assigned the positive-grade support it

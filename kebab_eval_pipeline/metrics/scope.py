@@ -13,14 +13,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import (
+from kebab_eval_pipeline.metrics.columns import (
     concat_strings,
     equi_join,
     lookup_codes,
-    normalise_paths,
     starts_with_each,
     string_column,
 )
+from kebab_eval_pipeline.metrics.matching import normalise_paths
 from kebab_eval_pipeline.metrics.operations import align_outcomes
 from kebab_eval_pipeline.metrics.retrieval import query_codes
 

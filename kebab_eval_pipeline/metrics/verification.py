@@ -48,12 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.matching import (
-    arrow_to_pandas_string,
-    int_column,
-    normalise_paths,
-    string_column,
-)
+from kebab_eval_pipeline.metrics.columns import arrow_to_pandas_string, int_column, string_column
+from kebab_eval_pipeline.metrics.matching import normalise_paths
 from kebab_eval_pipeline.paths import real_inside, real_root
 
 __all__ = [

@@ -35,8 +35,8 @@ from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha25
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
-from kebab_eval_pipeline.matching_diagnostics import match_line
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
     ArtifactStorage,

@@ -24,7 +24,7 @@ from kebab_eval_pipeline.gates import (
 )
 from kebab_eval_pipeline.health import CHECK_NAME
 from kebab_eval_pipeline.judge.metrics import disagreement
-from kebab_eval_pipeline.matching_diagnostics import match_line
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.reporting.summary import gate_outcome

@@ -48,7 +48,7 @@ def gate_tally(gates: list[dict]) -> dict[str, int]:
 
 def _matching(info: dict) -> list[str]:
     """The match criterion used, and each matching warning (they explain a run of zeros)."""
-    from kebab_eval_pipeline.matching_diagnostics import match_line
+    from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 
     used = match_line(info)
     if used is None:  # stored before the criterion was recorded

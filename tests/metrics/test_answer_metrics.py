@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
-from kebab_eval_pipeline.matching import match_hits
 from kebab_eval_pipeline.metrics.answers import ANSWER_COLUMNS, answer_scores
+from kebab_eval_pipeline.metrics.matching import match_hits
 
 CLAIM = ["rejects null keys"]
 GOLD = [Support(chunk_id="c1")]

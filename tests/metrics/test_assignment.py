@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
-from kebab_eval_pipeline.matching import MATCH_COLUMNS, match_hits
+from kebab_eval_pipeline.metrics.matching import MATCH_COLUMNS, match_hits
 from kebab_eval_pipeline.metrics.retrieval import ASSIGNMENT_COLUMNS, assign_supports, retrieval_scores
 
 L2 = math.log2

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
-from kebab_eval_pipeline.matching import match_hits
 from kebab_eval_pipeline.metrics.aggregate import aggregate_metrics, build_query_scores
 from kebab_eval_pipeline.metrics.answers import answer_scores
+from kebab_eval_pipeline.metrics.matching import match_hits
 from kebab_eval_pipeline.systems.base import OUTCOME_COLUMNS
 
 N = math.nan

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
-from kebab_eval_pipeline.matching import match_hits
+from kebab_eval_pipeline.metrics.matching import match_hits
 from kebab_eval_pipeline.metrics.retrieval import retrieval_columns, retrieval_scores
 
 L2 = math.log2

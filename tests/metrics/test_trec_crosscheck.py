@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.matching import match_hits
 from kebab_eval_pipeline.metrics.aggregate import aggregate_metrics
+from kebab_eval_pipeline.metrics.matching import match_hits
 from kebab_eval_pipeline.metrics.retrieval import assign_supports, retrieval_scores
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

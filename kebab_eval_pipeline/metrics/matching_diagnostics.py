@@ -18,7 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.matching import (
+from kebab_eval_pipeline.metrics.columns import string_column
+from kebab_eval_pipeline.metrics.matching import (
     CARRY_SHARE,
     RESOLVED_CRITERIA,
     criteria_for,
@@ -26,7 +27,6 @@ from kebab_eval_pipeline.matching import (
     match_hits,
     normalise_paths,
     resolve_auto,
-    string_column,
     support_flags,
 )
 
@@ -85,7 +85,7 @@ def matching_warnings(
             (grade > 0) count as needing anything.
         criterion: the run's configured criterion (``auto`` or a forced one).
         resolved: under ``auto``, the per-query criteria (``query_id`` → criterion, as
-            :func:`~kebab_eval_pipeline.matching.resolve_auto` returns); default: resolved here.
+            :func:`~kebab_eval_pipeline.metrics.matching.resolve_auto` returns); default: resolved here.
             Ignored for a forced criterion.
         matches: the run's matched pairs, for the last check; default: matched here when needed.
         matched_any: True when the caller already knows some hit matches a positive support (e.g.

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.tables import queries_table, supports_table, typed_frame
-from kebab_eval_pipeline.matching import match_hits, resolve_auto
-from kebab_eval_pipeline.matching_diagnostics import match_line, matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.aggregate import aggregate_metrics, build_query_scores
+from kebab_eval_pipeline.metrics.matching import match_hits, resolve_auto
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line, matching_warnings, summarize_criteria
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 
 

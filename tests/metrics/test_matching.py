@@ -9,7 +9,7 @@ import pytest
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.tables import supports_table, typed_frame
-from kebab_eval_pipeline.matching import (
+from kebab_eval_pipeline.metrics.matching import (
     MATCH_COLUMNS,
     match_hits,
     normalise_headings,

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.matching import HEADING_SEPARATOR, normalise_headings, normalise_paths
+from kebab_eval_pipeline.metrics.matching import HEADING_SEPARATOR, normalise_headings, normalise_paths
 
 STALE_COLUMNS: dict[str, str] = {
     "query_id": "string",
