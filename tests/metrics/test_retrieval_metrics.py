@@ -1,7 +1,7 @@
 """Retrieval metrics on a hand-worked run: every value below is derived in the comments.
 
 Hits are matched by the ``fields`` criterion (every field a support sets must agree), the rule the
-values were worked out under; what ``auto`` resolves to is tested in tests/test_match_auto.py."""
+values were worked out under; what ``auto`` resolves to is tested in tests/metrics/test_match_auto.py."""
 
 from __future__ import annotations
 
