@@ -20,7 +20,7 @@ import yaml
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 
 # as `kebab-eval run` does: Dagster's DEBUG event stream goes to the instance, not the terminal
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

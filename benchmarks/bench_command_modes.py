@@ -44,17 +44,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adapters import Server, _cli, build_index  # a sibling script, not a package
 
+from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import (
-    DEMO_CORPUS,
-    DEMO_GOLDEN,
-    CommandSystemSettings,
-    HttpSystemSettings,
-)
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.outcome import QueryOutcome, QueryRequest
+from kebab_eval_pipeline.systems.settings import CommandSystemSettings, HttpSystemSettings
 
 K = 10
 Factory = Callable[[], object]

@@ -435,7 +435,7 @@ def _plain(x):
 
 def _compare_worker(data: Path, b_run: str, resamples: int, profile: bool) -> dict:
     from kebab_eval_pipeline.compare.runs import compare_bundles
-    from kebab_eval_pipeline.settings import CompareSettings
+    from kebab_eval_pipeline.compare.settings import CompareSettings
 
     (a, b), load_s = _load(data, RUN_A, b_run)
     options = CompareSettings(resamples=resamples)
@@ -466,7 +466,7 @@ def worker_fallback(data: Path, args: argparse.Namespace) -> dict:
 def worker_report(data: Path, args: argparse.Namespace) -> dict:
     from kebab_eval_pipeline.compare.document import report_files
     from kebab_eval_pipeline.compare.runs import compare_bundles
-    from kebab_eval_pipeline.settings import CompareSettings
+    from kebab_eval_pipeline.compare.settings import CompareSettings
 
     (a, b), load_s = _load(data, RUN_A, RUN_B)
     report = compare_bundles(a, b, options=CompareSettings(resamples=args.resamples))

@@ -22,8 +22,9 @@ from collections.abc import Callable
 import kebab_eval_pipeline.systems.reference.index as index_module
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
-from kebab_eval_pipeline.settings import DEMO_CORPUS, RunSettings
+from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
 from kebab_eval_pipeline.systems.reference.tokenize import (

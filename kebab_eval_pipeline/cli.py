@@ -186,7 +186,7 @@ def run(
     from kebab_eval_pipeline.progress_display import progress_interval
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
     from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
-    from kebab_eval_pipeline.settings import SYSTEM_KINDS
+    from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 
     if system not in (None, *SYSTEM_KINDS):
         raise InputError(
@@ -218,7 +218,7 @@ def run(
 
     golden_file = load_golden(settings.golden_path())
 
-    from kebab_eval_pipeline.gates import check_gate_names
+    from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.pipeline import (
         check_golden_against_system,
         check_run_inputs,
@@ -437,7 +437,7 @@ def _raise_run_failure(result, run_id: str) -> None:
     under test failed), GateFailure (a blocking gate or check, named with its reason),
     RunInProgress (another process runs this partition) or, for anything else, RuntimeError
     (exit 3) naming the step and its error."""
-    from kebab_eval_pipeline.health import CHECK_NAME
+    from kebab_eval_pipeline.metrics.health import CHECK_NAME
     from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
 
     failed_checks = {
@@ -481,7 +481,7 @@ def _print_health(info: dict) -> None:
     verdict = info.get("system_health")
     if not verdict or not verdict["failed"]:
         return
-    from kebab_eval_pipeline.health import failed_run
+    from kebab_eval_pipeline.metrics.health import failed_run
 
     if failed_run(verdict):
         state, colour = "FAIL", "red"
@@ -741,7 +741,7 @@ def golden_validate(
         system = build_system(settings)
         warnings += check_golden_against_system(settings, artifact, system)
         if settings.system.kind in ("command", "http"):
-            from kebab_eval_pipeline.systems.probe import probe_system
+            from kebab_eval_pipeline.probe import probe_system
 
             probe = probe_system(settings, artifact, system)
     for w in warnings:
@@ -836,7 +836,7 @@ def compare(
     Exit 1 when a blocking regression or verdict gate of --config fails."""
     from kebab_eval_pipeline.compare.document import render_json, render_report_html
     from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
-    from kebab_eval_pipeline.gates import check_gate_names, evaluate_comparison_gates
+    from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_comparison_gates
     from kebab_eval_pipeline.settings import load_settings
 
     settings = load_settings(config)

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.gates import check_gate_names
+from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks

@@ -22,9 +22,9 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
-from kebab_eval_pipeline.health import system_health
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
+from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
@@ -32,9 +32,9 @@ from kebab_eval_pipeline.metrics.stale import stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.system_identity import derive_identity, identity_from_settings
-from kebab_eval_pipeline.systems.base import SystemUnderTest
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
 
 RUNNER_VERSION = "runner-1"

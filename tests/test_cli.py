@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from tests.conftest import write
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from tests.conftest import write
 from tests.test_cli import cli, no_traceback
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.gates import (
+from kebab_eval_pipeline.gates.evaluate import (
     GateTarget,
     PairedEvidence,
     check_gate_names,
@@ -18,12 +18,8 @@ from kebab_eval_pipeline.gates import (
     known_metric,
     parse_gate_key,
 )
-from kebab_eval_pipeline.settings import (
-    GateSettings,
-    RegressionGateSettings,
-    VerdictGateSettings,
-    settings_from_dict,
-)
+from kebab_eval_pipeline.gates.settings import GateSettings, RegressionGateSettings, VerdictGateSettings
+from kebab_eval_pipeline.settings import settings_from_dict
 
 
 def test_min_gate_pass_and_fail_carry_numbers():

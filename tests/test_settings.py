@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, load_settings
+from kebab_eval_pipeline.settings import load_settings
 from tests.conftest import write
 
 

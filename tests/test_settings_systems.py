@@ -9,13 +9,12 @@ import pytest
 
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource, SystemUnderTestResource
-from kebab_eval_pipeline.settings import (
+from kebab_eval_pipeline.settings import load_settings, settings_from_dict
+from kebab_eval_pipeline.systems.settings import (
     CommandSystemSettings,
     HttpSystemSettings,
     ReferenceSystemSettings,
     ReplaySystemSettings,
-    load_settings,
-    settings_from_dict,
 )
 from tests.conftest import write
 

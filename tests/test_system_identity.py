@@ -1,4 +1,4 @@
-"""System identities (kebab_eval_pipeline/system_identity.py): what names a system, what is only a
+"""System identities (kebab_eval_pipeline/systems/identity.py): what names a system, what is only a
 version of it, that no secret enters one, and that an old run's stored details derive the same
 identity a new run records — built from real settings and the real adapters' own ``info()``."""
 
@@ -11,14 +11,15 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.settings import DEMO_CORPUS, settings_from_dict
-from kebab_eval_pipeline.system_identity import (
+from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.identity import (
     derive_identity,
     identity_from_settings,
     same_system,
     systems_differ,
 )
-from kebab_eval_pipeline.systems.factory import build_system
 
 
 def _system(doc: dict):

@@ -5,7 +5,7 @@ The ``baseline`` setting (SPEC §8) is one of:
 - ``auto`` (default): the baseline pinned for the run's golden set name, else ``previous``;
 - ``pinned``: only the pin;
 - ``previous``: the most recent earlier run on the same golden set *content* (sha256) by the same
-  system (its identity: :mod:`kebab_eval_pipeline.system_identity`);
+  system (its identity: :mod:`kebab_eval_pipeline.systems.identity`);
 - ``none``: no comparison;
 - anything else: an explicit run id.
 
@@ -31,10 +31,10 @@ from typing import Any
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.health import failed_run
 from kebab_eval_pipeline.limits import INPUT_ENV, max_bytes, read_limited
+from kebab_eval_pipeline.metrics.health import failed_run
 from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
-from kebab_eval_pipeline.system_identity import derive_identity, same_system
+from kebab_eval_pipeline.systems.identity import derive_identity, same_system
 from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
 
 PINS_FILE = "_baselines.json"
@@ -222,7 +222,7 @@ def _previous(
     system: Mapping[str, Any] | None,
 ) -> tuple[str | None, str]:
     """The most recent run strictly earlier than ``created_at`` on the same golden sha256 *and*
-    the same system identity (:mod:`kebab_eval_pipeline.system_identity`; among runs created at
+    the same system identity (:mod:`kebab_eval_pipeline.systems.identity`; among runs created at
     the same instant, the greatest run id: deterministic, if arbitrary), with the reason it was
     chosen or why none was — without the "baseline …" / "no baseline:" prefix.
 

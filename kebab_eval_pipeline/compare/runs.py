@@ -24,6 +24,7 @@ from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
 from kebab_eval_pipeline.compare.report import render_markdown
+from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
 from kebab_eval_pipeline.compare.verdicts import (
     FRAME_COLUMNS,
@@ -33,7 +34,6 @@ from kebab_eval_pipeline.compare.verdicts import (
 )
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.settings import CompareSettings
 from kebab_eval_pipeline.storage import ArtifactStore
 
 # Bumped when a comparison of the same two runs would come out differently.
@@ -328,7 +328,7 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "metrics_a": {},
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
     }
-    from kebab_eval_pipeline.reporting.markdown import md_code, md_text
+    from kebab_eval_pipeline.markdown_text import md_code, md_text
 
     markdown = f"# Comparison for run {md_code(run_id)}\n\n{md_text(note)}.\n"
     return ComparisonArtifact(

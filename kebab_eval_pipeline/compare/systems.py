@@ -1,6 +1,6 @@
 """Whether a comparison is a regression check (two runs of one system) or compares two systems.
 
-A run compared with an earlier run of the *same* system (:mod:`kebab_eval_pipeline.system_identity`)
+A run compared with an earlier run of the *same* system (:mod:`kebab_eval_pipeline.systems.identity`)
 is a regression check: a query a found and b missed is a ``regression``. Compared with a run of
 *another* system (only ever chosen by name or by a pin), the same numbers say which system did
 better, not what broke: every report then says "comparing two systems: <a> vs <b>" and shows the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kebab_eval_pipeline.system_identity import derive_identity, label, systems_differ
+from kebab_eval_pipeline.systems.identity import derive_identity, label, systems_differ
 
 #: How verdicts read when the two runs are of different systems (b − a, b the candidate).
 CROSS_SYSTEM_LABELS: dict[str, str] = {

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kebab_eval_pipeline.config_model import ENV_NAME_RE, Seed
 from kebab_eval_pipeline.http_checks import url_problem
 from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.prompts import check_prompt_version
 
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_PROMPT_VERSION = "v1"
-#: Seeds are unsigned 32-bit: numpy, torch and OpenAI-compatible servers all take that range, and a
-#: larger one (``1e40`` as an integer) would fail only when the run is stored, after every query.
-SEED_MAX = 2**32 - 1
-Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 
 
 def variant_of(version: str) -> str:
@@ -62,7 +57,7 @@ class JudgeModelSettings(BaseModel):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, name: str | None) -> str | None:
-        if name is not None and not _ENV_NAME_RE.fullmatch(name):
+        if name is not None and not ENV_NAME_RE.fullmatch(name):
             raise ValueError("expected an environment variable name (the key itself never goes in the file)")
         return name
 

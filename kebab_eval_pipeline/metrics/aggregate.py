@@ -20,10 +20,11 @@ import pyarrow.compute as pc
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
-from kebab_eval_pipeline.metrics.matching import MatchCriterion, criteria_for, match_hits, resolve_auto
+from kebab_eval_pipeline.metrics.matching import criteria_for, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
 from kebab_eval_pipeline.metrics.scope import scope_misses
+from kebab_eval_pipeline.metrics.settings import MatchCriterion
 
 __all__ = [
     "ANSWER_METRICS",

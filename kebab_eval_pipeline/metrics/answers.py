@@ -35,9 +35,10 @@ from kebab_eval_pipeline.metrics.columns import (
     lookup_codes,
     string_column,
 )
-from kebab_eval_pipeline.metrics.matching import MatchCriterion, match_hits, normalise_paths
+from kebab_eval_pipeline.metrics.matching import match_hits, normalise_paths
 from kebab_eval_pipeline.metrics.operations import align_outcomes
 from kebab_eval_pipeline.metrics.retrieval import _explicit_groups, query_codes
+from kebab_eval_pipeline.metrics.settings import MatchCriterion
 
 __all__ = ["ANSWER_COLUMNS", "MIN_CLAIM_CHARS", "answer_scores"]
 

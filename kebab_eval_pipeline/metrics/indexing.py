@@ -12,20 +12,8 @@ from collections.abc import Mapping
 
 from kebab_eval_pipeline.metrics import catalogue
 
-__all__ = ["COVERAGE_KEYS", "INDEX_METRICS", "indexing_metrics"]
+__all__ = ["INDEX_METRICS", "indexing_metrics"]
 
-#: Coverage fields a system may report (the reference chunker's ``ChunkStats`` names).
-COVERAGE_KEYS: tuple[str, ...] = (
-    "docs_processed",
-    "docs_with_zero_chunks",
-    "chunks",
-    "chunks_skipped",
-    "tokens_min",
-    "tokens_mean",
-    "tokens_p95",
-    "tokens_max",
-    "skipped_symlinks",
-)
 #: Run-level metric names, in report order (the catalogue's indexing family).
 INDEX_METRICS: tuple[str, ...] = catalogue.family_names("indexing")
 _FROM = {

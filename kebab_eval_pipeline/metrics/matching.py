@@ -18,7 +18,6 @@ The column helpers it shares with the metric kernels (``string_column``, ``looku
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -40,10 +39,10 @@ from kebab_eval_pipeline.metrics.columns import (
     string_column,
     take_rows,
 )
+from kebab_eval_pipeline.metrics.settings import MATCH_CRITERIA, MatchCriterion
 
 __all__ = [
     "MATCH_COLUMNS",
-    "MatchCriterion",
     "match_hits",
     "normalise_headings",
     "normalise_paths",
@@ -52,8 +51,6 @@ __all__ = [
     "resolve_auto",
 ]
 
-MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
-MATCH_CRITERIA: tuple[str, ...] = get_args(MatchCriterion)
 #: What ``auto`` resolves to, strongest first (``fields``: nothing better was usable).
 RESOLVED_CRITERIA: tuple[str, ...] = ("chunk", "span", "anchor", "doc", "fields")
 #: A hit field "is carried" by a run when at least this share of its hits set it.

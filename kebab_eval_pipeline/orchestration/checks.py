@@ -15,15 +15,15 @@ from kebab_eval_pipeline.artifacts import (
     QueryScoresArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.gates import (
+from kebab_eval_pipeline.gates.evaluate import (
     GateResult,
     check_name,
     evaluate_comparison_gates,
     evaluate_gate,
     regression_kinds,
 )
-from kebab_eval_pipeline.health import CHECK_NAME
 from kebab_eval_pipeline.judge.metrics import disagreement
+from kebab_eval_pipeline.metrics.health import CHECK_NAME
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
 from kebab_eval_pipeline.orchestration.partitions import eval_runs

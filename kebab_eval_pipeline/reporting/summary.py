@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from kebab_eval_pipeline.health import health_markdown
-from kebab_eval_pipeline.reporting.markdown import md_cell, md_code, md_text
+from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.metrics.health import health_markdown
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")

@@ -1,4 +1,4 @@
-"""What every system under test returns (SPEC §4), and the adapter protocol.
+"""What every system under test returns (SPEC §4); the adapter protocol is in :mod:`.protocol`.
 
 Adapters produce pydantic :class:`Hit` / :class:`Answer` objects at the edge;
 the runner turns them into the typed tables declared here.
@@ -6,16 +6,9 @@ the runner turns them into the typed tables declared here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas
-    from collections.abc import Sequence
-
-    import pandas as pd
-
-    from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 
 ScoreKind = Literal["rrf", "bm25", "cosine", "other"]
 RetrievalMode = Literal["lexical", "vector", "hybrid"]
@@ -25,6 +18,20 @@ Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 # hits (JSON parsers accept NaN and Infinity): a response carrying one fails that query.
 Rank = Annotated[int, Field(ge=1, le=2**63 - 1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+#: Coverage fields a system may report (the reference chunker's ``ChunkStats`` names).
+COVERAGE_KEYS: tuple[str, ...] = (
+    "docs_processed",
+    "docs_with_zero_chunks",
+    "chunks",
+    "chunks_skipped",
+    "tokens_min",
+    "tokens_mean",
+    "tokens_p95",
+    "tokens_max",
+    "skipped_symlinks",
+)
 
 
 class Hit(BaseModel):
@@ -91,7 +98,7 @@ class SystemInfo(BaseModel):
     index_version: str | None = None
     parser_version: str | None = None
     details: dict[str, str] = Field(default_factory=dict)
-    # Indexing coverage the system reports (metrics/indexing.py COVERAGE_KEYS); None when it cannot tell.
+    # Indexing coverage the system reports (COVERAGE_KEYS); None when it cannot tell.
     coverage: dict[str, float] | None = None
 
     def versions(self) -> dict[str, str | None]:
@@ -103,47 +110,6 @@ class SystemInfo(BaseModel):
             "index_version": self.index_version,
             "parser_version": self.parser_version,
         }
-
-
-@runtime_checkable
-class SystemUnderTest(Protocol):
-    """The adapter protocol (reference, command, http, replay).
-
-    ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
-    request order, and never raises for a failing query: failures are outcomes with an
-    error class. Construction is where misconfiguration fails (InputError / ValueError).
-    An adapter may also expose ``run_warnings: list[str]`` about the run as a whole.
-    """
-
-    def info(self) -> SystemInfo: ...
-
-    def run_queries(
-        self,
-        requests: Sequence[QueryRequest],
-        k: int,
-        answers: bool,
-        progress: Progress | None = None,
-    ) -> list[QueryOutcome]: ...
-
-    def known_chunk_ids(self) -> frozenset[str] | None:
-        """Chunk ids the system holds, for citation resolution; None when unknown."""
-        ...
-
-    def catalogue(self) -> pd.DataFrame | None:
-        """What the index holds (CATALOGUE_COLUMNS, one row per chunk), for stale-golden checks;
-        None when the system cannot tell."""
-        ...
-
-
-class OpaqueSystem:
-    """Mixin for systems that cannot list what they hold (external services, CLIs, traces):
-    citation resolution and stale-golden checks are then skipped, not guessed."""
-
-    def known_chunk_ids(self) -> None:
-        return None
-
-    def catalogue(self) -> None:
-        return None
 
 
 # What a system's index holds: one row per chunk.

@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.errors import FieldValueError
-from kebab_eval_pipeline.settings import PLACEHOLDER_RE, CommandSystemSettings
-from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
+from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -53,6 +52,8 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
+from kebab_eval_pipeline.systems.protocol import OpaqueSystem
+from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 

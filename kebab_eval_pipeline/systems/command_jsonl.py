@@ -43,7 +43,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kebab_eval_pipeline.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.command import (
     EXIT_DRAIN_S,
@@ -72,6 +71,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
+from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hits, parse_scope
 

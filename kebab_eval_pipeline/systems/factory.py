@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
+from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.settings import (
-    DEMO_CORPUS,
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest
+from kebab_eval_pipeline.systems.settings import (
     CommandSystemSettings,
     HttpSystemSettings,
     ReferenceSystemSettings,
     ReplaySystemSettings,
-    RunSettings,
+    SystemSettings,
 )
-from kebab_eval_pipeline.systems.base import SystemUnderTest
+
+
+class ConfiguredSystem(Protocol):
+    """What building a system reads of a run's settings (``settings.RunSettings`` is one)."""
+
+    @property
+    def system(self) -> SystemSettings: ...
 
 
 def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
@@ -50,7 +58,7 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
     return ReferenceSystem(index, mode=settings.mode, **kwargs)
 
 
-def build_system(settings: RunSettings) -> SystemUnderTest:
+def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
     """The system under test for ``settings``. The reference system is cached per process while
     its inputs are unchanged; the others are cheap to build (nothing is contacted until a run,
     except a configured version endpoint/command when :meth:`info` is first called)."""

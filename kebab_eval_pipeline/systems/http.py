@@ -40,8 +40,7 @@ import httpx
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.http_checks import header_value_problem
-from kebab_eval_pipeline.settings import PLACEHOLDER_RE, HttpSystemSettings
-from kebab_eval_pipeline.systems.base import OpaqueSystem, SystemInfo
+from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -56,6 +55,8 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
+from kebab_eval_pipeline.systems.protocol import OpaqueSystem
+from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 

@@ -27,8 +27,7 @@ from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.limits import read_limited
-from kebab_eval_pipeline.settings import ReplaySystemSettings
-from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
+from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
@@ -38,6 +37,8 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryOutcome,
     QueryRequest,
 )
+from kebab_eval_pipeline.systems.protocol import OpaqueSystem
+from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
 from kebab_eval_pipeline.yaml_io import (

@@ -19,7 +19,7 @@ from kebab_eval_pipeline.compare.baseline import (
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.storage import ArtifactStore
-from kebab_eval_pipeline.system_identity import make_identity
+from kebab_eval_pipeline.systems.identity import make_identity
 
 SHA_V1 = "a1" * 32
 SHA_V2 = "b2" * 32

@@ -9,7 +9,7 @@ import pytest
 
 from kebab_eval_pipeline.compare.document import comparison_document, render_json, report_files
 from kebab_eval_pipeline.compare.runs import compare_bundles, no_baseline
-from kebab_eval_pipeline.settings import CompareSettings
+from kebab_eval_pipeline.compare.settings import CompareSettings
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 N = 40

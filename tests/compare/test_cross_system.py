@@ -1,6 +1,6 @@
 """A comparison of two systems is not a regression check: every output says "comparing two
 systems" and shows verdicts in neutral words; two runs of one system keep the regression words.
-Real replayed runs: a trace file is the replay system's identity (kebab_eval_pipeline/system_identity.py)."""
+Real replayed runs: a trace file is the replay system's identity (kebab_eval_pipeline/systems/identity.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from kebab_eval_pipeline.compare.document import comparison_document, render_report_html
 from kebab_eval_pipeline.compare.runs import compare_bundles
-from kebab_eval_pipeline.gates import evaluate_comparison_gates
+from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates
 from kebab_eval_pipeline.settings import settings_from_dict
 from tests.compare.conftest import hit, replay_bundle, write_golden
 

@@ -177,7 +177,7 @@ def test_folder_forms_one_set(tmp_path: Path):
 
 
 def test_the_bundled_demo_golden_set_loads():
-    from kebab_eval_pipeline.settings import DEMO_GOLDEN
+    from kebab_eval_pipeline.demo import DEMO_GOLDEN
 
     g = load_golden(DEMO_GOLDEN).golden
     assert len(g.queries) >= 60

@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
 from tests.judge.conftest import judge_or_skip
 from tests.judge.servers import judge_server

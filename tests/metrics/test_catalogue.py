@@ -13,12 +13,13 @@ from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import JudgeArtifact
 from kebab_eval_pipeline.compare.deltas import directions
 from kebab_eval_pipeline.compare.significance import compare_query_scores
-from kebab_eval_pipeline.gates import check_gate_names, evaluate_regression_gate
+from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_regression_gate
+from kebab_eval_pipeline.gates.settings import RegressionGateSettings
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.run import judge_run
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS, aggregate_metrics, breakdowns
-from kebab_eval_pipeline.settings import RegressionGateSettings, settings_from_dict
+from kebab_eval_pipeline.settings import settings_from_dict
 from tests.judge.scripted import ScriptedJudge, demo_run
 
 #: query_scores columns that are facts about a query, not the per-query value of any metric.

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.export import export_json
-from kebab_eval_pipeline.settings import DEMO_CORPUS, settings_from_dict
+from kebab_eval_pipeline.settings import settings_from_dict
 from tests.conftest import write
 from tests.orchestration.test_chain import materializations, run_partition
 

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.metrics import verification
@@ -31,7 +32,6 @@ from kebab_eval_pipeline.metrics.verification import (
     normalise_verbatim,
     verify_hits,
 )
-from kebab_eval_pipeline.settings import DEMO_CORPUS
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from kebab_eval_pipeline.definitions import build_definitions
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.run_ids import new_run_id, nightly_run_id, run_id_time
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 
 
 def sensor(defs: dg.Definitions, name: str) -> dg.SensorDefinition:

@@ -12,10 +12,10 @@ import pytest
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
+from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
-from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
 from tests.conftest import write
 

@@ -20,8 +20,8 @@ import yaml
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.fallback import rescore
 from kebab_eval_pipeline.compare.runs import load_bundle
+from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.storage import ArtifactStore
 from tests.conftest import vectors_or_skip
 from tests.orchestration.test_chain import materializations, run_partition

@@ -17,7 +17,8 @@ import yaml
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, QueryScoresArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.baseline import read_pins
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, load_settings
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.storage import ArtifactStore
 from tests.conftest import write
 from tests.orchestration.test_crash_recovery import finish, partition_runs, start_materialize

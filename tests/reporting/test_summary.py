@@ -8,7 +8,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.gates import check_gate_names, evaluate_gates
+from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_gates
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.settings import settings_from_dict
 from tests.reporting.conftest import RUN_ID

@@ -17,14 +17,16 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, CommandSystemSettings, settings_from_dict
+from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.base import Citation
 from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
+from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from tests.systems.adapters.conftest import (
     KEBAB_EVAL,
     run_config,

@@ -17,14 +17,16 @@ import yaml
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, CommandSystemSettings, settings_from_dict
+from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
+from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
 
 FAKES = Path(__file__).parent / "fake_systems"

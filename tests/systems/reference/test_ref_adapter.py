@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.base import SystemUnderTest
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
 
 

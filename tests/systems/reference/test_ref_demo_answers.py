@@ -11,8 +11,8 @@ import re
 
 import pytest
 
+from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
 
 

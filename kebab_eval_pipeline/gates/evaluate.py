@@ -15,20 +15,31 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
-from kebab_eval_pipeline.settings import (
+from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
     GateSettings,
     RegressionGateSettings,
-    RunSettings,
     VerdictGateSettings,
 )
+from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
+
+
+class GatedRun(Protocol):
+    """What gate evaluation reads of a run's settings (``settings.RunSettings`` is one)."""
+
+    k: list[int]
+    gates: Mapping[str, GateSettings]
+    regression_gates: Mapping[str, RegressionGateSettings]
+    verdict_gates: Mapping[str, VerdictGateSettings]
+
+    def effective_gates(self) -> dict[str, GateSettings]: ...
 
 
 def worsening(metric: str, delta: float) -> float:
@@ -69,7 +80,7 @@ def known_metric(name: str, ks: list[int]) -> bool:
     return name in metric_names(ks)
 
 
-def check_gate_names(settings: RunSettings, source: str = "<config>") -> None:
+def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
     """Reject gates the run can never evaluate (a typo would otherwise always fail or skip)."""
     offenders: list[Offender] = []
 
@@ -347,7 +358,7 @@ def evaluate_verdict_gate(
     )
 
 
-def evaluate_comparison_gates(settings: RunSettings, report) -> list[GateResult]:
+def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
     """Every regression and verdict gate of ``settings`` against one comparison (a
     ``ComparisonArtifact``): what the ``comparison_report`` checks and ``kebab-eval compare`` run."""
     info = report.info
@@ -389,7 +400,7 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
 
 
 def evaluate_gates(
-    settings: RunSettings, metrics: Mapping[str, float | None], breakdowns: pd.DataFrame | None = None
+    settings: GatedRun, metrics: Mapping[str, float | None], breakdowns: pd.DataFrame | None = None
 ) -> list[GateResult]:
     """Every absolute gate (configured + defaults) against one run's metrics and breakdowns."""
     return [

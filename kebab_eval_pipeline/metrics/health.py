@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from kebab_eval_pipeline.settings import SystemHealthSettings
+from kebab_eval_pipeline.metrics.settings import SystemHealthSettings
 from kebab_eval_pipeline.systems.runner import error_class_counts
 
 CHECK_NAME = "system_health"  # the asset check on run_metrics that enforces the verdict
@@ -58,7 +58,7 @@ def health_markdown(verdict: dict[str, Any]) -> list[str]:
     line, only when some query failed (a healthy run says nothing); for run reports and summaries."""
     if not verdict.get("failed"):
         return []
-    from kebab_eval_pipeline.reporting.markdown import md_text
+    from kebab_eval_pipeline.markdown_text import md_text
 
     # The message quotes the system's own error text: escaped, it cannot become markup.
     return [f"**{'FAIL' if failed_run(verdict) else 'warning'}** — {md_text(verdict['message'])}", ""]

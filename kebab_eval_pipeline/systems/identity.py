@@ -48,7 +48,7 @@ def make_identity(kind: str, target: str | None, mode: str | None, name: str | N
 def identity_from_settings(system: Any) -> dict:
     """The identity of a configured system (a ``settings.SystemSettings``; paths are the
     resolved ones ``load_settings`` returns)."""
-    from kebab_eval_pipeline.settings import DEMO_CORPUS
+    from kebab_eval_pipeline.demo import DEMO_CORPUS
 
     kind, mode, name = system.kind, getattr(system, "mode", None), getattr(system, "name", None)
     if kind == "reference":

@@ -1,0 +1,53 @@
+"""The adapter protocol every system under test implements (reference, command, http, replay)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
+
+if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas
+    import pandas as pd
+
+
+@runtime_checkable
+class SystemUnderTest(Protocol):
+    """The adapter protocol (reference, command, http, replay).
+
+    ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
+    request order, and never raises for a failing query: failures are outcomes with an
+    error class. Construction is where misconfiguration fails (InputError / ValueError).
+    An adapter may also expose ``run_warnings: list[str]`` about the run as a whole.
+    """
+
+    def info(self) -> SystemInfo: ...
+
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]: ...
+
+    def known_chunk_ids(self) -> frozenset[str] | None:
+        """Chunk ids the system holds, for citation resolution; None when unknown."""
+        ...
+
+    def catalogue(self) -> pd.DataFrame | None:
+        """What the index holds (CATALOGUE_COLUMNS, one row per chunk), for stale-golden checks;
+        None when the system cannot tell."""
+        ...
+
+
+class OpaqueSystem:
+    """Mixin for systems that cannot list what they hold (external services, CLIs, traces):
+    citation resolution and stale-golden checks are then skipped, not guessed."""
+
+    def known_chunk_ids(self) -> None:
+        return None
+
+    def catalogue(self) -> None:
+        return None

@@ -1,0 +1,276 @@
+"""The ``system:`` block of the run config: which system under test a run asks, and how.
+
+One model per adapter kind (reference, command, http, replay), chosen by ``kind``; the run config
+(:mod:`kebab_eval_pipeline.settings`) composes them. Strict like every settings block: an unknown key
+or an impossible value is refused when the config loads, naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
+from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.systems.wire import ResponseMap
+
+#: ``system.name``: when set, runs of the same kind and name are one system for baseline choice,
+#: whatever their argv, URL, corpus or mode (kebab_eval_pipeline/systems/identity.py).
+SystemName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
+
+
+class ReferenceSystemSettings(StrictSettings):
+    """The built-in reference RAG system (SPEC §4.1)."""
+
+    kind: Literal["reference"] = "reference"
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    corpus: str | None = None  # folder to index; default: the bundled demo corpus
+    index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
+    chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800
+    chunk_overlap: Annotated[int, Field(ge=0, le=100_000)] = 0
+    exclude: tuple[str, ...] = ()  # .gitignore-style patterns, relative to the corpus folder
+    mode: Literal["lexical", "vector", "hybrid"] = "lexical"
+    refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReferenceSystemSettings:
+        if self.corpus and self.index:
+            raise ValueError("set either 'corpus' or 'index', not both")
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
+
+
+PLACEHOLDER_RE = re.compile(r"\{(query|query_id|k|mode)\}")  # the only substitutions, done in one pass
+
+
+def _templates_need_mode(*templates: object) -> bool:
+    def walk(value: object) -> bool:
+        if isinstance(value, str):
+            return "{mode}" in value
+        if isinstance(value, dict):
+            return any(walk(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(walk(v) for v in value)
+        return False
+
+    return any(walk(t) for t in templates)
+
+
+#: The default cap on one response of a command or http system (``system.max_response_mb``): far
+#: above a real response (1,000 hits with 2 KB snippets and an answer are about 3 MB of JSON),
+#: and low enough that ``concurrency`` of them at once cannot exhaust a machine.
+DEFAULT_MAX_RESPONSE_MB = 64.0
+
+
+class CommandSystemSettings(StrictSettings):
+    """An external CLI (SPEC §4 "command"). Arguments are an argv list — never a shell.
+
+    ``protocol: per_query`` (the default) runs ``search_argv`` (and ``ask_argv``) once per query;
+    ``{query}``, ``{query_id}``, ``{k}`` and ``{mode}`` are substituted inside each item, so the
+    query is always exactly one argument, unchanged. ``ask_returns_hits`` says the ask command's
+    JSON carries the hits too: with answers on, one ask process per query, no search process.
+    ``protocol: jsonl`` starts ``argv`` once per worker (``concurrency``) and speaks JSON lines
+    over its stdin/stdout (systems/command_jsonl.py): ``{mode}`` is the only placeholder there.
+    """
+
+    kind: Literal["command"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    protocol: Literal["per_query", "jsonl"] = "per_query"
+    search_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: required
+    ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: needed for answers
+    ask_returns_hits: bool = False  # per_query: the ask output carries the hits; no search call then
+    argv: Annotated[list[str], Field(min_length=1)] | None = None  # jsonl: the long-lived process
+    version_argv: Annotated[list[str], Field(min_length=1)] | None = None  # prints versions (JSON or text)
+    mode: str | None = None  # substituted for {mode}; sent as "mode" in jsonl requests
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # per query
+    # Default 2 per-query processes, 1 long-lived process (filled in by _protocol_defaults).
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 2
+    startup_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0  # jsonl: start to first reply
+    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 3  # jsonl: consecutive crashes restarted
+    cwd: str | None = None
+    # One response (per_query: a process's stdout; jsonl: one reply line), checked while reading.
+    max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "concurrency" not in data and data.get("protocol") == "jsonl":
+            return {**data, "concurrency": 1}  # one long-lived process unless asked for more
+        return data
+
+    @model_validator(mode="after")
+    def _argvs_fit_the_protocol(self) -> CommandSystemSettings:
+        if self.protocol == "per_query":
+            if self.search_argv is None:
+                raise ValueError("system.search_argv is required (protocol per_query runs it once per query)")
+            if self.argv is not None:
+                raise ValueError("system.argv is for protocol: jsonl; per_query uses search_argv / ask_argv")
+            if self.ask_returns_hits and self.ask_argv is None:
+                raise ValueError("system.ask_returns_hits needs ask_argv")
+            jsonl_only = sorted({"startup_timeout_s", "max_restarts"} & self.model_fields_set)
+            if jsonl_only:  # set but without effect: say so rather than ignore it
+                raise ValueError(
+                    f"{', '.join('system.' + n for n in jsonl_only)}: only used by protocol jsonl "
+                    "(per_query starts a new process for every call)"
+                )
+        else:
+            if self.argv is None:
+                raise ValueError(
+                    "system.argv is required (protocol jsonl starts it once and talks JSON lines)"
+                )
+            unused = [n for n in ("search_argv", "ask_argv") if getattr(self, n) is not None]
+            if self.ask_returns_hits:
+                unused.append("ask_returns_hits")
+            if unused:
+                raise ValueError(
+                    f"{', '.join('system.' + n for n in unused)}: not used by protocol jsonl "
+                    "(one argv; each reply carries the hits and, when asked, the answer)"
+                )
+            per_query = sorted(
+                {m.group(1) for item in self.argv for m in PLACEHOLDER_RE.finditer(item)} - {"mode"}
+            )
+            if per_query:
+                raise ValueError(
+                    f"system.argv: {', '.join('{' + p + '}' for p in per_query)} cannot be substituted in a "
+                    "process that serves every query; they are fields of each JSON request"
+                )
+        if self.mode is None and _templates_need_mode(
+            self.search_argv, self.ask_argv, self.version_argv, self.argv
+        ):
+            raise ValueError("an argv uses {mode}; set system.mode")
+        return self
+
+
+_CREDENTIAL_HEADER_RE = re.compile(r"auth|cookie|token|secret|passw|api[-_]?key|credential|signature", re.I)
+
+
+class HttpSystemSettings(StrictSettings):
+    """A search/ask HTTP service (SPEC §4 "http"): JSON POSTs with a templated body, retries with
+    exponential backoff on connection errors, 429 and 5xx, bounded concurrency. Header values
+    come from environment variables named here; they are never logged or stored."""
+
+    kind: Literal["http"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    search_url: str
+    ask_url: str | None = None  # needed for answers
+    version_url: str | None = None  # GET → JSON of versions
+    mode: str | None = None  # substituted for {mode}
+    search_request: dict[str, Any] = Field(default_factory=lambda: {"query": "{query}", "k": "{k}"})
+    ask_request: dict[str, Any] = Field(default_factory=lambda: {"query": "{query}", "k": "{k}"})
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    backoff_s: Annotated[float, Field(ge=0, le=60)] = 0.25  # first retry's delay; doubles each time
+    max_backoff_s: Annotated[float, Field(ge=0, le=600)] = 10.0  # also caps a server's Retry-After
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    headers: dict[str, str] = Field(default_factory=dict)  # non-secret headers, stored as given
+    headers_from_env: dict[str, str] = Field(
+        default_factory=dict
+    )  # header → env var name (or "Bearer ${VAR}")
+    # One response body, decompressed size counted, checked while it arrives.
+    max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("search_url", "ask_url", "version_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        problem = None if url is None else url_problem(url)
+        if problem is not None:  # port 99999, "http://[::1/x", no host: refused here, not per query
+            raise ValueError(problem)
+        return url
+
+    @field_validator("headers", "headers_from_env", mode="before")
+    @classmethod
+    def _header_names(cls, headers: Any) -> Any:
+        # A name with a space, CR/LF or NUL would fail every request as a `connection` error.
+        if isinstance(headers, dict):
+            for name in headers:
+                problem = header_name_problem(name) if isinstance(name, str) else None
+                if problem is not None:
+                    raise AtKey(name, problem)
+        return headers
+
+    @field_validator("headers")
+    @classmethod
+    def _header_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            problem = header_value_problem(value)
+            if problem is not None:  # CR/LF would inject a header; the value itself is never quoted
+                raise AtKey(name, problem)
+        return headers
+
+    @field_validator("headers")
+    @classmethod
+    def _no_credentials_inline(cls, headers: dict[str, str]) -> dict[str, str]:
+        # Literal headers are stored in config snapshots and shown in the UI: a credential must come
+        # from the environment instead (Dagster's EnvVar rule, applied to the config file).
+        named = [h for h in headers if _CREDENTIAL_HEADER_RE.search(h)]
+        if named:
+            raise ValueError(
+                f"{', '.join(named)}: credentials cannot be written in the config file; "
+                "name an environment variable under headers_from_env instead"
+            )
+        return headers
+
+    @field_validator("headers_from_env")
+    @classmethod
+    def _env_refs(cls, refs: dict[str, str]) -> dict[str, str]:
+        for header, ref in refs.items():
+            if not (ENV_NAME_RE.fullmatch(ref) or re.search(r"\$\{?[A-Za-z_][A-Za-z0-9_]*", ref)):
+                raise ValueError(
+                    f"{header}: expected an environment variable name (or a template like 'Bearer ${{NAME}}')"
+                )
+        return refs
+
+    @model_validator(mode="after")
+    def _mode_if_used(self) -> HttpSystemSettings:
+        if self.mode is None and _templates_need_mode(self.search_request, self.ask_request):
+            raise ValueError("a request template uses {mode}; set system.mode")
+        return self
+
+
+class ReplaySystemSettings(StrictSettings):
+    """Recorded traces instead of a live system (SPEC §4 "replay")."""
+
+    kind: Literal["replay"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    path: str  # a trace file (JSONL / JSON)
+    format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+    # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("response")
+    @classmethod
+    def _fields_only(cls, response: ResponseMap) -> ResponseMap:
+        placed = [name for name in ("hits", "answer", "scope") if getattr(response, name) is not None]
+        if placed:
+            raise ValueError(
+                f"{', '.join(placed)}: a trace line keeps them under its own keys; "
+                "replay takes only hit_fields, answer_fields and citation_fields"
+            )
+        return response
+
+
+def _system_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("kind", "reference")
+    return getattr(value, "kind", "reference")
+
+
+SystemSettings = Annotated[
+    Annotated[ReferenceSystemSettings, Tag("reference")]
+    | Annotated[CommandSystemSettings, Tag("command")]
+    | Annotated[HttpSystemSettings, Tag("http")]
+    | Annotated[ReplaySystemSettings, Tag("replay")],
+    Discriminator(
+        _system_kind,
+        custom_error_type="system_kind",
+        custom_error_message="system.kind must be one of reference, command, http, replay",
+    ),
+]
+
+
+SYSTEM_KINDS = ("reference", "command", "http", "replay")

@@ -1,0 +1,170 @@
+"""The package reads top-down: golden → systems → matching/metrics → compare → report →
+orchestration/CLI. Every import — at module level, inside a function or under TYPE_CHECKING — goes
+down this list or stays in its own layer, and no modules import each other in a circle.
+
+A new module belongs to a layer below (:data:`LAYERS`); a test fails on a new climb or circle, naming
+the edge, so the grain is kept by CI rather than by review."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kebab_eval_pipeline
+
+PACKAGE = Path(kebab_eval_pipeline.__file__).parent
+NAME = "kebab_eval_pipeline"
+
+#: Layers, lowest first: a module may import its own layer and the layers before it. Each entry
+#: names top-level modules or subpackages of the package.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # foundation: no knowledge of evaluation
+    (
+        "__init__",
+        "errors",
+        "limits",
+        "atomic",
+        "paths",
+        "yaml_io",
+        "revision",
+        "progress",
+        "config_suggest",
+        "run_ids",
+        "markdown_text",
+        "location",
+        "net",
+        "http_checks",
+    ),
+    ("golden",),
+    ("reference",),  # the reference RAG system: a system under test of its own, not an adapter
+    ("systems",),  # adapters, the runner, versions, identity
+    ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
+    ("judge",),
+    ("artifacts",),  # the chain's typed values
+    ("store",),  # everything under the storage base
+    ("compare",),
+    ("gates",),
+    ("reporting",),  # run reports, summaries, UI tables, export, history
+    ("settings",),  # the run config: composes each layer's own settings models
+    ("pipeline", "probe"),  # the chain as plain functions
+    ("orchestration",),
+    ("definitions",),
+    ("cli",),
+)
+#: Bundled data, not code.
+IGNORED = ("data",)
+
+
+def _layer_of() -> dict[str, int]:
+    return {name: rank for rank, names in enumerate(LAYERS) for name in names}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[1:2] and parts[1] in IGNORED:
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1 and len(parts) > 2:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every package module ``module`` imports, wherever the import statement stands."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            else:
+                stem = node.module or ""
+            targets = [f"{stem}.{a.name}" if f"{stem}.{a.name}" in modules else stem for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module and target.startswith(NAME + "."):
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: _imports(m, p, modules) for m, p in modules.items()}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_has_a_layer():
+    layer = _layer_of()
+    missing = sorted({_top(m) for m in _modules()} - set(layer))
+    assert not missing, f"modules or subpackages with no layer in tests/test_layout.py LAYERS: {missing}"
+
+
+def test_no_import_climbs_against_the_grain():
+    layer = _layer_of()
+    climbs = sorted(
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        for b in targets
+        if _top(a) in layer and _top(b) in layer and layer[_top(b)] > layer[_top(a)]
+    )
+    assert not climbs, "imports against the grain (a lower layer importing a higher one):\n" + "\n".join(
+        climbs
+    )
+
+
+def test_no_import_circles():
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert not circles, "modules importing each other in a circle:\n" + "\n".join(map(str, circles))
+
+
+def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
+    """The checker itself: an import inside a function counts, so a lazy import cannot hide a climb."""
+    modules = {f"{NAME}.a": tmp_path / "a.py", f"{NAME}.b": tmp_path / "b.py", f"{NAME}.c": tmp_path / "c.py"}
+    (tmp_path / "a.py").write_text(
+        f"def f():\n    from {NAME} import b\n\nif False:\n    import {NAME}.c\n", encoding="utf-8"
+    )
+    assert _imports(f"{NAME}.a", tmp_path / "a.py", modules) == {f"{NAME}.b", f"{NAME}.c"}
