@@ -30,17 +30,17 @@ differ by definition, not by error):
 
 Each run is scored as ``pipeline.score``/``summarize`` do (``build_query_scores`` with the default
 k = 1, 3, 5, 10, MRR cutoff 10 and ``auto`` matching → ``round_scores`` + ``summarize_scores``) and
-written to an ``ArtifactStore``; the cases read them back with ``load_bundle`` as
+written to a ``RunStore``; the cases read them back with ``RunStore.stored_run`` as
 ``kebab-eval compare`` does ("load s", timed apart from the work).
 
 Cases, each in its own subprocess so that peak RSS is its own ("peak MiB" is the process's
 ``ru_maxrss``, load included; "case MiB" is the growth over the loaded inputs during the timed
 work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
 
-- ``exact``: ``compare_bundles(a, b)`` with the default ``CompareSettings`` (10,000 resamples,
+- ``exact``: ``compare_runs(a, b)`` with the default ``CompareSettings`` (10,000 resamples,
   seed 0): the stored per-query scores, paired tests of every mean metric (25 of the 63 metrics
   here; no answers), verdicts, drift, per-slice deltas, Markdown.
-- ``fallback``: ``compare_bundles(a, b2)``: both runs re-scored under ``span``, then as above.
+- ``fallback``: ``compare_runs(a, b2)``: both runs re-scored under ``span``, then as above.
 - ``report``: ``report_files`` (md + html + json) of the exact comparison (comparison untimed).
 - ``tests``: ours ``paired_test`` on the stored mrr and ndcg@10 columns (the inputs the
   comparison tests), and ``compare_query_scores`` on ranx's five metrics.
@@ -64,7 +64,7 @@ work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
   resamples, scaled by the number of batches, and its p-value is not reported.
 
 Agreement: deltas b − a must agree to 1e-9 (ranx's per-query values vs ours unrounded; scipy vs
-ours on the same stored columns; ``compare_bundles`` vs ``paired_test``; fallback vs exact).
+ours on the same stored columns; ``compare_runs`` vs ``paired_test``; fallback vs exact).
 p-values and CIs are Monte Carlo with different random streams (and definitions: ours and scipy
 count the observed statistic, ranx does not; scipy doubles the smaller one-sided p), so they agree
 within sampling error only: each p is printed with its Monte Carlo standard error (√(p(1−p)/R);
@@ -299,7 +299,7 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     from kebab_eval_pipeline import pipeline
     from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
     from kebab_eval_pipeline.golden.tables import typed_frame
-    from kebab_eval_pipeline.metrics.aggregate import round_scores, summarize_scores
+    from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
     from kebab_eval_pipeline.settings import settings_from_dict
     from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, SystemInfo
     from kebab_eval_pipeline.systems.runner import RetrievalResults
@@ -316,7 +316,7 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
         results, {"k_requested": CUTOFF, "answers": False, "golden_sha256": golden.sha256}
     )
     settings = settings_from_dict({"k": list(KS), "mrr_cutoff": CUTOFF, "answers": False, "baseline": "none"})
-    scores = pipeline.exact_query_scores(golden, retrieval, list(KS), CUTOFF, "auto", None)
+    scores = score_results(golden.queries, golden.supports, retrieval.results, list(KS), CUTOFF, "auto", None)
     summary = summarize_scores(scores, KS)
     query_scores = QueryScoresArtifact(
         round_scores(scores),
@@ -339,7 +339,7 @@ def generate(data: Path, n: int, n_hits: int, seed: int) -> dict:
     ranx's metrics into ``data/unrounded.parquet``."""
     import pandas as pd
 
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
     rng = np.random.default_rng(seed)
     n_sup = rng.integers(1, 6, n)
@@ -347,7 +347,7 @@ def generate(data: Path, n: int, n_hits: int, seed: int) -> dict:
     golden = _golden(n, n_hits, n_sup, sup, rng, seed)
     del sup
     outcomes = _outcomes(n, n_hits, rng)
-    store = ArtifactStore(data / "store")
+    store = RunStore(data / "store")
     unrounded = {"query_id": golden.queries["query_id"].to_numpy(dtype=object)}
     for run_id, offsets, chunker, prefix, shift, mode in (
         (RUN_A, off_a, "chunker-1", "c", 0, "lexical"),
@@ -406,12 +406,11 @@ class Phase:
 
 
 def _load(data: Path, *runs: str):
-    from kebab_eval_pipeline.compare.runs import load_bundle
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    store = ArtifactStore(data / "store")
+    store = RunStore(data / "store")
     t0 = time.perf_counter()
-    bundles = [load_bundle(store, r) for r in runs]
+    bundles = [store.stored_run(r) for r in runs]
     return bundles, time.perf_counter() - t0
 
 
@@ -434,13 +433,13 @@ def _plain(x):
 
 
 def _compare_worker(data: Path, b_run: str, resamples: int, profile: bool) -> dict:
-    from kebab_eval_pipeline.compare.runs import compare_bundles
+    from kebab_eval_pipeline.compare.runs import compare_runs
     from kebab_eval_pipeline.compare.settings import CompareSettings
 
     (a, b), load_s = _load(data, RUN_A, b_run)
     options = CompareSettings(resamples=resamples)
     with Phase(profile) as phase:
-        report = compare_bundles(a, b, options=options)
+        report = compare_runs(a, b, options=options)
     tested = int(report.per_metric["p_value"].notna().sum())
     return {
         "load_s": load_s,
@@ -465,11 +464,11 @@ def worker_fallback(data: Path, args: argparse.Namespace) -> dict:
 
 def worker_report(data: Path, args: argparse.Namespace) -> dict:
     from kebab_eval_pipeline.compare.document import report_files
-    from kebab_eval_pipeline.compare.runs import compare_bundles
+    from kebab_eval_pipeline.compare.runs import compare_runs
     from kebab_eval_pipeline.compare.settings import CompareSettings
 
     (a, b), load_s = _load(data, RUN_A, RUN_B)
-    report = compare_bundles(a, b, options=CompareSettings(resamples=args.resamples))
+    report = compare_runs(a, b, options=CompareSettings(resamples=args.resamples))
     del a, b
     with Phase(args.profile == "report") as phase:
         files = report_files(report)
@@ -484,9 +483,9 @@ def worker_report(data: Path, args: argparse.Namespace) -> dict:
 
 def _stored_columns(data: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], object, object]:
     """Both runs' stored (rounded) query_scores tables and their aligned test columns."""
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    store = ArtifactStore(data / "store")
+    store = RunStore(data / "store")
     qa = store.read("query_scores", RUN_A)[0]["query_scores"]
     qb = store.read("query_scores", RUN_B)[0]["query_scores"]
     if not qa["query_id"].equals(qb["query_id"]):
@@ -592,9 +591,9 @@ def worker_ranx(data: Path, args: argparse.Namespace) -> dict:
     import ranx
     from ranx.statistical_tests import fisher_randomization_test
 
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    store = ArtifactStore(data / "store")
+    store = RunStore(data / "store")
     n = pq.read_metadata(store.table_path("query_scores", RUN_A, "query_scores")).num_rows
     fisher = not args.ranx_max_queries or n <= args.ranx_max_queries
     stat_test = "fisher" if fisher else "student"
@@ -752,8 +751,8 @@ def _fmt(x: float | None, spec: str = ".4g") -> str:
 
 
 WHAT = {
-    "exact": "compare_bundles(a, b): stored scores, {tested} paired tests of {metrics} metrics, verdicts, md",
-    "fallback": "compare_bundles(a, b2): {mode}, re-scoring both runs + the above",
+    "exact": "compare_runs(a, b): stored scores, {tested} paired tests of {metrics} metrics, verdicts, md",
+    "fallback": "compare_runs(a, b2): {mode}, re-scoring both runs + the above",
     "report": "report_files: md {md} + html {html} + json {json} bytes",
     "tests": "ours paired_test on mrr + ndcg@10 (the 5 ranx metrics: {five:.2f} s)",
     "ranx": "ranx.compare: evaluate 2 runs ({evaluate_s:.2f} s) + {stat_test} × 5 metrics × 2 directions",
@@ -964,10 +963,10 @@ def _agreement(data: Path, results: dict[str, dict], args: argparse.Namespace) -
             tests["columns"][c]["p_value"] == exact["per_metric"][c]["p_value"] for c in TEST_COLUMNS
         )
         ok &= _check(
-            f"compare_bundles paired_delta = paired_test Δ rounded to 4 (max |diff| {worst:.1e})",
+            f"compare_runs paired_delta = paired_test Δ rounded to 4 (max |diff| {worst:.1e})",
             worst <= TOLERANCE,
         )
-        ok &= _check("compare_bundles p = paired_test p (same seed: identical)", same_p)
+        ok &= _check("compare_runs p = paired_test p (same seed: identical)", same_p)
     if ranx_r:
         ranx_q = pd.read_parquet(data / "result_ranx.parquet").set_index("query_id")
         ours_q = unrounded.set_index("query_id")

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.judge.cache import CACHE_FILE, JudgeCache
+from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeBackend, Message
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
 from kebab_eval_pipeline.judge.inputs import judge_inputs
@@ -72,6 +72,7 @@ from kebab_eval_pipeline.judge.parse import parse_judgement
 from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, render
 from kebab_eval_pipeline.judge.run import judge_items, spot_check_sample
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.store.layout import JUDGE_CACHE_FILE
 
 BUSY_PATTERN = "pytest|kebab_eval_pipeline.cli|kebab-eval"
 POLL_S = 30
@@ -328,7 +329,7 @@ def main() -> None:
 
     def two_passes() -> tuple[Any, ...]:
         """Both passes in a fresh cache (a re-measurement must miss again)."""
-        with tempfile.TemporaryDirectory() as tmp, JudgeCache(Path(tmp) / CACHE_FILE) as cache:
+        with tempfile.TemporaryDirectory() as tmp, JudgeCache(Path(tmp) / JUDGE_CACHE_FILE) as cache:
             (miss_table, _), miss_s = timed(
                 lambda: judge_items(cache_settings, subset, cache, make_backend=lambda s: judge)
             )

@@ -1,7 +1,7 @@
 """The typed values the assets pass along, and their table form for storage.
 
 Each artifact turns into ``(tables, info)`` — Parquet tables plus a JSON
-mapping — and back, so :class:`~kebab_eval_pipeline.storage.ArtifactStore`
+mapping — and back, so :class:`~kebab_eval_pipeline.store.artifact_store.ArtifactStore`
 stays ignorant of what it stores.
 """
 
@@ -22,6 +22,8 @@ from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 Tables = dict[str, pd.DataFrame]
+#: The run report's file name in a stored run_metrics attempt.
+REPORT_FILE = "run.md"
 
 
 @dataclass
@@ -199,12 +201,19 @@ class RunMetricsArtifact:
     denominators: dict[str, int]
     breakdowns: pd.DataFrame  # dimension, value, metric, score, n
     info: dict[str, Any] = field(default_factory=dict)  # run_id, created_at, versions, system, golden, k
+    # The run report (run.md), stored as a file beside the tables; None when read back from the store
+    # (read the stored file instead: ``ArtifactStore.read_file("run_metrics", run_id, REPORT_FILE)``).
+    report: str | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         return {
             "metrics": metrics_table(self.metrics, self.denominators),
             "breakdowns": self.breakdowns,
         }, self.info
+
+    def to_files(self) -> dict[str, bytes]:
+        """The run report as a file of the stored attempt (:data:`REPORT_FILE`)."""
+        return {} if self.report is None else {REPORT_FILE: self.report.encode("utf-8")}
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RunMetricsArtifact:
@@ -230,6 +239,7 @@ class ComparisonArtifact:
     markdown: str
     info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, counts, drift, warnings
     per_slice: pd.DataFrame | None = None  # dimension, value, metric, a, b, delta, n_a, n_b
+    files: dict[str, bytes] = field(default_factory=dict)  # comparison.md/.html/.json (compare.document)
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"per_metric": self.per_metric, "per_query": self.per_query}
@@ -238,10 +248,9 @@ class ComparisonArtifact:
         return tables, {**self.info, "markdown": self.markdown}
 
     def to_files(self) -> dict[str, bytes]:
-        """The report files stored with the partition (see :mod:`kebab_eval_pipeline.compare.document`)."""
-        from kebab_eval_pipeline.compare.document import report_files
-
-        return report_files(self)
+        """The report files stored with the partition (``files``: set by whoever made the comparison,
+        see :mod:`kebab_eval_pipeline.compare.document`)."""
+        return self.files
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> ComparisonArtifact:

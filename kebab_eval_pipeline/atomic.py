@@ -20,42 +20,19 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path, PurePath
+from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from kebab_eval_pipeline.location import as_upath, is_local, local_path
+
 LOCK_TIMEOUT_S = 120.0  # a writer holds a lock for milliseconds; minutes means a stuck process
-
-
-def _plain(path: str | os.PathLike) -> bool:
-    """A plain local path — a string without ``://`` or a pathlib path (not a UPath) — which
-    UPath would read as a local path with no protocol: answered without importing fsspec (a
-    tenth of a second idle, seconds on a loaded machine, for every command)."""
-    if isinstance(path, str):
-        return "://" not in path
-    return isinstance(path, PurePath) and type(path).__module__ == "pathlib"
-
-
-def _upath(path: str | os.PathLike):
-    from upath import UPath
-
-    return UPath(path)
-
-
-def is_local(path: str | os.PathLike) -> bool:
-    """True for plain paths and ``file://`` / ``local://`` URLs."""
-    return _plain(path) or _upath(path).protocol in ("", "file", "local")
-
-
-def local_path(path: str | os.PathLike) -> Path:
-    """The filesystem path of a local path or ``file://`` URL."""
-    return Path(path) if _plain(path) else Path(_upath(path).path)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old content or all of the new."""
     if not is_local(path):
-        _upath(path).write_bytes(data)
+        as_upath(path).write_bytes(data)
         return
     target = local_path(path)
     if target.exists() and not target.is_file():

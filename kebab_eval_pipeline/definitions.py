@@ -14,6 +14,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
+from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks
@@ -24,9 +25,8 @@ from kebab_eval_pipeline.orchestration.resources import (
     EvalSettingsResource,
     SystemUnderTestResource,
 )
-from kebab_eval_pipeline.run_lock import locking_executor
+from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.storage import default_storage_base
 
 SYSTEM_OVERRIDES = {"system_kind": "kind", "mode": "mode", "chunk_size": "chunk_size"}
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"

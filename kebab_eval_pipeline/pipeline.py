@@ -1,7 +1,13 @@
-"""The evaluation chain as plain functions — what each asset does, without Dagster.
+"""The evaluation chain as plain functions — the whole of what each asset does, without Dagster.
 
-golden → system → matching/metrics → aggregate. The Dagster assets call these
-one-to-one; tests and benchmarks call them directly.
+    load_golden_artifact → retrieve → judge → score → summarize → compare
+    (golden_set)           (retrieval_results) (judge) (query_scores) (run_metrics) (comparison_report)
+
+Each function is one asset's work, end to end: :func:`summarize` returns the run's metrics with
+their gate results and the rendered run report; :func:`compare` chooses the baseline, compares,
+evaluates the regression and verdict gates and renders the report files. The Dagster assets only
+publish what these return (metadata, logs), the asset checks read the gate results stored with the
+assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks call these directly.
 """
 
 from __future__ import annotations
@@ -14,24 +20,31 @@ import pandas as pd
 
 from kebab_eval_pipeline import progress
 from kebab_eval_pipeline.artifacts import (
+    ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
     QueryScoresArtifact,
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.compare.baseline import choose_baseline
+from kebab_eval_pipeline.compare.document import report_files
+from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.metrics.aggregate import build_query_scores, round_scores, summarize_scores
+from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
+from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
@@ -107,19 +120,20 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
 
 
 def judge(
-    settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact, storage_base: str | None
+    settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact, store: RunStore
 ) -> JudgeArtifact:
     """The LLM judge's judgements of the run's answered queries (SPEC §6), or a disabled artifact
-    when ``judge:`` is null. Replies are cached in ``judge.cache_dir`` (default: beside the run
-    artifacts), so unchanged inputs are never judged twice. A bad judge config (missing model file,
-    unset API key variable) is an InputError; a failing call is a row with an error."""
+    when ``judge:`` is null. Replies are cached in ``judge.cache_dir`` (default: where the run store
+    keeps the judge cache, :meth:`RunStore.judge_cache_path`), so unchanged inputs are never judged
+    twice. A bad judge config (missing model file, unset API key variable) is an InputError; a
+    failing call is a row with an error."""
     if settings.judge is None:
         return JudgeArtifact.disabled()
-    from kebab_eval_pipeline.judge.cache import CACHE_FILE, JudgeCache
+    from kebab_eval_pipeline.judge.cache import JudgeCache
     from kebab_eval_pipeline.judge.run import judge_run
 
     j = settings.judge
-    cache_path = Path(j.cache_dir) / CACHE_FILE if j.cache_dir else JudgeCache.default_path(storage_base)
+    cache_path = store.judge_cache_path(j.cache_dir)
     r = retrieval.results
     with JudgeCache(cache_path) as cache:
         table, info = judge_run(
@@ -139,8 +153,14 @@ def score(
     enabled judge artifact, the judge columns (``judge.metrics.judge_query_columns``) are added."""
     r = retrieval.results
     verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
-    scores = exact_query_scores(
-        golden, retrieval, settings.k, settings.mrr_cutoff, settings.match, verification
+    scores = score_results(
+        golden.queries,
+        golden.supports,
+        r,
+        settings.k,
+        settings.mrr_cutoff,
+        settings.match,
+        verification,
     )
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_query_columns
@@ -183,32 +203,6 @@ def match_details(
         retrieval.results.hits, golden.supports, configured, per_query, matched_any=matched_any
     )
     return {"match_resolved": resolved, "match_by_query": by_query, "matching_warnings": warnings}
-
-
-def exact_query_scores(
-    golden: GoldenArtifact,
-    retrieval: RetrievalArtifact,
-    ks: list[int],
-    mrr_cutoff: int,
-    criterion: str,
-    verification: pd.DataFrame | None,
-) -> pd.DataFrame:
-    """The unrounded ``query_scores`` of a run's stored results under ``criterion`` (what
-    :func:`score` stores rounded, and what comparisons re-score with another criterion)."""
-    r = retrieval.results
-    known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
-    return build_query_scores(
-        golden.queries,
-        golden.supports,
-        r.hits,
-        r.outcomes,
-        r.citations,
-        ks=ks,
-        mrr_cutoff=mrr_cutoff,
-        criterion=criterion,
-        known_chunk_ids=known,
-        verification=verification,
-    )
 
 
 def run_identity(
@@ -258,7 +252,9 @@ def summarize(
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
     the system's indexing coverage as ``index_*`` metrics (None when it reports none) and, when the
     run was judged, the run-level judge metrics (``judge.metrics.judge_run_metrics``). ``info`` has
-    the run's identity and its ``system_health`` verdict (:func:`health.system_health`)."""
+    the run's identity, its ``system_health`` verdict (:func:`metrics.health.system_health`) and its
+    ``gates`` (every absolute gate's result, :func:`gates.evaluate.evaluate_gates`); ``report`` is
+    the rendered run report (``run.md``)."""
     summary = scores.summary or summarize_scores(scores.scores, settings.k)  # runs stored before summaries
     metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
     denominators = dict(summary.denominators)
@@ -276,11 +272,14 @@ def summarize(
         metrics.update(judge_metrics)
         denominators.update(judge_n)
         info["judge"] = judge_identity(judged.info)
+    # The gates, evaluated once: the asset checks and the CLI read these results.
+    info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns)]
     return RunMetricsArtifact(
         metrics=metrics,
         denominators=denominators,
         breakdowns=summary.breakdowns,
         info=info,
+        report=render_run_markdown(run_id, info, metrics, summary.breakdowns, info["gates"]),
     )
 
 
@@ -301,6 +300,54 @@ def judge_identity(info: dict[str, Any]) -> dict[str, Any]:
         "context_chars": info.get("context_chars"),
         "judge_version": info.get("judge_version"),
     }
+
+
+def compare(
+    run_id: str, settings: RunSettings, store: RunStore, metrics: RunMetricsArtifact
+) -> ComparisonArtifact:
+    """This run against its baseline: the baseline chosen by ``settings.baseline``
+    (:func:`compare.baseline.choose_baseline`; none is a note, not a failure), the comparison
+    (:func:`compare.runs.compare_runs`, reading both runs from ``store``), its regression and verdict
+    gates evaluated once (``info["gates"]``) and its report files rendered (``files``). Raises
+    InputError when the chunker versions differ and ``compare.strict_chunker_version`` is set."""
+    baseline, note = choose_baseline(
+        store,
+        run_id,
+        settings.baseline,
+        metrics.info["golden"],
+        metrics.info["created_at"],
+        system=metrics.info.get("system"),
+    )
+    if baseline is None:
+        report = no_baseline(run_id, note, metrics)
+    else:
+        report = compare_runs(
+            store.stored_run(baseline), store.stored_run(run_id), baseline_note=note, options=settings.compare
+        )
+    return with_gates_and_files(report, settings)
+
+
+def compare_stored(
+    store: RunStore, a: str, b: str, settings: RunSettings, strict_chunker_version: bool | None = None
+) -> ComparisonArtifact:
+    """Two stored runs compared (delta = b − a; ``kebab-eval compare A B``), with the regression and
+    verdict gates of ``settings`` and the report files, as :func:`compare` makes them."""
+    report = compare_runs(
+        store.stored_run(a),
+        store.stored_run(b),
+        strict_chunker_version=strict_chunker_version,
+        baseline_note=f"baseline {a!r} (given on the command line)",
+        options=settings.compare,
+    )
+    return with_gates_and_files(report, settings)
+
+
+def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:
+    """``report`` with its regression and verdict gate results (``info["gates"]``) and, rendered
+    from both, its report files (``files``: Markdown, standalone HTML, JSON)."""
+    report.info["gates"] = [g.as_dict() for g in evaluate_comparison_gates(settings, report)]
+    report.files = report_files(report)
+    return report
 
 
 #: The headline metrics, in order (the metric catalogue's ``headline`` positions, every cut-off).

@@ -97,7 +97,7 @@ class RunSettings(StrictSettings):
         if value in BASELINE_MODES:
             return value
         # Imported here: storage pulls in pandas/pyarrow, and only an explicit run id needs it.
-        from kebab_eval_pipeline.storage import check_run_id
+        from kebab_eval_pipeline.run_ids import check_run_id
 
         try:
             check_run_id(value)
@@ -121,7 +121,7 @@ class RunSettings(StrictSettings):
         if value is None:  # the default: nothing to check, and nothing to import
             return value
         # Imported here: storage pulls in pandas/pyarrow. A relative path is checked once resolved.
-        from kebab_eval_pipeline.storage import storage_problem
+        from kebab_eval_pipeline.location import storage_problem
 
         problem = storage_problem(value)
         if problem is not None:  # memory://, http://, /dev/null, foo://: refused before any run
@@ -274,7 +274,7 @@ def _resolve_relative(
     )
     if resolved.storage and resolved.storage != settings.storage and not problems:
         # A relative storage path, checked now that it is absolute (the validator skipped it).
-        from kebab_eval_pipeline.storage import storage_problem
+        from kebab_eval_pipeline.location import storage_problem
 
         problem = storage_problem(resolved.storage)
         if problem is not None:

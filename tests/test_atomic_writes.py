@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.storage import MANIFEST, ArtifactStore
+from kebab_eval_pipeline.store.layout import MANIFEST
+from kebab_eval_pipeline.store.runs import RunStore
 
 SRC = Path(__file__).resolve().parents[1]
 
@@ -92,10 +93,10 @@ def test_atomic_write_to_a_stream_is_a_plain_write(tmp_path: Path):
 _PARTITION_WRITER = """
     import sys
     import pandas as pd
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
     base, writer, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    store = ArtifactStore(base)
+    store = RunStore(base)
     for i in range(rounds):
         n = 1000 * writer + i + 1
         frame = pd.DataFrame({"query_id": [f"q{j}" for j in range(n)], "writer": writer})
@@ -107,7 +108,7 @@ def test_concurrent_writers_of_one_partition_never_expose_a_torn_attempt(tmp_pat
     """Four processes re-publish the same partition while this process keeps reading it: every read
     is one whole attempt (both tables and the info agree), and one attempt remains at the end."""
     base = tmp_path / "artifacts"
-    store = ArtifactStore(base)
+    store = RunStore(base)
     store.write("retrieval_results", "shared-run", {"hits": pd.DataFrame({"query_id": ["q0"]})}, {"n": 1})
     writers = [_python(_PARTITION_WRITER, str(base), str(w), "8") for w in range(1, 5)]
     reads = 0
@@ -136,14 +137,14 @@ def test_killed_publisher_leaves_the_previous_attempt_and_the_next_write_cleans_
     """SIGKILL a writer in the middle of a large table: the previous attempt is still what readers
     get; the next publish removes the orphaned attempt folder."""
     base = tmp_path / "artifacts"
-    store = ArtifactStore(base)
+    store = RunStore(base)
     store.write("query_scores", "r1", {"scores": pd.DataFrame({"v": [1.0, 2.0]})}, {"n": 2})
     # a real interrupted publish: the writer stalls on its first table, then is killed
     code = """
         import sys, time
         import pandas as pd
         from kebab_eval_pipeline import atomic
-        from kebab_eval_pipeline.storage import ArtifactStore
+        from kebab_eval_pipeline.store.runs import RunStore
         real = atomic.write_bytes
         def slow(path, data):
             print("writing", path, flush=True)
@@ -151,7 +152,7 @@ def test_killed_publisher_leaves_the_previous_attempt_and_the_next_write_cleans_
             real(path, data)
         atomic.write_bytes = slow
         frame = pd.DataFrame({"v": [9.0]})
-        ArtifactStore(sys.argv[1]).write("query_scores", "r1", {"scores": frame}, {"n": 1})
+        RunStore(sys.argv[1]).write("query_scores", "r1", {"scores": frame}, {"n": 1})
     """
     killed = _python(code, str(base))
     assert killed.stdout.readline().startswith("writing")
@@ -170,10 +171,10 @@ def test_killed_publisher_leaves_the_previous_attempt_and_the_next_write_cleans_
 def test_file_url_base_is_the_same_storage_as_the_plain_path(tmp_path: Path):
     """A ``file://`` URL base (how object-store URLs are given) writes where the plain path reads."""
     folder = tmp_path / "second-base"
-    url_store = ArtifactStore(folder.as_uri())
+    url_store = RunStore(folder.as_uri())
     assert str(url_store.base).startswith("file://")
     url_store.write("run_metrics", "r1", {"metrics": pd.DataFrame({"metric": ["mrr"], "value": [0.5]})}, {})
-    plain = ArtifactStore(folder)
+    plain = RunStore(folder)
     tables, _ = plain.read("run_metrics", "r1")
     assert tables["metrics"]["value"].tolist() == [0.5]
     assert (folder / "run_metrics" / "r1" / MANIFEST).is_file()

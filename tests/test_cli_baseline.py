@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
-from kebab_eval_pipeline.compare.baseline import PINS_FILE
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.layout import PINS_FILE
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
 
 
@@ -36,7 +36,7 @@ def test_pin_show_run_against_the_pin_then_clear(env):  # noqa: F811
     shown = cli(env, "baseline", "show", "--json")
     assert shown.returncode == 0, shown.stderr
     pins = json.loads(shown.stdout)
-    store = ArtifactStore(artifacts)
+    store = RunStore(artifacts)
     release = store.manifest("run_metrics", "release-1")["info"]
     assert pins == {
         "demo-fermentation": {
@@ -141,7 +141,7 @@ def test_automatic_baselines_stay_within_one_system(env, tmp_path):  # noqa: F81
     assert f"comparing two systems: {demo} vs {command}" in line
     assert "b missed " in line and "regression" not in line
 
-    store = ArtifactStore(artifacts)
+    store = RunStore(artifacts)
     identity = store.manifest("run_metrics", "mine-2")["info"]["system"]["identity"]
     assert identity == {
         "kind": "command",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.test_cli import cli, cli_env, no_traceback
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -24,8 +24,8 @@ def env(tmp_path):
     return cli_env(tmp_path)
 
 
-def _store(env) -> ArtifactStore:
-    return ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+def _store(env) -> RunStore:
+    return RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
 
 
 def _trec_eval(run: Path, qrels: Path, cutoff: int) -> tuple[dict, dict, dict]:
@@ -77,7 +77,7 @@ def test_demo_export_is_rescored_identically_by_trec_eval(env, tmp_path):
                 assert abs(row[f"{ours}@{k}"] - t.get(f"{theirs}_{k}", 0.0)) <= 1e-4, (qid, ours, k)
 
 
-def _to_old_shape(store: ArtifactStore, run_id: str) -> None:
+def _to_old_shape(store: RunStore, run_id: str) -> None:
     """Rewrite a stored run as it was stored before scoring version 2: document recall under
     ``recall@k``, no support recall, no ``scoring_version``."""
 
@@ -117,9 +117,7 @@ def test_a_run_stored_with_the_old_recall_name_loads_compares_and_exports(env, t
     raw = store.read("query_scores", "old")[0]["query_scores"]
     assert "doc_recall@5" not in raw and "recall@5" in raw  # really the old shape on disk
 
-    from kebab_eval_pipeline.compare.runs import load_bundle
-
-    old = load_bundle(store, "old")
+    old = store.stored_run("old")
     # the old document recall reads as doc_recall@k; recall@k (support recall) was never computed
     assert "recall@5" not in old.scores.scores and "recall@5" not in old.metrics.metrics
     assert old.scores.scores.set_index("query_id")["doc_recall@5"].equals(new_scores["doc_recall@5"])

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.registered_runs import (
+from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.orchestration.registered_runs import (
     EVAL_RUNS,
     default_sqlite_index,
     read_sqlite_partitions,
@@ -215,9 +215,9 @@ def test_atomic_plain_paths_need_no_fsspec_and_mean_what_upath_says(path, as_pat
 
     given_path = Path(path) if as_path else path
     expected_local = UPath(given_path).protocol in ("", "file", "local")
-    assert atomic.is_local(given_path) == expected_local
+    assert is_local(given_path) == expected_local
     if expected_local:
-        assert atomic.local_path(given_path) == Path(UPath(given_path).path)
+        assert local_path(given_path) == Path(UPath(given_path).path)
 
 
 def test_ref_cli_mode_help_names_the_index_modes():

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.cli import app
-from kebab_eval_pipeline.cli_help import reflow, tidy, walk
+from kebab_eval_pipeline.cli.help import reflow, tidy, walk
 from tests.test_cli import cli_env
 
 WIDTH = 100

@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_chain import run_partition
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
@@ -134,7 +134,7 @@ def test_basenames_fail_the_matching_coverage_check_as_a_warning(instance, tmp_p
     ]
     assert check.metadata["match"].value == "auto → anchor (3 queries)"
     assert "basenames (e.g. 'guide-1.md')" in check.description
-    stored = ArtifactStore(defs.resources["artifact_storage"].base).read("run_metrics", "basenames")[1]
+    stored = RunStore(defs.resources["artifact_storage"].base).read("run_metrics", "basenames")[1]
     assert stored["matching_warnings"] == warnings and stored["match_resolved"] == "anchor"
 
 

@@ -24,8 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from kebab_eval_pipeline.progress_display import PlainProgress, progress_line
-from kebab_eval_pipeline.tables import Field, fit_runs_table
+from kebab_eval_pipeline.cli.progress_display import PlainProgress, progress_line
+from kebab_eval_pipeline.cli.tables import Field, fit_runs_table
 from tests.conftest import write
 from tests.test_cli import CLI, cli, cli_env, env, no_traceback
 

@@ -395,7 +395,7 @@ def test_step_failure_records_are_dropped_unless_kebab_eval_debug(monkeypatch):
     from dagster._core.events import JobFailureData
     from dagster._core.execution.plan.objects import StepFailureData
 
-    from kebab_eval_pipeline.cli import _StatedFailureRecords
+    from kebab_eval_pipeline.cli.driver import StatedFailureRecords
 
     def record(message: str, event_type: dg.DagsterEventType | None = None, data=None) -> logging.LogRecord:
         rec = logging.LogRecord("dagster", logging.ERROR, __file__, 1, message, None, None)
@@ -416,7 +416,7 @@ def test_step_failure_records_are_dropped_unless_kebab_eval_debug(monkeypatch):
     skipped = record("query_scores - Dependencies for step query_scores failed: ['judge']. Not executing.")
     warning = record("stale golden reference: ...")
     monkeypatch.delenv("KEBAB_EVAL_DEBUG", raising=False)
-    keep = _StatedFailureRecords().filter
+    keep = StatedFailureRecords().filter
     assert [keep(r) for r in (failure, run_failure, skipped, warning)] == [False, False, False, True]
     monkeypatch.setenv("KEBAB_EVAL_DEBUG", "1")
     assert [keep(r) for r in (failure, run_failure, skipped, warning)] == [True, True, True, True]

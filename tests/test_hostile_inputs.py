@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.compare.baseline import PINS_FILE, read_pins
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.settings import load_settings
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.layout import PINS_FILE
+from kebab_eval_pipeline.store.pins import read_pins
+from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.replay import read_trace
 from tests.conftest import write
 from tests.test_cli import CLI, cli, env, no_traceback  # noqa: F401  (env is a fixture)
@@ -128,7 +129,7 @@ def test_replay_trace_line_with_a_duplicate_key_is_refused(tmp_path):
 
 
 def test_pins_document_with_a_duplicate_golden_name_is_refused(tmp_path):
-    store = ArtifactStore(tmp_path / "store")
+    store = RunStore(tmp_path / "store")
     pin = '{"run_id": "%s", "golden_sha256": "s", "pinned_at": "t"}'
     write(tmp_path / "store" / PINS_FILE, '{\n "demo": ' + pin % "r1" + ',\n "demo": ' + pin % "r2" + "\n}")
     with pytest.raises(InputError) as info:
@@ -196,7 +197,7 @@ def test_a_fifo_as_config_or_pins_is_refused(tmp_path, fifo):
     (tmp_path / "store").mkdir()
     os.mkfifo(tmp_path / "store" / PINS_FILE)
     with pytest.raises(InputError, match="is a FIFO"):
-        read_pins(ArtifactStore(tmp_path / "store"))
+        read_pins(RunStore(tmp_path / "store"))
 
 
 def test_the_limit_holds_on_bytes_read_when_stat_says_0(monkeypatch):

@@ -28,6 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "yaml_io",
         "revision",
         "progress",
+        "demo",
+        "config_model",
+        "json_records",
         "config_suggest",
         "run_ids",
         "markdown_text",
@@ -45,7 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compare",),
     ("gates",),
     ("reporting",),  # run reports, summaries, UI tables, export, history
-    ("settings",),  # the run config: composes each layer's own settings models
+    ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
     ("pipeline", "probe"),  # the chain as plain functions
     ("orchestration",),
     ("definitions",),

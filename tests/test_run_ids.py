@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.run_ids import (
     COMMIT_ENV,
     USER_ENV,
+    check_run_id,
     golden_change_run_id,
     in_ci,
     login_name,
@@ -22,7 +23,6 @@ from kebab_eval_pipeline.run_ids import (
     sort_run_ids,
     user_slug,
 )
-from kebab_eval_pipeline.storage import check_run_id
 from tests.golden.test_properties import SETTINGS
 
 NOW = datetime(2025, 3, 1, 10, 15, 0, 987654, tzinfo=UTC)

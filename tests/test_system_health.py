@@ -365,11 +365,11 @@ def test_created_dagster_yaml_switches_the_community_dialog_off(tmp_path, monkey
     only set telemetry is upgraded, a user's own file is not touched."""
     from dagster import DagsterInstance
 
-    from kebab_eval_pipeline import cli as cli_module
+    from kebab_eval_pipeline.cli.instance import open_instance
 
     home = tmp_path / "home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with cli_module._instance() as inst:
+    with open_instance() as inst:
         assert (inst.telemetry_enabled, inst.nux_enabled) == (False, False)
     with DagsterInstance.from_config(str(home)) as inst:  # as the webserver loads it
         assert (inst.telemetry_enabled, inst.nux_enabled) == (False, False)
@@ -379,22 +379,22 @@ def test_created_dagster_yaml_switches_the_community_dialog_off(tmp_path, monkey
     own = tmp_path / ".kebab-eval" / "dagster_home" / "dagster.yaml"
     own.parent.mkdir(parents=True)
     own.write_text("telemetry:\n  enabled: false\n")  # what versions before the nux setting wrote
-    with cli_module._instance() as inst:
+    with open_instance() as inst:
         assert not inst.nux_enabled
     assert yaml.safe_load(own.read_text()) == CREATED_CONFIG
 
 
 def test_in_process_instance_obeys_an_explicit_telemetry_setting(tmp_path, monkeypatch):
-    from kebab_eval_pipeline import cli as cli_module
+    from kebab_eval_pipeline.cli.instance import open_instance
 
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
-    with cli_module._instance() as inst:
+    with open_instance() as inst:
         assert inst.telemetry_enabled  # the user's explicit choice
     (home / "dagster.yaml").write_text("# no telemetry key\n")
-    with cli_module._instance() as inst:
+    with open_instance() as inst:
         assert not inst.telemetry_enabled
 
 

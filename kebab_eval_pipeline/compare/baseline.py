@@ -1,4 +1,5 @@
-"""Which stored run a new run is compared with, and the pins that fix that choice per golden set.
+"""Which stored run a new run is compared with (the pins that fix that choice per golden set are
+kept in :mod:`kebab_eval_pipeline.store.pins`).
 
 The ``baseline`` setting (SPEC §8) is one of:
 
@@ -13,189 +14,24 @@ A mode name wins over a run id spelled the same way (a run called ``previous`` c
 named). Resolution never raises for a missing baseline: "no baseline: …" is a note shown in the
 report, not a failure.
 
-Pins live in the artifact store as one JSON document, ``{store.base}/_baselines.json``, mapping a
-golden set name to ``{"run_id", "golden_sha256", "pinned_at"}``, so they follow the artifacts
-to object storage. Writes replace the whole document (atomic rename locally, one PUT elsewhere).
-Locally each read-modify-write holds a file lock, so concurrent ``baseline set`` commands for
-different golden sets all keep their pins; object stores have no lock, and there concurrent
-writers race as last-writer-wins.
+Pins are kept by the run store (:mod:`kebab_eval_pipeline.store.pins`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import INPUT_ENV, max_bytes, read_limited
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.metrics.health import failed_run
-from kebab_eval_pipeline.storage import ArtifactStore, check_run_id
+from kebab_eval_pipeline.store.artifact_store import ArtifactStore
+from kebab_eval_pipeline.store.pins import read_pins, stored_golden
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
-from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
-
-PINS_FILE = "_baselines.json"
-PIN_FIELDS = ("run_id", "golden_sha256", "pinned_at")
 
 
 def _short(sha: str | None) -> str:
     return f"{sha[:12]}…" if sha else "(unknown)"
-
-
-# ---------------------------------------------------------------------------------------------
-# Pins
-
-
-def _pins_path(store: ArtifactStore):
-    return store.base / PINS_FILE
-
-
-def read_pins(store: ArtifactStore) -> dict[str, dict[str, str]]:
-    """All pins: golden set name → ``{"run_id", "golden_sha256", "pinned_at"}``.
-
-    A missing file means no pins. A file that is not that mapping raises InputError naming the
-    file (fix it or delete it to drop every pin) — guessing at a damaged pin would silently
-    change which run every comparison uses.
-    """
-    path = _pins_path(store)
-    if not path.exists():
-        return {}
-    data = _read_bounded(path)
-    try:
-        text = data.decode("utf-8")
-        doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise InputError(
-            "the pinned-baseline file is corrupt",
-            [Offender(str(path), f"not JSON ({exc}); fix it, or delete it to drop every pin")],
-        ) from None
-    if may_have_duplicate_keys(text, doc):
-        duplicates = json_duplicates(text)
-        if duplicates:  # two pins for one golden set: which one counts is not ours to guess
-            raise InputError(
-                "the pinned-baseline file is corrupt (fix it, or delete it to drop every pin)",
-                duplicate_offenders(str(path), duplicates),
-            )
-    problems = []
-    if not isinstance(doc, dict):
-        problems.append(Offender(str(path), f"top level is a {type(doc).__name__}, expected a mapping"))
-    else:
-        for name, pin in doc.items():
-            if not isinstance(pin, dict) or not all(isinstance(pin.get(f), str) for f in PIN_FIELDS):
-                problems.append(
-                    Offender(str(path), f"expected {{{', '.join(PIN_FIELDS)}}} as strings", field=name)
-                )
-    if problems:
-        raise InputError(
-            "the pinned-baseline file is corrupt (fix it, or delete it to drop every pin)", problems
-        )
-    return {name: {f: pin[f] for f in PIN_FIELDS} for name, pin in doc.items()}
-
-
-def _read_bounded(path) -> bytes:
-    """The pin document's bytes, at most ``KEBAB_EVAL_MAX_INPUT_MB``; a local one through
-    :func:`read_limited` (devices and FIFOs refused unopened), a remote one read to limit + 1 bytes."""
-    if isinstance(path, Path):  # a local store (UPath's local paths are pathlib paths)
-        return read_limited(Path(path), "pinned-baseline file")
-    limit = max_bytes(INPUT_ENV)
-    with path.open("rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(
-            "the pinned-baseline file is too large",
-            [Offender(str(path), f"over the limit of {limit:,} bytes; raise it with {INPUT_ENV}=<MiB>")],
-        )
-    return data
-
-
-def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:
-    """Replace the pin document atomically (see :mod:`kebab_eval_pipeline.atomic`), so a reader
-    never sees half a file. Callers hold :func:`atomic.locked` on the document."""
-    payload = json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    atomic.write_bytes(_pins_path(store), payload)
-
-
-def _stored_golden(store: ArtifactStore, run_id: str) -> Mapping[str, Any] | None:
-    """The ``golden`` block of a run's stored run_metrics info; None when the run has no metrics.
-    Reads the manifest only (no Parquet)."""
-    manifest = store.manifest("run_metrics", run_id)
-    if manifest is None:
-        return None
-    return (manifest.get("info") or {}).get("golden") or {}
-
-
-def pin_baseline(store: ArtifactStore, run_id: str) -> dict[str, str | None]:
-    """Pin ``run_id`` as the baseline of its golden set (by name), replacing any earlier pin.
-
-    The golden set's name and sha256 come from the run's stored run_metrics. Returns the pin plus
-    ``golden`` (the name) and ``replaced`` (the previously pinned run id, or None).
-    InputError: an invalid run id, a run without stored run_metrics, or one whose metrics record
-    no golden set name.
-    """
-    check_run_id(run_id)
-    golden = _stored_golden(store, run_id)
-    if golden is None:
-        raise InputError(
-            "cannot pin the baseline",
-            [
-                Offender(
-                    f"run {run_id}",
-                    f"no stored run_metrics under {store.base} (only a finished run can be a baseline; "
-                    "`kebab-eval runs list` shows which runs have metrics)",
-                )
-            ],
-        )
-    name = golden.get("name")
-    if not name:
-        raise InputError(
-            "cannot pin the baseline",
-            [Offender(f"run {run_id}", "its run_metrics record no golden set name to pin it under")],
-        )
-    pin = {
-        "run_id": run_id,
-        "golden_sha256": str(golden.get("sha256") or ""),
-        "pinned_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    with atomic.locked(_pins_path(store)):
-        pins = read_pins(store)
-        replaced = pins.get(name, {}).get("run_id")
-        _write_pins(store, {**pins, name: pin})
-    return {"golden": name, **pin, "replaced": replaced}
-
-
-def unpin_baseline(store: ArtifactStore, golden_name: str | None) -> list[str]:
-    """Remove the pin of ``golden_name``; returns the golden set names unpinned.
-
-    ``None`` clears the only pin; with none pinned it returns ``[]``; with several it raises
-    InputError listing them (say which). An unpinned ``golden_name`` raises InputError listing the
-    pinned names, so a typo is not mistaken for success.
-    """
-    with atomic.locked(_pins_path(store)):
-        return _unpin(store, golden_name)
-
-
-def _unpin(store: ArtifactStore, golden_name: str | None) -> list[str]:
-    pins = read_pins(store)
-    pinned = ", ".join(repr(n) for n in sorted(pins)) or "none"
-    if golden_name is None:
-        if not pins:
-            return []
-        if len(pins) > 1:
-            raise InputError(
-                "several golden sets have a pinned baseline; say which to clear",
-                [Offender("--golden", f"pinned: {pinned}")],
-            )
-        golden_name = next(iter(pins))
-    elif golden_name not in pins:
-        raise InputError(
-            "no pinned baseline to clear",
-            [Offender("--golden", f"{golden_name!r} has no pin (pinned: {pinned})")],
-        )
-    _write_pins(store, {n: p for n, p in pins.items() if n != golden_name})
-    return [golden_name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +154,7 @@ def _pinned(
     pinned = pin["run_id"]
     if pinned == run_id:
         return None, f"the baseline pinned for golden set {name!r} is this run itself"
-    theirs = _stored_golden(store, pinned)
+    theirs = stored_golden(store, pinned)
     if theirs is None:
         return (
             None,
@@ -372,7 +208,7 @@ def _explicit(
     if baseline == run_id:
         return None, f"no baseline: the configured baseline {baseline!r} is this run itself"
     try:
-        theirs = _stored_golden(store, baseline)
+        theirs = stored_golden(store, baseline)
     except InputError:  # not a valid run id: settings validation normally refuses it earlier
         return None, f"no baseline: configured baseline {baseline!r} is not a valid run id"
     if theirs is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from kebab_eval_pipeline.compare.deltas import slice_deltas
-from kebab_eval_pipeline.export import json_records
+from kebab_eval_pipeline.json_records import json_records
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.artifacts import ComparisonArtifact

@@ -26,17 +26,13 @@ compare across chunkers instead (``--strict-chunker-version``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, summarize_scores
+from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, support_flags
-from kebab_eval_pipeline.pipeline import exact_query_scores
-
-if TYPE_CHECKING:
-    from kebab_eval_pipeline.compare.runs import RunBundle
+from kebab_eval_pipeline.store.runs import StoredRun
 
 MATCH_MODES = ("exact", "fallback_anchor", "fallback_span", "fallback_doc")
 #: Chunk-independent criteria, strongest first, with what each needs from gold and hits.
@@ -59,14 +55,14 @@ class MatchPlan:
     rescore_b: bool = False
 
 
-def chunker_versions(a: RunBundle, b: RunBundle) -> tuple[str | None, str | None]:
+def chunker_versions(a: StoredRun, b: StoredRun) -> tuple[str | None, str | None]:
     return (
         a.metrics.info.get("versions", {}).get("chunker_version"),
         b.metrics.info.get("versions", {}).get("chunker_version"),
     )
 
 
-def scored_by(bundle: RunBundle) -> str | None:
+def scored_by(bundle: StoredRun) -> str | None:
     """The one criterion that matched every query of a stored run: the forced criterion, else what
     ``auto`` resolved to (``mixed`` when queries differ; None for runs stored before the
     resolution was recorded, whose ``auto`` was the all-fields rule)."""
@@ -77,7 +73,7 @@ def scored_by(bundle: RunBundle) -> str | None:
     return info.get("match_resolved")
 
 
-def plan_matching(a: RunBundle, b: RunBundle, strict: bool = False) -> MatchPlan:
+def plan_matching(a: StoredRun, b: StoredRun, strict: bool = False) -> MatchPlan:
     """Choose the comparison's matching (see the module docstring).
 
     Raises :class:`InputError` when the chunker versions differ and ``strict`` is set."""
@@ -124,7 +120,7 @@ def _plan(mode: str, criterion: str, note: str, sa: str | None, sb: str | None) 
     return MatchPlan(mode, criterion, note, rescore_a, rescore_b)
 
 
-def _gaps(a: RunBundle, b: RunBundle, criterion: str) -> str:
+def _gaps(a: StoredRun, b: StoredRun, criterion: str) -> str:
     """Why ``criterion`` (anchor or span) cannot compare the two runs ('' when it can)."""
     _, flag, field, what, _ = next(f for f in _FALLBACKS if f[0] == criterion)
     key = ["query_id", "support_idx", "chunk_id", "doc_id", "rel_path", "line_start", "line_end", "grade"]
@@ -153,7 +149,7 @@ def _gaps(a: RunBundle, b: RunBundle, criterion: str) -> str:
     return ""
 
 
-def rescore(bundle: RunBundle, criterion: str) -> tuple[pd.DataFrame, ScoreSummary]:
+def rescore(bundle: StoredRun, criterion: str) -> tuple[pd.DataFrame, ScoreSummary]:
     """Run ``bundle``'s stored hits, answers and citations through scoring again under
     ``criterion`` (same k, MRR cutoff and hit verification as the run), against its own golden set.
 
@@ -161,9 +157,10 @@ def rescore(bundle: RunBundle, criterion: str) -> tuple[pd.DataFrame, ScoreSumma
     (:func:`~kebab_eval_pipeline.metrics.aggregate.summarize_scores`)."""
     info = bundle.scores.info
     ks = info.get("k") or bundle.metrics.info.get("k")
-    scores = exact_query_scores(
-        bundle.golden,
-        bundle.retrieval,
+    scores = score_results(
+        bundle.golden.queries,
+        bundle.golden.supports,
+        bundle.retrieval.results,
         ks,
         int(info.get("mrr_cutoff", 10)),
         criterion,

@@ -1,25 +1,18 @@
 """Compare two stored runs: metric deltas, per-query verdicts, version diff, golden drift.
 
-Used by the ``comparison_report`` asset (run vs its baseline) and by
-``kebab-eval compare A B``; both produce the same :class:`ComparisonArtifact`.
+Used by :func:`kebab_eval_pipeline.pipeline.compare` (a run vs its baseline: the
+``comparison_report`` asset) and :func:`~kebab_eval_pipeline.pipeline.compare_stored`
+(``kebab-eval compare A B``); both produce the same :class:`ComparisonArtifact`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.artifacts import (
-    ComparisonArtifact,
-    GoldenArtifact,
-    QueryScoresArtifact,
-    RetrievalArtifact,
-    RunMetricsArtifact,
-)
+from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_paired_tests, without_tests
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
@@ -34,55 +27,10 @@ from kebab_eval_pipeline.compare.verdicts import (
 )
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import StoredRun
 
 # Bumped when a comparison of the same two runs would come out differently.
 COMPARE_VERSION = "compare-2"
-
-
-@dataclass
-class RunBundle:
-    """Everything stored for one run that a comparison reads."""
-
-    run_id: str
-    golden: GoldenArtifact
-    retrieval: RetrievalArtifact
-    scores: QueryScoresArtifact
-    metrics: RunMetricsArtifact
-
-
-class _StoredRetrieval:
-    """A run's ``retrieval_results``, read on first use. An exact comparison never reads the hits
-    (the largest table by far: 10M rows at 100k queries × 100 hits), so it does not pay for them."""
-
-    def __init__(self, store: ArtifactStore, run_id: str) -> None:
-        self._store, self._run_id = store, run_id
-
-    @functools.cached_property
-    def _artifact(self) -> RetrievalArtifact:
-        return RetrievalArtifact.from_tables(*self._store.read("retrieval_results", self._run_id))
-
-    def __getattr__(self, name: str):
-        return getattr(self._artifact, name)
-
-
-def load_bundle(store: ArtifactStore, run_id: str) -> RunBundle:
-    """Read a run's artifacts (its retrieval results lazily); InputError names what is missing."""
-    parts = {}
-    for asset, cls in (
-        ("golden_set", GoldenArtifact),
-        ("retrieval_results", None),  # checked here, read on first use
-        ("query_scores", QueryScoresArtifact),
-        ("run_metrics", RunMetricsArtifact),
-    ):
-        if cls is None:
-            if not store.exists(asset, run_id):
-                store.read(asset, run_id)  # raises the InputError naming what is missing
-            continue
-        tables, info = store.read(asset, run_id)
-        parts[asset] = cls.from_tables(tables, info)
-    retrieval = _StoredRetrieval(store, run_id)
-    return RunBundle(run_id, parts["golden_set"], retrieval, parts["query_scores"], parts["run_metrics"])  # type: ignore[arg-type]
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
@@ -136,8 +84,8 @@ def _common_queries(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> int:
 
 
 def _warnings(
-    a: RunBundle,
-    b: RunBundle,
+    a: StoredRun,
+    b: StoredRun,
     plan: MatchPlan,
     n_common: int,
     verdicts: pd.DataFrame,
@@ -174,7 +122,7 @@ def _warnings(
     return out
 
 
-def _scores(bundle: RunBundle, criterion: str | None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+def _scores(bundle: StoredRun, criterion: str | None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     """A run's per-query scores, metrics and breakdowns: as stored, or re-scored under ``criterion``."""
     if criterion is None:
         return current_scores(bundle)  # as stored, unless stored under older metric definitions
@@ -183,9 +131,9 @@ def _scores(bundle: RunBundle, criterion: str | None) -> tuple[pd.DataFrame, dic
     return scores, {**bundle.metrics.metrics, **summary.metrics}, summary.breakdowns
 
 
-def compare_bundles(
-    a: RunBundle,
-    b: RunBundle,
+def compare_runs(
+    a: StoredRun,
+    b: StoredRun,
     strict_chunker_version: bool | None = None,
     baseline_note: str = "",
     options: CompareSettings | None = None,
@@ -276,7 +224,7 @@ def compare_bundles(
     )
 
 
-def current_scores(bundle: RunBundle) -> tuple[pd.DataFrame, dict[str, float | None], pd.DataFrame]:
+def current_scores(bundle: StoredRun) -> tuple[pd.DataFrame, dict[str, float | None], pd.DataFrame]:
     """A run's (query_scores, metrics, breakdowns) under today's metric definitions.
 
     A run scored with the current ``scoring_version`` keeps its stored numbers. An older run (its
@@ -289,7 +237,7 @@ def current_scores(bundle: RunBundle) -> tuple[pd.DataFrame, dict[str, float | N
     return scores, {**bundle.metrics.metrics, **summary.metrics}, summary.breakdowns
 
 
-def _rescored_notes(a: RunBundle, b: RunBundle) -> list[str]:
+def _rescored_notes(a: StoredRun, b: StoredRun) -> list[str]:
     """One note per run stored under older metric definitions (re-scored by the comparison)."""
     return [
         f"run {x.run_id!r} was scored under metric definitions version "

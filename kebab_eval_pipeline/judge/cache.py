@@ -20,12 +20,10 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import unquote, urlsplit
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.judge.completion import Completion
 
-CACHE_FILE = "judge-cache.sqlite"
 BUSY_TIMEOUT_S = 30.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS judge_cache (
@@ -76,22 +74,6 @@ class JudgeCache:
         return InputError(
             "cannot open the judge cache", [Offender(str(self.path), reason, field="judge.cache_dir")]
         )
-
-    @staticmethod
-    def default_path(storage_base: str | None) -> Path:
-        """Where the cache lives: ``<storage_base>/judge-cache.sqlite`` when the artifact storage is
-        a local folder (a plain path or a ``file://`` URL); otherwise (no storage, or an object
-        store such as ``s3://``, where SQLite cannot lock) the user cache folder,
-        ``$XDG_CACHE_HOME`` or ``~/.cache``, ``/kebab-eval/judge-cache.sqlite``."""
-        if storage_base:
-            parts = urlsplit(storage_base)
-            if parts.scheme == "file" and parts.netloc in ("", "localhost"):
-                return Path(unquote(parts.path)) / CACHE_FILE
-            # A Windows drive letter ("C:\\...") parses as a one-letter scheme: still a local path.
-            if "://" not in storage_base:
-                return Path(storage_base) / CACHE_FILE
-        home_cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(home_cache) / "kebab-eval" / CACHE_FILE
 
     def get(self, digest: str, prompt_version: str, input_hash: str) -> Completion | None:
         """The cached reply for this key, or None (a miss; an undecodable row is a miss too)."""

@@ -25,6 +25,7 @@ from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, op
 from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
 from kebab_eval_pipeline.metrics.scope import scope_misses
 from kebab_eval_pipeline.metrics.settings import MatchCriterion
+from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 __all__ = [
     "ANSWER_METRICS",
@@ -72,6 +73,34 @@ NO_VALUE = "(none)"
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
 _HIT_AT = re.compile(r"^hit@(\d+)$")
+
+
+def score_results(
+    queries: pd.DataFrame,
+    supports: pd.DataFrame,
+    results: RetrievalResults,
+    ks: Sequence[int],
+    mrr_cutoff: int,
+    criterion: MatchCriterion | str,
+    verification: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """The unrounded ``query_scores`` of a run's retrieval ``results`` against its golden set
+    (``queries``/``supports`` tables) under ``criterion`` — what a run stores rounded, and what a
+    comparison re-scores with another criterion. Citations resolve against the chunk ids the system
+    reported holding (``known_chunks``; none reported: not checked)."""
+    known = frozenset(results.known_chunks["chunk_id"].dropna()) if len(results.known_chunks) else None
+    return build_query_scores(
+        queries,
+        supports,
+        results.hits,
+        results.outcomes,
+        results.citations,
+        ks=ks,
+        mrr_cutoff=mrr_cutoff,
+        criterion=criterion,
+        known_chunk_ids=known,
+        verification=verification,
+    )
 
 
 def build_query_scores(

@@ -21,16 +21,8 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.compare.baseline import choose_baseline
-from kebab_eval_pipeline.compare.report import render_run_markdown
-from kebab_eval_pipeline.compare.runs import (
-    COMPARE_VERSION,
-    compare_bundles,
-    load_bundle,
-    no_baseline,
-)
+from kebab_eval_pipeline.compare.runs import COMPARE_VERSION
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.gates.evaluate import evaluate_gates
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
@@ -329,7 +321,7 @@ def judge(
 ) -> dg.Output[JudgeArtifact]:
     progress.stage("judge")
     settings = eval_settings.load(system_under_test)
-    art = pipeline.judge(settings, golden_set, retrieval_results, artifact_storage.base)
+    art = pipeline.judge(settings, golden_set, retrieval_results, artifact_storage.store())
     if not art.enabled:
         return dg.Output(art, metadata={"enabled": False, "judgements": 0})
     info = art.info
@@ -428,9 +420,7 @@ def run_metrics(
     art = pipeline.summarize(
         context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
     )
-    gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics, art.breakdowns)]
-    art.info["gates"] = gates
-    report = render_run_markdown(context.partition_key, art.info, art.metrics, art.breakdowns, gates)
+    gates = art.info["gates"]
     headline = pipeline.headline(art.metrics, settings.k)
     # What a person reads first comes first: the UI lists metadata in this order.
     meta = {
@@ -446,7 +436,7 @@ def run_metrics(
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),
         "breakdowns": _table_metadata(art.breakdowns),
-        "report": dg.MetadataValue.md(report),
+        "report": dg.MetadataValue.md(art.report or ""),
     }
     if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
         meta["judge"] = dg.MetadataValue.json(art.info["judge"])
@@ -468,29 +458,12 @@ def comparison_report(
 ) -> dg.Output[ComparisonArtifact]:
     progress.stage("comparison_report")
     settings = eval_settings.load(system_under_test)
-    run_id = context.partition_key
-    store = artifact_storage.store()
-    baseline, note = choose_baseline(
-        store,
-        run_id,
-        settings.baseline,
-        run_metrics.info["golden"],
-        run_metrics.info["created_at"],
-        system=run_metrics.info.get("system"),
-    )
-    if baseline is None:
-        art = no_baseline(run_id, note, run_metrics)
-    else:
-        try:
-            art = compare_bundles(
-                load_bundle(store, baseline),
-                load_bundle(store, run_id),
-                baseline_note=note,
-                options=settings.compare,
-            )
-        except InputError as exc:  # --strict-chunker-version: refuse, saying why
-            raise input_failure(exc) from None
-    note = art.info.get("baseline_note") or note  # a comparison of two systems says so in its note
+    try:
+        art = pipeline.compare(context.partition_key, settings, artifact_storage.store(), run_metrics)
+    except InputError as exc:  # --strict-chunker-version: refuse, saying why
+        raise input_failure(exc) from None
+    baseline = art.info.get("run_a")
+    note = art.info.get("baseline_note") or ""  # a comparison of two systems says so in its note
     context.log.info(note)
     for warning in art.info.get("warnings", []):
         context.log.warning(warning)

@@ -1,11 +1,15 @@
 """Ship gates as asset checks (SPEC §7): one check per configured bound.
 
-Blocking gates fail with ERROR severity, which fails the Dagster run, so
-``dagster asset materialize`` exits non-zero in CI. Non-blocking gates warn.
-Every result carries value, threshold and delta as metadata.
+The gates are evaluated once, where the chain makes the numbers they bound
+(:func:`pipeline.summarize`, :func:`pipeline.compare`), and stored with those assets (``gates`` in
+their info); these checks publish the stored results. Blocking gates fail with ERROR severity,
+which fails the Dagster run, so ``dagster asset materialize`` exits non-zero in CI. Non-blocking
+gates warn. Every result carries value, threshold and delta as metadata.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -15,13 +19,7 @@ from kebab_eval_pipeline.artifacts import (
     QueryScoresArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.gates.evaluate import (
-    GateResult,
-    check_name,
-    evaluate_comparison_gates,
-    evaluate_gate,
-    regression_kinds,
-)
+from kebab_eval_pipeline.gates.evaluate import GateResult, check_name, regression_kinds
 from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.metrics.health import CHECK_NAME
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
@@ -60,6 +58,26 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
     )
 
 
+def _stored_results(info: dict, names: list[str]) -> Iterator[dg.AssetCheckResult]:
+    """The check result of each gate named ``names`` from the gate results an asset stored
+    (``info["gates"]``). A check whose gate the asset did not evaluate — an artifact stored by
+    another configuration, or before gates were stored with it — fails, saying so: a gate is never
+    silently green."""
+    stored = {g["name"]: GateResult(**g) for g in info.get("gates") or []}
+    for name in names:
+        if name in stored:
+            yield _result(stored[name])
+        else:
+            yield dg.AssetCheckResult(
+                check_name=name,
+                passed=False,
+                severity=dg.AssetCheckSeverity.ERROR,
+                description="not evaluated: the stored artifact has no result for this gate "
+                "(stored by another configuration); materialize the asset again",
+                metadata={"outcome": "FAIL", "skipped": False, "reason": "not evaluated"},
+            )
+
+
 def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     bounds = [
         (metric, kind, gate)
@@ -94,14 +112,7 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
         specs=specs, name="ship_gates", ins={"run_metrics": dg.AssetIn(key=run_metrics.key)}
     )
     def ship_gates(run_metrics: RunMetricsArtifact):
-        for metric, kind, gate in bounds:
-            only = gate.model_copy(
-                update={
-                    "min": gate.min if kind == "min" else None,
-                    "max": gate.max if kind == "max" else None,
-                }
-            )
-            yield _result(evaluate_gate(metric, only, run_metrics.metrics, run_metrics.breakdowns)[0])
+        yield from _stored_results(run_metrics.info, [spec.name for spec in specs])
 
     return ship_gates
 
@@ -142,8 +153,7 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
         specs=specs, name="regression_gates", ins={"comparison_report": dg.AssetIn(key=comparison_report.key)}
     )
     def regression_gates(comparison_report: ComparisonArtifact):
-        for result in evaluate_comparison_gates(settings, comparison_report):
-            yield _result(result)
+        yield from _stored_results(comparison_report.info, [spec.name for spec in specs])
 
     return regression_gates
 

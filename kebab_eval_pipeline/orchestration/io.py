@@ -1,12 +1,12 @@
-"""Stores every asset's value as Parquet per partition via :class:`ArtifactStore`."""
+"""Stores every asset's value as Parquet per partition in the run store (:mod:`kebab_eval_pipeline.store`)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline import run_lock
 from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.orchestration import run_lock
+from kebab_eval_pipeline.store.runs import RunStore
 
 
 def _location(path: str) -> dg.MetadataValue:
@@ -23,8 +23,8 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
 
     base: str
 
-    def _store(self) -> ArtifactStore:
-        return ArtifactStore(self.base)
+    def _store(self) -> RunStore:
+        return RunStore(self.base)
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.path[-1]
@@ -35,7 +35,7 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         # One writer per partition: refuse (RunInProgress) when another live run owns it.
         run_lock.verify(self.base, partition, context.run_id, context.step_context.instance)
         attempt = store.write(asset, partition, tables, info, files=files, dagster_run_id=context.run_id)
-        folder = f"{self.base}/{asset}/{context.asset_partition_key}/{attempt}"
+        folder = store.attempt_location(asset, partition, attempt)
         meta: dict = {"storage_path": folder}
         for name in sorted(files):
             # e.g. report_html → .../comparison_report/<run>/<attempt>/comparison.html

@@ -2,6 +2,6 @@
 
 import dagster as dg
 
-from kebab_eval_pipeline.registered_runs import EVAL_RUNS
+from kebab_eval_pipeline.orchestration.registered_runs import EVAL_RUNS
 
 eval_runs = dg.DynamicPartitionsDefinition(name=EVAL_RUNS)

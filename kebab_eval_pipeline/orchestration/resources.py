@@ -16,7 +16,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.run_overrides import CONFIG_ENV, apply_overrides, config_path, judge_overrides
 from kebab_eval_pipeline.settings import RunSettings, load_settings
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 
 __all__ = ["CONFIG_ENV", "ArtifactStorage", "EvalSettingsResource", "SystemUnderTestResource"]
 
@@ -89,5 +89,5 @@ class ArtifactStorage(dg.ConfigurableResource):
 
     base: str
 
-    def store(self) -> ArtifactStore:
-        return ArtifactStore(self.base)
+    def store(self) -> RunStore:
+        return RunStore(self.base)

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.compare.runs import RunBundle
 from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.store.runs import StoredRun
 
 
 def hit(rank: int, path: str, lines: tuple[int, int] | None, chunker: str = "c1", **extra) -> dict:
@@ -49,7 +49,7 @@ def replay_bundle(
     trace: list[dict],
     answers: bool = False,
     **settings: Any,
-) -> RunBundle:
+) -> StoredRun:
     """Score ``trace`` (one kebab per-query record per row) against ``golden`` as run ``run_id``."""
     folder.mkdir(parents=True, exist_ok=True)
     trace_path = folder / f"{run_id}.jsonl"
@@ -67,4 +67,4 @@ def replay_bundle(
     r = pipeline.retrieve(s, g)
     scores = pipeline.score(s, g, r)
     metrics = pipeline.summarize(run_id, s, g, r, scores)
-    return RunBundle(run_id, g, r, scores, metrics)
+    return StoredRun(run_id, g, r, scores, metrics)

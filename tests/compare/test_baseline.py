@@ -1,4 +1,4 @@
-"""Baseline selection and pins, on a real ArtifactStore with run_metrics written as the chain writes them."""
+"""Baseline selection and pins, on a real RunStore with run_metrics written as the chain writes them."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
-from kebab_eval_pipeline.compare.baseline import (
-    PINS_FILE,
-    choose_baseline,
-    pin_baseline,
-    read_pins,
-    unpin_baseline,
-)
+from kebab_eval_pipeline.compare.baseline import choose_baseline
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.layout import PINS_FILE
+from kebab_eval_pipeline.store.pins import pin_baseline, read_pins, unpin_baseline
+from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.identity import make_identity
 
 SHA_V1 = "a1" * 32
@@ -38,7 +34,7 @@ DEMO_LABEL = "reference demo corpus (lexical)"
 
 
 def put(
-    store: ArtifactStore,
+    store: RunStore,
     run_id: str,
     created_at: str,
     name: str = "demo-fermentation",
@@ -69,8 +65,8 @@ def t(minute: int, second: int = 0) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ArtifactStore:
-    return ArtifactStore(tmp_path / "artifacts")
+def store(tmp_path: Path) -> RunStore:
+    return RunStore(tmp_path / "artifacts")
 
 
 def choose(store, run_id, mode, info):
@@ -247,7 +243,7 @@ def test_pin_is_read_back_by_a_new_store_and_overwritten(store, tmp_path):
     assert first["golden"] == "demo-fermentation" and first["replaced"] is None
     assert first["golden_sha256"] == SHA_V1 and first["pinned_at"].endswith("+00:00")
 
-    fresh = ArtifactStore(tmp_path / "artifacts")
+    fresh = RunStore(tmp_path / "artifacts")
     assert read_pins(fresh) == {
         "demo-fermentation": {"run_id": "r1", "golden_sha256": SHA_V1, "pinned_at": first["pinned_at"]}
     }
@@ -270,10 +266,10 @@ def test_no_pin_file_means_no_pins(store):
 
 
 def test_pins_work_on_an_fsspec_store_without_local_rename():
-    remote = ArtifactStore("memory://kebab-eval-baseline-test/artifacts")
+    remote = RunStore("memory://kebab-eval-baseline-test/artifacts")
     put(remote, "r1", t(1))
     pin_baseline(remote, "r1")
-    again = ArtifactStore("memory://kebab-eval-baseline-test/artifacts")
+    again = RunStore("memory://kebab-eval-baseline-test/artifacts")
     assert read_pins(again)["demo-fermentation"]["run_id"] == "r1"
     me = put(again, "r2", t(2))
     assert choose(again, "r2", "auto", me)[0] == "r1"

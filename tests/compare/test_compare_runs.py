@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.compare.document import comparison_document, render_json, report_files
-from kebab_eval_pipeline.compare.runs import compare_bundles, no_baseline
+from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
@@ -67,7 +67,7 @@ def strong(tmp_path_factory, golden):
 
 
 def test_identical_runs_have_zero_deltas_and_p_one(weak):
-    report = compare_bundles(weak, weak)
+    report = compare_runs(weak, weak)
     tested = report.per_metric[report.per_metric["p_value"].notna()]
     assert len(tested) > 20  # every per-query mean of the catalogue
     assert (tested["p_value"] == 1.0).all()
@@ -79,7 +79,7 @@ def test_identical_runs_have_zero_deltas_and_p_one(weak):
 
 
 def test_a_planted_large_effect_is_significant_and_marked(weak, strong):
-    report = compare_bundles(weak, strong)
+    report = compare_runs(weak, strong)
     m = report.per_metric.set_index("metric")
     assert m.loc["mrr", "p_value"] < 0.01 and m.loc["mrr", "test"] == "randomization"
     assert m.loc["hit@1", "p_value"] < 0.01 and m.loc["hit@1", "test"] == "mcnemar_exact"
@@ -98,11 +98,11 @@ def test_a_planted_large_effect_is_significant_and_marked(weak, strong):
 
 
 def test_same_seed_reproduces_and_the_seed_is_recorded(weak, strong):
-    first = compare_bundles(weak, strong, options=CompareSettings(seed=7))
-    again = compare_bundles(weak, strong, options=CompareSettings(seed=7))
+    first = compare_runs(weak, strong, options=CompareSettings(seed=7))
+    again = compare_runs(weak, strong, options=CompareSettings(seed=7))
     pd.testing.assert_frame_equal(first.per_metric, again.per_metric)
     pd.testing.assert_frame_equal(first.per_query, again.per_query)
-    other = compare_bundles(weak, strong, options=CompareSettings(seed=8, resamples=500))
+    other = compare_runs(weak, strong, options=CompareSettings(seed=8, resamples=500))
     assert first.info["seed"] == 7 and other.info["seed"] == 8 and other.info["resamples"] == 500
     # The exact McNemar p-value does not depend on the seed; the bootstrap CI's draws do.
     m1, m2 = first.per_metric.set_index("metric"), other.per_metric.set_index("metric")
@@ -111,17 +111,17 @@ def test_same_seed_reproduces_and_the_seed_is_recorded(weak, strong):
 
 
 def test_too_few_queries_warns_and_marks_every_test(weak, strong):
-    report = compare_bundles(weak, strong, options=CompareSettings(min_queries=50))
+    report = compare_runs(weak, strong, options=CompareSettings(min_queries=50))
     assert report.info["warnings"][0].startswith("only 40 queries in common (< min_queries 50)")
     tested = report.per_metric[report.per_metric["n_paired"].fillna(0) > 0]
     assert len(tested) > 20 and tested["test_note"].str.startswith("only ").all()
     assert tested["p_value"].notna().all()  # still tested and shown; the warning says how much to trust it
     assert "†" in report.markdown and "> ⚠ only 40 queries in common" in report.markdown
-    assert not compare_bundles(weak, strong).info["warnings"]  # 40 ≥ the default 30
+    assert not compare_runs(weak, strong).info["warnings"]  # 40 ≥ the default 30
 
 
 def test_per_slice_deltas_and_labels(weak, strong):
-    report = compare_bundles(weak, strong)
+    report = compare_runs(weak, strong)
     s = report.per_slice
     odd = s[(s["dimension"] == "category") & (s["value"] == "odd") & (s["metric"] == "hit@1")].iloc[0]
     a_scores = weak.scores.scores.set_index("query_id")
@@ -137,7 +137,7 @@ def test_per_slice_deltas_and_labels(weak, strong):
 
 
 def test_json_document_is_strict_and_complete(weak, strong):
-    report = compare_bundles(weak, strong)
+    report = compare_runs(weak, strong)
     text = render_json(report, gates=[])
     doc = json.loads(text)  # allow_nan=False at write: this is strict JSON
     for key in (
@@ -159,7 +159,7 @@ def test_json_document_is_strict_and_complete(weak, strong):
 
 
 def test_report_files_for_a_comparison_and_for_no_baseline(weak, strong):
-    files = report_files(compare_bundles(weak, strong))
+    files = report_files(compare_runs(weak, strong))
     assert set(files) == {"comparison.md", "comparison.html", "comparison.json"}
     assert (
         files["comparison.html"].startswith(b"<!DOCTYPE html") or b"<html" in files["comparison.html"][:200]

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kebab_eval_pipeline.compare.document import comparison_document, render_report_html
-from kebab_eval_pipeline.compare.runs import compare_bundles
+from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates
 from kebab_eval_pipeline.settings import settings_from_dict
 from tests.compare.conftest import hit, replay_bundle, write_golden
@@ -50,7 +50,7 @@ GATES = {"regression": {"mrr": {"max_drop": 0.0}, "regression": {"max": 0}}}
 
 def test_two_systems_say_so_everywhere_and_never_call_a_difference_a_regression(runs):
     a, b, _ = runs
-    report = compare_bundles(a, b, baseline_note="baseline 'a' (configured explicitly)")
+    report = compare_runs(a, b, baseline_note="baseline 'a' (configured explicitly)")
     info = report.info
     label_a = f"replay {a.metrics.info['system']['trace']}"
     label_b = f"replay {b.metrics.info['system']['trace']}"
@@ -85,7 +85,7 @@ def test_two_systems_say_so_everywhere_and_never_call_a_difference_a_regression(
 
 def test_two_runs_of_one_system_keep_the_regression_words(runs):
     a, _, again = runs
-    report = compare_bundles(a, again)
+    report = compare_runs(a, again)
     assert report.info["cross_system"] is False
     assert report.info["systems_note"] == f"one system: replay {a.metrics.info['system']['trace']}"
     assert "comparing two systems" not in report.info["baseline_note"]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.compare.drift import GOLD_QUERY_FIELDS, changed_gold
-from kebab_eval_pipeline.compare.runs import compare_bundles
+from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import queries_table, supports_table
 from tests.compare.conftest import hit, replay_bundle, write_golden
@@ -117,7 +117,7 @@ def test_comparison_lists_drift_and_flags_changed_gold(tmp_path):
     ]
     a = replay_bundle(tmp_path, "a", golden_a, trace)
     b = replay_bundle(tmp_path, "b", golden_b, trace)
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     info = report.info
     assert info["only_in_a"] == ["gone"] and info["only_in_b"] == ["new"]
     assert info["gold_changed"] == [{"query_id": "moved", "fields": ["supports"]}]

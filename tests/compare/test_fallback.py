@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kebab_eval_pipeline.compare.fallback import plan_matching, rescore
-from kebab_eval_pipeline.compare.runs import compare_bundles
+from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.errors import InputError
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
@@ -46,7 +46,7 @@ def test_same_chunker_is_exact_and_uses_each_runs_stored_scores(tmp_path, golden
     plan = plan_matching(a, b)
     assert (plan.mode, plan.criterion) == ("exact", None)
     assert a.scores.info["match_resolved"] == b.scores.info["match_resolved"] == "span"
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     v = report.per_query.set_index("query_id")
     # Own (auto → span) matching: b's hit covers 1 of q1's 4 gold lines, a's covers 2.
     assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"]) == ("regression", 1)
@@ -58,7 +58,7 @@ def test_same_chunker_is_exact_and_uses_each_runs_stored_scores(tmp_path, golden
     # Under the all-fields rule any overlap counts: a draw.
     fa = replay_bundle(tmp_path, "fa", golden, trace((9, 11), "c1"), match="fields")
     fb = replay_bundle(tmp_path, "fb", golden, trace((13, 20), "c1"), match="fields")
-    v = compare_bundles(fa, fb).per_query.set_index("query_id")
+    v = compare_runs(fa, fb).per_query.set_index("query_id")
     assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"], v.loc["q1", "b_rank"]) == ("draw", 1, 1)
 
 
@@ -73,7 +73,7 @@ def test_chunker_change_of_runs_scored_by_span_keeps_their_stored_scores(tmp_pat
         False,
     )
     assert "'c1' vs 'c2'" in plan.note and "both runs were scored by span" in plan.note
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     assert report.info["rescored"] == []
     metrics = report.per_metric.set_index("metric")
     # The comparison's a and b columns are each run's own report.
@@ -93,7 +93,7 @@ def test_chunker_change_with_spans_everywhere_falls_back_to_span(tmp_path, golde
     assert (plan.mode, plan.criterion) == ("fallback_span", "span")
     assert (plan.rescore_a, plan.rescore_b) == (True, True)
     assert "'c1' vs 'c2'" in plan.note and "run a and run b re-scored by span" in plan.note
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     v = report.per_query.set_index("query_id")
     # Under span matching b's hit covers 1 of q1's 4 gold lines: a regression.
     assert (v.loc["q1", "verdict"], v.loc["q1", "a_rank"]) == ("regression", 1)
@@ -131,7 +131,7 @@ def test_a_support_without_lines_falls_back_to_doc(tmp_path):
     assert (plan.mode, plan.criterion) == ("fallback_doc", "doc")
     assert "not anchor: 4 of 4 positive gold supports have no document + heading path" in plan.note
     assert "not span: 1 of 4 positive gold supports have no document + line range" in plan.note
-    v = compare_bundles(a, b).per_query.set_index("query_id")
+    v = compare_runs(a, b).per_query.set_index("query_id")
     # By document only, both runs find q1 (and q3) at rank 1.
     assert (v.loc["q1", "verdict"], v.loc["q3", "verdict"], v.loc["q4", "verdict"]) == (
         "draw",
@@ -152,7 +152,7 @@ def test_hits_without_lines_fall_back_to_doc(tmp_path, golden):
     # b was already scored by doc: only a is re-scored.
     assert (plan.rescore_a, plan.rescore_b) == (True, False)
     assert "run b keeps its stored doc scores; run a re-scored by doc" in plan.note
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     assert report.per_metric.set_index("metric").loc["mrr", "b"] == b.metrics.metrics["mrr"]
 
 
@@ -198,7 +198,7 @@ def test_chunker_change_of_runs_scored_by_anchor_keeps_anchor(tmp_path):
         False,
     )
     assert "'size-200' vs 'size-400'" in plan.note and "both runs were scored by anchor" in plan.note
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     info = report.info
     assert (info["chunker_version_match"], info["matching_criterion"], info["rescored"]) == (
         "fallback_anchor",
@@ -224,7 +224,7 @@ def test_chunker_change_of_runs_scored_by_anchor_keeps_anchor(tmp_path):
     assert v.loc["q3", "verdict"] == "regression" and v.loc["q4", "verdict"] == "win"
     assert (v.loc["q2", "a_rank"], v.loc["q2", "b_rank"]) == (2, 3)
     # By document alone (the old fallback) every query would find its file at rank 1: all draws.
-    docs = compare_bundles(
+    docs = compare_runs(
         replay_bundle(tmp_path, "da", golden, anchor_trace("size-200", {"q1": 2}), match="doc"),
         replay_bundle(tmp_path, "db", golden, anchor_trace("size-400", {"q4": 2}), match="doc"),
     )
@@ -241,7 +241,7 @@ def test_anchor_chosen_from_gold_and_hits_rescores_only_the_run_scored_otherwise
     plan = plan_matching(a, b)
     assert (plan.mode, plan.rescore_a, plan.rescore_b) == ("fallback_anchor", True, False)
     assert "the golden set and both runs' hits support it" in plan.note
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     assert "`anchor`; re-scored: run a; run b's own stored scores)" in report.markdown
     metrics = report.per_metric.set_index("metric")
     assert metrics.loc["mrr", "a"] == pytest.approx(round((1 / 2 + 1 / 2) / 4, 4))  # re-scored by anchor
@@ -253,8 +253,8 @@ def test_strict_chunker_version_refuses_with_both_versions_named(tmp_path, golde
     a = replay_bundle(tmp_path, "a", golden, trace((9, 11), "c1"))
     b = replay_bundle(tmp_path, "b", golden, trace((9, 11), "c2"))
     with pytest.raises(InputError) as info:
-        compare_bundles(a, b, strict_chunker_version=True)
+        compare_runs(a, b, strict_chunker_version=True)
     text = str(info.value)
     assert "--strict-chunker-version" in text and "'c1' vs 'c2'" in text
     # Same chunkers: strictness has nothing to refuse.
-    assert compare_bundles(a, a, strict_chunker_version=True).info["chunker_version_match"] == "exact"
+    assert compare_runs(a, a, strict_chunker_version=True).info["chunker_version_match"] == "exact"

@@ -209,9 +209,9 @@ def _null(value: Any) -> bool:
 
 def check_run(case: Case, folder: Path, env: dict) -> list[str]:
     """What a run stored is right: rows, ids, metric values and ranges, latencies."""
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    store = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     problems: list[str] = []
     try:
         scores = store.read("query_scores", case.run_id)[0]["query_scores"]

@@ -185,22 +185,6 @@ def test_unopenable_paths_are_input_errors_naming_the_file(tmp_path):
     assert "cannot use it as a SQLite database: file is not a database" in _unusable(a_file)
 
 
-def test_default_path(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    user_cache = tmp_path / "home" / ".cache" / "kebab-eval" / "judge-cache.sqlite"
-    assert JudgeCache.default_path("/srv/eval/artifacts") == Path("/srv/eval/artifacts/judge-cache.sqlite")
-    assert JudgeCache.default_path("runs") == Path("runs/judge-cache.sqlite")
-    assert JudgeCache.default_path("file:///srv/my%20runs") == Path("/srv/my runs/judge-cache.sqlite")
-    assert JudgeCache.default_path("file://localhost/srv/x") == Path("/srv/x/judge-cache.sqlite")
-    assert JudgeCache.default_path("s3://bucket/artifacts") == user_cache
-    assert JudgeCache.default_path("memory://artifacts") == user_cache
-    assert JudgeCache.default_path(None) == user_cache
-    assert JudgeCache.default_path("") == user_cache
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert JudgeCache.default_path(None) == tmp_path / "xdg" / "kebab-eval" / "judge-cache.sqlite"
-
-
 def test_close_and_context_manager(tmp_path):
     with JudgeCache(tmp_path / "c.sqlite") as cache:
         cache.put("d", "v1", "h", COMPLETION)

@@ -30,7 +30,7 @@ from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.judge.conftest import judge_or_skip
 from tests.judge.servers import judge_server
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, assert_no_secret
@@ -72,7 +72,7 @@ def config(path: Path, judge: dict, **top) -> Path:
 
 
 def stored(home: Path, run_id: str) -> tuple[JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact]:
-    store = ArtifactStore(home / "kebab-eval" / "artifacts")
+    store = RunStore(home / "kebab-eval" / "artifacts")
     return (
         JudgeArtifact.from_tables(*store.read("judge", run_id)),
         QueryScoresArtifact.from_tables(*store.read("query_scores", run_id)),
@@ -118,7 +118,7 @@ def demo(workspace):
         )
         outputs["run served"] = kebab_eval(keyed, "run", "--run-id", "demo-served", "--config", str(served))
     home = Path(env["DAGSTER_HOME"])
-    outcomes = ArtifactStore(home / "kebab-eval" / "artifacts").read("retrieval_results", "demo-local")[0]
+    outcomes = RunStore(home / "kebab-eval" / "artifacts").read("retrieval_results", "demo-local")[0]
     return {
         "root": root,
         "outputs": outputs,

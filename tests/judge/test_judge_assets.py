@@ -21,7 +21,7 @@ from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import spot_check_sample
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.judge.scripted import DIGEST, MODEL, Endpoint, ScriptedJudge, demo_run, scripted_endpoint
 from tests.orchestration.test_chain import materializations, run_partition
@@ -60,7 +60,7 @@ def check_evaluation(result, name: str = "judge_spot_check"):
 
 
 def stored(defs, run_id: str) -> tuple[JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact]:
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     return (
         JudgeArtifact.from_tables(*store.read("judge", run_id)),
         QueryScoresArtifact.from_tables(*store.read("query_scores", run_id)),
@@ -250,7 +250,7 @@ def test_failing_calls_are_recorded_and_the_key_is_never_written(instance, tmp_p
 def _rejudged(env, run_id: str) -> tuple[JudgeArtifact, dict]:
     """The stored judge artifact of ``run_id`` and the metadata of its latest materialization."""
     home = env["DAGSTER_HOME"]
-    store = ArtifactStore(Path(home) / "kebab-eval" / "artifacts")
+    store = RunStore(Path(home) / "kebab-eval" / "artifacts")
     with dg.DagsterInstance.from_config(home) as instance:
         [record] = instance.fetch_materializations(dg.AssetKey("judge"), limit=1).records
     meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}

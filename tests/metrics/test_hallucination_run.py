@@ -17,7 +17,7 @@ import pytest
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.export import export_json
+from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import settings_from_dict
 from tests.conftest import write
 from tests.orchestration.test_chain import materializations, run_partition
@@ -136,9 +136,9 @@ def test_verdicts_reach_the_dagster_metadata_and_the_export(instance, tmp_path):
     verdicts = meta["query_scores"].metadata["hit_verdicts"].value
     assert verdicts["ok"] == verdicts["hits"] > 0
     assert meta["run_metrics"].metadata["metric/hallucination_rate"].value == 0.0
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    exported = export_json(ArtifactStore(defs.resources["artifact_storage"].base), "verified")
+    exported = export_json(RunStore(defs.resources["artifact_storage"].base), "verified")
     assert exported["metrics"]["hallucination_rate"] == 0.0
     assert {h["verification"] for q in exported["per_query"] for h in q["hits"]} == {"ok"}
 

@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.export import DOCNO_COLUMNS, trec_tables
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.metrics.aggregate import round_scores
 from kebab_eval_pipeline.metrics.matching import match_hits
 from kebab_eval_pipeline.metrics.retrieval import retrieval_scores
+from kebab_eval_pipeline.reporting.export import DOCNO_COLUMNS, trec_tables
 from tests.metrics.conftest import Tables
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

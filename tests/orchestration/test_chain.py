@@ -16,7 +16,7 @@ from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 
 VERSION_KEYS = (
@@ -42,9 +42,9 @@ def run_partition(instance, run_id: str, config: Path | None = None, overrides: 
 
 def defs_scores_columns(defs, run_id: str) -> list[str]:
     """The stored query_scores columns of a run."""
-    from kebab_eval_pipeline.storage import ArtifactStore
+    from kebab_eval_pipeline.store.runs import RunStore
 
-    tables, _ = ArtifactStore(defs.resources["artifact_storage"].base).read("query_scores", run_id)
+    tables, _ = RunStore(defs.resources["artifact_storage"].base).read("query_scores", run_id)
     return list(tables["query_scores"].columns)
 
 
@@ -88,7 +88,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     assert mats["golden_set"].tags["dagster/data_version"].endswith(golden.sha256)
     assert mats["golden_set"].tags["dagster/code_version"] == PARSER_VERSION
 
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     stored = RunMetricsArtifact.from_tables(*store.read("run_metrics", "r1"))
     assert stored.metrics["mrr"] == pytest.approx(metrics_meta["metric/mrr"].value)
     assert stored.info["versions"]["chunker_version"] == "md-heading-2:size=800:overlap=0"
@@ -101,7 +101,7 @@ def test_two_chunk_sizes_compare_with_both_chunker_versions(instance):
     _, first = run_partition(instance, "small-chunks", overrides={"chunk_size": 300})
     defs, second = run_partition(instance, "large-chunks", overrides={"chunk_size": 1200})
     assert first.success and second.success
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     report = ComparisonArtifact.from_tables(*store.read("comparison_report", "large-chunks"))
     assert report.info["run_a"] == "small-chunks"
     assert report.info["versions_a"]["chunker_version"] == "md-heading-2:size=300:overlap=0"
@@ -233,7 +233,7 @@ def test_regression_gate_on_comparison_report(instance, tmp_path):
         for e in worse.all_events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
     }
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     a = RunMetricsArtifact.from_tables(*store.read("run_metrics", "base")).metrics
     b = RunMetricsArtifact.from_tables(*store.read("run_metrics", "worse")).metrics
     assert b["hit@1"] < a["hit@1"] and a["hit@10"] - 0.1 < b["hit@10"] < a["hit@10"]
@@ -267,7 +267,7 @@ def test_regression_gate_on_comparison_report(instance, tmp_path):
 
 
 def test_chunk_id_golden_falls_back_when_chunkers_differ(instance, tmp_path):
-    from kebab_eval_pipeline.compare.runs import compare_bundles, load_bundle
+    from kebab_eval_pipeline.compare.runs import compare_runs
     from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
 
     index = ReferenceIndex.build(DEMO_CORPUS, chunk_size=800)
@@ -283,13 +283,13 @@ def test_chunk_id_golden_falls_back_when_chunkers_differ(instance, tmp_path):
     golden = write(tmp_path / "kebab.yaml", "".join(entries))
     run_partition(instance, "c800", overrides={"golden": str(golden), "chunk_size": 800})
     defs, _ = run_partition(instance, "c300", overrides={"golden": str(golden), "chunk_size": 300})
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
-    a, b = load_bundle(store, "c800"), load_bundle(store, "c300")
+    store = RunStore(defs.resources["artifact_storage"].base)
+    a, b = store.stored_run("c800"), store.stored_run("c300")
     # chunk ids of the 800-char chunker cannot match the 300-char run: exact matching would say "missed"
     assert b.scores.scores["first_relevant_rank"].isna().all()
     assert (a.scores.scores["first_relevant_rank"] == 1).all()
-    report = compare_bundles(a, b)
+    report = compare_runs(a, b)
     assert report.info["chunker_version_match"] == "fallback_doc"
     assert report.info["verdict_counts"]["regression"] == 0  # by document, the 300-char run still finds them
     with pytest.raises(InputError, match="strict-chunker-version"):
-        compare_bundles(a, b, strict_chunker_version=True)
+        compare_runs(a, b, strict_chunker_version=True)

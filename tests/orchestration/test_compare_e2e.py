@@ -19,10 +19,9 @@ import yaml
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.fallback import rescore
-from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import vectors_or_skip
 from tests.orchestration.test_chain import materializations, run_partition
 from tests.span_golden import build_span_golden
@@ -37,15 +36,15 @@ REPORT_FILES = {
 }
 
 
-def store_of(defs) -> ArtifactStore:
-    return ArtifactStore(defs.resources["artifact_storage"].base)
+def store_of(defs) -> RunStore:
+    return RunStore(defs.resources["artifact_storage"].base)
 
 
-def stored_report(store: ArtifactStore, run_id: str) -> ComparisonArtifact:
+def stored_report(store: RunStore, run_id: str) -> ComparisonArtifact:
     return ComparisonArtifact.from_tables(*store.read("comparison_report", run_id))
 
 
-def stored_metrics(store: ArtifactStore, run_id: str) -> dict:
+def stored_metrics(store: RunStore, run_id: str) -> dict:
     return RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id)).metrics
 
 
@@ -130,7 +129,7 @@ def test_two_chunk_sizes_on_a_span_golden_compare_as_fallback_span(instance, tmp
     # Both runs were scored by span (auto): the comparison's a and b are their stored numbers,
     # which are what re-scoring by span gives.
     assert info["rescored"] == []
-    a, b = load_bundle(store, "span-300"), load_bundle(store, "span-1200")
+    a, b = store.stored_run("span-300"), store.stored_run("span-1200")
     assert a.scores.info["match_resolved"] == b.scores.info["match_resolved"] == "span"
     mrr = per_metric(report, "mrr")
     assert (mrr["a"], mrr["b"]) == (
@@ -211,7 +210,7 @@ def test_lexical_vs_vector_compares_exact(instance):
     )
     assert info["fallback_note"] == ""
     assert not any(w.startswith("fallback") for w in info["warnings"])
-    a, b = load_bundle(store, "lexical"), load_bundle(store, "vector")
+    a, b = store.stored_run("lexical"), store.stored_run("vector")
     assert info["matching_criterion"] == b.scores.info["match"] == a.scores.info["match"]
     va, vb = info["versions_a"], info["versions_b"]
     assert va["chunker_version"] == vb["chunker_version"] == SIZE_800

@@ -16,10 +16,10 @@ import yaml
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, QueryScoresArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.compare.baseline import read_pins
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.settings import load_settings
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.pins import read_pins
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_crash_recovery import finish, partition_runs, start_materialize
 from tests.test_cli import env  # noqa: F401  (a fixture)
@@ -42,7 +42,7 @@ def golden_subset(path: Path, part: slice) -> Path:
     return write(path, yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
 
 
-def run_alone(config: Path, run_id: str, store: ArtifactStore) -> None:
+def run_alone(config: Path, run_id: str, store: RunStore) -> None:
     """The same settings evaluated alone, in-process (pipeline functions, no Dagster), stored in a
     separate ``store`` through the same Parquet round trip."""
     settings = load_settings(config)
@@ -103,8 +103,8 @@ def test_four_partitions_materialized_at_once_are_correct_and_independent(instan
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
 
     # Each partition holds what its settings give when run alone.
-    store = ArtifactStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
-    alone = ArtifactStore(tmp_path / "alone")
+    store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
+    alone = RunStore(tmp_path / "alone")
     metrics, infos = {}, {}
     for run_id in RUNS:
         run_alone(configs[run_id], run_id, alone)
@@ -213,7 +213,7 @@ def test_concurrent_baseline_set_for_different_golden_sets_keeps_every_pin(insta
     scores = pipeline.score(settings, golden, retrieval)
     tables, info = pipeline.summarize("seed", settings, golden, retrieval, scores).to_tables()
     environment = dict(os.environ)  # DAGSTER_HOME: the instance fixture's (already initialised) home
-    store = ArtifactStore(Path(environment["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")  # the CLI's default
+    store = RunStore(Path(environment["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")  # the CLI's default
     # golden set name → the one stored run that gets pinned for it
     runs = {f"set-{w}-{r}": f"run-{w}-{r}" for w in range(workers) for r in range(rounds)}
     for name, run_id in runs.items():

@@ -24,7 +24,8 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.storage import MANIFEST, ArtifactStore
+from kebab_eval_pipeline.store.layout import MANIFEST
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_chain import run_partition
 
@@ -145,7 +146,7 @@ def leftovers(base: Path, asset: str, run_id: str) -> list[str]:
     run_dir = base / asset / run_id
     if not run_dir.is_dir():
         return []
-    manifest = ArtifactStore(base).manifest(asset, run_id)
+    manifest = RunStore(base).manifest(asset, run_id)
     published = {MANIFEST} | ({manifest["attempt"]} if manifest else set())
     return sorted(p.name for p in run_dir.iterdir() if p.name not in published and p.suffix != ".lock")
 
@@ -170,7 +171,7 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-def assert_complete_run(store: ArtifactStore, run_id: str) -> pd.DataFrame:
+def assert_complete_run(store: RunStore, run_id: str) -> pd.DataFrame:
     """A finished run of the crash set: exactly one row per golden query at every stage, scores
     as the fake system's ranks dictate. Returns the stored outcomes."""
     ids = golden_ids()
@@ -197,14 +198,14 @@ def assert_complete_run(store: ArtifactStore, run_id: str) -> pd.DataFrame:
 def test_sigkill_in_retrieval_and_mid_write_then_rematerialize(instance, tmp_path):
     config, state = crash_setup(tmp_path)
     base = Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts"  # where both CLIs store
-    store = ArtifactStore(base)
+    store = RunStore(base)
     logs = tmp_path / "logs"
     logs.mkdir()
 
     # Another run, complete, whose files must not change while "r1" is killed and redone.
     defs, other = run_partition(instance, "other", config=config)
     assert other.success
-    assert ArtifactStore(defs.resources["artifact_storage"].base).base == store.base
+    assert RunStore(defs.resources["artifact_storage"].base).base == store.base
     assert_complete_run(store, "other")
     before = snapshot(base, "other")
     assert {path.split("/")[0] for path in before} == set(CHAIN) and len(before) > 15

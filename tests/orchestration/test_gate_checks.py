@@ -14,7 +14,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.reporting.summary import gate_tally
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_chain import run_partition
 
@@ -46,7 +46,7 @@ def test_a_missed_warning_gate_is_a_warn_check_and_the_run_goes_on(instance, tmp
         "pass",
     )
     # The counts the CLI and run_metrics report are the same outcomes.
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     info = RunMetricsArtifact.from_tables(*store.read("run_metrics", "warned")).info
     assert gate_tally(info["gates"]) == {"passed": 1, "failed": 0, "warned": 1, "skipped": 0}
 

@@ -22,7 +22,7 @@ import dagster as dg
 import pytest
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_crash_recovery import (
     WAIT_S,
@@ -79,7 +79,7 @@ def printed_mrr(stdout: str) -> float:
 
 def stored(run_id: str) -> tuple[float, dict]:
     """The stored MRR of ``run_id`` and the Dagster run stamped on each stored asset."""
-    store = ArtifactStore(Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    store = RunStore(Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     mrr = RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id)).metrics["mrr"]
     stamps = {
         asset: store.manifest(asset, run_id)["dagster_run_id"]

@@ -20,8 +20,9 @@ import yaml
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
 from kebab_eval_pipeline.definitions import JOB_NAME
+from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.storage import ArtifactStore, default_storage_base
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
 from tests.orchestration.test_chain import VERSION_KEYS
 from tests.postgres import PG_DB_ENV, PG_ENV, PostgresServer, require_dagster_postgres
@@ -113,7 +114,7 @@ def test_a_cli_run_is_read_back_from_postgres_with_its_metadata(pg_home, postgre
         assert latest is not None and latest.run_id == run.run_id
 
     # The metadata read back equals what the run stored in its Parquet artifacts.
-    stored = stored_metrics(ArtifactStore(default_storage_base()), key)
+    stored = stored_metrics(RunStore(default_storage_base()), key)
     meta = mats["run_metrics"].metadata
     assert meta["metrics"].value == stored.metrics
     assert 0.0 < meta["metric/mrr"].value <= 1.0 and meta["metric/mrr"].value == stored.metrics["mrr"]

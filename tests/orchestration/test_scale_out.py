@@ -21,7 +21,7 @@ from kebab_eval_pipeline.definitions import build_definitions, executor_from_env
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import SYSTEM_POOL
 from kebab_eval_pipeline.settings import load_settings
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.test_cli import cli, env, no_traceback
 
@@ -54,7 +54,7 @@ def _run_of(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
     return run
 
 
-def _metric_values(store: ArtifactStore, run_id: str) -> dict[str, float]:
+def _metric_values(store: RunStore, run_id: str) -> dict[str, float]:
     metrics = store.read("run_metrics", run_id)[0]["metrics"]
     # latencies differ between any two runs; everything else is a function of the hits
     return {
@@ -108,8 +108,8 @@ def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_p
     # the same artifacts through the URL and the plain folder; equal to the chain's functions
     # called directly in this process (no Dagster, no executor)
     assert (second_base / "run_metrics" / "mp-1" / "_manifest.json").is_file()
-    by_url, by_path = ArtifactStore(url), ArtifactStore(second_base)
-    default = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    by_url, by_path = RunStore(url), RunStore(second_base)
+    default = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     assert not default.exists("run_metrics", "mp-1")
     values = _metric_values(by_url, "mp-1")
     assert values == _metric_values(by_path, "mp-1")
@@ -228,6 +228,6 @@ def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Pat
         a, b = step_times("pool-a"), step_times("pool-b")
     assert b["STEP_START"] >= a["STEP_SUCCESS"]
     for run_id in ("pool-a", "pool-b"):
-        store = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+        store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
         scores = store.read("query_scores", run_id)[0]["query_scores"]
         assert sorted(scores["query_id"]) == ids and scores["hit@1"].tolist() == [1.0, 1.0, 1.0]

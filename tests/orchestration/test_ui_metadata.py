@@ -21,7 +21,7 @@ from kebab_eval_pipeline.reporting.per_query import (
     worst_results_first,
     worst_scores_first,
 )
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_chain import materializations, run_partition
 
@@ -83,7 +83,7 @@ def test_materializations_lead_with_what_a_person_reads_first(instance, tmp_path
     defs, result = run_partition(instance, "ci-20261122-111500", config=cfg, overrides={"chunk_size": 300})
     assert result.success
     mats = materializations(result)
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     run = "ci-20261122-111500"
 
     # Every table is linked as its Parquet file, identical to what the store reads back.
@@ -158,7 +158,7 @@ def test_launchpad_overrides_keep_the_config_file(instance, tmp_path, monkeypatc
         partition_key="launchpad", instance=instance, run_config=run_config
     )
     assert result.success
-    store = ArtifactStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources["artifact_storage"].base)
     _, info = store.read("run_metrics", "launchpad")
     assert info["k"] == [1, 3]  # from the file
     assert info["answers"] is False  # from the launchpad

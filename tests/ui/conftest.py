@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kebab_eval_pipeline.artifacts import metrics_from_table
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.browser import require_browser
 from tests.conftest import write
 from tests.test_cli import cli, no_traceback
@@ -44,7 +44,7 @@ class EvalRuns:
     home: Path
     config: Path
     env: dict[str, str]
-    store: ArtifactStore
+    store: RunStore
 
     def metrics(self, run_id: str) -> tuple[dict[str, float | None], dict[str, Any]]:
         """(metric → value or None, info) of ``run_id``'s stored run_metrics."""
@@ -74,7 +74,7 @@ def eval_runs(tmp_path_factory: pytest.TempPathFactory) -> EvalRuns:
         assert proc.returncode == 0, (
             f"kebab-eval run {run_id}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
         )
-    runs = EvalRuns(home, config, env, ArtifactStore(home / "kebab-eval" / "artifacts"))
+    runs = EvalRuns(home, config, env, RunStore(home / "kebab-eval" / "artifacts"))
     for run_id, chunker in CHUNKERS.items():
         stored = runs.metrics(run_id)[1]["versions"]["chunker_version"]
         assert stored == chunker, f"{run_id} ran with chunker {stored!r}, expected {chunker!r}"

@@ -20,7 +20,7 @@ from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import stop_server
 
 #: The console script the command adapter runs, from the interpreter running the tests.
@@ -65,10 +65,10 @@ def run_config(instance, config: Path, run_id: str, overrides: dict | None = Non
     result = defs.resolve_job_def(JOB_NAME).execute_in_process(
         partition_key=run_id, instance=instance, raise_on_error=False
     )
-    return result, ArtifactStore(defs.resources["artifact_storage"].base)
+    return result, RunStore(defs.resources["artifact_storage"].base)
 
 
-def stored_metrics(store: ArtifactStore, run_id: str) -> RunMetricsArtifact:
+def stored_metrics(store: RunStore, run_id: str) -> RunMetricsArtifact:
     return RunMetricsArtifact.from_tables(*store.read("run_metrics", run_id))
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.export import export_json
+from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system

@@ -14,7 +14,7 @@ import pytest
 
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.systems.adapters.fault_server import FaultServer
 from tests.systems.adapters.test_http_adapter import (
     API_KEY,
@@ -63,7 +63,7 @@ def test_secret_reaches_no_process_output_log_report_or_file(env, tmp_path: Path
         assert proc.returncode in (0, 1), (name, proc.stderr)
     assert "s-500" in outputs["export json"].stdout and "http_5xx" in outputs["export json"].stdout
     assert "RUN_SUCCESS" in outputs["dagster materialize s3"].stderr  # Dagster's DEBUG event stream
-    store = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     for run_id in ("s1", "s2", "s3"):
         scores, _ = store.read("query_scores", run_id)
         assert sorted(scores["query_scores"]["query_id"]) == sorted(SECRET_QUERIES)

@@ -23,7 +23,7 @@ from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
 from kebab_eval_pipeline.cli import main as cli_main
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.export import export_json
+from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.replay import detect_format

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.replay import INT64_MAX, MAX_LATENCY_MS, read_trace
 from tests.conftest import write
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
@@ -78,7 +78,7 @@ def test_export_writes_non_finite_numbers_of_an_older_run_as_null(env, tmp_path)
     proc = cli(env, "run", "--run-id", "old", "--config", str(replay_config(tmp_path, rows)))
     assert proc.returncode == 0, proc.stderr
     # What an older version stored from 1e308 latencies: total_suite_ms = inf.
-    store = ArtifactStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     tables, info = store.read("run_metrics", "old")
     metrics = tables["metrics"].copy()
     metrics["value"] = metrics["value"].astype("Float64")

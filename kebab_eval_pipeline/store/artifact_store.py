@@ -1,10 +1,8 @@
 """Run artifacts as Parquet, one folder per asset per run, written atomically.
 
-Layout under a base path (local folder or any fsspec/UPath URL)::
-
-    {base}/{asset}/{run_id}/_manifest.json          <- written last; the only pointer readers follow
-    {base}/{asset}/{run_id}/{attempt}/{table}.parquet
-    {base}/{asset}/{run_id}/{attempt}/{file}             <- report files (e.g. comparison.html)
+Under the storage base (:mod:`.layout`; a local folder or any fsspec/UPath URL), each asset of each
+run is ``{asset}/{run_id}/_manifest.json`` — written last, the only pointer readers follow — naming
+one attempt folder with the asset's tables (``{table}.parquet``) and report files.
 
 An attempt writes its tables into a fresh folder (each file to a temporary name,
 then renamed) and only then replaces the manifest (an atomic rename locally; a
@@ -22,7 +20,6 @@ import os
 import re
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -32,11 +29,12 @@ from upath import UPath
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
-
-# defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
+from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
 
-MANIFEST = "_manifest.json"
+# defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
+from kebab_eval_pipeline.store.layout import MANIFEST
+
 _READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
 
 
@@ -44,13 +42,17 @@ class ArtifactStore:
     """Reads and writes run artifacts (tables + a JSON ``info`` mapping) under ``base``."""
 
     def __init__(self, base: str | os.PathLike):
-        self.base = UPath(base)
+        self.base = UPath(base)  # as given: what messages and metadata show
+        # Where files are read and written: a local base (a plain path or a file:// URL) as the
+        # folder it names (location.local_path: percent-decoded, file://localhost), the same folder
+        # the judge cache, run reports and locks use; any other base as the URL.
+        self.root = UPath(local_path(base)) if is_local(base) else self.base
 
     def __repr__(self) -> str:
         return f"ArtifactStore({str(self.base)!r})"
 
     def _run_dir(self, asset: str, run_id: str) -> UPath:
-        return self.base / asset / check_run_id(run_id)
+        return self.root / asset / check_run_id(run_id)
 
     def write(
         self,
@@ -101,7 +103,7 @@ class ArtifactStore:
         earlier and now superseded — plus stray temporary files. An attempt still being written
         by a live process keeps its folder (its lock is held). Object stores have no locks:
         there only attempts older than ``published`` are removed."""
-        local = atomic.is_local(run_dir)
+        local = is_local(run_dir)
         for child in run_dir.iterdir():
             name = child.name
             if name.startswith(".") and name.endswith(".tmp"):
@@ -154,6 +156,10 @@ class ArtifactStore:
             [Offender(str(self.base / asset / run_id), f"re-published {_READ_RETRIES} times during a read")],
         )
 
+    def attempt_location(self, asset: str, run_id: str, attempt: str) -> str:
+        """Where an attempt's files are, as the base was given (a path or a URL): for metadata."""
+        return f"{self.base}/{asset}/{check_run_id(run_id)}/{attempt}"
+
     def table_path(self, asset: str, run_id: str, table: str) -> str:
         """The Parquet file of one published table (for DuckDB and other readers)."""
         manifest = self.manifest(asset, run_id)
@@ -180,7 +186,7 @@ class ArtifactStore:
 
     def runs(self, asset: str) -> list[dict[str, Any]]:
         """Manifests of every published run of ``asset``, oldest first."""
-        root = self.base / asset
+        root = self.root / asset
         if not root.exists():
             return []
         found = []
@@ -201,130 +207,3 @@ def _file_name(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", name) or ".." in name:
         raise ValueError(f"invalid report file name {name!r}")
     return name
-
-
-#: fsspec protocols that cannot hold artifacts: read-only ones, and ``memory`` (gone with the process).
-_REFUSED_PROTOCOLS = {
-    "memory": "an in-memory store: every artifact would vanish when the process exits",
-    "http": "read-only over fsspec (http:// cannot be written); use a folder or an object store",
-    "https": "read-only over fsspec (https:// cannot be written); use a folder or an object store",
-    "github": "read-only (github://); use a folder or an object store",
-    "git": "read-only (git://); use a folder or an object store",
-    "zip": "an archive, not a store; use a folder or an object store",
-    "tar": "read-only (tar://); use a folder or an object store",
-    "libarchive": "read-only (libarchive://); use a folder or an object store",
-    "reference": "read-only (reference://); use a folder or an object store",
-    "data": "read-only (data:); use a folder or an object store",
-}
-#: Kernel file systems: writing runs there fails mid-run (or writes into the kernel).
-_VIRTUAL_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
-
-
-def storage_problem(value: str, *, check_local: bool = True) -> str | None:
-    """Why ``value`` cannot be an artifact base (``storage`` / ``$KEBAB_EVAL_STORAGE``), or None.
-
-    Refused: an empty value; ``memory://`` (artifacts vanish with the process); read-only fsspec
-    protocols (``http(s)://`` …); a protocol fsspec does not know; a known one whose library is
-    not installed (the message names the package). For a local path or ``file://`` URL (when
-    ``check_local``; a relative path is only checked once made absolute): a place under
-    ``/proc``, ``/sys`` or ``/dev``, an existing path that is not a folder (``/dev/null``, a file),
-    a path below a file, or a folder that cannot be written.
-    """
-    if not value or not value.strip():
-        return "empty: give a folder or a storage URL (or leave the key out for the default)"
-    if "\x00" in value:
-        return "not a usable path: embedded null byte"
-    protocol = value.split("://", 1)[0].lower() if "://" in value else ""
-    if protocol in ("", "file", "local"):
-        if not check_local:
-            return None
-        path = Path(value.split("://", 1)[1]) if protocol else Path(value)
-        if not path.is_absolute():
-            return None if not protocol else f"{value!r}: a file:// URL needs an absolute path"
-        return _local_storage_problem(path)
-    import fsspec
-    from fsspec.registry import known_implementations, registry
-
-    if protocol in _REFUSED_PROTOCOLS:
-        return _REFUSED_PROTOCOLS[protocol]
-    known = known_implementations.get(protocol)
-    if known is None and protocol not in registry:
-        return f"unknown storage protocol {protocol + '://'!r} (use a folder, file://, s3://, gs:// …)"
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except ImportError:
-        hint = (known or {}).get("err") or f"install the fsspec implementation of {protocol}://"
-        return f"{protocol}:// needs a package that is not installed: {hint}"
-    except ValueError as exc:
-        return f"{protocol}:// cannot be used: {exc}"
-    return None
-
-
-def _local_storage_problem(path: Path) -> str | None:
-    try:
-        resolved = path.resolve()  # symlinks too: /tmp/x -> /dev/null is /dev/null
-    except (OSError, RuntimeError) as exc:
-        return f"not a usable path: {exc}"
-    for root in _VIRTUAL_ROOTS:
-        if resolved == root or root in resolved.parents:
-            return f"{resolved} is on the kernel's {root} file system, not storage; use a folder"
-    try:  # stat fails with more than "missing": a name past the OS limit, a loop, permissions
-        existing = resolved
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            what = "a file" if existing.is_file() else "not a folder (a device, FIFO or socket)"
-            where = "is" if existing == resolved else f"is below {existing}, which is"
-            return f"{resolved} {where} {what}; storage must be a folder"
-    except OSError as exc:
-        return f"not a usable path: {exc.strerror or exc}"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} cannot be written (permission denied)"
-    return None
-
-
-def check_storage(value: str, source: str, field: str = "storage") -> str:
-    """``value`` when it can hold artifacts (see :func:`storage_problem`), else InputError naming
-    ``source`` and ``field``."""
-    problem = storage_problem(value)
-    if problem is not None:
-        raise InputError(f"unusable {field}", [Offender(source, problem, field=field)])
-    return value
-
-
-def check_storage_reachable(base: str) -> None:
-    """Create (or reach) the artifact base ``base`` before a run starts, so a store that cannot be
-    reached or written (an unknown host, missing credentials, a read-only mount) fails at once with
-    its reason — InputError naming ``storage`` — instead of inside the first step that writes.
-    Credentials written in the URL (``scheme://user:secret@host``) are not repeated."""
-    try:
-        UPath(base).mkdir(parents=True, exist_ok=True)
-    except Exception as exc:  # every fsspec backend raises its own: socket, botocore, OSError…
-        shown = re.sub(r"//[^/@]*@", "//***@", base)
-        reason = re.sub(r"//[^/@\s]*@", "//***@", f"{type(exc).__name__}: {exc}")[:300]
-        raise InputError(
-            "storage cannot be reached or written",
-            [Offender(shown, f"{reason} (checked before the run started)", field="storage")],
-        ) from None
-
-
-def default_storage_base(configured: str | None = None) -> str:
-    """Where artifacts live: the config's ``storage`` (checked when the config loaded), else
-    ``$KEBAB_EVAL_STORAGE`` (checked here: InputError naming it when unusable), else beside
-    the Dagster instance (``$DAGSTER_HOME/kebab-eval/artifacts``), else ``./.kebab-eval/artifacts``.
-
-    Anchoring to ``DAGSTER_HOME`` keeps the CLI, ``dagster dev`` and ``dagster asset materialize``
-    reading the same runs whenever they share an instance.
-    """
-    if configured:
-        return configured
-    if os.environ.get("KEBAB_EVAL_STORAGE"):  # set but empty counts as unset, like KEBAB_EVAL_CONFIG
-        value = probe = os.environ["KEBAB_EVAL_STORAGE"]
-        if "://" not in value and value.strip() and "\x00" not in value:
-            with contextlib.suppress(RuntimeError):  # "~nobody/x": checked as given
-                probe = str(Path(value).expanduser().absolute())  # relative: the working folder's
-        check_storage(probe, "$KEBAB_EVAL_STORAGE", field="KEBAB_EVAL_STORAGE")
-        return value
-    if os.environ.get("DAGSTER_HOME"):
-        return str(Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
-    return str(Path.cwd() / ".kebab-eval" / "artifacts")

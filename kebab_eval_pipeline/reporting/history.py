@@ -8,7 +8,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 
 #: The columns shown by default: the metric catalogue's summary list.
 DEFAULT_METRICS: tuple[str, ...] = tuple(catalogue.summary_names())

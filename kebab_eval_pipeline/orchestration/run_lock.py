@@ -35,8 +35,9 @@ from typing import Any
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import RunInProgress
+from kebab_eval_pipeline.location import is_local
+from kebab_eval_pipeline.store.layout import lock_folder
 
-LOCK_DIR = "_run_locks"
 PARTITION_TAG = "dagster/partition"
 
 
@@ -52,7 +53,7 @@ _guard = threading.Lock()  # _held is shared by the threads of one process
 
 
 def _paths(base: str, run_id: str) -> tuple[Path, Path]:
-    folder = atomic.local_path(base) / LOCK_DIR
+    folder = lock_folder(base)
     return folder / f"{run_id}.lock", folder / f"{run_id}.json"
 
 
@@ -209,7 +210,7 @@ def _claim_remote(run_id: str, owner: str, instance) -> None:
 def verify(base: str, run_id: str, owner: str, instance) -> None:
     """Check that Dagster run ``owner`` may write partition ``run_id`` (claiming it when it is free
     or its recorded owner is gone); RunInProgress when another live run owns it."""
-    if atomic.is_local(base):
+    if is_local(base):
         _claim_local(base, run_id, owner, instance, hold=False)
     else:
         _claim_remote(run_id, owner, instance)
@@ -219,7 +220,7 @@ def verify(base: str, run_id: str, owner: str, instance) -> None:
 def holding(base: str, run_id: str, owner: str, instance) -> Iterator[None]:
     """Own partition ``run_id`` as Dagster run ``owner`` for the block (RunInProgress when another
     live run owns it). Re-entrant within a process for the same owner."""
-    if not atomic.is_local(base):
+    if not is_local(base):
         _claim_remote(run_id, owner, instance)
         yield
         return

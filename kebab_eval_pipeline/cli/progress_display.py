@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kebab_eval_pipeline import progress
+from kebab_eval_pipeline.cli.terminal import direct_console
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.terminal import direct_console
 
 INTERVAL_ENV = "KEBAB_EVAL_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 10.0
@@ -148,7 +148,7 @@ def progress_display(console: Console) -> Iterator[None]:
     """Show the progress the steps report (through :mod:`kebab_eval_pipeline.progress`) while the
     block runs: live on ``console`` when it is a terminal, else as :class:`PlainProgress` lines on
     it (every :func:`progress_interval` seconds). Either way the output goes to a duplicate of the
-    console's descriptor (:func:`~kebab_eval_pipeline.terminal.direct_console`), not through
+    console's descriptor (:func:`~kebab_eval_pipeline.cli.terminal.direct_console`), not through
     Dagster's capture of the step's output."""
     with direct_console(console) as direct, _showing(direct):
         yield

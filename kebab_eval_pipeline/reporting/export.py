@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.compare.runs import load_bundle
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.json_records import json_records, plain_value
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
 from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
@@ -26,7 +25,7 @@ from kebab_eval_pipeline.metrics.columns import (
 )
 from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
 from kebab_eval_pipeline.metrics.retrieval import applicable_queries, assign_supports, query_codes
-from kebab_eval_pipeline.storage import ArtifactStore
+from kebab_eval_pipeline.store.runs import RunStore
 
 _HIT_FIELDS = (
     "rank",
@@ -59,49 +58,9 @@ _ANSWER_FIELDS = (
 )
 
 
-def _plain(value: Any) -> Any:
-    """Parquet/pandas scalars → JSON values; NaN/NA → None."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "tolist") and not isinstance(value, str):
-        return [_plain(v) for v in value.tolist()] if getattr(value, "ndim", 0) else _plain(value.item())
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def finite_json(doc: Any, path: str = "$") -> tuple[Any, list[str]]:
-    """``doc`` with every non-finite float (inf, -inf, NaN: stored by older runs, e.g. replayed
-    1e308 latencies summed to inf) replaced by None, and the JSON paths of those replaced — so the
-    export stays valid JSON (``allow_nan=False``) and says what it nulled."""
-    if isinstance(doc, float):
-        return (doc, []) if math.isfinite(doc) else (None, [path])
-    if isinstance(doc, dict):
-        out, found = {}, []
-        for key, value in doc.items():
-            out[key], sub = finite_json(value, f"{path}.{key}")
-            found += sub
-        return out, found
-    if isinstance(doc, list | tuple):
-        items, found = [], []
-        for i, value in enumerate(doc):
-            item, sub = finite_json(value, f"{path}[{i}]")
-            items.append(item)
-            found += sub
-        return items, found
-    return doc, []
-
-
-def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table as JSON-ready records: NaN/NA → None, arrays → lists, NumPy scalars → Python."""
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
-
-
-def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
+def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     """The whole run as one JSON-ready mapping (metrics null where denominators are empty)."""
-    b = load_bundle(store, run_id)
+    b = store.stored_run(run_id)
     info = b.metrics.info
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in json_records(b.metrics.breakdowns):
@@ -168,7 +127,7 @@ def export_json(store: ArtifactStore, run_id: str) -> dict[str, Any]:
             "by_query": b.scores.info.get("match_by_query"),
             "warnings": b.scores.info.get("matching_warnings"),
         },
-        "metrics": {k: _plain(v) for k, v in b.metrics.metrics.items()},
+        "metrics": {k: plain_value(v) for k, v in b.metrics.metrics.items()},
         "breakdowns": breakdowns,
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
         "per_query": per_query,
@@ -299,11 +258,11 @@ def trec_tables(
     return TrecExport(run.reset_index(drop=True), qrels.reset_index(drop=True), docnos[list(DOCNO_COLUMNS)])
 
 
-def export_trec(store: ArtifactStore, run_id: str, out: Path) -> tuple[Path, Path, Path]:
+def export_trec(store: RunStore, run_id: str, out: Path) -> tuple[Path, Path, Path]:
     """Write a stored run as a TREC run file ``out``, its qrels ``out.qrels`` and the docno legend
     ``out.docnos.tsv`` (see :func:`trec_tables`), matched under the run's own stored criterion.
     Returns the three paths."""
-    b = load_bundle(store, run_id)
+    b = store.stored_run(run_id)
     criterion = b.scores.info.get("match") or "auto"
     export = trec_tables(
         b.golden.queries, b.golden.supports, b.retrieval.results.hits, criterion, source=f"run {run_id}"

@@ -1,0 +1,199 @@
+"""The run driver: a partition's chain materialized in-process, its outcome read back.
+
+:func:`execute` runs the job with the progress display and without Dagster's own stack traces for
+what the CLI states itself; :func:`check_own_results` makes sure the stored numbers are this run's;
+:func:`raise_run_failure` turns a failed run into the CLI's exit codes (bad input 2, a failed gate
+or system 1, another run of the same id 4, anything else 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from kebab_eval_pipeline.cli.console import err
+from kebab_eval_pipeline.errors import GateFailure, InputError, RunInProgress, SystemHealthFailure
+
+if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
+    from kebab_eval_pipeline.store.runs import RunStore
+
+#: Our errors that a step may raise, by the class name Dagster records for a step's error (its
+#: serialized error chain keeps names, not classes): derived from the classes, so a rename follows.
+_RAISED_IN_STEPS = {cls.__name__: cls for cls in (InputError, RunInProgress)}
+#: Dagster's error for a failed blocking asset check (not exported by dagster: known by its name).
+CHECK_FAILED = "DagsterAssetCheckFailedError"
+
+
+def _writer(store, asset: str, run_id: str) -> str | None:
+    """The Dagster run that wrote the stored ``asset`` of ``run_id`` (None: not stored)."""
+    return (store.manifest(asset, run_id) or {}).get("dagster_run_id")
+
+
+def written_by(store, asset: str, run_id: str, dagster_run_id: str) -> bool:
+    """Whether the stored ``asset`` of ``run_id`` was written by Dagster run ``dagster_run_id``."""
+    return _writer(store, asset, run_id) == dagster_run_id
+
+
+def check_own_results(store, run_id: str, result) -> None:
+    """Every asset this run materialized must still be stored as this run wrote it; otherwise
+    another run of the same run id replaced it, and its numbers are not this run's (RunInProgress)."""
+    for event in result.get_asset_materialization_events():
+        asset = event.asset_key.path[-1]
+        writer = _writer(store, asset, run_id)
+        if writer != result.run_id:
+            raise RunInProgress(
+                f"run {run_id}: the stored {asset} was written by Dagster run "
+                f"{writer}, not by this one ({result.run_id}): another run of "
+                "the same run id replaced it; its numbers are not shown as this run's"
+            )
+
+
+#: Dagster events the CLI states itself, in one line or paragraph (`raise_run_failure`): a failed
+#: step (with its Python stack trace), the run's failure, and the steps skipped after it.
+_STATED_EVENTS = frozenset({"STEP_FAILURE", "RUN_FAILURE", "PIPELINE_FAILURE"})
+
+
+class StatedFailureRecords(logging.Filter):
+    """Drops Dagster's console records of what the CLI reports itself: a failed blocking asset check
+    (the gate or system-health verdict, exit 1), a failed step and the run failure (bad input:
+    the same one-line-per-offender message as at load, exit 2; anything else one paragraph, exit 3)
+    and the "Dependencies for step … Not executing" lines that follow. Dagster prints these with
+    Python stack traces; ``KEBAB_EVAL_DEBUG=1`` keeps them. The instance's event log is untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if os.environ.get("KEBAB_EVAL_DEBUG"):
+            return True
+        if CHECK_FAILED in record.getMessage():
+            return False
+        event = getattr(record, "dagster_event", None)
+        if getattr(event, "event_type_value", None) in _STATED_EVENTS:
+            return False
+        return not (record.levelno >= logging.ERROR and "Dependencies for step" in record.getMessage())
+
+
+@contextmanager
+def quiet_stated_failures():
+    """Loggers created meanwhile (Dagster's console logger is made per run, from the logging
+    module's logger class) carry :class:`StatedFailureRecords`; the instance's event log is untouched."""
+    previous = logging.getLoggerClass()
+
+    class _Logger(previous):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.addFilter(StatedFailureRecords())
+
+    logging.setLoggerClass(_Logger)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(previous)
+
+
+def execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None):
+    """Run ``job`` for partition ``run_id`` in-process (as Dagster run ``dagster_run_id``, the owner
+    of the partition's lock) with its progress on stderr (stage name, queries done; progress_display.py:
+    live on a terminal, periodic lines otherwise; ``total`` is unused: each stage reports its own
+    count); Dagster's DEBUG event stream stays in the instance
+    (and the UI), the terminal gets the progress and warnings only."""
+    from kebab_eval_pipeline.cli.progress_display import progress_display
+
+    with progress_display(err), quiet_stated_failures():
+        return job.execute_in_process(
+            partition_key=run_id,
+            instance=instance,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags=tags,
+            asset_selection=asset_selection,
+            run_id=dagster_run_id,
+        )
+
+
+def raise_run_failure(result, run_id: str) -> None:
+    """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
+    under test failed), GateFailure (a blocking gate or check, named with its reason),
+    RunInProgress (another process runs this partition) or, for anything else, RuntimeError
+    (exit 3) naming the step and its error."""
+    from kebab_eval_pipeline.metrics.health import CHECK_NAME
+    from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
+
+    failed_checks = {
+        e.check_name: e
+        for e in result.get_asset_check_evaluations()
+        if not e.passed and e.blocking and e.severity.value == "ERROR"
+    }
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.step_failure_data.error
+        chain = []
+        while error is not None:
+            chain.append(error)
+            error = error.cause
+        if any(e.cls_name == CHECK_FAILED for e in chain):
+            health = failed_checks.pop(CHECK_NAME, None)
+            if health is not None:
+                also = f" (and {len(failed_checks)} blocking gate(s) failed)" if failed_checks else ""
+                raise SystemHealthFailure(f"run {run_id}: {health.description}{also}")
+            # a check before run_metrics (matching_coverage: fail) stops the chain: no gate table
+            named = "; ".join(f"{name}: {e.description}" for name, e in failed_checks.items())
+            raise GateFailure(
+                f"run {run_id}: blocking check(s) failed: {named or 'see the gate table above'}"
+            )
+        # Bad input found inside a step: the same message as at load (exit 2), not the step's frames.
+        user = event.step_failure_data.user_failure_data
+        if user is not None and INPUT_ERROR_KEY in (user.metadata or {}):
+            raise InputError((user.description or "").strip())
+        for e in chain:  # messages read "kebab_eval_pipeline.errors.InputError: <message>"
+            ours = _RAISED_IN_STEPS.get(e.cls_name)  # RunInProgress: another process holds it (exit 4)
+            if ours is not None:
+                raise ours(e.message.split(": ", 1)[-1].strip())
+        raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
+    raise RuntimeError(f"run {run_id} failed")
+
+
+def drive(
+    defs,
+    instance,
+    run_id: str,
+    *,
+    total: int,
+    tags: dict,
+    show: Callable[[RunStore], None],
+    asset_selection=None,
+    prepare: Callable[[], None] | None = None,
+) -> None:
+    """Materialize partition ``run_id`` of ``defs``' job in-process (all of it, or
+    ``asset_selection``) holding the partition's lock — one writer per run id: RunInProgress (exit
+    4) while another run of it is in progress — from ``prepare`` (registering the partition) until
+    ``show`` has printed the stored numbers, so they are this run's. Then a failed run raises its
+    exit code's error (:func:`raise_run_failure`)."""
+    from kebab_eval_pipeline.definitions import JOB_NAME
+    from kebab_eval_pipeline.orchestration import run_lock
+    from kebab_eval_pipeline.store.runs import RunStore
+
+    base = defs.resources["artifact_storage"].base
+    store = RunStore(base)
+    dagster_run_id = str(uuid.uuid4())
+    with run_lock.holding(base, run_id, dagster_run_id, instance):
+        if prepare is not None:
+            prepare()
+        result = execute(
+            defs.resolve_job_def(JOB_NAME),
+            instance,
+            run_id,
+            total,
+            tags=tags,
+            asset_selection=asset_selection,
+            dagster_run_id=dagster_run_id,
+        )
+        check_own_results(store, run_id, result)
+        if not written_by(store, "run_metrics", run_id, result.run_id):
+            raise_run_failure(result, run_id)
+        show(store)
+    if not result.success:
+        raise_run_failure(result, run_id)

@@ -1,0 +1,101 @@
+"""The Dagster home and instance the CLI runs in, and the run store it reads.
+
+Commands that only read stored artifacts never import Dagster or open the instance: they stop at
+:func:`dagster_home`, which anchors the default storage beside the instance.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.cli.console import err
+from kebab_eval_pipeline.errors import InputError, Offender
+
+if TYPE_CHECKING:  # the store pulls in pandas: imported by the commands that read it
+    from kebab_eval_pipeline.store.runs import RunStore
+
+DEFAULT_HOME = Path(".kebab-eval") / "dagster_home"
+
+
+#: What the CLI writes into a dagster.yaml it creates: the tool runs offline, so Dagster's usage
+#: statistics are off (and its telemetry banner never opens the output), and the webserver's
+#: "Join the Dagster community" dialog (its ``nux``) does not cover the asset graph on a first visit.
+TELEMETRY_OFF = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
+
+
+#: What older versions wrote into the project-local home: upgraded to TELEMETRY_OFF on first use.
+_OLD_OWN_CONFIGS = ("", "telemetry:\n  enabled: false")
+
+
+_own_home: Path | None = None  # the project-local home this process chose, if it chose one
+
+
+def dagster_home() -> tuple[Path, bool]:
+    """The Dagster home — $DAGSTER_HOME, else a project-local one (announced on stderr and set in
+    the environment, so the default artifact storage is anchored beside it) — and whether it is that
+    project-local one. Imports no Dagster and opens no instance: commands that only read stored
+    artifacts stop here. InputError when $DAGSTER_HOME is relative."""
+    global _own_home
+    if not os.environ.get("DAGSTER_HOME"):
+        _own_home = DEFAULT_HOME.resolve()
+        os.environ["DAGSTER_HOME"] = str(_own_home)
+        err.print(
+            f"[dim]DAGSTER_HOME not set; using {_own_home} (export it to share runs with `dagster dev`)[/dim]"
+        )
+    home = Path(os.environ["DAGSTER_HOME"]).expanduser()
+    if not home.is_absolute():
+        raise InputError(
+            "DAGSTER_HOME must be an absolute path", [Offender("DAGSTER_HOME", f"{str(home)!r} is relative")]
+        )
+    # "own" survives a second call (the first one set $DAGSTER_HOME)
+    return home, _own_home is not None and str(home) == str(_own_home)
+
+
+def open_instance():
+    """The Dagster instance at $DAGSTER_HOME; when unset, a project-local one (announced on stderr).
+
+    A missing dagster.yaml is created with telemetry and the community dialog disabled (so is our
+    own empty or telemetry-only one in the project-local home, from older versions). A user's
+    dagster.yaml is never rewritten: when it does not mention telemetry, this process's instance
+    runs with telemetry off — which also keeps Dagster's telemetry banner out of the output; an
+    explicit ``telemetry:`` setting is obeyed.
+    """
+    home, own = dagster_home()
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    config = home / "dagster.yaml"
+    # Dagster creates its SQLite tables on first use without a lock: several commands starting at
+    # once on a new home can corrupt the schema version for good, so creation is serialised here.
+    with atomic.locked(config):
+        if not config.exists() or (own and config.read_text(encoding="utf-8").strip() in _OLD_OWN_CONFIGS):
+            atomic.write_text(config, TELEMETRY_OFF)
+        if _mentions_telemetry(config):
+            return DagsterInstance.get()
+        ref = InstanceRef.from_dir(str(home), overrides={"telemetry": {"enabled": False}})
+        return DagsterInstance.from_ref(ref)
+
+
+def _mentions_telemetry(config: Path) -> bool:
+    """Whether a dagster.yaml sets ``telemetry`` (an unreadable one: Dagster reports it on load)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True
+    return isinstance(doc, dict) and "telemetry" in doc
+
+
+def open_store(config: Path | None = None) -> RunStore:
+    """The run store of ``config``'s ``storage`` (default: beside the Dagster instance), without
+    opening the instance."""
+    from kebab_eval_pipeline.location import default_storage_base
+    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.store.runs import RunStore
+
+    dagster_home()  # anchors the default storage beside the instance (without opening it)
+    return RunStore(default_storage_base(load_settings(config).storage))

@@ -1,0 +1,148 @@
+"""``kebab-eval``: the command tree and the entry point that turns every outcome into an exit code.
+
+Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
+2 bad input or usage — a message naming each offender (file, position, query id, field, reason);
+3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the traceback);
+4 refused because another run of the same run id is in progress (or replaced this run's
+results while it ran). Never a traceback otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.markup import escape
+
+from kebab_eval_pipeline.cli import baseline, golden, runs, stored
+from kebab_eval_pipeline.cli import run as run_commands
+from kebab_eval_pipeline.cli.console import err
+from kebab_eval_pipeline.cli.help import tidy
+from kebab_eval_pipeline.errors import (
+    GateFailure,
+    InputError,
+    Offender,
+    RunInProgress,
+    SystemHealthFailure,
+)
+from kebab_eval_pipeline.judge.cli import judge_app
+from kebab_eval_pipeline.systems.reference.cli import ref_app
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
+)
+runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
+golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert and describe golden sets.")
+baseline_app = typer.Typer(
+    no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
+)
+app.add_typer(runs_app, name="runs")
+app.add_typer(golden_app, name="golden")
+app.add_typer(baseline_app, name="baseline")
+
+app.command()(run_commands.run)
+app.command()(run_commands.rejudge)
+runs_app.command("add")(runs.runs_add)
+runs_app.command("list")(runs.runs_list)
+baseline_app.command("set")(baseline.baseline_set)
+baseline_app.command("show")(baseline.baseline_show)
+baseline_app.command("clear")(baseline.baseline_clear)
+golden_app.command("validate")(golden.golden_validate)
+golden_app.command("convert")(golden.golden_convert)
+golden_app.command("schema")(golden.golden_schema)
+app.command()(stored.compare)
+app.command()(stored.export)
+app.command()(stored.history)
+app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
+app.add_typer(judge_app, name="judge")
+
+
+def _value_options() -> set[str]:
+    """Option names (``--golden``, ``-o``) that take a value in some command and are a flag in none."""
+    valued, flags = set(), set()
+
+    def walk(command) -> None:
+        for param in command.params:
+            if param.param_type_name == "option":  # typer may vendor its own click: no isinstance
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else valued).update(names)
+        for child in getattr(command, "commands", {}).values():
+            walk(child)
+
+    walk(typer.main.get_command(app))
+    return valued - flags
+
+
+def empty_option_values(args: list[str]) -> list[Offender]:
+    """Options given an empty value (``--golden ""``, ``--config=``): each would silently mean the
+    default (the bundled demo, the current folder, a new run id), so each is refused, named."""
+    valued = _value_options()
+    offenders = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in valued and (
+            (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
+        ):
+            offenders.append(Offender(name, "empty value: give one, or leave the option out"))
+    return offenders
+
+
+def main() -> None:
+    """Console-script entry: map errors to exit codes, never a traceback.
+
+    0 success; 1 a blocking gate or the system-health check failed; 2 bad input or usage (one line
+    per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
+    it with its traceback); 4 another run of the same run id is in progress.
+    """
+    try:
+        empty = empty_option_values(sys.argv[1:])
+        if empty:
+            raise InputError("empty option value", empty)
+        # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
+        # tidy: help printed as written (no swallowed [words], no mid-sentence breaks, no <bool>).
+        code = tidy(typer.main.get_command(app))(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except InputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except RunInProgress as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(4)
+    except SystemHealthFailure as exc:
+        err.print(f"[red]system failed:[/red] {escape(str(exc))}", highlight=False)
+        sys.exit(1)
+    except GateFailure as exc:
+        err.print(f"gate failed: {exc}", markup=False, highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
+        sys.exit(130)
+    except Exception as exc:
+        # Usage errors: typer vendors its own click, whose ClickException is a TyperException.
+        if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("KEBAB_EVAL_DEBUG"):
+            raise
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # A path that cannot be written or read (permissions, a full disk, a folder in the
+            # way): bad input, named with the file, not an internal failure.
+            err.print(f"error: {exc.filename}: {exc.strerror or exc}", markup=False, highlight=False)
+            sys.exit(2)
+        # A bug or an environment failure, not bad input: one paragraph, not a traceback.
+        # Exit 3, never 1: CI must tell a crash from a failed gate.
+        err.print(
+            f"error: {type(exc).__name__}: {exc}\n"
+            "(an internal failure; set KEBAB_EVAL_DEBUG=1 to see the traceback)",
+            markup=False,
+            highlight=False,
+        )
+        sys.exit(3)

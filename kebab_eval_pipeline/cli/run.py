@@ -1,0 +1,202 @@
+"""``kebab-eval run`` and ``rejudge``: a run's inputs checked before Dagster starts, then its
+partition materialized in-process (:mod:`.driver`) and its stored numbers printed (:mod:`.show`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kebab_eval_pipeline.cli.console import err
+from kebab_eval_pipeline.cli.driver import drive
+from kebab_eval_pipeline.cli.instance import dagster_home, open_instance
+from kebab_eval_pipeline.cli.show import print_run
+from kebab_eval_pipeline.errors import InputError, Offender
+
+
+def run(
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            "--run-id", help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>)."
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Run config YAML (system, gates, storage, judge, …).")
+    ] = None,
+    golden: Annotated[
+        str | None, typer.Option("--golden", help="Golden file (overrides the config).")
+    ] = None,
+    system: Annotated[
+        str | None,
+        typer.Option(
+            "--system",
+            help="reference | command | http | replay (its settings come from the config's system block).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Retrieval mode of the reference system: lexical, vector or hybrid."),
+    ] = None,
+    answers: Annotated[
+        bool | None, typer.Option("--answers/--no-answers", help="Ask for answers too.")
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="auto (the golden set's pinned baseline, else previous) | previous (the most recent "
+            "earlier run on the same golden sha256) | pinned | none | <run_id>.",
+        ),
+    ] = None,
+    chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="Reference chunker size.")] = None,
+    judge: Annotated[
+        bool | None,
+        typer.Option(
+            "--judge/--no-judge",
+            help="Turn the LLM judge on (the config's judge: block, else the default local judge) or off.",
+        ),
+    ] = None,
+) -> None:
+    """Register a run partition and materialize the whole chain in-process."""
+    from kebab_eval_pipeline.cli.progress_display import progress_interval
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
+    from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
+    from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
+
+    if system not in (None, *SYSTEM_KINDS):
+        raise InputError(
+            "unknown system kind",
+            [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
+        )
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
+    overrides = {
+        k: v
+        for k, v in {
+            "golden": golden,
+            "system_kind": system,
+            "mode": mode,
+            "answers": answers,
+            "baseline": baseline,
+            "chunk_size": chunk_size,
+            "judge": judge,
+        }.items()
+        if v is not None
+    }
+    dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
+    # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
+    # judge model, storage that cannot be reached — before any run exists, and before Dagster is
+    # imported or an instance opened (seconds under load): the same settings the run will use.
+    # The config and golden files first: a typo'd key or a missing or bad golden file is refused
+    # before even pandas is imported.
+    settings = settings_for_run(config, overrides)
+    from kebab_eval_pipeline.golden.load import load_golden
+
+    golden_file = load_golden(settings.golden_path())
+
+    from kebab_eval_pipeline.gates.evaluate import check_gate_names
+    from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base
+    from kebab_eval_pipeline.pipeline import (
+        check_golden_against_system,
+        check_run_inputs,
+        headline,
+        load_golden_artifact,
+    )
+    from kebab_eval_pipeline.systems.factory import build_system
+
+    check_gate_names(settings, source=config_path(config) or "<defaults>")
+    check_run_inputs(settings)
+    check_storage_reachable(default_storage_base(settings.storage))
+    progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
+    loaded = load_golden_artifact(settings, golden_file)
+    for warning in [
+        *loaded.info["warnings"],
+        *check_golden_against_system(settings, loaded, build_system(settings)),
+    ]:
+        err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+
+    from kebab_eval_pipeline.definitions import build_definitions
+    from kebab_eval_pipeline.orchestration.assets import observe_inputs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
+
+    instance = open_instance()
+
+    def register() -> None:
+        instance.add_dynamic_partitions(eval_runs.name, [run_id])
+        observe_inputs(instance, settings)
+
+    drive(
+        build_definitions(config, overrides=overrides),
+        instance,
+        run_id,
+        total=len(loaded.queries),
+        tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
+        prepare=register,
+        show=lambda store: print_run(store, run_id, settings.k, headline),
+    )
+
+
+JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")
+
+
+def rejudge(
+    run_id: Annotated[str, typer.Argument(help="A stored run (partition) to judge again.")],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="The run's config YAML; its judge: block is the judge (default: local)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Another judge model (a local path, or the endpoint's name)."),
+    ] = None,
+    prompt_version: Annotated[
+        str | None, typer.Option("--prompt-version", help="Another judge prompt version (v1, v1-alt).")
+    ] = None,
+) -> None:
+    """Judge a stored run again — with the current judge or another model or prompt version — from
+    its stored golden set and results: the system under test is not called. Re-materializes judge,
+    query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
+    digest, prompt version and input) cost no model call."""
+    from dagster import AssetKey
+
+    from kebab_eval_pipeline.definitions import build_definitions, run_settings
+    from kebab_eval_pipeline.pipeline import check_run_inputs, headline
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id
+    from kebab_eval_pipeline.store.runs import RunStore
+
+    run_id = check_run_id(run_id)
+    instance = open_instance()
+    overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
+    defs = build_definitions(config, overrides={k: v for k, v in overrides.items() if v is not None})
+    settings = run_settings(defs)
+    check_run_inputs(settings)
+    store = RunStore(defs.resources["artifact_storage"].base)
+    if not store.exists("retrieval_results", run_id) or not store.exists("run_metrics", run_id):
+        raise InputError(
+            "nothing to re-judge",
+            [Offender(run_id, f"no stored results for this run under {store.base}", field="run_id")],
+        )
+    stored = store.read("run_metrics", run_id)[1]
+    differs = [
+        Offender(
+            str(config or "<defaults>"),
+            f"the run was scored with {key}={stored.get(key)!r}, this config says {getattr(settings, key)!r}",
+            field=key,
+        )
+        for key in ("k", "mrr_cutoff", "match")
+        if key in stored and stored[key] != getattr(settings, key)
+    ]
+    if differs:
+        raise InputError(f"run {run_id} was scored with other settings: pass the config it ran with", differs)
+    drive(
+        defs,
+        instance,
+        run_id,
+        total=stored.get("golden", {}).get("queries", 0),
+        tags={TRIGGER_TAG: "rejudge"},
+        asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
+        show=lambda store: print_run(store, run_id, settings.k, headline),
+    )

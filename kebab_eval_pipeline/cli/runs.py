@@ -1,0 +1,79 @@
+"""``kebab-eval runs add`` and ``runs list``: run partitions, registered and listed."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kebab_eval_pipeline.cli.console import out
+from kebab_eval_pipeline.cli.instance import dagster_home, open_instance, open_store
+from kebab_eval_pipeline.cli.show import print_runs_table
+
+
+def runs_add(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ID",
+            help="Partition key (default: ci-<UTC time>-<commit> in CI, else <user>-<UTC time>).",
+            show_default=False,
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only the run id (for RUN_ID=$(kebab-eval runs add -q))."),
+    ] = False,
+) -> None:
+    """Register a run partition only (then `dagster asset materialize --partition ID`).
+
+    Without ID a new one is made (`kebab-eval runs add -q` prints just that id). Also records the
+    golden hash and index version the run will read (config from $KEBAB_EVAL_CONFIG, as the code
+    location loads it).
+    """
+    from kebab_eval_pipeline.definitions import CONFIG_ENV
+    from kebab_eval_pipeline.orchestration.assets import observe_inputs
+    from kebab_eval_pipeline.orchestration.partitions import eval_runs
+    from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
+    from kebab_eval_pipeline.settings import load_settings
+
+    instance = open_instance()
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
+    observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
+    if instance.has_dynamic_partition(eval_runs.name, run_id):
+        out.print(run_id if quiet else f"run {run_id} is already registered", highlight=False)
+        return
+    instance.add_dynamic_partitions(eval_runs.name, [run_id])
+    out.print(
+        run_id if quiet else f"registered run {run_id} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
+def runs_list(
+    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+) -> None:
+    """Registered run partitions, oldest first, and whether their metrics are stored.
+
+    `started` is the UTC time in a generated id, else the run's created_at; runs with neither
+    follow in the order they were registered.
+    """
+    from kebab_eval_pipeline.cli.tables import Field
+    from kebab_eval_pipeline.orchestration.registered_runs import registered_runs
+    from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
+
+    store = open_store(config)
+    created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
+    # the registered ids straight from a default SQLite instance: no Dagster import for a listing
+    keys = sort_run_ids(registered_runs(dagster_home()[0], open_instance), created)
+    starts = [run_started(key, created.get(key)) for key in keys]
+    shown = ["" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M:%S}" for t in starts]
+    print_runs_table(
+        Field("run_id", keys),
+        Field("started (UTC)", shown),
+        labels=[Field("metrics stored", ["yes" if key in created else "no" for key in keys])],
+    )

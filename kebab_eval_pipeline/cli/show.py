@@ -1,0 +1,127 @@
+"""What the CLI prints of a stored run: the headline table, matching, system health, gates, and
+where its reports are — read from what the run stored, never computed again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from rich.table import Table
+
+from kebab_eval_pipeline.cli.console import err, fmt, out
+
+if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
+    from kebab_eval_pipeline.store.runs import RunStore
+
+
+def print_health(info: dict) -> None:
+    """The system-health verdict when any query failed: red when it fails the run, else yellow."""
+    verdict = info.get("system_health")
+    if not verdict or not verdict["failed"]:
+        return
+    from kebab_eval_pipeline.metrics.health import failed_run
+
+    if failed_run(verdict):
+        state, colour = "FAIL", "red"
+    else:
+        state, colour = "warn", "yellow"
+    out.print(
+        f"  [{colour}]{state:4}[/{colour}] {escape(verdict['message'])} (see `kebab-eval export`)",
+        highlight=False,
+    )
+
+
+def print_matching(info: dict) -> None:
+    """The criterion that matched the hits to the golden set, and why matching may score 0."""
+    from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+
+    line = match_line(info)
+    if line is not None:
+        out.print(f"  match: {escape(line)}", highlight=False)
+    for w in info.get("matching_warnings") or []:
+        # escape(): user and system text is never rich markup (a "[/x]" in it would crash the print).
+        out.print(
+            f"  [yellow]warning[/yellow] matching ({escape(w['field'])}): {escape(w['message'])}",
+            highlight=False,
+        )
+
+
+def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
+    """A stored run: its headline metrics, matching, system health and gate results (as
+    ``run_metrics`` stored them), its comparison's note and warnings, and where its reports are —
+    copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/`` of a local base."""
+    from kebab_eval_pipeline.artifacts import REPORT_FILE
+    from kebab_eval_pipeline.compare.systems import verdict_count_text
+    from kebab_eval_pipeline.systems.label import system_label
+
+    run = store.stored_run(run_id)
+    metrics = run.metrics
+    # A line of its own, not the table's title: a title wraps to the (narrow) table's width.
+    out.print(
+        f"run {run_id} — {metrics.info['golden']['name']} "
+        f"({metrics.info['golden']['queries']} queries, {system_label(metrics.info['system'])})",
+        markup=False,
+        highlight=False,
+        style="italic",
+    )
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("n", justify="right")
+    for name, value in headline(metrics.metrics, ks).items():
+        table.add_row(name, fmt(value), str(metrics.denominators.get(name, "")))
+    out.print(table)
+    print_matching(metrics.info)
+    print_health(metrics.info)
+    for g in metrics.info.get("gates", []):
+        state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
+        colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
+        out.print(f"  gate [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
+    reports = {REPORT_FILE: store.read_file("run_metrics", run_id, REPORT_FILE).decode("utf-8")}
+    comparison = run.comparison()
+    if comparison is not None:
+        reports["comparison.md"] = comparison.markdown
+        counts = verdict_count_text(comparison.info)  # neutral words for two systems
+        out.print(
+            f"comparison: {escape(str(comparison.info.get('baseline_note')))}"
+            + (f"; verdicts: {counts}" if counts else "")
+        )
+        for warning in comparison.info.get("warnings", []):
+            out.print(f"  [yellow]warning[/yellow] {escape(warning)}", highlight=False)
+    folder = store.write_reports(run_id, reports)
+    if comparison is not None:
+        html = store.file_path("comparison_report", run_id, "comparison.html")
+        if html is not None:
+            out.print(f"comparison report: {html}", soft_wrap=True, highlight=False)
+    where = (
+        folder / REPORT_FILE if folder is not None else store.file_path("run_metrics", run_id, REPORT_FILE)
+    )
+    out.print(f"report: {where}", soft_wrap=True, highlight=False)
+
+
+def print_runs_table(run_id, time, labels=(), numbers=()) -> None:
+    """A table of runs fitted to the terminal (tables.py: never an id split; piped: never wrapped)."""
+    from kebab_eval_pipeline.cli.tables import fit_runs_table
+
+    fitted = fit_runs_table(out, run_id, time, labels, numbers, width=out.width if out.is_terminal else None)
+    out.print(fitted.renderable, soft_wrap=fitted.soft_wrap)
+    if fitted.dropped:
+        out.print(
+            f"({', '.join(fitted.dropped)}: not shown at this width)",
+            markup=False,
+            highlight=False,
+            style="dim",
+        )
+
+
+def print_probe(kind: str, probe) -> None:
+    """The system check of `golden validate --config`: checked, warnings, not checked, failure."""
+    out.print(f"system check ({kind}):", highlight=False)
+    for line in probe.checked:
+        out.print(f"  checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    for line in probe.warnings:
+        out.print(f"  [yellow]warning[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
+    for line in probe.not_checked:
+        out.print(f"  not checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    if probe.error is not None:
+        err.print(f"error: system check failed: {probe.error}", markup=False, highlight=False)

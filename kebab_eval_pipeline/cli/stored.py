@@ -1,0 +1,135 @@
+"""``kebab-eval compare``, ``export`` and ``history``: what stored runs say, compared, exported and
+followed across runs. Reading commands: no Dagster instance is opened."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.cli.baseline import ConfigOption
+from kebab_eval_pipeline.cli.console import err, fmt, out
+from kebab_eval_pipeline.cli.instance import open_store
+from kebab_eval_pipeline.cli.show import print_runs_table
+from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
+
+
+def compare(
+    a: Annotated[str, typer.Argument(help="Baseline run id.")],
+    b: Annotated[str, typer.Argument(help="Candidate run id (delta = B − A).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the standalone HTML report (with charts) here.")
+    ] = None,
+    strict_chunker_version: Annotated[
+        bool,
+        typer.Option(
+            "--strict-chunker-version", help="Refuse (exit 2) when the runs' chunker versions differ."
+        ),
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Run config: storage, compare settings and regression gates."),
+    ] = None,
+) -> None:
+    """Compare two stored runs (delta = B − A): the same report as the comparison_report asset.
+
+    Exit 1 when a blocking regression or verdict gate of --config fails."""
+    from kebab_eval_pipeline.compare.document import render_json
+    from kebab_eval_pipeline.gates.evaluate import check_gate_names
+    from kebab_eval_pipeline.pipeline import compare_stored
+    from kebab_eval_pipeline.settings import load_settings
+
+    settings = load_settings(config)
+    check_gate_names(settings, str(config) if config else "<config>")
+    report = compare_stored(
+        open_store(config), a, b, settings, strict_chunker_version=strict_chunker_version or None
+    )
+    gates = report.info["gates"]
+    if html is not None:
+        atomic.write_bytes(html, report.files["comparison.html"])
+        err.print(f"wrote {html}")
+    if as_json:
+        sys.stdout.write(render_json(report))
+    else:
+        out.print(report.markdown, markup=False, highlight=False)
+    for g in gates:
+        state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
+        err.print(f"gate {state:4} {g['name']}: {g['reason']}", markup=False, highlight=False)
+    failed = [g["name"] for g in gates if g["blocking"] and not g["passed"]]
+    if failed:
+        raise GateFailure(f"{len(failed)} blocking gate(s) failed: " + ", ".join(failed))
+
+
+def export(
+    run_id: Annotated[str, typer.Argument(help="The stored run to export.")],
+    fmt: Annotated[str, typer.Option("--format", help="json or trec.")] = "json",
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="File to write (json: default stdout).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
+    file + qrels."""
+    from kebab_eval_pipeline.json_records import finite_json
+    from kebab_eval_pipeline.reporting.export import export_json, export_trec
+
+    store = open_store(config)
+    if fmt == "json":
+        doc, nulled = finite_json(export_json(store, run_id))
+        if nulled:  # an older run stored impossible numbers: JSON has no inf/NaN, so null + say so
+            shown = ", ".join(nulled[:5]) + (", …" if len(nulled) > 5 else "")
+            err.print(
+                f"warning: run {run_id} stored {len(nulled)} non-finite number(s), written as null: {shown}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        if out_path:
+            atomic.write_text(out_path, text)
+            err.print(f"wrote {out_path}")
+        else:
+            sys.stdout.write(text)
+    elif fmt == "trec":
+        run_file, qrels, docnos = export_trec(store, run_id, out_path or Path(f"{run_id}.trec"))
+        err.print(f"wrote {run_file}, {qrels} and {docnos} (what each docno stands for)")
+    else:
+        raise InputError("unknown export format", [Offender("--format", f"{fmt!r}: use json or trec")])
+
+
+def history(
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")
+    ] = None,
+    config: ConfigOption = None,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
+    ] = False,
+) -> None:
+    """Headline metrics across stored runs, oldest first."""
+    from kebab_eval_pipeline.reporting.history import metric_history
+
+    frame = metric_history(open_store(config), metric)
+    if as_csv:
+        sys.stdout.write(frame.to_csv(index=False, na_rep="null"))
+        return
+    if frame.empty:
+        out.print("no stored runs")
+        return
+    from kebab_eval_pipeline.cli.tables import Field
+
+    def cells(column: str) -> list[str]:
+        return [fmt(None if (isinstance(v, float) and v != v) else v) for v in frame[column]]
+
+    fixed = ("run_id", "created_at", "golden", "chunker_version")
+    print_runs_table(
+        Field("run_id", cells("run_id")),
+        Field("created_at", cells("created_at")),
+        labels=[Field(c, cells(c)) for c in ("golden", "chunker_version")],
+        numbers=[Field(str(c), cells(c)) for c in frame.columns if c not in fixed],
+    )

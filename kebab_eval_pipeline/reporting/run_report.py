@@ -1,0 +1,93 @@
+"""The run report (``run.md``): what was evaluated, with which versions, every metric, the gates and
+the category breakdown — rendered once, when the run's metrics are summarised, and stored with them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.health import health_markdown
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+from kebab_eval_pipeline.systems.identity import label as system_label
+
+#: The breakdown columns of the report's category table (the catalogue's quality summary metrics).
+CATEGORY_METRICS: tuple[str, ...] = tuple(catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
+        return "null"
+    return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
+def render_run_markdown(
+    run_id: str, info: dict, metrics: dict, breakdowns: pd.DataFrame, gates: list[dict]
+) -> str:
+    """The per-run report: versions, metrics, gates and the category breakdown."""
+    lines = [f"# Evaluation run {md_code(run_id)}", ""]
+    golden = info.get("golden", {})
+    lines += [
+        f"System **{md_text(system_label(info))}**, golden set "
+        f"**{md_text(golden.get('name'))}** ({md_text(golden.get('queries'))} queries, sha256 "
+        f"{md_code(str(golden.get('sha256'))[:12])}).",
+        "",
+    ]
+    lines += health_markdown(info.get("system_health") or {})
+    lines += ["| version | value |", "|---|---|"]
+    lines += [f"| {md_cell(k)} | {md_cell(_fmt(v))} |" for k, v in info.get("versions", {}).items()]
+    lines += _matching_lines(info)
+    lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
+    lines += [
+        f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |"
+        for k, v in metrics.items()
+    ]
+    if gates:
+        lines += [
+            "",
+            "## Gates",
+            "",
+            "| gate | result | value | threshold | reason |",
+            "|---|---|---:|---:|---|",
+        ]
+        for g in gates:
+            result = (
+                "skipped"
+                if g["skipped"]
+                else ("pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn"))
+            )
+            lines.append(
+                f"| {md_cell(g['name'])} | {result} | {_fmt(g['value'])} | {md_cell(g['threshold'])} "
+                f"| {md_cell(g['reason'])} |"
+            )
+    if len(breakdowns):
+        cat = breakdowns[breakdowns["dimension"] == "category"]
+        if len(cat):
+            pivot = cat.pivot_table(index="value", columns="metric", values="score", aggfunc="first")
+            keep = [c for c in CATEGORY_METRICS if c in pivot.columns]
+            if keep:
+                lines += [
+                    "",
+                    "## By category",
+                    "",
+                    "| category | " + " | ".join(keep) + " |",
+                    "|---|" + "---:|" * len(keep),
+                ]
+                for value, row in pivot[keep].iterrows():
+                    lines.append(f"| {md_cell(value)} | " + " | ".join(_fmt(row[c]) for c in keep) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _matching_lines(info: dict) -> list[str]:
+    """The run report's matching section: the criterion used and any matching warning."""
+    line = match_line(info)
+    if line is None:
+        return []
+    lines = ["", "## Matching", "", f"Hits matched to the golden set by: {md_code(line)}."]
+    warnings = info.get("matching_warnings") or []
+    if warnings:
+        lines.append("")
+        lines += [f"> ⚠ **{md_text(w['field'])}**: {md_text(w['message'])}" for w in warnings]
+    return lines
