@@ -38,10 +38,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.http_checks import header_value_problem
 from kebab_eval_pipeline.settings import PLACEHOLDER_RE, HttpSystemSettings
-from kebab_eval_pipeline.systems.base import OpaqueSystem, SystemInfo
+from kebab_eval_pipeline.systems.base import OpaqueSystem
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,

@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.limits import read_limited
 from kebab_eval_pipeline.settings import ReplaySystemSettings
-from kebab_eval_pipeline.systems.base import Answer, Hit, OpaqueSystem, SystemInfo
+from kebab_eval_pipeline.systems.base import OpaqueSystem
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pandas as pd
 
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.metrics.indexing import COVERAGE_KEYS
-from kebab_eval_pipeline.systems.base import SystemInfo
 
 HIT_VERSION_FIELDS = ("index_version", "embedding_model", "chunker_version")
 ANSWER_VERSION_FIELDS = ("prompt_template_version", "model")

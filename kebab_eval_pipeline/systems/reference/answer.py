@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from kebab_eval_pipeline.systems.base import Answer, Citation, Hit
+from kebab_eval_pipeline.contract import Answer, Citation, Hit
 from kebab_eval_pipeline.systems.reference.tokenize import QueryTerm, query_terms, tokenize
 
 PROMPT_TEMPLATE_VERSION = "extractive-1"

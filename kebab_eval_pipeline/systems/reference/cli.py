@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kebab_eval_pipeline.systems.base import Answer, Hit, RetrievalMode
+from kebab_eval_pipeline.contract import Answer, Hit, RetrievalMode
 
 if TYPE_CHECKING:
     # Imported by the commands that use it: every `kebab-eval` command mounts this CLI, and the

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.reference.answer import (
     DEFAULT_GATE_THRESHOLD,
     PROMPT_TEMPLATE_VERSION,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kebab_eval_pipeline.systems.base import Hit
+from kebab_eval_pipeline.contract import Hit
 from kebab_eval_pipeline.systems.reference.answer import (
     PROMPT_TEMPLATE_VERSION,
     REFUSAL_TEXT,
