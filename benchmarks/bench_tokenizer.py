@@ -19,14 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import kebab_eval_pipeline.systems.reference.index as index_module
+import kebab_eval_pipeline.reference.index as index_module
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
-from kebab_eval_pipeline.settings import DEMO_CORPUS, RunSettings
-from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
-from kebab_eval_pipeline.systems.reference.tokenize import (
+from kebab_eval_pipeline.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.tokenize import (
     EN_STOPWORDS,
     KO_STOPWORDS,
     hangul_bigrams,
@@ -35,6 +33,8 @@ from kebab_eval_pipeline.systems.reference.tokenize import (
     tokenize,
     word_runs,
 )
+from kebab_eval_pipeline.settings import DEMO_CORPUS, RunSettings
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 
 

@@ -938,7 +938,7 @@ def history(
 
 def _mount_reference_cli() -> None:
     try:
-        from kebab_eval_pipeline.systems.reference.cli import ref_app
+        from kebab_eval_pipeline.reference.cli import ref_app
     except ImportError:  # the reference CLI is optional at import time
         return
     app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")

@@ -41,7 +41,7 @@ from kebab_eval_pipeline.judge.completion import (
     JudgeBackend,
     JudgeCallError,
 )
-from kebab_eval_pipeline.systems.reference.server import read_body
+from kebab_eval_pipeline.reference.server import read_body
 
 DEFAULT_MAX_TOKENS = 256
 GREEDY_ONLY = "only greedy decoding (temperature 0) is served"

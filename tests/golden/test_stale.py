@@ -9,9 +9,9 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.stale import stale_references
 from kebab_eval_pipeline.pipeline import check_golden_against_system
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN, RunSettings
-from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from tests.conftest import write
 
 

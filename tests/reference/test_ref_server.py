@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference import ReferenceIndex
+from kebab_eval_pipeline.reference import ReferenceIndex
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
@@ -67,7 +67,7 @@ def stop(server: Server) -> str:
 
 @pytest.fixture(scope="module")
 def lexical_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, ReferenceIndex]]:
-    from tests.systems.reference.conftest import write_corpus
+    from tests.reference.conftest import write_corpus
 
     corpus = write_corpus(tmp_path_factory.mktemp("corpus"))
     index = ReferenceIndex.build(corpus)
@@ -133,7 +133,7 @@ def test_bad_requests_get_clear_errors(lexical_server, body, raw, status, fragme
 
 
 def test_serve_refuses_vector_mode_without_vectors_and_bad_index(tmp_path: Path) -> None:
-    from tests.systems.reference.conftest import write_corpus
+    from tests.reference.conftest import write_corpus
 
     index = ReferenceIndex.build(write_corpus(tmp_path / "corpus"))
     index.save(tmp_path / "idx")

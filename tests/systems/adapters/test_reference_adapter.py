@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from kebab_eval_pipeline.reference import ReferenceIndex
 from kebab_eval_pipeline.systems.base import SystemUnderTest
-from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
 
 def test_reference_system_implements_protocol(built_index: ReferenceIndex) -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.ingest import (
+from kebab_eval_pipeline.reference.ingest import (
     PARSER_VERSION,
     Heading,
     corpus_sha256,

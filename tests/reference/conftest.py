@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 from tests.conftest import vectors_or_skip
 
 KIMCHI_MD = """\

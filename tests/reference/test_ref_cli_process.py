@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference import ReferenceIndex
+from kebab_eval_pipeline.reference import ReferenceIndex
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 

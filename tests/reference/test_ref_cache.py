@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kebab_eval_pipeline.systems.reference.cache import cache_key, cached_index
+from kebab_eval_pipeline.reference.cache import cache_key, cached_index
 
 
 def _entries(cache: Path) -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kebab_eval_pipeline.systems.reference.cli import ref_app
+from kebab_eval_pipeline.reference.cli import ref_app
 
 runner = CliRunner()
 

@@ -5,13 +5,13 @@ import math
 import pytest
 
 from kebab_eval_pipeline.contract import Hit
-from kebab_eval_pipeline.systems.reference.answer import (
+from kebab_eval_pipeline.reference.answer import (
     PROMPT_TEMPLATE_VERSION,
     REFUSAL_TEXT,
     ExtractiveAnswerer,
     split_sentences,
 )
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 
 
 def _ask(index: ReferenceIndex, query: str, k: int = 5, **kw):

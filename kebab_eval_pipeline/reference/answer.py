@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from kebab_eval_pipeline.contract import Answer, Citation, Hit
-from kebab_eval_pipeline.systems.reference.tokenize import QueryTerm, query_terms, tokenize
+from kebab_eval_pipeline.reference.tokenize import QueryTerm, query_terms, tokenize
 
 PROMPT_TEMPLATE_VERSION = "extractive-1"
 # Measured on the bundled demo golden set (92 answerable, 13 unanswerable queries,
@@ -55,7 +55,7 @@ class ExtractiveAnswerer:
     would refuse long questions and accept short off-topic ones. The gate uses
     a scale-free signal instead: *the share of the query's IDF mass that the top
     chunk covers*. Each distinct content word of the query (see
-    :func:`~kebab_eval_pipeline.systems.reference.tokenize.query_terms`) weighs
+    :func:`~kebab_eval_pipeline.reference.tokenize.query_terms`) weighs
     its IDF — rare words matter more than common ones, and a word the corpus
     never uses weighs the most, because it is the clearest sign the corpus
     cannot answer. The top chunk (its heading path and text) covers a word when

@@ -8,10 +8,10 @@ import pandas as pd
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 
 
 class ReferenceSystem(PerQueryAdapter):

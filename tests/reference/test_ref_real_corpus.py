@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
-from kebab_eval_pipeline.systems.reference.ingest import read_corpus
+from kebab_eval_pipeline.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.ingest import read_corpus
 
 KEBAB_DOCS = Path(__file__).parents[3].parent / "shared/corpora/kebab-docs"
 

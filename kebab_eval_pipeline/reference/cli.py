@@ -23,7 +23,7 @@ from kebab_eval_pipeline.contract import Answer, Hit, RetrievalMode
 if TYPE_CHECKING:
     # Imported by the commands that use it: every `kebab-eval` command mounts this CLI, and the
     # index's imports (numpy, the chunker, fsspec) cost seconds on a loaded machine.
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
 _MODE_HELP = (
     f"Retrieval mode: {', '.join(get_args(RetrievalMode))} "
@@ -47,7 +47,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _load(index_dir: Path) -> ReferenceIndex:
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
     try:
         return ReferenceIndex.load(index_dir)
@@ -97,7 +97,7 @@ def index_cmd(
 
     Embeddings already stored in --out are reused for chunks whose text is unchanged.
     """
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
     started = time.perf_counter()
     if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
@@ -246,7 +246,7 @@ def serve_cmd(
     authentication, so an address other machines can reach (anything but 127.0.0.0/8, ::1,
     localhost) is refused unless --allow-unauthenticated is given, and then warned about.
     """
-    from kebab_eval_pipeline.systems.reference.server import (
+    from kebab_eval_pipeline.reference.server import (
         UnsafeBind,
         bind,
         create_app,
@@ -295,7 +295,7 @@ def serve_jsonl_cmd(
     `{"id", "query", "k"?, "answer"?, "mode"?}` → `{"id", "hits", "answer"?}` or `{"id", "error"}`;
     `{"id", "op": "version"}` → the versions (as `ref version`). Ends at end of input.
     """
-    from kebab_eval_pipeline.systems.reference.stdio import serve_jsonl
+    from kebab_eval_pipeline.reference.stdio import serve_jsonl
 
     index = _load(index_dir)
     try:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex, compute_index_version
-from kebab_eval_pipeline.systems.reference.ingest import (
+from kebab_eval_pipeline.reference.index import ReferenceIndex, compute_index_version
+from kebab_eval_pipeline.reference.ingest import (
     corpus_files,
     corpus_files_sha256,
     corpus_sha256,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.systems.reference.fusion import RRF_K, rrf_fuse
+from kebab_eval_pipeline.reference.fusion import RRF_K, rrf_fuse
 
 
 def test_both_channels_rank_one_is_exactly_one() -> None:

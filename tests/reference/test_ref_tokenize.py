@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from kebab_eval_pipeline.systems.reference.tokenize import (
+from kebab_eval_pipeline.reference.tokenize import (
     TOKENIZER_VERSION,
     QueryTerm,
     query_terms,

@@ -12,8 +12,9 @@ import re
 import pytest
 
 from kebab_eval_pipeline.golden.load import load_golden
+from kebab_eval_pipeline.reference import ReferenceIndex
 from kebab_eval_pipeline.settings import DEMO_CORPUS, DEMO_GOLDEN
-from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
 
 @pytest.fixture(scope="module")

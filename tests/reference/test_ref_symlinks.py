@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.cache import cached_index
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
-from kebab_eval_pipeline.systems.reference.ingest import corpus_files, scan_corpus
+from kebab_eval_pipeline.reference.cache import cached_index
+from kebab_eval_pipeline.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.ingest import corpus_files, scan_corpus
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 SECRET = "password=hunter2secret"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
+from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
 
 MAX_K = 1000  # the largest k a request may ask for (here and in ``ref serve``)
 

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.systems.reference.chunk import (
+from kebab_eval_pipeline.reference.chunk import (
     Chunk,
     chunk_corpus,
     chunk_documents,
     chunker_version,
 )
-from kebab_eval_pipeline.systems.reference.ingest import Document, parse_document, read_corpus
+from kebab_eval_pipeline.reference.ingest import Document, parse_document, read_corpus
 
 
 def _by_doc(chunks: list[Chunk], doc_id: str) -> list[Chunk]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from kebab_eval_pipeline.systems.reference.ingest import Document
+from kebab_eval_pipeline.reference.ingest import Document
 
 CHUNKER_NAME = "md-heading-2"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex, compute_index_version
+from kebab_eval_pipeline.reference.index import ReferenceIndex, compute_index_version
 
 
 def test_english_query_ranks_right_chunk_first(built_index: ReferenceIndex) -> None:

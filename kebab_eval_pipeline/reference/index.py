@@ -21,18 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
-from kebab_eval_pipeline.systems.reference.answer import (
+from kebab_eval_pipeline.reference.answer import (
     DEFAULT_GATE_THRESHOLD,
     PROMPT_TEMPLATE_VERSION,
     Evidence,
     ExtractiveAnswerer,
 )
-from kebab_eval_pipeline.systems.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
-from kebab_eval_pipeline.systems.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
-from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus_scan
-from kebab_eval_pipeline.systems.reference.lexical import LexicalIndex
-from kebab_eval_pipeline.systems.reference.tokenize import TOKENIZER_VERSION, tokenize
-from kebab_eval_pipeline.systems.reference.vectors import (
+from kebab_eval_pipeline.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
+from kebab_eval_pipeline.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
+from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus_scan
+from kebab_eval_pipeline.reference.lexical import LexicalIndex
+from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
+from kebab_eval_pipeline.reference.vectors import (
     NO_EMBEDDING_VERSION,
     VectorIndex,
     get_embedder,

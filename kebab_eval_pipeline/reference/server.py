@@ -29,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES, ReferenceIndex
-from kebab_eval_pipeline.systems.reference.stdio import MAX_K, version_report
+from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
+from kebab_eval_pipeline.reference.stdio import MAX_K, version_report
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.systems.reference.chunk import Chunk, chunk_corpus, chunk_documents
-from kebab_eval_pipeline.systems.reference.ingest import Document, Heading, parse_document, read_corpus
+from kebab_eval_pipeline.reference.chunk import Chunk, chunk_corpus, chunk_documents
+from kebab_eval_pipeline.reference.ingest import Document, Heading, parse_document, read_corpus
 
 
 def _spans(chunks: list[Chunk]) -> list[tuple[list[str], int, int]]:

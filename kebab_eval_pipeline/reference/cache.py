@@ -21,15 +21,15 @@ import shutil
 import uuid
 from pathlib import Path
 
-from kebab_eval_pipeline.systems.reference.index import (
+from kebab_eval_pipeline.reference.index import (
     INDEX_FORMAT,
     MANIFEST_FILE,
     VECTORS_DIR,
     ReferenceIndex,
 )
-from kebab_eval_pipeline.systems.reference.ingest import PARSER_VERSION, files_sha256, scan_corpus
-from kebab_eval_pipeline.systems.reference.tokenize import TOKENIZER_VERSION
-from kebab_eval_pipeline.systems.reference.vectors import get_embedder
+from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, files_sha256, scan_corpus
+from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION
+from kebab_eval_pipeline.reference.vectors import get_embedder
 
 CACHE_ENV = "KEBAB_EVAL_INDEX_CACHE"
 _REUSE_LIMIT = 4  # earlier vector indexes consulted for reusable embeddings

