@@ -24,9 +24,9 @@ from pydantic import (
 
 from kebab_eval_pipeline.config_suggest import unknown_key_reason
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.judge.config import JudgeSettings, Seed
 from kebab_eval_pipeline.limits import CONFIG_ENV
+from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.systems.wire import ResponseMap
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from kebab_eval_pipeline.net.serve import is_loopback
 from kebab_eval_pipeline.reference.index import ReferenceIndex
-from kebab_eval_pipeline.reference.server import is_loopback
 from tests.conftest import stop_server
 from tests.judge.conftest import judge_or_skip
 from tests.reference.conftest import write_corpus

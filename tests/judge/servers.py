@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 
 from kebab_eval_pipeline.judge.completion import Completion
 from kebab_eval_pipeline.judge.serve import chat_completion
-from kebab_eval_pipeline.reference.server import bind
+from kebab_eval_pipeline.net.serve import bind
 from tests.reference.test_ref_server import CLI, Server, stop
 
 
