@@ -298,10 +298,11 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     the unrounded per-query values of ranx's metrics."""
     from kebab_eval_pipeline import pipeline
     from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.contract import SystemInfo
     from kebab_eval_pipeline.golden.tables import typed_frame
     from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
     from kebab_eval_pipeline.settings import settings_from_dict
-    from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, SystemInfo
+    from kebab_eval_pipeline.systems.base import CITATION_COLUMNS
     from kebab_eval_pipeline.systems.runner import RetrievalResults
 
     system = SystemInfo(kind="replay", mode=mode, chunker_version=chunker, index_version="idx-1")

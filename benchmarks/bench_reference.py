@@ -5,7 +5,7 @@
     python benchmarks/bench_reference.py --corpus path/to/docs --rounds 5 --profile
     python benchmarks/bench_reference.py --vector-queries 1000      # vector/hybrid on every query
 
-Measures ``ReferenceIndex`` (kebab_eval_pipeline/systems/reference) on ``--corpus`` (default:
+Measures ``ReferenceIndex`` (kebab_eval_pipeline/reference) on ``--corpus`` (default:
 ``shared/corpora/kebab-docs`` beside the repository; exit 2 when it is missing). Every stage
 runs in a fresh subprocess, so that its peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``
 in the child, cross-checked with ``VmHWM``; helpers from bench_golden.py) is the stage's own.
@@ -156,12 +156,10 @@ def _import_reference():
     pkg = types.ModuleType("kebab_eval_pipeline")
     pkg.__path__ = [str(ROOT / "kebab_eval_pipeline")]
     sys.modules.setdefault(pkg.__name__, pkg)
-    import kebab_eval_pipeline.systems  # noqa: F401  (its __init__ is a docstring)
-
-    ref = types.ModuleType("kebab_eval_pipeline.systems.reference")
-    ref.__path__ = [str(ROOT / "kebab_eval_pipeline/systems/reference")]
+    ref = types.ModuleType("kebab_eval_pipeline.reference")
+    ref.__path__ = [str(ROOT / "kebab_eval_pipeline/reference")]
     sys.modules.setdefault(ref.__name__, ref)
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
     return ReferenceIndex
 
@@ -234,7 +232,7 @@ def worker_build_lexical(args: argparse.Namespace) -> dict:
 
 def worker_build_vectors(args: argparse.Namespace) -> dict:
     reference_index = _import_reference()
-    from kebab_eval_pipeline.systems.reference.vectors import get_embedder
+    from kebab_eval_pipeline.reference.vectors import get_embedder
 
     import_rss = _rss_mib()
     t0 = time.perf_counter()
@@ -281,7 +279,7 @@ def _lexical_anatomy(index, queries: list[str]) -> dict:
     re-enacted from its parts (private attributes; kept in step with index.py/lexical.py)."""
     import numpy as np
 
-    from kebab_eval_pipeline.systems.reference.tokenize import tokenize
+    from kebab_eval_pipeline.reference.tokenize import tokenize
 
     lex = index.lexical
     steps = dict.fromkeys(("tokenize", "vocab filter", "BM25 scores", "sort + top-k", "Hit objects"), 0)
@@ -352,7 +350,7 @@ def worker_query_lexical(args: argparse.Namespace) -> dict:
 def worker_query_vector(args: argparse.Namespace) -> dict:
     cpu = _one_cpu()
     reference_index = _import_reference()
-    from kebab_eval_pipeline.systems.reference.vectors import get_embedder
+    from kebab_eval_pipeline.reference.vectors import get_embedder
 
     import_rss = _rss_mib()
     index = reference_index.load(args.work / "vectors")

@@ -90,8 +90,9 @@ OFF_TOPIC_STARTS = ("How do I", "What is the", "When does the", "Why does my", "
 
 def _passages(corpus: Path) -> list[tuple[str, list[str], int, list[str]]]:
     """(rel_path, heading_path, line, words) for every prose line (≥ 4 words) of the corpus's chunks."""
-    from kebab_eval_pipeline.systems.reference.chunk import chunk_corpus
-    from kebab_eval_pipeline.systems.reference.ingest import read_corpus
+
+    from kebab_eval_pipeline.reference.chunk import chunk_corpus
+    from kebab_eval_pipeline.reference.ingest import read_corpus
     from kebab_eval_pipeline.systems.settings import ReferenceSystemSettings
 
     defaults = ReferenceSystemSettings()

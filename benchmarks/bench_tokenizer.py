@@ -19,15 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import kebab_eval_pipeline.systems.reference.index as index_module
+import kebab_eval_pipeline.reference.index as index_module
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
 from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
-from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
-from kebab_eval_pipeline.systems.reference.tokenize import (
+from kebab_eval_pipeline.reference.index import ReferenceIndex
+from kebab_eval_pipeline.reference.tokenize import (
     EN_STOPWORDS,
     KO_STOPWORDS,
     hangul_bigrams,
@@ -36,6 +34,8 @@ from kebab_eval_pipeline.systems.reference.tokenize import (
     tokenize,
     word_runs,
 )
+from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 
 

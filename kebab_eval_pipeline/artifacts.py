@@ -13,12 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary
-from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 Tables = dict[str, pd.DataFrame]

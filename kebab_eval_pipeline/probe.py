@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.artifacts import GoldenArtifact
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import hits_carry, normalise_paths, resolve_auto
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.runner import run_golden
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.contract import RetrievalMode
 from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.orchestration.registered_runs import (
     EVAL_RUNS,
@@ -27,8 +27,8 @@ from kebab_eval_pipeline.orchestration.registered_runs import (
     read_sqlite_partitions,
     registered_runs,
 )
-from kebab_eval_pipeline.systems.base import RetrievalMode
-from kebab_eval_pipeline.systems.reference.index import ALL_MODES
+from kebab_eval_pipeline.reference.index import ALL_MODES
+from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from tests.conftest import write
 from tests.test_cli import cli, cli_env
 

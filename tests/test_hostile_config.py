@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.settings import load_settings
 from tests.test_cli import CLI, cli_env, no_traceback
 

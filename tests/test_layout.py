@@ -36,9 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "markdown_text",
         "location",
         "net",
-        "http_checks",
     ),
     ("golden",),
+    ("contract",),  # what every system under test returns: hits, answers, citations, system info
     ("reference",),  # the reference RAG system: a system under test of its own, not an adapter
     ("systems",),  # adapters, the runner, versions, identity
     ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health

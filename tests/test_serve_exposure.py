@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
-from kebab_eval_pipeline.systems.reference.server import is_loopback
+from kebab_eval_pipeline.net.serve import is_loopback
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 from tests.conftest import stop_server
 from tests.judge.conftest import judge_or_skip
-from tests.systems.reference.conftest import write_corpus
+from tests.reference.conftest import write_corpus
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 REFUSED = "without authentication"

@@ -27,7 +27,7 @@ from kebab_eval_pipeline.errors import (
     SystemHealthFailure,
 )
 from kebab_eval_pipeline.judge.cli import judge_app
-from kebab_eval_pipeline.systems.reference.cli import ref_app
+from kebab_eval_pipeline.reference.cli import ref_app
 
 app = typer.Typer(
     no_args_is_help=True,

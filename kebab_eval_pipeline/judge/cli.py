@@ -63,7 +63,7 @@ def serve_cmd(
     """
     from kebab_eval_pipeline.judge.local import LocalJudge
     from kebab_eval_pipeline.judge.serve import create_app
-    from kebab_eval_pipeline.systems.reference.server import UnsafeBind, bind, exposure_warning, serve
+    from kebab_eval_pipeline.net.serve import UnsafeBind, bind, exposure_warning, serve
 
     # Decided first, before the model is even looked for: a refused bind touches nothing.
     try:

@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.http_checks import header_value_problem
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
 from kebab_eval_pipeline.judge.config import JudgeModelSettings
-from kebab_eval_pipeline.systems.http import _body_tail, backoff_delay, redact_url, scrub_text
+from kebab_eval_pipeline.net.checks import header_value_problem
+from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
+from kebab_eval_pipeline.net.secrets import redact_url, scrub_text
 
 UNPINNED_PREFIX = "unpinned:"
 UNPINNED_NOTE = "the endpoint reports no immutable model digest: set judge.model_digest to pin it"
@@ -201,11 +202,11 @@ class OpenAICompatibleJudge:
                     except ValueError:
                         raise self._failure(
                             "malformed chat completion (not JSON): "
-                            f"{_body_tail(response, response.content, 120)!r}",
+                            f"{body_tail(response, response.content, 120)!r}",
                             status,
                             attempt,
                         ) from None
-                problem = f"HTTP {status}: {_body_tail(response, response.content)}"
+                problem = f"HTTP {status}: {body_tail(response, response.content)}"
                 if status != 429 and status < 500:  # would fail again: redirects, auth, bad request
                     raise self._failure(problem, status, attempt)
             if attempt > s.retries:

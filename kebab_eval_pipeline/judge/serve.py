@@ -13,7 +13,7 @@ Endpoints:
 
 Errors are OpenAI-shaped, ``{"error": {"message", "type", "code"}}``, with 400 (unsupported
 value, not JSON), 404 (unknown model or route), 422 (a body of the wrong shape) or 500 (the
-model failed) — never a stack trace. Served by Uvicorn with the reference server's helpers.
+model failed) — never a stack trace. Served by Uvicorn through :mod:`kebab_eval_pipeline.net.serve`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from kebab_eval_pipeline.judge.completion import (
     JudgeBackend,
     JudgeCallError,
 )
-from kebab_eval_pipeline.systems.reference.server import read_body
+from kebab_eval_pipeline.net.serve import read_body
 
 DEFAULT_MAX_TOKENS = 256
 GREEDY_ONLY = "only greedy decoding (temperature 0) is served"

@@ -21,7 +21,10 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.compare.runs import COMPARE_VERSION
+from kebab_eval_pipeline.compare.runs import (
+    COMPARE_VERSION,
+)
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
@@ -44,7 +47,6 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
-from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions

@@ -39,8 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
-from kebab_eval_pipeline.systems.base import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,

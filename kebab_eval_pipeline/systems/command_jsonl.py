@@ -43,7 +43,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.systems.command import (
     EXIT_DRAIN_S,
     KILL_GRACE_S,

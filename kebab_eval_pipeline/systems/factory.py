@@ -29,7 +29,7 @@ def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
     # Cheap change detector for the in-process cache (names, sizes, mtimes of what the ingest would
     # read, and the symlinks it would skip); the index's own corpus hash remains the authority for
     # index_version. The ingest's own walk, so a symlink out of the corpus is not even stat'ed.
-    from kebab_eval_pipeline.systems.reference.ingest import scan_corpus
+    from kebab_eval_pipeline.reference.ingest import scan_corpus
 
     scan = scan_corpus(corpus, exclude)
     files = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in scan.files)
@@ -38,9 +38,9 @@ def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
 
 @lru_cache(maxsize=8)
 def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemUnderTest:
-    from kebab_eval_pipeline.systems.reference.adapter import ReferenceSystem
-    from kebab_eval_pipeline.systems.reference.cache import cached_index
-    from kebab_eval_pipeline.systems.reference.index import VECTOR_MODES, ReferenceIndex
+    from kebab_eval_pipeline.reference.cache import cached_index
+    from kebab_eval_pipeline.reference.index import VECTOR_MODES, ReferenceIndex
+    from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
     if settings.index:
         index = ReferenceIndex.load(Path(settings.index))

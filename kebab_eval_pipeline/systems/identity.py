@@ -61,7 +61,7 @@ def identity_from_settings(system: Any) -> dict:
     elif kind == "command":
         target = shlex.join(system.argv if system.protocol == "jsonl" else system.search_argv)
     elif kind == "http":
-        from kebab_eval_pipeline.systems.http import redact_url
+        from kebab_eval_pipeline.net.secrets import redact_url
 
         target = redact_url(system.search_url)
     elif kind == "replay":

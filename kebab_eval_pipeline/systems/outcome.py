@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from kebab_eval_pipeline.systems.base import Answer, Hit
+from kebab_eval_pipeline.contract import Answer, Hit
 
 #: Error classes, so a run's failures can be counted by cause (``error_class`` column).
 TIMEOUT: Final = "timeout"  # no complete response within timeout_s (timed_out is True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from kebab_eval_pipeline.systems.base import Answer, Hit
+from kebab_eval_pipeline.contract import Answer, Hit
 from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from kebab_eval_pipeline.systems.base import SystemInfo
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 
 if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas

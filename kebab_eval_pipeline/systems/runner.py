@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS, SystemInfo
+from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest

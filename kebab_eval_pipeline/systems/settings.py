@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
-from kebab_eval_pipeline.http_checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
 from kebab_eval_pipeline.systems.wire import ResponseMap
 
 #: ``system.name``: when set, runs of the same kind and name are one system for baseline choice,

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pandas as pd
 
-from kebab_eval_pipeline.systems.base import COVERAGE_KEYS, SystemInfo
+from kebab_eval_pipeline.contract import COVERAGE_KEYS, SystemInfo
 
 HIT_VERSION_FIELDS = ("index_version", "embedding_model", "chunker_version")
 ANSWER_VERSION_FIELDS = ("prompt_template_version", "model")

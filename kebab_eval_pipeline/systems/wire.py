@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from kebab_eval_pipeline.systems.base import Answer, Citation, Hit, ScoreKind
+from kebab_eval_pipeline.contract import Answer, Citation, Hit, ScoreKind
 from kebab_eval_pipeline.systems.mapexpr import MISSING, Expr, MapDataError, _kind, compile_expr
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 

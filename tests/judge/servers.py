@@ -23,8 +23,8 @@ from starlette.applications import Starlette
 
 from kebab_eval_pipeline.judge.completion import Completion
 from kebab_eval_pipeline.judge.serve import chat_completion
-from kebab_eval_pipeline.systems.reference.server import bind
-from tests.systems.reference.test_ref_server import CLI, Server, stop
+from kebab_eval_pipeline.net.serve import bind
+from tests.reference.test_ref_server import CLI, Server, stop
 
 
 class JudgeURL(str):

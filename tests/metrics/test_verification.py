@@ -32,8 +32,9 @@ from kebab_eval_pipeline.metrics.verification import (
     normalise_verbatim,
     verify_hits,
 )
+from kebab_eval_pipeline.reference import ReferenceIndex
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
-from kebab_eval_pipeline.systems.reference import ReferenceIndex, ReferenceSystem
+from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
 SECRET = "TOP SECRET: the sentinel outside the root"
 A_MD = "# Title\n\nFirst line.\nSecond line.\n"  # 4 lines

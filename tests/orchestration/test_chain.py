@@ -267,8 +267,9 @@ def test_regression_gate_on_comparison_report(instance, tmp_path):
 
 
 def test_chunk_id_golden_falls_back_when_chunkers_differ(instance, tmp_path):
+
     from kebab_eval_pipeline.compare.runs import compare_runs
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
     index = ReferenceIndex.build(DEMO_CORPUS, chunk_size=800)
     entries = []

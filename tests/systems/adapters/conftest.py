@@ -23,6 +23,9 @@ from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import stop_server
 
+# The reference tests' small indexed corpus, for the reference adapter's tests (test_reference_adapter.py).
+from tests.reference.conftest import built_index  # noqa: F401
+
 #: The console script the command adapter runs, from the interpreter running the tests.
 KEBAB_EVAL = str(Path(sys.executable).with_name("kebab-eval"))
 
@@ -35,7 +38,7 @@ def timing_free(metrics: dict) -> dict:
 @pytest.fixture(scope="session")
 def demo_index_dir(tmp_path_factory) -> Path:
     """The bundled demo corpus indexed once per session (default chunking, lexical)."""
-    from kebab_eval_pipeline.systems.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.index import ReferenceIndex
 
     out = tmp_path_factory.mktemp("demo-index") / "index"
     ReferenceIndex.build(DEMO_CORPUS).save(out)

@@ -17,11 +17,10 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.contract import Citation
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.systems.base import Citation
+from kebab_eval_pipeline.settings import DEMO_GOLDEN, settings_from_dict
 from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest

@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from kebab_eval_pipeline.net.secrets import redact_url
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
-from kebab_eval_pipeline.systems.http import HttpSystem, redact_url
+from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.outcome import ERROR_CLASSES, TOO_LARGE, QueryRequest
 from kebab_eval_pipeline.systems.settings import CommandSystemSettings, HttpSystemSettings
 from tests.conftest import write

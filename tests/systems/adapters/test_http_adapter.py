@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.systems.base import SystemInfo
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.outcome import QueryRequest

@@ -17,9 +17,10 @@ import yaml
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.contract import Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.settings import settings_from_dict
-from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_COLUMNS, Hit, SystemInfo
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
 from kebab_eval_pipeline.systems.versions import (

@@ -16,15 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from kebab_eval_pipeline.contract import Answer, Citation, Hit
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.systems.base import (
-    CITATION_COLUMNS,
-    HIT_COLUMNS,
-    OUTCOME_COLUMNS,
-    Answer,
-    Citation,
-    Hit,
-)
+from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 from kebab_eval_pipeline.systems.wire import ResponseMap, dig, hit_list, parse_answer, parse_hits
 

@@ -1,0 +1,479 @@
+"""The reference system's index: build, save/load, search, ask (SPEC §4.1).
+
+On disk an index is a folder of plain files::
+
+    manifest.json   versions, chunking parameters, corpus hash, per-file table, stats, warnings
+    chunks.jsonl    one chunk per line, in chunk order (= BM25 and embedding row order)
+    bm25/           the BM25 matrix in bm25s's own format
+    vectors/        (--with-vectors) chunk embeddings, their text keys, model and version
+
+``search`` dispatches on the retrieval mode: ``lexical`` (BM25), ``vector``
+(cosine over MiniLM embeddings; needs an index built with vectors and the
+``vectors`` extra) and ``hybrid`` (reciprocal-rank fusion of both, see
+:mod:`.fusion`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.reference.answer import (
+    DEFAULT_GATE_THRESHOLD,
+    PROMPT_TEMPLATE_VERSION,
+    Evidence,
+    ExtractiveAnswerer,
+)
+from kebab_eval_pipeline.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
+from kebab_eval_pipeline.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
+from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus_scan
+from kebab_eval_pipeline.reference.lexical import LexicalIndex
+from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
+from kebab_eval_pipeline.reference.vectors import (
+    NO_EMBEDDING_VERSION,
+    VectorIndex,
+    get_embedder,
+    text_key,
+)
+
+INDEX_FORMAT = "kebab-eval-reference-index/2"
+ALL_MODES = ("lexical", "vector", "hybrid")
+VECTOR_MODES = ("vector", "hybrid")
+
+MANIFEST_FILE = "manifest.json"
+CHUNKS_FILE = "chunks.jsonl"
+BM25_DIR = "bm25"
+VECTORS_DIR = "vectors"
+
+
+def compute_index_version(
+    chunker: str, corpus_hash: str, embedding_version: str = NO_EMBEDDING_VERSION
+) -> str:
+    """Short hash naming everything that decides search results.
+
+    Parser, chunker (with size/overlap), tokenizer and embedding versions plus
+    the corpus content hash: change any one and results may differ, so the
+    version differs too.
+    """
+    payload = json.dumps(
+        {
+            "parser": PARSER_VERSION,
+            "chunker": chunker,
+            "tokenizer": TOKENIZER_VERSION,
+            "embedding": embedding_version,
+            "corpus": corpus_hash,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def search_text(chunk: Chunk) -> str:
+    """What BM25 indexes for a chunk: its heading path, then its text.
+
+    The heading path makes a continuation chunk of a long section (whose text
+    no longer holds the heading line) findable by its section's name, and lets
+    document-level words (the H1) reach every chunk of the document.
+    """
+    return "\n".join([*chunk.heading_path, chunk.text])
+
+
+class ReferenceIndex:
+    """A built (or loaded) reference index. Construct with :meth:`build` or :meth:`load`."""
+
+    def __init__(
+        self,
+        chunks: list[Chunk],
+        lexical: LexicalIndex,
+        manifest: dict,
+        gate_threshold: float = DEFAULT_GATE_THRESHOLD,
+        vectors: VectorIndex | None = None,
+    ) -> None:
+        self.chunks = chunks
+        self.lexical = lexical
+        self.vectors = vectors
+        self.manifest = manifest
+        self.stats = ChunkStats.model_validate(manifest["stats"])
+        self.gate_threshold = gate_threshold
+        self._by_id = {c.chunk_id: i for i, c in enumerate(chunks)}
+        self._searchers: dict[str, Callable[[str, int], list[Hit]]] = {
+            "lexical": self._search_lexical,
+            "vector": self._search_vector,
+            "hybrid": self._search_hybrid,
+        }
+
+    # --- construction -----------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        corpus_dir: Path,
+        chunk_size: int = 800,
+        chunk_overlap: int = 0,
+        with_vectors: bool = False,
+        exclude: list[str] | tuple[str, ...] = (),
+        reuse: list[Path] | tuple[Path, ...] = (),
+    ) -> ReferenceIndex:
+        """Read, chunk and index ``corpus_dir``.
+
+        Inputs: a corpus folder (see :func:`~.ingest.read_corpus`; ``exclude`` takes
+        ``.gitignore``-style patterns), chunk size and overlap in characters, and
+        ``with_vectors`` to embed every chunk as well (needs the ``vectors`` extra).
+        ``reuse``: earlier index folders whose stored embeddings may be reused for
+        chunks with identical text (missing or vector-less folders are ignored).
+
+        Output: a ready index; ``manifest["build"]`` says how many chunks were embedded
+        now and how many came from ``reuse``.
+
+        Edge cases: a missing folder raises ``FileNotFoundError``; bad sizes raise
+        ``ValueError``; without the extra, ``with_vectors`` raises
+        :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an empty folder
+        builds an empty index whose searches return no hits.
+        """
+        docs, skipped_links = read_corpus_scan(Path(corpus_dir), exclude=exclude)
+        result = chunk_corpus(docs, chunk_size, chunk_overlap)
+        texts = [search_text(c) for c in result.chunks]
+        lexical = LexicalIndex.build([tokenize(t) for t in texts])
+        vectors = None
+        build_info: dict[str, int] = {}
+        if with_vectors:
+            previous = [v for v in (_try_load_vectors(Path(d)) for d in reuse) if v is not None]
+            vectors, embedded = VectorIndex.build(texts, get_embedder(), reuse=previous)
+            build_info = {"embedded": embedded, "embeddings_reused": len(texts) - embedded}
+        chunker = chunker_version(chunk_size, chunk_overlap)
+        corpus_hash = corpus_sha256(docs)
+        embedding_version = vectors.embedding_version if vectors else NO_EMBEDDING_VERSION
+        chunks_per_doc: dict[str, int] = {}
+        for c in result.chunks:
+            chunks_per_doc[c.doc_id] = chunks_per_doc.get(c.doc_id, 0) + 1
+        manifest = {
+            "format": INDEX_FORMAT,
+            "index_version": compute_index_version(chunker, corpus_hash, embedding_version),
+            "parser_version": PARSER_VERSION,
+            "chunker_version": chunker,
+            "tokenizer_version": TOKENIZER_VERSION,
+            "embedding_model": vectors.embedding_model if vectors else None,
+            "embedding_version": embedding_version,
+            "corpus_sha256": corpus_hash,
+            "chunk_size": chunk_size,
+            "chunk_overlap": chunk_overlap,
+            "exclude": list(exclude),
+            "n_docs": len(docs),
+            "n_chunks": len(result.chunks),
+            "stats": result.stats.model_dump(),
+            "documents": [
+                {
+                    "doc_id": d.doc_id,
+                    "kind": d.kind,
+                    "parser_version": d.parser_version,
+                    "sha256": d.content_sha256,
+                    "lines": len(d.lines),
+                    "chunks": chunks_per_doc.get(d.doc_id, 0),
+                }
+                for d in docs
+            ],
+            "build": build_info,
+            # Symlinks not followed (outside the corpus, loops, broken, duplicates): never indexed.
+            "skipped_symlinks": [link.as_dict() for link in skipped_links],
+            "warnings": [w for d in docs for w in d.warnings],
+        }
+        return cls(result.chunks, lexical, manifest, vectors=vectors)
+
+    def save(self, directory: Path) -> None:
+        """Write the index to ``directory`` (created if needed; our files are overwritten)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with (directory / CHUNKS_FILE).open("w", encoding="utf-8") as fh:
+            for c in self.chunks:
+                row = {
+                    "chunk_id": c.chunk_id,
+                    "doc_id": c.doc_id,
+                    "doc_path": c.doc_path,
+                    "heading_path": c.heading_path,
+                    "line_start": c.line_start,
+                    "line_end": c.line_end,
+                    "text": c.text,
+                }
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.lexical.save(directory / BM25_DIR)
+        if self.vectors is not None:
+            self.vectors.save(directory / VECTORS_DIR)
+        # Manifest last: a folder with a manifest is a complete index.
+        (directory / MANIFEST_FILE).write_text(
+            json.dumps(self.manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, directory: Path, gate_threshold: float = DEFAULT_GATE_THRESHOLD) -> ReferenceIndex:
+        """Load an index written by :meth:`save`.
+
+        Edge cases: a missing folder raises ``FileNotFoundError``; a folder that is
+        not a reference index, or one built by an incompatible format or tokenizer
+        (queries would be tokenized differently from the index), raises
+        ``ValueError`` saying to rebuild.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"index directory does not exist: {directory}")
+        manifest_path = directory / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise ValueError(f"not a reference index (no {MANIFEST_FILE}): {directory}")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"unreadable {MANIFEST_FILE} in {directory}: {exc}") from exc
+        if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
+            raise ValueError(f"not a {INDEX_FORMAT} index: {directory}")
+        if manifest.get("tokenizer_version") != TOKENIZER_VERSION:
+            raise ValueError(
+                f"index was built with tokenizer {manifest.get('tokenizer_version')!r}, this code uses "
+                f"{TOKENIZER_VERSION!r}; rebuild the index"
+            )
+        chunks = []
+        with (directory / CHUNKS_FILE).open(encoding="utf-8") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    chunks.append(Chunk(**json.loads(line)))
+                except (ValueError, TypeError) as exc:  # bad JSON, missing or unknown fields
+                    raise ValueError(
+                        f"{directory / CHUNKS_FILE}:{line_no}: not a chunk record ({exc}); rebuild the index"
+                    ) from None
+        if len(chunks) != manifest.get("n_chunks"):
+            raise ValueError(
+                f"{CHUNKS_FILE} has {len(chunks)} chunks, manifest says {manifest.get('n_chunks')}; "
+                "rebuild the index"
+            )
+        lexical = LexicalIndex.load(directory / BM25_DIR)
+        if lexical.n_docs != len(chunks):
+            raise ValueError(f"BM25 index has {lexical.n_docs} documents, expected {len(chunks)}")
+        vectors = None
+        if manifest.get("embedding_model"):
+            vectors = VectorIndex.load(directory / VECTORS_DIR)
+            if vectors.keys != [_key_of(c) for c in chunks]:
+                raise ValueError(
+                    f"{VECTORS_DIR}/ does not match {CHUNKS_FILE} in {directory}; rebuild the index"
+                )
+        return cls(chunks, lexical, manifest, gate_threshold=gate_threshold, vectors=vectors)
+
+    # --- versions ---------------------------------------------------------------------
+
+    @property
+    def index_version(self) -> str:
+        """Short hash of parser, chunker, tokenizer, embedding versions and corpus hash."""
+        return self.manifest["index_version"]
+
+    @property
+    def chunker_version(self) -> str:
+        """Chunker name with size and overlap, e.g. ``md-heading-2:size=800:overlap=0``."""
+        return self.manifest["chunker_version"]
+
+    @property
+    def warnings(self) -> list[str]:
+        """Ingest warnings (bad UTF-8, malformed front matter), one line each."""
+        return list(self.manifest.get("warnings", []))
+
+    @property
+    def has_vectors(self) -> bool:
+        """True when the index holds chunk embeddings (built ``with_vectors``)."""
+        return self.vectors is not None
+
+    def info(self, mode: str = "lexical") -> SystemInfo:
+        """The system's identity and versions for ``mode`` (kind ``"reference"``).
+
+        ``embedding_model`` is set only when the mode uses embeddings: a lexical run
+        over an index that also holds vectors did not use them.
+        """
+        m = self.manifest
+        uses_vectors = mode in VECTOR_MODES
+        details = {}
+        if mode == "hybrid":
+            details = {"fusion": "rrf", "rrf_k": str(RRF_K), "rrf_depth": str(RRF_DEPTH)}
+        return SystemInfo(
+            kind="reference",
+            mode=mode,
+            chunker_version=m["chunker_version"],
+            parser_version=m["parser_version"],
+            prompt_template_version=PROMPT_TEMPLATE_VERSION,
+            embedding_model=m.get("embedding_model") if uses_vectors else None,
+            embedding_version=m["embedding_version"],
+            index_version=m["index_version"],
+            details={
+                **details,
+                "tokenizer_version": m["tokenizer_version"],
+                "corpus_sha256": m["corpus_sha256"],
+                "chunk_size": str(m["chunk_size"]),
+                "chunk_overlap": str(m["chunk_overlap"]),
+                "n_docs": str(m["n_docs"]),
+                "n_chunks": str(m["n_chunks"]),
+                "gate_threshold": f"{self.gate_threshold:g}",
+            },
+            coverage=self.coverage(),
+        )
+
+    def coverage(self) -> dict[str, float]:
+        """The chunker's statistics as an indexing-coverage report (``metrics/indexing.py``)."""
+        st = self.stats
+        return {
+            "docs_processed": st.docs_processed,
+            "docs_with_zero_chunks": st.docs_with_zero_chunks,
+            "chunks": st.chunks,
+            "chunks_skipped": sum(st.skipped.values()),
+            "tokens_min": st.tokens_min,
+            "tokens_mean": st.tokens_mean,
+            "tokens_p95": st.tokens_p95,
+            "tokens_max": st.tokens_max,
+            "skipped_symlinks": len(self.skipped_symlinks),
+        }
+
+    @property
+    def skipped_symlinks(self) -> list[dict[str, str]]:
+        """Symlinks in the corpus the build did not follow, ``{"path", "reason"}`` each (see
+        :class:`~.ingest.SkippedSymlink`); empty for an index built before they were recorded."""
+        return list(self.manifest.get("skipped_symlinks", []))
+
+    # --- lookup -----------------------------------------------------------------------
+
+    def known_chunk_ids(self) -> frozenset[str]:
+        """Every chunk id in the index (for resolving an answer's citations)."""
+        return frozenset(self._by_id)
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        """The chunk with ``chunk_id``, or None when the index has no such chunk."""
+        idx = self._by_id.get(chunk_id)
+        return None if idx is None else self.chunks[idx]
+
+    def chunk_text(self, chunk_id: str) -> str:
+        """Full text of a chunk; ``KeyError`` for an unknown id."""
+        found = self.chunk(chunk_id)
+        if found is None:
+            raise KeyError(chunk_id)
+        return found.text
+
+    # --- search and ask ---------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, mode: str = "lexical") -> list[Hit]:
+        """Top-``k`` hits for ``query``, rank 1 first.
+
+        Inputs: the query text, ``k`` ≥ 1, ``mode`` one of lexical / vector /
+        hybrid. Output: at most ``k`` hits; no hit when no query token occurs in
+        the corpus (so an off-topic or empty query returns ``[]``).
+
+        Lexical returns no hit when no query token occurs in the corpus; vector
+        always returns ``min(k, chunks)`` hits (every chunk has a cosine), so
+        judging whether they are good enough is the answerer's gate's job.
+
+        Edge cases: ``k < 1`` raises ``ValueError``; ``vector`` / ``hybrid`` on an
+        index built without vectors raise ``ValueError`` saying to rebuild with
+        ``--with-vectors``; an unknown mode raises ``ValueError`` listing the valid ones.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        searcher = self._searchers.get(mode)
+        if searcher is None:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
+        if mode in VECTOR_MODES:
+            self.require_vectors(mode)
+        return searcher(query, k)
+
+    def require_vectors(self, mode: str) -> None:
+        """Raise ``ValueError`` unless ``mode`` can run: vectors in the index, the model installed
+        and of the same embedding version the index was built with."""
+        if self.vectors is None:
+            raise ValueError(
+                f"retrieval mode {mode!r} needs chunk embeddings, but this index was built without them; "
+                "rebuild it with `kebab-eval ref index --with-vectors` (system.mode vector/hybrid with a "
+                "corpus builds them automatically)"
+            )
+        embedder = get_embedder()
+        if embedder.embedding_version != self.vectors.embedding_version:
+            raise ValueError(
+                f"index embeddings are {self.vectors.embedding_version!r} but the installed model is "
+                f"{embedder.embedding_version!r}; rebuild the index"
+            )
+
+    def _hit(self, rank: int, idx: int, score: float, score_kind: str, **channels) -> Hit:
+        c = self.chunks[idx]
+        return Hit(
+            rank=rank,
+            chunk_id=c.chunk_id,
+            doc_id=c.doc_id,
+            doc_path=c.doc_path,
+            heading_path=list(c.heading_path),
+            line_start=c.line_start,
+            line_end=c.line_end,
+            # The whole chunk, not a preview: SPEC §5 matches gold snippets against the hit's
+            # text, and a cut-off preview would miss a snippet near the end of a long chunk.
+            snippet=c.text,
+            score=score,
+            score_kind=score_kind,
+            index_version=self.index_version,
+            embedding_model=self.vectors.embedding_model if score_kind in ("cosine", "rrf") else None,
+            chunker_version=self.chunker_version,
+            **channels,
+        )
+
+    def _search_lexical(self, query: str, k: int) -> list[Hit]:
+        return [
+            self._hit(rank, idx, score, "bm25", lexical_score=score, lexical_rank=rank)
+            for rank, (idx, score) in enumerate(self.lexical.search(tokenize(query), k), start=1)
+        ]
+
+    def _vector_ranking(self, query: str, depth: int) -> list[tuple[int, float]]:
+        assert self.vectors is not None
+        return self.vectors.search(get_embedder().encode([query])[0], depth)
+
+    def _search_vector(self, query: str, k: int) -> list[Hit]:
+        return [
+            self._hit(rank, idx, score, "cosine", vector_score=score, vector_rank=rank)
+            for rank, (idx, score) in enumerate(self._vector_ranking(query, k), start=1)
+        ]
+
+    def _search_hybrid(self, query: str, k: int) -> list[Hit]:
+        depth = max(k, RRF_DEPTH)
+        fused = rrf_fuse(
+            self.lexical.search(tokenize(query), depth), self._vector_ranking(query, depth), k, k_rrf=RRF_K
+        )
+        return [
+            self._hit(
+                rank,
+                f.index,
+                f.score,
+                "rrf",
+                lexical_score=f.lexical_score,
+                lexical_rank=f.lexical_rank,
+                vector_score=f.vector_score,
+                vector_rank=f.vector_rank,
+            )
+            for rank, f in enumerate(fused, start=1)
+        ]
+
+    def ask(self, query: str, hits: list[Hit], gate_threshold: float | None = None) -> Answer:
+        """Extractive answer to ``query`` from ``hits`` (see :class:`~.answer.ExtractiveAnswerer`).
+
+        Each hit's full chunk text is looked up by ``chunk_id``; a hit this index
+        does not know (e.g. from another system) falls back to its snippet.
+        ``gate_threshold`` overrides the index's default for this call.
+        """
+        threshold = self.gate_threshold if gate_threshold is None else gate_threshold
+        evidence = []
+        for hit in hits:
+            found = self.chunk(hit.chunk_id) if hit.chunk_id else None
+            evidence.append(Evidence(hit=hit, text=found.text if found else hit.snippet))
+        return ExtractiveAnswerer(self.lexical, threshold=threshold).answer(query, evidence)
+
+
+def _key_of(chunk: Chunk) -> str:
+    return text_key(search_text(chunk))
+
+
+def _try_load_vectors(directory: Path) -> VectorIndex | None:
+    """Stored embeddings of an earlier index folder, or None when it has none (or unreadable ones)."""
+    try:
+        return VectorIndex.load(directory / VECTORS_DIR)
+    except (ValueError, OSError, KeyError):
+        return None

@@ -1,0 +1,81 @@
+"""The reference system as a :class:`~kebab_eval_pipeline.systems.base.SystemUnderTest`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
+from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
+from kebab_eval_pipeline.systems.outcome import QueryRequest
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
+
+
+class ReferenceSystem(PerQueryAdapter):
+    """In-process adapter over a :class:`ReferenceIndex` (one query at a time: the work is
+    CPU-bound and in-process, so threads would only contend for the GIL).
+
+    ``mode`` is fixed per system (a run compares systems, and the mode is part
+    of what a system *is*). ``gate_threshold`` overrides the index's answer
+    score-gate threshold; None keeps the index default.
+    """
+
+    def __init__(
+        self, index: ReferenceIndex, mode: str = "lexical", gate_threshold: float | None = None
+    ) -> None:
+        # Fail at construction, not on the first query: a misconfigured mode (or a
+        # missing vectors extra) would otherwise turn every row of a run into the same error.
+        if mode not in ALL_MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
+        if mode in VECTOR_MODES:
+            index.require_vectors(mode)
+        self.index = index
+        self.mode = mode
+        self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold
+
+    @classmethod
+    def from_path(
+        cls, index_dir: Path, mode: str = "lexical", gate_threshold: float | None = None
+    ) -> ReferenceSystem:
+        """Load a saved index (see :meth:`ReferenceIndex.load`) and wrap it."""
+        return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
+
+    def info(self) -> SystemInfo:
+        """Versions and settings; ``details["gate_threshold"]`` is this adapter's threshold."""
+        info = self.index.info(self.mode)
+        info.details["gate_threshold"] = f"{self.gate_threshold:g}"
+        return info
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """Top-``k`` hits in this system's mode (``ValueError`` for ``k < 1``)."""
+        return self.index.search(query, k=k, mode=self.mode)
+
+    def ask(self, query: str, hits: list[Hit]) -> Answer:
+        """Extractive answer from the hits' full chunk texts (snippet for unknown chunk ids)."""
+        return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
+
+    def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        return SearchReply(self.search(request.query, k), [], 1)
+
+    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+        return self.ask(request.query, hits), 1
+
+    def known_chunk_ids(self) -> frozenset[str]:
+        """All chunk ids of the index."""
+        return self.index.known_chunk_ids()
+
+    def catalogue(self) -> pd.DataFrame:
+        """Every chunk of the index (``CATALOGUE_COLUMNS``), for stale-golden checks."""
+        chunks = self.index.chunks
+        return typed_frame(
+            {
+                "chunk_id": [c.chunk_id for c in chunks],
+                "doc_id": [c.doc_id for c in chunks],
+                "doc_path": [c.doc_path for c in chunks],
+                "heading_path": [list(c.heading_path) for c in chunks],
+            },
+            CATALOGUE_COLUMNS,
+        )
