@@ -28,7 +28,13 @@ from kebab_eval_pipeline.matching import (
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
-from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
+from kebab_eval_pipeline.metrics.retrieval import (
+    DEFAULT_KS,
+    DEFAULT_RELEVANCE_LEVEL,
+    check_ks,
+    query_codes,
+    retrieval_scores,
+)
 from kebab_eval_pipeline.metrics.scope import scope_misses
 
 __all__ = [
@@ -91,14 +97,16 @@ def build_query_scores(
     known_chunk_ids: frozenset[str] | None = None,
     strict_snippet: bool = False,
     verification: pd.DataFrame | None = None,
+    relevance_level: int = DEFAULT_RELEVANCE_LEVEL,
 ) -> pd.DataFrame:
     """The ``query_scores`` table: one row per golden query (in ``queries`` order).
 
     Columns: ``QUERY_META_COLUMNS`` (query_id, category, difficulty, lang, tags, group, answerable,
     pending), then the retrieval columns of
     :func:`~kebab_eval_pipeline.metrics.retrieval.retrieval_scores` (applicable, n_hits,
-    first_relevant_rank, mrr, hit@k, recall@k, doc_recall@k, recall_any@k, recall_all@k, precision@k,
-    ndcg@k),
+    first_relevant_rank, mrr, map, rprec, bpref, hit@k, recall@k, doc_recall@k, recall_any@k,
+    recall_all@k, precision@k, ndcg@k, map@k, judged@k; ``relevance_level``: the grade from which a
+    support is relevant, trec_eval's ``-l``),
     ``scope_miss`` (:func:`~kebab_eval_pipeline.metrics.scope.scope_misses`),
     the answer columns of :func:`~kebab_eval_pipeline.metrics.answers.answer_scores` (refused,
     n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
@@ -118,7 +126,9 @@ def build_query_scores(
     matches = match_hits(
         hits, supports, criterion=criterion, strict_snippet=strict_snippet, resolved=resolved
     )
-    retrieval = retrieval_scores(queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff)
+    retrieval = retrieval_scores(
+        queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff, relevance_level=relevance_level
+    )
     retrieval["scope_miss"] = scope_misses(
         queries, supports, outcomes, retrieval["applicable"].to_numpy(dtype=bool)
     )
@@ -234,7 +244,8 @@ def aggregate_metrics(
 
     - ``n_queries``, ``n_applicable`` (ints).
     - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``doc_recall@k``, ``recall_any@k``,
-      ``recall_all@k``, ``precision@k``, ``ndcg@k`` — over applicable queries.
+      ``recall_all@k``, ``precision@k``, ``ndcg@k``, ``map``, ``map@k``, ``rprec``, ``bpref``,
+      ``judged@k`` — over applicable queries.
     - ``scope_miss_rate`` — over applicable queries whose system reported the folders it searched.
     - ``group_consistency@k`` — over intent groups (non-null ``group``) with at least one member
       whose ``hit@k`` is defined: share of groups where every such member has ``hit@k = 1``.
