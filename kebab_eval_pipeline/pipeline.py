@@ -38,7 +38,9 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
 
 RUNNER_VERSION = "runner-1"
-METRICS_VERSION = "metrics-2"  # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2)
+# 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2); 3: map, map@k, rprec, bpref,
+# judged@k and the relevance level (no stored number changes at the default level 1)
+METRICS_VERSION = "metrics-3"
 
 
 def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
@@ -140,7 +142,13 @@ def score(
     r = retrieval.results
     verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
     scores = exact_query_scores(
-        golden, retrieval, settings.k, settings.mrr_cutoff, settings.match, verification
+        golden,
+        retrieval,
+        settings.k,
+        settings.mrr_cutoff,
+        settings.match,
+        verification,
+        relevance_level=settings.relevance_level,
     )
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_query_columns
@@ -151,6 +159,7 @@ def score(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        "relevance_level": settings.relevance_level,
         # the metric definitions these scores follow: readers upgrade older runs on load
         "scoring_version": SCORING_VERSION,
         **match_details(settings.match, scores, golden, retrieval),
@@ -192,9 +201,11 @@ def exact_query_scores(
     mrr_cutoff: int,
     criterion: str,
     verification: pd.DataFrame | None,
+    relevance_level: int = 1,
 ) -> pd.DataFrame:
     """The unrounded ``query_scores`` of a run's stored results under ``criterion`` (what
-    :func:`score` stores rounded, and what comparisons re-score with another criterion)."""
+    :func:`score` stores rounded, and what comparisons re-score with another criterion), a
+    support relevant from grade ``relevance_level`` up."""
     r = retrieval.results
     known = frozenset(r.known_chunks["chunk_id"].dropna()) if len(r.known_chunks) else None
     return build_query_scores(
@@ -208,6 +219,7 @@ def exact_query_scores(
         criterion=criterion,
         known_chunk_ids=known,
         verification=verification,
+        relevance_level=relevance_level,
     )
 
 
@@ -242,6 +254,7 @@ def run_identity(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        "relevance_level": settings.relevance_level,
         "scoring_version": SCORING_VERSION,
         "answers": settings.answers,
     }

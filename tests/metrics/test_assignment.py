@@ -15,15 +15,21 @@ from hypothesis import strategies as st
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.matching import MATCH_COLUMNS, match_hits
-from kebab_eval_pipeline.metrics.retrieval import ASSIGNMENT_COLUMNS, assign_supports, retrieval_scores
+from kebab_eval_pipeline.metrics.retrieval import (
+    ASSIGNMENT_COLUMNS,
+    assign_judgements,
+    assign_supports,
+    retrieval_scores,
+)
 
 L2 = math.log2
 
 
-def _serial(matches: pd.DataFrame) -> list[tuple[str, int, int, int]]:
-    """The definition: serial dictatorship in rank order, per query (reference, not vectorised)."""
+def _serial(matches: pd.DataFrame, every_grade: bool = False) -> list[tuple[str, int, int, int]]:
+    """The definition: serial dictatorship in rank order, per query (reference, not vectorised);
+    over the positive supports, or over ``every_grade`` (best grade first)."""
     out = []
-    positive = matches[matches["grade"] > 0]
+    positive = matches if every_grade else matches[matches["grade"] > 0]
     for qid, group in positive.groupby("query_id", sort=True):
         taken: set[int] = set()
         for rank, at_rank in group.groupby("rank", sort=True):
@@ -66,6 +72,23 @@ def test_assignment_equals_the_serial_definition(pairs, grades) -> None:
     assert not got.duplicated(["query_id", "support_idx"]).any()
 
 
+@settings(max_examples=300, deadline=None)
+@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
+def test_judgement_assignment_extends_the_credit_assignment(pairs, grades) -> None:
+    """Every grade, best first: the serial definition, and its positive part is assign_supports'."""
+    grade_of = {(q, i): grades[qi * 8 + i] for qi, q in enumerate(["q0", "q1", "q2"]) for i in range(8)}
+    rows = [{"query_id": q, "rank": r, "support_idx": i, "grade": grade_of[(q, i)]} for q, r, i in pairs]
+    matches = pd.DataFrame(rows, columns=list(MATCH_COLUMNS)).astype(MATCH_COLUMNS)
+    matches = matches.sample(frac=1.0, random_state=len(rows))
+    got = assign_judgements(matches)
+    assert dict(got.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
+    assert list(got.itertuples(index=False, name=None)) == _serial(matches, every_grade=True)
+    positive = got[got["grade"] > 0].reset_index(drop=True)
+    pd.testing.assert_frame_equal(positive, assign_supports(matches))
+    assert not got.duplicated(["query_id", "rank"]).any()
+    assert not got.duplicated(["query_id", "support_idx"]).any()
+
+
 def test_hand_worked_assignment() -> None:
     # rank 1 matches s0 (grade 1) and s1 (grade 2): takes s1. rank 2 matches s1 only: nothing left.
     # rank 3 matches s0 and s1: takes s0. rank 4 matches s2 (grade 0): never relevant.
@@ -80,6 +103,10 @@ def test_hand_worked_assignment() -> None:
     got = assign_supports(matches)
     assert list(got.itertuples(index=False, name=None)) == [("q", 1, 1, 2), ("q", 3, 0, 1)]
     assert assign_supports(matches.iloc[:0]).empty
+    # Every grade: rank 4 takes s2 (a judged non-relevant document for bpref); rank 2 still none.
+    got = assign_judgements(matches)
+    assert list(got.itertuples(index=False, name=None)) == [("q", 1, 1, 2), ("q", 3, 0, 1), ("q", 4, 2, 0)]
+    assert assign_judgements(matches.iloc[:0]).empty
 
 
 def test_three_chunks_of_one_document_are_one_relevant_hit(tables) -> None:
