@@ -256,7 +256,7 @@ def retrieval_scores(
     s_pos = s_grade > 0
     ideal_q, ideal_pos, ideal_gain = _ideal_positions(s_q[s_pos], s_grade[s_pos])
     # Distinct (query, rank) of hits that match any support: judged hits.
-    judged_q, judged_rank = _distinct_hits(s_q[m_sup], m_rank)
+    judged_q, judged_rank = _distinct_hits(s_q[m_sup], m_rank, ks[-1])
 
     with np.errstate(divide="ignore", invalid="ignore"):
         full = {
@@ -421,10 +421,8 @@ def _assigned(
     query then rank. Positive supports come first on every hit's list (best grade first), so the
     positive part is :func:`assign_supports`' assignment and a hit takes a grade-≤0 support only
     when no positive one is left for it (:func:`assign_judgements`)."""
-    keep = np.flatnonzero(_assignment(s_q[m_sup], m_rank, m_sup, s_grade[m_sup], s_idx[m_sup]))
+    keep = _assigned_pairs(s_q[m_sup], m_rank, m_sup, s_grade[m_sup], s_idx[m_sup])
     sup, rank = m_sup[keep], m_rank[keep]
-    order = np.lexsort((rank, s_q[sup]))
-    sup, rank = sup[order], rank[order]
     return s_q[sup], rank.astype(np.float64), s_grade[sup].astype(np.float64)
 
 
@@ -452,19 +450,30 @@ def _bpref(q: np.ndarray, rel: np.ndarray, n_rel: np.ndarray, n_nonrel: np.ndarr
         return np.bincount(r_q, weights=term, minlength=nq) / n_rel
 
 
-def _distinct_hits(q: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (query code, rank) pairs among ``q``/``rank`` (int64)."""
-    if len(q) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    width = np.int64(rank.max()) + 1
-    key = np.unique(q.astype(np.int64) * width + rank)
+def _distinct_hits(q: np.ndarray, rank: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (query code, rank) pairs among ``q``/``rank`` with rank ≤ ``top`` (int64)."""
+    inside = rank <= top
+    width = np.int64(top) + 1
+    key = np.sort(q[inside].astype(np.int64) * width + rank[inside])
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
     return key // width, key % width
 
 
 def _assignment(
     q: np.ndarray, rank: np.ndarray, sup: np.ndarray, grade: np.ndarray, idx: np.ndarray
 ) -> np.ndarray:
-    """Which (hit, support) pairs the one-to-one assignment keeps (bool mask, input order).
+    """Which (hit, support) pairs the one-to-one assignment keeps (bool mask, input order); see
+    :func:`_assigned_pairs`."""
+    keep = np.zeros(len(q), dtype=bool)
+    keep[_assigned_pairs(q, rank, sup, grade, idx)] = True
+    return keep
+
+
+def _assigned_pairs(
+    q: np.ndarray, rank: np.ndarray, sup: np.ndarray, grade: np.ndarray, idx: np.ndarray
+) -> np.ndarray:
+    """The positions of the (hit, support) pairs the one-to-one assignment keeps, in query code
+    then rank order.
 
     Inputs, one entry per candidate pair (all int64): the query code, the hit's rank, a support id
     unique across queries, the support's grade and its ``support_idx`` (the tie-break).
@@ -479,9 +488,8 @@ def _assignment(
     is bounded by the longest chain of displacements (usually a handful).
     """
     n = len(q)
-    keep = np.zeros(n, dtype=bool)
     if n == 0:
-        return keep
+        return np.zeros(0, np.int64)
     order = np.lexsort((idx, -grade, rank, q))  # each hit's preference list, hits in rank order
     p_q, p_rank, p_sup = q[order], rank[order], sup[order]
     start = np.flatnonzero(np.r_[True, (p_q[1:] != p_q[:-1]) | (p_rank[1:] != p_rank[:-1])])
@@ -511,9 +519,8 @@ def _assignment(
         nxt[losers] += 1
         free[displaced] = True
         nxt[displaced] += 1
-    held = np.flatnonzero(~free)
-    keep[order[nxt[held]]] = True
-    return keep
+    held = np.flatnonzero(~free)  # hits are numbered in (query, rank) order
+    return order[nxt[held]]
 
 
 def _ideal_positions(s_q: np.ndarray, s_grade: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -56,37 +56,32 @@ _pairs = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
-def test_assignment_equals_the_serial_definition(pairs, grades) -> None:
+def _random_matches(pairs, grades) -> pd.DataFrame:
     # a support's grade is fixed per (query, support_idx), as in a golden set
     grade_of = {(q, i): grades[qi * 8 + i] for qi, q in enumerate(["q0", "q1", "q2"]) for i in range(8)}
     rows = [{"query_id": q, "rank": r, "support_idx": i, "grade": grade_of[(q, i)]} for q, r, i in pairs]
     matches = pd.DataFrame(rows, columns=list(MATCH_COLUMNS)).astype(MATCH_COLUMNS)
-    matches = matches.sample(frac=1.0, random_state=len(rows))  # input order must not matter
+    return matches.sample(frac=1.0, random_state=len(rows))  # input order must not matter
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
+def test_assignment_equals_the_serial_definition(pairs, grades) -> None:
+    matches = _random_matches(pairs, grades)
     got = assign_supports(matches)
     assert dict(got.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
     assert list(got.itertuples(index=False, name=None)) == _serial(matches)
     # one-to-one: a hit at most one support, a support at most one hit
     assert not got.duplicated(["query_id", "rank"]).any()
     assert not got.duplicated(["query_id", "support_idx"]).any()
-
-
-@settings(max_examples=300, deadline=None)
-@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
-def test_judgement_assignment_extends_the_credit_assignment(pairs, grades) -> None:
-    """Every grade, best first: the serial definition, and its positive part is assign_supports'."""
-    grade_of = {(q, i): grades[qi * 8 + i] for qi, q in enumerate(["q0", "q1", "q2"]) for i in range(8)}
-    rows = [{"query_id": q, "rank": r, "support_idx": i, "grade": grade_of[(q, i)]} for q, r, i in pairs]
-    matches = pd.DataFrame(rows, columns=list(MATCH_COLUMNS)).astype(MATCH_COLUMNS)
-    matches = matches.sample(frac=1.0, random_state=len(rows))
-    got = assign_judgements(matches)
-    assert dict(got.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
-    assert list(got.itertuples(index=False, name=None)) == _serial(matches, every_grade=True)
-    positive = got[got["grade"] > 0].reset_index(drop=True)
-    pd.testing.assert_frame_equal(positive, assign_supports(matches))
-    assert not got.duplicated(["query_id", "rank"]).any()
-    assert not got.duplicated(["query_id", "support_idx"]).any()
+    # Every grade, best first (the export's docno space): the serial definition over all supports,
+    # one-to-one, and its positive part is exactly the credit assignment above.
+    every = assign_judgements(matches)
+    assert dict(every.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
+    assert list(every.itertuples(index=False, name=None)) == _serial(matches, every_grade=True)
+    pd.testing.assert_frame_equal(every[every["grade"] > 0].reset_index(drop=True), got)
+    assert not every.duplicated(["query_id", "rank"]).any()
+    assert not every.duplicated(["query_id", "support_idx"]).any()
 
 
 def test_hand_worked_assignment() -> None:
