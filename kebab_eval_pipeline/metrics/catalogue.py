@@ -10,8 +10,9 @@ else keeps a list of metric names.
 
 A parametric family (``hit@k``) is declared once for every cut-off: ``at_k=True``, and ``{k}`` in
 ``column`` / ``trec_eval`` / ``ir_measures`` is replaced by the cut-off. A stem may have one plain
-declaration and one ``@k`` family (``map``, average precision over every hit, and ``map@k``). Example entry — a new
-measure is one entry like this plus the kernel that writes its per-query column::
+declaration and one ``@k`` family (``map``, average precision over every hit, and ``map@k``).
+Example entry — a new measure is one entry like this plus the kernel that writes its per-query
+column::
 
     register(
         Measure(
