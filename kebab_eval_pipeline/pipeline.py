@@ -51,7 +51,9 @@ from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
 
 RUNNER_VERSION = "runner-1"
-METRICS_VERSION = "metrics-2"  # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2)
+# 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2); 3: map, map@k, rprec, bpref,
+# judged@k and the relevance level (no stored number changes at the default level 1)
+METRICS_VERSION = "metrics-3"
 
 
 def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
@@ -161,6 +163,7 @@ def score(
         settings.mrr_cutoff,
         settings.match,
         verification,
+        relevance_level=settings.relevance_level,
     )
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_query_columns
@@ -171,6 +174,7 @@ def score(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        "relevance_level": settings.relevance_level,
         # the metric definitions these scores follow: readers upgrade older runs on load
         "scoring_version": SCORING_VERSION,
         **match_details(settings.match, scores, golden, retrieval),
@@ -236,6 +240,7 @@ def run_identity(
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
         "match": settings.match,
+        "relevance_level": settings.relevance_level,
         "scoring_version": SCORING_VERSION,
         "answers": settings.answers,
     }

@@ -59,6 +59,9 @@ class RunSettings(StrictSettings):
     system: SystemSettings = Field(default_factory=ReferenceSystemSettings)  # type: ignore[assignment]
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: list(DEFAULT_KS))
     mrr_cutoff: Annotated[int, Field(ge=1, le=1000)] = 10  # also the k asked for: bounded like k
+    # A support is relevant from this grade up (trec_eval -l): the binary retrieval measures follow
+    # it, nDCG keeps the raw grades (metrics/catalogue.py says which). Grades are 32-bit ints.
+    relevance_level: Annotated[int, Field(ge=1, le=2**31 - 1)] = 1
     answers: bool = True
     match: MatchCriterion = "auto"
     stale_golden: Literal["fail", "warn", "off"] = "fail"  # gold references the index does not hold
@@ -90,6 +93,17 @@ class RunSettings(StrictSettings):
         if bad:
             raise ValueError(f"{', '.join(map(repr, bad))}: an owner is an e-mail address or team:NAME")
         return owners
+
+    @field_validator("relevance_level", mode="before")
+    @classmethod
+    def _level_is_a_grade(cls, value: Any) -> Any:
+        # Only a whole number: `true` or "2" would otherwise be read as a level.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(
+                f"{value!r} is not a grade: give an integer ≥ 1 "
+                "(a support is relevant from this grade up, as trec_eval -l)"
+            )
+        return value
 
     @field_validator("baseline")
     @classmethod

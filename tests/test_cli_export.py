@@ -28,7 +28,7 @@ def _store(env) -> RunStore:
     return RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
 
 
-def _trec_eval(run: Path, qrels: Path, cutoff: int) -> tuple[dict, dict, dict]:
+def _trec_eval(run: Path, qrels: Path, cutoff: int, level: int = 1) -> tuple[dict, dict, dict]:
     with qrels.open() as f:
         judged = pytrec_eval.parse_qrel(f)
     with run.open() as f:
@@ -36,9 +36,10 @@ def _trec_eval(run: Path, qrels: Path, cutoff: int) -> tuple[dict, dict, dict]:
     rank_of = {(q, d): int(r) for q, _, d, r, *_ in (line.split() for line in run.read_text().splitlines())}
     cut = {q: {d: s for d, s in docs.items() if rank_of[(q, d)] <= cutoff} for q, docs in ranked.items()}
     cuts = ",".join(map(str, KS))
-    measures = {f"success.{cuts}", f"P.{cuts}", f"ndcg_cut.{cuts}", f"recall.{cuts}"}
-    full = pytrec_eval.RelevanceEvaluator(judged, measures).evaluate(ranked)
-    mrr = pytrec_eval.RelevanceEvaluator(judged, {"recip_rank"}).evaluate(cut)
+    measures = {f"success.{cuts}", f"P.{cuts}", f"ndcg_cut.{cuts}", f"recall.{cuts}", f"map_cut.{cuts}"}
+    measures |= {"map", "Rprec", "bpref"}
+    full = pytrec_eval.RelevanceEvaluator(judged, measures, relevance_level=level).evaluate(ranked)
+    mrr = pytrec_eval.RelevanceEvaluator(judged, {"recip_rank"}, relevance_level=level).evaluate(cut)
     return judged, full, mrr
 
 
@@ -64,15 +65,19 @@ def test_demo_export_is_rescored_identically_by_trec_eval(env, tmp_path):
     applicable = scores[scores["applicable"]]
     assert set(judged) == set(applicable.index)
     assert applicable["mrr"].mean() > 0.5  # the demo finds things: a zero re-score would show here
+    assert applicable["bpref"].mean() > 0.5 and applicable["map"].mean() > 0.5
     for qid, row in applicable.iterrows():
         assert abs(row["mrr"] - mrr.get(qid, {"recip_rank": 0.0})["recip_rank"]) <= 1e-4, qid
+        t = full.get(qid, {})
+        for ours, theirs in (("map", "map"), ("rprec", "Rprec"), ("bpref", "bpref")):
+            assert abs(row[ours] - t.get(theirs, 0.0)) <= 1e-4, (qid, ours)
         for k in KS:
-            t = full.get(qid, {})
             for ours, theirs in (
                 ("hit", "success"),
                 ("precision", "P"),
                 ("ndcg", "ndcg_cut"),
                 ("recall", "recall"),
+                ("map", "map_cut"),
             ):
                 assert abs(row[f"{ours}@{k}"] - t.get(f"{theirs}_{k}", 0.0)) <= 1e-4, (qid, ours, k)
 
@@ -157,3 +162,33 @@ def test_a_run_stored_with_the_old_recall_name_loads_compares_and_exports(env, t
     assert [line.split()[:5] for line in (tmp_path / "old.trec").read_text().splitlines()] == [
         line.split()[:5] for line in new_trec.read_text().splitlines()
     ]
+
+
+def test_the_relevance_level_is_recorded_shown_exported_and_compared(env, tmp_path):
+    """``relevance_level: 2`` on the demo (every gold support has the default grade 1): nothing is
+    relevant, so every retrieval metric is null (never 0), and the level travels with the run."""
+    config = tmp_path / "level2.yaml"
+    config.write_text("relevance_level: 2\nbaseline: none\n")
+    for run_id, extra in (("l1", ()), ("l2", ("--config", str(config)))):
+        ran = cli(env, "run", "--run-id", run_id, "--baseline", "none", *extra)
+        assert ran.returncode == 0, ran.stderr
+    assert "relevant: grade ≥ 2" in ran.stdout  # beside the match criterion
+    store = _store(env)
+    assert store.read("query_scores", "l2")[1]["relevance_level"] == 2
+    assert store.read("run_metrics", "l2")[1]["relevance_level"] == 2
+    assert store.read("run_metrics", "l1")[1]["relevance_level"] == 1
+
+    out = tmp_path / "l2.json"
+    assert cli(env, "export", "l2", "--format", "json", "--out", str(out)).returncode == 0
+    doc = json.loads(out.read_text())
+    assert doc["relevance_level"] == 2 and doc["metrics"]["n_applicable"] == 0
+    for metric in ("mrr", "map", "map@10", "rprec", "bpref", "judged@5", "ndcg@10"):
+        assert doc["metrics"][metric] is None, metric
+    trec = tmp_path / "l2.trec"
+    assert cli(env, "export", "l2", "--format", "trec", "--out", str(trec)).returncode == 0
+    assert trec.with_name("l2.trec.qrels").read_text() == ""  # no query has a relevant support
+
+    compared = cli(env, "compare", "l1", "l2", "--json")
+    assert compared.returncode == 0, compared.stderr
+    warnings = json.loads(compared.stdout)["warnings"]
+    assert any("different relevance levels (a: grade ≥ 1, b: grade ≥ 2)" in w for w in warnings), warnings

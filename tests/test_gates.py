@@ -190,6 +190,36 @@ def test_metric_names():
     assert known_metric("recency_correctness", [1]) and known_metric("scope_miss_rate", [1])
 
 
+def test_the_trec_measures_and_judged_at_k_are_gateable():
+    """map and map@k (one stem, plain and @k), rprec, bpref and judged@k: absolute, per-slice and
+    regression gates; judged@k (a coverage diagnostic, direction none) gates as higher-is-better."""
+    assert known_metric("map", [5]) and known_metric("map@5", [5]) and not known_metric("map@7", [5])
+    assert known_metric("rprec", [1]) and known_metric("bpref", [1]) and known_metric("judged@10", [10])
+    assert not known_metric("rprec@5", [5]) and not known_metric("judged", [5])
+    settings = settings_from_dict(
+        {
+            "gates": {"map": {"min": 0.3}, "map@10[lang=ko]": {"min": 0.2}, "judged@10": {"min": 0.8}},
+            "regression_gates": {"bpref": {"max_drop": 0.01, "max_p": 0.05}, "rprec": {"max_drop": 0.0}},
+        }
+    )
+    check_gate_names(settings)  # every key is known, sliceable and testable
+    breakdowns = pd.DataFrame(
+        {"dimension": ["lang"], "value": ["ko"], "metric": ["map@10"], "score": [0.1], "n": [4]}
+    )
+    metrics = {"map": 0.35, "map@10": 0.3, "judged@10": 0.75}
+    results = {r.name: r for r in evaluate_gates(settings, metrics, breakdowns)}
+    assert results["gate_map_min"].passed
+    assert (
+        not results["gate_map_at_10_lang_ko_min"].passed
+        and results["gate_map_at_10_lang_ko_min"].value == 0.1
+    )
+    assert not results["gate_judged_at_10_min"].passed  # 0.75 < 0.8: too few hits judged
+    [drop] = evaluate_regression_gate(
+        "bpref", RegressionGateSettings(max_drop=0.01), {"bpref": 0.4}, {"bpref": 0.5}
+    )
+    assert not drop.passed and math.isclose(drop.delta, -0.1)
+
+
 def test_for_rates_of_bad_events_a_rise_is_the_regression():
     g = RegressionGateSettings(max_drop=0.01, max_p=0.05)
     rise = evaluate_regression_gate(

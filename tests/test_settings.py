@@ -87,3 +87,23 @@ def test_non_finite_thresholds_are_refused(tmp_path, bad):
     with pytest.raises(InputError) as err:
         load_settings(cfg)
     assert "eval.yaml" in str(err.value) and "mrr" in str(err.value)
+
+
+def test_relevance_level_default_and_bounds(tmp_path: Path):
+    assert load_settings(None).relevance_level == 1  # trec_eval's default -l 1: every number unchanged
+    ok = write(tmp_path / "ok.yaml", "relevance_level: 2\n")
+    assert load_settings(ok).relevance_level == 2
+    for value, reason in (
+        ("0", "greater than or equal to 1"),
+        ("-1", "greater than or equal to 1"),
+        ("2147483648", "less than or equal to 2147483647"),  # grades are 32-bit (TREC qrels)
+        ("true", "True is not a grade: give an integer ≥ 1"),
+        ('"2"', "'2' is not a grade"),
+        ("1.5", "1.5 is not a grade"),
+        ("null", "None is not a grade"),
+    ):
+        cfg = write(tmp_path / "bad.yaml", f"baseline: none\nrelevance_level: {value}\n")
+        with pytest.raises(InputError) as exc:
+            load_settings(cfg)
+        text = str(exc.value)
+        assert "relevance_level" in text and "line 2" in text and reason in text, (value, text)

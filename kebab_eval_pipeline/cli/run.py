@@ -180,13 +180,14 @@ def rejudge(
             [Offender(run_id, f"no stored results for this run under {store.base}", field="run_id")],
         )
     stored = store.read("run_metrics", run_id)[1]
+    stored.setdefault("relevance_level", 1)  # runs stored before the level was recorded
     differs = [
         Offender(
             str(config or "<defaults>"),
             f"the run was scored with {key}={stored.get(key)!r}, this config says {getattr(settings, key)!r}",
             field=key,
         )
-        for key in ("k", "mrr_cutoff", "match")
+        for key in ("k", "mrr_cutoff", "match", "relevance_level")
         if key in stored and stored[key] != getattr(settings, key)
     ]
     if differs:

@@ -151,7 +151,8 @@ def _gaps(a: StoredRun, b: StoredRun, criterion: str) -> str:
 
 def rescore(bundle: StoredRun, criterion: str) -> tuple[pd.DataFrame, ScoreSummary]:
     """Run ``bundle``'s stored hits, answers and citations through scoring again under
-    ``criterion`` (same k, MRR cutoff and hit verification as the run), against its own golden set.
+    ``criterion`` (same k, MRR cutoff, relevance level and hit verification as the run), against
+    its own golden set.
 
     Returns the rounded ``query_scores`` table and the summary from the unrounded scores
     (:func:`~kebab_eval_pipeline.metrics.aggregate.summarize_scores`)."""
@@ -165,5 +166,6 @@ def rescore(bundle: StoredRun, criterion: str) -> tuple[pd.DataFrame, ScoreSumma
         int(info.get("mrr_cutoff", 10)),
         criterion,
         bundle.scores.verification,
+        relevance_level=int(info.get("relevance_level") or 1),  # runs stored before it: level 1
     )
     return round_scores(scores), summarize_scores(scores, ks)

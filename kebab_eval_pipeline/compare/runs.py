@@ -112,6 +112,13 @@ def _warnings(
             f"b: {gb.get('name')} sha256 {str(gb.get('sha256'))[:12]}): {only_a} queries only in a, "
             f"{only_b} only in b, {changed} with changed gold"
         )
+    level_a, level_b = (int(x.scores.info.get("relevance_level") or 1) for x in (a, b))  # before: 1
+    if level_a != level_b:
+        out.append(
+            f"the runs were scored with different relevance levels (a: grade ≥ {level_a}, "
+            f"b: grade ≥ {level_b}): "
+            "their binary retrieval metrics count different supports as relevant"
+        )
     ma, mb = a.scores.info.get("match"), b.scores.info.get("match")
     if plan.mode == "exact" and ma != mb:
         out.append(f"the runs were scored with different match criteria (a: {ma}, b: {mb})")

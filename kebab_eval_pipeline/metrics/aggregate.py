@@ -22,7 +22,13 @@ from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
 from kebab_eval_pipeline.metrics.matching import criteria_for, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
-from kebab_eval_pipeline.metrics.retrieval import DEFAULT_KS, check_ks, query_codes, retrieval_scores
+from kebab_eval_pipeline.metrics.retrieval import (
+    DEFAULT_KS,
+    DEFAULT_RELEVANCE_LEVEL,
+    check_ks,
+    query_codes,
+    retrieval_scores,
+)
 from kebab_eval_pipeline.metrics.scope import scope_misses
 from kebab_eval_pipeline.metrics.settings import MatchCriterion
 from kebab_eval_pipeline.systems.runner import RetrievalResults
@@ -83,11 +89,13 @@ def score_results(
     mrr_cutoff: int,
     criterion: MatchCriterion | str,
     verification: pd.DataFrame | None,
+    relevance_level: int = 1,
 ) -> pd.DataFrame:
     """The unrounded ``query_scores`` of a run's retrieval ``results`` against its golden set
-    (``queries``/``supports`` tables) under ``criterion`` — what a run stores rounded, and what a
-    comparison re-scores with another criterion. Citations resolve against the chunk ids the system
-    reported holding (``known_chunks``; none reported: not checked)."""
+    (``queries``/``supports`` tables) under ``criterion``, a support relevant from grade
+    ``relevance_level`` up — what a run stores rounded, and what a comparison re-scores with
+    another criterion. Citations resolve against the chunk ids the system reported holding
+    (``known_chunks``; none reported: not checked)."""
     known = frozenset(results.known_chunks["chunk_id"].dropna()) if len(results.known_chunks) else None
     return build_query_scores(
         queries,
@@ -100,6 +108,7 @@ def score_results(
         criterion=criterion,
         known_chunk_ids=known,
         verification=verification,
+        relevance_level=relevance_level,
     )
 
 
@@ -115,14 +124,16 @@ def build_query_scores(
     known_chunk_ids: frozenset[str] | None = None,
     strict_snippet: bool = False,
     verification: pd.DataFrame | None = None,
+    relevance_level: int = DEFAULT_RELEVANCE_LEVEL,
 ) -> pd.DataFrame:
     """The ``query_scores`` table: one row per golden query (in ``queries`` order).
 
     Columns: ``QUERY_META_COLUMNS`` (query_id, category, difficulty, lang, tags, group, answerable,
     pending), then the retrieval columns of
     :func:`~kebab_eval_pipeline.metrics.retrieval.retrieval_scores` (applicable, n_hits,
-    first_relevant_rank, mrr, hit@k, recall@k, doc_recall@k, recall_any@k, recall_all@k, precision@k,
-    ndcg@k),
+    first_relevant_rank, mrr, map, rprec, bpref, hit@k, recall@k, doc_recall@k, recall_any@k,
+    recall_all@k, precision@k, ndcg@k, map@k, judged@k; ``relevance_level``: the grade from which a
+    support is relevant, trec_eval's ``-l``),
     ``scope_miss`` (:func:`~kebab_eval_pipeline.metrics.scope.scope_misses`),
     the answer columns of :func:`~kebab_eval_pipeline.metrics.answers.answer_scores` (refused,
     n_citations, refusal_correct, under_refusal, over_refusal, citation_ok, chr, answer_precision,
@@ -142,7 +153,9 @@ def build_query_scores(
     matches = match_hits(
         hits, supports, criterion=criterion, strict_snippet=strict_snippet, resolved=resolved
     )
-    retrieval = retrieval_scores(queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff)
+    retrieval = retrieval_scores(
+        queries, supports, hits, matches, ks=ks, mrr_cutoff=mrr_cutoff, relevance_level=relevance_level
+    )
     retrieval["scope_miss"] = scope_misses(
         queries, supports, outcomes, retrieval["applicable"].to_numpy(dtype=bool)
     )
@@ -258,7 +271,8 @@ def aggregate_metrics(
 
     - ``n_queries``, ``n_applicable`` (ints).
     - retrieval: ``mrr``, ``hit@k``, ``recall@k``, ``doc_recall@k``, ``recall_any@k``,
-      ``recall_all@k``, ``precision@k``, ``ndcg@k`` — over applicable queries.
+      ``recall_all@k``, ``precision@k``, ``ndcg@k``, ``map``, ``map@k``, ``rprec``, ``bpref``,
+      ``judged@k`` — over applicable queries.
     - ``scope_miss_rate`` — over applicable queries whose system reported the folders it searched.
     - ``group_consistency@k`` — over intent groups (non-null ``group``) with at least one member
       whose ``hit@k`` is defined: share of groups where every such member has ``hit@k = 1``.

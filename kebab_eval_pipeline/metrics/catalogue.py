@@ -9,8 +9,10 @@ reports, the UI's column descriptions, the export and ``metrics.aggregate`` all 
 else keeps a list of metric names.
 
 A parametric family (``hit@k``) is declared once for every cut-off: ``at_k=True``, and ``{k}`` in
-``column`` / ``trec_eval`` / ``ir_measures`` is replaced by the cut-off. Example entry — a new
-measure is one entry like this plus the kernel that writes its per-query column::
+``column`` / ``trec_eval`` / ``ir_measures`` is replaced by the cut-off. A stem may have one plain
+declaration and one ``@k`` family (``map``, average precision over every hit, and ``map@k``).
+Example entry — a new measure is one entry like this plus the kernel that writes its per-query
+column::
 
     register(
         Measure(
@@ -240,17 +242,21 @@ def format_name(
 # ---------------------------------------------------------------------------------------------
 # The registry
 
-_REGISTRY: dict[str, Measure] = {}
+# Keyed by (name, at_k): a stem may be declared once plain and once as an @k family (``map`` is
+# average precision over every hit, ``map@10`` the same cut at rank 10, as trec_eval's map_cut).
+_REGISTRY: dict[tuple[str, bool], Measure] = {}
 _extensions_loaded = False
 
 
 def register(entry: Measure, *, replace: bool = False) -> Measure:
-    """Declare ``entry``. A second declaration of the same name is an error unless ``replace``
-    (re-importing a registering module declares the same entry again: that is allowed)."""
-    old = _REGISTRY.get(entry.name)
+    """Declare ``entry``. A second declaration of the same name (plain, or ``@k``) is an error
+    unless ``replace`` (re-importing a registering module declares the same entry again: allowed)."""
+    key = (entry.name, entry.at_k)
+    old = _REGISTRY.get(key)
     if old is not None and old != entry and not replace:
-        raise ValueError(f"metric {entry.name!r} is already declared (family {old.family})")
-    _REGISTRY[entry.name] = entry
+        shown = f"{entry.name}@k" if entry.at_k else entry.name
+        raise ValueError(f"metric {shown!r} is already declared (family {old.family})")
+    _REGISTRY[key] = entry
     return entry
 
 
@@ -258,15 +264,16 @@ def register(entry: Measure, *, replace: bool = False) -> Measure:
 def registered(entry: Measure) -> Iterator[Measure]:
     """Declare ``entry`` for the duration of a ``with`` block (tests, experiments)."""
     _load_extensions()
-    previous = _REGISTRY.get(entry.name)
-    _REGISTRY[entry.name] = entry
+    key = (entry.name, entry.at_k)
+    previous = _REGISTRY.get(key)
+    _REGISTRY[key] = entry
     try:
         yield entry
     finally:
         if previous is None:
-            _REGISTRY.pop(entry.name, None)
+            _REGISTRY.pop(key, None)
         else:
-            _REGISTRY[entry.name] = previous
+            _REGISTRY[key] = previous
 
 
 def _load_extensions() -> None:
@@ -281,8 +288,8 @@ def measures() -> list[Measure]:
     """Every declared measure, in report order (family, then registration)."""
     _load_extensions()
     rank = {family: i for i, family in enumerate(FAMILIES)}
-    order = {name: i for i, name in enumerate(_REGISTRY)}
-    return sorted(_REGISTRY.values(), key=lambda e: (rank[e.family], order[e.name]))
+    order = {key: i for i, key in enumerate(_REGISTRY)}
+    return sorted(_REGISTRY.values(), key=lambda e: (rank[e.family], order[(e.name, e.at_k)]))
 
 
 def measure(name: str | MetricName) -> Measure | None:
@@ -296,10 +303,7 @@ def measure(name: str | MetricName) -> Measure | None:
     except MetricNameError:
         return None
     _load_extensions()
-    entry = _REGISTRY.get(parsed.stem)
-    if entry is None or entry.at_k != (parsed.k is not None):
-        return None
-    return entry
+    return _REGISTRY.get((parsed.stem, parsed.k is not None))
 
 
 def metric_names(ks: Iterable[int], families: Iterable[str] | None = None) -> list[str]:
@@ -422,7 +426,7 @@ def trec_names(name: str) -> tuple[str | None, str | None]:
 # ---------------------------------------------------------------------------------------------
 # The core's measures (the judge declares its own in kebab_eval_pipeline.judge.metrics)
 
-_APPLICABLE = "applicable queries: answerable, with ≥1 support of positive grade"
+_APPLICABLE = "applicable queries: answerable, with ≥1 relevant support (grade ≥ the relevance level)"
 _ANSWERED = "queries with an answer (answer requested, produced, no error)"
 _LATENCY = "queries with a recorded {} latency"
 
@@ -497,6 +501,7 @@ _CORE: tuple[Measure, ...] = (
         column="doc_recall@{k}",
         test="graded",
         at_k=True,
+        relevance_level=True,
     ),
     Measure(
         "recall_any",
@@ -506,6 +511,7 @@ _CORE: tuple[Measure, ...] = (
         column="recall_any@{k}",
         test="binary",
         at_k=True,
+        relevance_level=True,
     ),
     Measure(
         "recall_all",
@@ -515,6 +521,7 @@ _CORE: tuple[Measure, ...] = (
         column="recall_all@{k}",
         test="binary",
         at_k=True,
+        relevance_level=True,
     ),
     Measure(
         "precision",
@@ -541,6 +548,70 @@ _CORE: tuple[Measure, ...] = (
         card={10: 3},
         trec_eval="ndcg_cut_{k}",
         ir_measures="nDCG@{k}",
+    ),
+    Measure(
+        "map",
+        "retrieval",
+        "average precision over every returned hit: Σ precision at each credited relevant hit ÷ "
+        "the relevant supports (MAP as the mean)",
+        _APPLICABLE,
+        column="map",
+        column_description="average precision over every returned hit (0 without a relevant hit)",
+        test="graded",
+        trec_eval="map",
+        ir_measures="AP",
+        relevance_level=True,
+    ),
+    Measure(
+        "map",
+        "retrieval",
+        "average precision of the top {k}: Σ precision at each credited relevant hit of rank ≤ {k} "
+        "÷ all relevant supports (not min(k, R))",
+        _APPLICABLE,
+        column="map@{k}",
+        test="graded",
+        at_k=True,
+        trec_eval="map_cut_{k}",
+        ir_measures="AP@{k}",
+        relevance_level=True,
+    ),
+    Measure(
+        "rprec",
+        "retrieval",
+        "R-precision: credited relevant hits in the top R ÷ R (R = the query's relevant supports)",
+        _APPLICABLE,
+        column="rprec",
+        test="graded",
+        trec_eval="Rprec",
+        ir_measures="Rprec",
+        relevance_level=True,
+    ),
+    Measure(
+        "bpref",
+        "retrieval",
+        "binary preference: per credited relevant hit, 1 − (judged non-relevant hits above it, at most "
+        "R) ÷ min(R, judged non-relevant supports), summed ÷ R; unjudged hits are ignored",
+        _APPLICABLE,
+        column="bpref",
+        test="graded",
+        trec_eval="bpref",
+        ir_measures="Bpref",
+        relevance_level=True,
+    ),
+    Measure(
+        "judged",
+        "retrieval",
+        "share of the top {k} hits that match any gold support of the query, whatever its grade, "
+        "÷ min({k}, hits returned); 0 without hits (judgement coverage: an unjudged hit is not known "
+        "to be non-relevant)",
+        _APPLICABLE,
+        column="judged@{k}",
+        # A coverage diagnostic, not a quality: more judged hits make the other numbers more
+        # trustworthy, but a system is not worse for returning what the golden set never judged.
+        direction="none",
+        test="graded",
+        at_k=True,
+        ir_measures="Judged@{k}",
     ),
     Measure(
         "group_consistency",

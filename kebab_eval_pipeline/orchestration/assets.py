@@ -368,7 +368,8 @@ def judge(
     "scoring",
     code_version=pipeline.METRICS_VERSION,
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
-    "precision@k, nDCG@k, refusal and answer checks. Null where a metric does not apply.",
+    "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
+    "metric does not apply.",
 )
 def query_scores(
     context: dg.AssetExecutionContext,
@@ -437,6 +438,7 @@ def run_metrics(
         "system_identity": dg.MetadataValue.text(system_label(art.info)),
         "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
         "k": dg.MetadataValue.json(settings.k),
+        "relevance_level": dg.MetadataValue.int(settings.relevance_level),  # trec_eval -l
         "breakdowns": _table_metadata(art.breakdowns),
         "report": dg.MetadataValue.md(art.report or ""),
     }

@@ -24,7 +24,12 @@ from kebab_eval_pipeline.metrics.columns import (
     string_column,
 )
 from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
-from kebab_eval_pipeline.metrics.retrieval import applicable_queries, assign_supports, query_codes
+from kebab_eval_pipeline.metrics.retrieval import (
+    DEFAULT_RELEVANCE_LEVEL,
+    applicable_queries,
+    assign_judgements,
+    query_codes,
+)
 from kebab_eval_pipeline.store.runs import RunStore
 
 _HIT_FIELDS = (
@@ -127,6 +132,8 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
             "by_query": b.scores.info.get("match_by_query"),
             "warnings": b.scores.info.get("matching_warnings"),
         },
+        # a support is relevant from this grade up (trec_eval -l); runs stored before it: 1
+        "relevance_level": _relevance_level(b.scores.info),
         "metrics": {k: plain_value(v) for k, v in b.metrics.metrics.items()},
         "breakdowns": breakdowns,
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
@@ -174,23 +181,33 @@ class TrecExport:
 
 
 def trec_tables(
-    queries: pd.DataFrame, supports: pd.DataFrame, hits: pd.DataFrame, criterion: str, source: str = "run"
+    queries: pd.DataFrame,
+    supports: pd.DataFrame,
+    hits: pd.DataFrame,
+    criterion: str,
+    source: str = "run",
+    relevance_level: int = DEFAULT_RELEVANCE_LEVEL,
 ) -> TrecExport:
-    """A run's hits and golden supports in one TREC docno space, so trec_eval re-scores the run's
-    metrics exactly (``hit@k`` = ``success_k``, ``mrr`` = ``recip_rank`` with ``-M mrr_cutoff``,
-    ``precision@k`` = ``P_k``, ``ndcg@k`` = ``ndcg_cut_k``, ``recall@k`` = ``recall_k``).
+    """A run's hits and golden supports in one TREC docno space, so trec_eval (``-l
+    relevance_level``) re-scores the run's metrics exactly (``hit@k`` = ``success_k``, ``mrr`` =
+    ``recip_rank`` with ``-M mrr_cutoff``, ``precision@k`` = ``P_k``, ``ndcg@k`` = ``ndcg_cut_k``,
+    ``recall@k`` = ``recall_k``, ``map`` = ``map``, ``map@k`` = ``map_cut_k``, ``rprec`` =
+    ``Rprec``, ``bpref`` = ``bpref``).
 
-    Inputs: the golden ``queries`` and ``supports`` tables, the run's ``hits`` table and the match
-    ``criterion`` the run was scored with (``source`` names the run in error messages).
+    Inputs: the golden ``queries`` and ``supports`` tables, the run's ``hits`` table, the match
+    ``criterion`` and relevance level the run was scored with (``source`` names the run in error
+    messages).
 
     The hits are matched to the supports under ``criterion`` (:func:`match_hits`) and assigned
-    one-to-one (:func:`assign_supports`), exactly as the metrics do. A hit assigned support ``i``
-    gets docno ``gold:<i>``; any other hit (no match, a grade-0 match, or only supports earlier
-    hits took) gets ``hit:<rank>``, unique within the query and absent from the qrels, so judged
-    non-relevant. Each hit is one run row, in rank order, with a score strictly decreasing in rank.
-    Qrels list every support (grade < 0 written as 0) of each applicable query (answerable, ≥ 1
-    support with grade > 0), once; other queries are left out, as the metrics leave them out.
-    A query without hits is absent from the run (trec_eval counts it only with ``-c``).
+    one-to-one (:func:`assign_judgements`), exactly as the metrics do. A hit assigned support
+    ``i`` gets docno ``gold:<i>`` — a hit matching only supports of grade ≤ 0 too: judged
+    non-relevant, which ``bpref`` counts; any other hit (no match, or only supports earlier hits
+    took) gets ``hit:<rank>``, unique within the query and absent from the qrels: non-relevant,
+    and unjudged for ``bpref``. Each hit is one run row, in rank order, with a score strictly
+    decreasing in rank. Qrels list every support (grade < 0 written as 0) of each applicable query
+    (answerable, ≥ 1 support with grade ≥ ``relevance_level``), once; other queries are left out,
+    as the metrics leave them out. A query without hits is absent from the run (trec_eval counts
+    it only with ``-c``).
 
     Raises :class:`InputError` when a query id is empty or contains whitespace (TREC files are
     split on whitespace) or when a query has two hits with the same rank.
@@ -204,7 +221,7 @@ def trec_tables(
     hits = hits.iloc[order].reset_index(drop=True)
     h_rank = h_rank[order]
 
-    assigned = assign_supports(match_hits(hits, supports, criterion=criterion))
+    assigned = assign_judgements(match_hits(hits, supports, criterion=criterion))
     keyed = hits[["query_id", "rank"]].astype({"query_id": "string", "rank": "int64"})
     idx = keyed.merge(assigned[["query_id", "rank", "support_idx"]], on=["query_id", "rank"], how="left")
     support_idx = idx["support_idx"].astype("Int64")
@@ -226,7 +243,7 @@ def trec_tables(
 
     s_code = lookup_codes(string_column(supports, "query_id"), qid, runs=False)
     grade = supports["grade"].to_numpy(dtype=np.int64) if len(supports) else np.zeros(0, np.int64)
-    applicable = applicable_queries(queries, s_code, grade)
+    applicable = applicable_queries(queries, s_code, grade, relevance_level)
     keep = np.flatnonzero((s_code >= 0) & applicable[np.maximum(s_code, 0)])
     sup = supports.iloc[keep]
     s_order = np.lexsort((sup["support_idx"].to_numpy(dtype=np.int64), s_code[keep]))
@@ -260,14 +277,24 @@ def trec_tables(
 
 def export_trec(store: RunStore, run_id: str, out: Path) -> tuple[Path, Path, Path]:
     """Write a stored run as a TREC run file ``out``, its qrels ``out.qrels`` and the docno legend
-    ``out.docnos.tsv`` (see :func:`trec_tables`), matched under the run's own stored criterion.
-    Returns the three paths."""
+    ``out.docnos.tsv`` (see :func:`trec_tables`), matched under the run's own stored criterion and
+    relevance level (give trec_eval the same ``-l``). Returns the three paths."""
     b = store.stored_run(run_id)
     criterion = b.scores.info.get("match") or "auto"
     export = trec_tables(
-        b.golden.queries, b.golden.supports, b.retrieval.results.hits, criterion, source=f"run {run_id}"
+        b.golden.queries,
+        b.golden.supports,
+        b.retrieval.results.hits,
+        criterion,
+        source=f"run {run_id}",
+        relevance_level=_relevance_level(b.scores.info),
     )
     return export.write(out, run_id)
+
+
+def _relevance_level(info: dict[str, Any]) -> int:
+    """The relevance level a run was scored with (runs stored before it was recorded: 1)."""
+    return int(info.get("relevance_level") or DEFAULT_RELEVANCE_LEVEL)
 
 
 def _check_ids(hits: pd.DataFrame, queries: pd.DataFrame, source: str) -> None:

@@ -388,8 +388,9 @@ def test_metric_column_mapping():
     ):
         assert metric_column(name) is None
     means = {name for name in metric_names(KS) if metric_column(name)}
-    # mrr, @k (7 families since doc_recall@k), scope_miss_rate, answers, judge scores
-    assert len(means) == 1 + 7 * len(KS) + 1 + len(ANSWER_METRICS) + len(JUDGE_QUERY_METRICS)
+    # mrr, map, rprec, bpref, @k (9 families since map@k and judged@k), scope_miss_rate, answers,
+    # judge scores
+    assert len(means) == 1 + 3 + 9 * len(KS) + 1 + len(ANSWER_METRICS) + len(JUDGE_QUERY_METRICS)
 
 
 def test_every_aggregate_metric_is_mapped_or_explained():
@@ -450,9 +451,19 @@ def test_compare_identical_runs():
     assert out.dtypes.astype(str).to_dict() == SIGNIFICANCE_COLUMNS
     tested = out[out["test"].notna()].set_index("metric")
     answers = {"refusal_correctness", "under_refusal_rate", "citation_coverage", "chr", "answer_precision"}
-    assert set(tested.index) == {"mrr", *answers} | {
+    assert set(tested.index) == {"mrr", "map", "rprec", "bpref", *answers} | {
         f"{m}@{k}"
-        for m in ("hit", "recall", "doc_recall", "recall_any", "recall_all", "precision", "ndcg")
+        for m in (
+            "hit",
+            "recall",
+            "doc_recall",
+            "recall_any",
+            "recall_all",
+            "precision",
+            "ndcg",
+            "map",
+            "judged",
+        )
         for k in KS
     }
     assert (tested["p_value"] == 1.0).all() and (tested["delta"] == 0.0).all()

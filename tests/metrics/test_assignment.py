@@ -15,15 +15,21 @@ from hypothesis import strategies as st
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.metrics.matching import MATCH_COLUMNS, match_hits
-from kebab_eval_pipeline.metrics.retrieval import ASSIGNMENT_COLUMNS, assign_supports, retrieval_scores
+from kebab_eval_pipeline.metrics.retrieval import (
+    ASSIGNMENT_COLUMNS,
+    assign_judgements,
+    assign_supports,
+    retrieval_scores,
+)
 
 L2 = math.log2
 
 
-def _serial(matches: pd.DataFrame) -> list[tuple[str, int, int, int]]:
-    """The definition: serial dictatorship in rank order, per query (reference, not vectorised)."""
+def _serial(matches: pd.DataFrame, every_grade: bool = False) -> list[tuple[str, int, int, int]]:
+    """The definition: serial dictatorship in rank order, per query (reference, not vectorised);
+    over the positive supports, or over ``every_grade`` (best grade first)."""
     out = []
-    positive = matches[matches["grade"] > 0]
+    positive = matches if every_grade else matches[matches["grade"] > 0]
     for qid, group in positive.groupby("query_id", sort=True):
         taken: set[int] = set()
         for rank, at_rank in group.groupby("rank", sort=True):
@@ -50,20 +56,32 @@ _pairs = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
-def test_assignment_equals_the_serial_definition(pairs, grades) -> None:
+def _random_matches(pairs, grades) -> pd.DataFrame:
     # a support's grade is fixed per (query, support_idx), as in a golden set
     grade_of = {(q, i): grades[qi * 8 + i] for qi, q in enumerate(["q0", "q1", "q2"]) for i in range(8)}
     rows = [{"query_id": q, "rank": r, "support_idx": i, "grade": grade_of[(q, i)]} for q, r, i in pairs]
     matches = pd.DataFrame(rows, columns=list(MATCH_COLUMNS)).astype(MATCH_COLUMNS)
-    matches = matches.sample(frac=1.0, random_state=len(rows))  # input order must not matter
+    return matches.sample(frac=1.0, random_state=len(rows))  # input order must not matter
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=_pairs, grades=st.lists(st.integers(-1, 3), min_size=24, max_size=24))
+def test_assignment_equals_the_serial_definition(pairs, grades) -> None:
+    matches = _random_matches(pairs, grades)
     got = assign_supports(matches)
     assert dict(got.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
     assert list(got.itertuples(index=False, name=None)) == _serial(matches)
     # one-to-one: a hit at most one support, a support at most one hit
     assert not got.duplicated(["query_id", "rank"]).any()
     assert not got.duplicated(["query_id", "support_idx"]).any()
+    # Every grade, best first (the export's docno space): the serial definition over all supports,
+    # one-to-one, and its positive part is exactly the credit assignment above.
+    every = assign_judgements(matches)
+    assert dict(every.dtypes.astype(str)) == ASSIGNMENT_COLUMNS
+    assert list(every.itertuples(index=False, name=None)) == _serial(matches, every_grade=True)
+    pd.testing.assert_frame_equal(every[every["grade"] > 0].reset_index(drop=True), got)
+    assert not every.duplicated(["query_id", "rank"]).any()
+    assert not every.duplicated(["query_id", "support_idx"]).any()
 
 
 def test_hand_worked_assignment() -> None:
@@ -80,6 +98,10 @@ def test_hand_worked_assignment() -> None:
     got = assign_supports(matches)
     assert list(got.itertuples(index=False, name=None)) == [("q", 1, 1, 2), ("q", 3, 0, 1)]
     assert assign_supports(matches.iloc[:0]).empty
+    # Every grade: rank 4 takes s2 (a judged non-relevant document for bpref); rank 2 still none.
+    got = assign_judgements(matches)
+    assert list(got.itertuples(index=False, name=None)) == [("q", 1, 1, 2), ("q", 3, 0, 1), ("q", 4, 2, 0)]
+    assert assign_judgements(matches.iloc[:0]).empty
 
 
 def test_three_chunks_of_one_document_are_one_relevant_hit(tables) -> None:

@@ -211,3 +211,57 @@ def test_a_declared_mean_metric_is_aggregated_sliced_and_gateable():
     ):
         check_gate_names(settings_from_dict({"gates": {"badness_rate[lang=ko]": {"max": 0.1}}}))
     assert "badness_rate" not in aggregate_metrics(qs, ks=[1])
+
+
+def test_the_trec_measures_judged_and_the_relevance_level_flags():
+    assert catalogue.trec_names("map") == ("map", "AP")
+    assert catalogue.trec_names("map@10") == ("map_cut_10", "AP@10")
+    assert catalogue.trec_names("rprec") == ("Rprec", "Rprec")
+    assert catalogue.trec_names("bpref") == ("bpref", "Bpref")
+    assert catalogue.trec_names("judged@5") == (None, "Judged@5")
+    assert catalogue.metric_column("map") == "map" and catalogue.metric_column("map@3") == "map@3"
+    assert all(catalogue.test_kind(m) == "graded" for m in ("map", "map@3", "rprec", "bpref", "judged@3"))
+    assert catalogue.direction("judged@10") == "none" and catalogue.direction("bpref") == "higher"
+    retrieval = catalogue.metric_names([1, 5], ["retrieval"])
+    assert retrieval[retrieval.index("ndcg@5") + 1 :] == [
+        "map",
+        "map@1",
+        "map@5",
+        "rprec",
+        "bpref",
+        "judged@1",
+        "judged@5",
+        "group_consistency@1",
+        "group_consistency@5",
+        "scope_miss_rate",
+    ]
+    # none of them is a headline, summary or card metric
+    shown = {*catalogue.headline_names(), *catalogue.summary_names(), *catalogue.card_names()}
+    assert not {n for n in shown if catalogue.parse(n).stem in ("map", "rprec", "bpref", "judged")}
+    # which measures follow the run's relevance level (nDCG keeps raw grades, judged@k any grade)
+    honour = {e.name for e in catalogue.measures() if e.relevance_level}
+    assert honour == {
+        "mrr",
+        "hit",
+        "recall",
+        "doc_recall",
+        "recall_any",
+        "recall_all",
+        "precision",
+        "map",
+        "rprec",
+        "bpref",
+    }
+
+
+def test_a_stem_is_declared_once_plain_and_once_as_an_at_k_family():
+    assert catalogue.measure("map").at_k is False and catalogue.measure("map@5").at_k is True
+    assert catalogue.measure("rprec@5") is None and catalogue.measure("judged") is None
+    plain = catalogue.measure("map")
+    with pytest.raises(ValueError, match="'map' is already declared"):
+        catalogue.register(catalogue.Measure("map", "retrieval", "another map", "—", untestable="x"))
+    with pytest.raises(ValueError, match="'map@k' is already declared"):
+        catalogue.register(
+            catalogue.Measure("map", "retrieval", "another map@k", "—", at_k=True, untestable="x")
+        )
+    assert catalogue.register(plain) is plain  # the same declaration again is allowed

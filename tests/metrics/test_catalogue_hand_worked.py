@@ -1,5 +1,6 @@
-"""Hand-worked expectations for the SPEC §6 answer and operational metrics, their null cases and the
-edges their definitions imply (the per-metric files cover the rest; see each section's note).
+"""Hand-worked expectations for the SPEC §6 answer and operational metrics, AP / R-precision / bpref /
+judged@k at two relevance levels, their null cases and the edges their definitions imply (the
+per-metric files cover the rest; see each section's note).
 
 Every expected number is derived in a comment next to it and asserted unrounded
 (``aggregate_metrics(..., round_to=None)``) together with the per-query columns behind it. A metric
@@ -518,6 +519,162 @@ def test_every_retrieval_aggregate_is_null_without_applicable_queries(tables) ->
     assert m["n_applicable"] == 0
     assert {n: m[n] for n in names} == dict.fromkeys(names)
     assert all(d[n] == 0 for n in names)
+
+
+# ------------------------------------------------------------------------------------------------
+# AP / AP@k, R-precision, bpref and judged@k, at relevance level 1 and 2 (trec_eval -l)
+# ------------------------------------------------------------------------------------------------
+
+# Supports are documents (doc_id), so hits repeat them. Grades: A has D1 (2), D2 (1), D3 (3, never
+# retrieved), N1 and N2 (0: judged non-relevant, N2 never retrieved); B has E (1) and no hits; C has
+# only a grade-0 support; D has R1, R2 (1) and M1, M2, M3 (0); U is unanswerable.
+RANKED_QUERIES = [
+    _q(
+        "A",
+        supports=[
+            Support(doc_id="D1", grade=2),
+            Support(doc_id="D2", grade=1),
+            Support(doc_id="D3", grade=3),
+            Support(doc_id="N1", grade=0),
+            Support(doc_id="N2", grade=0),
+        ],
+    ),
+    _q("B", supports=[Support(doc_id="E")]),
+    _q("C", supports=[Support(doc_id="N1", grade=0)]),
+    _q(
+        "D",
+        supports=[
+            Support(doc_id="R1"),
+            Support(doc_id="R2"),
+            Support(doc_id="M1", grade=0),
+            Support(doc_id="M2", grade=0),
+            Support(doc_id="M3", grade=0),
+        ],
+    ),
+    _q("U", answerable=False, supports=[Support(doc_id="D1")]),
+]
+RANKED_HITS = {
+    # A: N1 (judged non-relevant), D1, X (no support: unjudged), N1 again (a repeat: judged for
+    # judged@k, but no second judged document for bpref), D2.
+    "A": ["N1", "D1", "X", "N1", "D2"],
+    "C": ["N1"],
+    "D": ["M1", "R1", "M2", "M3", "R2"],
+    "U": ["D1"],
+}
+RANKED_KS = (1, 3, 5)
+
+# Level 1 — A: R = 3 (D1, D2, D3), N = 2 (N1, N2); relevant hits at ranks 2 and 5.
+#   map = (1/2 + 2/5) / 3 = 0.3; map@1 = 0; map@3 = (1/2) / 3 = 1/6; map@5 = 0.3 (still ÷ R = 3)
+#   rprec: ranks ≤ R = 3 hold one relevant hit → 1/3
+#   bpref: rank 2 has 1 judged non-relevant above (rank 1; rank 3 is unjudged) → 1 − min(1, 3)/min(2, 3)
+#     = 1/2; rank 5 also 1 (rank 4 repeats N1: unjudged) → 1/2; (1/2 + 1/2) / 3 = 1/3
+#   judged@1 = 1/1; judged@3 = 2/3 (X is unjudged); judged@5 = 4/5 (the repeat of N1 is judged)
+# B: R = 1, no hits → 0 everywhere (judged@k too: ir_measures scores a query without hits 0).
+# C (grade 0 only) and U (unanswerable): not applicable → null.
+# D: R = 2, N = 3; relevant at ranks 2 and 5.
+#   map = (1/2 + 2/5) / 2 = 0.45 = map@5; map@1 = 0; map@3 = (1/2) / 2 = 1/4; rprec = 1/2
+#   bpref: rank 2 → 1 − min(1, 2)/min(3, 2) = 1/2; rank 5 has 3 above → 1 − min(3, 2)/2 = 0
+#     (at most R non-relevant count); (1/2 + 0) / 2 = 1/4.  judged@k = 1 (every hit matches).
+# Level 2 — only grades ≥ 2 are relevant: A: R = 2 (D1, D3), N = 3 (D2, N1, N2); D2 at rank 5 is now
+#   judged non-relevant. map = (1/2) / 2 = 1/4 = map@3 = map@5; map@1 = 0; rprec: rank ≤ 2 → 1/2;
+#   bpref: rank 2 → 1 − min(1, 2)/min(3, 2) = 1/2, ÷ 2 = 1/4; judged@k does not depend on the level.
+#   B and D have no support of grade ≥ 2: not applicable.
+#                      A      B    C  D     U
+RANKED_LEVEL_1 = {
+    "map": (0.3, 0.0, N, 0.45, N),
+    "map@1": (0.0, 0.0, N, 0.0, N),
+    "map@3": (1 / 6, 0.0, N, 1 / 4, N),
+    "map@5": (0.3, 0.0, N, 0.45, N),
+    "rprec": (1 / 3, 0.0, N, 1 / 2, N),
+    "bpref": (1 / 3, 0.0, N, 1 / 4, N),
+    "judged@1": (1.0, 0.0, N, 1.0, N),
+    "judged@3": (2 / 3, 0.0, N, 1.0, N),
+    "judged@5": (4 / 5, 0.0, N, 1.0, N),
+}
+RANKED_LEVEL_2 = {
+    "map": (1 / 4, N, N, N, N),
+    "map@1": (0.0, N, N, N, N),
+    "map@3": (1 / 4, N, N, N, N),
+    "map@5": (1 / 4, N, N, N, N),
+    "rprec": (1 / 2, N, N, N, N),
+    "bpref": (1 / 4, N, N, N, N),
+    "judged@1": (1.0, N, N, N, N),
+    "judged@3": (2 / 3, N, N, N, N),
+    "judged@5": (4 / 5, N, N, N, N),
+}
+# Means over the applicable queries — level 1: A, B, D (3); level 2: A (1).
+RANKED_AGGREGATES = {
+    1: {
+        "map": (0.3 + 0 + 0.45) / 3,  # 0.25
+        "map@3": (1 / 6 + 0 + 1 / 4) / 3,  # 5/36
+        "rprec": (1 / 3 + 0 + 1 / 2) / 3,  # 5/18
+        "bpref": (1 / 3 + 0 + 1 / 4) / 3,  # 7/36
+        "judged@3": (2 / 3 + 0 + 1) / 3,  # 5/9
+        "judged@5": (4 / 5 + 0 + 1) / 3,  # 0.6
+    },
+    2: {"map": 1 / 4, "map@3": 1 / 4, "rprec": 1 / 2, "bpref": 1 / 4, "judged@3": 2 / 3, "judged@5": 4 / 5},
+}
+
+
+def _ranked_run(tables, level: int) -> pd.DataFrame:
+    q_table, s_table = tables.golden(*RANKED_QUERIES)
+    hits = tables.concat(
+        *[
+            tables.hits(qid, *[{"chunk_id": f"{qid}-{i}", "doc_id": doc} for i, doc in enumerate(docs)])
+            for qid, docs in RANKED_HITS.items()
+        ]
+    )
+    outcomes = tables.outcomes(
+        *[{"query_id": q.id, "n_hits": len(RANKED_HITS.get(q.id, []))} for q in RANKED_QUERIES]
+    )
+    return build_query_scores(
+        q_table,
+        s_table,
+        hits,
+        outcomes,
+        tables.citations(),
+        ks=RANKED_KS,
+        criterion="doc",
+        relevance_level=level,
+    )
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_ap_rprec_bpref_judged_by_hand(tables, level: int) -> None:
+    qs = _ranked_run(tables, level)
+    for column, values in (RANKED_LEVEL_1 if level == 1 else RANKED_LEVEL_2).items():
+        expected = dict(zip([q.id for q in RANKED_QUERIES], map(float, values), strict=True))
+        got = _column(qs, column)
+        assert got.keys() == expected.keys(), column
+        for qid, value in expected.items():
+            assert (math.isnan(value) and math.isnan(got[qid])) or got[qid] == pytest.approx(
+                value, abs=1e-15
+            ), (
+                column,
+                qid,
+                got[qid],
+            )
+    m = aggregate_metrics(qs, RANKED_KS, round_to=None)
+    d = metric_denominators(qs, RANKED_KS)
+    for metric, value in RANKED_AGGREGATES[level].items():
+        assert m[metric] == pytest.approx(value, abs=1e-15), metric
+        assert d[metric] == (3 if level == 1 else 1), metric
+    assert m["n_applicable"] == (3 if level == 1 else 1)
+
+
+def test_the_level_changes_relevance_not_ndcg_gains(tables) -> None:
+    # A at level 2: the first relevant hit is still D1 at rank 2 (mrr 1/2), but D2 (grade 1) no longer
+    # counts for recall@5 (1 of R = 2) or precision@5 (1/5); nDCG keeps the raw grades at both levels:
+    # DCG@5 = 2/log2(3) + 1/log2(6), ideal 3/log2(2) + 2/log2(3) + 1/log2(4).
+    one = _ranked_run(tables, 1).set_index("query_id").loc["A"]
+    two = _ranked_run(tables, 2).set_index("query_id").loc["A"]
+    assert (one["mrr"], two["mrr"]) == (0.5, 0.5)
+    assert (one["recall@5"], two["recall@5"]) == (2 / 3, 1 / 2)
+    assert (one["precision@5"], two["precision@5"]) == (2 / 5, 1 / 5)
+    ndcg = (2 / math.log2(3) + 1 / math.log2(6)) / (3 + 2 / math.log2(3) + 1 / math.log2(4))
+    assert one["ndcg@5"] == pytest.approx(ndcg, abs=1e-15) and two["ndcg@5"] == one["ndcg@5"]
+    assert (one["recall_all@5"], two["recall_all@5"]) == (0.0, 0.0)  # D3 is never found
+    assert (one["recall_any@1"], one["recall_any@3"], two["recall_any@3"]) == (0.0, 1.0, 1.0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ Random golden supports and hits (paths, heading paths, line spans, chunk and doc
 including 0 and negative) are scored with the metric kernels and stored-rounded to 4 decimals,
 exported with :func:`trec_tables` to real files, read back with pytrec_eval's own parsers and
 evaluated: ``success_k`` = ``hit@k``, ``recip_rank`` on the run cut at the MRR cutoff = ``mrr``,
-``P_k`` = ``precision@k``, ``ndcg_cut_k`` = ``ndcg@k``, ``recall_k`` = ``recall@k`` per query.
+``P_k`` = ``precision@k``, ``ndcg_cut_k`` = ``ndcg@k``, ``recall_k`` = ``recall@k``, ``map`` =
+``map``, ``map_cut_k`` = ``map@k``, ``Rprec`` = ``rprec`` and ``bpref`` = ``bpref`` per query, at the
+run's relevance level (pytrec_eval ``relevance_level``, trec_eval ``-l``).
 """
 
 from __future__ import annotations
@@ -92,31 +94,44 @@ def _build(spec):
     return queries, supports, hits
 
 
-def _trec_eval(run_path: Path, qrels_path: Path, cutoff: int):
+def _trec_eval(run_path: Path, qrels_path: Path, cutoff: int, level: int = 1):
     with qrels_path.open() as f:
         qrels = pytrec_eval.parse_qrel(f)
     with run_path.open() as f:
         run = pytrec_eval.parse_run(f)
     cuts = ",".join(map(str, KS))
     full = pytrec_eval.RelevanceEvaluator(
-        qrels, {f"success.{cuts}", f"recall.{cuts}", f"P.{cuts}", f"ndcg_cut.{cuts}"}
+        qrels,
+        {f"success.{cuts}", f"recall.{cuts}", f"P.{cuts}", f"ndcg_cut.{cuts}", f"map_cut.{cuts}"}
+        | {"map", "Rprec", "bpref"},
+        relevance_level=level,
     )
     ranks = {}  # the run file's own rank column, to cut the run at the MRR cutoff
     for line in run_path.read_text().splitlines():
         q, _, docno, rank, *_ = line.split()
         ranks[(q, docno)] = int(rank)
     cut = {q: {d: s for d, s in docs.items() if ranks[(q, d)] <= cutoff} for q, docs in run.items()}
-    mrr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(cut)
+    mrr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}, relevance_level=level).evaluate(cut)
     return qrels, full.evaluate(run), mrr
 
 
-def check_export_reproduces(queries, supports, hits, criterion: str, cutoff: int, out: Path) -> int:
-    """Assert trec_eval on the export equals the stored (rounded) scores; returns queries compared."""
+def check_export_reproduces(
+    queries, supports, hits, criterion: str, cutoff: int, out: Path, level: int = 1
+) -> int:
+    """Assert trec_eval (``-l level``) on the export equals the stored (rounded) scores; returns
+    queries compared."""
     ours = retrieval_scores(
-        queries, supports, hits, match_hits(hits, supports, criterion), ks=KS, mrr_cutoff=cutoff
+        queries,
+        supports,
+        hits,
+        match_hits(hits, supports, criterion),
+        ks=KS,
+        mrr_cutoff=cutoff,
+        relevance_level=level,
     )
     ours = round_scores(ours).set_index("query_id")
-    run_path, qrels_path, docnos_path = trec_tables(queries, supports, hits, criterion).write(out, "t")
+    export = trec_tables(queries, supports, hits, criterion, relevance_level=level)
+    run_path, qrels_path, docnos_path = export.write(out, "t")
     qrels_lines = qrels_path.read_text().splitlines()
     assert len(qrels_lines) == len(set(qrels_lines))  # no duplicate qrels lines
     run_lines = [line.split() for line in run_path.read_text().splitlines()]
@@ -133,7 +148,7 @@ def check_export_reproduces(queries, supports, hits, criterion: str, cutoff: int
     legend = docnos_path.read_text().splitlines()
     assert legend[0].split("\t") == list(DOCNO_COLUMNS) and len(legend) == len(hits) + 1
 
-    qrels, full, mrr = _trec_eval(run_path, qrels_path, cutoff)
+    qrels, full, mrr = _trec_eval(run_path, qrels_path, cutoff, level)
     compared = 0
     for qid, row in ours.iterrows():
         assert bool(row["applicable"]) == (qid in qrels), qid
@@ -141,8 +156,12 @@ def check_export_reproduces(queries, supports, hits, criterion: str, cutoff: int
             continue
         assert abs(row["mrr"] - (mrr[qid]["recip_rank"] if qid in mrr else 0.0)) <= 1e-4, (qid, "mrr")
         t = full.get(qid)
+        for metric, measure in (("map", "map"), ("rprec", "Rprec"), ("bpref", "bpref")):
+            theirs = t[measure] if t is not None else 0.0
+            assert abs(row[metric] - theirs) <= 1e-4, (qid, criterion, level, metric, row[metric], theirs)
         for k in KS:
             pairs = {"hit": "success", "precision": "P", "ndcg": "ndcg_cut", "recall": "recall"}
+            pairs["map"] = "map_cut"
             for metric, measure in pairs.items():
                 theirs = t[f"{measure}_{k}"] if t is not None else 0.0  # no hits: trec_eval needs -c
                 assert abs(row[f"{metric}@{k}"] - theirs) <= 1e-4, (
@@ -159,11 +178,15 @@ def check_export_reproduces(queries, supports, hits, criterion: str, cutoff: int
 
 @pytest.mark.parametrize("criterion", CRITERIA)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=st.lists(_query, min_size=1, max_size=6), cutoff=st.sampled_from([1, 3, 10]))
-def test_trec_eval_on_the_export_reproduces_the_scores(criterion, spec, cutoff) -> None:
+@given(
+    spec=st.lists(_query, min_size=1, max_size=6),
+    cutoff=st.sampled_from([1, 3, 10]),
+    level=st.sampled_from([1, 2]),
+)
+def test_trec_eval_on_the_export_reproduces_the_scores(criterion, spec, cutoff, level) -> None:
     queries, supports, hits = _build(spec)
     with tempfile.TemporaryDirectory() as tmp:
-        check_export_reproduces(queries, supports, hits, criterion, cutoff, Path(tmp) / "run.trec")
+        check_export_reproduces(queries, supports, hits, criterion, cutoff, Path(tmp) / "run.trec", level)
 
 
 def test_export_hand_worked(tmp_path) -> None:
@@ -196,7 +219,7 @@ def test_export_hand_worked(tmp_path) -> None:
         "q1 Q0 gold:0 1 4 demo-1",
         "q1 Q0 hit:2 2 3 demo-1",
         "q1 Q0 hit:3 3 2 demo-1",  # repeats a.md, already credited to rank 1
-        "q1 Q0 hit:4 4 1 demo-1",  # matches only a grade-0 support: not assigned
+        "q1 Q0 gold:2 4 1 demo-1",  # matches only a grade-0 support: judged non-relevant (bpref)
         "q2 Q0 gold:0 1 4 demo-1",  # unanswerable: in the run, not in the qrels
     ]
     assert qrels.read_text().splitlines() == [
@@ -210,10 +233,15 @@ def test_export_hand_worked(tmp_path) -> None:
         "q1\t1\tgold:0\tk1\ta.md\tT > U\t0",
         "q1\t2\thit:2\tk2\tx.md\t\t",
         "q1\t3\thit:3\tk3\ta.md\t\t",
-        "q1\t4\thit:4\tk4\tz.md\t\t",
+        "q1\t4\tgold:2\tk4\tz.md\t\t2",
         "q2\t1\tgold:0\t\ta.md\t\t0",
     ]
     assert check_export_reproduces(queries, supports, hits, "doc", 10, tmp_path / "again.trec") == 2
+    # Relevance level 2: q3's only support (grade 1) is no longer relevant, so q3 leaves the qrels;
+    # in q1, b.md (grade 1) joins z.md among the judged non-relevant supports.
+    level2 = trec_tables(queries, supports, hits, "doc", relevance_level=2).qrels
+    assert level2["qid"].tolist() == ["q1"] * 3
+    assert check_export_reproduces(queries, supports, hits, "doc", 10, tmp_path / "l2.trec", level=2) == 1
 
 
 def test_query_ids_with_whitespace_are_refused(tmp_path) -> None:
