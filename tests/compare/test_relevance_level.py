@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 
-from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-
 from kebab_eval_pipeline.compare.fallback import rescore
 from kebab_eval_pipeline.compare.runs import compare_runs
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 QUERIES = [
