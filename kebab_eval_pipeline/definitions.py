@@ -26,9 +26,9 @@ from kebab_eval_pipeline.orchestration.resources import (
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
+from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
 from kebab_eval_pipeline.settings import RunSettings
 
-SYSTEM_OVERRIDES = {"system_kind": "kind", "mode": "mode", "chunk_size": "chunk_size"}
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
 JOB_NAME = "evaluation_run"

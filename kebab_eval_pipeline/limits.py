@@ -32,10 +32,10 @@ from kebab_eval_pipeline.errors import InputError, Offender
 
 MIB = 1024 * 1024
 INPUT_ENV = "KEBAB_EVAL_MAX_INPUT_MB"  # golden sets and replay traces
-CONFIG_ENV = "KEBAB_EVAL_MAX_CONFIG_MB"  # run config files
+CONFIG_LIMIT_ENV = "KEBAB_EVAL_MAX_CONFIG_MB"  # run config files
 DEFAULT_INPUT_MB = 1024.0
 DEFAULT_CONFIG_MB = 4.0
-_DEFAULTS = {INPUT_ENV: DEFAULT_INPUT_MB, CONFIG_ENV: DEFAULT_CONFIG_MB}
+_DEFAULTS = {INPUT_ENV: DEFAULT_INPUT_MB, CONFIG_LIMIT_ENV: DEFAULT_CONFIG_MB}
 
 ALIAS_FLOOR = 100_000  # expanded nodes always allowed (a small config sharing a block of gates)
 ALIAS_EXPANSION = 10  # ... and beyond it, at most this many times the nodes written

@@ -30,8 +30,8 @@ from kebab_eval_pipeline.gates.settings import (
     VerdictGateSettings,
 )
 from kebab_eval_pipeline.judge.config import JudgeSettings
-from kebab_eval_pipeline.limits import CONFIG_ENV
-from kebab_eval_pipeline.metrics.settings import MatchCriterion, SystemHealthSettings
+from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
+from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
     CommandSystemSettings,
@@ -43,7 +43,6 @@ from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
 
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
-DEFAULT_KS = (1, 3, 5, 10)
 
 
 DEFAULT_OWNERS = ("team:evaluation",)
@@ -348,7 +347,7 @@ def load_settings(path: str | Path | None) -> RunSettings:
     if path is None:
         return RunSettings()
     path = Path(path)
-    text = read_text(path, "run config", CONFIG_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
+    text = read_text(path, "run config", CONFIG_LIMIT_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
     doc = parse_yaml(text, path, "run config")
     blank = _blank_destinations(doc, text)
     if blank:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.limits import (
-    CONFIG_ENV,
+    CONFIG_LIMIT_ENV,
     INPUT_ENV,
     MIB,
     GuardedCSafeLoader,
@@ -173,7 +173,7 @@ def test_cli_refuses_object_tags_with_exit_2(env, tmp_path):  # noqa: F811
 @pytest.fixture
 def no_limit_env(monkeypatch):
     monkeypatch.delenv(INPUT_ENV, raising=False)
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    monkeypatch.delenv(CONFIG_LIMIT_ENV, raising=False)
 
 
 def sparse(path: Path, size: int) -> Path:
@@ -186,7 +186,7 @@ def sparse(path: Path, size: int) -> Path:
 
 def test_default_limits(no_limit_env):
     assert max_bytes(INPUT_ENV) == 1024 * MIB
-    assert max_bytes(CONFIG_ENV) == 4 * MIB
+    assert max_bytes(CONFIG_LIMIT_ENV) == 4 * MIB
 
 
 def test_golden_over_the_default_limit_is_refused_before_reading(tmp_path, no_limit_env):
@@ -222,9 +222,9 @@ def test_config_over_the_default_limit_is_refused_before_parsing(tmp_path, monke
     (offender,) = info.value.offenders
     assert (offender.file, offender.position) == (str(path), "top level")
     assert offender.reason.startswith("4.0 MiB (4,194,305 bytes) is over the 4.0 MiB (4,194,304 bytes) limit")
-    assert f"{CONFIG_ENV}=<MiB>" in offender.reason
+    assert f"{CONFIG_LIMIT_ENV}=<MiB>" in offender.reason
     # Raised: the same file is now read, and its NUL bytes are what is wrong with it.
-    monkeypatch.setenv(CONFIG_ENV, "5")
+    monkeypatch.setenv(CONFIG_LIMIT_ENV, "5")
     with pytest.raises(InputError) as info:
         load_settings(path)
     assert info.value.summary == "run config is malformed"
@@ -245,10 +245,10 @@ def test_replay_trace_over_the_limit_is_refused_before_reading(tmp_path, monkeyp
 
 @pytest.mark.parametrize("value", ["abc", "0", "-1", "inf", "nan", "1e999"])
 def test_a_bad_limit_setting_is_an_input_error(tmp_path, monkeypatch, value):
-    monkeypatch.setenv(CONFIG_ENV, value)
+    monkeypatch.setenv(CONFIG_LIMIT_ENV, value)
     with pytest.raises(InputError) as info:
         load_settings(write(tmp_path / "eval.yaml", "baseline: none\n"))
-    assert info.value.summary == f"{CONFIG_ENV} is invalid"
+    assert info.value.summary == f"{CONFIG_LIMIT_ENV} is invalid"
     assert info.value.offenders[0].reason == f"expected a positive number of MiB, got {value!r}"
 
 

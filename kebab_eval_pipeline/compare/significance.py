@@ -45,7 +45,6 @@ __all__ = [
     "TEST_RANDOMIZATION",
     "PairedTest",
     "compare_query_scores",
-    "metric_column",
     "paired_test",
 ]
 
@@ -191,16 +190,6 @@ def paired_test(
     )
 
 
-def metric_column(name: str) -> str | None:
-    """The per-query ``query_scores`` column whose mean over defined rows is aggregate metric ``name``
-    (the metric catalogue's ``column``): ``mrr`` → ``mrr``, ``hit@5`` → ``hit@5``,
-    ``citation_coverage`` → ``citation_ok``. ``None`` for every metric that is not such a mean
-    (counts, group consistency, operational rates, latencies, indexing coverage, judge run
-    statistics) and for unknown names.
-    """
-    return catalogue.metric_column(name)
-
-
 def compare_query_scores(
     scores_a: pd.DataFrame,
     scores_b: pd.DataFrame,
@@ -238,7 +227,7 @@ def compare_query_scores(
     )
     rows: list[dict] = []
     for name in metrics:
-        column = metric_column(name)
+        column = catalogue.metric_column(name)
         row: dict = {"metric": name, "column": column}
         missing = [r for r, qs in (("a", scores_a), ("b", scores_b)) if column and column not in qs.columns]
         if column is None:

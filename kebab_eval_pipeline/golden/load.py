@@ -40,7 +40,7 @@ from kebab_eval_pipeline.yaml_io import (
     surrogate_paths,
 )
 
-PARSER_VERSION = "golden-2"
+GOLDEN_PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
     "ckv": ckv,
     "kebab": kebab,

@@ -6,7 +6,6 @@ Every reader maps its format onto :class:`GoldenQuery`; everything downstream
 
 from __future__ import annotations
 
-import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -117,7 +116,3 @@ class GoldenSet(BaseModel):
 
     def by_id(self) -> dict[str, GoldenQuery]:
         return {q.id: q for q in self.queries}
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -23,14 +23,13 @@ from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
 from kebab_eval_pipeline.metrics.matching import criteria_for, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import (
-    DEFAULT_KS,
     DEFAULT_RELEVANCE_LEVEL,
     check_ks,
     query_codes,
     retrieval_scores,
 )
 from kebab_eval_pipeline.metrics.scope import scope_misses
-from kebab_eval_pipeline.metrics.settings import MatchCriterion
+from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 __all__ = [

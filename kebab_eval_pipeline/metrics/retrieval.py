@@ -32,10 +32,10 @@ from kebab_eval_pipeline.metrics.columns import (
     string_column,
 )
 from kebab_eval_pipeline.metrics.matching import normalise_paths
+from kebab_eval_pipeline.metrics.settings import DEFAULT_KS
 
 __all__ = [
     "ASSIGNMENT_COLUMNS",
-    "DEFAULT_KS",
     "DEFAULT_RELEVANCE_LEVEL",
     "RETRIEVAL_AT_K",
     "RETRIEVAL_FULL",
@@ -50,7 +50,6 @@ __all__ = [
     "retrieval_scores",
 ]
 
-DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
 #: The per-k retrieval metrics, in column order (``hit@1, hit@3, …, recall@1, …``).
 RETRIEVAL_AT_K: tuple[str, ...] = (
     "hit",

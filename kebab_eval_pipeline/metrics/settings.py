@@ -9,6 +9,9 @@ from pydantic import Field
 
 from kebab_eval_pipeline.config_model import StrictSettings
 
+#: The default cut-offs k of the @k metrics (``k:`` in the run config).
+DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
+
 MatchCriterion = Literal["auto", "chunk", "doc", "anchor", "span", "fields"]
 
 

@@ -26,7 +26,7 @@ from kebab_eval_pipeline.compare.runs import (
 )
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256
+from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
@@ -219,7 +219,7 @@ def system_under_test(context) -> dg.ObserveResult:
 
 @_chain_asset(
     "golden",
-    code_version=PARSER_VERSION,
+    code_version=GOLDEN_PARSER_VERSION,
     deps=[golden_file],
     description="The golden query set, parsed and validated into the canonical model (queries + supports).",
 )
@@ -244,7 +244,7 @@ def golden_set(
         **{k: v for k, v in summary.items() if not k.startswith("per_")},
         **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
     }
-    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{PARSER_VERSION}:{art.sha256}"))
+    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}"))
 
 
 @_chain_asset(

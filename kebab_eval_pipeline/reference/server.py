@@ -30,7 +30,7 @@ from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
 from kebab_eval_pipeline.reference.stdio import MAX_K, version_report
 
 
-class QueryRequest(BaseModel):
+class QueryBody(BaseModel):
     """Body of ``/search`` and ``/ask``; ``mode`` defaults to the server's mode."""
 
     model_config = ConfigDict(extra="ignore")
@@ -56,15 +56,15 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
     if mode != "lexical":
         index.require_vectors(mode)
 
-    async def parse(request: Request, default_k: int) -> QueryRequest | JSONResponse:
-        parsed = await read_body(request, QueryRequest, {"k": default_k})
+    async def parse(request: Request, default_k: int) -> QueryBody | JSONResponse:
+        parsed = await read_body(request, QueryBody, {"k": default_k})
         if isinstance(parsed, tuple):
             return _error(*parsed)
         if parsed.mode is not None and parsed.mode not in ALL_MODES:
             return _error(422, f"mode: expected one of {', '.join(ALL_MODES)}, got {parsed.mode!r}")
         return parsed
 
-    def run_search(req: QueryRequest) -> list:
+    def run_search(req: QueryBody) -> list:
         return index.search(req.query, k=req.k, mode=req.mode or mode)
 
     async def search(request: Request) -> JSONResponse:

@@ -7,14 +7,11 @@ import math
 
 import pandas as pd
 
+from kebab_eval_pipeline.compare.report import CATEGORY_METRICS
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
-from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.systems.identity import label as system_label
-
-#: The breakdown columns of the report's category table (the catalogue's quality summary metrics).
-CATEGORY_METRICS: tuple[str, ...] = tuple(catalogue.summary_names(families=catalogue.QUALITY_FAMILIES))
 
 
 def _fmt(x) -> str:

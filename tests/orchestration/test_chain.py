@@ -14,7 +14,7 @@ from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
 from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.golden.load import PARSER_VERSION, golden_content_sha256, load_golden
+from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
@@ -86,7 +86,7 @@ def test_demo_chain_materializes_every_asset_with_versions(instance):
     assert not any(c.startswith("judge_") for c in defs_scores_columns(defs, "r1"))
     # the golden set's data version is its content hash; code versions are recorded
     assert mats["golden_set"].tags["dagster/data_version"].endswith(golden.sha256)
-    assert mats["golden_set"].tags["dagster/code_version"] == PARSER_VERSION
+    assert mats["golden_set"].tags["dagster/code_version"] == GOLDEN_PARSER_VERSION
 
     store = RunStore(defs.resources["artifact_storage"].base)
     stored = RunMetricsArtifact.from_tables(*store.read("run_metrics", "r1"))
