@@ -16,7 +16,6 @@ from kebab_eval_pipeline.compare.significance import (
     TEST_RANDOMIZATION,
     PairedTest,
     compare_query_scores,
-    metric_column,
     paired_test,
 )
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
@@ -27,6 +26,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
     build_query_scores,
     metric_names,
 )
+from kebab_eval_pipeline.metrics.catalogue import metric_column
 from tests.metrics.conftest import Tables
 
 KS = (1, 3)
