@@ -49,6 +49,10 @@ class StoredRun:
     def __repr__(self) -> str:
         return f"StoredRun({self.run_id!r})"
 
+    def renamed(self, run_id: str) -> StoredRun:
+        """The same artifacts (all read now) under another run id: what a copy of the run would be."""
+        return StoredRun(run_id, self.golden, self.retrieval, self.scores, self.metrics)
+
     def _read(self, asset: str) -> tuple:
         if self._store is None:
             raise ValueError(f"run {self.run_id!r} was built without a store and has no {asset}")

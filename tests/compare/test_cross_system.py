@@ -4,7 +4,6 @@ Real replayed runs: a trace file is the replay system's identity (kebab_eval_pip
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -42,7 +41,7 @@ def runs(tmp_path_factory, golden):
     b = replay_bundle(folder / "system-b", "b", golden, _trace({0, 1, 2}))  # misses q3..q5
     # The same trace file re-recorded: a new version of system a.
     again = replay_bundle(folder / "system-a", "a", golden, _trace({0, 1, 2}))
-    return a, b, dataclasses.replace(again, run_id="a-v2")
+    return a, b, again.renamed("a-v2")
 
 
 GATES = {"regression": {"mrr": {"max_drop": 0.0}, "regression": {"max": 0}}}
