@@ -89,6 +89,25 @@ def write(path: Path, text: str) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _worker_dagster_home(tmp_path_factory):
+    """Under pytest-xdist, a DAGSTER_HOME of each worker's own for whatever does not make its own
+    (the ``instance`` fixture and ``cli_env`` do): workers never share one Dagster instance, and
+    never write ``.kebab-eval/`` into the checkout (the CLI's home when DAGSTER_HOME is unset)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    previous = os.environ.get("DAGSTER_HOME")
+    home = tmp_path_factory.mktemp("worker-dagster-home")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    os.environ["DAGSTER_HOME"] = str(home)
+    yield
+    if previous is None:
+        os.environ.pop("DAGSTER_HOME", None)
+    else:
+        os.environ["DAGSTER_HOME"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _shared_index_cache(tmp_path_factory):
     """One reference-index cache for the whole session: the cache is keyed by corpus content and
     settings, so sharing it is safe, and a vector index of the demo corpus is embedded only once.
