@@ -137,7 +137,17 @@ SHARED_WORKER = {
 }
 #: Units of work sent to the workers first, slowest first (measured with --durations on two cores):
 #: a long unit started last would leave the other core idle at the end. Only the order changes.
-SLOWEST_FIRST = ()
+SLOWEST_FIRST = (
+    "judge-model",
+    "tests/test_cli_output.py",
+    "tests/test_cli_fuzz.py",
+    "tests/frameworks/test_haystack_system.py",
+    "tests/test_system_health.py",
+    "tests/systems/adapters/test_command_adapter.py",
+    "tests/test_cli.py",
+    "tests/orchestration/test_scale_out.py",
+    "tests/test_cli_baseline.py",
+)
 
 
 def work_unit(nodeid: str) -> str:
