@@ -96,15 +96,11 @@ def _worker_dagster_home(tmp_path_factory):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    previous = os.environ.get("DAGSTER_HOME")
     home = tmp_path_factory.mktemp("worker-dagster-home")
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    os.environ["DAGSTER_HOME"] = str(home)
-    yield
-    if previous is None:
-        os.environ.pop("DAGSTER_HOME", None)
-    else:
-        os.environ["DAGSTER_HOME"] = previous
+    with pytest.MonkeyPatch.context() as session_env:
+        session_env.setenv("DAGSTER_HOME", str(home))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -113,18 +109,14 @@ def _shared_index_cache(tmp_path_factory):
     settings, so sharing it is safe, and a vector index of the demo corpus is embedded only once.
     Under pytest-xdist the workers share one (in the run's base temp folder): the cache renames
     each entry into place whole, so concurrent builders of one entry are safe."""
-    previous = os.environ.get("KEBAB_EVAL_INDEX_CACHE")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         cache = tmp_path_factory.getbasetemp().parent / "index-cache"  # basetemp: <run>/popen-gwN
         cache.mkdir(exist_ok=True)
     else:
         cache = tmp_path_factory.mktemp("index-cache")
-    os.environ["KEBAB_EVAL_INDEX_CACHE"] = str(cache)
-    yield
-    if previous is None:
-        os.environ.pop("KEBAB_EVAL_INDEX_CACHE", None)
-    else:
-        os.environ["KEBAB_EVAL_INDEX_CACHE"] = previous
+    with pytest.MonkeyPatch.context() as session_env:
+        session_env.setenv("KEBAB_EVAL_INDEX_CACHE", str(cache))
+        yield
 
 
 # --- pytest-xdist: `pytest -q` runs on every core (addopts in pyproject.toml) --------------------
