@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,15 @@ hypothesis_settings.register_profile(
 )
 THOROUGH_SCALE_DEFAULT = 20
 
+# Under pytest-xdist the workers share the cores. torch (the vector and judge models, in a worker or
+# in a process it starts) would run one thread per core in every worker, and its threads wait for
+# each other at every step: with another worker busy, a judgement took 2.4x the wall time and 3.6x
+# the CPU of a single-threaded one (measured on two cores). So each worker, and every process it
+# starts, uses its share of the cores; an OMP_NUM_THREADS already set wins.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "kebab-docs"
 
@@ -48,6 +58,8 @@ def instance(tmp_path, monkeypatch):
 def vectors_or_skip() -> None:
     """Skip a vector test when the extra is missing — unless CI demands it (then fail loudly)."""
     import os
+
+    from kebab_eval_pipeline.systems.reference.vectors import vectors_available
 
     from kebab_eval_pipeline.reference.vectors import vectors_available
 
@@ -81,25 +93,94 @@ def write(path: Path, text: str) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _worker_dagster_home(tmp_path_factory):
+    """Under pytest-xdist, a DAGSTER_HOME of each worker's own for whatever does not make its own
+    (the ``instance`` fixture and ``cli_env`` do): workers never share one Dagster instance, and
+    never write ``.kebab-eval/`` into the checkout (the CLI's home when DAGSTER_HOME is unset)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    home = tmp_path_factory.mktemp("worker-dagster-home")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with pytest.MonkeyPatch.context() as session_env:
+        session_env.setenv("DAGSTER_HOME", str(home))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _shared_index_cache(tmp_path_factory):
     """One reference-index cache for the whole session: the cache is keyed by corpus content and
-    settings, so sharing it is safe, and a vector index of the demo corpus is embedded only once."""
-    import os
-
-    previous = os.environ.get("KEBAB_EVAL_INDEX_CACHE")
-    os.environ["KEBAB_EVAL_INDEX_CACHE"] = str(tmp_path_factory.mktemp("index-cache"))
-    yield
-    if previous is None:
-        os.environ.pop("KEBAB_EVAL_INDEX_CACHE", None)
+    settings, so sharing it is safe, and a vector index of the demo corpus is embedded only once.
+    Under pytest-xdist the workers share one (in the run's base temp folder): the cache renames
+    each entry into place whole, so concurrent builders of one entry are safe."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "index-cache"  # basetemp: <run>/popen-gwN
+        cache.mkdir(exist_ok=True)
     else:
-        os.environ["KEBAB_EVAL_INDEX_CACHE"] = previous
+        cache = tmp_path_factory.mktemp("index-cache")
+    with pytest.MonkeyPatch.context() as session_env:
+        session_env.setenv("KEBAB_EVAL_INDEX_CACHE", str(cache))
+        yield
+
+
+# --- pytest-xdist: `pytest -q` runs on every core (addopts in pyproject.toml) --------------------
+#: Test modules run by one worker as one unit of work: they share session fixtures too costly to
+#: build in every worker (the judge model, ~40 s a load: in process, and behind `judge serve`).
+SHARED_WORKER = {
+    "tests/judge/test_judge_acceptance.py": "judge-model",
+    "tests/judge/test_local_backend.py": "judge-model",
+    "tests/judge/test_serve.py": "judge-model",
+}
+#: Units of work sent to the workers first, slowest first (measured with --durations on two cores):
+#: a long unit started last would leave the other core idle at the end. Only the order changes.
+SLOWEST_FIRST = (
+    "judge-model",
+    "tests/test_cli_output.py",
+    "tests/test_cli_fuzz.py",
+    "tests/frameworks/test_haystack_system.py",
+    "tests/test_system_health.py",
+    "tests/systems/adapters/test_command_adapter.py",
+    "tests/test_cli.py",
+    "tests/orchestration/test_scale_out.py",
+    "tests/test_cli_baseline.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work of a test: its module, or the SHARED_WORKER group of its module."""
+    module = nodeid.split("::", 1)[0]
+    return SHARED_WORKER.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; optional: -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (addopts), with the modules of a SHARED_WORKER group as one unit: each
+    unit runs whole on one worker, so its module- and session-scoped fixtures are built once.
+    (xdist's own ``loadgroup`` marks do not reach the scheduler under pytest 9.2.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ModuleGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
+    """On an xdist worker: the units of SLOWEST_FIRST move to the front (xdist sends units in
+    collection order under --no-loadscope-reorder). Under the ``thorough`` profile, scale each
+    property test's own ``max_examples``."""
+    if hasattr(config, "workerinput"):
+        rank = {unit: i for i, unit in enumerate(SLOWEST_FIRST)}
+        items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
+    _scale_for_thorough_profile(items)
+
+
+def _scale_for_thorough_profile(items):
     """Under the ``thorough`` profile, scale each property test's own ``max_examples`` (an explicit
     ``@settings`` wins over a profile, so the profile alone could not raise them)."""
-    import os
-
     if hypothesis_settings.get_current_profile_name() != "thorough":
         return
     scale = int(os.environ.get("KEBAB_EVAL_THOROUGH_SCALE", THOROUGH_SCALE_DEFAULT))

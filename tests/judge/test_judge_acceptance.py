@@ -8,10 +8,25 @@
 - The judge's agreement with the rule-based groundedness is reported, and the API key is in no
   file and no process output.
 
-CI judges the whole demo set (70 answered queries, both criteria, a 10% spot check) twice, so the
-judge here reads short inputs and writes short replies (``CI_JUDGE``): the score is the fifth
-token of the reply, so it comes from the digit log probabilities of a reply cut at 6 tokens. The
-small-run test keeps the default reply length, so the model's own JSON is parsed too.
+Each judgement costs the tiny model about 1.2 s on two cores with short replies, 8 s with the
+default reply length, and each model load about 40 s, so the tests judge a sample and load the
+model twice: in the ``local`` run's process and in one ``judge serve`` shared by every test of the
+session that judges through an endpoint (``served_judge``, tests/judge/conftest.py).
+
+- ``DEMO_SAMPLE``, 12 of the demo's 105 queries, judged twice (local and served), with short
+  inputs and replies (``CI_JUDGE``): the score is the fifth token of the reply, so it comes from the
+  digit log probabilities of a reply cut at 6 tokens. Local = served is a claim about each
+  judgement (same file, same input, greedy: same reply), and the sample holds every kind of input
+  the demo gives the judge: English and Korean questions, a paraphrase, a multi-hop and a recency
+  question, an unanswerable question the system answered anyway (judged), and four it refused or
+  left unanswered (not judged) — 8 answered queries × 2 criteria + the 10% spot check (1 query,
+  the other prompt wording) = 18 judgements a run. The rest of the demo repeats these paths with
+  other text. ``KEBAB_EVAL_JUDGE_FULL=1`` judges the whole demo instead (70 answered queries, 154
+  judgements a run, ~4 minutes each with short replies) and the original six-query cache test
+  through the local backend; CI does not run it.
+- The cache test keeps the default reply length, so the model's own JSON is parsed too, on
+  ``CACHE_SAMPLE``: two answered demo questions on whose correctness prompt the model closes its
+  JSON within the 96 tokens (greedy, so always), and a refused one.
 """
 
 from __future__ import annotations
@@ -32,11 +47,39 @@ from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.judge.conftest import judge_or_skip
-from tests.judge.servers import judge_server
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, assert_no_secret
 from tests.test_cli import CLI, no_traceback
 
+FULL = os.environ.get("KEBAB_EVAL_JUDGE_FULL") == "1"
 CI_JUDGE = {"context_k": 1, "context_chars": 400, "max_tokens": 6}
+# See the module docstring: 8 answered (judged) and 4 refused or unanswered (not judged) queries.
+DEMO_SAMPLE = (
+    "fact-001",
+    "fact-002",
+    "fact-003",  # refused
+    "ko-fact-001",
+    "ko-fact-002",
+    "ko-fact-003",  # refused
+    "para-kahm-001",
+    "multi-001",
+    "multi-002",  # refused
+    "recency-001",
+    "unans-001",  # correctly refused
+    "unans-006",  # unanswerable, answered anyway
+)
+#: answered queries and spot-check sample size of the judged demo: the whole of it, or DEMO_SAMPLE
+DEMO_JUDGED = (70, 7) if FULL else (8, 1)
+# fact-005 and fact-006 are answered, and the model closes its JSON on their correctness prompts
+# within the default 96 tokens; fact-003 is refused. FULL: the original test's first six queries.
+CACHE_SAMPLE = (
+    ("fact-001", "fact-002", "fact-003", "fact-004", "fact-005", "fact-006")
+    if FULL
+    else (
+        "fact-003",
+        "fact-005",
+        "fact-006",
+    )
+)
 # Columns that must agree between the in-process and the served judge (the backend name differs).
 SAME = [
     "query_id",
@@ -71,6 +114,16 @@ def config(path: Path, judge: dict, **top) -> Path:
     return path
 
 
+def demo_golden(path: Path, name: str, ids: tuple[str, ...]) -> Path:
+    """The demo golden set cut to the queries ``ids`` (in the demo's order), named ``name``."""
+    golden = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
+    golden["name"] = name
+    golden["queries"] = [q for q in golden["queries"] if q["id"] in ids]
+    assert len(golden["queries"]) == len(ids)
+    path.write_text(yaml.safe_dump(golden, allow_unicode=True), encoding="utf-8")
+    return path
+
+
 def stored(home: Path, run_id: str) -> tuple[JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact]:
     store = RunStore(home / "kebab-eval" / "artifacts")
     return (
@@ -94,34 +147,37 @@ def workspace(tmp_path_factory) -> tuple[Path, dict]:
 
 
 @pytest.fixture(scope="module")
-def demo(workspace):
-    """The demo judged in-process (local) and through `judge serve` (openai_compatible), each
-    with a cache of its own so both really call the model; returns what the test reads."""
+def demo(workspace, served_judge):
+    """The demo (DEMO_SAMPLE, or all of it under KEBAB_EVAL_JUDGE_FULL=1) judged in-process
+    (local) and through `judge serve` (openai_compatible), each with a cache of its own so both
+    really call the model; returns what the test reads."""
     root, env = workspace
+    sample = {} if FULL else {"golden": str(demo_golden(root / "sample.yaml", "demo-judged", DEMO_SAMPLE))}
     outputs = {}
-    local = config(
-        root / "local.yaml", {"backend": "local", "cache_dir": str(root / "cache-local"), **CI_JUDGE}
-    )
+    cache = str(root / "cache-local")
+    local = config(root / "local.yaml", {"backend": "local", "cache_dir": cache, **CI_JUDGE}, **sample)
     outputs["run local"] = kebab_eval(env, "run", "--run-id", "demo-local", "--config", str(local))
     keyed = {**env, KEY_ENV: SECRET}
-    with judge_server(env=keyed, args=["--api-key-env", KEY_ENV]) as url:
-        served = config(
-            root / "served.yaml",
-            {
-                "backend": "openai_compatible",
-                "base_url": str(url),
-                "model": url.model,
-                "api_key_env": KEY_ENV,
-                "cache_dir": str(root / "cache-served"),
-                **CI_JUDGE,
-            },
-        )
-        outputs["run served"] = kebab_eval(keyed, "run", "--run-id", "demo-served", "--config", str(served))
+    url = served_judge  # demands the key: KEY_ENV must hold SECRET
+    served = config(
+        root / "served.yaml",
+        {
+            "backend": "openai_compatible",
+            "base_url": str(url),
+            "model": url.model,
+            "api_key_env": KEY_ENV,
+            "cache_dir": str(root / "cache-served"),
+            **CI_JUDGE,
+        },
+        **sample,
+    )
+    outputs["run served"] = kebab_eval(keyed, "run", "--run-id", "demo-served", "--config", str(served))
     home = Path(env["DAGSTER_HOME"])
     outcomes = RunStore(home / "kebab-eval" / "artifacts").read("retrieval_results", "demo-local")[0]
     return {
         "root": root,
         "outputs": outputs,
+        "local_config": local,
         "outcomes": outcomes["outcomes"],
         "local": stored(home, "demo-local"),
         "served": stored(home, "demo-served"),
@@ -137,7 +193,8 @@ def test_local_and_served_judges_give_identical_scores(demo) -> None:
     # every answered query on both criteria, plus the fixed-seed 10% sample judged again
     answered = list(judged_query_ids(demo["outcomes"]))
     sample = spot_check_sample(answered, 0.1, 0)
-    assert len(answered) == 70 and len(sample) == 7
+    assert (len(answered), len(sample)) == DEMO_JUDGED
+    assert len(demo["outcomes"]) > len(answered)  # refused and unanswered queries are not judged
     assert len(a) == len(b) == 2 * len(answered) + 2 * len(sample)
     assert set(a["backend"]) == {"local"} and set(b["backend"]) == {"openai_compatible"}
     assert a["error"].isna().all() and b["error"].isna().all()
@@ -191,17 +248,38 @@ def test_the_api_key_is_in_no_artifact_and_no_output(demo) -> None:
     assert_no_secret(demo["root"], texts=texts)
 
 
-def test_a_rerun_hits_the_cache_and_another_prompt_version_misses(workspace) -> None:
+def test_a_rerun_of_the_local_run_makes_no_model_call(demo, workspace) -> None:
+    """The local backend's cache across processes: the demo's local run again, with the same config
+    and cache folder, judges everything from the cache (and so never even loads the model)."""
+    _, env = workspace
+    home = Path(env["DAGSTER_HOME"])
+    kebab_eval(env, "run", "--run-id", "demo-local-again", "--config", str(demo["local_config"]))
+    first = demo["local"][0]
+    again, _, again_metrics = stored(home, "demo-local-again")
+    assert again_metrics.metrics["judge_model_calls"] == 0
+    assert again_metrics.metrics["judge_cache_hits"] == len(first.judgements)
+    assert again.judgements["cached"].all()
+    keep = ["query_id", "criterion", "role", "input_hash", "score", "method", "reply"]
+    pd.testing.assert_frame_equal(first.judgements[keep], again.judgements[keep])
+
+
+def test_a_rerun_hits_the_cache_and_another_prompt_version_misses(workspace, served_judge) -> None:
+    """CACHE_SAMPLE judged with the default reply length through the session's `judge serve`
+    (its model is loaded already); under KEBAB_EVAL_JUDGE_FULL=1 through the local backend."""
     root, env = workspace
-    golden = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
-    golden["name"] = "demo-small"
-    golden["queries"] = golden["queries"][:6]
-    (root / "small.yaml").write_text(yaml.safe_dump(golden, allow_unicode=True), encoding="utf-8")
-    cfg = config(
-        root / "small-judge.yaml",
-        {"backend": "local", "cache_dir": str(root / "cache-small")},
-        golden="small.yaml",
-    )
+    demo_golden(root / "small.yaml", "demo-small", CACHE_SAMPLE)
+    if FULL:
+        judge = {"backend": "local"}
+    else:
+        env = {**env, KEY_ENV: SECRET}
+        judge = {
+            "backend": "openai_compatible",
+            "base_url": str(served_judge),
+            "model": served_judge.model,
+            "api_key_env": KEY_ENV,
+        }
+    judge["cache_dir"] = str(root / "cache-small")
+    cfg = config(root / "small-judge.yaml", judge, golden="small.yaml")
     home = Path(env["DAGSTER_HOME"])
 
     kebab_eval(env, "run", "--run-id", "small-1", "--config", str(cfg))

@@ -22,7 +22,8 @@ from kebab_eval_pipeline.judge.openai_client import OpenAICompatibleJudge
 from kebab_eval_pipeline.judge.prompts import JudgeInput, render
 from kebab_eval_pipeline.judge.serve import GREEDY_ONLY, create_app
 from tests.judge.conftest import judge_or_skip
-from tests.judge.servers import app_server, judge_server
+from tests.judge.servers import app_server
+from tests.judge.test_judge_assets import KEY_ENV, SECRET
 from tests.test_cli import cli, env, no_traceback  # noqa: F401 (env is a fixture)
 
 MESSAGES = [{"role": "system", "content": "Grade it."}, {"role": "user", "content": "ANSWER: 42"}]
@@ -233,14 +234,15 @@ ITEM = JudgeInput(
 )
 
 
-def test_served_local_model_equals_the_in_process_local_judge(local_judge) -> None:
+def test_served_local_model_equals_the_in_process_local_judge(local_judge, served_judge, monkeypatch) -> None:
     messages = render("groundedness", "v1", ITEM)
     decoding = Decoding(max_tokens=24)
-    with judge_server() as url:
-        client = client_for(url.removesuffix("/v1"), model=url.model, timeout_s=600)
-        # One after the other: two torch processes on the same cores only slow each other down.
-        got = client.complete(messages, decoding)  # the server loads its own copy of the model
-        assert client.digest() == url.digest == local_judge.digest()
+    url = served_judge  # `kebab-eval judge serve`, one per session (it demands the test key)
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    client = client_for(url.removesuffix("/v1"), model=url.model, timeout_s=600, api_key_env=KEY_ENV)
+    # One after the other: two torch processes on the same cores only slow each other down.
+    got = client.complete(messages, decoding)  # the server has its own copy of the model
+    assert client.digest() == url.digest == local_judge.digest()
     expected = local_judge.complete(messages, decoding)  # loaded once per session
     assert url.model == local_judge.model
     same_reply(got, expected)
