@@ -59,8 +59,6 @@ def vectors_or_skip() -> None:
     """Skip a vector test when the extra is missing — unless CI demands it (then fail loudly)."""
     import os
 
-    from kebab_eval_pipeline.systems.reference.vectors import vectors_available
-
     from kebab_eval_pipeline.reference.vectors import vectors_available
 
     if vectors_available():
