@@ -7,6 +7,6 @@ Dagster instance and the run store; :mod:`.show`, :mod:`.console`, :mod:`.tables
 :mod:`.terminal` and :mod:`.progress_display` are what the CLI prints.
 """
 
-from kebab_eval_pipeline.cli.main import app, main
+from kebab_eval_pipeline.cli.main import app, console_main, main
 
-__all__ = ["app", "main"]
+__all__ = ["app", "console_main", "main"]

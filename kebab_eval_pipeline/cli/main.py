@@ -9,6 +9,8 @@ results while it ran). Never a traceback otherwise.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 
@@ -146,3 +148,28 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(3)
+
+
+def console_main() -> None:
+    """The ``kebab-eval`` console script and ``python -m kebab_eval_pipeline.cli``: :func:`main`,
+    then the process ends with main's exit code and without the interpreter's teardown of native
+    libraries. Arrow's worker threads can still be alive when their library is unloaded at exit, and
+    ``std::terminate`` then aborts a run that has finished (SIGABRT, "terminate called without an
+    active exception"; apache/arrow#34314, seen here now and then on exit): the exit code would say
+    a finished run crashed. Output is flushed and logging shut down first. An exception that
+    escapes :func:`main` (``KEBAB_EVAL_DEBUG=1``) still ends the interpreter normally, with its
+    traceback."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:  # sys.exit("message"): printed as the interpreter would
+            print(exc.code, file=sys.stderr)
+            code = 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing left to flush into
+            stream.flush()
+    os._exit(code)
