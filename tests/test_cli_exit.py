@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-ENTRY = "import sys; from kebab_eval_pipeline.cli import console_main; sys.argv[0] = 'kebab-eval'; console_main()"
+ENTRY = "import sys; from kebab_eval_pipeline.cli import console_main as m; sys.argv[0] = 'kebab-eval'; m()"
 
 
 def _run(*args: str, env=None) -> subprocess.CompletedProcess:

@@ -8,8 +8,9 @@ import pytest
 
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.ingest import read_corpus
+from tests.conftest import SHARED_CORPUS
 
-KEBAB_DOCS = Path(__file__).parents[3].parent / "shared/corpora/kebab-docs"
+KEBAB_DOCS = SHARED_CORPUS
 
 
 @pytest.mark.skipif(not KEBAB_DOCS.is_dir(), reason=f"real corpus not present at {KEBAB_DOCS}")

@@ -49,9 +49,16 @@ def demo_index_dir(tmp_path_factory) -> Path:
 def reference_results(demo_index_dir):
     """The in-process reference system over ``demo_index_dir`` on the demo golden set, answers on:
     ``(RunMetricsArtifact, RetrievalArtifact)`` computed with the plain pipeline functions."""
-    settings = settings_from_dict(
-        {"system": {"kind": "reference", "index": str(demo_index_dir)}, "answers": True}
-    )
+    return reference_run(demo_index_dir)
+
+
+def reference_run(index_dir: Path, golden_file: Path | None = None):
+    """The in-process reference system over ``index_dir`` on ``golden_file`` (default: the demo's),
+    answers on: ``(RunMetricsArtifact, RetrievalArtifact)`` from the plain pipeline functions."""
+    doc = {"system": {"kind": "reference", "index": str(index_dir)}, "answers": True}
+    if golden_file is not None:
+        doc["golden"] = str(golden_file)
+    settings = settings_from_dict(doc)
     golden = pipeline.load_golden_artifact(settings)
     retrieval = pipeline.retrieve(settings, golden)
     scores = pipeline.score(settings, golden, retrieval)
