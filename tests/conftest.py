@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
@@ -88,6 +90,24 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def demo_golden_subset(path: Path, part: slice | Collection[str], name: str | None = None) -> Path:
+    """The demo golden set cut to ``part`` — a slice of its queries, or the ids to keep (in the
+    demo's order; each must exist) — as its own file at ``path`` (own sha256), renamed ``name``
+    when given."""
+    from kebab_eval_pipeline.demo import DEMO_GOLDEN
+
+    doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
+    if isinstance(part, slice):
+        doc["queries"] = doc["queries"][part]
+    else:
+        doc["queries"] = [q for q in doc["queries"] if q["id"] in part]
+        missing = set(part) - {q["id"] for q in doc["queries"]}
+        assert not missing, f"not in the demo golden set: {sorted(missing)}"
+    if name is not None:
+        doc["name"] = name
+    return write(path, yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
 
 
 @pytest.fixture(scope="session", autouse=True)

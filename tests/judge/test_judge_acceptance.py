@@ -41,11 +41,11 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample
 from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import demo_golden_subset
 from tests.judge.conftest import judge_or_skip
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, assert_no_secret
 from tests.test_cli import CLI, no_traceback
@@ -114,16 +114,6 @@ def config(path: Path, judge: dict, **top) -> Path:
     return path
 
 
-def demo_golden(path: Path, name: str, ids: tuple[str, ...]) -> Path:
-    """The demo golden set cut to the queries ``ids`` (in the demo's order), named ``name``."""
-    golden = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
-    golden["name"] = name
-    golden["queries"] = [q for q in golden["queries"] if q["id"] in ids]
-    assert len(golden["queries"]) == len(ids)
-    path.write_text(yaml.safe_dump(golden, allow_unicode=True), encoding="utf-8")
-    return path
-
-
 def stored(home: Path, run_id: str) -> tuple[JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact]:
     store = RunStore(home / "kebab-eval" / "artifacts")
     return (
@@ -152,7 +142,8 @@ def demo(workspace, served_judge):
     (local) and through `judge serve` (openai_compatible), each with a cache of its own so both
     really call the model; returns what the test reads."""
     root, env = workspace
-    sample = {} if FULL else {"golden": str(demo_golden(root / "sample.yaml", "demo-judged", DEMO_SAMPLE))}
+    sample_golden = demo_golden_subset(root / "sample.yaml", DEMO_SAMPLE, name="demo-judged")
+    sample = {} if FULL else {"golden": str(sample_golden)}
     outputs = {}
     cache = str(root / "cache-local")
     local = config(root / "local.yaml", {"backend": "local", "cache_dir": cache, **CI_JUDGE}, **sample)
@@ -267,7 +258,7 @@ def test_a_rerun_hits_the_cache_and_another_prompt_version_misses(workspace, ser
     """CACHE_SAMPLE judged with the default reply length through the session's `judge serve`
     (its model is loaded already); under KEBAB_EVAL_JUDGE_FULL=1 through the local backend."""
     root, env = workspace
-    demo_golden(root / "small.yaml", "demo-small", CACHE_SAMPLE)
+    demo_golden_subset(root / "small.yaml", CACHE_SAMPLE, name="demo-small")
     if FULL:
         judge = {"backend": "local"}
     else:

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
-import yaml
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, QueryScoresArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.pins import read_pins
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import write
+from tests.conftest import demo_golden_subset, write
 from tests.orchestration.test_crash_recovery import finish, partition_runs, start_materialize
 from tests.test_cli import env  # noqa: F401  (a fixture)
 
@@ -33,13 +31,6 @@ RUNS = {
     "chunk-400": (SUBSET_A, "system: {kind: reference, chunk_size: 400}\n"),
     "other-golden": (SUBSET_B, ""),
 }
-
-
-def golden_subset(path: Path, part: slice) -> Path:
-    """A slice of the demo golden set as its own file (same name, its own sha256)."""
-    doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
-    doc["queries"] = doc["queries"][part]
-    return write(path, yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
 
 
 def run_alone(config: Path, run_id: str, store: RunStore) -> None:
@@ -65,7 +56,7 @@ def without_timings(frame: pd.DataFrame, name_column: str | None = None) -> pd.D
 
 def test_four_partitions_materialized_at_once_are_correct_and_independent(instance, tmp_path):
     goldens = {
-        part.start: golden_subset(tmp_path / f"golden-{part.start}.yaml", part)
+        part.start: demo_golden_subset(tmp_path / f"golden-{part.start}.yaml", part)
         for part in (SUBSET_A, SUBSET_B)
     }
     configs = {
@@ -206,7 +197,7 @@ def test_concurrent_baseline_set_for_different_golden_sets_keeps_every_pin(insta
     (every pin a read-modify-write of the one shared pin document): none of the 32 pins is lost."""
     workers, rounds = 4, 8
     settings = load_settings(
-        write(tmp_path / "eval.yaml", f"golden: {golden_subset(tmp_path / 'g.yaml', slice(0, 5))}\n")
+        write(tmp_path / "eval.yaml", f"golden: {demo_golden_subset(tmp_path / 'g.yaml', slice(0, 5))}\n")
     )
     golden = pipeline.load_golden_artifact(settings)
     retrieval = pipeline.retrieve(settings, golden)

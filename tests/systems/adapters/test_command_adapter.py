@@ -20,12 +20,13 @@ from kebab_eval_pipeline.artifacts import RetrievalArtifact
 from kebab_eval_pipeline.contract import Citation
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, settings_from_dict
+from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
 from kebab_eval_pipeline.systems.settings import CommandSystemSettings
+from tests.conftest import demo_golden_subset
 from tests.systems.adapters.conftest import (
     KEBAB_EVAL,
     reference_run,
@@ -87,20 +88,14 @@ def hit_keys(hits: pd.DataFrame) -> list[tuple]:
 # 1. Acceptance: the reference CLI as a command system == the in-process reference system.
 
 
-def demo_every_third_query(path: Path) -> Path:
-    """The demo golden set cut to every third query (35 of 105: every category, both languages)."""
-    doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
-    doc["queries"] = doc["queries"][::3]
-    return write_yaml(path, doc)
-
-
 def test_command_adapter_over_reference_cli_matches_in_process_reference(instance, tmp_path, demo_index_dir):
     """Per-query command runs (2 processes per query) on a third of the demo: metrics, hits,
     versions and metadata through a real Dagster run equal the in-process reference system's on
     the same queries. (The whole demo goes through the command adapter in persistent mode, and
     per-query mode equals persistent mode, in test_command_jsonl.py.)"""
     index = str(demo_index_dir)
-    golden = demo_every_third_query(tmp_path / "golden.yaml")
+    # every third query: 35 of 105, every category and both languages
+    golden = demo_golden_subset(tmp_path / "golden.yaml", slice(None, None, 3))
     config = write_yaml(
         tmp_path / "command.yaml",
         {

@@ -27,6 +27,7 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
 from kebab_eval_pipeline.systems.settings import CommandSystemSettings
+from tests.conftest import demo_golden_subset
 from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
 
 FAKES = Path(__file__).parent / "fake_systems"
@@ -146,11 +147,8 @@ def test_per_query_mode_equals_persistent_mode_and_ask_returns_hits_saves_the_se
     with ``ask_returns_hits`` (one process per query) and persistent give identical per-query
     scores and answers; the request counts say how many calls each made."""
     golden = load_golden(DEMO_GOLDEN).golden
-    subset = tmp_path / "golden12.yaml"
-    doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
-    doc["queries"] = doc["queries"][:12]
-    subset.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    assert [q["id"] for q in doc["queries"]] == [q.id for q in golden.queries[:12]]
+    subset = demo_golden_subset(tmp_path / "golden12.yaml", slice(12))
+    assert [q.id for q in load_golden(subset).golden.queries] == [q.id for q in golden.queries[:12]]
 
     index = str(demo_index_dir)
     search = [KEBAB_EVAL, "ref", "search", index, "{query}", "--k", "{k}", "--json"]
