@@ -55,7 +55,7 @@ from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, 
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
 STDERR_TAIL_CHARS = 400
 STDERR_KEEP_BYTES = 8192  # the stderr tail kept per process (messages show the last 400 chars)
@@ -160,10 +160,10 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
         assert self.settings.search_argv is not None
         payload = self._json(self.settings.search_argv, request, k)
-        hits, warnings = parse_hits(payload, k, self.settings.response)
+        hits, warnings = parse_hit_block(payload, k, self.settings.response)
         return SearchReply(hits, warnings, 1, parse_scope(payload, self.settings.response))
 
-    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+    def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
         assert self.settings.ask_argv is not None
         return parse_answer(self._json(self.settings.ask_argv, request, k), self.settings.response), 1
 
@@ -177,7 +177,7 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
 
         def both() -> int:
             payload = self._json(self.settings.ask_argv, request, k)
-            outcome.hits, outcome.warnings = parse_hits(payload, k, self.settings.response)
+            outcome.hits, outcome.warnings = parse_hit_block(payload, k, self.settings.response)
             outcome.scope = parse_scope(payload, self.settings.response)
             outcome.answer = parse_answer(payload, self.settings.response)
             return 1

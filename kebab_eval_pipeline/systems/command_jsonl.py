@@ -73,7 +73,7 @@ from kebab_eval_pipeline.systems.outcome import (
 from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hit_block, parse_scope
 
 VERSION_ID = "version"
 _CLOSE_GRACE_S = 2.0  # after end of stdin, how long a process may take to exit before it is killed
@@ -397,7 +397,7 @@ class JsonlCommandSystem(CommandSystem):
             text = error if isinstance(error, str) else json.dumps(error, ensure_ascii=False)
             raise QueryFailure(SYSTEM_ERROR, " ".join(text.split())[:500] or "(empty error)")
         mapping = self.settings.response
-        outcome.hits, outcome.warnings = parse_hits(reply, k, mapping)
+        outcome.hits, outcome.warnings = parse_hit_block(reply, k, mapping)
         outcome.scope = parse_scope(reply, mapping)
         if not answers:
             return

@@ -59,7 +59,7 @@ from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey", "api-key", "negotiate"})
 
@@ -230,7 +230,7 @@ class HttpSystem(OpaqueSystem):
         values = self._values(request, k)
 
         def read_hits(payload: Any) -> None:
-            outcome.hits, outcome.warnings = parse_hits(payload, k, s.response)
+            outcome.hits, outcome.warnings = parse_hit_block(payload, k, s.response)
             outcome.scope = parse_scope(payload, s.response)
 
         def read_answer(payload: Any) -> None:

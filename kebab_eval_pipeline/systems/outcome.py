@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from kebab_eval_pipeline.contract import Answer, Hit
+from kebab_eval_pipeline.contract import Answer
+from kebab_eval_pipeline.systems.hits import HitBlock
 
 #: Error classes, so a run's failures can be counted by cause (``error_class`` column).
 TIMEOUT: Final = "timeout"  # no complete response within timeout_s (timed_out is True)
@@ -74,13 +75,15 @@ class QueryFailure(Exception):
 class QueryOutcome:
     """What the system did with one query.
 
-    ``retrieval_ms`` / ``answer_ms`` are None when not measured (e.g. a replayed trace
-    without latencies). ``attempts`` counts requests sent (retries included; 0 when nothing
-    was sent). ``answer`` is None when no answer was requested or the query failed first.
+    ``hits`` is a :class:`~.hits.HitBlock` (the hits as columns; it reads as a list of
+    :class:`~kebab_eval_pipeline.contract.Hit`). ``retrieval_ms`` / ``answer_ms`` are None
+    when not measured (e.g. a replayed trace without latencies). ``attempts`` counts requests
+    sent (retries included; 0 when nothing was sent). ``answer`` is None when no answer was
+    requested or the query failed first.
     """
 
     query_id: str
-    hits: list[Hit] = field(default_factory=list)
+    hits: HitBlock = field(default_factory=HitBlock)  # columns; reads as a list of Hit (hits.py)
     answer: Answer | None = None
     retrieval_ms: float | None = None
     answer_ms: float | None = None

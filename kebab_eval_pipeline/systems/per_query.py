@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from kebab_eval_pipeline.contract import Answer, Hit
+from kebab_eval_pipeline.systems.hits import HitBlock, as_block
 from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
 
 
@@ -28,7 +29,7 @@ def exception_failure(exc: BaseException) -> QueryFailure:
 class SearchReply(NamedTuple):
     """What one search call produced (see :class:`~.outcome.QueryOutcome` for the fields)."""
 
-    hits: list[Hit]
+    hits: HitBlock | list[Hit]  # a block from parsed responses; Hit models from in-process systems
     warnings: list[str]
     attempts: int
     scope: list[str] | None = None
@@ -49,7 +50,7 @@ class PerQueryAdapter:
         """Hits for one query, warnings, the number of attempts made and the scope searched."""
         raise NotImplementedError
 
-    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+    def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
         """The answer for one query (given its hits), and the number of attempts made."""
         raise NotImplementedError
 
@@ -59,7 +60,7 @@ class PerQueryAdapter:
 
         def search() -> int:
             reply = self.search_one(request, k)
-            outcome.hits, outcome.warnings, outcome.scope = reply.hits, reply.warnings, reply.scope
+            outcome.hits, outcome.warnings, outcome.scope = as_block(reply.hits), reply.warnings, reply.scope
             return reply.attempts
 
         def ask() -> int:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.contract import Answer, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.limits import read_limited
 from kebab_eval_pipeline.systems.outcome import (
@@ -40,7 +40,7 @@ from kebab_eval_pipeline.systems.outcome import (
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
-from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits, parse_scope
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (
     duplicate_offenders,
     id_problem,
@@ -506,9 +506,7 @@ class ReplaySystem(OpaqueSystem):
         outcome.scope = record.scope
         outcome.attempts = 1
         try:
-            hits: list[Hit]
-            hits, outcome.warnings = parse_hits(record.raw_hits, k, self.settings.response)
-            outcome.hits = hits
+            outcome.hits, outcome.warnings = parse_hit_block(record.raw_hits, k, self.settings.response)
             if answers and record.raw_answer is not None:
                 raw = {"text": record.raw_answer} if isinstance(record.raw_answer, str) else record.raw_answer
                 answer: Answer = parse_answer(raw, self.settings.response)

@@ -15,7 +15,8 @@ import pandas as pd
 
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
@@ -23,13 +24,12 @@ from kebab_eval_pipeline.systems.versions import reported_versions, with_reporte
 
 MAX_WARNINGS = 50  # per run; the rest are counted, not listed
 # Per-query adapters (reference, command) are called this many queries at a time, and each batch
-# becomes table pieces before the next: their pydantic Hit objects then never all exist at once
-# (at 100k queries × 10 hits they held ~1.5 GiB; benchmarks/bench_scale.py). Other adapters keep
-# one call per run: http pools its connections per call, and replay's run-level warnings (trace
-# queries not in the golden set) need every request at once.
+# becomes table pieces before the next: what a batch holds per hit (the reference system's Hit
+# models before they become columns) never exists for the whole run at once (at 100k queries ×
+# 10 hits, Hit models held ~1.5 GiB; benchmarks/bench_scale.py). Other adapters keep one call per
+# run: http pools its connections per call, and replay's run-level warnings (trace queries not in
+# the golden set) need every request at once.
 BATCH_QUERIES = 5_000
-# Hit fields copied as they are into the hits table (heading_path, a list, is copied).
-_HIT_SCALARS = tuple(name for name in HIT_COLUMNS if name not in ("query_id", "heading_path"))
 
 
 @dataclass
@@ -136,26 +136,24 @@ def _consume(
 ) -> pd.DataFrame:
     """Append the outcomes' rows, citations and warnings; return their hits as a typed table.
 
-    Hits go straight into columns, and each outcome is dropped (popped) once read, so its Hit
-    objects are freed as the table grows rather than after it is built.
+    An outcome's hits are already columns (:class:`~.hits.HitBlock`): the table is built column
+    by column from them (:func:`~.hits.hits_frame`), with no object per hit.
     """
-    columns: dict[str, list] = {name: [] for name in HIT_COLUMNS}
-    outcomes.reverse()  # popped from the end, so in request order
-    while outcomes:
-        outcome = outcomes.pop()
+    blocks: list[tuple[str, HitBlock]] = []
+    for outcome in outcomes:
+        block = as_block(outcome.hits)
+        outcome.hits = block
         outcome_rows.append(_outcome_row(outcome, answers))
-        columns["query_id"] += [outcome.query_id] * len(outcome.hits)
-        for name in _HIT_SCALARS:
-            columns[name] += [getattr(h, name) for h in outcome.hits]
-        # a copy, as model_dump made: the table shares no list with the adapter's Hit
-        columns["heading_path"] += [list(h.heading_path) for h in outcome.hits]
+        if block.n:
+            blocks.append((outcome.query_id, block))
         if answers and outcome.answer is not None:
             citation_rows += [
                 {"query_id": outcome.query_id, "position": i, **c.model_dump()}
                 for i, c in enumerate(outcome.answer.citations)
             ]
         warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
-    return typed_frame(columns, HIT_COLUMNS)
+    outcomes.clear()
+    return hits_frame(blocks)
 
 
 def run_golden(

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from kebab_eval_pipeline.contract import Answer, Citation, Hit, ScoreKind
+from kebab_eval_pipeline.systems.hits import DEFAULTS, FIELDS, HitBlock
 from kebab_eval_pipeline.systems.mapexpr import MISSING, Expr, MapDataError, _kind, compile_expr
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 
@@ -221,42 +222,226 @@ def _hit_fields(raw: Any, mapping: ResponseMap) -> dict[str, Any]:
     return fields
 
 
-def parse_hits(payload: Any, k: int, mapping: ResponseMap | None = None) -> tuple[list[Hit], list[str]]:
-    """Hits from a search response, best first, ranked 1..n, at most ``k``.
+def _checked_hit(raw: Any, i: int, mapping: ResponseMap) -> tuple[Hit, Any]:
+    """Hit ``i`` read and validated by the documented model, with its reported rank: the exact
+    reading (coercions, messages) that the columnar parser hands any unusual hit to. Raises
+    QueryFailure (``bad_response``) naming ``hits[i]`` and the field."""
+    try:
+        fields = _hit_fields(raw, mapping)
+        reported = fields.pop("rank", None)
+        hit = Hit.model_validate({**fields, "rank": 1})
+    except (ValueError, TypeError) as exc:
+        reason = _pydantic_reason(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise _bad(f"hits[{i}]", reason) from None
+    _check_rank(reported, i)
+    return hit, reported
 
-    Returns ``(hits, warnings)``. Reported ranks order the hits (stably: list order breaks
-    ties and fills in missing ranks) and are then renumbered 1..n; a warning says so when
-    they were not already 1..n in list order. Hits beyond ``k`` are dropped with a warning.
-    Raises QueryFailure (``bad_response``) naming the first unreadable hit and field.
-    """
-    mapping = mapping or ResponseMap()
-    raw_hits = hit_list(payload, mapping)
-    parsed: list[dict[str, Any]] = []
-    for i, raw in enumerate(raw_hits):
+
+def _check_rank(reported: Any, i: int) -> None:
+    if reported is not None and (isinstance(reported, bool) or not isinstance(reported, int | float)):
+        raise _bad(f"hits[{i}].rank", f"expected a number, got {reported!r}")
+    if isinstance(reported, float) and not math.isfinite(reported):  # NaN would scramble the sort
+        raise _bad(f"hits[{i}].rank", f"expected a finite number, got {reported!r}")
+
+
+_NONE = type(None)
+_STR_FIELDS = ("chunk_id", "doc_id", "doc_path", "index_version", "embedding_model", "chunker_version")
+_INT_FIELDS = ("line_start", "line_end", "lexical_rank", "vector_rank")
+_FLOAT_FIELDS = ("score", "lexical_score", "vector_score")
+_INT64 = (-(2**63), 2**63 - 1)
+_EXACT_FLOAT_INT = 2**53  # an int a float holds exactly (larger ones go through the model)
+
+
+def _flat_columns(raws: list, slow: set[int]) -> dict[str, list]:
+    """Per-field columns of unmapped hits (objects, or chunk-id strings), kebab's nesting filled
+    in. A hit that is neither, or whose nesting cannot be read, is added to ``slow``."""
+    rows: list[dict] = []
+    for i, raw in enumerate(raws):
+        kind = type(raw)
+        if kind is dict:
+            rows.append(raw)
+        elif kind is str:
+            rows.append({"chunk_id": raw})
+        else:
+            rows.append({})
+            slow.add(i)
+    columns = {name: [row.get(name) for row in rows] for name in _HIT_FIELDS}
+    nested = [i for i, row in enumerate(rows) if "retrieval" in row or "citation" in row]
+    for i in nested:
+        try:
+            _fill_nested(rows[i], columns, i)
+        except (TypeError, ValueError):  # e.g. an unhashable retrieval.method: the model's message
+            slow.add(i)
+    return columns
+
+
+def _fill_nested(raw: dict, columns: dict[str, list], i: int) -> None:
+    """kebab search_hit.v1's nested channel scores/ranks and citation, where the flat field is None."""
+    retrieval = raw.get("retrieval")
+    if isinstance(retrieval, dict):
+        for name in ("lexical_score", "vector_score", "lexical_rank", "vector_rank"):
+            if columns[name][i] is None:
+                columns[name][i] = retrieval.get(name)
+        if columns["score"][i] is None:
+            columns["score"][i] = retrieval.get("fusion_score")
+        if columns["score_kind"][i] is None and retrieval.get("method") in _METHOD_SCORE_KIND:
+            columns["score_kind"][i] = _METHOD_SCORE_KIND[retrieval["method"]]
+    citation = raw.get("citation")
+    if isinstance(citation, dict):
+        for ours, theirs in (("doc_path", "path"), ("line_start", "start"), ("line_end", "end")):
+            if columns[ours][i] is None:
+                columns[ours][i] = citation.get(theirs)
+
+
+def _mapped_columns(raws: list, mapping: ResponseMap, slow: set[int]) -> dict[str, list]:
+    """Per-field columns of hits read through a ResponseMap, hit by hit (mappings are for the
+    frameworks' documents, not the hot path); a hit that cannot be read is added to ``slow``."""
+    columns: dict[str, list] = {name: [] for name in _HIT_FIELDS}
+    for i, raw in enumerate(raws):
         try:
             fields = _hit_fields(raw, mapping)
-            reported = fields.pop("rank", None)
-            hit = Hit.model_validate({**fields, "rank": 1})
-        except (ValueError, TypeError) as exc:
-            reason = _pydantic_reason(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise _bad(f"hits[{i}]", reason) from None
-        if reported is not None and (isinstance(reported, bool) or not isinstance(reported, int | float)):
-            raise _bad(f"hits[{i}].rank", f"expected a number, got {reported!r}")
-        if isinstance(reported, float) and not math.isfinite(reported):  # NaN would scramble the sort
-            raise _bad(f"hits[{i}].rank", f"expected a finite number, got {reported!r}")
-        parsed.append({"hit": hit, "reported": reported, "position": i})
+        except (TypeError, ValueError):
+            fields = {}
+            slow.add(i)
+        for name in _HIT_FIELDS:
+            columns[name].append(fields.get(name))
+    return columns
+
+
+def _odd_rows(column: list, ok: tuple[type, ...]) -> list[int]:
+    """Rows of ``column`` whose value is not of one of the ``ok`` types (exactly: no subclasses)."""
+    if set(map(type, column)) <= set(ok):
+        return []
+    return [i for i, value in enumerate(column) if type(value) not in ok]
+
+
+def _normalise(columns: dict[str, list], slow: set[int]) -> None:
+    """Defaults and the table's types, column by column; any value the model would coerce or
+    refuse marks its row ``slow`` (the model then reads that hit)."""
+    n = len(columns["chunk_id"])
+    for name in _STR_FIELDS:
+        slow.update(_odd_rows(columns[name], (str, _NONE)))
+    snippet = columns["snippet"]
+    slow.update(_odd_rows(snippet, (str, _NONE)))
+    if None in snippet:
+        columns["snippet"] = ["" if v is None else v for v in snippet]
+    kinds = columns["score_kind"]
+    odd = _odd_rows(kinds, (str, _NONE))
+    slow.update(odd)
+    columns["score_kind"] = (
+        [v if v in _SCORE_KINDS else "other" for v in kinds]
+        if not odd
+        else ["other" if i in slow or v not in _SCORE_KINDS else v for i, v in enumerate(kinds)]
+    )
+    headings = columns["heading_path"]
+    if set(map(type, headings)) != {_NONE}:
+        out = []
+        for i, value in enumerate(headings):
+            if value is None:
+                out.append([])
+            elif type(value) is str:
+                out.append([h.strip() for h in value.split(">") if h.strip()])
+            elif type(value) is list and all(type(h) is str for h in value):
+                out.append(list(value))
+            else:
+                out.append([])
+                slow.add(i)
+        columns["heading_path"] = out
+    else:
+        columns["heading_path"] = [[] for _ in range(n)]
+    for name in _INT_FIELDS:
+        column = columns[name]
+        slow.update(_odd_rows(column, (int, _NONE)))
+        present = [v for v in column if type(v) is int]
+        if present and (min(present) < _INT64[0] or max(present) > _INT64[1]):
+            slow.update(i for i, v in enumerate(column) if type(v) is int and not _INT64[0] <= v <= _INT64[1])
+    for name in _FLOAT_FIELDS:
+        column = columns[name]
+        slow.update(_odd_rows(column, (float, int, _NONE)))
+        if int in set(map(type, column)):
+            for i, value in enumerate(column):
+                if type(value) is int:
+                    if -_EXACT_FLOAT_INT <= value <= _EXACT_FLOAT_INT:
+                        column[i] = float(value)
+                    else:
+                        slow.add(i)
+        if not all(map(math.isfinite, [v for v in column if type(v) is float])):
+            slow.update(i for i, v in enumerate(column) if type(v) is float and not math.isfinite(v))
+
+
+def _odd_ranks(reported: list) -> list[int]:
+    """Rows whose reported rank the rank check refuses (not a number, bool, NaN or infinite)."""
+    kinds = set(map(type, reported))
+    if kinds <= {int, _NONE} or (
+        kinds <= {int, float, _NONE} and all(math.isfinite(v) for v in reported if type(v) is float)
+    ):
+        return []
+    return [
+        i
+        for i, v in enumerate(reported)
+        if v is not None and (type(v) not in (int, float) or (type(v) is float and not math.isfinite(v)))
+    ]
+
+
+def parse_hit_block(payload: Any, k: int, mapping: ResponseMap | None = None) -> tuple[HitBlock, list[str]]:
+    """Hits from a search response as a :class:`~.hits.HitBlock`, best first, ranked 1..n, at most
+    ``k`` — read field by field into columns, without a model per hit.
+
+    Returns ``(block, warnings)``. Reported ranks order the hits (stably: list order breaks
+    ties and fills in missing ranks) and are then renumbered 1..n; a warning says so when
+    they were not already 1..n in list order. Hits beyond ``k`` are dropped with a warning.
+    Raises QueryFailure (``bad_response``) naming the first unreadable hit and field. Any hit the
+    columns cannot take as they are (a value to coerce, or to refuse) is read by the :class:`Hit`
+    model, so values and messages are the model's (:func:`parse_hits` gives the same as Hits).
+    """
+    mapping = mapping or ResponseMap()
+    raws = hit_list(payload, mapping)
+    n = len(raws)
+    if set(map(type, raws)) <= {str}:  # a list of chunk ids (WFGY's retrieved_ids): one column
+        warnings = [f"returned {n} hits for k={k}; kept the first {k}"] if n > k else []
+        return HitBlock(min(n, k), {"chunk_id": raws[:k]} if n else {}), warnings
+    slow: set[int] = set()
+    hit_map = mapping.compiled("hit_fields")
+    columns = _mapped_columns(raws, mapping, slow) if hit_map else _flat_columns(raws, slow)
+    reported = columns.pop("rank")
+    _normalise(columns, slow)
+    for i in sorted({*slow, *_odd_ranks(reported)}):
+        if i in slow:  # the model reads it: raises the first error of this hit, or gives its values
+            hit, reported[i] = _checked_hit(raws[i], i, mapping)
+            for name in FIELDS:
+                columns[name][i] = getattr(hit, name)
+        else:
+            _check_rank(reported[i], i)
     warnings = []
-    reported = [p["reported"] for p in parsed]
-    if reported != list(range(1, len(parsed) + 1)):
+    if reported != list(range(1, n + 1)):
         if any(r is not None for r in reported):
-            warnings.append(f"reported ranks {_preview(reported)} are not 1..{len(parsed)}; renumbered")
+            warnings.append(f"reported ranks {_preview(reported)} are not 1..{n}; renumbered")
         inf = float("inf")
-        parsed.sort(key=lambda p: (inf if p["reported"] is None else p["reported"], p["position"]))
-    hits = [p["hit"].model_copy(update={"rank": n}) for n, p in enumerate(parsed, start=1)]
-    if len(hits) > k:
-        warnings.append(f"returned {len(hits)} hits for k={k}; kept the first {k}")
-        hits = hits[:k]
-    return hits, warnings
+        order = sorted(range(n), key=lambda i: (inf if reported[i] is None else reported[i], i))
+        columns = {name: [values[i] for i in order] for name, values in columns.items()}
+    if n > k:
+        warnings.append(f"returned {n} hits for k={k}; kept the first {k}")
+        columns = {name: values[:k] for name, values in columns.items()}
+    kept = {name: values for name, values in columns.items() if not _all_default(name, values)}
+    return HitBlock(min(n, k), kept), warnings
+
+
+def _all_default(name: str, values: list) -> bool:
+    if name == "heading_path":
+        return not any(values)
+    return values.count(DEFAULTS[name]) == len(values)
+
+
+def parse_hits(payload: Any, k: int, mapping: ResponseMap | None = None) -> tuple[list[Hit], list[str]]:
+    """Hits from a search response as :class:`Hit` models, best first, ranked 1..n, at most ``k``:
+    :func:`parse_hit_block`'s block, one model per hit (for callers that want the documented
+    model; adapters keep the block).
+
+    Returns ``(hits, warnings)``; raises QueryFailure (``bad_response``) naming the first
+    unreadable hit and field.
+    """
+    block, warnings = parse_hit_block(payload, k, mapping)
+    return list(block), warnings
 
 
 def _preview(values: list) -> str:
