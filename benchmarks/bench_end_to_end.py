@@ -64,10 +64,11 @@ STEPS = ("golden_set", "retrieval_results", "query_scores", "run_metrics", "ship
 SHORT = {"retrieval_results": "retrieval", "query_scores": "scores", "comparison_report": "comparison"}
 GOLD_SHARE = 0.6  # queries whose ranking holds one of their gold chunks
 UNANSWERABLE_SHARE = 0.05
-WORDS = (
-    "index chunk query store cache vector lexical hybrid fusion rank answer citation refusal golden "
-    "parser embedding corpus section heading document retrieval latency timeout config schema"
-).split()
+WORDS = [
+    *("index", "chunk", "query", "store", "cache", "vector", "lexical", "hybrid", "fusion", "rank"),
+    *("answer", "citation", "refusal", "golden", "parser", "embedding", "corpus", "section"),
+    *("heading", "document", "retrieval", "latency", "timeout", "config", "schema"),
+]
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -106,7 +107,9 @@ def generate(folder: Path, n_queries: int, n_hits: int, seed: int = SEED) -> dic
             # distinct chunk ids: (doc, chunk) pairs drawn without replacement per query
             docs = nrng.integers(0, n_docs, size=n_hits + 3)
             chunks = nrng.integers(0, 40, size=n_hits + 3)
-            ids = list(dict.fromkeys(f"d{d:06d}#{c}" for d, c in zip(docs.tolist(), chunks.tolist())))
+            ids = list(
+                dict.fromkeys(f"d{d:06d}#{c}" for d, c in zip(docs.tolist(), chunks.tolist(), strict=True))
+            )
             while len(ids) < n_hits + 3:
                 ids.append(f"x{i}-{len(ids)}#0")
             retrieved, spare = ids[:n_hits], ids[n_hits:]
@@ -119,7 +122,7 @@ def generate(folder: Path, n_queries: int, n_hits: int, seed: int = SEED) -> dic
                 gold += spare[: n_gold - len(gold)]
                 gold = list(dict.fromkeys(gold))
             question = " ".join(rng.sample(WORDS, rng.randint(4, 9))) + "?"
-            refused = not answerable and rng.random() < 0.8 or rng.random() < 0.05
+            refused = (not answerable and rng.random() < 0.8) or rng.random() < 0.05
             claim = "not in context" if refused else f"The {rng.choice(WORDS)} is {rng.choice(WORDS)}."
             cites = [] if refused else retrieved[: rng.randint(1, 2)]
             handles["gold"].write(
@@ -147,7 +150,9 @@ def generate(folder: Path, n_queries: int, n_hits: int, seed: int = SEED) -> dic
             )
             handles["qrels"].write("".join(f"{qid} 0 {c} 1\n" for c in gold).encode())
             handles["run"].write(
-                "".join(f"{qid} Q0 {c} {r} {n_hits + 1 - r} bench\n" for r, c in enumerate(retrieved, 1)).encode()
+                "".join(
+                    f"{qid} Q0 {c} {r} {n_hits + 1 - r} bench\n" for r, c in enumerate(retrieved, 1)
+                ).encode()
             )
     finally:
         for fh in handles.values():
@@ -196,9 +201,22 @@ def time_ranx(paths: dict[str, Path]) -> dict:
     import ranx
 
     metrics = ["hit_rate@10", "mrr@10", "recall@10", "precision@10", "ndcg@10"]
+    # Untimed warm-up: ranx compiles its numba kernels (file parsing, sorting, each metric) on first
+    # use; a tiny pair of TREC files in the data's id shapes goes through the same calls first.
     w0 = time.perf_counter()
-    tiny = {"w": {"d000000#1": 1}}
-    ranx.evaluate(ranx.Qrels.from_dict(tiny), ranx.Run.from_dict({"w": {"d000000#1": 2.0}}), metrics)
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny_q, tiny_r = Path(tmp) / "q.trec", Path(tmp) / "r.trec"
+        tiny_q.write_text("Q0000001 0 d000000#1 1\nQ0000002 0 d000001#2 1\n", encoding="ascii")
+        tiny_r.write_text(
+            "Q0000001 Q0 d000000#1 1 2 w\nQ0000001 Q0 d000000#3 2 1 w\nQ0000002 Q0 d000002#1 1 2 w\n",
+            encoding="ascii",
+        )
+        ranx.evaluate(
+            ranx.Qrels.from_file(str(tiny_q), kind="trec"),
+            ranx.Run.from_file(str(tiny_r), kind="trec"),
+            metrics,
+            make_comparable=True,
+        )
     warm = time.perf_counter() - w0
     t0 = time.perf_counter()
     qrels = ranx.Qrels.from_file(str(paths["qrels"]), kind="trec")
@@ -206,7 +224,13 @@ def time_ranx(paths: dict[str, Path]) -> dict:
     t1 = time.perf_counter()
     res = ranx.evaluate(qrels, run, metrics, make_comparable=True)
     t2 = time.perf_counter()
-    return {"parse_s": t1 - t0, "score_s": t2 - t1, "total_s": t2 - t0, "warmup_s": warm, "ndcg@10": res["ndcg@10"]}
+    return {
+        "parse_s": t1 - t0,
+        "score_s": t2 - t1,
+        "total_s": t2 - t0,
+        "warmup_s": warm,
+        "ndcg@10": res["ndcg@10"],
+    }
 
 
 def step_spans(instance, run_id: str) -> dict[str, tuple[float, float]]:
@@ -280,13 +304,13 @@ def time_kebab(paths: dict[str, Path], home: Path, profile: bool) -> dict:
     runs = instance.get_run_records(limit=1)
     spans = step_spans(instance, runs[0].dagster_run.run_id) if runs else {}
     chain_start = spans.pop("<run>", (started_wall, started_wall))[0]
-    metrics = RunStore(home / "runs").read("run_metrics", "bench-e2e")[1]
+    metrics = RunStore(home / "runs").stored_run("bench-e2e").metrics.metrics
     result = {
         "import_s": import_s,
         "total_s": total,
         "before_chain_s": chain_start - started_wall,
         "steps": {step: end - start for step, (start, end) in spans.items()},
-        "ndcg@10": (metrics.get("metrics") or {}).get("ndcg@10"),
+        "ndcg@10": metrics.get("ndcg@10"),
     }
     if profiler:
         import pstats
@@ -307,14 +331,13 @@ def time_parsing(paths: dict[str, Path], n_hits: int) -> dict:
     import orjson
     import pandas as pd
 
-    from kebab_eval_pipeline.systems import command, http
+    from kebab_eval_pipeline.systems.command import parse_json_output
+    from kebab_eval_pipeline.systems.hits import HitBlock, hits_frame
+    from kebab_eval_pipeline.systems.http_body import parse_body
     from kebab_eval_pipeline.systems.replay import ReplaySystem
     from kebab_eval_pipeline.systems.runner import run_golden
-    from kebab_eval_pipeline.systems.settings import (
-        CommandSystemSettings,
-        HttpSystemSettings,
-        ReplaySystemSettings,
-    )
+    from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
+    from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hit_block, parse_hits
 
     bodies = []
     qids = []
@@ -329,16 +352,23 @@ def time_parsing(paths: dict[str, Path], n_hits: int) -> dict:
             bodies.append(orjson.dumps({"hits": hits}))
     queries = pd.DataFrame({"query_id": qids, "query": qids})
     out = {}
-    http_settings = HttpSystemSettings(kind="http", search_url="http://127.0.0.1:9/search")
-    command_settings = CommandSystemSettings(kind="command", search=[sys.executable, "-c", "pass"])
-    t0 = time.perf_counter()
-    for body in bodies:
-        http.parse_search_body(body, n_hits, http_settings.response)
-    out["http"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for body in bodies:
-        command.parse_search_output(body, n_hits, command_settings.response)
-    out["command"] = time.perf_counter() - t0
+    mapping = ResponseMap()
+
+    def table(parse, decode) -> float:
+        started = time.perf_counter()
+        blocks = []
+        for qid, body in zip(qids, bodies, strict=True):
+            block, _ = parse(decode(body), n_hits, mapping)
+            blocks.append((qid, block))
+        frame = hits_frame(blocks)
+        assert len(frame) == sum(b.n for _, b in blocks)
+        return time.perf_counter() - started
+
+    out["http"] = table(parse_hit_block, parse_body)  # the http adapter: body bytes → JSON → hits
+    out["command"] = table(parse_hit_block, lambda b: parse_json_output(b.decode("utf-8")))  # stdout text
+    out["per_hit_models"] = table(
+        lambda payload, k, m: (HitBlock.from_hits(parse_hits(payload, k, m)[0]), []), parse_body
+    )  # the documented per-hit API (Hit models) into the same table, for comparison
     t0 = time.perf_counter()
     system = ReplaySystem(ReplaySystemSettings(kind="replay", path=str(paths["trace"]), format="wfgy"))
     results = run_golden(system, queries, k=n_hits, answers=False)
@@ -370,10 +400,15 @@ def worker(n_queries: int, n_hits: int, folder: Path, profile: bool, skip_parsin
 
 def report(r: dict) -> None:
     p, x, k = r["pytrec"], r["ranx"], r["kebab"]
-    print(f"\n{r['queries']:,} queries × {r['hits']} hits (data generated in {r['generate_s']:.1f} s, untimed)")
+    print(
+        f"\n{r['queries']:,} queries × {r['hits']} hits (data generated in {r['generate_s']:.1f} s, untimed)"
+    )
     print(f"load average 1m: {r['load_before']:.2f} → {r['load_after']:.2f}; cores {os.cpu_count()}")
     print(f"{'tool':<16}{'parse s':>9}{'score s':>9}{'total s':>9}   ndcg@10")
-    print(f"{'pytrec_eval':<16}{p['parse_s']:>9.2f}{p['score_s']:>9.2f}{p['total_s']:>9.2f}   {p['ndcg@10']:.4f}")
+    print(
+        f"{'pytrec_eval':<16}{p['parse_s']:>9.2f}{p['score_s']:>9.2f}{p['total_s']:>9.2f}"
+        f"   {p['ndcg@10']:.4f}"
+    )
     print(
         f"{'ranx':<16}{x['parse_s']:>9.2f}{x['score_s']:>9.2f}{x['total_s']:>9.2f}   {x['ndcg@10']:.4f}"
         f"   (numba warm-up {x['warmup_s']:.1f} s, untimed)"
@@ -401,7 +436,8 @@ def report(r: dict) -> None:
         s = r["parsing"]
         print(
             f"adapter parsing into the hits table ({s['replay_hits']:,} hits): http {s['http']:.2f} s, "
-            f"command {s['command']:.2f} s, replay (read_trace + run_golden) {s['replay']:.2f} s"
+            f"command {s['command']:.2f} s, replay (read_trace + run_golden) {s['replay']:.2f} s; "
+            f"per-hit Hit models (parse_hits) {s['per_hit_models']:.2f} s"
         )
     if k.get("profile"):
         print(k["profile"])
@@ -429,12 +465,18 @@ def main() -> None:
     try:
         for n, h in sizes:
             argv = [sys.executable, __file__, "--worker", f"{n}x{h}", "--data", str(folder)]
-            argv += [flag for flag, on in (("--profile", args.profile), ("--skip-parsing", args.skip_parsing)) if on]
+            argv += [
+                flag
+                for flag, on in (("--profile", args.profile), ("--skip-parsing", args.skip_parsing))
+                if on
+            ]
             env = {k: v for k, v in os.environ.items() if not k.startswith("KEBAB_EVAL_")}
             env["PYTHONPATH"] = str(ROOT)
             proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
             if proc.returncode:
-                raise SystemExit(f"{n}x{h} failed ({proc.returncode}):\n{proc.stderr[-6000:]}{proc.stdout[-3000:]}")
+                raise SystemExit(
+                    f"{n}x{h} failed ({proc.returncode}):\n{proc.stderr[-6000:]}{proc.stdout[-3000:]}"
+                )
             report(json.loads(proc.stdout.strip().splitlines()[-1]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,6 +12,7 @@ assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from kebab_eval_pipeline.compare.document import report_files
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
-from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
+from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.health import system_health
@@ -56,10 +57,24 @@ RUNNER_VERSION = "runner-1"
 METRICS_VERSION = "metrics-3"
 
 
+# The golden set last turned into tables, and its tables (kept with it, so the identity check holds).
+_last_artifact: tuple[LoadedGolden, GoldenArtifact] | None = None
+
+
 def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
     """Load and validate the configured golden set (InputError lists every offender); ``loaded``:
-    that set already loaded with :func:`load_golden` (the CLI does so before importing pandas)."""
-    return GoldenArtifact.from_loaded(loaded if loaded is not None else load_golden(settings.golden_path()))
+    that set already loaded with :func:`load_golden` (the CLI does so before importing pandas).
+    Parsed once per process while the files are unchanged (:func:`load_golden_once`), and its
+    tables built once per parse."""
+    loaded = loaded if loaded is not None else load_golden_once(settings.golden_path())
+    global _last_artifact
+    if _last_artifact is None or _last_artifact[0] is not loaded:
+        _last_artifact = (loaded, GoldenArtifact.from_loaded(loaded))
+    art = _last_artifact[1]
+    # Frames are copy-on-write (pandas 3): a step that changes one changes its own copy.
+    return GoldenArtifact(
+        art.queries.copy(deep=False), art.supports.copy(deep=False), copy.deepcopy(art.info)
+    )
 
 
 def check_golden_against_system(

@@ -36,6 +36,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "markdown_text",
         "location",
         "net",
+        "gc_pause",
+        "read_once",
     ),
     ("golden",),
     ("contract",),  # what every system under test returns: hits, answers, citations, system info

@@ -91,9 +91,9 @@ def run(
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
     settings = settings_for_run(config, overrides)
-    from kebab_eval_pipeline.golden.load import load_golden
+    from kebab_eval_pipeline.golden.load import load_golden_once
 
-    golden_file = load_golden(settings.golden_path())
+    golden_file = load_golden_once(settings.golden_path())  # the golden_set step reuses this parse
 
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base

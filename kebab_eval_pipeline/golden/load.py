@@ -8,12 +8,11 @@ format, whose unknown query and support fields are errors (ignoring them would d
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
+import os
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -23,10 +22,12 @@ import orjson
 from pydantic import ValidationError
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.limits import check_regular
+from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
+from kebab_eval_pipeline.read_once import ReadOnce
 from kebab_eval_pipeline.yaml_io import (
     TOP,
     YamlPositions,
@@ -153,19 +154,6 @@ def _loads(line: str) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return json.loads(line)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Loading creates millions of small objects and no cycles: pausing the cyclic collector
-    halves the time of a 100k-query load (its full collections rescan the growing heap)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender]) -> None:
@@ -333,8 +321,22 @@ def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> 
     ``sha256`` is the file's content hash (several files: a hash over their names and hashes).
     Raises :class:`InputError` listing every offender; never returns a partial set.
     """
-    with _gc_paused():
+    with gc_paused():  # millions of small objects, no cycles
         return _load_golden(paths, fmt)
+
+
+#: Golden sets parsed in this process (a run loads its set in the CLI's checks and in the golden_set
+#: step): by files, format and size limit, parsed again when any file changes (read_once.py).
+GOLDEN_SETS = ReadOnce(size=2)
+
+
+def load_golden_once(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:
+    """:func:`load_golden`, parsed once per process while its files are unchanged (a file added to
+    a golden folder, or any file edited, means a new parse). The returned set is shared: callers
+    read it and do not modify it."""
+    files = _expand([paths] if isinstance(paths, str | Path) else paths)
+    key = (tuple(str(f.resolve()) for f in files), fmt, os.environ.get(INPUT_ENV, ""))
+    return GOLDEN_SETS.get(key, files, lambda: load_golden(paths, fmt))
 
 
 def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGolden:

@@ -183,6 +183,7 @@ def hits_frame(blocks: Sequence[tuple[str, HitBlock]]) -> pd.DataFrame:
     import pandas as pd
 
     n = sum(block.n for _, block in blocks)
+    present = set().union(*(block.columns for _, block in blocks))
     data: dict[str, Any] = {}
     for name, dtype in HIT_COLUMNS.items():
         if name == "query_id":
@@ -194,7 +195,7 @@ def hits_frame(blocks: Sequence[tuple[str, HitBlock]]) -> pd.DataFrame:
             data[name] = np.concatenate(
                 [np.arange(1, block.n + 1, dtype=np.int64) for _, block in blocks] or [np.empty(0, np.int64)]
             )
-        elif not any(name in block.columns for _, block in blocks):
+        elif name not in present:
             data[name] = _constant(name, dtype, n)
         else:
             values = []

@@ -21,13 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.contract import Answer, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import read_limited
+from kebab_eval_pipeline.gc_pause import gc_paused
+from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
+from kebab_eval_pipeline.read_once import ReadOnce
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
@@ -295,6 +298,26 @@ def _finite_or_none(value: Any) -> float | None:
         return None
 
 
+#: Traces parsed in this process, by (path, format, size limit): a run builds its system several
+#: times (the CLI's checks, the input observation, the golden_set and retrieval_results steps).
+TRACES = ReadOnce(size=2)
+
+Trace = tuple[dict[str, _Record], str, dict[str, Any], list[str], str]
+
+
+def cached_trace(path: Path, fmt: str = "auto") -> Trace:
+    """:func:`read_trace`, parsed once per process while the file is unchanged
+    (:mod:`kebab_eval_pipeline.read_once`); an edited, replaced or touched file is parsed again.
+    The records are shared by the systems built from it, which only read them. An unreadable
+    trace is never kept (its InputError is raised on every call)."""
+
+    def load() -> Trace:
+        with gc_paused():  # millions of small objects, no cycles
+            return read_trace(path, fmt)
+
+    return TRACES.get((str(path.resolve()), fmt, os.environ.get(INPUT_ENV, "")), [path], load)
+
+
 def read_trace(
     path: Path, fmt: str = "auto"
 ) -> tuple[dict[str, _Record], str, dict[str, Any], list[str], str]:
@@ -389,7 +412,8 @@ def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> tuple[_Record, l
         raise ValueError(failure.message) from None
     if fmt == "wfgy":
         ids = entry.get("retrieved_ids")
-        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+        # exact types (JSON gives no subclasses): one pass in C over a ranking of any length
+        if ids is not None and not (isinstance(ids, list) and set(map(type, ids)) <= {str}):
             raise ValueError("retrieved_ids: expected a list of id strings")
         record.raw_hits = list(ids or [])
         answer = entry.get("answer_json")
@@ -455,7 +479,8 @@ class ReplaySystem(OpaqueSystem):
         self.settings = settings
         self.run_warnings: list[str] = []
         self.path = Path(settings.path)
-        self.records, self.format, self._reported, self.read_warnings, self._sha256 = read_trace(
+        # read once per process while the file is unchanged: a run builds its system several times
+        self.records, self.format, self._reported, self.read_warnings, self._sha256 = cached_trace(
             self.path, settings.format
         )
 
@@ -480,11 +505,12 @@ class ReplaySystem(OpaqueSystem):
         ``bad_response``. Latencies are the recorded ones (None when not recorded)."""
         outcomes = []
         wanted = set()
-        for n, request in enumerate(requests, start=1):
-            wanted.add(request.query_id)
-            outcomes.append(self._outcome(request, k, answers))
-            if progress:
-                progress(n, len(requests))
+        with gc_paused():  # a block's lists per query, no cycles
+            for n, request in enumerate(requests, start=1):
+                wanted.add(request.query_id)
+                outcomes.append(self._outcome(request, k, answers))
+                if progress:
+                    progress(n, len(requests))
         extra = [qid for qid in self.records if qid not in wanted]
         # Run-level warnings (not any one query's): the runner reports them without a query id.
         self.run_warnings = list(self.read_warnings)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
@@ -153,7 +154,8 @@ def _consume(
             ]
         warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
     outcomes.clear()
-    return hits_frame(blocks)
+    with gc_paused():  # a list per row of heading_path, no cycles
+        return hits_frame(blocks)
 
 
 def run_golden(

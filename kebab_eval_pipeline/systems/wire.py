@@ -98,6 +98,10 @@ class ResponseMap(BaseModel):
         return self._compiled[group]
 
 
+#: No mapping: every field under its own name (frozen, so one instance serves every call).
+DEFAULT_MAP = ResponseMap()
+
+
 def dig(value: Any, path: str, default: Any = _MISSING) -> Any:
     """The value at dotted ``path`` inside ``value`` (list items by index).
 
@@ -147,7 +151,7 @@ def _pydantic_reason(exc: ValidationError) -> str:
 
 def hit_list(payload: Any, mapping: ResponseMap | None = None) -> list:
     """The raw hit list inside a search response (see the module docstring)."""
-    mapping = mapping or ResponseMap()
+    mapping = mapping or DEFAULT_MAP
     if mapping.hits:
         found = dig(payload, mapping.hits, None)
         if found is None:
@@ -170,7 +174,7 @@ def parse_scope(payload: Any, mapping: ResponseMap | None = None) -> list[str] |
     """The folders a scoped search looked in (for ``scope_miss_rate``), or None when the response
     reports no scope. A string is one folder; anything but a string or a list of strings is
     ``bad_response`` naming the field."""
-    mapping = mapping or ResponseMap()
+    mapping = mapping or DEFAULT_MAP
     where = mapping.scope or "scope"
     if mapping.scope:
         found = dig(payload, mapping.scope, None)
@@ -265,7 +269,13 @@ def _flat_columns(raws: list, slow: set[int]) -> dict[str, list]:
         else:
             rows.append({})
             slow.add(i)
-    columns = {name: [row.get(name) for row in rows] for name in _HIT_FIELDS}
+    # Only the keys a hit has are visited (a search_hit.v1 hit has a few of the 17 fields).
+    columns: dict[str, list] = {name: [None] * len(rows) for name in _HIT_FIELDS}
+    for i, row in enumerate(rows):
+        for key, value in row.items():
+            column = columns.get(key)
+            if column is not None:
+                column[i] = value
     nested = [i for i, row in enumerate(rows) if "retrieval" in row or "citation" in row]
     for i in nested:
         try:
@@ -394,7 +404,7 @@ def parse_hit_block(payload: Any, k: int, mapping: ResponseMap | None = None) ->
     columns cannot take as they are (a value to coerce, or to refuse) is read by the :class:`Hit`
     model, so values and messages are the model's (:func:`parse_hits` gives the same as Hits).
     """
-    mapping = mapping or ResponseMap()
+    mapping = mapping or DEFAULT_MAP
     raws = hit_list(payload, mapping)
     n = len(raws)
     if set(map(type, raws)) <= {str}:  # a list of chunk ids (WFGY's retrieved_ids): one column
@@ -453,7 +463,7 @@ def _preview(values: list) -> str:
 
 def answer_object(payload: Any, mapping: ResponseMap | None = None) -> dict[str, Any]:
     """The raw answer object inside an ask response (see the module docstring)."""
-    mapping = mapping or ResponseMap()
+    mapping = mapping or DEFAULT_MAP
     if mapping.answer:
         found = dig(payload, mapping.answer, None)
         if found is None:
@@ -506,7 +516,7 @@ def parse_answer(payload: Any, mapping: ResponseMap | None = None) -> Answer:
     refusals that way). ``grounded`` defaults to "not refused". Raises QueryFailure
     (``bad_response``) naming the field that cannot be read.
     """
-    mapping = mapping or ResponseMap()
+    mapping = mapping or DEFAULT_MAP
     raw = answer_object(payload, mapping)
     fmap = mapping.compiled("answer_fields")
 
