@@ -1,5 +1,6 @@
-"""What every system under test returns (SPEC §4): :class:`Hit`, :class:`Citation`,
-:class:`Answer`, and :class:`SystemInfo` (who the system is, and its versions).
+"""What every system under test returns (SPEC §4): :class:`Hit` (and :class:`HitBlock`, a query's
+hits as columns), :class:`Citation`, :class:`Answer`, and :class:`SystemInfo` (who the system is,
+and its versions).
 
 The shared vocabulary of the systems (their adapters in :mod:`kebab_eval_pipeline.systems` and
 the reference system in :mod:`kebab_eval_pipeline.reference`) and of everything that reads their
@@ -8,7 +9,8 @@ results, so it sits below both and imports nothing from the package.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,6 +60,109 @@ class Hit(BaseModel):
     index_version: str | None = None
     embedding_model: str | None = None
     chunker_version: str | None = None
+
+
+#: The per-hit fields a block may hold (every hits-table column but query_id and rank: rank is
+#: 1..n by position, the query id is the outcome's).
+FIELDS: tuple[str, ...] = tuple(name for name in Hit.model_fields if name != "rank")
+#: What an absent column holds in every row (a Hit's defaults).
+DEFAULTS: dict[str, Any] = {name: None for name in FIELDS} | {"snippet": "", "score_kind": "other"}
+
+
+class HitBlock(Sequence):
+    """The hits of one query, best first, ranked 1..n, as columns (issue 25): what adapters and the
+    reference system build, so that no Python object is made per hit on the way to the hits table
+    (``systems/hits.py``). It still reads as the list of :class:`Hit` it stands for (``len``,
+    indexing, iteration, ``==`` with a list of Hits): code that looks at hits one by one keeps
+    working, and pays for a Hit model only when it looks.
+
+    ``columns`` maps a field of :data:`FIELDS` to a list of ``n`` values already valid for the
+    hits table (str or None, int or None, finite float or None, ``heading_path`` a list of str);
+    a field left out holds its :data:`DEFAULTS` value (``heading_path``: an empty list) in every
+    row, so a replayed list of chunk ids is one column. Blocks are not modified once built.
+    """
+
+    __slots__ = ("columns", "n")
+
+    def __init__(self, n: int = 0, columns: dict[str, list] | None = None) -> None:
+        self.n = n
+        self.columns = columns or {}
+
+    @classmethod
+    def from_hits(cls, hits: Iterable[Hit]) -> HitBlock:
+        """A block of ``hits`` (already validated Hit models), renumbered 1..n in their order."""
+        hits = list(hits)
+        columns: dict[str, list] = {}
+        for name in FIELDS:
+            values = [getattr(h, name) for h in hits]
+            if name == "heading_path":
+                values = [list(v) for v in values]  # the table shares no list with the caller's Hit
+            default = [] if name == "heading_path" else DEFAULTS[name]
+            if any(v != default for v in values):  # a column of defaults is left out
+                columns[name] = values
+        return cls(len(hits), columns)
+
+    def value(self, name: str, i: int) -> Any:
+        """Field ``name`` of hit ``i`` (0-based)."""
+        column = self.columns.get(name)
+        if column is not None:
+            return column[i]
+        return [] if name == "heading_path" else DEFAULTS[name]
+
+    def column(self, name: str) -> list:
+        """Field ``name`` of every hit, as a new list."""
+        column = self.columns.get(name)
+        if column is not None:
+            return list(column)
+        if name == "heading_path":
+            return [[] for _ in range(self.n)]
+        return [DEFAULTS[name]] * self.n
+
+    def hit(self, i: int) -> Hit:
+        """Hit ``i`` (0-based) as the documented model (values are valid: not validated again)."""
+        fields = {name: self.value(name, i) for name in FIELDS}
+        fields["heading_path"] = list(fields["heading_path"])
+        return Hit.model_construct(rank=i + 1, **fields)
+
+    def head(self, k: int) -> HitBlock:
+        """The first ``k`` hits."""
+        if k >= self.n:
+            return self
+        return HitBlock(k, {name: values[:k] for name, values in self.columns.items()})
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self.hit(i) for i in range(*index.indices(self.n))]
+        if index < 0:
+            index += self.n
+        if not 0 <= index < self.n:
+            raise IndexError("hit index out of range")
+        return self.hit(index)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return (self.hit(i) for i in range(self.n))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, HitBlock):
+            return self.n == other.n and all(self.column(f) == other.column(f) for f in FIELDS)
+        if isinstance(other, list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"HitBlock(n={self.n}, columns={sorted(self.columns)})"
+
+
+def as_block(hits: HitBlock | Sequence[Hit] | None) -> HitBlock:
+    """An outcome's hits as a block (an adapter may still hand over a list of Hit models)."""
+    if isinstance(hits, HitBlock):
+        return hits
+    return HitBlock.from_hits(hits or [])
 
 
 class Citation(BaseModel):

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.contract import DEFAULTS, Answer, Hit, HitBlock, SystemInfo
 from kebab_eval_pipeline.reference.answer import (
     DEFAULT_GATE_THRESHOLD,
     PROMPT_TEMPLATE_VERSION,
@@ -99,10 +99,10 @@ class ReferenceIndex:
         self.stats = ChunkStats.model_validate(manifest["stats"])
         self.gate_threshold = gate_threshold
         self._by_id = {c.chunk_id: i for i, c in enumerate(chunks)}
-        self._searchers: dict[str, Callable[[str, int], list[Hit]]] = {
-            "lexical": self._search_lexical,
-            "vector": self._search_vector,
-            "hybrid": self._search_hybrid,
+        self._rankers: dict[str, Callable[[str, int], tuple[str, list[tuple[int, float, dict]]]]] = {
+            "lexical": self._rank_lexical,
+            "vector": self._rank_vector,
+            "hybrid": self._rank_hybrid,
         }
 
     # --- construction -----------------------------------------------------------------
@@ -371,14 +371,7 @@ class ReferenceIndex:
         index built without vectors raise ``ValueError`` saying to rebuild with
         ``--with-vectors``; an unknown mode raises ``ValueError`` listing the valid ones.
         """
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        searcher = self._searchers.get(mode)
-        if searcher is None:
-            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-        if mode in VECTOR_MODES:
-            self.require_vectors(mode)
-        return searcher(query, k)
+        return list(self.search_block(query, k, mode))
 
     def require_vectors(self, mode: str) -> None:
         """Raise ``ValueError`` unless ``mode`` can run: vectors in the index, the model installed
@@ -396,60 +389,88 @@ class ReferenceIndex:
                 f"{embedder.embedding_version!r}; rebuild the index"
             )
 
-    def _hit(self, rank: int, idx: int, score: float, score_kind: str, **channels) -> Hit:
-        c = self.chunks[idx]
-        return Hit(
-            rank=rank,
-            chunk_id=c.chunk_id,
-            doc_id=c.doc_id,
-            doc_path=c.doc_path,
-            heading_path=list(c.heading_path),
-            line_start=c.line_start,
-            line_end=c.line_end,
+    def search_block(self, query: str, k: int = 10, mode: str = "lexical") -> HitBlock:
+        """:meth:`search`'s hits as a :class:`HitBlock` (columns, no model per hit): what the
+        reference adapter hands to the runner. Same inputs, outputs and errors as :meth:`search`."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        ranker = self._rankers.get(mode)
+        if ranker is None:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
+        if mode in VECTOR_MODES:
+            self.require_vectors(mode)
+        kind, ranked = ranker(query, k)
+        return self._block(kind, ranked)
+
+    def _block(self, score_kind: str, ranked: list[tuple[int, float, dict]]) -> HitBlock:
+        """Columns of the ranked ``(chunk index, score, channel scores/ranks)`` rows."""
+        chunks = [self.chunks[idx] for idx, _, _ in ranked]
+        n = len(chunks)
+        columns: dict[str, list] = {
+            "chunk_id": [c.chunk_id for c in chunks],
+            "doc_id": [c.doc_id for c in chunks],
+            "doc_path": [c.doc_path for c in chunks],
+            "heading_path": [list(c.heading_path) for c in chunks],
+            "line_start": [c.line_start for c in chunks],
+            "line_end": [c.line_end for c in chunks],
             # The whole chunk, not a preview: SPEC §5 matches gold snippets against the hit's
             # text, and a cut-off preview would miss a snippet near the end of a long chunk.
-            snippet=c.text,
-            score=score,
-            score_kind=score_kind,
-            index_version=self.index_version,
-            embedding_model=self.vectors.embedding_model if score_kind in ("cosine", "rrf") else None,
-            chunker_version=self.chunker_version,
-            **channels,
-        )
+            "snippet": [c.text for c in chunks],
+            "score": [float(score) for _, score, _ in ranked],
+            "score_kind": [score_kind] * n,
+            "index_version": [self.index_version] * n,
+            "chunker_version": [self.chunker_version] * n,
+        }
+        if score_kind in ("cosine", "rrf"):
+            assert self.vectors is not None
+            columns["embedding_model"] = [self.vectors.embedding_model] * n
+        for name in ("lexical_score", "vector_score", "lexical_rank", "vector_rank"):
+            cast = float if name.endswith("_score") else int
+            values = [None if (v := channels.get(name)) is None else cast(v) for _, _, channels in ranked]
+            if any(v is not None for v in values):
+                columns[name] = values
+        # the block holds only what differs from a Hit's defaults (see HitBlock)
+        kept = {
+            name: values
+            for name, values in columns.items()
+            if any(v != ([] if name == "heading_path" else DEFAULTS[name]) for v in values)
+        }
+        return HitBlock(n, kept)
 
-    def _search_lexical(self, query: str, k: int) -> list[Hit]:
-        return [
-            self._hit(rank, idx, score, "bm25", lexical_score=score, lexical_rank=rank)
-            for rank, (idx, score) in enumerate(self.lexical.search(tokenize(query), k), start=1)
+    def _rank_lexical(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
+        found = self.lexical.search(tokenize(query), k)
+        return "bm25", [
+            (idx, score, {"lexical_score": score, "lexical_rank": rank})
+            for rank, (idx, score) in enumerate(found, start=1)
         ]
 
     def _vector_ranking(self, query: str, depth: int) -> list[tuple[int, float]]:
         assert self.vectors is not None
         return self.vectors.search(get_embedder().encode([query])[0], depth)
 
-    def _search_vector(self, query: str, k: int) -> list[Hit]:
-        return [
-            self._hit(rank, idx, score, "cosine", vector_score=score, vector_rank=rank)
+    def _rank_vector(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
+        return "cosine", [
+            (idx, score, {"vector_score": score, "vector_rank": rank})
             for rank, (idx, score) in enumerate(self._vector_ranking(query, k), start=1)
         ]
 
-    def _search_hybrid(self, query: str, k: int) -> list[Hit]:
+    def _rank_hybrid(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
         depth = max(k, RRF_DEPTH)
         fused = rrf_fuse(
             self.lexical.search(tokenize(query), depth), self._vector_ranking(query, depth), k, k_rrf=RRF_K
         )
-        return [
-            self._hit(
-                rank,
+        return "rrf", [
+            (
                 f.index,
                 f.score,
-                "rrf",
-                lexical_score=f.lexical_score,
-                lexical_rank=f.lexical_rank,
-                vector_score=f.vector_score,
-                vector_rank=f.vector_rank,
+                {
+                    "lexical_score": f.lexical_score,
+                    "lexical_rank": f.lexical_rank,
+                    "vector_score": f.vector_score,
+                    "vector_rank": f.vector_rank,
+                },
             )
-            for rank, f in enumerate(fused, start=1)
+            for f in fused
         ]
 
     def ask(self, query: str, hits: list[Hit], gate_threshold: float | None = None) -> Answer:

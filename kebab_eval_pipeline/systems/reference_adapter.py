@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -58,9 +59,10 @@ class ReferenceSystem(PerQueryAdapter):
         return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
 
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
-        return SearchReply(self.search(request.query, k), [], 1)
+        # columns straight from the index's chunks: no Hit model per hit on the way to the table
+        return SearchReply(self.index.search_block(request.query, k=k, mode=self.mode), [], 1)
 
-    def ask_one(self, request: QueryRequest, k: int, hits: list[Hit]) -> tuple[Answer, int]:
+    def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
         return self.ask(request.query, hits), 1
 
     def known_chunk_ids(self) -> frozenset[str]:
