@@ -141,22 +141,24 @@ def _consume(
     An outcome's hits are already columns (:class:`~.hits.HitBlock`): the table is built column
     by column from them (:func:`~.hits.hits_frame`), with no object per hit.
     """
-    blocks: list[tuple[str, HitBlock]] = []
-    for outcome in outcomes:
-        block = as_block(outcome.hits)
-        outcome.hits = block
-        outcome_rows.append(_outcome_row(outcome, answers))
-        if block.n:
-            blocks.append((outcome.query_id, block))
-        if answers and outcome.answer is not None:
-            # attribute reads, not model_dump: a dump per citation was a second of a 20k-query run
-            citation_rows += [
-                {"query_id": outcome.query_id, "position": i, **{f: getattr(c, f) for f in _CITATION_FIELDS}}
-                for i, c in enumerate(outcome.answer.citations)
-            ]
-        warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
-    outcomes.clear()
-    with gc_paused():  # a list per row of heading_path, no cycles
+    # rows, citations and the table's lists: millions of small containers and no cycles
+    with gc_paused():
+        blocks: list[tuple[str, HitBlock]] = []
+        for outcome in outcomes:
+            block = as_block(outcome.hits)
+            outcome.hits = block
+            outcome_rows.append(_outcome_row(outcome, answers))
+            if block.n:
+                blocks.append((outcome.query_id, block))
+            if answers and outcome.answer is not None:
+                # attribute reads, not model_dump: a dump per citation was a second of a 20k-query run
+                qid = outcome.query_id
+                citation_rows += [
+                    {"query_id": qid, "position": i, **{f: getattr(c, f) for f in _CITATION_FIELDS}}
+                    for i, c in enumerate(outcome.answer.citations)
+                ]
+            warnings += [f"{outcome.query_id}: {w}" for w in outcome.warnings]
+        outcomes.clear()
         return hits_frame(blocks)
 
 
@@ -175,10 +177,12 @@ def run_golden(
     the failure). ``system`` is the adapter's info plus versions the system reported on
     its hits and answers. Per-query adapters are called in batches (:data:`BATCH_QUERIES`).
     """
-    requests = [
-        QueryRequest(query_id=str(qid), query=str(text))
-        for qid, text in zip(queries["query_id"], queries["query"], strict=True)
-    ]
+    # tolist(): one conversion per column (iterating Arrow-backed strings goes value by value)
+    with gc_paused():
+        requests = [
+            QueryRequest(query_id=str(qid), query=str(text))
+            for qid, text in zip(queries["query_id"].tolist(), queries["query"].tolist(), strict=True)
+        ]
     outcome_rows: list[dict] = []
     citation_rows: list[dict] = []
     warnings: list[str] = []
