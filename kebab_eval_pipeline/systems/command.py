@@ -39,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
 from kebab_eval_pipeline.systems.outcome import (
@@ -226,6 +228,10 @@ def parse_json_output(stdout: str) -> Any:
     """JSON from a process's stdout; QueryFailure(``bad_json``) with position and a preview."""
     if not stdout.strip():
         raise QueryFailure(BAD_JSON, "no output on stdout")
+    try:  # orjson for speed; whatever it refuses, the standard library decides (and words the error)
+        return orjson.loads(stdout)
+    except orjson.JSONDecodeError:
+        pass
     try:
         return json.loads(stdout)
     except json.JSONDecodeError as exc:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import orjson
 
 from kebab_eval_pipeline.limits import MIB
 from kebab_eval_pipeline.systems.outcome import BAD_JSON, BAD_RESPONSE, TOO_LARGE, QueryFailure
@@ -23,6 +24,10 @@ ERROR_BODY_BYTES = 1 << 16  # of an error response's body, read for its message
 def parse_body(data: bytes) -> Any:
     """JSON from a response body (UTF-8/16/32 detected); QueryFailure(``bad_json``) when it is not
     JSON or is nested too deeply for Python's parser (e.g. ``[[[[…`` 100,000 deep)."""
+    try:  # orjson for speed; whatever it refuses, the standard library decides (and words the error)
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
     try:
         return json.loads(data)
     except RecursionError:
