@@ -282,7 +282,7 @@ def _lexical_anatomy(index, queries: list[str]) -> dict:
     from kebab_eval_pipeline.reference.tokenize import tokenize
 
     lex = index.lexical
-    steps = dict.fromkeys(("tokenize", "vocab filter", "BM25 scores", "sort + top-k", "Hit objects"), 0)
+    steps = dict.fromkeys(("tokenize", "vocab filter", "BM25 scores", "sort + top-k", "hit columns"), 0)
     clock = time.perf_counter_ns
     for q in queries:
         t0 = clock()
@@ -299,7 +299,9 @@ def _lexical_anatomy(index, queries: list[str]) -> dict:
         order = np.lexsort((np.arange(scores.size), -scores))
         top = [(int(i), float(scores[i])) for i in order[:K] if scores[i] > 0]
         t4 = clock()
-        [index._hit(r, i, s, "bm25", lexical_score=s, lexical_rank=r) for r, (i, s) in enumerate(top, 1)]
+        index._block(
+            "bm25", [(i, s, {"lexical_score": s, "lexical_rank": r}) for r, (i, s) in enumerate(top, 1)]
+        )
         t5 = clock()
         for name, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
             steps[name] += dt
