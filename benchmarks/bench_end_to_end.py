@@ -328,7 +328,7 @@ def time_kebab(paths: dict[str, Path], home: Path, profile: bool) -> dict:
 
         text = io.StringIO()
         stats = pstats.Stats(profiler, stream=text).strip_dirs()
-        stats.sort_stats("cumulative").print_stats(45)
+        stats.sort_stats("cumulative").print_stats(90)
         stats.sort_stats("tottime").print_stats(30)
         result["profile"] = text.getvalue()
     return result

@@ -33,6 +33,7 @@ from kebab_eval_pipeline.compare.document import report_files
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
+from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
@@ -69,7 +70,8 @@ def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = No
     loaded = loaded if loaded is not None else load_golden_once(settings.golden_path())
     global _last_artifact
     if _last_artifact is None or _last_artifact[0] is not loaded:
-        _last_artifact = (loaded, GoldenArtifact.from_loaded(loaded))
+        with gc_paused():  # a dict per query and support, no cycles (seconds at 20k queries otherwise)
+            _last_artifact = (loaded, GoldenArtifact.from_loaded(loaded))
     art = _last_artifact[1]
     # Frames are copy-on-write (pandas 3): a step that changes one changes its own copy.
     return GoldenArtifact(
