@@ -32,6 +32,8 @@ from kebab_eval_pipeline.settings import RunSettings
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
 JOB_NAME = "evaluation_run"
+#: The values of KEBAB_EVAL_EXECUTOR.
+EXECUTORS = ("in_process", "multiprocess", "celery")
 
 
 def build_definitions(
@@ -83,18 +85,24 @@ def executor_from_environment() -> dg.ExecutorDefinition:
     """In-process by default: the chain is strictly sequential, so separate step processes only add
     start-up time. ``KEBAB_EVAL_EXECUTOR=multiprocess`` runs each step in its own process (isolation,
     memory returned after each stage), at most ``KEBAB_EVAL_MAX_CONCURRENT`` at once (default: the
-    CPU count). Any other value is an InputError naming the variable."""
+    CPU count). ``celery`` submits each step to Celery workers through the broker named by
+    ``KEBAB_EVAL_CELERY_BROKER`` (orchestration/celery_app.py; the ``celery`` extra). Any other
+    value is an InputError naming the variable."""
     kind = os.environ.get(EXECUTOR_ENV) or "in_process"
     limit = os.environ.get(MAX_CONCURRENT_ENV)
     problems = []
-    if kind not in ("in_process", "multiprocess"):
-        problems.append(Offender(EXECUTOR_ENV, f"{kind!r}: expected in_process or multiprocess"))
+    if kind not in EXECUTORS:
+        problems.append(Offender(EXECUTOR_ENV, f"{kind!r}: expected one of {', '.join(EXECUTORS)}"))
     if limit is not None and not (limit.isdigit() and int(limit) >= 1):
         problems.append(Offender(MAX_CONCURRENT_ENV, f"{limit!r}: expected a whole number ≥ 1"))
     if problems:
         raise InputError("invalid executor settings", problems)
     if kind == "in_process":
         return dg.in_process_executor
+    if kind == "celery":
+        from kebab_eval_pipeline.orchestration.celery_app import celery_executor
+
+        return celery_executor()
     # Steps fork from a server that has already imported dagster, pandas and this package, so a step
     # process starts in a fraction of a second rather than re-importing everything (~3 s each).
     config: dict = {"start_method": {"forkserver": {"preload_modules": ["kebab_eval_pipeline.definitions"]}}}
