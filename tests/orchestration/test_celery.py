@@ -25,6 +25,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from kebab_eval_pipeline.definitions import build_definitions, executor_from_environment
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.celery_cluster import (
     Worker,
@@ -32,11 +34,12 @@ from tests.celery_cluster import (
     deployment_env,
     deployment_environ,
     redis_server,
+    require_celery_extra,
     s3_server,
 )
 from tests.conftest import write
 from tests.postgres import PostgresServer
-from tests.test_cli import cli, no_traceback
+from tests.test_cli import cli, cli_env, no_traceback
 
 MATERIALIZE = [
     sys.executable,
@@ -264,3 +267,18 @@ def test_a_step_whose_worker_process_is_killed_runs_again_without_losing_a_query
         scores = store.read("query_scores", "cel-kill")[0]["query_scores"]
     assert sorted(outcomes["query_id"]) == ids and outcomes["error"].isna().all()
     assert sorted(scores["query_id"]) == ids and scores["hit@1"].tolist() == [1.0] * len(ids)
+
+
+def test_celery_without_a_broker_is_refused_naming_the_variable(monkeypatch, tmp_path) -> None:
+    require_celery_extra()
+    monkeypatch.setenv("KEBAB_EVAL_EXECUTOR", "celery")
+    monkeypatch.delenv("KEBAB_EVAL_CELERY_BROKER", raising=False)
+    with pytest.raises(InputError, match="KEBAB_EVAL_CELERY_BROKER"):
+        executor_from_environment()
+    env = {**cli_env(tmp_path), "KEBAB_EVAL_EXECUTOR": "celery"}
+    proc = cli(env, "run")
+    assert proc.returncode == 2 and "KEBAB_EVAL_CELERY_BROKER" in proc.stderr
+    no_traceback(proc)
+    # with a broker the executor is dagster-celery's, wrapped by the run lock
+    monkeypatch.setenv("KEBAB_EVAL_CELERY_BROKER", "redis://127.0.0.1:1/0")
+    assert build_definitions().executor.name == "celery"
