@@ -260,3 +260,49 @@ def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Ite
         finally:
             stack.close()
             shutil.rmtree(root, ignore_errors=True)
+
+
+def write_replay_run(folder: Path, n_queries: int, seed: int = 7) -> Path:
+    """A generated replay evaluation in ``folder``: ``n_queries`` golden queries (canonical JSONL;
+    one in ten out of scope), a ``kebab`` trace answering each with ten ranked hits (the gold
+    chunk at a seeded rank, or missing), one query in fifty recorded as a timeout, and the run
+    config (replay system, no answers, no baseline); returns the config's path."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    golden, trace = folder / "golden.jsonl", folder / "per_query.jsonl"
+    with golden.open("w", encoding="utf-8") as g, trace.open("w", encoding="utf-8") as t:
+        for i in range(1, n_queries + 1):
+            qid = f"q-{i:06d}"
+            answerable = i % 10 != 0
+            query: dict = {"id": qid, "query": f"generated query {i}"}
+            if answerable:
+                query["supports"] = [{"chunk_id": f"c-{i}"}]
+            else:
+                query["answerable"] = False
+            g.write(json.dumps(query) + "\n")
+            gold_rank = rng.randint(1, 14)  # 11..14: not retrieved
+            hits = [
+                {"rank": r, "chunk_id": f"c-{i}" if r == gold_rank else f"x-{i}-{r}", "score": 1.0 / r}
+                for r in range(1, 11)
+            ]
+            record: dict = {"query_id": qid, "hits": hits, "latency_ms": 5 + i % 50, "error": None}
+            if i % 50 == 0:
+                record = {"query_id": qid, "hits": [], "latency_ms": 3000, "error": "timeout: simulated"}
+            t.write(json.dumps(record) + "\n")
+    config = folder / "eval.yaml"
+    config.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "golden": str(golden),
+                "system": {"kind": "replay", "path": str(trace), "format": "kebab"},
+                "answers": False,
+                "baseline": "none",
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    return config
