@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -225,7 +225,7 @@ def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Ite
     require_celery_extra()
     root = Path(tempfile.mkdtemp(prefix="kebab-eval-celery-"))
     workers: list[Worker] = []
-    with ExitStack() as stack:
+    try:
         for i in range(count):
             folder = root / f"worker-{i}"
             (folder / "dagster_home").mkdir(parents=True)
@@ -244,9 +244,7 @@ def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Ite
                     stdout=out,
                     stderr=subprocess.STDOUT,
                 )
-            worker = Worker(name, proc, log)
-            workers.append(worker)
-            stack.callback(_stop, proc, signal.SIGTERM, 30)
+            workers.append(Worker(name, proc, log))
         for worker in workers:
             _wait(
                 f"celery worker {worker.name}",
@@ -255,11 +253,15 @@ def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Ite
                 worker.log,
                 timeout_s=120,
             )
-        try:
-            yield workers
-        finally:
-            stack.close()
-            shutil.rmtree(root, ignore_errors=True)
+        yield workers
+    finally:
+        # all told to stop at once (a warm shutdown: a running step finishes first), then waited for
+        for worker in workers:
+            if worker.proc.poll() is None:
+                worker.proc.send_signal(signal.SIGTERM)
+        for worker in workers:
+            _stop(worker.proc, signal.SIGTERM, 30)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def write_replay_run(folder: Path, n_queries: int, seed: int = 7) -> Path:

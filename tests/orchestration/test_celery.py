@@ -36,6 +36,7 @@ from tests.celery_cluster import (
     redis_server,
     require_celery_extra,
     s3_server,
+    write_replay_run,
 )
 from tests.conftest import write
 from tests.postgres import PostgresServer
@@ -52,6 +53,8 @@ MATERIALIZE = [
 ]
 HOLD_ONE = Path(__file__).parent / "fake_systems" / "cmd_hold_one.py"
 WORKERS = 2
+#: Queries of the replayed run: enough for every kind of row, few enough for CI.
+REPLAY_QUERIES = 1000
 #: Columns that differ between any two runs of the same inputs (timings, attempt stamps).
 VOLATILE = ("latency", "_ms", "started_at", "finished_at", "written_at", "attempt")
 
@@ -174,6 +177,33 @@ def test_demo_run_on_celery_workers_equals_the_in_process_run(cluster) -> None:
         values = _metric_values(store, "cel-demo")
         assert values == _metric_values(store, "inproc-demo")
     assert values["mrr"] > 0.5 and values["n_queries"] == 105
+
+
+def test_a_replayed_run_on_celery_equals_the_in_process_run(cluster, tmp_path) -> None:
+    """A generated trace of REPLAY_QUERIES queries (hits at seeded ranks, misses, out-of-scope
+    queries, recorded timeouts) scored on the workers and in-process: the same tables. (The 100k
+    trace runs in benchmarks/bench_celery_throughput.py --replay 100000.)"""
+    config = write_replay_run(tmp_path / "replay", REPLAY_QUERIES)
+    env = {**cluster["env"], "KEBAB_EVAL_CONFIG": str(config)}
+    assert cli(env, "runs", "add", "cel-replay").returncode == 0
+    with _workers(env):
+        started = time.monotonic()
+        celery_run = _materialize(env, "cel-replay")
+        reference = cli(env, "run", "--run-id", "inproc-replay")
+        _finish(celery_run)
+        print(f"\nreplay of {REPLAY_QUERIES} queries on celery: {time.monotonic() - started:.1f}s")
+    assert reference.returncode == 0, reference.stderr
+    run, _ = _events(env, "cel-replay")
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    with deployment_environ(env):
+        store = RunStore(env["KEBAB_EVAL_STORAGE"])
+        for asset in ("retrieval_results", "query_scores"):
+            _assert_same_tables(store, asset, "cel-replay", "inproc-replay")
+        values = _metric_values(store, "cel-replay")
+        assert values == _metric_values(store, "inproc-replay")
+        outcomes = store.read("retrieval_results", "cel-replay")[0]["outcomes"]
+    assert len(outcomes) == REPLAY_QUERIES and outcomes["query_id"].is_unique
+    assert values["error_rate"] == pytest.approx(0.02) and 0 < values["mrr"] < 1
 
 
 def _calls(state: Path) -> list[tuple[set[int], str]]:
