@@ -1,9 +1,12 @@
 """The evaluation chain as software-defined assets — thin wiring around :mod:`pipeline`.
 
 golden_file / system_under_test (observable sources: content hash, index version)
-  → golden_set → retrieval_results → query_scores → run_metrics → comparison_report
+  → golden_set → retrieval_results → judge → query_scores → run_metrics → comparison_report
 Each asset is partitioned by run (``eval_runs``) and records, on every
-materialization, the versions that make runs comparable.
+materialization, the versions that make runs comparable. ``retrieval_results`` and ``judge`` are
+graph-backed: a plan op, one op per shard of the run's queries (``DynamicOutput``; retried on its
+own, the retrieval shards in the ``kebab_eval_system`` pool) and a collecting op that merges the
+shards and publishes the asset (:mod:`kebab_eval_pipeline.shards`).
 """
 
 import math

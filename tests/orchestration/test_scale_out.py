@@ -37,9 +37,9 @@ RETRIEVAL_STEPS = ("retrieval_results.plan_retrieval", FIRST_SHARD, "retrieval_r
 LOGGED = Path(__file__).parent / "fake_systems" / "cmd_logged.py"
 
 
-def _materialize(env: dict, partition: str, **extra: str) -> subprocess.Popen:
+def _materialize(env: dict, partition: str, select: str = "*", **extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*MATERIALIZE, "--partition", partition],
+        [*MATERIALIZE[:-1], select, "--partition", partition],
         env={**env, **extra},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -322,5 +322,6 @@ def test_pool_limit_holds_across_the_shards_of_one_run(env, tmp_path: Path) -> N
     }
     assert held_back & set(shard_steps)  # launched side by side: the pool, not the executor, serialised
     store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
-    scores = store.read("query_scores", "sharded")[0]["query_scores"]
-    assert sorted(scores["query_id"]) == ids and scores["hit@1"].tolist() == [1.0] * len(ids)
+    outcomes = store.read("retrieval_results", "sharded")[0]["outcomes"]
+    assert outcomes["query_id"].tolist() == ids and outcomes["error"].isna().all()
+    assert outcomes["n_hits"].tolist() == [1] * len(ids)

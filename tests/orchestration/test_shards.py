@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.orchestration.assets import SHARD_RETRY, SYSTEM_POOL, judge, retrieval_results
 from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.shards import shard_bounds
@@ -128,3 +129,28 @@ def test_many_shards_store_exactly_what_one_shard_stores(instance, tmp_path, mon
     assert judge_info["judged_queries"] > 7 and len(judge_info["spot_check_queries"]) > 0
     # the run's shard values live beside its artifacts, under the storage base
     assert (Path(defs.resources["artifact_storage"].base) / "_shards" / "many").is_dir()
+
+
+def test_shard_steps_retry_on_their_own_and_claim_the_pool() -> None:
+    """The per-shard ops carry the retry policy; the ops that call the system under test claim the
+    ``kebab_eval_system`` pool (and only those: the judge calls no system under test)."""
+    ops = {
+        node.name: node.definition
+        for asset in (retrieval_results, judge)
+        for node in asset.node_def.nodes  # type: ignore[union-attr]
+    }
+    assert set(ops) == {
+        "plan_retrieval",
+        "retrieve_shard",
+        "collect_retrieval",
+        "plan_judging",
+        "judge_shard",
+        "collect_judgements",
+    }
+    assert ops["retrieve_shard"].retry_policy == ops["judge_shard"].retry_policy == SHARD_RETRY
+    assert SHARD_RETRY.max_retries >= 1
+    assert {name for name, op in ops.items() if op.pool == SYSTEM_POOL} == {
+        "plan_retrieval",
+        "retrieve_shard",
+    }
+    assert all(ops[name].retry_policy is None for name in ops if not name.endswith("_shard"))

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-HOLD_S = 1.0
+HOLD_S = 0.5
 state, query_id = Path(sys.argv[1]), sys.argv[2]
 log = state / f"{query_id}.log"
 with log.open("a") as fh:
