@@ -26,6 +26,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
+from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
 from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
 from kebab_eval_pipeline.settings import RunSettings
 
@@ -75,6 +76,7 @@ def build_definitions(
             "eval_settings": resource,
             "system_under_test": system,
             "artifact_io": ArtifactIOManager(base=base),
+            "shard_io": ShardIOManager(base=base),
             "artifact_storage": ArtifactStorage(base=base),
         },
         executor=executor,

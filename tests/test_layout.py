@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("systems",),  # adapters, the runner, versions, identity
     ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
     ("judge",),
-    ("artifacts",),  # the chain's typed values
+    ("artifacts", "shards"),  # the chain's typed values, and those between a sharded asset's steps
     ("store",),  # everything under the storage base
     ("compare",),
     ("gates",),
