@@ -9,7 +9,7 @@
   backend.
 - An S3-compatible server (moto's, ``python -m moto.server``) with one bucket: the artifact store,
   reached through s3fs with the endpoint and credentials in ``AWS_*`` variables only.
-- N Celery workers (``celery -A kebab_eval_pipeline.orchestration.celery_app worker``), each one
+- N Celery workers (``celery -A kebab_eval_pipeline.celery_worker worker``), each one
   pool process (``--concurrency 1``), each with a DAGSTER_HOME and working folder of its own: they
   share nothing on disk with the run worker but what the instance (PostgreSQL) and S3 hold.
 
@@ -41,7 +41,7 @@ from tests.systems.adapters.conftest import free_port
 REQUIRE_ENV = "KEBAB_EVAL_REQUIRE_CELERY"
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY_INSTANCE = REPO / "docs" / "deploy" / "dagster.yaml"
-WORKER_APP = "kebab_eval_pipeline.orchestration.celery_app"
+WORKER_APP = "kebab_eval_pipeline.celery_worker"
 BUCKET = "kebab-eval-test"
 
 

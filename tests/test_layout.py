@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
     ("pipeline", "probe"),  # the chain as plain functions
     ("orchestration",),
-    ("definitions",),
+    ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),
 )
 #: Bundled data, not code.

@@ -4,9 +4,9 @@ Both sides of the queue are configured here, from the same environment variables
 worker that submits steps and the Celery workers that run them can never disagree:
 
 - :func:`celery_executor` — the Dagster executor (dagster-celery's) the code location uses;
-- ``app`` (module attribute, built on first access) — the Celery app workers are started with::
+- :func:`make_worker_app` — the Celery app workers run (``kebab_eval_pipeline.celery_worker``)::
 
-      celery -A kebab_eval_pipeline.orchestration.celery_app worker -Q dagster --concurrency 1
+      celery -A kebab_eval_pipeline.celery_worker worker -Q dagster --concurrency 1
 
 Settings (environment):
 
@@ -98,22 +98,13 @@ def make_worker_app():
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_task
 
-    # Imported once in the worker's main process, so every pool process forked from it starts a
-    # step with dagster, pandas and the chain already loaded (not ~3 s of imports per process).
-    import kebab_eval_pipeline.definitions  # noqa: F401
-
     broker = _broker()
     backend = os.environ.get(BACKEND_ENV) or broker
-    executor = CeleryExecutor.for_cli(broker=broker, backend=backend, config_source=dict(CELERY_SETTINGS))
+    executor = CeleryExecutor.for_cli(
+        broker=broker,
+        backend=backend,
+        config_source=dict(CELERY_SETTINGS),
+    )
     app = make_app(executor.app_args())
     create_task(app)
     return app
-
-
-def __getattr__(name: str):
-    # ``celery -A kebab_eval_pipeline.orchestration.celery_app`` reads ``app``; built on access so
-    # importing this module (the executor side, ``include``) needs no broker variable.
-    if name == "app":
-        globals()["app"] = app = make_worker_app()
-        return app
-    raise AttributeError(name)
