@@ -41,51 +41,56 @@ def shard_key(index: int) -> str:
 @dataclass
 class QueryShard:
     """One shard of a run's golden queries (``query_id``, ``query``): the ``index``-th, starting at
-    query ``start`` of ``total``. ``expected_ids``: the whole run's query ids, for an adapter whose
+    query ``start`` of ``total``, asking for ``k`` hits. The first shard also carries what the plan
+    found for the run as a whole (``stale``: the stale-golden warnings), so the collecting step gets
+    it from the first piece. ``expected_ids``: the whole run's query ids, for an adapter whose
     run-level warnings depend on them (None otherwise)."""
 
     index: int
     start: int
     total: int
+    k: int
     queries: pd.DataFrame
+    stale: list[str] = field(default_factory=list)
     expected_ids: list[str] | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"queries": self.queries}
         if self.expected_ids is not None:
             tables["expected"] = pd.DataFrame({"query_id": pd.array(self.expected_ids, dtype="string")})
-        return tables, {"index": self.index, "start": self.start, "total": self.total}
+        info = {
+            "index": self.index,
+            "start": self.start,
+            "total": self.total,
+            "k": self.k,
+            "stale": self.stale,
+        }
+        return tables, info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> QueryShard:
         expected = tables.get("expected")
         ids = None if expected is None else [str(q) for q in expected["query_id"]]
-        return cls(info["index"], info["start"], info["total"], tables["queries"], ids)
-
-
-@dataclass
-class RetrievalPlan:
-    """What the retrieval plan step found for the run as a whole: the stale-golden warnings, the k
-    asked for and the number of shards."""
-
-    stale: list[str]
-    k: int
-    shards: int
-
-    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {}, {"stale": self.stale, "k": self.k, "shards": self.shards}
-
-    @classmethod
-    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RetrievalPlan:
-        return cls(list(info["stale"]), int(info["k"]), int(info["shards"]))
+        return cls(
+            info["index"],
+            info["start"],
+            info["total"],
+            info["k"],
+            tables["queries"],
+            list(info["stale"]),
+            ids,
+        )
 
 
 @dataclass
 class RetrievalShardResult:
-    """The ``index``-th shard's results (:class:`~kebab_eval_pipeline.systems.runner.RetrievalPiece`)."""
+    """The ``index``-th shard's results (:class:`~kebab_eval_pipeline.systems.runner.RetrievalPiece`),
+    with the k asked for and, from the first shard, the run's stale-golden warnings."""
 
     index: int
+    k: int
     piece: RetrievalPiece
+    stale: list[str] = field(default_factory=list)
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         p = self.piece
@@ -97,6 +102,8 @@ class RetrievalShardResult:
         }
         info = {
             "index": self.index,
+            "k": self.k,
+            "stale": self.stale,
             "system": p.system.model_dump(),
             "run_warnings": p.run_warnings,
             "warnings": p.warnings,
@@ -106,19 +113,17 @@ class RetrievalShardResult:
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> RetrievalShardResult:
-        return cls(
-            int(info["index"]),
-            RetrievalPiece(
-                outcomes=tables["outcomes"],
-                hits=tables["hits"],
-                citations=tables["citations"],
-                known_chunks=tables["known_chunks"],
-                system=SystemInfo.model_validate(info["system"]),
-                run_warnings=list(info["run_warnings"]),
-                warnings=list(info["warnings"]),
-                warnings_dropped=int(info["warnings_dropped"]),
-            ),
+        piece = RetrievalPiece(
+            outcomes=tables["outcomes"],
+            hits=tables["hits"],
+            citations=tables["citations"],
+            known_chunks=tables["known_chunks"],
+            system=SystemInfo.model_validate(info["system"]),
+            run_warnings=list(info["run_warnings"]),
+            warnings=list(info["warnings"]),
+            warnings_dropped=int(info["warnings_dropped"]),
         )
+        return cls(int(info["index"]), int(info["k"]), piece, list(info["stale"]))
 
 
 @dataclass
@@ -155,48 +160,35 @@ class JudgeShard:
 
 
 @dataclass
-class JudgePlan:
-    """The judge plan step's view of the run: whether the judge is on, how many queries it judges,
-    the run's spot-check sample and the judge cache it uses."""
-
-    enabled: bool
-    judged_queries: int = 0
-    sample: list[str] = field(default_factory=list)
-    cache: str | None = None
-
-    def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {}, {
-            "enabled": self.enabled,
-            "judged_queries": self.judged_queries,
-            "sample": self.sample,
-            "cache": self.cache,
-        }
-
-    @classmethod
-    def from_tables(cls, tables: Tables, info: dict[str, Any]) -> JudgePlan:
-        return cls(bool(info["enabled"]), int(info["judged_queries"]), list(info["sample"]), info["cache"])
-
-
-@dataclass
 class JudgePiece:
-    """The ``index``-th shard's judgements (primary rows, then its spot-check rows) and its judges'
-    counts."""
+    """The ``index``-th shard's judgements (primary rows, then its spot-check rows), its judges'
+    description and counts (``info``), how many queries it judged, which of them were in the run's
+    spot-check sample, and the judge cache it used."""
 
     index: int
     judgements: pd.DataFrame
     info: dict[str, Any]  # judge / spot_check_judge described (None: not used), model_calls, cache_hits
+    judged_queries: int = 0
+    sample: list[str] = field(default_factory=list)
+    cache: str = ""
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
-        return {"judgements": self.judgements}, {**self.info, "index": self.index}
+        shard = {"index": self.index, "judged_queries": self.judged_queries, "sample": self.sample}
+        return {"judgements": self.judgements}, {"piece": self.info, **shard, "cache": self.cache}
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> JudgePiece:
-        info = dict(info)
-        return cls(int(info.pop("index")), tables["judgements"], info)
+        return cls(
+            int(info["index"]),
+            tables["judgements"],
+            dict(info["piece"]),
+            int(info["judged_queries"]),
+            list(info["sample"]),
+            str(info["cache"]),
+        )
 
 
 #: What the shard IO manager stores and reads back, by type name.
 SHARD_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (QueryShard, RetrievalPlan, RetrievalShardResult, JudgeShard, JudgePlan, JudgePiece)
+    cls.__name__: cls for cls in (QueryShard, RetrievalShardResult, JudgeShard, JudgePiece)
 }

@@ -52,15 +52,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
-from kebab_eval_pipeline.shards import (
-    JudgePiece,
-    JudgePlan,
-    JudgeShard,
-    QueryShard,
-    RetrievalPlan,
-    RetrievalShardResult,
-    shard_key,
-)
+from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
@@ -275,11 +267,12 @@ def _sharded_chain_asset(stage: str, **kwargs):
     )
 
 
-def _shard_outputs(plan, shards) -> Iterator[dg.Output | dg.DynamicOutput]:
-    """A plan step's outputs: the run's plan, then one dynamic output per shard (step ``…[shard_0000]``)."""
-    yield dg.Output(plan, "plan")
+def _shard_outputs(shards) -> Iterator[dg.DynamicOutput]:
+    """A plan step's outputs: one dynamic output per shard (its step is ``…[shard_0000]``). What the
+    plan found for the run as a whole travels with the shards (to keep the steps' inputs, and the
+    events Dagster records for each, few: the one-shard default costs little more than one step)."""
     for shard in shards:
-        yield dg.DynamicOutput(shard, mapping_key=shard_key(shard.index), output_name="shards")
+        yield dg.DynamicOutput(shard, mapping_key=shard_key(shard.index))
 
 
 def _clear_old_shards(context: dg.OpExecutionContext, storage: ArtifactStorage) -> None:
@@ -288,13 +281,9 @@ def _clear_old_shards(context: dg.OpExecutionContext, storage: ArtifactStorage) 
     remove_finished_runs(storage.base, context.partition_key, context.run_id, context.instance)
 
 
-def _plan_outs() -> dict:
-    return {"plan": dg.Out(io_manager_key=SHARD_IO), "shards": dg.DynamicOut(io_manager_key=SHARD_IO)}
-
-
 @dg.op(
     ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
-    out=_plan_outs(),
+    out=dg.DynamicOut(io_manager_key=SHARD_IO),
     # the stale-golden check asks the system under test for its catalogue: that is a call, too
     pool=SYSTEM_POOL,
 )
@@ -309,9 +298,9 @@ def plan_retrieval(
     queries into shards of ``shard_queries``."""
     progress.stage("retrieval_results")
     settings = eval_settings.load(system_under_test)
-    plan, shards = pipeline.plan_retrieval(settings, golden_set)
+    shards = pipeline.plan_retrieval(settings, golden_set)
     _clear_old_shards(context, artifact_storage)
-    yield from _shard_outputs(plan, shards)
+    yield from _shard_outputs(shards)
 
 
 @dg.op(
@@ -324,7 +313,6 @@ def plan_retrieval(
 def retrieve_shard(
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
-    plan: RetrievalPlan,
     shard: QueryShard,
 ) -> RetrievalShardResult:
     """One shard's queries through the system under test: a row per query, errors included."""
@@ -332,7 +320,7 @@ def retrieve_shard(
         settings = eval_settings.load(system_under_test)
     except InputError as exc:  # bad input is not retried
         raise input_failure(exc) from None
-    return RetrievalShardResult(shard.index, pipeline.retrieve_shard(settings, plan, shard))
+    return pipeline.retrieve_shard(settings, shard)
 
 
 @dg.op(out=dg.Out(io_manager_key=IO))
@@ -341,14 +329,12 @@ def collect_retrieval(
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
     golden_set: GoldenArtifact,
-    plan: RetrievalPlan,
     pieces: list,
 ) -> dg.Output[RetrievalArtifact]:
     """The shards' pieces merged in shard order into the run's retrieval_results, published with its
     metadata and warnings (once per run, whatever the number of shards)."""
     settings = eval_settings.load(system_under_test)
-    ordered = [p.piece for p in sorted(pieces, key=lambda p: p.index)]
-    art = pipeline.merge_retrieval(settings, golden_set, plan, ordered)
+    art = pipeline.merge_retrieval(settings, golden_set, pieces)
     r = art.results
     for warning in art.info["stale_golden"]:
         context.log.warning(f"stale golden reference: {warning}")
@@ -376,7 +362,7 @@ def collect_retrieval(
         "requests_sent": int(attempts.sum()),
         "answers": settings.answers,
         "k_requested": art.info["k_requested"],
-        "shards": plan.shards,
+        "shards": len(pieces),
         "stale_golden_references": len(art.info["stale_golden"]),
         "versions_reported": dg.MetadataValue.json(art.info["versions_reported"]),
         "mixed_versions": dg.MetadataValue.json(mixed),
@@ -400,12 +386,12 @@ def collect_retrieval(
     "kebab_eval_system concurrency pool), merged in order.",
 )
 def retrieval_results(golden_set, system_under_test):
-    plan, shards = plan_retrieval(golden_set=golden_set, system_observed=system_under_test)
-    pieces = shards.map(lambda shard: retrieve_shard(plan=plan, shard=shard))
-    return collect_retrieval(golden_set=golden_set, plan=plan, pieces=pieces.collect())
+    shards = plan_retrieval(golden_set=golden_set, system_observed=system_under_test)
+    pieces = shards.map(retrieve_shard)
+    return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
 
 
-@dg.op(out=_plan_outs())
+@dg.op(out=dg.DynamicOut(io_manager_key=SHARD_IO))
 def plan_judging(
     context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
@@ -418,9 +404,9 @@ def plan_judging(
     ``shard_queries`` (no shard when the judge is off)."""
     progress.stage("judge")
     settings = eval_settings.load(system_under_test)
-    plan, shards = pipeline.plan_judge(settings, golden_set, retrieval_results, artifact_storage.store())
+    shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
     _clear_old_shards(context, artifact_storage)
-    yield from _shard_outputs(plan, shards)
+    yield from _shard_outputs(shards)
 
 
 @dg.op(out=dg.Out(io_manager_key=SHARD_IO), retry_policy=SHARD_RETRY)
@@ -443,14 +429,12 @@ def collect_judgements(
     context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
-    plan: JudgePlan,
     pieces: list,
 ) -> dg.Output[JudgeArtifact]:
     """The shards' judgements merged in shard order into the run's judge artifact, published with
     its metadata and warnings."""
     settings = eval_settings.load(system_under_test)
-    ordered = sorted(pieces, key=lambda p: p.index)
-    art = pipeline.merge_judge(settings, plan, ordered)
+    art = pipeline.merge_judge(settings, pieces)
     if not art.enabled:
         return dg.Output(art, metadata={"enabled": False, "judgements": 0})
     info = art.info
@@ -501,9 +485,8 @@ def collect_judgements(
     "shards of `shard_queries` queries, each a step of its own (retried on its own), merged in order.",
 )
 def judge(golden_set, retrieval_results):
-    plan, shards = plan_judging(golden_set=golden_set, retrieval_results=retrieval_results)
-    pieces = shards.map(lambda shard: judge_shard(shard=shard))
-    return collect_judgements(plan=plan, pieces=pieces.collect())
+    shards = plan_judging(golden_set=golden_set, retrieval_results=retrieval_results)
+    return collect_judgements(pieces=shards.map(judge_shard).collect())
 
 
 @_chain_asset(
