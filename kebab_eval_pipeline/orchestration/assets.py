@@ -61,9 +61,10 @@ SYSTEM_POOL = "kebab_eval_system"
 GROUP = "evaluation"  # one group: the inputs and the whole chain in one box of the asset graph
 IO = "artifact_io"
 SHARD_IO = "shard_io"  # the values between a sharded asset's steps (orchestration/shard_io.py)
-# A shard is retried on its own when its step crashes (an exception the adapters do not turn into
-# error rows, a lost worker): twice, after 2 s then 4 s. A failing system under test is not a crash:
-# its queries are rows with errors, and the step succeeds.
+# A shard is retried on its own when its step raises (an exception no adapter turned into error
+# rows): twice, after 2 s then 6 s (exponential). A failing system under test is not that: its
+# queries are rows with errors, and the step succeeds. (A worker process that dies is the executor's
+# and the run monitor's business, not the op's retry policy.)
 SHARD_RETRY = dg.RetryPolicy(max_retries=2, delay=2.0, backoff=dg.Backoff.EXPONENTIAL)
 DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet

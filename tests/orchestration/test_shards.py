@@ -13,14 +13,20 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.orchestration.assets import SHARD_RETRY, SYSTEM_POOL, judge, retrieval_results
 from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.shards import shard_bounds
 from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.outcome import QueryOutcome
+from kebab_eval_pipeline.systems.runner import MAX_WARNINGS, RetrievalPiece, _outcome_row, merge_pieces
 from tests.conftest import demo_golden_subset, write
 from tests.judge.scripted import MODEL, scripted_endpoint
 from tests.orchestration.test_chain import materializations, run_partition
@@ -154,3 +160,38 @@ def test_shard_steps_retry_on_their_own_and_claim_the_pool() -> None:
         "retrieve_shard",
     }
     assert all(ops[name].retry_policy is None for name in ops if not name.endswith("_shard"))
+
+
+def test_shard_bounds_cover_every_query_once() -> None:
+    assert shard_bounds(15, 7) == [(0, 7), (7, 14), (14, 15)]
+    assert shard_bounds(7, 7) == [(0, 7)]
+    assert shard_bounds(0, 7) == [(0, 0)]  # an empty run still has its one shard
+    with pytest.raises(ValueError, match="≥ 1"):
+        shard_bounds(3, 0)
+
+
+def test_merged_warnings_are_the_whole_runs_first_ones() -> None:
+    """Each piece keeps its first MAX_WARNINGS per-query warnings and counts the rest: the merge lists
+    exactly the first MAX_WARNINGS of the whole run, run-level warnings once, and counts the others."""
+
+    def piece(qids: list[str], run_warnings: list[str]) -> RetrievalPiece:
+        warnings = [f"{q}: odd hit {i}" for q in qids for i in range(30)]
+        return RetrievalPiece(
+            outcomes=typed_frame(
+                [_outcome_row(QueryOutcome(query_id=q), False) for q in qids], OUTCOME_COLUMNS
+            ),
+            hits=typed_frame([], HIT_COLUMNS),
+            citations=typed_frame([], CITATION_COLUMNS),
+            known_chunks=typed_frame({"chunk_id": []}, {"chunk_id": "string"}),
+            system=SystemInfo(kind="replay"),
+            run_warnings=run_warnings,
+            warnings=warnings[:MAX_WARNINGS],
+            warnings_dropped=max(0, len(warnings) - MAX_WARNINGS),
+        )
+
+    whole = merge_pieces([piece(["a", "b", "c"], ["trace: 2 unknown"])])
+    sharded = merge_pieces([piece(["a"], ["trace: 2 unknown"]), piece(["b", "c"], ["trace: 2 unknown"])])
+    assert sharded.warnings == whole.warnings
+    assert whole.warnings[0] == "trace: 2 unknown" and whole.warnings[-1] == "… and 41 more warnings"
+    assert len(whole.warnings) == MAX_WARNINGS + 1
+    assert sharded.outcomes["query_id"].tolist() == ["a", "b", "c"]
