@@ -26,12 +26,15 @@ from kebab_eval_pipeline.orchestration.resources import (
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
+from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
 from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
 from kebab_eval_pipeline.settings import RunSettings
 
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
 JOB_NAME = "evaluation_run"
+#: The values of KEBAB_EVAL_EXECUTOR.
+EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 
 
 def build_definitions(
@@ -73,6 +76,7 @@ def build_definitions(
             "eval_settings": resource,
             "system_under_test": system,
             "artifact_io": ArtifactIOManager(base=base),
+            "shard_io": ShardIOManager(base=base),
             "artifact_storage": ArtifactStorage(base=base),
         },
         executor=executor,
@@ -83,24 +87,55 @@ def executor_from_environment() -> dg.ExecutorDefinition:
     """In-process by default: the chain is strictly sequential, so separate step processes only add
     start-up time. ``KEBAB_EVAL_EXECUTOR=multiprocess`` runs each step in its own process (isolation,
     memory returned after each stage), at most ``KEBAB_EVAL_MAX_CONCURRENT`` at once (default: the
-    CPU count). Any other value is an InputError naming the variable."""
+    CPU count). ``celery`` submits each step to Celery workers through the broker named by
+    ``KEBAB_EVAL_CELERY_BROKER`` (orchestration/celery_app.py; the ``celery`` extra). ``k8s`` runs
+    each step as a Kubernetes job (dagster-k8s's ``k8s_job_executor``, the ``k8s`` extra; image and
+    namespace from the K8sRunLauncher or the run config, see docs/deploy/kubernetes.md), at most
+    ``KEBAB_EVAL_MAX_CONCURRENT`` pods per run when set. Any other value is an InputError naming
+    the variable."""
     kind = os.environ.get(EXECUTOR_ENV) or "in_process"
     limit = os.environ.get(MAX_CONCURRENT_ENV)
     problems = []
-    if kind not in ("in_process", "multiprocess"):
-        problems.append(Offender(EXECUTOR_ENV, f"{kind!r}: expected in_process or multiprocess"))
+    if kind not in EXECUTORS:
+        problems.append(Offender(EXECUTOR_ENV, f"{kind!r}: expected one of {', '.join(EXECUTORS)}"))
     if limit is not None and not (limit.isdigit() and int(limit) >= 1):
         problems.append(Offender(MAX_CONCURRENT_ENV, f"{limit!r}: expected a whole number ≥ 1"))
     if problems:
         raise InputError("invalid executor settings", problems)
     if kind == "in_process":
         return dg.in_process_executor
+    if kind == "celery":
+        from kebab_eval_pipeline.orchestration.celery_app import celery_executor
+
+        return celery_executor()
+    if kind == "k8s":
+        return _k8s_executor(int(limit) if limit else None)
     # Steps fork from a server that has already imported dagster, pandas and this package, so a step
     # process starts in a fraction of a second rather than re-importing everything (~3 s each).
     config: dict = {"start_method": {"forkserver": {"preload_modules": ["kebab_eval_pipeline.definitions"]}}}
     if limit:
         config["max_concurrent"] = int(limit)
     return dg.multiprocess_executor.configured(config)
+
+
+def _k8s_executor(limit: int | None) -> dg.ExecutorDefinition:
+    try:
+        from dagster_k8s import k8s_job_executor
+    except ImportError:
+        raise InputError(
+            "the Kubernetes executor is not installed",
+            [Offender(EXECUTOR_ENV, 'k8s needs the k8s extra: pip install -e ".[k8s]"')],
+        ) from None
+    if not limit:
+        # the image, namespace and environment come from the instance's K8sRunLauncher (or the run
+        # config's execution block), as dagster-k8s documents
+        return k8s_job_executor
+    # the same run config schema, with the pod limit filled in when the run config leaves it out
+    return k8s_job_executor.configured(
+        lambda config: {"max_concurrent": limit, **config},
+        name="k8s",
+        config_schema=k8s_job_executor.config_schema.as_field().config_type,
+    )
 
 
 def run_settings(defs: dg.Definitions) -> RunSettings:

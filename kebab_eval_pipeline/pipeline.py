@@ -46,11 +46,12 @@ from kebab_eval_pipeline.metrics.verification import hallucination_counts, verif
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_bounds
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
-from kebab_eval_pipeline.systems.runner import error_class_counts, run_golden
+from kebab_eval_pipeline.systems.runner import error_class_counts, merge_pieces, run_piece
 
 RUNNER_VERSION = "runner-1"
 # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2); 3: map, map@k, rprec, bpref,
@@ -115,20 +116,65 @@ def check_golden_against_system(
     return [o.render() for o in errors] + warnings
 
 
-def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact:
-    """Run every golden query through the configured system under test (after the stale check)."""
+def plan_retrieval(
+    settings: RunSettings, golden: GoldenArtifact, shard_queries: int | None = None
+) -> list[QueryShard]:
+    """The run's retrieval, before any query runs: the checks (source root, stale golden set) and
+    the golden queries in shards of ``shard_queries`` (default: the run config's ``shard_queries``;
+    at least one shard, the first carrying the stale-golden warnings)."""
     check_source_root(settings)
     system = build_system(settings)
     stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
-    results = run_golden(
-        system, golden.queries, k=k, answers=settings.answers, progress=progress.query_progress()
+    queries = golden.queries[["query_id", "query"]]
+    bounds = shard_bounds(len(queries), shard_queries or settings.shard_queries)
+    # Only an adapter whose run-level warnings need the whole run's ids gets them with each shard.
+    expected = None
+    if hasattr(system, "expect") and len(bounds) > 1:
+        expected = [str(q) for q in queries["query_id"]]
+    return [
+        QueryShard(
+            i,
+            start,
+            len(queries),
+            k,
+            queries.iloc[start:stop].reset_index(drop=True),
+            stale if i == 0 else [],
+            expected,
+        )
+        for i, (start, stop) in enumerate(bounds)
+    ]
+
+
+def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardResult:
+    """One shard's queries through the configured system under test (progress over the whole run;
+    the first shard also records the chunk ids the system holds)."""
+    sink = progress.query_progress()
+    report = None if sink is None else (lambda done, _n: sink(shard.start + done, shard.total))
+    piece = run_piece(
+        build_system(settings),
+        shard.queries,
+        k=shard.k,
+        answers=settings.answers,
+        progress=report,
+        known_chunks=shard.index == 0,
+        expected_ids=shard.expected_ids,
     )
+    return RetrievalShardResult(shard.index, shard.k, piece, shard.stale)
+
+
+def merge_retrieval(
+    settings: RunSettings, golden: GoldenArtifact, shards: list[RetrievalShardResult]
+) -> RetrievalArtifact:
+    """The run's retrieval artifact from its shards' results, in any order (merged in shard order,
+    :func:`merge_pieces`): the same artifact, whatever the number of shards."""
+    ordered = sorted(shards, key=lambda r: r.index)
+    results = merge_pieces([r.piece for r in ordered])
     info = {
-        "k_requested": k,
+        "k_requested": ordered[0].k,
         "answers": settings.answers,
         "golden_sha256": golden.sha256,
-        "stale_golden": stale,
+        "stale_golden": ordered[0].stale,
         "error_classes": error_class_counts(results.outcomes),
         "versions_reported": results.versions_reported,
         "adapter_warnings": results.warnings,
@@ -138,27 +184,93 @@ def retrieve(settings: RunSettings, golden: GoldenArtifact) -> RetrievalArtifact
     return RetrievalArtifact(results, info)
 
 
-def judge(
-    settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact, store: RunStore
-) -> JudgeArtifact:
-    """The LLM judge's judgements of the run's answered queries (SPEC §6), or a disabled artifact
-    when ``judge:`` is null. Replies are cached in ``judge.cache_dir`` (default: where the run store
-    keeps the judge cache, :meth:`RunStore.judge_cache_path`), so unchanged inputs are never judged
-    twice. A bad judge config (missing model file, unset API key variable) is an InputError; a
-    failing call is a row with an error."""
+def retrieve(
+    settings: RunSettings, golden: GoldenArtifact, shard_queries: int | None = None
+) -> RetrievalArtifact:
+    """Run every golden query through the configured system under test (after the stale check),
+    shard after shard in this process: what the ``retrieval_results`` steps do, without Dagster."""
+    shards = plan_retrieval(settings, golden, shard_queries)
+    return merge_retrieval(settings, golden, [retrieve_shard(settings, s) for s in shards])
+
+
+def plan_judge(
+    settings: RunSettings,
+    golden: GoldenArtifact,
+    retrieval: RetrievalArtifact,
+    shard_queries: int | None = None,
+) -> list[JudgeShard]:
+    """The run's judging, before any judge call: no shard when ``judge:`` is null; else the judge
+    inputs of the answered queries and the run's spot-check sample (drawn over all of them), in
+    shards of ``shard_queries`` (default: the run config's ``shard_queries``; at least one)."""
     if settings.judge is None:
-        return JudgeArtifact.disabled()
-    from kebab_eval_pipeline.judge.cache import JudgeCache
-    from kebab_eval_pipeline.judge.run import judge_run
+        return []
+    from kebab_eval_pipeline.judge.inputs import judge_inputs
+    from kebab_eval_pipeline.judge.run import judge_calls, spot_check_sample
 
     j = settings.judge
-    cache_path = store.judge_cache_path(j.cache_dir)
     r = retrieval.results
+    items = judge_inputs(golden.queries, r.outcomes, r.hits, r.citations, j.context_k, j.context_chars)
+    sample = spot_check_sample(list(items), j.spot_check_rate, j.spot_check_seed)
+    ids, in_sample = list(items), set(sample)
+    total = judge_calls(len(ids), len(sample))
+    shards, start = [], 0
+    for i, (a, b) in enumerate(shard_bounds(len(ids), shard_queries or settings.shard_queries)):
+        chosen = {q: items[q] for q in ids[a:b]}
+        picked = [q for q in chosen if q in in_sample]
+        shards.append(JudgeShard(i, start, total, chosen, picked))
+        start += judge_calls(len(chosen), len(picked))
+    return shards
+
+
+def judge_shard(settings: RunSettings, store: RunStore, shard: JudgeShard) -> JudgePiece:
+    """One shard's judgements (:func:`judge.run.judge_piece`), replies cached in the judge cache
+    (shards share it: SQLite lets concurrent writers wait for each other; with an object-store base
+    each machine keeps its own, see :meth:`RunStore.judge_cache_path`)."""
+    from kebab_eval_pipeline.judge.cache import JudgeCache
+    from kebab_eval_pipeline.judge.run import judge_piece
+
+    if settings.judge is None:
+        raise ValueError("judge_shard needs a run config with a judge: block")
+    sink = progress.query_progress()
+    report = None if sink is None else (lambda done, _n: sink(shard.start + done, shard.total))
+    cache_path = store.judge_cache_path(settings.judge.cache_dir)
     with JudgeCache(cache_path) as cache:
-        table, info = judge_run(
-            j, golden.queries, r.outcomes, r.hits, r.citations, cache, progress=progress.query_progress()
-        )
-    return JudgeArtifact(table, {**info, "cache": str(cache_path)})
+        table, info = judge_piece(settings.judge, shard.items, shard.sample, cache, progress=report)
+    return JudgePiece(shard.index, table, info, len(shard.items), list(shard.sample), str(cache_path))
+
+
+def merge_judge(settings: RunSettings, pieces: list[JudgePiece]) -> JudgeArtifact:
+    """The run's judge artifact from its shards' pieces, in any order (merged in shard order; a
+    disabled artifact when the judge is off): the same artifact, whatever the number of shards."""
+    if settings.judge is None or not pieces:
+        return JudgeArtifact.disabled()
+    from kebab_eval_pipeline.judge.run import merge_judge_pieces
+
+    ordered = sorted(pieces, key=lambda p: p.index)
+    table, info = merge_judge_pieces(
+        settings.judge,
+        [(p.judgements, p.info) for p in ordered],
+        sum(p.judged_queries for p in ordered),
+        [q for p in ordered for q in p.sample],  # the run's sample, in its query order
+    )
+    return JudgeArtifact(table, {**info, "cache": ordered[0].cache})
+
+
+def judge(
+    settings: RunSettings,
+    golden: GoldenArtifact,
+    retrieval: RetrievalArtifact,
+    store: RunStore,
+    shard_queries: int | None = None,
+) -> JudgeArtifact:
+    """The LLM judge's judgements of the run's answered queries (SPEC §6), or a disabled artifact
+    when ``judge:`` is null, shard after shard in this process (what the ``judge`` steps do). Replies
+    are cached in ``judge.cache_dir`` (default: where the run store keeps the judge cache,
+    :meth:`RunStore.judge_cache_path`), so unchanged inputs are never judged twice. A bad judge
+    config (missing model file, unset API key variable) is an InputError; a failing call is a row
+    with an error."""
+    shards = plan_judge(settings, golden, retrieval, shard_queries)
+    return merge_judge(settings, [judge_shard(settings, store, s) for s in shards])
 
 
 def score(

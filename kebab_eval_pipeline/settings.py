@@ -46,6 +46,9 @@ BASELINE_MODES = ("auto", "previous", "pinned", "none")
 
 
 DEFAULT_OWNERS = ("team:evaluation",)
+#: Queries per shard when the run config does not say (``shard_queries``): the demo and ordinary
+#: runs are one shard, so sharding costs them one plan and one merge step, not a step per shard.
+DEFAULT_SHARD_QUERIES = 10_000
 # Dagster's owner rule (checked here so a bad owner is a config error naming the line): an e-mail
 # address, or "team:" and a name.
 OWNER_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+|team:\S.*")
@@ -82,6 +85,10 @@ class RunSettings(StrictSettings):
     system_health: SystemHealthSettings | None = Field(default_factory=SystemHealthSettings)
     # The LLM judge (SPEC §6): null = off (the default); a mapping turns it on (judge/config.py).
     judge: JudgeSettings | None = None
+    # Queries per shard of retrieval_results and judge: each shard is a Dagster step of its own, so
+    # the multiprocess (or another) executor spreads one run's calls over its workers. The default
+    # keeps the demo and ordinary runs in one shard.
+    shard_queries: Annotated[int, Field(ge=1, le=10_000_000)] = DEFAULT_SHARD_QUERIES
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
     owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
 

@@ -153,6 +153,8 @@ SHARED_WORKER = {
 #: a long unit started last would leave the other core idle at the end. Only the order changes.
 SLOWEST_FIRST = (
     "judge-model",
+    # mostly waiting (Celery's 1 s polling, worker start-up): started early, it overlaps the rest
+    "tests/orchestration/test_celery.py",
     "tests/test_cli_output.py",
     "tests/test_cli_fuzz.py",
     "tests/frameworks/test_haystack_system.py",

@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("systems",),  # adapters, the runner, versions, identity
     ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
     ("judge",),
-    ("artifacts",),  # the chain's typed values
+    ("artifacts", "shards"),  # the chain's typed values, and those between a sharded asset's steps
     ("store",),  # everything under the storage base
     ("compare",),
     ("gates",),
@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
     ("pipeline", "probe"),  # the chain as plain functions
     ("orchestration",),
-    ("definitions",),
+    ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),
 )
 #: Bundled data, not code.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.judge.backends import backend_key, build_backend
@@ -161,18 +162,20 @@ class _Judge:
         }
 
 
-def judge_items(
+def judge_piece(
     settings: JudgeSettings,
     items: dict[str, JudgeInput],
+    sample: Sequence[str],
     cache: JudgeCache | None,
     make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Judge ``items`` (query id → judge input) on both criteria with the main judge, and the
-    spot-check sample again with the second judge. Returns the judgements table
-    (``JUDGEMENT_COLUMNS``) and ``info``: both judges described (model, digest, prompt version,
-    decoding), the sample, model calls and cache hits. A failed call is a row with ``error`` set and
-    a null score — never a missing row, never a crashed run."""
+    """Judge one shard of a run: ``items`` (query id → judge input) on both criteria with the main
+    judge, then those of them in the run's spot-check ``sample`` again with the second judge (its
+    backend is built only when the shard has some). Returns the shard's judgements
+    (``JUDGEMENT_COLUMNS``: primary rows, then spot-check rows) and what :func:`merge_judge_pieces`
+    needs: both judges described (None: not used here), model calls and cache hits. A failed call is
+    a row with ``error`` set and a null score — never a missing row, never a crashed run."""
     main_settings = settings.judge_model()
     spot_settings = settings.spot_check_judge()
     backends: dict[tuple, JudgeBackend] = {}
@@ -184,37 +187,91 @@ def judge_items(
         return backends[key]
 
     main = _Judge(main_settings, backend(main_settings), cache, settings.price(main_settings))
-    sample = spot_check_sample(list(items), settings.spot_check_rate, settings.spot_check_seed)
+    in_sample = set(sample)
+    sampled = [q for q in items if q in in_sample]
     spot = (
         _Judge(spot_settings, backend(spot_settings), cache, settings.price(spot_settings))
-        if sample
+        if sampled
         else None
     )
     plan = [(q, c, "primary", main) for q in items for c in CRITERIA]
-    plan += [(q, c, "spot_check", spot) for q in sample for c in CRITERIA]
+    plan += [(q, c, "spot_check", spot) for q in sampled for c in CRITERIA]
     rows = []
     for done, (query_id, criterion, role, judge) in enumerate(plan, start=1):
         rows.append(judge.judge(query_id, criterion, role, items[query_id]))
         if progress is not None:
             progress(done, len(plan))
     table = pd.DataFrame(rows, columns=list(JUDGEMENT_COLUMNS)) if rows else empty_judgements()
-    table = table.astype({c: t for c, t in JUDGEMENT_COLUMNS.items() if t != "object"})
+    info = {
+        "judge": main.describe(),
+        "spot_check_judge": spot.describe() if spot else None,
+        "model_calls": main.model_calls + (spot.model_calls if spot else 0),
+        "cache_hits": main.cache_hits + (spot.cache_hits if spot else 0),
+    }
+    return _typed(table), info
+
+
+def _typed(table: pd.DataFrame) -> pd.DataFrame:
+    return table.astype({c: t for c, t in JUDGEMENT_COLUMNS.items() if t != "object"})
+
+
+def judge_calls(items: int, sample: int) -> int:
+    """How many judgements a run of ``items`` queries with a spot-check ``sample`` makes."""
+    return (items + sample) * len(CRITERIA)
+
+
+def merge_judge_pieces(
+    settings: JudgeSettings,
+    pieces: Sequence[tuple[pd.DataFrame, dict[str, Any]]],
+    judged_queries: int,
+    sample: list[str],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The run's judgements from its shards' pieces (:func:`judge_piece`, in shard order): every
+    primary row, then every spot-check row — the table one unsharded call makes — and the run's
+    ``info``: the judges described (the spot-check one by the first shard that used it), the whole
+    run's ``sample`` and ``judged_queries``, model calls and cache hits summed."""
+    tables = [t for t, _ in pieces]
+    if len(tables) == 1:
+        table = tables[0]
+    else:
+        joined = pd.concat(tables, ignore_index=True)
+        # Stable: within a role, shard order is the run's query order.
+        order = np.argsort((joined["role"] != "primary").to_numpy(dtype=bool), kind="stable")
+        table = _typed(joined.iloc[order].reset_index(drop=True))
+    infos = [i for _, i in pieces]
+    spot = next((i["spot_check_judge"] for i in infos if i["spot_check_judge"] is not None), None)
     info = {
         "enabled": True,
         "judge_version": JUDGE_VERSION,
-        "judge": main.describe(),
-        "spot_check_judge": spot.describe() if spot else None,
+        "judge": infos[0]["judge"],
+        "spot_check_judge": spot,
         "spot_check_rate": settings.spot_check_rate,
         "spot_check_seed": settings.spot_check_seed,
         "spot_check_queries": sample,
         "disagreement_warn": settings.disagreement_warn,
         "context_k": settings.context_k,
         "context_chars": settings.context_chars,
-        "judged_queries": len(items),
-        "model_calls": main.model_calls + (spot.model_calls if spot else 0),
-        "cache_hits": main.cache_hits + (spot.cache_hits if spot else 0),
+        "judged_queries": judged_queries,
+        "model_calls": sum(int(i["model_calls"]) for i in infos),
+        "cache_hits": sum(int(i["cache_hits"]) for i in infos),
     }
     return table, info
+
+
+def judge_items(
+    settings: JudgeSettings,
+    items: dict[str, JudgeInput],
+    cache: JudgeCache | None,
+    make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Judge ``items`` (query id → judge input) on both criteria with the main judge, and the
+    spot-check sample again with the second judge, in one piece. Returns the judgements table
+    (``JUDGEMENT_COLUMNS``) and ``info``: both judges described (model, digest, prompt version,
+    decoding), the sample, model calls and cache hits (see :func:`merge_judge_pieces`)."""
+    sample = spot_check_sample(list(items), settings.spot_check_rate, settings.spot_check_seed)
+    piece = judge_piece(settings, items, sample, cache, make_backend, progress)
+    return merge_judge_pieces(settings, [piece], len(items), sample)
 
 
 def judge_run(

@@ -1,12 +1,16 @@
 """The evaluation chain as software-defined assets — thin wiring around :mod:`pipeline`.
 
 golden_file / system_under_test (observable sources: content hash, index version)
-  → golden_set → retrieval_results → query_scores → run_metrics → comparison_report
+  → golden_set → retrieval_results → judge → query_scores → run_metrics → comparison_report
 Each asset is partitioned by run (``eval_runs``) and records, on every
-materialization, the versions that make runs comparable.
+materialization, the versions that make runs comparable. ``retrieval_results`` and ``judge`` are
+graph-backed: a plan op, one op per shard of the run's queries (``DynamicOutput``; retried on its
+own, the retrieval shards in the ``kebab_eval_system`` pool) and a collecting op that merges the
+shards and publishes the asset (:mod:`kebab_eval_pipeline.shards`).
 """
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -38,6 +42,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     EvalSettingsResource,
     SystemUnderTestResource,
 )
+from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
 from kebab_eval_pipeline.reporting.per_query import (
     column_description,
     judgements_worst_first,
@@ -47,6 +52,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
@@ -54,6 +60,12 @@ from kebab_eval_pipeline.systems.versions import mixed_versions
 SYSTEM_POOL = "kebab_eval_system"
 GROUP = "evaluation"  # one group: the inputs and the whole chain in one box of the asset graph
 IO = "artifact_io"
+SHARD_IO = "shard_io"  # the values between a sharded asset's steps (orchestration/shard_io.py)
+# A shard is retried on its own when its step raises (an exception no adapter turned into error
+# rows): twice, after 2 s then 6 s (exponential). A failing system under test is not that: its
+# queries are rows with errors, and the step succeeds. (A worker process that dies is the executor's
+# and the run monitor's business, not the op's retry policy.)
+SHARD_RETRY = dg.RetryPolicy(max_retries=2, delay=2.0, backoff=dg.Backoff.EXPONENTIAL)
 DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
 STAGE = "stage"  # asset tag: where in the chain an asset sits (filter the catalog by it)
@@ -247,25 +259,83 @@ def golden_set(
     return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}"))
 
 
-@_chain_asset(
-    "retrieval",
-    code_version=pipeline.RUNNER_VERSION,
-    deps=[system_under_test],
-    # Every run's calls to the system under test claim a slot of this Dagster concurrency pool, so
-    # `dagster instance concurrency set kebab_eval_system N` caps load on it across parallel runs.
+def _sharded_chain_asset(stage: str, **kwargs):
+    """A sharded asset of the chain (:mod:`kebab_eval_pipeline.shards`): a graph of a plan step, one
+    step per shard and a collecting step, which publishes the asset as :func:`_chain_asset` does
+    (its ``Out`` names the artifact IO manager)."""
+    return dg.graph_asset(
+        partitions_def=eval_runs, group_name=GROUP, kinds=TABLE_KINDS, tags={STAGE: stage}, **kwargs
+    )
+
+
+def _shard_outputs(shards) -> Iterator[dg.DynamicOutput]:
+    """A plan step's outputs: one dynamic output per shard (its step is ``…[shard_0000]``). What the
+    plan found for the run as a whole travels with the shards (to keep the steps' inputs, and the
+    events Dagster records for each, few: the one-shard default costs little more than one step)."""
+    for shard in shards:
+        yield dg.DynamicOutput(shard, mapping_key=shard_key(shard.index))
+
+
+def _clear_old_shards(context: dg.OpExecutionContext, storage: ArtifactStorage) -> None:
+    """This run id's shard values of earlier, finished Dagster runs: no longer needed once a new run
+    plans its own (a re-execution from a failed step does not re-plan, and reads its parent's)."""
+    remove_finished_runs(storage.base, context.partition_key, context.run_id, context.instance)
+
+
+@dg.op(
+    ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
+    out=dg.DynamicOut(io_manager_key=SHARD_IO),
+    # the stale-golden check asks the system under test for its catalogue: that is a call, too
     pool=SYSTEM_POOL,
-    description="Per-query results of the system under test: ranked hits, answers with citations, "
-    "latencies and errors. A failing query is a row with an error, never a missing row.",
 )
-def retrieval_results(
-    context: dg.AssetExecutionContext,
+def plan_retrieval(
+    context: dg.OpExecutionContext,
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    artifact_storage: ArtifactStorage,
+    golden_set: GoldenArtifact,
+):
+    """Check the run's inputs against the system (source root, stale golden set) and cut the golden
+    queries into shards of ``shard_queries``."""
+    progress.stage("retrieval_results")
+    settings = eval_settings.load(system_under_test)
+    shards = pipeline.plan_retrieval(settings, golden_set)
+    _clear_old_shards(context, artifact_storage)
+    yield from _shard_outputs(shards)
+
+
+@dg.op(
+    out=dg.Out(io_manager_key=SHARD_IO),
+    # Every shard's calls to the system under test claim a slot of this Dagster concurrency pool, so
+    # `dagster instance concurrency set kebab_eval_system N` caps the load on it across shards and runs.
+    pool=SYSTEM_POOL,
+    retry_policy=SHARD_RETRY,
+)
+def retrieve_shard(
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    shard: QueryShard,
+) -> RetrievalShardResult:
+    """One shard's queries through the system under test: a row per query, errors included."""
+    try:
+        settings = eval_settings.load(system_under_test)
+    except InputError as exc:  # bad input is not retried
+        raise input_failure(exc) from None
+    return pipeline.retrieve_shard(settings, shard)
+
+
+@dg.op(out=dg.Out(io_manager_key=IO))
+def collect_retrieval(
+    context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
     golden_set: GoldenArtifact,
+    pieces: list,
 ) -> dg.Output[RetrievalArtifact]:
-    progress.stage("retrieval_results")
+    """The shards' pieces merged in shard order into the run's retrieval_results, published with its
+    metadata and warnings (once per run, whatever the number of shards)."""
     settings = eval_settings.load(system_under_test)
-    art = pipeline.retrieve(settings, golden_set)
+    art = pipeline.merge_retrieval(settings, golden_set, pieces)
     r = art.results
     for warning in art.info["stale_golden"]:
         context.log.warning(f"stale golden reference: {warning}")
@@ -293,6 +363,7 @@ def retrieval_results(
         "requests_sent": int(attempts.sum()),
         "answers": settings.answers,
         "k_requested": art.info["k_requested"],
+        "shards": len(pieces),
         "stale_golden_references": len(art.info["stale_golden"]),
         "versions_reported": dg.MetadataValue.json(art.info["versions_reported"]),
         "mixed_versions": dg.MetadataValue.json(mixed),
@@ -306,24 +377,65 @@ def retrieval_results(
     return dg.Output(art, metadata=meta)
 
 
-@_chain_asset(
-    "judging",
-    code_version=JUDGE_VERSION,
-    description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
-    "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
-    "judge input, the pinned model digest and prompt version, and a fixed-seed spot check.",
+@_sharded_chain_asset(
+    "retrieval",
+    code_version=pipeline.RUNNER_VERSION,
+    ins={"system_under_test": dg.AssetIn(dagster_type=dg.Nothing)},
+    description="Per-query results of the system under test: ranked hits, answers with citations, "
+    "latencies and errors. A failing query is a row with an error, never a missing row. Runs in "
+    "shards of `shard_queries` queries, each a step of its own (retried on its own, in the "
+    "kebab_eval_system concurrency pool), merged in order.",
 )
-def judge(
-    context: dg.AssetExecutionContext,
+def retrieval_results(golden_set, system_under_test):
+    shards = plan_retrieval(golden_set=golden_set, system_observed=system_under_test)
+    pieces = shards.map(retrieve_shard)
+    return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
+
+
+@dg.op(out=dg.DynamicOut(io_manager_key=SHARD_IO))
+def plan_judging(
+    context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
     artifact_storage: ArtifactStorage,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
-) -> dg.Output[JudgeArtifact]:
+):
+    """The answered queries' judge inputs and the run's spot-check sample, in shards of
+    ``shard_queries`` (no shard when the judge is off)."""
     progress.stage("judge")
     settings = eval_settings.load(system_under_test)
-    art = pipeline.judge(settings, golden_set, retrieval_results, artifact_storage.store())
+    shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
+    _clear_old_shards(context, artifact_storage)
+    yield from _shard_outputs(shards)
+
+
+@dg.op(out=dg.Out(io_manager_key=SHARD_IO), retry_policy=SHARD_RETRY)
+def judge_shard(
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    artifact_storage: ArtifactStorage,
+    shard: JudgeShard,
+) -> JudgePiece:
+    """One shard's judge calls (cached): a row per judgement, failed calls included."""
+    try:
+        settings = eval_settings.load(system_under_test)
+        return pipeline.judge_shard(settings, artifact_storage.store(), shard)
+    except InputError as exc:  # a missing judge model or API key: bad input, not retried
+        raise input_failure(exc) from None
+
+
+@dg.op(out=dg.Out(io_manager_key=IO))
+def collect_judgements(
+    context: dg.OpExecutionContext,
+    eval_settings: EvalSettingsResource,
+    system_under_test: SystemUnderTestResource,
+    pieces: list,
+) -> dg.Output[JudgeArtifact]:
+    """The shards' judgements merged in shard order into the run's judge artifact, published with
+    its metadata and warnings."""
+    settings = eval_settings.load(system_under_test)
+    art = pipeline.merge_judge(settings, pieces)
     if not art.enabled:
         return dg.Output(art, metadata={"enabled": False, "judgements": 0})
     info = art.info
@@ -353,6 +465,7 @@ def judge(
         "spot_check_queries": len(info["spot_check_queries"]),
         "judged_queries": info["judged_queries"],
         "judgements": len(art.judgements),
+        "shards": len(pieces),
         **{
             f"judge/{k.removeprefix('judge_')}": dg.MetadataValue.int(v) if isinstance(v, int) else _number(v)
             for k, v in metrics.items()
@@ -362,6 +475,19 @@ def judge(
         "per_query": _table_metadata(judgements_worst_first(art.judgements)),
     }
     return dg.Output(art, metadata=meta)
+
+
+@_sharded_chain_asset(
+    "judging",
+    code_version=JUDGE_VERSION,
+    description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
+    "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
+    "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
+    "shards of `shard_queries` queries, each a step of its own (retried on its own), merged in order.",
+)
+def judge(golden_set, retrieval_results):
+    shards = plan_judging(golden_set=golden_set, retrieval_results=retrieval_results)
+    return collect_judgements(pieces=shards.map(judge_shard).collect())
 
 
 @_chain_asset(

@@ -242,6 +242,11 @@ def locking_executor(inner, base: str):
         def __init__(self, wrapped: Executor):
             self._wrapped = wrapped
 
+        def __getattr__(self, name):
+            # what an executor's own loop reads back from the executor (dagster-celery's loop
+            # builds its Celery app from ``executor.app_args()``)
+            return getattr(self._wrapped, name)
+
         @property
         def retries(self):
             return self._wrapped.retries

@@ -19,7 +19,9 @@ class SystemUnderTest(Protocol):
     ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
     request order, and never raises for a failing query: failures are outcomes with an
     error class. Construction is where misconfiguration fails (InputError / ValueError).
-    An adapter may also expose ``run_warnings: list[str]`` about the run as a whole.
+    An adapter may also expose ``run_warnings: list[str]`` about the run as a whole, and
+    ``expect(query_ids)``: the whole run's query ids, told before a call that asks only one shard
+    of them, when its run-level warnings depend on the whole set (replay).
     """
 
     def info(self) -> SystemInfo: ...

@@ -490,6 +490,7 @@ class ReplaySystem(OpaqueSystem):
     def __init__(self, settings: ReplaySystemSettings) -> None:
         self.settings = settings
         self.run_warnings: list[str] = []
+        self._expected: frozenset[str] | None = None  # the run's query ids, when one call asks a shard
         self.path = Path(settings.path)
         # read once per process while the file is unchanged: a run builds its system several times
         self.records, self.format, self._reported, self.read_warnings, self._sha256 = cached_trace(
@@ -503,6 +504,11 @@ class ReplaySystem(OpaqueSystem):
             details={"trace": str(self.path), "trace_format": self.format, "trace_sha256": self._sha256},
         )
         return apply_version_report(info, {k: v for k, v in self._reported.items() if v is not None})
+
+    def expect(self, query_ids: Sequence[str]) -> None:
+        """The whole run's query ids: the next calls ask shards of them, and a trace query is
+        reported as not in the golden set only when the whole run does not ask it."""
+        self._expected = frozenset(query_ids)
 
     def run_queries(
         self,
@@ -523,7 +529,8 @@ class ReplaySystem(OpaqueSystem):
                 outcomes.append(self._outcome(request, k, answers))
                 if progress:
                     progress(n, len(requests))
-        extra = [qid for qid in self.records if qid not in wanted]
+        asked = wanted if self._expected is None else self._expected
+        extra = [qid for qid in self.records if qid not in asked]
         # Run-level warnings (not any one query's): the runner reports them without a query id.
         self.run_warnings = list(self.read_warnings)
         if extra:

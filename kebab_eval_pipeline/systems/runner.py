@@ -16,7 +16,7 @@ import pandas as pd
 from kebab_eval_pipeline.contract import Citation, SystemInfo
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
@@ -162,27 +162,56 @@ def _consume(
         return hits_frame(blocks)
 
 
-def run_golden(
+@dataclass
+class RetrievalPiece:
+    """One shard's part of a run's results (:func:`run_piece`), merged by :func:`merge_pieces`.
+
+    ``warnings`` keeps at most :data:`MAX_WARNINGS` per-query warnings (``warnings_dropped`` counts
+    the rest), so the merged run keeps exactly the first ones of the whole run; ``run_warnings`` are
+    the adapter's warnings about the run as a whole, which every piece may repeat."""
+
+    outcomes: pd.DataFrame
+    hits: pd.DataFrame
+    citations: pd.DataFrame
+    known_chunks: pd.DataFrame  # empty unless the piece was asked for them (one piece per run is)
+    system: SystemInfo  # the adapter's info, before the versions it reported on hits and answers
+    run_warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    warnings_dropped: int = 0
+
+
+def _known_chunks(system: SystemUnderTest | None) -> pd.DataFrame:
+    known = system.known_chunk_ids() if system is not None else None
+    return typed_frame({"chunk_id": sorted(known or [])}, {"chunk_id": "string"})
+
+
+def run_piece(
     system: SystemUnderTest,
     queries: pd.DataFrame,
     k: int,
     answers: bool,
     progress: Progress | None = None,
-) -> RetrievalResults:
-    """Search (and, when ``answers``, ask) every query of the golden ``queries`` table
-    (columns ``query_id``, ``query``); ``k`` is how many hits to request.
+    known_chunks: bool = True,
+    expected_ids: list[str] | None = None,
+) -> RetrievalPiece:
+    """Search (and, when ``answers``, ask) every query of ``queries`` (columns ``query_id``,
+    ``query``): the whole golden set, or one shard of it. ``k`` is how many hits to request;
+    ``known_chunks``: also ask the system which chunk ids it holds (one piece per run needs to);
+    ``expected_ids``: the whole run's query ids, told to an adapter whose run-level warnings depend
+    on them (``expect``: replay's trace queries not in the golden set), so a shard does not report
+    the other shards' queries as unknown.
 
-    Returns :class:`RetrievalResults` with one outcome row per query (``error`` is
-    ``"error_class: message"``; a failed query keeps its row, with the hits found before
-    the failure). ``system`` is the adapter's info plus versions the system reported on
-    its hits and answers. Per-query adapters are called in batches (:data:`BATCH_QUERIES`).
-    """
+    One outcome row per query (``error`` is ``"error_class: message"``; a failed query keeps its
+    row, with the hits found before the failure). Per-query adapters are called in batches
+    (:data:`BATCH_QUERIES`)."""
     # tolist(): one conversion per column (iterating Arrow-backed strings goes value by value)
     with gc_paused():
         requests = [
             QueryRequest(query_id=str(qid), query=str(text))
             for qid, text in zip(queries["query_id"].tolist(), queries["query"].tolist(), strict=True)
         ]
+    if expected_ids is not None and hasattr(system, "expect"):
+        system.expect(expected_ids)
     outcome_rows: list[dict] = []
     citation_rows: list[dict] = []
     warnings: list[str] = []
@@ -195,24 +224,71 @@ def run_golden(
         warnings += repaired
         pieces.append(_consume(outcomes, answers, outcome_rows, citation_rows, warnings))
         done += len(batch)
-    # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries).
-    warnings = [*getattr(system, "run_warnings", ()), *warnings]
-    if len(warnings) > MAX_WARNINGS:
-        warnings = [*warnings[:MAX_WARNINGS], f"… and {len(warnings) - MAX_WARNINGS} more warnings"]
     pieces = [p for p in pieces if len(p)] or pieces[:1]
     hits = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
-    outcome_frame = typed_frame(outcome_rows, OUTCOME_COLUMNS)
-    versions = reported_versions(hits, outcome_frame)
-    known = system.known_chunk_ids()
-    return RetrievalResults(
-        outcomes=outcome_frame,
+    # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries);
+    # read before the known chunks and the info, as an unsharded run always did.
+    run_warnings = list(getattr(system, "run_warnings", ()))
+    return RetrievalPiece(
+        outcomes=typed_frame(outcome_rows, OUTCOME_COLUMNS),
         hits=hits,
         citations=typed_frame(citation_rows, CITATION_COLUMNS),
-        known_chunks=typed_frame({"chunk_id": sorted(known or [])}, {"chunk_id": "string"}),
-        system=with_reported_versions(system.info(), versions),
+        known_chunks=_known_chunks(system if known_chunks else None),
+        system=system.info(),
+        run_warnings=run_warnings,
+        warnings=warnings[:MAX_WARNINGS],
+        warnings_dropped=max(0, len(warnings) - MAX_WARNINGS),
+    )
+
+
+def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
+    """Frames of one table, in order, as one frame with the table's declared dtypes (one frame is
+    returned as it is: the unsharded run's table, unchanged)."""
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True).astype(columns)
+
+
+def merge_pieces(pieces: list[RetrievalPiece]) -> RetrievalResults:
+    """The run's results from its pieces, in order: the same tables, versions and warnings as one
+    piece of the whole golden set would give. Run-level warnings repeated by several pieces are
+    reported once; warnings beyond :data:`MAX_WARNINGS` are counted, not listed. The system info and
+    known chunks are the first piece's."""
+    if not pieces:
+        raise ValueError("merge_pieces needs at least one piece (a run has at least one shard)")
+    hits = [p.hits for p in pieces if len(p.hits)] or [pieces[0].hits]
+    merged_hits = _concat(hits, HIT_COLUMNS)
+    outcomes = _concat([p.outcomes for p in pieces], OUTCOME_COLUMNS)
+    run_warnings = list(dict.fromkeys(w for p in pieces for w in p.run_warnings))
+    warnings = [*run_warnings, *(w for p in pieces for w in p.warnings)]
+    total = len(warnings) + sum(p.warnings_dropped for p in pieces)
+    if total > MAX_WARNINGS:
+        warnings = [*warnings[:MAX_WARNINGS], f"… and {total - MAX_WARNINGS} more warnings"]
+    versions = reported_versions(merged_hits, outcomes)
+    return RetrievalResults(
+        outcomes=outcomes,
+        hits=merged_hits,
+        citations=_concat([p.citations for p in pieces], CITATION_COLUMNS),
+        known_chunks=pieces[0].known_chunks,
+        system=with_reported_versions(pieces[0].system, versions),
         versions_reported=versions,
         warnings=warnings,
     )
+
+
+def run_golden(
+    system: SystemUnderTest,
+    queries: pd.DataFrame,
+    k: int,
+    answers: bool,
+    progress: Progress | None = None,
+) -> RetrievalResults:
+    """Search (and, when ``answers``, ask) every query of the golden ``queries`` table
+    (columns ``query_id``, ``query``) in one piece; ``k`` is how many hits to request.
+
+    Returns :class:`RetrievalResults` with one outcome row per query (see :func:`run_piece`).
+    ``system`` is the adapter's info plus versions the system reported on its hits and answers."""
+    return merge_pieces([run_piece(system, queries, k, answers, progress)])
 
 
 def error_class_counts(outcomes: pd.DataFrame) -> dict[str, int]:

@@ -5,6 +5,7 @@ test. Real ``dagster`` processes on one SQLite instance."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -31,11 +32,14 @@ DAGSTER = [sys.executable, "-m", "dagster"]
 MATERIALIZE = [*DAGSTER, "asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 HELD = Path(__file__).parent / "fake_systems" / "cmd_held.py"
 CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
+FIRST_SHARD = "retrieval_results.retrieve_shard[shard_0000]"
+RETRIEVAL_STEPS = ("retrieval_results.plan_retrieval", FIRST_SHARD, "retrieval_results.collect_retrieval")
+LOGGED = Path(__file__).parent / "fake_systems" / "cmd_logged.py"
 
 
-def _materialize(env: dict, partition: str, **extra: str) -> subprocess.Popen:
+def _materialize(env: dict, partition: str, select: str = "*", **extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*MATERIALIZE, "--partition", partition],
+        [*MATERIALIZE[:-1], select, "--partition", partition],
         env={**env, **extra},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -86,9 +90,13 @@ def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_p
         assert run.status == dg.DagsterRunStatus.SUCCESS
         events = [r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event]
     workers = {e.step_key for e in events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTED}
-    # every step (and the gate, system-health, judge and matching checks) in a process of its own
+    # every step (and the gate, system-health, judge and matching checks) in a process of its own;
+    # the sharded assets' steps are their graphs' ops (one shard here; the judge is off: no shard)
     assert workers == {
-        *CHAIN,
+        *(name for name in CHAIN if name not in ("retrieval_results", "judge")),
+        *RETRIEVAL_STEPS,
+        "judge.plan_judging",
+        "judge.collect_judgements",
         "ship_gates",
         "run_metrics_system_health",
         "judge_judge_spot_check",
@@ -173,7 +181,7 @@ def _held_config(folder: Path, golden: Path) -> Path:
 
 def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Path) -> None:
     """With ``kebab_eval_system`` limited to 1, run B's retrieval waits (Dagster logs it as blocked)
-    until run A's retrieval is done, although both runs are in progress at once."""
+    until run A's retrieval shard is done, although both runs are in progress at once."""
     ids = ["p1", "p2", "p3"]
     golden = write(
         tmp_path / "golden.yaml",
@@ -217,17 +225,99 @@ def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Pat
         _finish(run_a)
         _finish(run_b)
 
-        def step_times(partition: str) -> dict[str, float]:
+        def step_times(partition: str, step: str) -> dict[str, float]:
             logs = instance.all_logs(_run_of(instance, partition).run_id)
             return {
                 r.dagster_event.event_type_value: r.timestamp
                 for r in logs
-                if r.dagster_event and r.dagster_event.step_key == "retrieval_results"
+                if r.dagster_event and r.dagster_event.step_key == step
             }
 
-        a, b = step_times("pool-a"), step_times("pool-b")
+        a = step_times("pool-a", FIRST_SHARD)
+        b = step_times("pool-b", "retrieval_results.plan_retrieval")  # B's first step in the pool
     assert b["STEP_START"] >= a["STEP_SUCCESS"]
     for run_id in ("pool-a", "pool-b"):
         store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
         scores = store.read("query_scores", run_id)[0]["query_scores"]
         assert sorted(scores["query_id"]) == ids and scores["hit@1"].tolist() == [1.0, 1.0, 1.0]
+
+
+def _inside(state: Path) -> list[tuple[float, float]]:
+    """(enter, exit) of every call of ``cmd_logged.py`` that logged into ``state``."""
+    spans = []
+    for log in state.glob("*.log"):
+        times = dict(line.split() for line in log.read_text().splitlines())
+        spans.append((float(times["enter"]), float(times["exit"])))
+    return sorted(spans)
+
+
+def test_pool_limit_holds_across_the_shards_of_one_run(env, tmp_path: Path) -> None:
+    """One run in two shards on the multiprocess executor: the executor starts the shards side by
+    side (Dagster logs the ones the pool holds back), and with ``kebab_eval_system`` limited to 1
+    no two calls to the system under test overlap; every query still has its row."""
+    ids = ["s1", "s2"]
+    golden = write(
+        tmp_path / "golden.yaml",
+        yaml.safe_dump(
+            {
+                "name": "sharded",
+                "queries": [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids],
+            }
+        ),
+    )
+    state = tmp_path / "state"
+    state.mkdir()
+    config = write(
+        tmp_path / "eval.yaml",
+        yaml.safe_dump(
+            {
+                "golden": str(golden),
+                "system": {
+                    "kind": "command",
+                    "search_argv": [sys.executable, str(LOGGED), str(state), "{query_id}"],
+                    "timeout_s": 60,
+                    "concurrency": 1,
+                },
+                "answers": False,
+                "baseline": "none",
+                "shard_queries": 1,
+            }
+        ),
+    )
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:  # no CLI processes: cheaper
+        instance.add_dynamic_partitions("eval_runs", ["sharded"])
+        instance.event_log_storage.set_concurrency_slots(SYSTEM_POOL, 1)
+    _finish(
+        _materialize(
+            env,
+            "sharded",
+            "golden_set,retrieval_results",  # the rest of the chain proves nothing more here
+            KEBAB_EVAL_CONFIG=str(config),
+            KEBAB_EVAL_EXECUTOR="multiprocess",
+            KEBAB_EVAL_MAX_CONCURRENT="2",
+        )
+    )
+    spans = _inside(state)
+    assert len(spans) == len(ids)
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans)), spans  # one at a time
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        run = _run_of(instance, "sharded")
+        logs = instance.all_logs(run.run_id)
+    shard_steps = {
+        r.dagster_event.step_key: r.dagster_event.pid
+        for r in logs
+        if r.dagster_event
+        and r.dagster_event.event_type == dg.DagsterEventType.STEP_SUCCESS
+        and r.dagster_event.step_key.startswith("retrieval_results.retrieve_shard[")
+    }
+    assert len(shard_steps) == len(ids) and len(set(shard_steps.values())) == len(ids)  # a process each
+    held_back = {
+        r.step_key
+        for r in logs
+        if f"blocked by limit for pool {SYSTEM_POOL}" in (r.message or "") and r.step_key
+    }
+    assert held_back & set(shard_steps)  # launched side by side: the pool, not the executor, serialised
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    outcomes = store.read("retrieval_results", "sharded")[0]["outcomes"]
+    assert outcomes["query_id"].tolist() == ids and outcomes["error"].isna().all()
+    assert outcomes["n_hits"].tolist() == [1] * len(ids)
