@@ -136,6 +136,7 @@ def retrieval_scores(
     ks: Sequence[int] = DEFAULT_KS,
     mrr_cutoff: int = 10,
     relevance_level: int = DEFAULT_RELEVANCE_LEVEL,
+    n_hits: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row of retrieval metrics per query in ``queries`` (same order), hits or not.
 
@@ -149,6 +150,9 @@ def retrieval_scores(
         relevance_level: a support is *relevant* when its grade is ≥ this (trec_eval ``-l``;
             default 1). Every support graded below it (0 and negative grades included) is
             *judged non-relevant*.
+        n_hits: the hits per query (aligned with ``queries``) when the caller counted them already
+            (an engine that matched inside the Parquet reader); ``hits`` is then consulted only for
+            document recall of supports naming a document. Default: counted from ``hits``.
 
     Relevance follows trec_eval: only relevant supports make a query applicable or count as
     found. A hit is *relevant* when it matches at least one relevant support. Hits are *credited*
@@ -227,7 +231,12 @@ def retrieval_scores(
     n_rel = np.bincount(s_q[relevant], minlength=nq)
     n_nonrel = np.bincount(s_q[~relevant], minlength=nq)  # judged non-relevant supports
 
-    n_hits = count_codes(string_column(hits, "query_id"), qid)
+    if n_hits is None:
+        n_hits = count_codes(string_column(hits, "query_id"), qid)
+    else:
+        n_hits = np.asarray(n_hits, dtype=np.int64)
+        if n_hits.shape != (nq,):
+            raise ValueError(f"n_hits must hold one count per query ({nq}), got shape {n_hits.shape}")
 
     # Every match of a support: (position in the s_* arrays, rank).
     m_sup, m_rank = _support_matches(s_q, s_idx, matches, qid)
