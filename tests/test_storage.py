@@ -96,3 +96,65 @@ def test_judge_cache_path(tmp_path, monkeypatch):
     assert judge_cache_path("") == user_cache
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert judge_cache_path(None) == tmp_path / "xdg" / "kebab-eval" / "judge-cache.sqlite"
+
+
+def test_reader_keeps_declared_strings_as_arrow_and_scores_identically(tmp_path: Path):
+    """Stored hits and golden tables read back with the dtypes they were written with (as
+    ``to_pandas`` gives them), their declared string columns as Arrow-backed pandas strings (never
+    object columns), and scoring them gives exactly the scores of the in-memory tables."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
+    from kebab_eval_pipeline.golden.tables import queries_table, supports_table, typed_frame
+    from kebab_eval_pipeline.metrics.matching import match_hits
+    from kebab_eval_pipeline.metrics.retrieval import retrieval_scores
+    from kebab_eval_pipeline.store.artifact_store import read_frame
+    from kebab_eval_pipeline.systems.base import HIT_COLUMNS
+
+    golden = GoldenSet(
+        queries=[
+            GoldenQuery(
+                id=f"q{i}", query=f"question {i}", supports=[Support(chunk_id=f"c{i}-{j}") for j in (0, 3)]
+            )
+            for i in range(4)
+        ]
+    )
+    queries, supports = queries_table(golden), supports_table(golden)
+    hits = typed_frame(
+        [
+            {
+                "query_id": f"q{i}",
+                "rank": r + 1,
+                "chunk_id": f"c{i}-{r}",
+                "doc_id": None,
+                "heading_path": ["A"],
+            }
+            for i in range(4)
+            for r in range(i + 2)
+        ],
+        HIT_COLUMNS,
+    )
+    store = RunStore(tmp_path)
+    store.write("retrieval_results", "r1", {"hits": hits}, {})
+    store.write("golden_set", "r1", {"queries": queries, "supports": supports}, {})
+    stored, _ = store.read("retrieval_results", "r1")
+    golden_tables, _ = store.read("golden_set", "r1")
+    path = store.table_path("retrieval_results", "r1", "hits")
+    for got in (stored["hits"], read_frame(path)):
+        pd.testing.assert_frame_equal(got, pq.read_table(path).to_pandas())
+        for column, dtype in HIT_COLUMNS.items():
+            if dtype == "string":
+                assert str(got[column].dtype) == "string", column
+                assert isinstance(pa.array(got[column]), pa.ChunkedArray | pa.Array)
+        assert [c for c in got.columns if got[c].dtype == object] == ["heading_path"]  # declared object
+    assert list(read_frame(path, ["query_id", "rank"]).columns) == ["query_id", "rank"]
+
+    def scores(q, s, h):
+        return retrieval_scores(q, s, h, match_hits(h, s, criterion="chunk"), ks=(1, 3))
+
+    expected = scores(queries, supports, hits)
+    got = scores(golden_tables["queries"], golden_tables["supports"], stored["hits"])
+    pd.testing.assert_frame_equal(got, expected)
+    # every query finds its first support at rank 1 and its second (c…-3) only at rank 4
+    assert expected["hit@1"].tolist() == [1.0] * 4 and expected["recall@3"].tolist() == [0.5] * 4

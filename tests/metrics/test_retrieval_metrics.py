@@ -324,3 +324,16 @@ def test_invariants_on_random_doc_level_runs() -> None:
         frr = app["first_relevant_rank"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
         assert np.allclose(np.where(np.isnan(frr), 0, 1 / np.where(np.isnan(frr), 1, frr)), app["mrr"])
         assert out.loc[~out["applicable"], "mrr"].isna().all()
+
+
+def test_counted_hits_replace_the_hits_table(tables) -> None:
+    """An engine that counted the hits per query while matching passes ``n_hits``: the scores are
+    those computed from the hits table (which is then read only for document recall); a count
+    per query is required."""
+    queries, supports, hits = _frame(tables)
+    matches = match_hits(hits, supports, "fields")
+    expected = retrieval_scores(queries, supports, hits, matches)
+    counted = retrieval_scores(queries, supports, hits, matches, n_hits=np.array([5, 6, 0, 1, 0, 1]))
+    pd.testing.assert_frame_equal(counted, expected)
+    with pytest.raises(ValueError, match="one count per query"):
+        retrieval_scores(queries, supports, hits, matches, n_hits=np.array([5, 6]))
