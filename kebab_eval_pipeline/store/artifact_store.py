@@ -199,46 +199,18 @@ class ArtifactStore:
 
 
 def _read_parquet(path: UPath) -> pd.DataFrame:
-    return table_to_frame(pq.read_table(io.BytesIO(path.read_bytes())))
+    return pq.read_table(io.BytesIO(path.read_bytes())).to_pandas()
 
 
 def read_frame(source: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
-    """One Parquet table (``columns`` only, when given) as the stored DataFrame: :func:`table_to_frame`."""
-    return table_to_frame(pq.read_table(source, columns=columns))
+    """One stored Parquet table (only ``columns``, when given) as the DataFrame that was written.
 
-
-def table_to_frame(table: pa.Table) -> pd.DataFrame:
-    """An Arrow table read from the store as the DataFrame that was written, column dtypes included.
-
-    Columns written with pandas' ``string`` dtype (every declared string column of the typed tables)
-    come back as that dtype *over the Arrow buffers just read* — zero-copy, chunks kept — instead of
-    through ``Table.to_pandas``, which rebuilt each such column (0.4–0.7 s for the 10M-row hits
-    table of 100k queries × 100 hits, a third of scoring it; ``benchmarks/bench_metrics_engine.py``).
-    The kernels read those columns back as Arrow (``metrics.columns.string_column``), so no step
-    turns them into Python objects. Every other column converts as ``to_pandas`` converts it.
+    ``to_pandas`` keeps a column written with pandas' ``string`` dtype (every declared string
+    column of the typed tables) over the Arrow buffers just read — zero-copy, measured at 0.01 s
+    for the 10M-row hits of 100k queries × 100 hits — so the cost of a read is Parquet decoding,
+    which only reading fewer columns reduces (``benchmarks/bench_metrics_engine.py``).
     """
-    meta = table.schema.pandas_metadata or {}
-    numpy_types = {c.get("field_name", c.get("name")): c.get("numpy_type") for c in meta.get("columns", [])}
-    fast = [
-        name
-        for name, field in zip(table.column_names, table.schema, strict=True)
-        if numpy_types.get(name) == "string"
-        and (pa.types.is_large_string(field.type) or pa.types.is_string(field.type))
-    ]
-    stored_index = any(isinstance(c, str) for c in meta.get("index_columns", []))
-    if not fast or stored_index:
-        return table.to_pandas()
-    rest = table.drop_columns(fast).to_pandas() if len(fast) < table.num_columns else None
-    columns = {}
-    for name in table.column_names:
-        if name in fast:
-            values = table.column(name)
-            if not pa.types.is_large_string(values.type):
-                values = values.cast(pa.large_string())
-            columns[name] = pd.Series(pd.arrays.ArrowStringArray(values), name=name, copy=False)
-        else:
-            columns[name] = rest[name]
-    return pd.DataFrame(columns, copy=False)
+    return pq.read_table(source, columns=columns).to_pandas()
 
 
 def _file_name(name: str) -> str:
