@@ -30,6 +30,7 @@ from kebab_eval_pipeline.metrics.retrieval import (
 )
 from kebab_eval_pipeline.metrics.scope import scope_misses
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "BREAKDOWN_DIMENSIONS",
     "OPERATIONAL_METRICS",
     "QUERY_META_COLUMNS",
+    "RANKING_SCORE_COLUMNS",
+    "SCORING_HIT_COLUMNS",
     "STORED_DECIMALS",
     "ScoreSummary",
     "aggregate_metrics",
@@ -75,6 +78,19 @@ BREAKDOWN_COLUMNS: dict[str, str] = {
     "n": "int64",
 }
 NO_VALUE = "(none)"
+#: The system's own ranking scores among the hit columns: scoring never consults them.
+RANKING_SCORE_COLUMNS: tuple[str, ...] = (
+    "score",
+    "score_kind",
+    "lexical_score",
+    "vector_score",
+    "lexical_rank",
+    "vector_rank",
+)
+#: The hit columns scoring may consult (matching under every criterion, the metric kernels, answer
+#: checks, operational columns, hit verification): the query_scores step reads only these of the
+#: stored hits.
+SCORING_HIT_COLUMNS: tuple[str, ...] = tuple(c for c in HIT_COLUMNS if c not in RANKING_SCORE_COLUMNS)
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
 _HIT_AT = re.compile(r"^hit@(\d+)$")

@@ -31,6 +31,7 @@ from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_COLUMNS
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
@@ -72,6 +73,10 @@ def input_failure(exc: InputError) -> dg.Failure:
         metadata={INPUT_ERROR_KEY: dg.MetadataValue.json({"summary": exc.summary})},
         allow_retries=False,
     )
+
+
+#: The retrieval_results tables run_metrics does not read (pipeline.summarize uses outcomes + system).
+SUMMARY_SKIPS = ("hits", "citations", "known_chunks")
 
 
 def _chain_asset(stage: str, **kwargs):
@@ -367,6 +372,8 @@ def judge(
 @_chain_asset(
     "scoring",
     code_version=pipeline.METRICS_VERSION,
+    # Of the stored hits (10M rows at 100k queries × 100 hits) only what scoring consults is read.
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": list(SCORING_HIT_COLUMNS)}})},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
     "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
     "metric does not apply.",
@@ -406,6 +413,9 @@ def query_scores(
 @_chain_asset(
     "metrics",
     code_version=pipeline.METRICS_VERSION,
+    # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
+    # citation or chunk rows: those tables are read without columns (their row counts only).
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {table: [] for table in SUMMARY_SKIPS}})},
     description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
     "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
 )
