@@ -29,8 +29,10 @@ is also printed against the hand-written DuckDB query (``floor``: MRR, P@10, nDC
 limit of SPEC §10) and, with ``--pytrec``, against pytrec_eval (hit@10, mrr, recall@10, P@10,
 nDCG@10; ~1 min at 100k). Peak RSS is the worker's ``VmHWM`` (its high-water mark since exec, so
 nothing of this driver process is counted). Time is wall time of the whole path in the worker
-(imports done before the clock starts). The load average is printed beside each row: on a shared
-machine compare the ratios of one invocation. Not a test.
+(imports done before the clock starts), the fastest of ``--repeat`` runs; ``cpu s`` is the
+process's CPU time (every thread) in that run — steadier than wall time when other work shares the
+cores, and what to compare when the load average exceeds the CPU count. The load average is
+printed beside each row: on a shared machine compare the ratios of one invocation. Not a test.
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ def run_candidate(name: str, data: Path, repeat: int = 1) -> dict:
 
     def once():
         stage: dict[str, float] = {}
+        c0 = time.process_time()
         t0 = time.perf_counter()
         if name in ("pandas-numpy", "pandas-arrow"):
             if name == "pandas-numpy":
@@ -239,6 +242,7 @@ def run_candidate(name: str, data: Path, repeat: int = 1) -> dict:
         }
         total = time.perf_counter() - t0
         stage["aggregate"] = total - (t_kernels - t0)
+        stage["cpu"] = time.process_time() - c0  # every thread's CPU: steadier than wall on a busy machine
         return total, stage, scores, matches, means
 
     runs = [once() for _ in range(repeat)]
@@ -257,7 +261,7 @@ def run_candidate(name: str, data: Path, repeat: int = 1) -> dict:
     scores[keep].to_parquet(data / f"result_{name}.parquet")
     return {
         "total_s": total,
-        **{f"{k}_s": v for k, v in stage.items()},
+        **{f"{k}_s": v for k, v in stage.items()},  # cpu_s among them
         "peak_mib": peak,
         "means": means,
         "object_columns": object_columns,
@@ -269,14 +273,16 @@ def run_floor(data: Path, repeat: int = 1) -> dict:
     import duckdb
 
     con = duckdb.connect()
-    total = float("inf")
+    total = cpu = float("inf")
     for _ in range(repeat):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         frame = con.execute(DUCKDB_SQL.format(d=data)).df()
         total = min(total, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
     peak = _hwm_mib()
     frame.to_parquet(data / "result_floor.parquet")
-    return {"total_s": total, "peak_mib": peak}
+    return {"total_s": total, "cpu_s": cpu, "peak_mib": peak}
 
 
 # ------------------------------------------------------------------------------------------ driver
@@ -374,6 +380,7 @@ def main() -> None:
         results["pytrec"]["total_s"] = sum(results["pytrec"][k] for k in ("read_s", "prepare_s", "compute_s"))
 
     floor = results["floor"]["total_s"]
+    nan = float("nan")
     reference = candidates[0]
     print(
         f"\n{args.queries:,} queries × {args.hits} hits; path: read → match (chunk) → per-query measures "
@@ -382,7 +389,8 @@ def main() -> None:
     )
     print(
         f"{'engine':<13} {'read s':>7} {'match s':>8} {'kernels s':>9} {'total s':>8} {'× floor':>8} "
-        f"{'peak MiB':>9} {'|Δ| vs ' + reference:>20} {'|Δ| vs floor':>13} {'|Δ| vs pytrec':>14} {'load1':>6}"
+        f"{'cpu s':>6} {'cpu × floor':>11} {'peak MiB':>9} {'|Δ| vs ' + reference:>20} {'|Δ| vs floor':>13} "
+        f"{'|Δ| vs pytrec':>14} {'load1':>6}"
     )
     ok = True
     for name, r in results.items():
@@ -419,7 +427,8 @@ def main() -> None:
                 print(f"  {name}: object columns {r['object_columns']}")
         print(
             f"{name:<13} {r.get('read_s', 0):>7.2f} {r.get('match_s', 0):>8.2f} "
-            f"{r.get('kernels_s', 0):>9.2f} {r['total_s']:>8.2f} {ratio:>8.2f} {r['peak_mib']:>9.0f} "
+            f"{r.get('kernels_s', 0):>9.2f} {r['total_s']:>8.2f} {ratio:>8.2f} {r.get('cpu_s', nan):>6.2f} "
+            f"{r.get('cpu_s', nan) / results['floor']['cpu_s']:>11.2f} {r['peak_mib']:>9.0f} "
             f"{d_ref:>20} {d_floor:>13} {d_trec:>14} "
             f"{r['load1']:>6.2f}"
         )
