@@ -158,3 +158,18 @@ def test_reader_keeps_declared_strings_as_arrow_and_scores_identically(tmp_path:
     pd.testing.assert_frame_equal(got, expected)
     # every query finds its first support at rank 1 and its second (c…-3) only at rank 4
     assert expected["hit@1"].tolist() == [1.0] * 4 and expected["recall@3"].tolist() == [0.5] * 4
+
+
+def test_read_selected_columns(tmp_path: Path):
+    """``columns`` reads only the named columns of the named tables (those the file holds; ``[]``:
+    none, the rows still counted); other tables are read whole."""
+    store = RunStore(tmp_path)
+    store.write("retrieval_results", "r1", {"hits": frame(3), "outcomes": frame(2)}, {})
+    tables, _ = store.read(
+        "retrieval_results", "r1", columns={"hits": ["rank", "no_such_column", "query_id"]}
+    )
+    assert list(tables["hits"].columns) == ["query_id", "rank"]  # file order
+    assert tables["hits"]["rank"].tolist() == [0, 1, 2] and str(tables["hits"]["query_id"].dtype) == "string"
+    assert list(tables["outcomes"].columns) == ["query_id", "rank", "heading_path", "score"]
+    tables, _ = store.read("retrieval_results", "r1", columns={"hits": [], "outcomes": []})
+    assert tables["hits"].shape == (3, 0) and tables["outcomes"].shape == (2, 0)
