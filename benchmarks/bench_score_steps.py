@@ -2,6 +2,7 @@
 
     python benchmarks/bench_score_steps.py                        # 100k queries × 100 hits
     python benchmarks/bench_score_steps.py --queries 10000 --data /tmp/bss --profile
+    python benchmarks/bench_score_steps.py --compare-reads        # also as the steps read before
 
 A stored run as the chain leaves it before scoring (``golden_set`` and ``retrieval_results`` written
 by ``ArtifactStore.write`` from the declared typed tables: every ``HIT_COLUMNS`` column, chunk and
@@ -11,8 +12,10 @@ Then, in a fresh subprocess, what the two assets do with ``match: chunk`` and no
 (``pipeline.score`` then ``pipeline.summarize``) is timed stage by stage: reading each input
 artifact, matching + per-query kernels (``score_results``), the matching diagnostics, rounding,
 the run summary (aggregates and breakdowns), run_metrics (``summarize``: identity, health, gates,
-the run report). Peak RSS is the worker's ``VmHWM``. ``--profile`` prints the top functions.
-Not a test: timings depend on the machine (the load average is printed).
+the run report) — each step in a fresh process reading its inputs with the column selections its
+asset declares (``--compare-reads``: also reading every column, as the steps did before issue 25).
+Peak RSS is the worker's ``VmHWM``; CPU is the process's CPU time (every thread). ``--profile``
+prints the top functions. Not a test: timings depend on the machine (the load average is printed).
 """
 
 from __future__ import annotations
@@ -159,7 +162,7 @@ def _hwm_mib() -> float:
     return float("nan")
 
 
-def worker(store_dir: Path, step: str, profile: bool) -> dict:
+def worker(store_dir: Path, step: str, profile: bool, all_columns: bool = False) -> dict:
     """One step as its asset runs it: read the inputs as the IO manager does (the same column
     selections), compute, write the output artifact."""
     from kebab_eval_pipeline import pipeline
@@ -173,6 +176,8 @@ def worker(store_dir: Path, step: str, profile: bool) -> dict:
     from kebab_eval_pipeline.store.runs import RunStore
 
     def columns(asset_def) -> dict | None:
+        if all_columns:  # as every step read it before issue 25
+            return None
         spec = asset_def.node_def.input_def_named("retrieval_results")
         return (spec.metadata or {}).get("columns")
 
@@ -182,6 +187,7 @@ def worker(store_dir: Path, step: str, profile: bool) -> dict:
     prof = cProfile.Profile() if profile else None
     if prof:
         prof.enable()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     golden = GoldenArtifact.from_tables(*store.read("golden_set", RUN_ID))
     stages["read golden_set"] = time.perf_counter() - t0
@@ -215,7 +221,8 @@ def worker(store_dir: Path, step: str, profile: bool) -> dict:
     if prof:
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
-    return {"stages": stages, "total_s": total, "peak_mib": _hwm_mib(), **extra}
+    cpu = time.process_time() - c0
+    return {"stages": stages, "total_s": total, "cpu_s": cpu, "peak_mib": _hwm_mib(), **extra}
 
 
 def main() -> None:
@@ -225,11 +232,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--data", type=Path, help="keep/reuse the stored run under this directory")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument(
+        "--compare-reads", action="store_true", help="also run each step reading every column (as before)"
+    )
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--step", default="query_scores", help=argparse.SUPPRESS)
+    ap.add_argument("--all-columns", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.step, args.profile)))
+        print(json.dumps(worker(args.worker, args.step, args.profile, args.all_columns)))
         return
     tmp = None
     if args.data is None:
@@ -262,26 +273,30 @@ def main() -> None:
         f"{args.queries:,} queries × {args.hits} hits, match: chunk, no answers; each step in a fresh process"
     )
     for step in ("query_scores", "run_metrics"):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", str(store_dir), "--step", step]
-            + (["--profile"] if args.profile else []),
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            check=False,
-        )
-        if proc.returncode:
-            raise SystemExit(proc.stderr)
-        if args.profile:
-            print(proc.stderr)
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(
-            f"{step}: {r['total_s']:.2f} s, peak RSS {r['peak_mib']:.0f} MiB (load1 {os.getloadavg()[0]:.2f})"
-        )
-        for name, seconds in r["stages"].items():
-            print(f"  {name:<26} {seconds:>7.2f} s")
-        rest = {k: v for k, v in r.items() if k not in ("stages", "total_s", "peak_mib")}
-        print(f"  {rest}")
+        for reads in ("selected", "all") if args.compare_reads else ("selected",):
+            proc = subprocess.run(
+                [sys.executable, __file__, "--worker", str(store_dir), "--step", step]
+                + (["--profile"] if args.profile else [])
+                + (["--all-columns"] if reads == "all" else []),
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                check=False,
+            )
+            if proc.returncode:
+                raise SystemExit(proc.stderr)
+            if args.profile:
+                print(proc.stderr)
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            label = step + (" (every column read, as before)" if reads == "all" else "")
+            print(
+                f"{label}: {r['total_s']:.2f} s, {r['cpu_s']:.2f} s CPU, peak RSS {r['peak_mib']:.0f} MiB "
+                f"(load1 {os.getloadavg()[0]:.2f})"
+            )
+            for name, seconds in r["stages"].items():
+                print(f"  {name:<26} {seconds:>7.2f} s")
+            rest = {k: v for k, v in r.items() if k not in ("stages", "total_s", "cpu_s", "peak_mib")}
+            print(f"  {rest}")
     if tmp is not None:
         tmp.cleanup()
 
