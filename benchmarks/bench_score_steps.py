@@ -203,6 +203,11 @@ def worker(store_dir: Path, step: str, profile: bool, all_columns: bool = False)
         art = pipeline.score(settings, golden, retrieval)
         stages["pipeline.score"] = time.perf_counter() - t
         t = time.perf_counter()
+        # the asset's UI metadata: the per-query table, worst first (TABLE_ROW_LIMIT rows shown)
+        worst = assets.worst_scores_first(art.scores, assets.headline_columns(settings.k), golden.queries)
+        assets._table_metadata(worst)
+        stages["per-query UI table"] = time.perf_counter() - t
+        t = time.perf_counter()
         store.write("query_scores", RUN_ID, *art.to_tables())
         stages["write query_scores"] = time.perf_counter() - t
         extra["object_columns"] = [c for c in art.scores.columns if art.scores[c].dtype == object]
