@@ -26,7 +26,7 @@ the run means. Candidates (each in a fresh subprocess):
 
 Every candidate's per-query values must equal ``pandas-numpy``'s exactly (same kernels); max |Δ|
 is also printed against the hand-written DuckDB query (``floor``: MRR, P@10, nDCG@10 — the practical
-limit of SPEC §10) and, with ``--pytrec``, against pytrec_eval (hit@10, mrr, recall@10, P@10,
+limit) and, with ``--pytrec``, against pytrec_eval (hit@10, mrr, recall@10, P@10,
 nDCG@10; ~1 min at 100k). Peak RSS is the worker's ``VmHWM`` (its high-water mark since exec, so
 nothing of this driver process is counted). Time is wall time of the whole path in the worker
 (imports done before the clock starts), the fastest of ``--repeat`` runs; ``cpu s`` is the
