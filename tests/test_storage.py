@@ -173,3 +173,31 @@ def test_read_selected_columns(tmp_path: Path):
     assert list(tables["outcomes"].columns) == ["query_id", "rank", "heading_path", "score"]
     tables, _ = store.read("retrieval_results", "r1", columns={"hits": [], "outcomes": []})
     assert tables["hits"].shape == (3, 0) and tables["outcomes"].shape == (2, 0)
+
+
+def test_local_read_never_loads_the_whole_file(tmp_path: Path, monkeypatch):
+    """A local store opens each table's file and reads only the wanted column chunks (the hits of a
+    big run are hundreds of MB, scoring wants three columns); a remote one fetches the file whole."""
+    from upath import UPath
+
+    store = RunStore(tmp_path)
+    store.write("retrieval_results", "r1", {"hits": frame(3)}, {})
+    remote = RunStore("memory://kebab-test/whole-file")
+    remote.write("retrieval_results", "r1", {"hits": frame(3)}, {})
+
+    originals = {cls: cls.read_bytes for cls in (type(UPath(tmp_path)), type(UPath("memory://x")))}
+
+    def guarded(cls):
+        def read_bytes(self):
+            if str(self).endswith(".parquet"):  # manifests are read whole, tables must not be
+                raise AssertionError(f"read whole: {self}")
+            return originals[cls](self)
+
+        return read_bytes
+
+    for cls in originals:
+        monkeypatch.setattr(cls, "read_bytes", guarded(cls))
+    tables, _ = store.read("retrieval_results", "r1", columns={"hits": ["rank"]})
+    assert tables["hits"]["rank"].tolist() == [0, 1, 2] and list(tables["hits"].columns) == ["rank"]
+    with pytest.raises(AssertionError, match="read whole"):
+        remote.read("retrieval_results", "r1")
