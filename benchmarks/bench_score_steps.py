@@ -196,6 +196,8 @@ def worker(store_dir: Path, step: str, profile: bool, all_columns: bool = False)
     retrieval = RetrievalArtifact.from_tables(
         *store.read("retrieval_results", RUN_ID, columns=columns(asset_def))
     )
+    if step == "query_scores" and not all_columns:  # the hits, in the columns the settings need
+        retrieval = pipeline.with_scoring_hits(retrieval, store, RUN_ID, settings)
     stages["read retrieval_results"] = time.perf_counter() - t
     extra: dict = {}
     if step == "query_scores":

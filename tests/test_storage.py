@@ -201,3 +201,33 @@ def test_local_read_never_loads_the_whole_file(tmp_path: Path, monkeypatch):
     assert tables["hits"]["rank"].tolist() == [0, 1, 2] and list(tables["hits"].columns) == ["rank"]
     with pytest.raises(AssertionError, match="read whole"):
         remote.read("retrieval_results", "r1")
+
+
+def test_scoring_reads_the_hit_columns_its_criterion_consults(tmp_path: Path):
+    """query_scores reads the hits itself, in the columns the run's settings make scoring consult:
+    no heading lists (Python objects), line ranges or snippets under ``match: chunk`` without
+    answers; every scoring column under ``auto`` or with a source root."""
+    from kebab_eval_pipeline.artifacts import RetrievalArtifact
+    from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_COLUMNS
+    from kebab_eval_pipeline.pipeline import scoring_hit_columns, with_scoring_hits
+    from kebab_eval_pipeline.settings import RunSettings
+
+    base = ["query_id", "rank", "chunk_id", "doc_id", "doc_path"]
+    versions = ["index_version", "embedding_model", "chunker_version"]
+    assert scoring_hit_columns(RunSettings(match="chunk", answers=False)) == base + versions
+    assert scoring_hit_columns(RunSettings(match="chunk")) == [*base, "line_start", "line_end", *versions]
+    anchor = RunSettings(match="anchor", answers=False)
+    assert scoring_hit_columns(anchor) == [*base, "heading_path", *versions]
+    every = list(SCORING_HIT_COLUMNS)
+    assert scoring_hit_columns(RunSettings(match="auto")) == every
+    assert scoring_hit_columns(RunSettings(match="chunk", source_root=str(tmp_path))) == every
+
+    store = RunStore(tmp_path)
+    tables = {"hits": frame(3), "outcomes": frame(2), "citations": frame(0), "known_chunks": frame(0)}
+    store.write("retrieval_results", "r1", tables, {"system": {"kind": "fake"}})
+    as_read = RetrievalArtifact.from_tables(*store.read("retrieval_results", "r1", columns={"hits": []}))
+    got = with_scoring_hits(as_read, store, "r1", RunSettings(match="chunk", answers=False))
+    hits = got.results.hits  # frame's columns: query_id, rank, heading_path, score
+    assert list(hits.columns) == ["query_id", "rank"] and hits["rank"].tolist() == [0, 1, 2]
+    assert len(got.results.outcomes) == 2 and got.results.system.kind == "fake"
+    assert as_read.results.hits.shape == (3, 0)  # the input artifact is left as read

@@ -31,7 +31,6 @@ from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_COLUMNS
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.resources import (
@@ -372,8 +371,9 @@ def judge(
 @_chain_asset(
     "scoring",
     code_version=pipeline.METRICS_VERSION,
-    # Of the stored hits (10M rows at 100k queries × 100 hits) only what scoring consults is read.
-    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": list(SCORING_HIT_COLUMNS)}})},
+    # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
+    # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": []}})},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
     "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
     "metric does not apply.",
@@ -382,12 +382,16 @@ def query_scores(
     context: dg.AssetExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
+    artifact_storage: ArtifactStorage,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
     judge: JudgeArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
     settings = eval_settings.load(system_under_test)
+    retrieval_results = pipeline.with_scoring_hits(
+        retrieval_results, artifact_storage.store(), context.partition_key, settings
+    )
     art = pipeline.score(settings, golden_set, retrieval_results, judge)
     r = retrieval_results.results
     worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
