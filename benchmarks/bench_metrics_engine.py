@@ -31,11 +31,13 @@ package's standard measures over every hit — hit/recall/recall_any/recall_all/
 judged at each k, mrr, map, rprec, bpref — the like-for-like reference), and, with ``--pytrec``,
 against pytrec_eval (hit@10, mrr, recall@10, P@10, nDCG@10; ~1 min at 100k). The package's ratio
 to both queries is printed. Peak RSS is the worker's ``VmHWM`` (its high-water mark since exec,
-so nothing of this driver process is counted). Time is wall time of the whole path in the worker
-(imports done before the clock starts), the fastest of ``--repeat`` runs; ``cpu s`` is the
-process's CPU time (every thread) in that run — steadier than wall time when other work shares the
-cores, and what to compare when the load average exceeds the CPU count. The load average is
-printed beside each row: on a shared machine compare the ratios of one invocation. Not a test.
+so nothing of this driver process is counted): ``peak MiB`` over all ``--repeat`` runs, ``peak 1st``
+after the first (one scoring's peak; later runs add what the allocator kept of earlier ones). Time
+is wall time of the whole path in the worker (imports done before the clock starts), the fastest
+of ``--repeat`` runs; ``cpu s`` is the process's CPU time (every thread) in that run — steadier than
+wall time when other work shares the cores, and what to compare when the load average exceeds the
+CPU count. The load average is printed beside each row: on a shared machine compare the ratios of
+one invocation. Not a test.
 """
 
 from __future__ import annotations
@@ -259,7 +261,9 @@ def run_candidate(name: str, data: Path, repeat: int = 1) -> dict:
         stage["cpu"] = time.process_time() - c0  # every thread's CPU: steadier than wall on a busy machine
         return total, stage, scores, matches, means
 
-    runs = [once() for _ in range(repeat)]
+    runs = [once()]
+    peak1 = _hwm_mib()  # one scoring's peak: later runs add what the allocator kept of earlier ones
+    runs += [once() for _ in range(repeat - 1)]
     total, stage, scores, matches, means = min(runs, key=lambda r: r[0])
     peak = _hwm_mib()
     object_columns = [
@@ -277,6 +281,7 @@ def run_candidate(name: str, data: Path, repeat: int = 1) -> dict:
         "total_s": total,
         **{f"{k}_s": v for k, v in stage.items()},  # cpu_s among them
         "peak_mib": peak,
+        "peak1_mib": peak1,
         "means": means,
         "object_columns": object_columns,
         "arrow_pool": pa.default_memory_pool().backend_name,
@@ -356,7 +361,7 @@ def run_full(data: Path, repeat: int = 1) -> dict:
     import duckdb
 
     con = duckdb.connect()
-    total = cpu = float("inf")
+    total = cpu = peak1 = float("inf")
     sql = full_sql(data)
     for _ in range(repeat):
         c0 = time.process_time()
@@ -364,25 +369,27 @@ def run_full(data: Path, repeat: int = 1) -> dict:
         frame = con.execute(sql).df()
         total = min(total, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
+        peak1 = min(peak1, _hwm_mib())  # after the first run
     peak = _hwm_mib()
     frame.to_parquet(data / "result_full.parquet")
-    return {"total_s": total, "cpu_s": cpu, "peak_mib": peak}
+    return {"total_s": total, "cpu_s": cpu, "peak_mib": peak, "peak1_mib": peak1}
 
 
 def run_floor(data: Path, repeat: int = 1) -> dict:
     import duckdb
 
     con = duckdb.connect()
-    total = cpu = float("inf")
+    total = cpu = peak1 = float("inf")
     for _ in range(repeat):
         c0 = time.process_time()
         t0 = time.perf_counter()
         frame = con.execute(DUCKDB_SQL.format(d=data)).df()
         total = min(total, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
+        peak1 = min(peak1, _hwm_mib())  # after the first run
     peak = _hwm_mib()
     frame.to_parquet(data / "result_floor.parquet")
-    return {"total_s": total, "cpu_s": cpu, "peak_mib": peak}
+    return {"total_s": total, "cpu_s": cpu, "peak_mib": peak, "peak1_mib": peak1}
 
 
 # ------------------------------------------------------------------------------------------ driver
@@ -492,7 +499,8 @@ def main() -> None:
     )
     print(
         f"{'engine':<13} {'read s':>7} {'match s':>8} {'kernels s':>9} {'total s':>8} {'× floor':>8} "
-        f"{'cpu s':>6} {'cpu × floor':>11} {'cpu × full':>10} {'peak MiB':>9} {'|Δ| vs ' + reference:>20} "
+        f"{'cpu s':>6} {'cpu × floor':>11} {'cpu × full':>10} {'peak MiB':>9} {'peak 1st':>9} "
+        f"{'|Δ| vs ' + reference:>20} "
         f"{'|Δ| vs floor':>13} {'|Δ| vs full':>12} {'|Δ| vs pytrec':>14} {'load1':>6}"
     )
     ok = True
@@ -536,7 +544,8 @@ def main() -> None:
             f"{name:<13} {r.get('read_s', 0):>7.2f} {r.get('match_s', 0):>8.2f} "
             f"{r.get('kernels_s', 0):>9.2f} {r['total_s']:>8.2f} {ratio:>8.2f} {r.get('cpu_s', nan):>6.2f} "
             f"{r.get('cpu_s', nan) / results['floor']['cpu_s']:>11.2f} "
-            f"{r.get('cpu_s', nan) / full['cpu_s']:>10.2f} {r['peak_mib']:>9.0f} "
+            f"{r.get('cpu_s', nan) / full['cpu_s']:>10.2f} "
+            f"{r['peak_mib']:>9.0f} {r.get('peak1_mib', nan):>9.0f} "
             f"{d_ref:>20} {d_floor:>13} {d_full:>12} {d_trec:>14} "
             f"{r['load1']:>6.2f}"
         )
@@ -554,7 +563,13 @@ def main() -> None:
             f"package path within {TARGET_RATIO:g}x of the same-measures query",
             r["total_s"] / full["total_s"] <= TARGET_RATIO,
         )
-        ok &= _check(f"package path peak RSS ≤ {TARGET_PEAK_MIB:.0f} MiB", r["peak_mib"] <= TARGET_PEAK_MIB)
+        ok &= _check(
+            f"package path peak RSS ≤ {TARGET_PEAK_MIB:.0f} MiB (over all {args.repeat} runs)",
+            r["peak_mib"] <= TARGET_PEAK_MIB,
+        )
+        ok &= _check(
+            f"package path peak RSS ≤ {TARGET_PEAK_MIB:.0f} MiB (one run)", r["peak1_mib"] <= TARGET_PEAK_MIB
+        )
     if tmp is not None:
         tmp.cleanup()
     if not ok:
