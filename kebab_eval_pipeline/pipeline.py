@@ -13,6 +13,7 @@ assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,12 @@ from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evalua
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
+from kebab_eval_pipeline.metrics.aggregate import (
+    SCORING_HIT_COLUMNS,
+    round_scores,
+    score_results,
+    summarize_scores,
+)
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
@@ -271,6 +277,42 @@ def judge(
     with an error."""
     shards = plan_judge(settings, golden, retrieval, shard_queries)
     return merge_judge(settings, [judge_shard(settings, store, s) for s in shards])
+
+
+def scoring_hit_columns(settings: RunSettings) -> list[str]:
+    """The stored hit columns :func:`score` consults under ``settings`` (of ``SCORING_HIT_COLUMNS``).
+
+    A criterion that does not compare a field never reads it, nor do the matching diagnostics
+    (they warn about a field only under a criterion that needs it): ``heading_path`` — a list per
+    hit, the one column that becomes Python objects, 10M of them at 100k queries × 100 hits — is
+    needed by ``auto``, ``anchor`` and ``fields`` only; the line range by ``auto``, ``span``,
+    ``fields`` and by the answer checks (a citation by path is checked against the lines of the
+    query's hits); the snippet by ``auto`` and ``fields``. Verification against a source root
+    reads every column."""
+    if settings.source_root:
+        return list(SCORING_HIT_COLUMNS)
+    match = str(settings.match)
+    skip = set()
+    if match not in ("auto", "anchor", "fields"):
+        skip.add("heading_path")
+    if match not in ("auto", "span", "fields") and not settings.answers:
+        skip |= {"line_start", "line_end"}
+    if match not in ("auto", "fields"):
+        skip.add("snippet")
+    return [c for c in SCORING_HIT_COLUMNS if c not in skip]
+
+
+def with_scoring_hits(
+    retrieval: RetrievalArtifact, store: RunStore, run_id: str, settings: RunSettings
+) -> RetrievalArtifact:
+    """``retrieval`` (read without its hit columns) with the hits read from ``store`` in the columns
+    :func:`score` consults under ``settings`` (:func:`scoring_hit_columns`) — what the
+    ``query_scores`` step scores: the IO manager reading its input does not know the settings."""
+    others = {name: [] for name in ("outcomes", "citations", "known_chunks")}
+    tables, _ = store.read(
+        "retrieval_results", run_id, columns={"hits": scoring_hit_columns(settings), **others}
+    )
+    return dataclasses.replace(retrieval, results=dataclasses.replace(retrieval.results, hits=tables["hits"]))
 
 
 def score(

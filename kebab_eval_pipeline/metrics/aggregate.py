@@ -30,6 +30,7 @@ from kebab_eval_pipeline.metrics.retrieval import (
 )
 from kebab_eval_pipeline.metrics.scope import scope_misses
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "BREAKDOWN_DIMENSIONS",
     "OPERATIONAL_METRICS",
     "QUERY_META_COLUMNS",
+    "RANKING_SCORE_COLUMNS",
+    "SCORING_HIT_COLUMNS",
     "STORED_DECIMALS",
     "ScoreSummary",
     "aggregate_metrics",
@@ -75,6 +78,19 @@ BREAKDOWN_COLUMNS: dict[str, str] = {
     "n": "int64",
 }
 NO_VALUE = "(none)"
+#: The system's own ranking scores among the hit columns: scoring never consults them.
+RANKING_SCORE_COLUMNS: tuple[str, ...] = (
+    "score",
+    "score_kind",
+    "lexical_score",
+    "vector_score",
+    "lexical_rank",
+    "vector_rank",
+)
+#: The hit columns scoring may consult (matching under every criterion, the metric kernels, answer
+#: checks, operational columns, hit verification): the query_scores step reads only these of the
+#: stored hits.
+SCORING_HIT_COLUMNS: tuple[str, ...] = tuple(c for c in HIT_COLUMNS if c not in RANKING_SCORE_COLUMNS)
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
 _HIT_AT = re.compile(r"^hit@(\d+)$")
@@ -233,9 +249,12 @@ def summarize_scores(
     Call it on the exact scores, before :func:`round_scores`: the mean of rounded per-query values
     can differ from the rounded mean in the last decimal (trec_eval also averages exact values).
     """
+    ks = _ks(query_scores, ks)
+    # The run-level pass serves both the metrics and their denominators (one pass, not two).
+    scores, counts = _overall(query_scores, ks)
     return ScoreSummary(
-        metrics=aggregate_metrics(query_scores, ks, round_to=round_to),
-        denominators=metric_denominators(query_scores, ks),
+        metrics=_overall_metrics(scores, counts, ks, round_to),
+        denominators=_overall_denominators(counts, ks),
         breakdowns=breakdowns(query_scores, ks, round_to=round_to),
     )
 
@@ -287,8 +306,20 @@ def aggregate_metrics(
       ``retrieval_ms_p50|p95|max``, ``answer_ms_p50|p95|max``, ``total_suite_ms``.
     """
     ks = _ks(query_scores, ks)
+    return _overall_metrics(*_overall(query_scores, ks), ks, round_to)
+
+
+def _overall(
+    query_scores: pd.DataFrame, ks: list[int]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every metric over the whole run: :func:`_grouped` with one group."""
     codes = np.zeros(len(query_scores), dtype=np.int64)
-    scores, counts = _grouped(query_scores, codes, np.arange(len(query_scores)), 1, ks)
+    return _grouped(query_scores, codes, np.arange(len(query_scores)), 1, ks)
+
+
+def _overall_metrics(
+    scores: dict[str, np.ndarray], counts: dict[str, np.ndarray], ks: list[int], round_to: int | None
+) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name in metric_names(ks):
         if name not in scores:
@@ -310,8 +341,10 @@ def metric_denominators(query_scores: pd.DataFrame, ks: Sequence[int] | None = N
     ``mixed_version_rate``, recorded latencies for the latency metrics.
     """
     ks = _ks(query_scores, ks)
-    codes = np.zeros(len(query_scores), dtype=np.int64)
-    _, counts = _grouped(query_scores, codes, np.arange(len(query_scores)), 1, ks)
+    return _overall_denominators(_overall(query_scores, ks)[1], ks)
+
+
+def _overall_denominators(counts: dict[str, np.ndarray], ks: list[int]) -> dict[str, int]:
     return {name: int(counts[name][0]) for name in metric_names(ks) if name in counts}
 
 

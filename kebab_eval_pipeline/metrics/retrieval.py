@@ -30,6 +30,7 @@ from kebab_eval_pipeline.metrics.columns import (
     lookup_codes,
     sorted_unique,
     string_column,
+    take_rows,
 )
 from kebab_eval_pipeline.metrics.matching import normalise_paths
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS
@@ -136,6 +137,7 @@ def retrieval_scores(
     ks: Sequence[int] = DEFAULT_KS,
     mrr_cutoff: int = 10,
     relevance_level: int = DEFAULT_RELEVANCE_LEVEL,
+    n_hits: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row of retrieval metrics per query in ``queries`` (same order), hits or not.
 
@@ -149,6 +151,9 @@ def retrieval_scores(
         relevance_level: a support is *relevant* when its grade is ≥ this (trec_eval ``-l``;
             default 1). Every support graded below it (0 and negative grades included) is
             *judged non-relevant*.
+        n_hits: the hits per query (aligned with ``queries``) when the caller counted them already
+            (an engine that matched inside the Parquet reader); ``hits`` is then consulted only for
+            document recall of supports naming a document. Default: counted from ``hits``.
 
     Relevance follows trec_eval: only relevant supports make a query applicable or count as
     found. A hit is *relevant* when it matches at least one relevant support. Hits are *credited*
@@ -227,7 +232,12 @@ def retrieval_scores(
     n_rel = np.bincount(s_q[relevant], minlength=nq)
     n_nonrel = np.bincount(s_q[~relevant], minlength=nq)  # judged non-relevant supports
 
-    n_hits = count_codes(string_column(hits, "query_id"), qid)
+    if n_hits is None:
+        n_hits = count_codes(string_column(hits, "query_id"), qid)
+    else:
+        n_hits = np.asarray(n_hits, dtype=np.int64)
+        if n_hits.shape != (nq,):
+            raise ValueError(f"n_hits must hold one count per query ({nq}), got shape {n_hits.shape}")
 
     # Every match of a support: (position in the s_* arrays, rank).
     m_sup, m_rank = _support_matches(s_q, s_idx, matches, qid)
@@ -250,7 +260,9 @@ def retrieval_scores(
     r_prec = (np.arange(len(r_q)) - _group_starts(r_q) + 1) / r_rank
     s_rel = np.flatnonzero(relevant)
     all_rank = _recall_all_rank(queries, s_q[s_rel], s_idx[s_rel], s_first[s_rel], nq)
-    doc_q, doc_first = _expected_docs(supports.iloc[s_keep[s_rel]], s_q[s_rel], s_first[s_rel], hits, qid)
+    doc_q, doc_first = _expected_docs(
+        supports.iloc[s_keep[s_rel]], s_q[s_rel], s_first[s_rel], hits, qid, top=ks[-1]
+    )
     n_docs = np.bincount(doc_q, minlength=nq)
     s_pos = s_grade > 0
     ideal_q, ideal_pos, ideal_gain = _ideal_positions(s_q[s_pos], s_grade[s_pos])
@@ -599,9 +611,11 @@ def _explicit_groups(queries: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _expected_docs(
-    sup: pd.DataFrame, s_q: np.ndarray, s_first: np.ndarray, hits: pd.DataFrame, qid: pa.Array
+    sup: pd.DataFrame, s_q: np.ndarray, s_first: np.ndarray, hits: pd.DataFrame, qid: pa.Array, top: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(query code, first rank found) of every distinct expected document of every query."""
+    """(query code, first rank found) of every distinct expected document of every query; a
+    document first found below rank ``top`` (the largest cut-off) counts as not found (inf): no
+    ``doc_recall@k`` can tell the difference."""
     doc_id = string_column(sup, "doc_id")
     rel_path = normalise_paths(string_column(sup, "rel_path"))
     by_id = ~_is_null(doc_id)
@@ -610,8 +624,21 @@ def _expected_docs(
 
     out_q: list[np.ndarray] = [s_q[by_support]]
     out_first: list[np.ndarray] = [s_first[by_support]]
-    h_rank: np.ndarray | None = None  # the hits' ranks, read only when a document is looked up
-    h_qid = string_column(hits, "query_id")
+    top_hits: dict[str, object] = {}  # read only when a document is looked up
+
+    def ranked_within_top(column: str | None = None):
+        # Only hits ranked within the largest cut-off can find a document for doc_recall@k: at
+        # 100 hits a query they are a tenth of the rows, so the joins below probe a tenth as much.
+        if not top_hits:
+            rank = hits["rank"].to_numpy(dtype=np.float64)
+            rows = np.flatnonzero(rank <= top)
+            top_hits["rows"], top_hits["rank"] = (None if len(rows) == len(rank) else rows), rank[rows]
+        rows = top_hits["rows"]
+        if column is None:
+            return top_hits["rank"]
+        values = string_column(hits, column)
+        return values if rows is None else take_rows(values, rows)
+
     for mask, values, hit_columns in (
         (by_id, doc_id, ("doc_id",)),
         (by_path, rel_path, ("doc_path", "doc_id")),
@@ -629,14 +656,14 @@ def _expected_docs(
         for column in hit_columns:
             if column not in hits.columns:
                 continue
-            hit_values = string_column(hits, column)
+            hit_values = ranked_within_top(column)
             if mask is by_path:
                 hit_values = normalise_paths(hit_values)
-            i, j = equi_join([h_qid, hit_values], [qid.take(pa.array(d_q)), d_vals])
+            if "query_id" not in top_hits:
+                top_hits["query_id"] = ranked_within_top("query_id")
+            i, j = equi_join([top_hits["query_id"], hit_values], [qid.take(pa.array(d_q)), d_vals])
             if len(i):
-                if h_rank is None:
-                    h_rank = hits["rank"].to_numpy(dtype=np.float64)
-                np.minimum.at(first, j, h_rank[i])
+                np.minimum.at(first, j, ranked_within_top()[i])
         out_q.append(d_q)
         out_first.append(first)
     return np.concatenate(out_q).astype(np.int64), np.concatenate(out_first)

@@ -86,6 +86,10 @@ def input_failure(exc: InputError) -> dg.Failure:
     )
 
 
+#: The retrieval_results tables run_metrics does not read (pipeline.summarize uses outcomes + system).
+SUMMARY_SKIPS = ("hits", "citations", "known_chunks")
+
+
 def _chain_asset(stage: str, **kwargs):
     """An asset of the evaluation chain: partitioned by run, in the chain's group, stored as
     Parquet by the artifact IO manager, tagged with its ``stage``."""
@@ -493,6 +497,9 @@ def judge(golden_set, retrieval_results):
 @_chain_asset(
     "scoring",
     code_version=pipeline.METRICS_VERSION,
+    # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
+    # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": []}})},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
     "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
     "metric does not apply.",
@@ -501,12 +508,16 @@ def query_scores(
     context: dg.AssetExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
+    artifact_storage: ArtifactStorage,
     golden_set: GoldenArtifact,
     retrieval_results: RetrievalArtifact,
     judge: JudgeArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
     settings = eval_settings.load(system_under_test)
+    retrieval_results = pipeline.with_scoring_hits(
+        retrieval_results, artifact_storage.store(), context.partition_key, settings
+    )
     art = pipeline.score(settings, golden_set, retrieval_results, judge)
     r = retrieval_results.results
     worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
@@ -532,6 +543,9 @@ def query_scores(
 @_chain_asset(
     "metrics",
     code_version=pipeline.METRICS_VERSION,
+    # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
+    # citation or chunk rows: those tables are read without columns (their row counts only).
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {table: [] for table in SUMMARY_SKIPS}})},
     description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
     "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
 )

@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.metrics.matching import match_hits
@@ -324,3 +326,77 @@ def test_invariants_on_random_doc_level_runs() -> None:
         frr = app["first_relevant_rank"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
         assert np.allclose(np.where(np.isnan(frr), 0, 1 / np.where(np.isnan(frr), 1, frr)), app["mrr"])
         assert out.loc[~out["applicable"], "mrr"].isna().all()
+
+
+def test_counted_hits_replace_the_hits_table(tables) -> None:
+    """An engine that counted the hits per query while matching passes ``n_hits``: the scores are
+    those computed from the hits table (which is then read only for document recall); a count
+    per query is required."""
+    queries, supports, hits = _frame(tables)
+    matches = match_hits(hits, supports, "fields")
+    expected = retrieval_scores(queries, supports, hits, matches)
+    counted = retrieval_scores(queries, supports, hits, matches, n_hits=np.array([5, 6, 0, 1, 0, 1]))
+    pd.testing.assert_frame_equal(counted, expected)
+    with pytest.raises(ValueError, match="one count per query"):
+        retrieval_scores(queries, supports, hits, matches, n_hits=np.array([5, 6]))
+
+
+_DOC = st.integers(0, 4)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(
+            # supports: (by doc id?, document number, grade)
+            st.lists(st.tuples(st.booleans(), _DOC, st.integers(0, 2)), max_size=4),
+            # hits in rank order: (doc id number, doc path number, "./" prefix?)
+            st.lists(st.tuples(_DOC, _DOC, st.booleans()), max_size=12),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(1, 12), min_size=1, max_size=3),
+)
+def test_document_recall_equals_its_definition(runs, ks) -> None:
+    """doc_recall@k on random document-level runs equals its definition computed naively: of the
+    distinct documents the relevant supports name (by doc id, or by normalised path, found by a hit's
+    normalised doc_path or doc_id), the share a hit within the top k finds — whichever cut-off the
+    kernel uses to look at fewer hits."""
+    q_rows, s_rows, h_rows = [], [], []
+    for qi, (supports, hits) in enumerate(runs):
+        qid = f"q{qi}"
+        q_rows.append({"query_id": qid, "answerable": True, "required_support_groups": "[]"})
+        for idx, (by_id, doc, grade) in enumerate(supports):
+            ident = {"doc_id": f"d{doc}"} if by_id else {"rel_path": f"p{doc}.md"}
+            s_rows.append({"query_id": qid, "support_idx": idx, "grade": grade, **ident})
+        for rank, (doc, path, dotted) in enumerate(hits, start=1):
+            doc_path = ("./" if dotted else "") + f"p{path}.md"
+            h_rows.append({"query_id": qid, "rank": rank, "doc_id": f"d{doc}", "doc_path": doc_path})
+    queries = pd.DataFrame(q_rows).astype({"query_id": "string"})
+    supports = pd.DataFrame(
+        s_rows, columns=["query_id", "support_idx", "grade", "doc_id", "rel_path"]
+    ).astype(
+        {
+            "query_id": "string",
+            "support_idx": "int64",
+            "grade": "int64",
+            "doc_id": "string",
+            "rel_path": "string",
+        }
+    )
+    hits = pd.DataFrame(h_rows, columns=["query_id", "rank", "doc_id", "doc_path"]).astype(
+        {"query_id": "string", "rank": "int64", "doc_id": "string", "doc_path": "string"}
+    )
+    out = retrieval_scores(queries, supports, hits, match_hits(hits, supports, "doc"), ks=ks, mrr_cutoff=12)
+    for qi, (sups, hit_list) in enumerate(runs):
+        expected = {("id", f"d{d}") if by_id else ("path", f"p{d}.md") for by_id, d, g in sups if g >= 1}
+        for k in sorted(set(ks)):
+            found = set()
+            for doc, path, _ in hit_list[:k]:
+                found |= {("id", f"d{doc}"), ("path", f"p{path}.md"), ("path", f"d{doc}")}
+            value = out.loc[qi, f"doc_recall@{k}"]
+            if not expected:
+                assert math.isnan(value)
+            else:
+                assert value == len(expected & found) / len(expected), (qi, k)
