@@ -57,6 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_golden import _hwm_mib
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 25
 CUTOFF = 10
@@ -165,22 +167,6 @@ def generate(folder: Path, n_queries: int, n_hits: int, seed: int = SEED) -> dic
 
 
 # ------------------------------------------------------------------------------------ the tools
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _hwm_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def time_pytrec(paths: dict[str, Path]) -> dict:
