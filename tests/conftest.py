@@ -92,6 +92,13 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def echo_golden(path: Path, name: str, ids: list[str]) -> Path:
+    """A golden set whose query ``q`` is the text ``q`` with one gold chunk ``{q}-c1``: what the held
+    and logging command systems of the orchestration tests answer."""
+    queries = [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids]
+    return write(path, yaml.safe_dump({"name": name, "queries": queries}))
+
+
 def demo_golden_subset(path: Path, part: slice | Collection[str], name: str | None = None) -> Path:
     """The demo golden set cut to ``part`` — a slice of its queries, or the ids to keep (in the
     demo's order; each must exist) — as its own file at ``path`` (own sha256), renamed ``name``

@@ -38,7 +38,7 @@ from tests.celery_cluster import (
     s3_server,
     write_replay_run,
 )
-from tests.conftest import write
+from tests.conftest import echo_golden, write
 from tests.postgres import PostgresServer
 from tests.test_cli import cli, cli_env, no_traceback
 
@@ -239,15 +239,7 @@ def test_a_step_whose_worker_process_is_killed_runs_again_without_losing_a_query
     env = cluster["env"]
     ids = [f"k{i:02d}" for i in range(12)]
     held = "k07"
-    golden = write(
-        tmp_path / "golden.yaml",
-        yaml.safe_dump(
-            {
-                "name": "kill",
-                "queries": [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids],
-            }
-        ),
-    )
+    golden = echo_golden(tmp_path / "golden.yaml", "kill", ids)
     state = tmp_path / "state"
     state.mkdir()
     argv = [sys.executable, str(HOLD_ONE), str(state), held, "{query_id}", "{k}"]

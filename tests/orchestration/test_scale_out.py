@@ -23,7 +23,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import SYSTEM_POOL
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import write
+from tests.conftest import echo_golden, write
 from tests.test_cli import cli, env, no_traceback
 
 assert env  # the fixture, imported for this module's tests
@@ -183,15 +183,7 @@ def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Pat
     """With ``kebab_eval_system`` limited to 1, run B's retrieval waits (Dagster logs it as blocked)
     until run A's retrieval shard is done, although both runs are in progress at once."""
     ids = ["p1", "p2", "p3"]
-    golden = write(
-        tmp_path / "golden.yaml",
-        yaml.safe_dump(
-            {
-                "name": "held",
-                "queries": [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids],
-            }
-        ),
-    )
+    golden = echo_golden(tmp_path / "golden.yaml", "held", ids)
     cfg_a, cfg_b = _held_config(tmp_path / "a", golden), _held_config(tmp_path / "b", golden)
     (tmp_path / "b" / "release").touch()  # B answers at once — when it is let in
     for partition in ("pool-a", "pool-b"):
@@ -256,15 +248,7 @@ def test_pool_limit_holds_across_the_shards_of_one_run(env, tmp_path: Path) -> N
     side (Dagster logs the ones the pool holds back), and with ``kebab_eval_system`` limited to 1
     no two calls to the system under test overlap; every query still has its row."""
     ids = ["s1", "s2"]
-    golden = write(
-        tmp_path / "golden.yaml",
-        yaml.safe_dump(
-            {
-                "name": "sharded",
-                "queries": [{"id": q, "query": q, "supports": [{"chunk_id": f"{q}-c1"}]} for q in ids],
-            }
-        ),
-    )
+    golden = echo_golden(tmp_path / "golden.yaml", "sharded", ids)
     state = tmp_path / "state"
     state.mkdir()
     config = write(
