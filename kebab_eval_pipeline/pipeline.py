@@ -307,11 +307,21 @@ def with_scoring_hits(
 ) -> RetrievalArtifact:
     """``retrieval`` (read without its hit columns) with the hits read from ``store`` in the columns
     :func:`score` consults under ``settings`` (:func:`scoring_hit_columns`) — what the
-    ``query_scores`` step scores: the IO manager reading its input does not know the settings."""
+    ``query_scores`` step scores: the IO manager reading its input does not know the settings.
+
+    The two reads must see one publication: when the hits read here have another row count than
+    ``retrieval``'s (re-published in between, which the run lock should prevent), this raises rather
+    than score one attempt's hits against another's outcomes."""
     others = {name: [] for name in ("outcomes", "citations", "known_chunks")}
     tables, _ = store.read(
         "retrieval_results", run_id, columns={"hits": scoring_hit_columns(settings), **others}
     )
+    before, now = len(retrieval.results.hits), len(tables["hits"])
+    if before != now:
+        raise RuntimeError(
+            f"retrieval_results of run {run_id!r} changed while query_scores read it ({before} hit rows, "
+            f"then {now}): materialize query_scores again"
+        )
     return dataclasses.replace(retrieval, results=dataclasses.replace(retrieval.results, hits=tables["hits"]))
 
 

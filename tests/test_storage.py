@@ -231,3 +231,7 @@ def test_scoring_reads_the_hit_columns_its_criterion_consults(tmp_path: Path):
     assert list(hits.columns) == ["query_id", "rank"] and hits["rank"].tolist() == [0, 1, 2]
     assert len(got.results.outcomes) == 2 and got.results.system.kind == "fake"
     assert as_read.results.hits.shape == (3, 0)  # the input artifact is left as read
+    # re-published between the two reads: scoring refuses rather than mix two attempts
+    store.write("retrieval_results", "r1", {**tables, "hits": frame(4)}, {"system": {"kind": "fake"}})
+    with pytest.raises(RuntimeError, match=r"changed while query_scores read it \(3 hit rows, then 4\)"):
+        with_scoring_hits(as_read, store, "r1", RunSettings(match="chunk", answers=False))
