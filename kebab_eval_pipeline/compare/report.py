@@ -130,7 +130,8 @@ def render_markdown(
     lines += [
         "## Metrics (delta = b − a)",
         "",
-        f"Paired tests over the queries both runs scored (seed {info.get('seed', 0)}): exact McNemar "
+        f"Paired tests over the queries both runs scored (seed {info.get('seed', 0)}{_resamples(info)}): "
+        "exact McNemar "
         "for 0/1 scores, sign-flip randomization otherwise; 95% CI by paired bootstrap. "
         "Significance: \\* p < 0.05, \\*\\* p < 0.01, \\*\\*\\* p < 0.001; "
         "▲ better / ▼ worse; † fewer paired queries than min_queries.",
@@ -196,17 +197,32 @@ def render_markdown(
     if drift_a or drift_b or changed:
         lines += ["", "## Golden-set drift", ""]
         if drift_a:
-            lines.append(f"- only in {md_code(a)} ({len(drift_a)}): {', '.join(map(md_text, drift_a))}")
+            lines.append(f"- only in {md_code(a)} ({len(drift_a)}): {_capped(drift_a, max_rows)}")
         if drift_b:
-            lines.append(f"- only in {md_code(b)} ({len(drift_b)}): {', '.join(map(md_text, drift_b))}")
+            lines.append(f"- only in {md_code(b)} ({len(drift_b)}): {_capped(drift_b, max_rows)}")
         if changed:
             lines.append(
                 f"- gold changed ({len(changed)}): "
-                + ", ".join(
-                    f"{md_text(c['query_id'])} ({', '.join(map(md_text, c['fields']))})" for c in changed
+                + _capped(
+                    [f"{c['query_id']} ({', '.join(c['fields'])})" for c in changed[: max_rows + 1]],
+                    max_rows,
+                    total=len(changed),
                 )
             )
     return "\n".join(lines) + "\n"
+
+
+def _capped(items: list[str], max_rows: int, total: int | None = None) -> str:
+    """The first ``max_rows`` of ``items`` (Markdown-escaped), then how many more: a golden-set
+    drift of a million queries must not become a million-name line in the UI."""
+    total = len(items) if total is None else total
+    text = ", ".join(map(md_text, items[:max_rows]))
+    return text + (f", … {total - max_rows} more (the JSON report lists all)" if total > max_rows else "")
+
+
+def _resamples(info: dict) -> str:
+    n = info.get("resamples")
+    return f", {n:,} resamples for the randomization tests and the bootstrap" if n else ""
 
 
 #: Metrics shown in the per-category tables, when the runs have them: the catalogue's summary

@@ -7,6 +7,7 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.compare.document import comparison_document
 from kebab_eval_pipeline.compare.drift import GOLD_QUERY_FIELDS, changed_gold
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.golden.model import GoldenSet
@@ -130,3 +131,45 @@ def test_comparison_lists_drift_and_flags_changed_gold(tmp_path):
     assert "## Golden-set drift" in md and "gone" in md and "new" in md and "moved (supports)" in md
     # Every query of either set has exactly one row.
     assert sorted(report.per_query["query_id"]) == ["gone", "keep", "moved", "new", "refuse"]
+
+
+def test_drift_of_many_queries_is_capped_in_the_report_and_complete_in_the_json(tmp_path):
+    # 40 queries only in a, 40 only in b, 30 with changed gold: the Markdown (shown in the UI)
+    # names the first 25 of each and says how many more; the JSON document lists every one.
+    old = [{"id": f"old{i:02d}", "query": f"old {i}?", "supports": [{"rel_path": "o.md"}]} for i in range(40)]
+    new = [{"id": f"new{i:02d}", "query": f"new {i}?", "supports": [{"rel_path": "n.md"}]} for i in range(40)]
+    moved_a = [
+        {
+            "id": f"mv{i:02d}",
+            "query": f"mv {i}?",
+            "supports": [{"rel_path": "m.md", "line_start": 1, "line_end": 2}],
+        }
+        for i in range(30)
+    ]
+    moved_b = copy.deepcopy(moved_a)
+    for q in moved_b:
+        q["supports"][0]["line_end"] = 3
+    golden_a = write_golden(tmp_path / "a.yaml", old + moved_a)
+    golden_b = write_golden(tmp_path / "b.yaml", new + moved_b)
+    trace = [{"query_id": q["id"], "hits": [hit(1, "m.md", (1, 2))]} for q in old + new + moved_a]
+    report = compare_runs(
+        replay_bundle(tmp_path, "a", golden_a, trace), replay_bundle(tmp_path, "b", golden_b, trace)
+    )
+    # the report says how many resamples its tests drew (fewer can be configured for huge runs)
+    assert "(seed 0, 10,000 resamples for the randomization tests and the bootstrap)" in report.markdown
+    drift = report.markdown.split("## Golden-set drift", 1)[1]
+    lines = [line for line in drift.splitlines() if line.startswith("- ")]
+    assert len(lines) == 3
+    only_a, only_b, changed_line = lines
+    assert only_a.startswith("- only in `a` (40): old00, old01,") and "old24" in only_a
+    assert "old25" not in only_a and only_a.endswith("… 15 more (the JSON report lists all)")
+    assert only_b.startswith("- only in `b` (40): new00,") and only_b.endswith(
+        "… 15 more (the JSON report lists all)"
+    )
+    assert changed_line.startswith("- gold changed (30): mv00 (supports), mv01 (supports),")
+    assert "mv24 (supports)" in changed_line and "mv25" not in changed_line
+    assert changed_line.endswith("… 5 more (the JSON report lists all)")
+    doc = comparison_document(report)
+    assert doc["only_in_a"] == [f"old{i:02d}" for i in range(40)]
+    assert doc["only_in_b"] == [f"new{i:02d}" for i in range(40)]
+    assert [c["query_id"] for c in doc["gold_changed"]] == [f"mv{i:02d}" for i in range(30)]
