@@ -171,18 +171,15 @@ def worker(path: Path, mode: str) -> dict:
     sys.modules.setdefault("kebab_eval_pipeline", pkg)
     from kebab_eval_pipeline.golden.load import load_golden
 
-    if mode == "load+tables":
-        from kebab_eval_pipeline.golden.tables import queries_table, supports_table
     import_rss = _rss_mib()
     t0 = time.perf_counter()
     loaded = load_golden(path)
     t1 = time.perf_counter()
-    n_supports = sum(len(q.supports) for q in loaded.golden.queries)
+    n_supports = len(loaded.columns.supports["query_id"])  # before tables() lets the columns go
     if mode == "load+tables":
         t1 = time.perf_counter()
-        queries = queries_table(loaded.golden)
-        supports = supports_table(loaded.golden)
-        assert len(queries) == len(loaded.golden.queries) and len(supports) == n_supports
+        queries, supports = loaded.tables()
+        assert len(queries) == len(loaded) and len(supports) == n_supports
     t2 = time.perf_counter()
     return {
         "load_s": t1 - t0 if mode == "load" else None,
@@ -191,7 +188,7 @@ def worker(path: Path, mode: str) -> dict:
         "import_rss_mib": import_rss,
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "hwm_mib": _hwm_mib(),
-        "queries": len(loaded.golden.queries),
+        "queries": len(loaded),
         "supports": n_supports,
         "warnings": len(loaded.warnings),
     }

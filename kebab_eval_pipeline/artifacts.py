@@ -16,7 +16,7 @@ import pandas as pd
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
-from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
+from kebab_eval_pipeline.golden.tables import golden_from_tables
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary
 from kebab_eval_pipeline.systems.runner import RetrievalResults
@@ -39,17 +39,17 @@ class GoldenArtifact:
 
     @classmethod
     def from_loaded(cls, loaded: LoadedGolden) -> GoldenArtifact:
-        g = loaded.golden
         info = {
-            "name": g.name,
-            "source": g.source,
-            "format": g.format,
-            "sha256": g.sha256,
-            "schema_version": g.schema_version,
+            "name": loaded.name,
+            "source": loaded.source,
+            "format": loaded.format,
+            "sha256": loaded.sha256,
+            "schema_version": loaded.schema_version,
             "files": loaded.files,
             "warnings": loaded.warnings,
         }
-        return cls(queries_table(g), supports_table(g), info)
+        queries, supports = loaded.tables()
+        return cls(queries.copy(deep=False), supports.copy(deep=False), info)
 
     @property
     def sha256(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -308,19 +309,31 @@ def with_scoring_hits(
     """``retrieval`` (read without its hit columns) with the hits read from ``store`` in the columns
     :func:`score` consults under ``settings`` (:func:`scoring_hit_columns`) — what the
     ``query_scores`` step scores: the IO manager reading its input does not know the settings.
+    See :func:`with_stored_hits`."""
+    return with_stored_hits(retrieval, store, run_id, scoring_hit_columns(settings), "query_scores")
+
+
+#: The stored hit columns :func:`judge.inputs.judge_inputs` builds the judge's context from.
+JUDGE_HIT_COLUMNS = ("query_id", "rank", "chunk_id", "doc_id", "doc_path", "heading_path", "snippet")
+
+
+def with_stored_hits(
+    retrieval: RetrievalArtifact, store: RunStore, run_id: str, columns: Sequence[str], step: str
+) -> RetrievalArtifact:
+    """``retrieval`` (read by the IO manager without its hit columns) with the hits read from
+    ``store`` in ``columns`` only: a step that needs a few columns of the hits, or none under some
+    settings, reads them itself.
 
     The two reads must see one publication: when the hits read here have another row count than
     ``retrieval``'s (re-published in between, which the run lock should prevent), this raises rather
-    than score one attempt's hits against another's outcomes."""
+    than use one attempt's hits with another's outcomes."""
     others = {name: [] for name in ("outcomes", "citations", "known_chunks")}
-    tables, _ = store.read(
-        "retrieval_results", run_id, columns={"hits": scoring_hit_columns(settings), **others}
-    )
+    tables, _ = store.read("retrieval_results", run_id, columns={"hits": list(columns), **others})
     before, now = len(retrieval.results.hits), len(tables["hits"])
     if before != now:
         raise RuntimeError(
-            f"retrieval_results of run {run_id!r} changed while query_scores read it ({before} hit rows, "
-            f"then {now}): materialize query_scores again"
+            f"retrieval_results of run {run_id!r} changed while {step} read it ({before} hit rows, "
+            f"then {now}): materialize {step} again"
         )
     return dataclasses.replace(retrieval, results=dataclasses.replace(retrieval.results, hits=tables["hits"]))
 

@@ -55,7 +55,7 @@ def golden_validate(
     for w in warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     summary = golden_summary(artifact.queries)
-    out.print(f"ok: {summary_line(summary)} format {loaded.golden.format}", markup=False, highlight=False)
+    out.print(f"ok: {summary_line(summary)} format {loaded.format}", markup=False, highlight=False)
     if probe is not None:
         print_probe(settings.system.kind, probe)
         if probe.error is not None:
@@ -89,7 +89,7 @@ def golden_convert(
         sys.stdout.write(text)
     else:
         atomic.write_text(out_path, text)
-        err.print(f"wrote {len(loaded.golden.queries)} queries to {out_path}")
+        err.print(f"wrote {len(loaded)} queries to {out_path}")
 
 
 def golden_schema(

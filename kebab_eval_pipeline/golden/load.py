@@ -14,18 +14,20 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
+from kebab_eval_pipeline.golden.columns import GoldenColumns
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
-from kebab_eval_pipeline.golden.validate import validate_queries
+from kebab_eval_pipeline.golden.validate import QueryChecks
 from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
 from kebab_eval_pipeline.read_once import ReadOnce
 from kebab_eval_pipeline.yaml_io import (
@@ -40,6 +42,9 @@ from kebab_eval_pipeline.yaml_io import (
     read_text_and_sha256,
     surrogate_paths,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GOLDEN_PARSER_VERSION = "golden-2"
 READERS: dict[str, ModuleType] = {
@@ -56,11 +61,49 @@ GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 @dataclass
 class LoadedGolden:
-    """A validated golden set plus what loading it noticed."""
+    """A validated golden set, plus what loading it noticed.
 
-    golden: GoldenSet
+    Held as table columns (:class:`GoldenColumns`), never as a model per query (a million
+    queries as pydantic models took gigabytes); :attr:`golden` rebuilds the model on demand for
+    the commands that need it (conversion, checks on small sets)."""
+
+    columns: GoldenColumns | None  # None once turned into tables (see tables())
+    name: str
+    source: str
+    format: str
+    sha256: str
     files: list[str]
     warnings: list[str] = field(default_factory=list)
+    schema_version: str = SCHEMA_VERSION
+    _tables: tuple[pd.DataFrame, pd.DataFrame] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.columns) if self.columns is not None else len(self.tables()[0])
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The (queries, supports) tables, built once; the column lists are let go then (a
+        parse kept for the run holds each value once, in the tables). Callers must not modify
+        the frames in place (copy first)."""
+        if self._tables is None:
+            assert self.columns is not None
+            self._tables = (self.columns.queries_frame(), self.columns.supports_frame())
+            self.columns = None
+        return self._tables
+
+    @cached_property
+    def golden(self) -> GoldenSet:
+        from kebab_eval_pipeline.golden.tables import golden_from_tables
+
+        queries, supports = self.tables()
+        return golden_from_tables(
+            queries,
+            supports,
+            name=self.name,
+            source=self.source,
+            format=self.format,
+            sha256=self.sha256,
+            schema_version=self.schema_version,
+        )
 
 
 @dataclass
@@ -349,8 +392,17 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
     files = _expand([paths] if isinstance(paths, str | Path) else paths)
     warnings: list[str] = []
     offenders: list[Offender] = []
-    queries: list[GoldenQuery] = []
-    sources: list[tuple[_FileState, RawQuery]] = []
+    columns = GoldenColumns()
+    # Where each tabled query stands: a JSONL line number, else its entry (for its key path).
+    sources: list[tuple[_FileState, RawQuery | int]] = []
+
+    def source_of(i: int) -> tuple[str, str | None]:
+        state, where = sources[i]
+        return str(state.path), f"line {where}" if isinstance(where, int) else state.position(where)
+
+    # Meaning checks run as each query is validated (the model is then tabled and let go); their
+    # offenders follow the schema offenders, as when every model was checked at the end.
+    checks = QueryChecks(source_of)
     states: list[_FileState] = []
     digests: list[tuple[str, str]] = []
     for path in files:
@@ -385,11 +437,11 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                 ]
                 continue
             fields = _map_entry(state, raw, offenders)
+            raw.fields = None  # its position is all that is needed of it from here on
             if fields is None:
                 continue
             try:
-                queries.append(GoldenQuery.model_validate(fields))
-                sources.append((state, raw))
+                query = GoldenQuery.model_validate(fields)
             except ValidationError as exc:
                 qid = fields.get("id")
                 for err in exc.errors():
@@ -403,6 +455,11 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                             field=field_name,
                         )
                     )
+                continue
+            sources.append((state, raw.line if raw.line is not None else raw))
+            checks.check(len(columns), query)
+            columns.add(query)
+        state.raws = []
         for name, (count, position, qid) in sorted(state.unknown.items()):
             where = f"{position}" + (f", query {qid!r}" if qid else "")
             warnings.append(
@@ -410,23 +467,20 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                 f"(first at {where})"
             )
 
-    def source_of(i: int) -> tuple[str, str | None]:
-        state, raw = sources[i]
-        return str(state.path), state.position(raw)
-
-    offenders += validate_queries(queries, source_of)
-    if not queries and not offenders:
+    offenders += checks.finish()
+    if not len(columns) and not offenders:
         offenders.append(Offender(", ".join(map(str, files)), "golden set holds no queries", position=TOP))
     if offenders:
         raise InputError("golden set is invalid", offenders)
-    golden = GoldenSet(
+    return LoadedGolden(
+        columns=columns,
         name=next((s.name for s in states if s.name), "") or files[0].stem,
         source=", ".join(str(f) for f in files),
         format="+".join(sorted({s.fmt for s in states})),
         sha256=_combine(digests),
-        queries=queries,
+        files=[str(f) for f in files],
+        warnings=warnings,
     )
-    return LoadedGolden(golden=golden, files=[str(f) for f in files], warnings=warnings)
 
 
 def _combine(digests: list[tuple[str, str]]) -> str:

@@ -11,44 +11,18 @@ import json
 
 import pandas as pd
 
+from kebab_eval_pipeline.golden.columns import QUERY_COLUMNS, SUPPORT_COLUMNS, GoldenColumns
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 
-QUERY_COLUMNS: dict[str, str] = {
-    "query_id": "string",
-    "query": "string",
-    "lang": "string",
-    "answerable": "bool",
-    "category": "string",
-    "difficulty": "string",
-    "tags": "object",  # list[str]
-    "group": "string",
-    "pending": "bool",
-    "n_supports": "int64",
-    "required_support_groups": "string",  # JSON list[list[int]]: rarely used, kept exact
-    "must_contain": "object",  # list[str]
-    "forbidden": "object",
-    "gold_claim_substr": "object",
-    "recency_rule": "string",
-    "expected_kind": "string",
-    "notes": "string",
-    "constraints": "object",  # list[str]
-}
-
-SUPPORT_COLUMNS: dict[str, str] = {
-    "query_id": "string",
-    "support_idx": "int64",
-    "chunk_id": "string",
-    "doc_id": "string",
-    "rel_path": "string",
-    "heading_path": "object",  # list[str] or None
-    "line_start": "Int64",
-    "line_end": "Int64",
-    "snippet": "string",
-    "symbol": "string",
-    "symbol_kind": "string",
-    "section": "string",
-    "grade": "int64",
-}
+__all__ = [
+    "QUERY_COLUMNS",
+    "SUPPORT_COLUMNS",
+    "GoldenColumns",
+    "golden_from_tables",
+    "queries_table",
+    "supports_table",
+    "typed_frame",
+]
 
 
 def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> pd.DataFrame:
@@ -57,43 +31,21 @@ def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> 
     return frame.astype(columns)
 
 
+def _columns(golden: GoldenSet) -> GoldenColumns:
+    cols = GoldenColumns()
+    for q in golden.queries:
+        cols.add(q)
+    return cols
+
+
 def queries_table(golden: GoldenSet) -> pd.DataFrame:
-    rows = [
-        {
-            "query_id": q.id,
-            "query": q.query,
-            "lang": q.lang,
-            "answerable": q.answerable,
-            "category": q.category,
-            "difficulty": q.difficulty,
-            "tags": list(q.tags),
-            "group": q.group,
-            "pending": q.pending,
-            "n_supports": len(q.supports),
-            # rarely set: "[]" written directly (json.dumps per query cost seconds at 20k queries)
-            "required_support_groups": json.dumps(q.required_support_groups)
-            if q.required_support_groups
-            else "[]",
-            "must_contain": list(q.must_contain),
-            "forbidden": list(q.forbidden),
-            "gold_claim_substr": list(q.gold_claim_substr),
-            "recency_rule": q.recency_rule,
-            "expected_kind": q.expected_kind,
-            "notes": q.notes,
-            "constraints": list(q.constraints),
-        }
-        for q in golden.queries
-    ]
-    return typed_frame(rows, QUERY_COLUMNS)
+    """One row per query (:data:`QUERY_COLUMNS`)."""
+    return _columns(golden).queries_frame()
 
 
 def supports_table(golden: GoldenSet) -> pd.DataFrame:
-    rows = [
-        {"query_id": q.id, "support_idx": i, **s.model_dump()}
-        for q in golden.queries
-        for i, s in enumerate(q.supports)
-    ]
-    return typed_frame(rows, SUPPORT_COLUMNS)
+    """One row per support of every query (:data:`SUPPORT_COLUMNS`), in query then support order."""
+    return _columns(golden).supports_frame()
 
 
 def _none_if_na(value):

@@ -19,67 +19,84 @@ def validate_queries(
 
     Returns the offenders; an empty list means the set is valid.
     """
-    offenders: list[Offender] = []
-
-    def add(i: int, q: GoldenQuery, field: str, reason: str) -> None:
-        file, position = source_of(i)
-        offenders.append(Offender(file, reason, position=position, query_id=q.id, field=field))
-
-    first_seen: dict[str, int] = {}
+    checks = QueryChecks(source_of)
     for i, q in enumerate(queries):
+        checks.check(i, q)
+    return checks.finish()
+
+
+class QueryChecks:
+    """The checks of :func:`validate_queries`, fed one query at a time (``check``), so a loader can
+    let each query's model go once it is checked and tabled: what the cross-query checks need later
+    (first index per id; per intent group, each member's id and expected documents) is kept, not
+    the models. ``finish`` adds the intent-group checks and returns every offender, in the order
+    :func:`validate_queries` gives them."""
+
+    def __init__(self, source_of: Callable[[int], tuple[str, str | None]]) -> None:
+        self.source_of = source_of
+        self.offenders: list[Offender] = []
+        self.first_seen: dict[str, int] = {}
+        self.groups: dict[str, list[tuple[int, str, frozenset[str]]]] = {}
+
+    def _add(self, i: int, qid: str, field: str, reason: str) -> None:
+        file, position = self.source_of(i)
+        self.offenders.append(Offender(file, reason, position=position, query_id=qid, field=field))
+
+    def check(self, i: int, q: GoldenQuery) -> None:
+        """Query ``i``'s own checks, and its id against the ids before it."""
+        add = self._add
         if not q.id.strip():
-            add(i, q, "id", "empty id")
+            add(i, q.id, "id", "empty id")
         elif (problem := id_problem(q.id, query_id=True)) is not None:
-            add(i, q, "id", f"query id {problem}: ids become TREC query ids and file names")
-        if q.id in first_seen:
-            other_file, other_pos = source_of(first_seen[q.id])
-            add(i, q, "id", f"duplicate id (first at {other_file}:{other_pos or '?'})")
+            add(i, q.id, "id", f"query id {problem}: ids become TREC query ids and file names")
+        if q.id in self.first_seen:
+            other_file, other_pos = self.source_of(self.first_seen[q.id])
+            add(i, q.id, "id", f"duplicate id (first at {other_file}:{other_pos or '?'})")
         else:
-            first_seen[q.id] = i
+            self.first_seen[q.id] = i
         if not q.query.strip():
-            add(i, q, "query", "empty query")
+            add(i, q.id, "query", "empty query")
         for j, s in enumerate(q.supports):
             for name in ("chunk_id", "doc_id"):
                 value = getattr(s, name)
                 if value is not None and (problem := id_problem(value)) is not None:
-                    add(i, q, f"supports[{j}].{name}", f"{name} {problem}")
+                    add(i, q.id, f"supports[{j}].{name}", f"{name} {problem}")
             if s.is_empty():
-                add(i, q, f"supports[{j}]", "support names no evidence (no id, path, lines or snippet)")
+                add(i, q.id, f"supports[{j}]", "support names no evidence (no id, path, lines or snippet)")
             if q.pending:
                 continue  # pending entries may carry placeholder line ranges
             if (s.line_start is not None and s.line_start < 1) or (s.line_end is not None and s.line_end < 1):
-                add(i, q, f"supports[{j}]", "line numbers must be positive (1-based)")
+                add(i, q.id, f"supports[{j}]", "line numbers must be positive (1-based)")
             if s.line_start is not None and s.line_end is not None and s.line_start > s.line_end:
-                add(i, q, f"supports[{j}]", f"line_start {s.line_start} > line_end {s.line_end}")
+                add(i, q.id, f"supports[{j}]", f"line_start {s.line_start} > line_end {s.line_end}")
         for g, group in enumerate(q.required_support_groups):
             if not group:
-                add(i, q, f"required_support_groups[{g}]", "empty group can never be satisfied")
+                add(i, q.id, f"required_support_groups[{g}]", "empty group can never be satisfied")
             bad = [ix for ix in group if not 0 <= ix < len(q.supports)]
             if bad:
                 add(
                     i,
-                    q,
+                    q.id,
                     f"required_support_groups[{g}]",
                     f"index {bad} out of range (the query has {len(q.supports)} supports)",
                 )
         if not q.answerable and q.supports:
-            add(i, q, "supports", "an unanswerable query must not list gold supports")
-
-    # Intent groups: paraphrases of one question must expect the same documents.
-    groups: dict[str, list[int]] = {}
-    for i, q in enumerate(queries):
+            add(i, q.id, "supports", "an unanswerable query must not list gold supports")
         if q.group:
-            groups.setdefault(q.group, []).append(i)
-    for name, members in groups.items():
-        reference = queries[members[0]].expected_doc_ids()
-        for i in members[1:]:
-            docs = queries[i].expected_doc_ids()
-            if docs != reference:
-                add(
-                    i,
-                    queries[i],
-                    "group",
-                    f"group {name!r}: expected docs {sorted(docs)} differ from "
-                    f"{queries[members[0]].id!r}'s {sorted(reference)}",
-                )
-    return offenders
+            self.groups.setdefault(q.group, []).append((i, q.id, q.expected_doc_ids()))
+
+    def finish(self) -> list[Offender]:
+        """Every offender: the per-query ones in query order, then the intent groups' (paraphrases
+        of one question must expect the same documents)."""
+        for name, members in self.groups.items():
+            _, first_id, reference = members[0]
+            for i, qid, docs in members[1:]:
+                if docs != reference:
+                    self._add(
+                        i,
+                        qid,
+                        "group",
+                        f"group {name!r}: expected docs {sorted(docs)} differ from "
+                        f"{first_id!r}'s {sorted(reference)}",
+                    )
+        return self.offenders

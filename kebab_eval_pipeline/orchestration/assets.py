@@ -396,7 +396,12 @@ def retrieval_results(golden_set, system_under_test):
     return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
 
 
-@dg.op(out=dg.DynamicOut(io_manager_key=SHARD_IO))
+@dg.op(
+    out=dg.DynamicOut(io_manager_key=SHARD_IO),
+    # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
+    # a run without a judge never loads them again after collect_retrieval wrote them.
+    ins={"retrieval_results": dg.In(metadata={"columns": {"hits": []}})},
+)
 def plan_judging(
     context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
@@ -409,6 +414,14 @@ def plan_judging(
     ``shard_queries`` (no shard when the judge is off)."""
     progress.stage("judge")
     settings = eval_settings.load(system_under_test)
+    if settings.judge is not None:
+        retrieval_results = pipeline.with_stored_hits(
+            retrieval_results,
+            artifact_storage.store(),
+            context.partition_key,
+            pipeline.JUDGE_HIT_COLUMNS,
+            "judge",
+        )
     shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
     _clear_old_shards(context, artifact_storage)
     yield from _shard_outputs(shards)
