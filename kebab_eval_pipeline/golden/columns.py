@@ -51,6 +51,14 @@ SUPPORT_COLUMNS: dict[str, str] = {
 }
 
 
+def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> pd.DataFrame:
+    """Build a DataFrame with exactly ``columns`` (in order) and their declared dtypes."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=list(columns))
+    return frame.astype(columns)
+
+
 #: The support fields, in SUPPORT_COLUMNS order (after query_id and support_idx).
 _SUPPORT_FIELDS = tuple(SUPPORT_COLUMNS)[2:]
 
@@ -101,11 +109,7 @@ class GoldenColumns:
                 sup[name].append(values[name])
 
     def queries_frame(self) -> pd.DataFrame:
-        from kebab_eval_pipeline.golden.tables import typed_frame
-
         return typed_frame(self.queries, QUERY_COLUMNS)
 
     def supports_frame(self) -> pd.DataFrame:
-        from kebab_eval_pipeline.golden.tables import typed_frame
-
         return typed_frame(self.supports, SUPPORT_COLUMNS)

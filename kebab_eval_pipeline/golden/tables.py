@@ -11,7 +11,7 @@ import json
 
 import pandas as pd
 
-from kebab_eval_pipeline.golden.columns import QUERY_COLUMNS, SUPPORT_COLUMNS, GoldenColumns
+from kebab_eval_pipeline.golden.columns import QUERY_COLUMNS, SUPPORT_COLUMNS, GoldenColumns, typed_frame
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 
 __all__ = [
@@ -23,12 +23,6 @@ __all__ = [
     "supports_table",
     "typed_frame",
 ]
-
-
-def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> pd.DataFrame:
-    """Build a DataFrame with exactly ``columns`` (in order) and their declared dtypes."""
-    frame = pd.DataFrame(rows, columns=list(columns))
-    return frame.astype(columns)
 
 
 def _columns(golden: GoldenSet) -> GoldenColumns:
