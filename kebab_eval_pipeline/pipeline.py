@@ -135,10 +135,11 @@ def plan_retrieval(
     k = max(max(settings.k), settings.mrr_cutoff)
     queries = golden.queries[["query_id", "query"]]
     bounds = shard_bounds(len(queries), shard_queries or settings.shard_queries)
-    # Only an adapter whose run-level warnings need the whole run's ids gets them with each shard.
-    expected = None
-    if hasattr(system, "expect") and len(bounds) > 1:
-        expected = [str(q) for q in queries["query_id"]]
+    # An adapter whose run-level warnings depend on the whole run's ids (replay: trace queries no
+    # golden query asks) has them worked out once, here; the first shard carries them.
+    run_warnings = None
+    if hasattr(system, "run_level_warnings") and len(bounds) > 1:
+        run_warnings = system.run_level_warnings(queries["query_id"].tolist())
     return [
         QueryShard(
             i,
@@ -147,7 +148,7 @@ def plan_retrieval(
             k,
             queries.iloc[start:stop].reset_index(drop=True),
             stale if i == 0 else [],
-            expected,
+            None if run_warnings is None else run_warnings if i == 0 else [],
         )
         for i, (start, stop) in enumerate(bounds)
     ]
@@ -165,7 +166,7 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
         answers=settings.answers,
         progress=report,
         known_chunks=shard.index == 0,
-        expected_ids=shard.expected_ids,
+        run_warnings=shard.run_warnings,
     )
     return RetrievalShardResult(shard.index, shard.k, piece, shard.stale)
 

@@ -43,8 +43,12 @@ class QueryShard:
     """One shard of a run's golden queries (``query_id``, ``query``): the ``index``-th, starting at
     query ``start`` of ``total``, asking for ``k`` hits. The first shard also carries what the plan
     found for the run as a whole (``stale``: the stale-golden warnings), so the collecting step gets
-    it from the first piece. ``expected_ids``: the whole run's query ids, for an adapter whose
-    run-level warnings depend on them (None otherwise)."""
+    it from the first piece. ``run_warnings``: the adapter's warnings about the run as a whole (a
+    replayed trace's queries no golden query asks), worked out once by the plan over the whole
+    run and carried by the first shard (the others carry ``[]``); None when the adapter has none
+    to work out that way or the run is one shard (the shard's adapter then reports its own).
+    Planning used to send every shard the whole run's query ids instead: a 1M-query run wrote and
+    read a million ids per shard."""
 
     index: int
     start: int
@@ -52,25 +56,23 @@ class QueryShard:
     k: int
     queries: pd.DataFrame
     stale: list[str] = field(default_factory=list)
-    expected_ids: list[str] | None = None
+    run_warnings: list[str] | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"queries": self.queries}
-        if self.expected_ids is not None:
-            tables["expected"] = pd.DataFrame({"query_id": pd.array(self.expected_ids, dtype="string")})
         info = {
             "index": self.index,
             "start": self.start,
             "total": self.total,
             "k": self.k,
             "stale": self.stale,
+            "run_warnings": self.run_warnings,
         }
         return tables, info
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> QueryShard:
-        expected = tables.get("expected")
-        ids = None if expected is None else [str(q) for q in expected["query_id"]]
+        given = info.get("run_warnings")
         return cls(
             info["index"],
             info["start"],
@@ -78,7 +80,7 @@ class QueryShard:
             info["k"],
             tables["queries"],
             list(info["stale"]),
-            ids,
+            None if given is None else list(given),
         )
 
 

@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -489,8 +489,8 @@ class ReplaySystem(OpaqueSystem):
 
     def __init__(self, settings: ReplaySystemSettings) -> None:
         self.settings = settings
-        self.run_warnings: list[str] = []
-        self._expected: frozenset[str] | None = None  # the run's query ids, when one call asks a shard
+        self._asked: set[str] = set()  # the query ids asked so far
+        self._run_warnings: list[str] | None = None  # worked out when read (run_warnings)
         self.path = Path(settings.path)
         # read once per process while the file is unchanged: a run builds its system several times
         self.records, self.format, self._reported, self.read_warnings, self._sha256 = cached_trace(
@@ -505,10 +505,27 @@ class ReplaySystem(OpaqueSystem):
         )
         return apply_version_report(info, {k: v for k, v in self._reported.items() if v is not None})
 
-    def expect(self, query_ids: Sequence[str]) -> None:
-        """The whole run's query ids: the next calls ask shards of them, and a trace query is
-        reported as not in the golden set only when the whole run does not ask it."""
-        self._expected = frozenset(query_ids)
+    def run_level_warnings(self, query_ids: Iterable[str]) -> list[str]:
+        """The warnings about a run that asks ``query_ids`` (all of them, whatever its shards): the
+        trace's read warnings, and its queries no golden query asks (ignored). One pass over the
+        trace: a sharded run's plan calls this once for the whole run."""
+        asked = query_ids if isinstance(query_ids, set | frozenset) else set(query_ids)
+        extra = [qid for qid in self.records if qid not in asked]
+        warnings = list(self.read_warnings)
+        if extra:
+            warnings.append(
+                f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
+                f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
+            )
+        return warnings
+
+    @property
+    def run_warnings(self) -> list[str]:
+        """Run-level warnings (not any one query's) for the queries asked so far; the runner
+        reports them without a query id."""
+        if self._run_warnings is None:
+            self._run_warnings = self.run_level_warnings(self._asked)
+        return self._run_warnings
 
     def run_queries(
         self,
@@ -529,15 +546,8 @@ class ReplaySystem(OpaqueSystem):
                 outcomes.append(self._outcome(request, k, answers))
                 if progress:
                     progress(n, len(requests))
-        asked = wanted if self._expected is None else self._expected
-        extra = [qid for qid in self.records if qid not in asked]
-        # Run-level warnings (not any one query's): the runner reports them without a query id.
-        self.run_warnings = list(self.read_warnings)
-        if extra:
-            self.run_warnings.append(
-                f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
-                f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
-            )
+        self._asked |= wanted
+        self._run_warnings = None
         return outcomes
 
     def _outcome(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:

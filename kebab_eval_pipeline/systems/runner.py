@@ -192,14 +192,14 @@ def run_piece(
     answers: bool,
     progress: Progress | None = None,
     known_chunks: bool = True,
-    expected_ids: list[str] | None = None,
+    run_warnings: list[str] | None = None,
 ) -> RetrievalPiece:
     """Search (and, when ``answers``, ask) every query of ``queries`` (columns ``query_id``,
     ``query``): the whole golden set, or one shard of it. ``k`` is how many hits to request;
     ``known_chunks``: also ask the system which chunk ids it holds (one piece per run needs to);
-    ``expected_ids``: the whole run's query ids, told to an adapter whose run-level warnings depend
-    on them (``expect``: replay's trace queries not in the golden set), so a shard does not report
-    the other shards' queries as unknown.
+    ``run_warnings``: the adapter's warnings about the whole run, worked out by the plan of a sharded
+    run (replay's trace queries not in the golden set: a shard alone would report the other shards'
+    queries as unknown); None: the adapter's own ``run_warnings`` after these queries.
 
     One outcome row per query (``error`` is ``"error_class: message"``; a failed query keeps its
     row, with the hits found before the failure). Per-query adapters are called in batches
@@ -210,8 +210,6 @@ def run_piece(
             QueryRequest(query_id=str(qid), query=str(text))
             for qid, text in zip(queries["query_id"].tolist(), queries["query"].tolist(), strict=True)
         ]
-    if expected_ids is not None and hasattr(system, "expect"):
-        system.expect(expected_ids)
     outcome_rows: list[dict] = []
     citation_rows: list[dict] = []
     warnings: list[str] = []
@@ -228,7 +226,7 @@ def run_piece(
     hits = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
     # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries);
     # read before the known chunks and the info, as an unsharded run always did.
-    run_warnings = list(getattr(system, "run_warnings", ()))
+    run_warnings = list(getattr(system, "run_warnings", ()) if run_warnings is None else run_warnings)
     return RetrievalPiece(
         outcomes=typed_frame(outcome_rows, OUTCOME_COLUMNS),
         hits=hits,
