@@ -30,6 +30,7 @@ from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.orchestration.run_lock import PARTITION_TAG
 from kebab_eval_pipeline.shards import SHARD_TYPES
+from kebab_eval_pipeline.store.frames import table_to_frame
 
 SHARDS_DIR = "_shards"
 VALUE_FILE = "_value.json"
@@ -72,7 +73,7 @@ def read_value(folder: UPath):
     """The value :func:`write_value` stored in ``folder``."""
     doc = json.loads((folder / VALUE_FILE).read_bytes())
     tables = {
-        name: pq.read_table(io.BytesIO((folder / f"{name}.parquet").read_bytes())).to_pandas()
+        name: table_to_frame(pq.read_table(io.BytesIO((folder / f"{name}.parquet").read_bytes())))
         for name in doc["tables"]
     }
     return SHARD_TYPES[doc["type"]].from_tables(tables, doc["info"])

@@ -34,6 +34,7 @@ from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
 
 # defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
+from kebab_eval_pipeline.store.frames import table_to_frame
 from kebab_eval_pipeline.store.layout import MANIFEST
 
 _READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
@@ -227,7 +228,7 @@ def _read_columns(file: pq.ParquetFile, columns: Sequence[str] | None) -> pd.Dat
     if columns is not None:  # in the file's (the declared) order
         wanted = set(columns)
         columns = [c for c in file.schema_arrow.names if c in wanted]
-    return file.read(columns=columns).to_pandas()
+    return table_to_frame(file.read(columns=columns))
 
 
 def read_frame(source: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:

@@ -1,0 +1,56 @@
+"""Stored tables read back without an object per empty list (store/frames.py): the same frame
+``to_pandas`` gives, value for value, with one shared read-only empty array."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kebab_eval_pipeline.store.frames import EMPTY_LIST, table_to_frame
+
+heading = st.one_of(st.none(), st.lists(st.one_of(st.none(), st.text(max_size=5)), max_size=3))
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return list(a) == list(b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.text(max_size=4), heading, st.integers(-5, 5)), max_size=40),
+    chunks=st.integers(1, 3),
+)
+def test_table_to_frame_equals_to_pandas_value_for_value(rows, chunks):
+    frame = pd.DataFrame(
+        {
+            "query_id": pd.array([r[0] for r in rows], dtype="string"),
+            "heading_path": pd.Series([r[1] for r in rows], dtype=object),
+            "rank": np.array([r[2] for r in rows], dtype=np.int64),
+        }
+    )
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    size = max(1, len(rows) // chunks)
+    table = pa.concat_tables([table.slice(i, size) for i in range(0, len(rows), size)] or [table])
+    want, got = table.to_pandas(), table_to_frame(table)
+    assert list(got.columns) == list(want.columns) == ["query_id", "heading_path", "rank"]
+    assert got.dtypes.to_dict() == want.dtypes.to_dict()
+    pd.testing.assert_series_equal(got["query_id"], want["query_id"])
+    pd.testing.assert_series_equal(got["rank"], want["rank"])
+    assert all(_same(a, b) for a, b in zip(got["heading_path"], want["heading_path"], strict=True))
+    for value, written in zip(got["heading_path"], (r[1] for r in rows), strict=True):
+        if written == []:
+            assert value is EMPTY_LIST  # one shared array, not one per row
+
+
+def test_the_shared_empty_list_cannot_be_changed_in_place():
+    table = pa.table({"heading_path": pa.array([[], []], pa.list_(pa.string()))})
+    value = table_to_frame(table)["heading_path"].iloc[0]
+    assert value is EMPTY_LIST and len(value) == 0
+    with pytest.raises(ValueError):
+        value.resize(3)
