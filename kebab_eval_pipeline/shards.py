@@ -13,7 +13,7 @@ artifacts, where any worker can read it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -93,6 +93,10 @@ class RetrievalShardResult:
     k: int
     piece: RetrievalPiece
     stale: list[str] = field(default_factory=list)
+
+    #: Read back as Arrow (orchestration/shard_io.py): the collecting step concatenates the shards'
+    #: hits and writes them without a pandas copy (10M rows at a million queries × 10 hits).
+    ARROW_TABLES: ClassVar[tuple[str, ...]] = ("hits",)
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         p = self.piece

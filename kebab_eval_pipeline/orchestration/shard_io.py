@@ -63,7 +63,8 @@ def write_value(folder: UPath, value) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
         buffer = io.BytesIO()
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
+        table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, buffer)
         atomic.write_bytes(folder / f"{name}.parquet", buffer.getvalue())
     doc = {"type": type(value).__name__, "tables": sorted(tables), "info": info}
     atomic.write_bytes(folder / VALUE_FILE, json.dumps(doc, sort_keys=True, default=str).encode("utf-8"))
@@ -72,11 +73,15 @@ def write_value(folder: UPath, value) -> None:
 def read_value(folder: UPath):
     """The value :func:`write_value` stored in ``folder``."""
     doc = json.loads((folder / VALUE_FILE).read_bytes())
-    tables = {
-        name: table_to_frame(pq.read_table(io.BytesIO((folder / f"{name}.parquet").read_bytes())))
-        for name in doc["tables"]
-    }
-    return SHARD_TYPES[doc["type"]].from_tables(tables, doc["info"])
+    kind = SHARD_TYPES[doc["type"]]
+    # Tables a value type keeps in Arrow (a retrieval shard's hits: concatenated and written as
+    # they are by the collecting step, never turned into pandas there).
+    arrow = getattr(kind, "ARROW_TABLES", ())
+    tables = {}
+    for name in doc["tables"]:
+        table = pq.read_table(io.BytesIO((folder / f"{name}.parquet").read_bytes()))
+        tables[name] = table if name in arrow else table_to_frame(table)
+    return kind.from_tables(tables, doc["info"])
 
 
 class ShardIOManager(dg.ConfigurableIOManager):

@@ -60,12 +60,13 @@ class ArtifactStore:
         self,
         asset: str,
         run_id: str,
-        tables: dict[str, pd.DataFrame],
+        tables: dict[str, pd.DataFrame | pa.Table],
         info: dict[str, Any],
         files: dict[str, bytes] | None = None,
         dagster_run_id: str | None = None,
     ) -> str:
-        """Write one attempt — tables, then any report ``files`` (name → bytes) — and publish it
+        """Write one attempt — tables (DataFrames, or Arrow tables made from them, written as
+        they are), then any report ``files`` (name → bytes) — and publish it
         by replacing the manifest; returns the attempt id. ``dagster_run_id`` (the Dagster run that
         wrote it) is stamped in the manifest, so a process can tell its own results from another's."""
         run_dir = self._run_dir(asset, run_id)
@@ -76,7 +77,11 @@ class ArtifactStore:
         with atomic.locked(run_dir / attempt):
             attempt_dir.mkdir(parents=True, exist_ok=True)
             for name, frame in tables.items():
-                table = pa.Table.from_pandas(frame, preserve_index=False)
+                table = (
+                    frame
+                    if isinstance(frame, pa.Table)
+                    else pa.Table.from_pandas(frame, preserve_index=False)
+                )
                 buffer = io.BytesIO()
                 pq.write_table(table, buffer)
                 atomic.write_bytes(attempt_dir / f"{name}.parquet", buffer.getvalue())

@@ -195,3 +195,52 @@ def test_merged_warnings_are_the_whole_runs_first_ones() -> None:
     assert whole.warnings[0] == "trace: 2 unknown" and whole.warnings[-1] == "… and 41 more warnings"
     assert len(whole.warnings) == MAX_WARNINGS + 1
     assert sharded.outcomes["query_id"].tolist() == ["a", "b", "c"]
+
+
+def test_pieces_read_back_in_arrow_merge_to_the_same_hits_and_versions(tmp_path: Path) -> None:
+    """The collecting step merges the shards' hits in Arrow (shard_io keeps them so): the written
+    table equals the pandas merge row for row, an all-empty heading_path (list<null>) unifies with
+    one that has headings, and the versions reported on hits are counted alike."""
+    import pyarrow as pa
+
+    from kebab_eval_pipeline.orchestration.shard_io import read_value, write_value
+    from kebab_eval_pipeline.shards import RetrievalShardResult
+
+    def hit(qid: str, rank: int, headings: list[str], version: str | None) -> dict:
+        return {
+            "query_id": qid,
+            "rank": rank,
+            "chunk_id": f"{qid}-{rank}",
+            "heading_path": headings,
+            "score": 1.0 / rank,
+            "index_version": version,
+        }
+
+    def piece(rows: list[dict], qids: list[str]) -> RetrievalPiece:
+        return RetrievalPiece(
+            outcomes=typed_frame(
+                [_outcome_row(QueryOutcome(query_id=q), False) for q in qids], OUTCOME_COLUMNS
+            ),
+            hits=typed_frame(rows, HIT_COLUMNS),
+            citations=typed_frame([], CITATION_COLUMNS),
+            known_chunks=typed_frame({"chunk_id": []}, {"chunk_id": "string"}),
+            system=SystemInfo(kind="replay"),
+        )
+
+    first = piece([hit("a", 1, [], "v1"), hit("a", 2, [], None)], ["a"])  # no headings at all
+    second = piece([hit("b", 1, ["Guide", "Install"], "v2"), hit("c", 1, [], "v1")], ["b", "c"])
+    in_pandas = merge_pieces([first, second])
+    read_back = []
+    for i, p in enumerate((first, second)):
+        write_value(tmp_path / str(i), RetrievalShardResult(i, 10, p))
+        read_back.append(read_value(tmp_path / str(i)).piece)
+    assert all(isinstance(p.hits, pa.Table) for p in read_back)
+    in_arrow = merge_pieces(read_back)
+    assert isinstance(in_arrow.hits, pa.Table)
+    assert in_arrow.hits.schema.field("heading_path").type == pa.list_(pa.string())
+    got, want = in_arrow.hits.to_pandas(), in_pandas.hits
+    assert got["query_id"].tolist() == want["query_id"].tolist() == ["a", "a", "b", "c"]
+    assert [list(v) for v in got["heading_path"]] == [list(v) for v in want["heading_path"]]
+    assert got["index_version"].tolist() == want["index_version"].tolist()
+    assert in_arrow.versions_reported == in_pandas.versions_reported == {"index_version": {"v1": 2, "v2": 1}}
+    assert in_arrow.outcomes.equals(in_pandas.outcomes)
