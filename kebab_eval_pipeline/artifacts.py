@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables
@@ -45,10 +46,13 @@ class GoldenArtifact:
             "format": loaded.format,
             "sha256": loaded.sha256,
             "schema_version": loaded.schema_version,
-            "files": loaded.files,
-            "warnings": loaded.warnings,
+            "files": list(loaded.files),
+            "warnings": list(loaded.warnings),
         }
-        queries, supports = loaded.tables()
+        # The tables are built once per parse (LoadedGolden.tables, cached with the parse); each
+        # artifact gets its own copy-on-write view (pandas 3): a step that changes one changes its own.
+        with gc_paused():  # a list per query and support, no cycles (seconds at 20k queries otherwise)
+            queries, supports = loaded.tables()
         return cls(queries.copy(deep=False), supports.copy(deep=False), info)
 
     @property

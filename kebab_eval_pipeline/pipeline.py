@@ -12,7 +12,6 @@ assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -35,7 +34,6 @@ from kebab_eval_pipeline.compare.document import report_files
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
-from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
@@ -66,25 +64,13 @@ RUNNER_VERSION = "runner-1"
 METRICS_VERSION = "metrics-3"
 
 
-# The golden set last turned into tables, and its tables (kept with it, so the identity check holds).
-_last_artifact: tuple[LoadedGolden, GoldenArtifact] | None = None
-
-
 def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
     """Load and validate the configured golden set (InputError lists every offender); ``loaded``:
     that set already loaded with :func:`load_golden` (the CLI does so before importing pandas).
     Parsed once per process while the files are unchanged (:func:`load_golden_once`), and its
     tables built once per parse."""
     loaded = loaded if loaded is not None else load_golden_once(settings.golden_path())
-    global _last_artifact
-    if _last_artifact is None or _last_artifact[0] is not loaded:
-        with gc_paused():  # a dict per query and support, no cycles (seconds at 20k queries otherwise)
-            _last_artifact = (loaded, GoldenArtifact.from_loaded(loaded))
-    art = _last_artifact[1]
-    # Frames are copy-on-write (pandas 3): a step that changes one changes its own copy.
-    return GoldenArtifact(
-        art.queries.copy(deep=False), art.supports.copy(deep=False), copy.deepcopy(art.info)
-    )
+    return GoldenArtifact.from_loaded(loaded)
 
 
 def check_golden_against_system(
