@@ -100,9 +100,11 @@ def execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=
     count); Dagster's DEBUG event stream stays in the instance
     (and the UI), the terminal gets the progress and warnings only."""
     from kebab_eval_pipeline.cli.progress_display import progress_display
+    from kebab_eval_pipeline.orchestration.in_process import execute_in_process
 
     with progress_display(err), quiet_stated_failures():
-        return job.execute_in_process(
+        return execute_in_process(  # Dagster's, minus keeping every step's output in memory
+            job,
             partition_key=run_id,
             instance=instance,
             raise_on_error=False,
