@@ -3,6 +3,7 @@ partition materialized in-process (:mod:`.driver`) and its stored numbers printe
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Annotated
 
@@ -60,9 +61,8 @@ def run(
     ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
-    from kebab_eval_pipeline.cli.progress_display import progress_interval
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
-    from kebab_eval_pipeline.run_overrides import config_path, settings_for_run
+    from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 
     if system not in (None, *SYSTEM_KINDS):
@@ -88,19 +88,56 @@ def run(
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
     # imported or an instance opened (seconds under load): the same settings the run will use.
+    settings = settings_for_run(config, overrides)
+    total = _check_inputs(settings, config)
+    # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
+    # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
+    # full passes need not scan it again while Dagster starts (seconds at 1M queries).
+    gc.freeze()
+    try:
+        from kebab_eval_pipeline.definitions import build_definitions
+        from kebab_eval_pipeline.orchestration.assets import observe_inputs
+        from kebab_eval_pipeline.orchestration.partitions import eval_runs
+        from kebab_eval_pipeline.pipeline import headline
+
+        instance = open_instance()
+
+        def register() -> None:
+            instance.add_dynamic_partitions(eval_runs.name, [run_id])
+            observe_inputs(instance, settings)
+
+        drive(
+            build_definitions(config, overrides=overrides),
+            instance,
+            run_id,
+            total=total,
+            tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
+            prepare=register,
+            show=lambda store: print_run(store, run_id, settings.k, headline),
+        )
+    finally:
+        gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
+
+
+def _check_inputs(settings, config: Path | None) -> int:
+    """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
+    the golden file (parsed once: the golden_set step reuses the parse), the source root and judge
+    model, the storage, the stale-golden check against the system. Prints the warnings; returns the
+    number of golden queries. Nothing parsed here is held by the caller: the per-process caches
+    keep the parses until the chain lets them go (:mod:`kebab_eval_pipeline.memory`)."""
+    from kebab_eval_pipeline.cli.progress_display import progress_interval
+    from kebab_eval_pipeline.golden.load import load_golden_once
+    from kebab_eval_pipeline.run_overrides import config_path
+
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
-    settings = settings_for_run(config, overrides)
-    from kebab_eval_pipeline.golden.load import load_golden_once
-
-    golden_file = load_golden_once(settings.golden_path())  # the golden_set step reuses this parse
+    golden_file = load_golden_once(settings.golden_path())
 
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base
     from kebab_eval_pipeline.pipeline import (
         check_golden_against_system,
         check_run_inputs,
-        headline,
         load_golden_artifact,
     )
     from kebab_eval_pipeline.systems.factory import build_system
@@ -115,26 +152,7 @@ def run(
         *check_golden_against_system(settings, loaded, build_system(settings)),
     ]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
-
-    from kebab_eval_pipeline.definitions import build_definitions
-    from kebab_eval_pipeline.orchestration.assets import observe_inputs
-    from kebab_eval_pipeline.orchestration.partitions import eval_runs
-
-    instance = open_instance()
-
-    def register() -> None:
-        instance.add_dynamic_partitions(eval_runs.name, [run_id])
-        observe_inputs(instance, settings)
-
-    drive(
-        build_definitions(config, overrides=overrides),
-        instance,
-        run_id,
-        total=len(loaded.queries),
-        tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
-        prepare=register,
-        show=lambda store: print_run(store, run_id, settings.k, headline),
-    )
+    return len(loaded.queries)
 
 
 JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")

@@ -34,6 +34,7 @@ from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_conten
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
+from kebab_eval_pipeline.memory import release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
@@ -247,6 +248,9 @@ def golden_set(
     progress.stage("golden_set")
     settings = eval_settings.load(system_under_test)
     art = pipeline.load_golden_artifact(settings)
+    # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
+    # tables, and no later step reads the files again.
+    release_inputs(golden=True)
     # Record the hash of what was actually read: if it differs from the version observed before
     # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
     context.log_event(golden_file_observation(art.sha256))
@@ -339,6 +343,7 @@ def collect_retrieval(
     """The shards' pieces merged in shard order into the run's retrieval_results, published with its
     metadata and warnings (once per run, whatever the number of shards)."""
     settings = eval_settings.load(system_under_test)
+    release_inputs(trace=True)  # every shard has run: a replayed trace is no longer read
     art = pipeline.merge_retrieval(settings, golden_set, pieces)
     r = art.results
     for warning in art.info["stale_golden"]:

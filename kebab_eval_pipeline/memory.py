@@ -1,0 +1,58 @@
+"""Giving memory back between the steps of a run that runs in one process.
+
+``kebab-eval run`` materializes the whole chain in one process, so what one step leaves behind is
+still resident when the next, heavier one starts. Two things leave memory behind after the objects
+themselves are gone:
+
+* the per-process input caches (:mod:`kebab_eval_pipeline.read_once`): the golden set's parse is
+  needed until the ``golden_set`` step has stored it, the replayed trace until the last retrieval
+  shard has run; after that they are only memory (a million-query golden set and trace held
+  2-3 GiB through the scoring step). :func:`release_inputs` drops them;
+* the C allocator: glibc keeps freed heap pages mapped for reuse, so the process's RSS stays at its
+  high-water mark. ``malloc_trim(0)`` hands the free pages back (glibc only; a no-op elsewhere).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import sys
+from functools import cache
+
+
+@cache
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None  # musl has none
+    except OSError:
+        return None
+
+
+def trim_heap() -> bool:
+    """Return the C heap's free pages to the operating system (glibc ``malloc_trim(0)``); False
+    where the C library has no such call."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
+
+
+def release_inputs(*, golden: bool = False, trace: bool = False) -> None:
+    """Drop this process's cached parses of the golden set (``golden``) and of replayed traces
+    (``trace``), then collect and trim the heap. A later reader parses again (correct, only slower):
+    called where the chain no longer needs them."""
+    if golden:
+        from kebab_eval_pipeline.golden.load import GOLDEN_SETS
+
+        GOLDEN_SETS.clear()
+    if trace:
+        from kebab_eval_pipeline.systems.replay import TRACES
+
+        TRACES.clear()
+    gc.collect()
+    trim_heap()
