@@ -40,7 +40,8 @@ def _inputs(tmp_path, n: int = 30):
 
 def test_released_inputs_are_parsed_again_on_the_next_read(tmp_path) -> None:
     golden, trace = _inputs(tmp_path)
-    settings = RunSettings(golden=str(golden), system={"kind": "replay", "path": str(trace), "format": "wfgy"})
+    system = {"kind": "replay", "path": str(trace), "format": "wfgy"}
+    settings = RunSettings(golden=str(golden), system=system)
     golden_loads, trace_loads = GOLDEN_SETS.loads, TRACES.loads
     first = load_golden_once(golden)
     assert load_golden_once(golden) is first and GOLDEN_SETS.loads == golden_loads + 1
