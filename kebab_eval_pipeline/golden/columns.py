@@ -59,22 +59,46 @@ def typed_frame(rows: list[dict] | dict[str, list], columns: dict[str, str]) -> 
     return frame.astype(columns)
 
 
+#: The value of every empty list column cell (tags, must_contain, …): one shared list, not one per
+#: query (four of them per query in most sets). Readers of the tables never modify a cell.
+_NONE: list = []
+
 #: The support fields, in SUPPORT_COLUMNS order (after query_id and support_idx).
 _SUPPORT_FIELDS = tuple(SUPPORT_COLUMNS)[2:]
 
 
 class GoldenColumns:
-    """A golden set's two tables as columns (plain lists), filled one validated query at a time
-    (:meth:`add`), so a loader never holds a model per query: a million queries as pydantic
-    models took gigabytes; as columns, a fraction. No pandas until :meth:`queries_frame` /
-    :meth:`supports_frame` (the CLI loads golden sets before importing it)."""
+    """A golden set's two tables as columns, filled one validated query at a time (:meth:`add`),
+    so a loader never holds a model per query: a million queries as pydantic models took
+    gigabytes.
+
+    Every :data:`CHUNK_QUERIES` queries the plain lists are turned into typed frames (their text
+    into Arrow buffers) and emptied. Short-lived parse objects and the set's values are then never
+    spread over the same memory: a million-query set held as lists until the end took 1.5 GiB, and
+    1.4 GiB of it stayed resident after the set was released (Python's allocator can only return
+    memory blocks that hold nothing). Small sets stay lists (no pandas import: the CLI refuses a bad
+    golden set before it imports pandas)."""
+
+    #: Queries per chunk turned into frames (and the largest set loaded without pandas).
+    CHUNK_QUERIES = 20_000
 
     def __init__(self) -> None:
         self.queries: dict[str, list] = {name: [] for name in QUERY_COLUMNS}
         self.supports: dict[str, list] = {name: [] for name in SUPPORT_COLUMNS}
+        self._chunks: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+        self._chunked = 0  # queries already in self._chunks
 
     def __len__(self) -> int:
-        return len(self.queries["query_id"])
+        return self._chunked + len(self.queries["query_id"])
+
+    def _flush(self) -> None:
+        """The lists so far as one chunk of typed frames; the lists start again empty."""
+        self._chunks.append(
+            (typed_frame(self.queries, QUERY_COLUMNS), typed_frame(self.supports, SUPPORT_COLUMNS))
+        )
+        self._chunked += len(self.queries["query_id"])
+        self.queries = {name: [] for name in QUERY_COLUMNS}
+        self.supports = {name: [] for name in SUPPORT_COLUMNS}
 
     def add(self, q: GoldenQuery) -> None:
         """Append one query's row and its supports' rows."""
@@ -85,7 +109,7 @@ class GoldenColumns:
         cols["answerable"].append(q.answerable)
         cols["category"].append(q.category)
         cols["difficulty"].append(q.difficulty)
-        cols["tags"].append(q.tags)  # the model's own lists: it is dropped once tabled
+        cols["tags"].append(q.tags or _NONE)  # the model's own lists (dropped once tabled)
         cols["group"].append(q.group)
         cols["pending"].append(q.pending)
         cols["n_supports"].append(len(q.supports))
@@ -93,13 +117,13 @@ class GoldenColumns:
         cols["required_support_groups"].append(
             json.dumps(q.required_support_groups) if q.required_support_groups else "[]"
         )
-        cols["must_contain"].append(q.must_contain)
-        cols["forbidden"].append(q.forbidden)
-        cols["gold_claim_substr"].append(q.gold_claim_substr)
+        cols["must_contain"].append(q.must_contain or _NONE)
+        cols["forbidden"].append(q.forbidden or _NONE)
+        cols["gold_claim_substr"].append(q.gold_claim_substr or _NONE)
         cols["recency_rule"].append(q.recency_rule)
         cols["expected_kind"].append(q.expected_kind)
         cols["notes"].append(q.notes)
-        cols["constraints"].append(q.constraints)
+        cols["constraints"].append(q.constraints or _NONE)
         sup = self.supports
         for i, support in enumerate(q.supports):
             sup["query_id"].append(q.id)
@@ -108,8 +132,23 @@ class GoldenColumns:
             for name in _SUPPORT_FIELDS:
                 sup[name].append(values[name])
 
+        if len(self.queries["query_id"]) >= self.CHUNK_QUERIES:
+            self._flush()
+
+    def _frames(self, which: int) -> pd.DataFrame:
+        if not self._chunks:
+            return typed_frame(
+                self.supports if which else self.queries, SUPPORT_COLUMNS if which else QUERY_COLUMNS
+            )
+        import pandas as pd
+
+        if len(self.queries["query_id"]):
+            self._flush()
+        frames = [chunk[which] for chunk in self._chunks if len(chunk[which])] or [self._chunks[0][which]]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
     def queries_frame(self) -> pd.DataFrame:
-        return typed_frame(self.queries, QUERY_COLUMNS)
+        return self._frames(0)
 
     def supports_frame(self) -> pd.DataFrame:
-        return typed_frame(self.supports, SUPPORT_COLUMNS)
+        return self._frames(1)
