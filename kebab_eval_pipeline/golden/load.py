@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -112,7 +112,7 @@ class _FileState:
 
     path: Path
     fmt: str = ""
-    raws: list[RawQuery] = field(default_factory=list)
+    raws: Iterable[RawQuery] = field(default_factory=list)  # JSONL: read as consumed
     positions: YamlPositions | None = None
     name: str = ""
     unknown: dict[str, list] = field(default_factory=dict)  # field → [count, first position, first id]
@@ -199,45 +199,62 @@ def _loads(line: str) -> Any:
         return json.loads(line)
 
 
-def _read_jsonl(state: _FileState, text: str, fmt: str, offenders: list[Offender]) -> None:
+def _parse_line(state: _FileState, line: str, n: int) -> tuple[Any, Offender | None, list]:
+    """One JSONL line: (its value, the offender when it is not JSON, the keys it writes twice)."""
+    try:
+        entry = _loads(line)
+    except json.JSONDecodeError as exc:  # list every bad line, not just the first
+        return (
+            None,
+            Offender(str(state.path), f"invalid JSON: {exc.msg}", position=f"line {n}, column {exc.colno}"),
+            [],
+        )
+    except (ValueError, RecursionError) as exc:  # e.g. an integer beyond the 4300-digit limit
+        return (
+            None,
+            Offender(str(state.path), f"invalid JSON: a value cannot be read ({exc})", position=f"line {n}"),
+            [],
+        )
+    duplicates = json_duplicates(line, n) if may_have_duplicate_keys(line, entry) else []
+    return entry, None, duplicates
+
+
+def _read_jsonl(state: _FileState, text: str, fmt: str, early: tuple[list[Offender], list[Offender]]) -> None:
+    """Set ``state.raws`` to the file's entries, parsed one line at a time as they are consumed (a
+    million-line set is never held as a million parsed entries), and ``state.fmt``. Lines that are
+    not JSON go to ``early[0]``, lines writing a key twice to ``early[1]`` (and are left out)."""
     # Only "\n" ends a JSONL record: str.splitlines() would also split inside strings at U+2028 & co.
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = _loads(line)
-        except json.JSONDecodeError as exc:  # list every bad line, not just the first
-            offenders.append(
-                Offender(
-                    str(state.path), f"invalid JSON: {exc.msg}", position=f"line {n}, column {exc.colno}"
-                )
-            )
-            continue
-        except (ValueError, RecursionError) as exc:  # e.g. an integer beyond the 4300-digit limit
-            offenders.append(
-                Offender(
-                    str(state.path), f"invalid JSON: a value cannot be read ({exc})", position=f"line {n}"
-                )
-            )
-            continue
-        state.raws.append(RawQuery(fields=entry, key_path=[], line=n))
-    if state.raws and may_have_duplicate_keys(text, [r.fields for r in state.raws]):
-        lines = text.split("\n")
-        clean = []
-        for raw in state.raws:
-            duplicates = json_duplicates(lines[raw.line - 1], raw.line)
-            offenders += duplicate_offenders(str(state.path), duplicates)
-            if not duplicates:
-                clean.append(raw)
-        state.raws = clean
+    lines = text.split("\n")
     if fmt != "auto":
         state.fmt = fmt
-        return
-    first = next((r.fields for r in state.raws if isinstance(r.fields, dict)), None)
-    state.fmt = next(
-        (name for name in LINE_READERS if first is not None and READERS[name].looks_like_line(first)),
-        "canonical",
-    )
+    else:  # from the first entry that is an object (and writes no key twice)
+        first = None
+        for n, line in enumerate(lines, start=1):
+            if line.strip():
+                entry, bad, duplicates = _parse_line(state, line, n)
+                if bad is None and not duplicates and isinstance(entry, dict):
+                    first = entry
+                    break
+        state.fmt = next(
+            (name for name in LINE_READERS if first is not None and READERS[name].looks_like_line(first)),
+            "canonical",
+        )
+    state.raws = _jsonl_raws(state, lines, early)
+
+
+def _jsonl_raws(state: _FileState, lines: list[str], early: tuple[list[Offender], list[Offender]]):
+    not_json, twice = early
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        lines[n - 1] = ""  # read: its text is let go with its entry
+        entry, bad, duplicates = _parse_line(state, line, n)
+        if bad is not None:
+            not_json.append(bad)
+        elif duplicates:
+            twice += duplicate_offenders(str(state.path), duplicates)
+        else:
+            yield RawQuery(fields=entry, key_path=[], line=n)
 
 
 def _read_document(
@@ -408,12 +425,15 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
     for path in files:
         state = _FileState(path)
         states.append(state)
+        # A JSONL file's unreadable lines and keys written twice, found as its lines are read, are
+        # listed before its other offenders (in line order), as when the file was parsed up front.
+        start, early = len(offenders), ([], [])
         try:  # a file that cannot be read or parsed is one offender; the other files still report
             # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
             text, digest = read_text_and_sha256(path, "golden set")
             digests.append((path.name, digest))
             if path.suffix == ".jsonl":
-                _read_jsonl(state, text, fmt, offenders)
+                _read_jsonl(state, text, fmt, early)
             else:
                 _read_document(state, text, fmt, offenders, warnings)
         except InputError as exc:
@@ -460,6 +480,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
             checks.check(len(columns), query)
             columns.add(query)
         state.raws = []
+        offenders[start:start] = [*early[0], *early[1]]
         for name, (count, position, qid) in sorted(state.unknown.items()):
             where = f"{position}" + (f", query {qid!r}" if qid else "")
             warnings.append(
