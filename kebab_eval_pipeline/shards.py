@@ -94,9 +94,10 @@ class RetrievalShardResult:
     piece: RetrievalPiece
     stale: list[str] = field(default_factory=list)
 
-    #: Read back as Arrow (orchestration/shard_io.py): the collecting step concatenates the shards'
-    #: hits and writes them without a pandas copy (10M rows at a million queries × 10 hits).
-    ARROW_TABLES: ClassVar[tuple[str, ...]] = ("hits",)
+    #: Read back as the files they are (orchestration/shard_io.py, store/parquet_parts.py): the
+    #: collecting step writes the shards' hits into the run's table one shard at a time (10M rows
+    #: at a million queries × 10 hits are never in memory at once).
+    PARQUET_PARTS: ClassVar[tuple[str, ...]] = ("hits",)
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         p = self.piece

@@ -31,6 +31,7 @@ from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.orchestration.run_lock import PARTITION_TAG
 from kebab_eval_pipeline.shards import SHARD_TYPES
 from kebab_eval_pipeline.store.frames import table_to_frame
+from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
 SHARDS_DIR = "_shards"
 VALUE_FILE = "_value.json"
@@ -74,13 +75,16 @@ def read_value(folder: UPath):
     """The value :func:`write_value` stored in ``folder``."""
     doc = json.loads((folder / VALUE_FILE).read_bytes())
     kind = SHARD_TYPES[doc["type"]]
-    # Tables a value type keeps in Arrow (a retrieval shard's hits: concatenated and written as
-    # they are by the collecting step, never turned into pandas there).
-    arrow = getattr(kind, "ARROW_TABLES", ())
+    # Tables a value type leaves in their files (a retrieval shard's hits: the collecting step
+    # writes them into the run's table part by part, never holding them all: ParquetParts).
+    in_files = getattr(kind, "PARQUET_PARTS", ())
     tables = {}
     for name in doc["tables"]:
-        table = pq.read_table(io.BytesIO((folder / f"{name}.parquet").read_bytes()))
-        tables[name] = table if name in arrow else table_to_frame(table)
+        path = folder / f"{name}.parquet"
+        if name in in_files:
+            tables[name] = ParquetParts.open(path)
+        else:
+            tables[name] = table_to_frame(pq.read_table(io.BytesIO(path.read_bytes())))
     return kind.from_tables(tables, doc["info"])
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
 QUESTION_CHARS = 80  # enough to recognise a question in a table cell
 
@@ -137,7 +137,7 @@ def worst_scores_first(
 
 
 def worst_results_first(
-    outcomes: pd.DataFrame, hits: pd.DataFrame | pa.Table, golden_queries: pd.DataFrame | None = None
+    outcomes: pd.DataFrame, hits: pd.DataFrame | ParquetParts, golden_queries: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Per-query ``retrieval_results`` as a compact table, worst first.
 
@@ -160,8 +160,8 @@ def worst_results_first(
         ],
         o.index,
     )
-    if isinstance(hits, pa.Table):  # a sharded run's merged hits, still in Arrow: only rank 1 read
-        hits = hits.filter(pc.equal(hits["rank"], 1)).select(["query_id", "rank", "doc_path"]).to_pandas()
+    if isinstance(hits, ParquetParts):  # a sharded run's hits, in their files: rank 1 rows read
+        hits = hits.read(["query_id", "rank", "doc_path"], rows=lambda t: pc.equal(t["rank"], 1)).to_pandas()
     top = hits.loc[hits["rank"] == 1].drop_duplicates("query_id").set_index("query_id")["doc_path"]
     table = pd.DataFrame(
         {

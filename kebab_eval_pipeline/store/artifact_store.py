@@ -36,6 +36,7 @@ from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F4
 # defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
 from kebab_eval_pipeline.store.frames import table_to_frame
 from kebab_eval_pipeline.store.layout import MANIFEST
+from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
 _READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
 
@@ -60,13 +61,13 @@ class ArtifactStore:
         self,
         asset: str,
         run_id: str,
-        tables: dict[str, pd.DataFrame | pa.Table],
+        tables: dict[str, pd.DataFrame | pa.Table | ParquetParts],
         info: dict[str, Any],
         files: dict[str, bytes] | None = None,
         dagster_run_id: str | None = None,
     ) -> str:
-        """Write one attempt — tables (DataFrames, or Arrow tables made from them, written as
-        they are), then any report ``files`` (name → bytes) — and publish it
+        """Write one attempt — tables (DataFrames, or Arrow tables made from them, or the parts of
+        one in their files: written as they are), then any report ``files`` (name → bytes) — and publish it
         by replacing the manifest; returns the attempt id. ``dagster_run_id`` (the Dagster run that
         wrote it) is stamped in the manifest, so a process can tell its own results from another's."""
         run_dir = self._run_dir(asset, run_id)
@@ -77,13 +78,16 @@ class ArtifactStore:
         with atomic.locked(run_dir / attempt):
             attempt_dir.mkdir(parents=True, exist_ok=True)
             for name, frame in tables.items():
-                table = (
-                    frame
-                    if isinstance(frame, pa.Table)
-                    else pa.Table.from_pandas(frame, preserve_index=False)
-                )
                 buffer = io.BytesIO()
-                pq.write_table(table, buffer)
+                if isinstance(frame, ParquetParts):  # a sharded run's hits: one shard at a time
+                    frame.write_parquet(buffer)
+                else:
+                    table = (
+                        frame
+                        if isinstance(frame, pa.Table)
+                        else pa.Table.from_pandas(frame, preserve_index=False)
+                    )
+                    pq.write_table(table, buffer)
                 atomic.write_bytes(attempt_dir / f"{name}.parquet", buffer.getvalue())
             for name, content in (files or {}).items():
                 atomic.write_bytes(attempt_dir / _file_name(name), content)

@@ -12,17 +12,22 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
-import pyarrow as pa
 
 from kebab_eval_pipeline.contract import Citation, SystemInfo
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
-from kebab_eval_pipeline.systems.versions import HIT_VERSION_FIELDS, reported_versions, with_reported_versions
+from kebab_eval_pipeline.systems.versions import (
+    HIT_VERSION_FIELDS,
+    count_in_tables,
+    reported_versions,
+    with_reported_versions,
+)
 
 MAX_WARNINGS = 50  # per run; the rest are counted, not listed
 # Per-query adapters (reference, command) are called this many queries at a time, and each batch
@@ -172,7 +177,7 @@ class RetrievalPiece:
     the adapter's warnings about the run as a whole, which every piece may repeat."""
 
     outcomes: pd.DataFrame
-    hits: pd.DataFrame | pa.Table  # Arrow when read back from a shard value (shard_io.py)
+    hits: pd.DataFrame | ParquetParts  # its files when read back from a shard value (shard_io.py)
     citations: pd.DataFrame
     known_chunks: pd.DataFrame  # empty unless the piece was asked for them (one piece per run is)
     system: SystemInfo  # the adapter's info, before the versions it reported on hits and answers
@@ -256,23 +261,25 @@ def merge_pieces(pieces: list[RetrievalPiece]) -> RetrievalResults:
     if not pieces:
         raise ValueError("merge_pieces needs at least one piece (a run has at least one shard)")
     hits = [p.hits for p in pieces if len(p.hits)] or [pieces[0].hits]
-    if all(isinstance(h, pa.Table) for h in hits):
-        # Shards read back by the collecting step: concatenated in Arrow (no copy of the rows),
-        # written as they are; the types of an all-null column (heading_path) are unified.
-        merged_hits = hits[0] if len(hits) == 1 else pa.concat_tables(hits, promote_options="permissive")
-        version_columns = merged_hits.select(
-            [c for c in HIT_VERSION_FIELDS if c in merged_hits.column_names]
-        ).to_pandas()
+    if all(isinstance(h, ParquetParts) for h in hits):
+        # Shards read back by the collecting step: their files, written into the run's table one
+        # at a time by the store; here only the version columns are read.
+        merged_hits = ParquetParts.concat(hits)
+        fields = [c for c in HIT_VERSION_FIELDS if c in merged_hits.column_names]
+        hit_counts = count_in_tables(merged_hits.tables(fields))
+        version_columns = None
     else:
-        merged_hits = _concat([h.to_pandas() if isinstance(h, pa.Table) else h for h in hits], HIT_COLUMNS)
-        version_columns = merged_hits
+        merged_hits = _concat(
+            [h.read().to_pandas() if isinstance(h, ParquetParts) else h for h in hits], HIT_COLUMNS
+        )
+        version_columns, hit_counts = merged_hits, None
     outcomes = _concat([p.outcomes for p in pieces], OUTCOME_COLUMNS)
     run_warnings = list(dict.fromkeys(w for p in pieces for w in p.run_warnings))
     warnings = [*run_warnings, *(w for p in pieces for w in p.warnings)]
     total = len(warnings) + sum(p.warnings_dropped for p in pieces)
     if total > MAX_WARNINGS:
         warnings = [*warnings[:MAX_WARNINGS], f"… and {total - MAX_WARNINGS} more warnings"]
-    versions = reported_versions(version_columns, outcomes)
+    versions = reported_versions(version_columns, outcomes, hit_counts)
     return RetrievalResults(
         outcomes=outcomes,
         hits=merged_hits,

@@ -10,8 +10,13 @@ itself did not know one, and every field that saw more than one value is named i
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from kebab_eval_pipeline.contract import COVERAGE_KEYS, SystemInfo
 
@@ -21,21 +26,46 @@ ANSWER_VERSION_FIELDS = ("prompt_template_version", "model")
 _INFO_FIELD = {"model": "answer_model"}
 
 
-def reported_versions(hits: pd.DataFrame, outcomes: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """``{field: {value: count}}`` over hits (hit fields) and answers (answer fields).
+def reported_versions(
+    hits: pd.DataFrame | None, outcomes: pd.DataFrame, hit_counts: dict[str, Counter] | None = None
+) -> dict[str, dict[str, int]]:
+    """``{field: {value: count}}`` over hits (hit fields) and answers (answer fields); the hit
+    fields' counts may be given already counted (``hit_counts``, from :func:`count_in_tables`)
+    instead of ``hits``.
 
     Unreported (null) values are not counted; fields nobody reported are absent. Values
     are ordered by descending count, then value.
     """
-    out: dict[str, dict[str, int]] = {}
+    counts: dict[str, Counter] = dict(hit_counts or {})
     for frame, fields in ((hits, HIT_VERSION_FIELDS), (outcomes, ANSWER_VERSION_FIELDS)):
         for name in fields:
-            if name not in frame.columns:
+            if frame is not None and name in frame.columns:
+                counts[name] = Counter(frame[name].dropna().astype(str).tolist())
+    return {
+        name: dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+        for name in (*HIT_VERSION_FIELDS, *ANSWER_VERSION_FIELDS)
+        if (c := counts.get(name))
+    }
+
+
+def count_in_tables(tables: Iterable[pa.Table]) -> dict[str, Counter]:
+    """The hit version fields' ``{field: Counter(value → count)}`` over Arrow ``tables`` (a run's hits
+    one part at a time): counted in Arrow, never a Python value per hit."""
+    import pyarrow.compute as pc
+
+    counts: dict[str, Counter] = {}
+    for table in tables:
+        for name in HIT_VERSION_FIELDS:
+            if name not in table.column_names:
                 continue
-            counts = Counter(frame[name].dropna().astype(str).tolist())
-            if counts:
-                out[name] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return out
+            column = table.column(name)
+            counter = counts.setdefault(name, Counter())
+            if column.null_count == len(column):
+                continue
+            found = pc.value_counts(column.drop_null())
+            for value, n in zip(found.field(0).to_pylist(), found.field(1).to_pylist(), strict=True):
+                counter[str(value)] += n
+    return counts
 
 
 def with_reported_versions(info: SystemInfo, versions: dict[str, dict[str, int]]) -> SystemInfo:

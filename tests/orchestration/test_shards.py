@@ -197,14 +197,20 @@ def test_merged_warnings_are_the_whole_runs_first_ones() -> None:
     assert sharded.outcomes["query_id"].tolist() == ["a", "b", "c"]
 
 
-def test_pieces_read_back_in_arrow_merge_to_the_same_hits_and_versions(tmp_path: Path) -> None:
-    """The collecting step merges the shards' hits in Arrow (shard_io keeps them so): the written
-    table equals the pandas merge row for row, an all-empty heading_path (list<null>) unifies with
-    one that has headings, and the versions reported on hits are counted alike."""
+def test_pieces_read_back_as_files_merge_to_the_same_hits_and_versions(tmp_path: Path) -> None:
+    """The collecting step merges the shards' hits as their files (shard_io reads only their
+    footers): the table written part by part equals the pandas merge row for row, an all-empty
+    heading_path (list<null>) unifies with one that has headings, the versions reported on hits are
+    counted alike, and the per-query table finds the same top hits."""
+    import io
+
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from kebab_eval_pipeline.orchestration.shard_io import read_value, write_value
+    from kebab_eval_pipeline.reporting.per_query import worst_results_first
     from kebab_eval_pipeline.shards import RetrievalShardResult
+    from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
     def hit(qid: str, rank: int, headings: list[str], version: str | None) -> dict:
         return {
@@ -234,11 +240,19 @@ def test_pieces_read_back_in_arrow_merge_to_the_same_hits_and_versions(tmp_path:
     for i, p in enumerate((first, second)):
         write_value(tmp_path / str(i), RetrievalShardResult(i, 10, p))
         read_back.append(read_value(tmp_path / str(i)).piece)
-    assert all(isinstance(p.hits, pa.Table) for p in read_back)
+    assert all(isinstance(p.hits, ParquetParts) for p in read_back)
     in_arrow = merge_pieces(read_back)
-    assert isinstance(in_arrow.hits, pa.Table)
+    assert isinstance(in_arrow.hits, ParquetParts) and len(in_arrow.hits) == 4
     assert in_arrow.hits.schema.field("heading_path").type == pa.list_(pa.string())
-    got, want = in_arrow.hits.to_pandas(), in_pandas.hits
+    buffer = io.BytesIO()
+    in_arrow.hits.write_parquet(buffer)
+    written = pq.read_table(io.BytesIO(buffer.getvalue()))
+    assert written.schema.field("heading_path").type == pa.list_(pa.string())
+    got, want = written.to_pandas(), in_pandas.hits
+    assert list(got.columns) == list(want.columns) and got.dtypes.equals(want.dtypes)
+    top = worst_results_first(in_arrow.outcomes, in_arrow.hits)
+    assert top.equals(worst_results_first(in_pandas.outcomes, in_pandas.hits))
+    assert top.set_index("query_id")["top_hit"].isna().all()  # no doc_path recorded on these hits
     assert got["query_id"].tolist() == want["query_id"].tolist() == ["a", "a", "b", "c"]
     assert [list(v) for v in got["heading_path"]] == [list(v) for v in want["heading_path"]]
     assert got["index_version"].tolist() == want["index_version"].tolist()
