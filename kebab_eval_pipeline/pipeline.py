@@ -297,7 +297,10 @@ def with_scoring_hits(
     :func:`score` consults under ``settings`` (:func:`scoring_hit_columns`) — what the
     ``query_scores`` step scores: the IO manager reading its input does not know the settings.
     See :func:`with_stored_hits`."""
-    return with_stored_hits(retrieval, store, run_id, scoring_hit_columns(settings), "query_scores")
+    # Columns no hit sets are not read: the metrics treat an absent column as all null.
+    return with_stored_hits(
+        retrieval, store, run_id, scoring_hit_columns(settings), "query_scores", sparse=True
+    )
 
 
 #: The stored hit columns :func:`judge.inputs.judge_inputs` builds the judge's context from.
@@ -305,17 +308,28 @@ JUDGE_HIT_COLUMNS = ("query_id", "rank", "chunk_id", "doc_id", "doc_path", "head
 
 
 def with_stored_hits(
-    retrieval: RetrievalArtifact, store: RunStore, run_id: str, columns: Sequence[str], step: str
+    retrieval: RetrievalArtifact,
+    store: RunStore,
+    run_id: str,
+    columns: Sequence[str],
+    step: str,
+    sparse: bool = False,
 ) -> RetrievalArtifact:
     """``retrieval`` (read by the IO manager without its hit columns) with the hits read from
     ``store`` in ``columns`` only: a step that needs a few columns of the hits, or none under some
-    settings, reads them itself.
+    settings, reads them itself. ``sparse``: without the columns no hit sets (for readers that
+    treat an absent column as all null).
 
     The two reads must see one publication: when the hits read here have another row count than
     ``retrieval``'s (re-published in between, which the run lock should prevent), this raises rather
     than use one attempt's hits with another's outcomes."""
     others = {name: [] for name in ("outcomes", "citations", "known_chunks")}
-    tables, _ = store.read("retrieval_results", run_id, columns={"hits": list(columns), **others})
+    tables, _ = store.read(
+        "retrieval_results",
+        run_id,
+        columns={"hits": list(columns), **others},
+        sparse=("hits",) if sparse else (),
+    )
     before, now = len(retrieval.results.hits), len(tables["hits"])
     if before != now:
         raise RuntimeError(

@@ -8,6 +8,8 @@ import json
 import os
 import time
 
+import pandas as pd
+
 from kebab_eval_pipeline.golden.load import GOLDEN_SETS, load_golden_once
 from kebab_eval_pipeline.memory import release_inputs, trim_heap
 from kebab_eval_pipeline.settings import RunSettings
@@ -97,6 +99,26 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
 
     from kebab_eval_pipeline.store.runs import RunStore
 
-    stored = RunStore(home / "runs").read("run_metrics", "r1")[0]["metrics"]
+    store = RunStore(home / "runs")
+    stored = store.read("run_metrics", "r1")[0]["metrics"]
     hit1 = stored.loc[stored["metric"] == "hit@1", "value"].item()
     assert hit1 == 0.5  # the even queries rank their gold chunk first, the odd ones miss it
+
+    # Scoring read the hits without the columns no hit sets (paths, lines, versions of a WFGY
+    # trace): the stored scores are those of the hits read whole.
+    from kebab_eval_pipeline import pipeline
+    from kebab_eval_pipeline.artifacts import GoldenArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.run_overrides import settings_for_run
+
+    settings = settings_for_run(config, {})
+    sparse = pipeline.with_scoring_hits(
+        RetrievalArtifact.from_tables(*store.read("retrieval_results", "r1")), store, "r1", settings
+    )
+    whole = RetrievalArtifact.from_tables(*store.read("retrieval_results", "r1"))
+    skipped = set(whole.results.hits.columns) - set(sparse.results.hits.columns)
+    assert {"doc_path", "doc_id", "line_start", "line_end", "index_version"} <= skipped
+    assert "chunk_id" in sparse.results.hits.columns and "query_id" in sparse.results.hits.columns
+    golden_art = GoldenArtifact.from_tables(*store.read("golden_set", "r1"))
+    rescored = pipeline.score(settings, golden_art, whole).scores
+    stored_scores = store.read("query_scores", "r1")[0]["query_scores"]
+    pd.testing.assert_frame_equal(stored_scores, rescored)

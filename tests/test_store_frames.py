@@ -54,3 +54,29 @@ def test_the_shared_empty_list_cannot_be_changed_in_place():
     assert value is EMPTY_LIST and len(value) == 0
     with pytest.raises(ValueError):
         value.resize(3)
+
+
+def test_null_columns_are_the_flat_columns_no_row_sets(tmp_path) -> None:
+    """A sparse read leaves out exactly the flat columns whose every row is null in every row group;
+    a list column, a column set in one row group only, and an empty file's columns are kept."""
+    import pyarrow.parquet as pq
+
+    from kebab_eval_pipeline.store.artifact_store import _read_parquet, null_columns
+
+    table = pa.table(
+        {
+            "query_id": ["a", "b", "c", "d"],
+            "doc_path": pa.array([None] * 4, pa.large_string()),
+            "line_start": pa.array([None, None, None, 7], pa.int64()),  # set in the 2nd row group
+            "index_version": pa.array([None] * 4, pa.large_string()),
+            "heading_path": pa.array([None] * 4, pa.list_(pa.string())),
+        }
+    )
+    path = tmp_path / "hits.parquet"
+    pq.write_table(table, path, row_group_size=2)
+    assert null_columns(pq.read_metadata(path)) == {"doc_path", "index_version"}
+    frame = _read_parquet(path, ["query_id", "doc_path", "line_start"], sparse=True)
+    assert list(frame.columns) == ["query_id", "line_start"]
+    assert list(_read_parquet(path, None, sparse=True).columns) == ["query_id", "line_start", "heading_path"]
+    pq.write_table(table.slice(0, 0), tmp_path / "empty.parquet")
+    assert null_columns(pq.read_metadata(tmp_path / "empty.parquet")) == set()

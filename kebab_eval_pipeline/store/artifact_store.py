@@ -19,7 +19,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,14 +140,21 @@ class ArtifactStore:
         return self.manifest(asset, run_id) is not None
 
     def read(
-        self, asset: str, run_id: str, columns: Mapping[str, Sequence[str]] | None = None
+        self,
+        asset: str,
+        run_id: str,
+        columns: Mapping[str, Sequence[str]] | None = None,
+        sparse: Collection[str] = (),
     ) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
         """The published tables and info of ``asset`` for ``run_id``; InputError when absent.
 
         ``columns`` names, per table, the only columns to read (those the file holds, in its order;
         ``[]``: none, the rows still counted by the index): a step that needs a few columns of a big
         table — the hits of 100k queries × 100 hits are 10M rows — never decodes the others. A
-        table it does not name is read whole."""
+        table it does not name is read whole. The tables named in ``sparse`` are read without
+        their columns that hold no value at all (every row null, by the file's statistics), for
+        readers that treat an absent column as all null: a system that reports no paths, lines or
+        versions leaves seven such hit columns, 540 MiB of null offsets at 10M hits."""
         manifest = self.manifest(asset, run_id)
         if manifest is None:
             raise InputError(
@@ -162,7 +169,9 @@ class ArtifactStore:
             attempt_dir = self._run_dir(asset, run_id) / manifest["attempt"]
             try:
                 tables = {
-                    name: _read_parquet(attempt_dir / f"{name}.parquet", (columns or {}).get(name))
+                    name: _read_parquet(
+                        attempt_dir / f"{name}.parquet", (columns or {}).get(name), name in sparse
+                    )
                     for name in manifest["tables"]
                 }
                 return tables, manifest["info"]
@@ -219,7 +228,7 @@ class ArtifactStore:
         )
 
 
-def _read_parquet(path: UPath, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def _read_parquet(path: UPath, columns: Sequence[str] | None = None, sparse: bool = False) -> pd.DataFrame:
     """One stored table as a DataFrame (only ``columns``, in the file's order, when given).
 
     A local file is opened once and only the wanted column chunks are read from it: the whole
@@ -229,15 +238,38 @@ def _read_parquet(path: UPath, columns: Sequence[str] | None = None) -> pd.DataF
     then decoded."""
     if is_local(str(path)):
         with open(local_path(str(path)), "rb") as handle:
-            return _read_columns(pq.ParquetFile(handle), columns)
-    return _read_columns(pq.ParquetFile(io.BytesIO(path.read_bytes())), columns)
+            return _read_columns(pq.ParquetFile(handle), columns, sparse)
+    return _read_columns(pq.ParquetFile(io.BytesIO(path.read_bytes())), columns, sparse)
 
 
-def _read_columns(file: pq.ParquetFile, columns: Sequence[str] | None) -> pd.DataFrame:
+def _read_columns(file: pq.ParquetFile, columns: Sequence[str] | None, sparse: bool = False) -> pd.DataFrame:
+    names = file.schema_arrow.names
     if columns is not None:  # in the file's (the declared) order
         wanted = set(columns)
-        columns = [c for c in file.schema_arrow.names if c in wanted]
-    return table_to_frame(file.read(columns=columns))
+        names = [c for c in names if c in wanted]
+    if sparse:
+        empty = null_columns(file.metadata)
+        names = [c for c in names if c not in empty]
+    return table_to_frame(file.read(columns=names if (columns is not None or sparse) else None))
+
+
+def null_columns(metadata: pq.FileMetaData) -> set[str]:
+    """The top-level, non-nested columns of a Parquet file with rows whose every value is null, by
+    the statistics of each row group (a column without statistics in any row group is not one)."""
+    if metadata.num_rows == 0:
+        return set()
+    found = set()
+    for i in range(metadata.num_columns):
+        path = metadata.schema.column(i).path
+        if "." in path:  # a list or struct: its leaf's counts are not the column's rows
+            continue
+        chunks = [metadata.row_group(g).column(i) for g in range(metadata.num_row_groups)]
+        if all(
+            c.is_stats_set and c.statistics.has_null_count and c.statistics.null_count == c.num_values
+            for c in chunks
+        ):
+            found.add(path)
+    return found
 
 
 def read_frame(source: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
