@@ -122,3 +122,21 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
     rescored = pipeline.score(settings, golden_art, whole).scores
     stored_scores = store.read("query_scores", "r1")[0]["query_scores"]
     pd.testing.assert_frame_equal(stored_scores, rescored)
+
+
+def test_a_jsonl_trace_keeps_each_record_as_its_line(tmp_path) -> None:
+    """A replayed JSONL trace holds each query's line, not its parsed ranking and answer (a third of
+    the memory at a million queries); the outcomes are those of the parsed record."""
+    from kebab_eval_pipeline.systems.outcome import QueryRequest
+    from kebab_eval_pipeline.systems.replay import read_trace
+
+    _, trace = _inputs(tmp_path, n=5)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    records, fmt, *_ = read_trace(trace, "auto")
+    assert fmt == "wfgy"
+    assert [records[f"q{i}"].line for i in range(5)] == lines
+    assert all(r.raw_hits is None and r.raw_answer is None for r in records.values())
+    assert records["q3"].raw(fmt) == (["d4#1", "x#2"], None)
+    system = build_system(RunSettings(system={"kind": "replay", "path": str(trace), "format": "wfgy"}))
+    (outcome,) = system.run_queries([QueryRequest("q3", "question 3?")], k=1, answers=True)
+    assert [h.chunk_id for h in outcome.hits] == ["d4#1"] and outcome.error is None

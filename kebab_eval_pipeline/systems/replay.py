@@ -61,11 +61,17 @@ _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export
 
 
 class _Record:
-    """One query's recorded result, as read (parsed lazily per requested k)."""
+    """One query's recorded result, as read (parsed lazily per requested k).
+
+    A JSONL record keeps its line's text (``line``), not the parsed hits and answer: a million
+    queries' parsed rankings held 1.2 GiB for the whole run, their text a third of that. The line
+    was parsed and checked when the trace was read; :meth:`raw` parses it again when the query is
+    asked (once per run)."""
 
     __slots__ = (
         "answer_ms",
         "error",
+        "line",
         "query_id",
         "raw_answer",
         "raw_hits",
@@ -78,6 +84,7 @@ class _Record:
     def __init__(self, query_id: str, where: str) -> None:
         self.query_id = query_id
         self.where = where
+        self.line: str | None = None
         self.raw_hits: Any = None
         self.raw_answer: Any = None
         self.retrieval_ms: float | None = None
@@ -85,6 +92,19 @@ class _Record:
         self.error: str | None = None
         self.timed_out = False
         self.scope: list[str] | None = None
+
+    def raw(self, fmt: str) -> tuple[Any, Any]:
+        """The recorded (hits, answer) as read from the trace."""
+        if self.line is None:
+            return self.raw_hits, self.raw_answer
+        return _raw_parts(fmt, _loads(self.line))
+
+
+def _raw_parts(fmt: str, entry: dict) -> tuple[Any, Any]:
+    """An entry's recorded hits (a list; a WFGY ranking of ids) and answer (None when absent)."""
+    if fmt == "wfgy":
+        return list(entry.get("retrieved_ids") or []), entry.get("answer_json")
+    return entry.get("hits", entry.get("hits_top_k")) or [], entry.get("answer")
 
 
 def _number(value: Any, field: str) -> float | None:
@@ -231,31 +251,31 @@ def _loads(line: str) -> Any:
         return json.loads(line)
 
 
-def _jsonl(path: Path, text: str, offenders: list[Offender]) -> list[tuple[int, Any]]:
-    """The parsed lines as (line number, value); a line that is not JSON, or that writes a key twice
-    in one object, is an offender (and left out)."""
-    rows = []
-    lines = _lines(text)
+def _jsonl(path: Path, lines: list[str], early: tuple[list[Offender], list[Offender]]):
+    """The lines as (line number, value, text), parsed one at a time as they are consumed; a line
+    that is not JSON (``early[0]``), or that writes a key twice in one object (``early[1]``), is an
+    offender (and left out)."""
+    not_json, twice = early
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        lines[n - 1] = ""  # a record kept keeps its text; the list lets go of it
         try:
-            rows.append((n, _loads(line)))
+            row = _loads(line)
         except json.JSONDecodeError as exc:
-            offenders.append(
+            not_json.append(
                 Offender(str(path), f"not JSON: {exc.msg}", position=f"line {n}, column {exc.colno}")
             )
+            continue
         except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
-            offenders.append(Offender(str(path), f"not JSON: {exc}", position=f"line {n}"))
-    if rows and may_have_duplicate_keys(text, [row for _, row in rows]):
-        clean = []
-        for n, row in rows:
-            duplicates = json_duplicates(lines[n - 1], n)
-            offenders += duplicate_offenders(str(path), duplicates)
-            if not duplicates:
-                clean.append((n, row))
-        rows = clean
-    return rows
+            not_json.append(Offender(str(path), f"not JSON: {exc}", position=f"line {n}"))
+            continue
+        if may_have_duplicate_keys(line, row):
+            duplicates = json_duplicates(line, n)
+            if duplicates:
+                twice += duplicate_offenders(str(path), duplicates)
+                continue
+        yield n, row, line
 
 
 def _record_id(entry: Any, keys: tuple[str, ...]) -> str | None:
@@ -348,6 +368,8 @@ def read_trace(
                 "unknown replay trace format", [Offender(str(path), str(exc), field="system.format")]
             ) from None
     offenders: list[Offender] = []
+    early: tuple[list[Offender], list[Offender]] = ([], [])
+    start = 0
     reported: dict[str, Any] = {}
     if fmt == "export":
         try:
@@ -369,14 +391,16 @@ def read_trace(
             raise InputError(
                 "not a kebab-eval export", [Offender(str(path), "expected an object with 'per_query'")]
             )
-        entries = [(f"per_query[{i}]", e) for i, e in enumerate(doc["per_query"])]
+        entries = ((f"per_query[{i}]", e, None) for i, e in enumerate(doc["per_query"]))
         reported = _reported(doc, path, offenders)
     else:
-        entries = [(f"line {n}", e) for n, e in _jsonl(path, text, offenders)]
+        lines = _lines(text)
+        entries = ((f"line {n}", e, line) for n, e, line in _jsonl(path, lines, early))
     records: dict[str, _Record] = {}
     warnings: list[str] = []
     surrogates = may_hold_surrogates(text)
-    for where, entry in entries:
+    del text  # a JSONL record keeps its own line
+    for where, entry, line in entries:
         qid = _record_id(entry, _ID_KEYS[fmt])
         if qid is None:
             keys = " / ".join(_ID_KEYS[fmt])
@@ -405,9 +429,13 @@ def read_trace(
         if problems:  # every impossible number of the record, each named
             offenders += [Offender(str(path), p, position=where, query_id=qid) for p in problems]
             continue
+        if line is not None:  # kept as text (see _Record)
+            record.line, record.raw_hits, record.raw_answer = line, None, None
         if qid in records:
             warnings.append(f"{qid}: recorded more than once ({records[qid].where}, {where}); kept the last")
         records[qid] = record
+    # A line that is not JSON or writes a key twice is listed before the records' own problems.
+    offenders[start:start] = [*early[0], *early[1]]
     if offenders:
         raise InputError(f"replay trace {path.name} ({fmt}) cannot be read", offenders)
     return records, fmt, reported, warnings, sha256
@@ -427,20 +455,18 @@ def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> tuple[_Record, l
         # exact types (JSON gives no subclasses): one pass in C over a ranking of any length
         if ids is not None and not (isinstance(ids, list) and set(map(type, ids)) <= {str}):
             raise ValueError("retrieved_ids: expected a list of id strings")
-        record.raw_hits = list(ids or [])
         answer = entry.get("answer_json")
         if answer is not None and not isinstance(answer, dict):
             raise ValueError("answer_json: expected an object")
-        record.raw_answer = answer
+        record.raw_hits, record.raw_answer = _raw_parts(fmt, entry)
         return record, problems
     hits = entry.get("hits", entry.get("hits_top_k"))
     if hits is not None and not isinstance(hits, list):
         raise ValueError("hits: expected a list")
-    record.raw_hits = hits or []
     answer = entry.get("answer")
     if answer is not None and not isinstance(answer, dict | str):
         raise ValueError("answer: expected an object, a string or null")
-    record.raw_answer = answer
+    record.raw_hits, record.raw_answer = _raw_parts(fmt, entry)
     problems += _numeric_problems(record.raw_hits, answer)
     latency = entry.get("latency_ms")
     if isinstance(latency, dict):
@@ -560,10 +586,11 @@ class ReplaySystem(OpaqueSystem):
         outcome.retrieval_ms, outcome.answer_ms = record.retrieval_ms, record.answer_ms
         outcome.scope = record.scope
         outcome.attempts = 1
+        raw_hits, raw_answer = record.raw(self.format)
         try:
-            outcome.hits, outcome.warnings = parse_hit_block(record.raw_hits, k, self.settings.response)
-            if answers and record.raw_answer is not None:
-                raw = {"text": record.raw_answer} if isinstance(record.raw_answer, str) else record.raw_answer
+            outcome.hits, outcome.warnings = parse_hit_block(raw_hits, k, self.settings.response)
+            if answers and raw_answer is not None:
+                raw = {"text": raw_answer} if isinstance(raw_answer, str) else raw_answer
                 answer: Answer = parse_answer(raw, self.settings.response)
                 outcome.answer = answer
         except QueryFailure as failure:
