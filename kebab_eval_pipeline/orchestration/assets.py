@@ -34,7 +34,7 @@ from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_conten
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
-from kebab_eval_pipeline.memory import release_inputs
+from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
@@ -533,6 +533,7 @@ def query_scores(
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
     settings = eval_settings.load(system_under_test)
+    release_free_memory()  # what the collecting step freed, before the run's largest step
     retrieval_results = pipeline.with_scoring_hits(
         retrieval_results, artifact_storage.store(), context.partition_key, settings
     )
