@@ -94,7 +94,7 @@ class RetrievalShardResult:
     piece: RetrievalPiece
     stale: list[str] = field(default_factory=list)
 
-    #: Read back as the files they are (orchestration/shard_io.py, store/parquet_parts.py): the
+    #: Read back as the files they are (orchestration/shard_io.py, parquet_parts.py): the
     #: collecting step writes the shards' hits into the run's table one shard at a time (10M rows
     #: at a million queries × 10 hits are never in memory at once).
     PARQUET_PARTS: ClassVar[tuple[str, ...]] = ("hits",)

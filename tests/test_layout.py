@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "net",
         "gc_pause",
         "read_once",
+        "parquet_parts",
     ),
     ("golden",),
     ("contract",),  # what every system under test returns: hits, answers, citations, system info
@@ -51,7 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gates",),
     ("reporting",),  # run reports, summaries, UI tables, export, history
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
-    ("pipeline", "probe"),  # the chain as plain functions
+    ("pipeline", "probe", "memory"),  # the chain as plain functions; letting go of its inputs
     ("orchestration",),
     ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),

@@ -29,9 +29,9 @@ from upath import UPath
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.orchestration.run_lock import PARTITION_TAG
+from kebab_eval_pipeline.parquet_parts import ParquetParts
 from kebab_eval_pipeline.shards import SHARD_TYPES
 from kebab_eval_pipeline.store.frames import table_to_frame
-from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
 SHARDS_DIR = "_shards"
 VALUE_FILE = "_value.json"

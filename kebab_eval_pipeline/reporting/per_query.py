@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.store.parquet_parts import ParquetParts
+from kebab_eval_pipeline.parquet_parts import ParquetParts
 
 QUESTION_CHARS = 80  # enough to recognise a question in a table cell
 

@@ -31,12 +31,12 @@ from upath import UPath
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.parquet_parts import ParquetParts
 from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
 
 # defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
 from kebab_eval_pipeline.store.frames import table_to_frame
 from kebab_eval_pipeline.store.layout import MANIFEST
-from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
 _READ_RETRIES = 10  # re-publications of one partition tolerated during a single read
 

@@ -208,9 +208,9 @@ def test_pieces_read_back_as_files_merge_to_the_same_hits_and_versions(tmp_path:
     import pyarrow.parquet as pq
 
     from kebab_eval_pipeline.orchestration.shard_io import read_value, write_value
+    from kebab_eval_pipeline.parquet_parts import ParquetParts
     from kebab_eval_pipeline.reporting.per_query import worst_results_first
     from kebab_eval_pipeline.shards import RetrievalShardResult
-    from kebab_eval_pipeline.store.parquet_parts import ParquetParts
 
     def hit(qid: str, rank: int, headings: list[str], version: str | None) -> dict:
         return {
