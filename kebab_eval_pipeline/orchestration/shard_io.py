@@ -64,8 +64,7 @@ def write_value(folder: UPath, value) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
         buffer = io.BytesIO()
-        table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
-        pq.write_table(table, buffer)
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer)
         atomic.write_bytes(folder / f"{name}.parquet", buffer.getvalue())
     doc = {"type": type(value).__name__, "tables": sorted(tables), "info": info}
     atomic.write_bytes(folder / VALUE_FILE, json.dumps(doc, sort_keys=True, default=str).encode("utf-8"))

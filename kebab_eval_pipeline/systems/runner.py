@@ -269,9 +269,7 @@ def merge_pieces(pieces: list[RetrievalPiece]) -> RetrievalResults:
         hit_counts = count_in_tables(merged_hits.tables(fields))
         version_columns = None
     else:
-        merged_hits = _concat(
-            [h.read().to_pandas() if isinstance(h, ParquetParts) else h for h in hits], HIT_COLUMNS
-        )
+        merged_hits = _concat(hits, HIT_COLUMNS)  # pieces in memory (a run without Dagster)
         version_columns, hit_counts = merged_hits, None
     outcomes = _concat([p.outcomes for p in pieces], OUTCOME_COLUMNS)
     run_warnings = list(dict.fromkeys(w for p in pieces for w in p.run_warnings))
