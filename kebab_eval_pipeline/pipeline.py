@@ -522,7 +522,12 @@ def compare(
         report = no_baseline(run_id, note, metrics)
     else:
         report = compare_runs(
-            store.stored_run(baseline), store.stored_run(run_id), baseline_note=note, options=settings.compare
+            store.stored_run(baseline),
+            store.stored_run(run_id),
+            baseline_note=note,
+            options=settings.compare,
+            gated=list(settings.regression_gates),
+            margins=comparison_margins(settings),
         )
     return with_gates_and_files(report, settings)
 
@@ -538,8 +543,21 @@ def compare_stored(
         strict_chunker_version=strict_chunker_version,
         baseline_note=f"baseline {a!r} (given on the command line)",
         options=settings.compare,
+        gated=list(settings.regression_gates),
+        margins=comparison_margins(settings),
     )
     return with_gates_and_files(report, settings)
+
+
+def comparison_margins(settings: RunSettings) -> list[tuple[str, str, float]]:
+    """The ``(metric, kind, δ)`` margins the run's regression gates set (``non_inferior``,
+    ``equivalent``), for the comparison's report lines."""
+    return [
+        (metric, kind, float(getattr(gate, kind)))
+        for metric, gate in settings.regression_gates.items()
+        for kind in ("non_inferior", "equivalent")
+        if getattr(gate, kind) is not None
+    ]
 
 
 def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.margins import t_bounds
 from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.metrics import catalogue
 
@@ -30,8 +31,18 @@ PAIRED_COLUMNS: dict[str, str] = {
     "p_value": "float64",
     "ci_low": "float64",
     "ci_high": "float64",
+    "paired_se": "float64",
+    "bound_low": "float64",
+    "bound_high": "float64",
     "test": "string",
     "test_note": "string",
+}
+#: Adjusted p-values (:mod:`.families`): Holm over the gated metrics, BH over metrics × slices.
+ADJUSTED_COLUMNS: dict[str, str] = {
+    "p_holm": "float64",
+    "p_bh": "float64",
+    "p_adjusted": "float64",
+    "adjusted_by": "string",
 }
 #: Reading aids added last.
 MARK_COLUMNS: dict[str, str] = {"significance": "string", "direction": "string"}
@@ -48,6 +59,9 @@ SLICE_COLUMNS: dict[str, str] = {
     "n_a": "Int64",
     "n_b": "Int64",
 }
+#: Per-slice paired test (:mod:`.slice_tests`) and its BH-adjusted p and mark (:mod:`.families`).
+SLICE_TEST_COLUMNS: dict[str, str] = {"n_paired": "Int64", "paired_delta": "float64", "p_value": "float64"}
+SLICE_ADJUSTED_COLUMNS: dict[str, str] = {"p_bh": "float64", "significance": "string"}
 
 
 def metric_table(a: dict[str, float | None], b: dict[str, float | None]) -> pd.DataFrame:
@@ -71,16 +85,27 @@ def with_paired_tests(
     seed: int = 0,
     n_resamples: int = 10_000,
     min_queries: int | None = None,
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """``per_metric`` plus :data:`PAIRED_COLUMNS` and :data:`MARK_COLUMNS`.
 
     For each metric that is a mean of per-query scores, the paired test over the queries both runs
-    scored (see :mod:`.significance`). Rounded to 4 decimals (p-values unrounded). When
-    ``min_queries`` is given, a test over fewer (but some) pairs says so at the start of its
-    ``test_note``."""
+    scored (see :mod:`.significance`). ``bound_low``/``bound_high`` are the one-sided ``1 − alpha``
+    paired-t bounds of the mean difference (:func:`.margins.t_bounds`: what non-inferiority and
+    equivalence are decided by). Rounded to 4 decimals (p-values, the standard error and the
+    bounds unrounded). When ``min_queries`` is given, a test over fewer (but some) pairs says so at
+    the start of its ``test_note``. The marks here read raw p; :func:`.families.with_adjusted_p`
+    replaces them."""
     tests = compare_query_scores(
         scores_a, scores_b, per_metric["metric"].tolist(), seed=seed, n_resamples=n_resamples
     ).set_index("metric")
+    if len(tests):
+        tests["bound_low"], tests["bound_high"] = t_bounds(
+            tests["delta"].to_numpy(dtype=float, na_value=np.nan),
+            tests["se"].to_numpy(dtype=float, na_value=np.nan),
+            tests["n"].to_numpy(dtype=float, na_value=np.nan),
+            alpha,
+        )
     out = per_metric.copy()
     source = {
         "n_paired": "n",
@@ -88,6 +113,9 @@ def with_paired_tests(
         "p_value": "p_value",
         "ci_low": "ci_low",
         "ci_high": "ci_high",
+        "paired_se": "se",
+        "bound_low": "bound_low",
+        "bound_high": "bound_high",
         "test": "test",
         "test_note": "note",
     }
@@ -95,8 +123,10 @@ def with_paired_tests(
         values = out["metric"].map(tests[source[column]]) if len(tests) else pd.Series(pd.NA, index=out.index)
         if dtype == "float64":
             values = pd.to_numeric(values, errors="coerce").astype("float64")
-            # p-values keep full precision: rounding would print a tiny exact p as 0.
-            values = values if column == "p_value" else values.round(4)
+            # p-values keep full precision: rounding would print a tiny exact p as 0; the bounds and
+            # their standard error too, so a margin decision is exactly re-derivable.
+            exact = column in ("p_value", "paired_se", "bound_low", "bound_high")
+            values = values if exact else values.round(4)
         out[column] = values.astype(dtype)
     if min_queries is not None:
         few = (out["n_paired"].fillna(0) > 0) & (out["n_paired"].fillna(0) < min_queries)
@@ -110,10 +140,20 @@ def with_paired_tests(
 
 
 def without_tests(per_metric: pd.DataFrame) -> pd.DataFrame:
-    """``per_metric`` with :data:`PAIRED_COLUMNS` and :data:`MARK_COLUMNS` all null (no baseline:
-    the table keeps one shape whatever the comparison)."""
-    out = per_metric.copy()
-    for column, dtype in {**PAIRED_COLUMNS, **MARK_COLUMNS}.items():
+    """``per_metric`` with :data:`PAIRED_COLUMNS`, :data:`ADJUSTED_COLUMNS` and
+    :data:`MARK_COLUMNS` all null (no baseline: the table keeps one shape whatever the comparison)."""
+    return _null_columns(per_metric, {**PAIRED_COLUMNS, **ADJUSTED_COLUMNS, **MARK_COLUMNS})
+
+
+def without_slice_tests(per_slice: pd.DataFrame) -> pd.DataFrame:
+    """``per_slice`` with :data:`SLICE_TEST_COLUMNS` and :data:`SLICE_ADJUSTED_COLUMNS` all null
+    (no baseline, or ``compare.slice_tests`` off)."""
+    return _null_columns(per_slice, {**SLICE_TEST_COLUMNS, **SLICE_ADJUSTED_COLUMNS})
+
+
+def _null_columns(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    out = frame.copy()
+    for column, dtype in columns.items():
         out[column] = pd.Series(pd.NA if dtype != "float64" else np.nan, index=out.index).astype(dtype)
     return out
 

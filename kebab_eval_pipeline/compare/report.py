@@ -133,11 +133,13 @@ def render_markdown(
         f"Paired tests over the queries both runs scored (seed {info.get('seed', 0)}{_resamples(info)}): "
         "exact McNemar "
         "for 0/1 scores, sign-flip randomization otherwise; 95% CI by paired bootstrap. "
-        "Significance: \\* p < 0.05, \\*\\* p < 0.01, \\*\\*\\* p < 0.001; "
-        "▲ better / ▼ worse; † fewer paired queries than min_queries.",
+        + _families_text(info)
+        + "Significance: \\* p < 0.05, \\*\\* p < 0.01, \\*\\*\\* p < 0.001"
+        + (" (adjusted p)" if _marks_adjusted(info) else " (raw p, as configured)")
+        + "; ▲ better / ▼ worse; † fewer paired queries than min_queries.",
         "",
-        "| metric | a | b | delta | relative | p (paired) | 95% CI | sig | test |",
-        "|---|---:|---:|---:|---:|---:|---|---|---|",
+        "| metric | a | b | delta | relative | p (raw) | p (adjusted) | 95% CI | sig | test |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     min_queries = info.get("min_queries")
     for row in per_metric.itertuples(index=False):
@@ -155,12 +157,15 @@ def render_markdown(
             f"{_signed(row.delta)} {arrow}".strip(),
             _signed(row.rel_change),
             _p(row.p_value) + few,
+            _adjusted(row),
             _ci(row.ci_low, row.ci_high),
             sig,
             "–" if pd.isna(row.test) else md_cell(row.test),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _margin_lines(info)
     lines += _category_lines(per_slice)
+    lines += _slice_lines(per_slice, info, max_rows)
     notable = verdicts[verdicts["verdict"].isin(["regression", "loss", "win"])]
     order = {"regression": 0, "loss": 1, "win": 2}
     notable = notable.sort_values(
@@ -210,6 +215,90 @@ def render_markdown(
                 )
             )
     return "\n".join(lines) + "\n"
+
+
+_ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "BH"}
+
+
+def _adjusted(row) -> str:
+    """The adjusted p with its method (older stored reports have none: –)."""
+    p = getattr(row, "p_adjusted", None)
+    if p is None or pd.isna(p):
+        return "–"
+    by = getattr(row, "adjusted_by", None)
+    return f"{p:.4g}" + ("" if by is None or pd.isna(by) else f" ({_ADJUSTMENT_NAMES.get(by, by)})")
+
+
+def _marks_adjusted(info: dict) -> bool:
+    return (info.get("families") or {}).get("significance", "adjusted") == "adjusted" and "families" in info
+
+
+def _families_text(info: dict) -> str:
+    """Which tests were adjusted together, and for what (the report states its families)."""
+    families = info.get("families")
+    if not families:
+        return ""
+    alpha = info.get("alpha", 0.05)
+    holm = families["holm"]
+    bh = families["bh"]
+    names = ", ".join(md_text(m) for m in holm["metrics"]) or "none tested"
+    which = (
+        "the headline metrics (no regression gate is configured)" if holm["default"] else "the gated metrics"
+    )
+    slices = f" and {bh['slices']} slice tests" if bh["slices"] else ""
+    return (
+        f"Multiple testing: Holm over {which} ({holm['size']}: {names}) keeps the chance of any false "
+        f"alarm among them ≤ {alpha:g}; Benjamini–Hochberg over the whole table ({bh['size']} tests: "
+        f"{bh['metrics']} metrics{slices}) keeps the expected share of false alarms among flagged rows "
+        f"≤ {alpha:g}. "
+    )
+
+
+def _margin_lines(info: dict) -> list[str]:
+    """Non-inferiority / equivalence decisions (the regression gates' margins), one line each."""
+    margins = info.get("margins") or []
+    if not margins:
+        return []
+    lines = ["", "## Non-inferiority and equivalence", ""]
+    for m in margins:
+        claim = (
+            f"no worse than a by more than {m['margin']:g}"
+            if m["kind"] == "non_inferior"
+            else f"within ±{m['margin']:g} of a"
+        )
+        p = "" if m.get("p_value") is None else f" (one-sided p = {m['p_value']:.4g})"
+        lines.append(f"- **{md_text(m['metric'])}** — b {claim}? **{md_text(m['text'])}**{p}")
+    return lines
+
+
+def _slice_lines(per_slice: pd.DataFrame | None, info: dict, max_rows: int) -> list[str]:
+    """The slices whose change is significant after adjustment (BH over the table), most
+    significant first; a count of the tests when none is."""
+    if per_slice is None or "p_bh" not in per_slice.columns or not per_slice["p_value"].notna().any():
+        return []
+    alpha = info.get("alpha", 0.05)
+    tested = per_slice[per_slice["p_value"].notna()]
+    read = "p_bh" if _marks_adjusted(info) else "p_value"
+    flagged = tested[tested[read] < alpha].sort_values([read, "dimension", "value", "metric"], kind="stable")
+    lines = ["", "## Slices that changed", ""]
+    which = "BH-adjusted" if read == "p_bh" else "raw"
+    if not len(flagged):
+        return [*lines, f"None of the {len(tested)} slice tests is significant ({which} p < {alpha:g})."]
+    lines += [
+        f"{len(flagged)} of {len(tested)} slice tests significant ({which} p < {alpha:g}):",
+        "",
+        "| slice | metric | a | b | delta | n | p (raw) | p (BH) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in flagged.head(max_rows).itertuples(index=False):
+        lines.append(
+            f"| {md_cell(f'{row.dimension}={row.value}')} | {md_cell(row.metric)} | {_fmt(row.a)} "
+            f"| {_fmt(row.b)} | {_signed(row.delta)} | {_fmt(row.n_paired)} "
+            f"| {_p(row.p_value)} | {_p(row.p_bh)} |"
+        )
+    if len(flagged) > max_rows:
+        lines.append(f"| … | {len(flagged) - max_rows} more in the per-slice table | | | | | | |")
+    return lines
 
 
 def _capped(items: list[str], max_rows: int, total: int | None = None) -> str:

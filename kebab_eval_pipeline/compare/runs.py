@@ -8,14 +8,17 @@ Used by :func:`kebab_eval_pipeline.pipeline.compare` (a run vs its baseline: the
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_paired_tests, without_tests
+from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
+from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
+from kebab_eval_pipeline.compare.margins import margin_rows
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
@@ -30,7 +33,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
 # Bumped when a comparison of the same two runs would come out differently.
-COMPARE_VERSION = "compare-2"
+COMPARE_VERSION = "compare-3"  # 3: per-slice tests, adjusted p-values, margins
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
@@ -144,6 +147,8 @@ def compare_runs(
     strict_chunker_version: bool | None = None,
     baseline_note: str = "",
     options: CompareSettings | None = None,
+    gated: Sequence[str] = (),
+    margins: Sequence[tuple[str, str, float]] = (),
 ) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
@@ -171,13 +176,8 @@ def compare_runs(
         scores_b,
         changed,
     )
-    per_metric = with_paired_tests(
-        metric_table(metrics_a, metrics_b),
-        scores_a,
-        scores_b,
-        seed=options.seed,
-        n_resamples=options.resamples,
-        min_queries=options.min_queries,
+    per_metric, per_slice, families = comparison_tables(
+        scores_a, scores_b, metrics_a, metrics_b, breakdowns_a, breakdowns_b, options, gated
     )
     n_common = _common_queries(scores_a, scores_b)
     info = {
@@ -212,22 +212,46 @@ def compare_runs(
         "min_queries": options.min_queries,
         "seed": options.seed,
         "resamples": options.resamples,
+        "alpha": options.alpha,
+        "families": families,
+        "margins": [v.as_dict() for v in margin_rows(per_metric, margins, options.alpha)],
         "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
         "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
     }
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
     info["warnings"] = _warnings(a, b, plan, n_common, verdicts, options)
+    floor = _monte_carlo_floor(per_metric, families, options)
+    if floor is not None:
+        info["warnings"].append(floor)
     unknown = unknown_system_warning(info, a.run_id, b.run_id)
     if unknown is not None:
         info["warnings"].append(unknown)
-    per_slice = slice_deltas(breakdowns_a, breakdowns_b)
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,
         markdown=render_markdown(info, per_metric, verdicts, per_slice),
         info=info,
         per_slice=per_slice,
+    )
+
+
+def _monte_carlo_floor(per_metric: pd.DataFrame, families: dict, options: CompareSettings) -> str | None:
+    """A warning when the Monte Carlo resolution cannot reach the first BH threshold: a
+    randomization p is never below 1/(R + 1), so with R too small for the family no graded
+    metric could ever be flagged after adjustment — silently."""
+    size = families["bh"]["size"]
+    floor = 1.0 / (options.resamples + 1)
+    if size == 0 or floor <= options.alpha / size:
+        return None
+    if not (per_metric["test"] == "randomization").fillna(False).any():
+        return None  # exact McNemar p-values have no Monte Carlo floor
+    needed = int(np.ceil(size / options.alpha))
+    return (
+        f"{options.resamples:,} resamples give Monte Carlo p-values no smaller than {floor:.2g}, but "
+        f"Benjamini–Hochberg over {size} tests needs p ≤ {options.alpha / size:.2g} for its first "
+        f"rejection: a graded metric or slice may fail to show significance for lack of resamples "
+        f"(set compare.resamples ≥ {needed:,})"
     )
 
 
@@ -263,6 +287,7 @@ def _null(x: float | None) -> float | None:
 def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> ComparisonArtifact:
     """The report when there is nothing to compare with: a clear note, not a failure."""
     per_metric = without_tests(metric_table({}, metrics.metrics))
+    per_slice = without_slice_tests(slice_deltas(None, None))
     empty = pd.DataFrame(columns=list(FRAME_COLUMNS))
     verdicts = per_query_verdicts(empty, empty)
     info = {
@@ -291,5 +316,5 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         per_query=verdicts,
         markdown=markdown,
         info=info,
-        per_slice=slice_deltas(None, None),
+        per_slice=per_slice,
     )

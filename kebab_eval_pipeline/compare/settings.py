@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -12,9 +12,20 @@ from kebab_eval_pipeline.config_model import MAX_COUNT, Seed, StrictSettings
 class CompareSettings(StrictSettings):
     """How comparisons (SPEC §8) test and warn: the paired tests' ``seed`` and ``resamples``,
     ``min_queries`` below which the report warns that nothing can be concluded, and
-    ``strict_chunker_version`` to refuse comparing runs whose chunkers differ."""
+    ``strict_chunker_version`` to refuse comparing runs whose chunkers differ.
+
+    Multiple testing: ``significance`` — whether the marks and ``max_p`` gates read the adjusted
+    p-values (Holm over the gated metrics, Benjamini–Hochberg over the table; the default) or the
+    raw ones; ``slice_tests`` — whether the breakdown slices are tested too (the summary quality
+    metrics over slices of at least ``slice_min_queries`` paired queries; counted in the BH
+    family). ``alpha`` — the level of the non-inferiority/equivalence bounds
+    (one-sided ``1 − alpha``) and of the families' error rates stated in the report."""
 
     seed: Seed = 0
     resamples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
     min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 30
     strict_chunker_version: bool = False
+    significance: Literal["adjusted", "raw"] = "adjusted"
+    slice_tests: bool = True
+    slice_min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 10
+    alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05

@@ -62,6 +62,7 @@ SIGNIFICANCE_COLUMNS: dict[str, str] = {
     "p_value": "float64",
     "ci_low": "float64",
     "ci_high": "float64",
+    "se": "float64",
     "test": "string",
     "note": "string",
 }
@@ -97,6 +98,7 @@ class PairedTest:
     ci_high: float | None
     test: str | None
     note: str
+    se: float | None = None  # standard error of the mean difference, sd(b − a)/√n (None when n < 2)
 
 
 def paired_test(
@@ -107,6 +109,7 @@ def paired_test(
     seed: int = 0,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
+    ci: bool = True,
 ) -> PairedTest:
     """Paired two-sided test of ``mean(b − a) = 0`` over per-query scores of two runs.
 
@@ -114,7 +117,8 @@ def paired_test(
     ``None``) marks a score that is not defined for that query. ``binary`` — ``True`` for 0/1 scores
     (exact McNemar), ``False`` for graded ones (sign-flip randomization), ``None`` to infer (every
     value in {0, 1} ⇒ binary). ``seed`` fixes every random draw; ``n_resamples`` is the Monte
-    Carlo size of the randomization test and of the bootstrap; ``confidence`` the CI level.
+    Carlo size of the randomization test and of the bootstrap; ``confidence`` the CI level;
+    ``ci=False`` skips the bootstrap (CI fields ``None``: per-slice tests report p only).
 
     Output: a :class:`PairedTest`. Edge cases:
 
@@ -149,7 +153,7 @@ def paired_test(
     n = int(a.size)
     if n == 0:
         notes.append("no complete pair: nothing to test")
-        return PairedTest(0, None, None, None, None, None, None, None, "; ".join(notes))
+        return PairedTest(0, None, None, None, None, None, None, None, "; ".join(notes), None)
 
     zero_one = bool(np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all())
     if binary is None:
@@ -174,8 +178,10 @@ def paired_test(
         p, how = _sign_flip_p(d, n_resamples, rng_test)
         test = TEST_RANDOMIZATION
         notes.append(how)
-    low, high = _bootstrap_ci(d, n_resamples, confidence, rng_ci)
-    notes.append(f"CI: paired bootstrap percentile ({n_resamples} resamples, seed {seed})")
+    low = high = None
+    if ci:
+        low, high = _bootstrap_ci(d, n_resamples, confidence, rng_ci)
+        notes.append(f"CI: paired bootstrap percentile ({n_resamples} resamples, seed {seed})")
     return PairedTest(
         n=n,
         # Means of sorted values: bit-identical whatever the order of the pairs.
@@ -187,6 +193,8 @@ def paired_test(
         ci_high=high,
         test=test,
         note="; ".join(notes),
+        # The t-based bounds of non-inferiority and equivalence gates (compare/margins.py) need it.
+        se=float(np.std(d, ddof=1) / math.sqrt(n)) if n > 1 else None,
     )
 
 

@@ -20,6 +20,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.margins import margin_verdict
+from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
@@ -35,6 +37,7 @@ class GatedRun(Protocol):
     """What gate evaluation reads of a run's settings (``settings.RunSettings`` is one)."""
 
     k: list[int]
+    compare: CompareSettings
     gates: Mapping[str, GateSettings]
     regression_gates: Mapping[str, RegressionGateSettings]
     verdict_gates: Mapping[str, VerdictGateSettings]
@@ -105,12 +108,14 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
     for key, gate in settings.regression_gates.items():
         if not known_metric(key, settings.k):
             bad(f"gates.regression.{key}", f"unknown metric {key!r} (k values: {settings.k})")
-        elif gate.max_p is not None and catalogue.test_kind(key) is None:
-            bad(
-                f"gates.regression.{key}.max_p",
-                f"{key} is not a mean of per-query scores, so it has no paired significance test; "
-                "use max_drop",
-            )
+        else:
+            for bound in ("max_p", "non_inferior", "equivalent"):
+                if getattr(gate, bound) is not None and catalogue.test_kind(key) is None:
+                    bad(
+                        f"gates.regression.{key}.{bound}",
+                        f"{key} is not a mean of per-query scores, so it has no paired test or "
+                        "confidence bound; use max_drop",
+                    )
     for key in settings.verdict_gates:
         target = parsed(key, f"gates.regression.{key}")
         if target is None:
@@ -125,15 +130,17 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
 class GateResult:
     name: str  # check name, e.g. "gate_mrr_min", "gate_mrr_lang_ko_min", "gate_mrr_max_p"
     metric: str  # the gate key: a metric, or metric[dimension=value]
-    kind: str  # min | max | max_drop | max_p
+    kind: str  # min | max | max_drop | max_p | non_inferior | equivalent
     passed: bool
     skipped: bool
     blocking: bool
-    value: float | None  # the metric (absolute, max_drop) or the p-value (max_p)
-    threshold: float
+    value: float | None  # the metric (absolute, max_drop), the p-value (max_p) or the bound (margins)
+    threshold: float  # the bound: min/max, −max_drop, max_p, −δ (non_inferior), δ (equivalent)
     delta: float | None  # value − threshold (absolute gates) or b − a (regression gates)
     reason: str
-    p_value: float | None = None  # regression gates: the paired test's p-value, when there is one
+    p_value: float | None = None  # regression gates: the p-value the gate read (adjusted, unless raw)
+    p_raw: float | None = None  # regression gates: the unadjusted paired-test p-value
+    verdict: str | None = None  # margins: non-inferior | equivalent | inconclusive | worse | not equivalent
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -227,15 +234,26 @@ class PairedEvidence:
     """A paired test of one metric between the baseline (a) and this run (b), from the comparison."""
 
     delta: float | None  # mean b − mean a over the queries both runs scored
-    p_value: float | None
+    p_value: float | None  # raw
     n: int
     test: str | None  # e.g. mcnemar_exact | randomization
     note: str = ""
+    p_adjusted: float | None = None  # Holm over the gated metrics (or BH), when the comparison has it
+    adjusted_by: str | None = None
+    se: float | None = None
+    bound_low: float | None = None  # one-sided (1 − alpha) paired-t bounds of b − a
+    bound_high: float | None = None
 
 
 def regression_kinds(gate: RegressionGateSettings) -> list[str]:
     """The bounds a regression gate sets, in check order."""
-    return [k for k, v in (("max_drop", gate.max_drop), ("max_p", gate.max_p)) if v is not None]
+    bounds = (
+        ("max_drop", gate.max_drop),
+        ("max_p", gate.max_p),
+        ("non_inferior", gate.non_inferior),
+        ("equivalent", gate.equivalent),
+    )
+    return [k for k, v in bounds if v is not None]
 
 
 def evaluate_regression_gate(
@@ -244,6 +262,7 @@ def evaluate_regression_gate(
     metrics: Mapping[str, float | None],
     baseline: Mapping[str, float | None] | None,
     evidence: PairedEvidence | None = None,
+    compare: CompareSettings | None = None,
 ) -> list[GateResult]:
     """One result per configured bound of a regression gate (see :func:`regression_kinds`).
 
@@ -253,25 +272,54 @@ def evaluate_regression_gate(
     - ``max_drop`` fails when the run's metric is worse than the baseline's by more than
       ``max_drop`` (the delta is of the stored, rounded aggregates: what the reports show).
     - ``max_p`` fails when the metric got worse (paired delta) with p < ``max_p``; ``evidence`` is
-      the comparison's paired test of that metric.
+      the comparison's paired test of that metric, and p is its adjusted p-value unless
+      ``compare.significance`` is ``raw`` (or the comparison has none).
+    - ``non_inferior`` / ``equivalent`` pass only when the one-sided ``1 − compare.alpha`` bounds of
+      the paired delta show it (:func:`~kebab_eval_pipeline.compare.margins.margin_verdict`); the
+      result's ``verdict`` says "non-inferior", "inconclusive" or "worse" (equivalence: "equivalent",
+      "inconclusive", "not equivalent").
 
     No baseline: every bound passes as skipped. A null value (either run's metric, or no paired
     test) fails with the reason unless ``skip_if_null``.
     """
+    compare = compare or CompareSettings()
     value, before = metrics.get(metric), (baseline or {}).get(metric)
     results = []
     for kind in regression_kinds(gate):
+        label = None
+        p_raw = evidence.p_value if evidence is not None and kind == "max_p" else None
         if baseline is None:
             verdict = (True, True, value, None, "no baseline run: nothing to regress against", None)
         elif kind == "max_drop":
             verdict = _max_drop_verdict(metric, gate, value, before)
+        elif kind == "max_p":
+            verdict = _max_p_verdict(metric, gate, evidence, compare.significance == "adjusted")
         else:
-            verdict = _max_p_verdict(metric, gate, evidence)
+            verdict, label = _margin_gate_verdict(metric, kind, gate, evidence, compare.alpha)
         passed, skipped, shown, delta, reason, p = verdict
-        threshold = -gate.max_drop if kind == "max_drop" else gate.max_p
+        threshold = {
+            "max_drop": -(gate.max_drop or 0.0),
+            "max_p": gate.max_p,
+            "non_inferior": -(gate.non_inferior or 0.0),
+            "equivalent": gate.equivalent,
+        }[kind]
         name = check_name(metric, kind)
         results.append(
-            GateResult(name, metric, kind, passed, skipped, gate.blocking, shown, threshold, delta, reason, p)
+            GateResult(
+                name,
+                metric,
+                kind,
+                passed,
+                skipped,
+                gate.blocking,
+                shown,
+                threshold,
+                delta,
+                reason,
+                p,
+                p_raw,
+                label,
+            )
         )
     return results
 
@@ -298,19 +346,64 @@ def _max_drop_verdict(
     return passed, False, value, delta, reason, None
 
 
-def _max_p_verdict(metric: str, gate: RegressionGateSettings, evidence: PairedEvidence | None) -> _Verdict:
+def _max_p_verdict(
+    metric: str, gate: RegressionGateSettings, evidence: PairedEvidence | None, adjusted: bool = True
+) -> _Verdict:
     if evidence is None or evidence.p_value is None or evidence.delta is None:
         why = evidence.note if evidence is not None and evidence.note else "the comparison has no paired test"
         return _null_verdict(gate, f"{metric}: no p-value ({why})", None)
-    p = evidence.p_value
+    use_adjusted = adjusted and evidence.p_adjusted is not None
+    p = evidence.p_adjusted if use_adjusted else evidence.p_value
     worse = worsening(metric, evidence.delta) > 0
     passed = not (worse and p < gate.max_p)
     verdict = "significantly worse" if not passed else ("not significant" if worse else "not worse")
+    how = (
+        f"{_ADJUSTED_NAMES.get(evidence.adjusted_by or '', evidence.adjusted_by)}-adjusted p = {p:.4g}, "
+        f"raw p = {evidence.p_value:.4g}"
+        if use_adjusted
+        else f"p = {p:.4g}" + (" (unadjusted, as configured)" if adjusted is False else "")
+    )
     reason = (
         f"{metric} moved {evidence.delta:+.4f} over {evidence.n} paired queries, "
-        f"p = {p:.4g} ({evidence.test}): {verdict} at p < {gate.max_p}"
+        f"{how} ({evidence.test}): {verdict} at p < {gate.max_p}"
     )
     return passed, False, p, round(evidence.delta, 4), reason, p
+
+
+_ADJUSTED_NAMES = {"holm": "Holm", "bh": "Benjamini–Hochberg"}
+
+
+def _margin_gate_verdict(
+    metric: str, kind: str, gate: RegressionGateSettings, evidence: PairedEvidence | None, alpha: float
+) -> tuple[_Verdict, str | None]:
+    """A ``non_inferior``/``equivalent`` bound from the comparison's one-sided bounds."""
+    margin = float(gate.non_inferior if kind == "non_inferior" else gate.equivalent)
+    if (
+        evidence is None
+        or evidence.bound_low is None
+        or evidence.bound_high is None
+        or evidence.delta is None
+    ):
+        why = evidence.note if evidence is not None and evidence.note else "the comparison has no paired test"
+        return _null_verdict(gate, f"{metric}: no confidence bound ({why})", None), None
+    decided = margin_verdict(
+        metric,
+        kind,
+        margin,
+        alpha,
+        evidence.delta,
+        evidence.bound_low,
+        evidence.bound_high,
+        se=evidence.se,
+        n=evidence.n,
+    )
+    if kind == "non_inferior":
+        shown = evidence.bound_high if catalogue.lower_is_better(metric) else evidence.bound_low
+    else:
+        shown = max(abs(evidence.bound_low), abs(evidence.bound_high))
+    reason = f"{metric} over {evidence.n} paired queries: {decided.text}"
+    verdict = (decided.passed, False, shown, round(evidence.delta, 4), reason, decided.p_value)
+    return verdict, decided.verdict
 
 
 def verdict_slice(per_query: pd.DataFrame, target: GateTarget) -> np.ndarray:
@@ -364,9 +457,12 @@ def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
     info = report.info
     baseline = info.get("metrics_a") if info.get("run_a") else None
     results: list[GateResult] = []
+    compare = getattr(settings, "compare", None)
     for metric, gate in settings.regression_gates.items():
         evidence = paired_evidence(report.per_metric, metric)
-        results += evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence)
+        results += evaluate_regression_gate(
+            metric, gate, info.get("metrics_b", {}), baseline, evidence, compare
+        )
     for key, gate in settings.verdict_gates.items():
         results.append(evaluate_verdict_gate(key, gate, report.per_query, baseline is not None))
     if info.get("cross_system"):
@@ -390,12 +486,18 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
         value = row.get(column)
         return None if value is None or pd.isna(value) else float(value)
 
+    adjusted_by = row.get("adjusted_by")
     return PairedEvidence(
         delta=num("paired_delta"),
         p_value=num("p_value"),
         n=int(num("n_paired") or 0),
         test=None if pd.isna(row.get("test")) else str(row.get("test")),
         note="" if pd.isna(row.get("test_note")) else str(row.get("test_note")),
+        p_adjusted=num("p_adjusted"),
+        adjusted_by=None if adjusted_by is None or pd.isna(adjusted_by) else str(adjusted_by),
+        se=num("paired_se"),
+        bound_low=num("bound_low"),
+        bound_high=num("bound_high"),
     )
 
 

@@ -31,18 +31,28 @@ class GateSettings(StrictSettings):
 class RegressionGateSettings(StrictSettings):
     """A tolerance against the baseline run (SPEC §7): the metric may not get worse by more than
     ``max_drop``, and/or may not get worse with a paired-test p-value below ``max_p`` ("worse" is
-    lower, or higher for rates of bad events and latencies: the metric catalogue's direction). With
-    neither set, any worsening fails (``max_drop: 0``)."""
+    lower, or higher for rates of bad events and latencies: the metric catalogue's direction). The
+    p-value ``max_p`` reads is Holm-adjusted over the gated metrics unless ``compare.significance``
+    is ``raw``.
+
+    Margins, decided by the one-sided confidence bound of the paired delta (level
+    ``compare.alpha``): ``non_inferior: δ`` passes only when b is shown to be no worse than a by
+    more than δ (the bound of the worsening stays inside δ); ``equivalent: δ`` only when the
+    two one-sided tests put the delta inside ±δ. With none of the four set, any worsening fails
+    (``max_drop: 0``)."""
 
     max_drop: Annotated[float, Field(ge=0.0)] | None = None
     max_p: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    non_inferior: Annotated[float, Field(ge=0.0)] | None = None
+    equivalent: Annotated[float, Field(gt=0.0)] | None = None
     blocking: bool = True
     skip_if_null: bool = False  # pass (as skipped) when either run's value or the p-value is null
 
     @model_validator(mode="before")
     @classmethod
     def _default_drop(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("max_drop") is None and data.get("max_p") is None:
+        bounds = ("max_drop", "max_p", "non_inferior", "equivalent")
+        if isinstance(data, dict) and all(data.get(k) is None for k in bounds):
             return {**data, "max_drop": 0.0}
         return data
 

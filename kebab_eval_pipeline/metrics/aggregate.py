@@ -46,6 +46,7 @@ __all__ = [
     "aggregate_metrics",
     "breakdowns",
     "build_query_scores",
+    "dimension_labels",
     "metric_denominators",
     "metric_names",
     "round_scores",
@@ -369,7 +370,7 @@ def breakdowns(
     dims: list[str] = []
     values: list[str] = []
     for dim in BREAKDOWN_DIMENSIONS:
-        rows, labels = _dimension_labels(query_scores, dim, n)
+        rows, labels = dimension_labels(query_scores, dim, n)
         if len(rows) == 0:
             continue
         inv, uniq = pd.factorize(labels, sort=True)
@@ -418,8 +419,10 @@ def _ks(query_scores: pd.DataFrame, ks: Sequence[int] | None) -> list[int]:
     return check_ks(ks)
 
 
-def _dimension_labels(qs: pd.DataFrame, dim: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, label) membership pairs of one breakdown dimension."""
+def dimension_labels(qs: pd.DataFrame, dim: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, label) membership pairs of one breakdown dimension of ``qs`` (``n = len(qs)``): a row
+    per query and slice it belongs to (several for ``tag``), labels as in :func:`breakdowns`
+    (``(none)`` for a null or empty value). Used by the breakdowns and the per-slice paired tests."""
     if dim == "tag":
         if "tags" not in qs.columns:
             return np.zeros(0, np.int64), np.zeros(0, object)

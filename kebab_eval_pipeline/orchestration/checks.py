@@ -126,7 +126,20 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     def describe(metric: str, kind: str, gate) -> str:
         if kind == "max_drop":
             return f"{metric} may not drop by more than {gate.max_drop} against the baseline"
-        return f"{metric} may not drop with a paired-test p-value below {gate.max_p} against the baseline"
+        if kind == "non_inferior":
+            return (
+                f"{metric} must be shown no worse than the baseline by more than {gate.non_inferior} "
+                f"(one-sided {1 - settings.compare.alpha:.0%} bound of the paired delta)"
+            )
+        if kind == "equivalent":
+            return (
+                f"{metric} must be shown equivalent to the baseline within ±{gate.equivalent} "
+                f"(two one-sided tests at α = {settings.compare.alpha})"
+            )
+        which = "adjusted (Holm) " if settings.compare.significance == "adjusted" else ""
+        return (
+            f"{metric} may not drop with a {which}paired-test p-value below {gate.max_p} against the baseline"
+        )
 
     specs = [
         dg.AssetCheckSpec(

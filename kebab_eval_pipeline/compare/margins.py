@@ -1,0 +1,205 @@
+"""Non-inferiority and equivalence of a paired delta: "b is no worse than a by more than δ".
+
+A team moving to a cheaper model or chunker does not claim "b is better"; it claims "b is not
+worse by more than a margin it can live with". A non-significant difference does not show that
+(a small golden set never shows anything); the one-sided confidence bound of the paired delta does:
+
+- **non-inferior within δ** when the lower one-sided ``1 − α`` bound of the improvement (b − a,
+  sign-flipped for lower-is-better metrics) exceeds −δ;
+- **worse** when even its upper one-sided bound is below −δ (b is worse by more than δ);
+- **inconclusive** otherwise — the data cannot tell.
+
+Equivalence is the two one-sided tests (TOST): both bounds inside (−δ, δ) ⇒ **equivalent within
+δ**; the whole interval outside ⇒ **not equivalent**; otherwise inconclusive.
+
+The bounds are paired-t bounds, ``delta ∓ t(1 − α; n − 1) · sd(b − a)/√n``: exact to re-derive
+(``scipy.stats.ttest_rel(b, a, alternative=...).confidence_interval(1 − α)`` gives the same
+numbers), and for the sample sizes a comparison needs (``min_queries``) the t reference is
+accurate for 0/1 scores as well. Several margin gates need no multiplicity adjustment: a release
+passes only when *every* one of them passes, an intersection–union test, which is level α as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kebab_eval_pipeline.metrics import catalogue
+
+__all__ = ["MARGIN_KINDS", "MarginVerdict", "margin_rows", "margin_verdict", "t_bounds"]
+
+#: Regression-gate bounds decided by a margin (the gates' ``non_inferior`` / ``equivalent``).
+MARGIN_KINDS = ("non_inferior", "equivalent")
+
+
+def t_bounds(delta, se, n, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided ``1 − alpha`` paired-t bounds of mean differences, element-wise.
+
+    Inputs: arrays (or scalars) of the mean difference b − a, its standard error
+    ``sd(b − a, ddof=1)/√n`` and the number of pairs ``n``; ``alpha`` in (0, 0.5). Output:
+    ``(low, high)`` float arrays, ``delta ∓ t.ppf(1 − alpha, n − 1)·se``; NaN where any input is
+    NaN or ``n < 2`` (no spread to estimate). ``se = 0`` (every difference equal) gives
+    ``low = high = delta``."""
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha!r}")
+    delta, se, n = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (delta, se, n))
+    ok = ~(np.isnan(delta) | np.isnan(se) | np.isnan(n)) & (n >= 2)
+    low = np.full(delta.shape, np.nan)
+    high = np.full(delta.shape, np.nan)
+    if ok.any():
+        from scipy.stats import t  # ~0.5 s to import: only a comparison with tests needs it
+
+        q = t.ppf(1.0 - alpha, n[ok] - 1.0)
+        low[ok] = delta[ok] - q * se[ok]
+        high[ok] = delta[ok] + q * se[ok]
+    return low, high
+
+
+@dataclass(frozen=True)
+class MarginVerdict:
+    """One margin decision. ``delta``/``bound_low``/``bound_high`` are of b − a as measured (not
+    sign-flipped); ``verdict`` is ``non-inferior``/``equivalent``, ``inconclusive``, ``worse`` /
+    ``not equivalent``, or ``None`` when there is no bound (``text`` says why); ``p_value`` is the
+    one-sided t-test of the margin's null (the larger of the two for equivalence)."""
+
+    metric: str
+    kind: str
+    margin: float
+    alpha: float
+    delta: float | None
+    bound_low: float | None
+    bound_high: float | None
+    p_value: float | None
+    verdict: str | None
+    passed: bool
+    text: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def margin_verdict(
+    metric: str,
+    kind: str,
+    margin: float,
+    alpha: float,
+    delta: float | None,
+    bound_low: float | None,
+    bound_high: float | None,
+    se: float | None = None,
+    n: int | None = None,
+) -> MarginVerdict:
+    """Decide ``kind`` (``non_inferior`` or ``equivalent``) within ``margin`` from the one-sided
+    ``1 − alpha`` bounds of the paired delta b − a (see the module doc). ``passed`` is True only
+    for ``non-inferior`` / ``equivalent``. A null bound (no paired test, fewer than 2 pairs) gives
+    verdict ``None`` and ``passed`` False; ``se``/``n``, when given, add the margin test's p-value."""
+    if kind not in MARGIN_KINDS:
+        raise ValueError(f"unknown margin kind {kind!r}; expected one of {MARGIN_KINDS}")
+    if _null(delta) or _null(bound_low) or _null(bound_high):
+        return MarginVerdict(
+            metric, kind, margin, alpha, delta, None, None, None, None, False, "no confidence bound"
+        )
+    level = f"{1 - alpha:.0%}" if kind == "non_inferior" else f"{1 - 2 * alpha:.0%}"
+    lower_better = catalogue.lower_is_better(metric)
+    # Improvement g = b − a with the metric's sense (a fall of an error rate is an improvement).
+    g_low, g_high = (-bound_high, -bound_low) if lower_better else (bound_low, bound_high)
+    if kind == "non_inferior":
+        if g_low > -margin:
+            verdict, passed = "non-inferior", True
+        elif g_high < -margin:
+            verdict, passed = "worse", False
+        else:
+            verdict, passed = "inconclusive", False
+        worse_side = "upper" if lower_better else "lower"
+        bound = bound_high if lower_better else bound_low
+        text = (
+            f"{verdict}{' within ' + _g(margin) if passed else ''}: {worse_side} one-sided {level} bound of "
+            f"b − a = {bound:+.4f} (delta {delta:+.4f}) vs margin {'+' if lower_better else '−'}{_g(margin)}"
+        )
+    else:
+        if bound_low > -margin and bound_high < margin:
+            verdict, passed = "equivalent", True
+        elif bound_low >= margin or bound_high <= -margin:
+            verdict, passed = "not equivalent", False
+        else:
+            verdict, passed = "inconclusive", False
+        text = (
+            f"{verdict}{' within ±' + _g(margin) if passed else ''}: {level} interval of b − a "
+            f"[{bound_low:+.4f}, {bound_high:+.4f}] (delta {delta:+.4f}) vs ±{_g(margin)}"
+        )
+    return MarginVerdict(
+        metric,
+        kind,
+        margin,
+        alpha,
+        delta,
+        bound_low,
+        bound_high,
+        _margin_p(kind, margin, delta, se, n, lower_better),
+        verdict,
+        passed,
+        text,
+    )
+
+
+def _margin_p(
+    kind: str, margin: float, delta: float, se: float | None, n: int | None, lower_better: bool
+) -> float | None:
+    """One-sided t-test p of the margin's null: H0 g ≤ −δ (non-inferiority); for equivalence the
+    larger p of H0 d ≤ −δ and H0 d ≥ δ (TOST)."""
+    if _null(se) or n is None or n < 2 or se == 0:
+        return None
+    from scipy.stats import t
+
+    df = n - 1
+    g = -delta if lower_better else delta
+    if kind == "non_inferior":
+        return float(t.sf((g + margin) / se, df))
+    return float(max(t.sf((delta + margin) / se, df), t.cdf((delta - margin) / se, df)))
+
+
+def _g(x: float) -> str:
+    return f"{x:g}"
+
+
+def _null(x) -> bool:
+    return x is None or (isinstance(x, float) and np.isnan(x))
+
+
+def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
+    """One :class:`MarginVerdict` per ``(metric, kind, margin)`` in ``margins``, read from a
+    comparison's per-metric table (``paired_delta``, ``bound_low``, ``bound_high``, ``paired_se``,
+    ``n_paired``) — the same inputs the regression gates decide from. A metric missing from the
+    table gets a verdict ``None`` ("no confidence bound")."""
+    rows = per_metric.set_index("metric") if len(per_metric) else None
+    out = []
+    for metric, kind, margin in margins:
+        row = rows.loc[metric] if rows is not None and metric in rows.index else None
+
+        def num(column: str, row=row) -> float | None:
+            if row is None or column not in row.index or row[column] is None or _isna(row[column]):
+                return None
+            return float(row[column])
+
+        n = num("n_paired")
+        out.append(
+            margin_verdict(
+                metric,
+                kind,
+                float(margin),
+                alpha,
+                num("paired_delta"),
+                num("bound_low"),
+                num("bound_high"),
+                se=num("paired_se"),
+                n=None if n is None else int(n),
+            )
+        )
+    return out
+
+
+def _isna(x) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(x))
