@@ -5,6 +5,7 @@ import math
 import pandas as pd
 import pytest
 
+from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.gates.evaluate import (
     GateTarget,
@@ -304,3 +305,16 @@ def test_bad_verdict_gate_keys_are_listed():
         "gates.regression.regression[colour=red]",
         "gates.regression.wins",
     ]
+
+
+def test_max_p_reads_the_adjusted_p_unless_configured_raw():
+    g = RegressionGateSettings(max_p=0.05)
+    evidence = PairedEvidence(-0.1, 0.02, 100, "randomization", p_adjusted=0.06, adjusted_by="holm")
+    adjusted = evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.6}, evidence)[0]
+    # raw 0.02 would fail; Holm over the gated metrics lifts it to 0.06: not significant.
+    assert adjusted.passed and adjusted.p_value == 0.06 and adjusted.p_raw == 0.02
+    assert "Holm-adjusted p = 0.06, raw p = 0.02" in adjusted.reason and "not significant" in adjusted.reason
+    raw = evaluate_regression_gate(
+        "mrr", g, {"mrr": 0.5}, {"mrr": 0.6}, evidence, CompareSettings(significance="raw")
+    )[0]
+    assert not raw.passed and raw.p_value == 0.02 and "unadjusted, as configured" in raw.reason
