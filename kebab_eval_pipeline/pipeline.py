@@ -44,6 +44,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
 )
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import stale_references
@@ -472,6 +473,9 @@ def summarize(
         metrics.update(judge_metrics)
         denominators.update(judge_n)
         info["judge"] = judge_identity(judged.info)
+    # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
+    info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
+    info["judged_warning"] = judged_warning(f"run {run_id}", info["judged_coverage"], comparing=False)
     # The gates, evaluated once: the asset checks and the CLI read these results.
     info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns)]
     return RunMetricsArtifact(

@@ -8,6 +8,7 @@ Used by :func:`kebab_eval_pipeline.pipeline.compare` (a run vs its baseline: the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
+from kebab_eval_pipeline.compare.suspect_gold import queue_summary, suspect_gold, suspect_markdown
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
 from kebab_eval_pipeline.compare.verdicts import (
     FRAME_COLUMNS,
@@ -26,6 +28,7 @@ from kebab_eval_pipeline.compare.verdicts import (
     verdict_counts,
 )
 from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
@@ -144,6 +147,7 @@ def compare_runs(
     strict_chunker_version: bool | None = None,
     baseline_note: str = "",
     options: CompareSettings | None = None,
+    judge_suspects: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]] | None = None,
 ) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
@@ -152,8 +156,11 @@ def compare_runs(
     agree; when not, both compared under ``anchor``/``span``/``doc``, a run re-scored only when it
     was scored by another criterion); per-metric deltas carry the paired
     test (``options.seed``/``resamples``); the per-query table carries verdicts, flips, gold
-    changes and query labels. Raises :class:`InputError` when the chunkers differ and strictness
-    (argument, else ``options.strict_chunker_version``) is on."""
+    changes and query labels. The suspect-gold queue (:mod:`.suspect_gold`: b's unjudged hits
+    above its first relevant hit in each loss and regression) is stored with the report, passed
+    through ``judge_suspects`` first when given (the judge's relevance verdicts, and what to record
+    of the judge in ``info["suspect_judge"]``). Raises :class:`InputError` when the chunkers differ
+    and strictness (argument, else ``options.strict_chunker_version``) is on."""
     options = options or CompareSettings()
     strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
     plan = plan_matching(a, b, strict)
@@ -221,13 +228,27 @@ def compare_runs(
     unknown = unknown_system_warning(info, a.run_id, b.run_id)
     if unknown is not None:
         info["warnings"].append(unknown)
+    info["judged_coverage"] = {
+        "a": judged_coverage(metrics_a, options.min_judged),
+        "b": judged_coverage(metrics_b, options.min_judged),
+    }
+    for side, run in (("a", a), ("b", b)):
+        warning = judged_warning(f"run {side} ({run.run_id})", info["judged_coverage"][side])
+        if warning is not None:
+            info["warnings"].append(warning)
+    suspects = suspect_gold(verdicts, b, plan.criterion)
+    if judge_suspects is not None and len(suspects):
+        suspects, info["suspect_judge"] = judge_suspects(suspects)
+    info["suspect_gold"] = queue_summary(suspects)
     per_slice = slice_deltas(breakdowns_a, breakdowns_b)
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,
-        markdown=render_markdown(info, per_metric, verdicts, per_slice),
+        markdown=render_markdown(info, per_metric, verdicts, per_slice)
+        + suspect_markdown(suspects, b.run_id),
         info=info,
         per_slice=per_slice,
+        suspect_gold=suspects,
     )
 
 
