@@ -526,7 +526,11 @@ def compare(
         report = no_baseline(run_id, note, metrics)
     else:
         report = compare_runs(
-            store.stored_run(baseline), store.stored_run(run_id), baseline_note=note, options=settings.compare
+            store.stored_run(baseline),
+            store.stored_run(run_id),
+            baseline_note=note,
+            options=settings.compare,
+            judge_suspects=suspect_judge(settings, store),
         )
     return with_gates_and_files(report, settings)
 
@@ -542,8 +546,27 @@ def compare_stored(
         strict_chunker_version=strict_chunker_version,
         baseline_note=f"baseline {a!r} (given on the command line)",
         options=settings.compare,
+        judge_suspects=suspect_judge(settings, store),
     )
     return with_gates_and_files(report, settings)
+
+
+def suspect_judge(settings: RunSettings, store: RunStore):
+    """When the run has a judge: the function a comparison passes its suspect-gold queue through,
+    each hit judged for relevance by the run's main judge through the run's judge cache
+    (:func:`judge.relevance.judge_relevance`); None without a judge."""
+    if settings.judge is None:
+        return None
+    judge_settings = settings.judge
+
+    def judge(queue: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+        from kebab_eval_pipeline.judge.cache import JudgeCache
+        from kebab_eval_pipeline.judge.relevance import judge_relevance
+
+        with JudgeCache(store.judge_cache_path(judge_settings.cache_dir)) as cache:
+            return judge_relevance(judge_settings, queue, cache)
+
+    return judge
 
 
 def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:

@@ -306,3 +306,97 @@ def test_bad_input_is_exit_2_with_a_clear_message(env, stored):
     assert "query 'q-unknown'" in proc.stderr and "not in the golden set" in flat(proc.stderr)
     proc = cli(env, "golden", "suggest", "b", "--out", str(folder / "patch.txt"))
     assert proc.returncode == 2 and "use .yaml or .yml" in proc.stderr
+
+
+class RelevanceJudge:
+    """A deterministic judge behind a real OpenAI-compatible endpoint: a passage about rotating keys
+    or the invoice archive is relevant (5), anything else is not (1). Counts its calls."""
+
+    backend = "scripted"
+    model = "scripted-relevance"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.prompts: list[str] = []
+
+    def digest(self) -> str:
+        return "sha256:" + "ab" * 32
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "digest": self.digest(), "pinned": True}
+
+    def complete(self, messages, decoding):
+        from kebab_eval_pipeline.judge.completion import Completion
+
+        self.calls += 1
+        self.prompts.append(messages[0]["content"])
+        passage = messages[-1]["content"]
+        score = 5 if ("Rotating keys" in passage or "Archive" in passage) else 1
+        why = "it answers the question" if score == 5 else "it is about something else"
+        return Completion(
+            text=json.dumps({"score": score, "reasoning": why}),
+            prompt_tokens=10,
+            completion_tokens=5,
+            finish_reason="stop",
+            model=self.model,
+            latency_ms=1.0,
+        )
+
+
+def test_the_judge_rates_each_suspect_hit_and_suggest_keeps_the_relevant_ones(env, stored):
+    from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION
+    from kebab_eval_pipeline.judge.serve import create_app
+    from tests.judge.servers import app_server
+
+    folder, golden, _, _ = stored
+    judge = RelevanceJudge()
+    with app_server(create_app(judge)) as url:
+        cache_dir = folder / "judge-cache"
+        config = run_config(
+            folder,
+            golden,
+            "b",
+            "a",
+            judge={
+                "backend": "openai_compatible",
+                "base_url": f"{url}/v1",
+                "model": judge.model,
+                "cache_dir": str(cache_dir),
+            },
+        )
+        proc = cli(env, "compare", "a", "b", "--json", "--config", str(config))
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert judge.calls == 3  # one per suspect hit
+        got = [
+            (r["chunk_id"], r["judge_relevant"], r["judge_score"], r["judge_reasoning"])
+            for r in doc["suspect_gold"]
+        ]
+        assert got == [
+            ("billing#archive", True, 5.0, "it answers the question"),
+            ("misc#2", False, 1.0, "it is about something else"),
+            ("keys#rotate-v2", True, 5.0, "it answers the question"),
+        ]
+        judged = doc["suspect_judge"]
+        assert judged["judge"]["prompt_version"] == RELEVANCE_PROMPT_VERSION
+        assert judged["judge"]["model"] == judge.model and judged["judge"]["digest"] == judge.digest()
+        assert (judged["model_calls"], judged["cache_hits"], judged["no_verdict"]) == (3, 0, 0)
+        assert (
+            doc["suspect_gold"]
+            and "relevant (5/5)" in cli(env, "compare", "a", "b", "--config", str(config)).stdout
+        )
+        assert judge.calls == 3  # the second comparison was answered from the cache
+        patch = folder / "judged-patch.yaml"
+        proc = cli(
+            env, "golden", "suggest", "b", "--baseline", "a", "--config", str(config),
+            "--only-judged-relevant", "--out", str(patch),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    assert judge.calls == 3
+    text = patch.read_text(encoding="utf-8")
+    assert "misc#2" not in text and '# judge: relevant (5/5): "it answers the question"' in text
+    doc = yaml.safe_load(text)
+    assert [(q["id"], [s["chunk_id"] for s in q["supports"]]) for q in doc["queries"]] == [
+        ("q-reg", ["billing#archive"]),
+        ("q-loss", ["keys#rotate-v2"]),
+    ]
