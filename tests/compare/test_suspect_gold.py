@@ -186,6 +186,23 @@ def test_the_run_summary_and_stored_report_show_the_queue_and_the_warning(env, s
     markdown = (folder / "comparison.md").read_text(encoding="utf-8")
     assert "## Suspect gold (3 unjudged hits in 2 queries)" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| q-")]
+    # The UI: the comparison_report materialization's table, worst first, and the count.
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("comparison_report"), asset_partitions=["b"]), limit=1
+        ).records
+        meta = records[0].asset_materialization.metadata
+    assert meta["suspect_gold/hits"].value == 3
+    assert [
+        (r.data["query_id"], r.data["hit_rank"], r.data["rank_drop"], r.data["heading_path"])
+        for r in meta["suspect_gold"].value.records
+    ] == [
+        ("q-reg", 1, 10, "Billing, Archive"),
+        ("q-reg", 2, 10, "Misc, Unrelated"),
+        ("q-loss", 1, 1, "Keys, Rotating keys"),
+    ]
     # Markdown-escaped cells (md_cell): "#" and ">" render as themselves.
     assert rows[-3:] == [
         r"| q-reg | regression | 1 | – | 1 | billing\#archive | docs/billing.md:30-44 | Billing \> Archive "
