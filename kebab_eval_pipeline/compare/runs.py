@@ -33,7 +33,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
 # Bumped when a comparison of the same two runs would come out differently.
-COMPARE_VERSION = "compare-2"
+COMPARE_VERSION = "compare-3"  # 3: the suspect-gold queue and the judged@k warning
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
