@@ -244,11 +244,16 @@ class ComparisonArtifact:
     info: dict[str, Any]  # run ids, versions side by side, chunker_version_match, counts, drift, warnings
     per_slice: pd.DataFrame | None = None  # dimension, value, metric, a, b, delta, n_a, n_b
     files: dict[str, bytes] = field(default_factory=dict)  # comparison.md/.html/.json (compare.document)
+    # b's unjudged hits above its first relevant hit in losses and regressions (compare.suspect_gold);
+    # None for comparisons stored before the queue existed, and when there was no baseline.
+    suspect_gold: pd.DataFrame | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"per_metric": self.per_metric, "per_query": self.per_query}
         if self.per_slice is not None:
             tables["per_slice"] = self.per_slice
+        if self.suspect_gold is not None:
+            tables["suspect_gold"] = self.suspect_gold
         return tables, {**self.info, "markdown": self.markdown}
 
     def to_files(self) -> dict[str, bytes]:
@@ -260,7 +265,14 @@ class ComparisonArtifact:
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> ComparisonArtifact:
         info = dict(info)
         markdown = info.pop("markdown")
-        return cls(tables["per_metric"], tables["per_query"], markdown, info, tables.get("per_slice"))
+        return cls(
+            tables["per_metric"],
+            tables["per_query"],
+            markdown,
+            info,
+            tables.get("per_slice"),
+            suspect_gold=tables.get("suspect_gold"),
+        )
 
 
 ARTIFACT_TYPES: dict[str, type] = {

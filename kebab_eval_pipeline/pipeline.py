@@ -44,6 +44,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
 )
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
+from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import stale_references
@@ -472,6 +473,9 @@ def summarize(
         metrics.update(judge_metrics)
         denominators.update(judge_n)
         info["judge"] = judge_identity(judged.info)
+    # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
+    info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
+    info["judged_warning"] = judged_warning(f"run {run_id}", info["judged_coverage"], comparing=False)
     # The gates, evaluated once: the asset checks and the CLI read these results.
     info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns)]
     return RunMetricsArtifact(
@@ -528,6 +532,7 @@ def compare(
             options=settings.compare,
             gated=list(settings.regression_gates),
             margins=comparison_margins(settings),
+            judge_suspects=suspect_judge(settings, store),
         )
     return with_gates_and_files(report, settings)
 
@@ -545,6 +550,7 @@ def compare_stored(
         options=settings.compare,
         gated=list(settings.regression_gates),
         margins=comparison_margins(settings),
+        judge_suspects=suspect_judge(settings, store),
     )
     return with_gates_and_files(report, settings)
 
@@ -558,6 +564,24 @@ def comparison_margins(settings: RunSettings) -> list[tuple[str, str, float]]:
         for kind in ("non_inferior", "equivalent")
         if getattr(gate, kind) is not None
     ]
+
+
+def suspect_judge(settings: RunSettings, store: RunStore):
+    """When the run has a judge: the function a comparison passes its suspect-gold queue through,
+    each hit judged for relevance by the run's main judge through the run's judge cache
+    (:func:`judge.relevance.judge_relevance`); None without a judge."""
+    if settings.judge is None:
+        return None
+    judge_settings = settings.judge
+
+    def judge(queue: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+        from kebab_eval_pipeline.judge.cache import JudgeCache
+        from kebab_eval_pipeline.judge.relevance import judge_relevance
+
+        with JudgeCache(store.judge_cache_path(judge_settings.cache_dir)) as cache:
+            return judge_relevance(judge_settings, queue, cache)
+
+    return judge
 
 
 def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:

@@ -70,8 +70,17 @@ def golden_convert(
         Path | None,
         typer.Option("--out", help="File to write; .yaml, .json or .jsonl (default: YAML on stdout)."),
     ] = None,
+    accept: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--accept",
+            help="A reviewed patch of `golden suggest` (repeatable): its supports are added to the "
+            "golden queries of the same ids.",
+        ),
+    ] = None,
 ) -> None:
-    """Convert golden files (any readable format) to the canonical format, losslessly."""
+    """Convert golden files (any readable format) to the canonical format, losslessly; with
+    --accept, the reviewed supports of `golden suggest` patches merged in."""
     from kebab_eval_pipeline.golden.convert import render_canonical
     from kebab_eval_pipeline.golden.load import load_golden
 
@@ -82,14 +91,121 @@ def golden_convert(
     if out_path is not None and out_path.suffix not in (".yaml", ".yml", ".json", ".jsonl"):
         raise InputError("unsupported output file", [Offender(str(out_path), "use .yaml, .json or .jsonl")])
     loaded = load_golden(files, fmt=fmt)
-    for w in loaded.warnings:
+    golden, warnings = loaded.golden, list(loaded.warnings)
+    accepted = None
+    if accept:
+        from kebab_eval_pipeline.golden.accept import accept_supports
+
+        patches = []
+        for patch in accept:
+            read = load_golden(patch, fmt="canonical")
+            warnings += read.warnings
+            patches.append((str(patch), read.golden))
+        accepted = accept_supports(golden, patches)
+        golden, warnings = accepted.golden, warnings + list(accepted.warnings)
+    for w in warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
-    text = render_canonical(loaded.golden, out_path.suffix if out_path else ".yaml")
+    text = render_canonical(golden, out_path.suffix if out_path else ".yaml")
+    if accepted is not None:
+        skipped = f" ({accepted.duplicates} already in the golden set)" if accepted.duplicates else ""
+        err.print(
+            f"accepted {accepted.added} supports into {accepted.queries} queries{skipped}",
+            markup=False,
+            highlight=False,
+        )
     if out_path is None:
         sys.stdout.write(text)
     else:
         atomic.write_text(out_path, text)
-        err.print(f"wrote {len(loaded)} queries to {out_path}")
+        err.print(f"wrote {len(golden.queries)} queries to {out_path}")
+
+
+def golden_suggest(
+    run_id: Annotated[str, typer.Argument(help="The candidate run (b) whose unjudged hits to suggest.")],
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="Compare with this run (default: the run's stored comparison)."),
+    ] = None,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", help="Patch file to write (.yaml; default: stdout).")
+    ] = None,
+    only_judged_relevant: Annotated[
+        bool,
+        typer.Option(
+            "--only-judged-relevant",
+            help="Only the hits the LLM judge found relevant (needs a judged queue).",
+        ),
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Run config: storage, compare settings and the judge (with --baseline)."
+        ),
+    ] = None,
+) -> None:
+    """Write the suspect-gold queue of a comparison as candidate supports: for each unjudged hit the
+    run ranked above its first relevant hit in a loss or regression, a support for its query (a
+    canonical golden file, the evidence in comments). Review it, then accept it with
+    `golden convert GOLDEN --accept PATCH --to canonical --out NEW`."""
+    from kebab_eval_pipeline.cli.instance import open_store
+    from kebab_eval_pipeline.compare.golden_patch import render_patch
+    from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
+    from kebab_eval_pipeline.settings import load_settings
+
+    if out_path is not None and out_path.suffix not in (".yaml", ".yml"):
+        raise InputError("unsupported patch file", [Offender(str(out_path), "use .yaml or .yml")])
+    store = open_store(config)
+    if baseline is not None:
+        from kebab_eval_pipeline.pipeline import compare_stored
+
+        report = compare_stored(store, baseline, run_id, load_settings(config))
+    else:
+        report = store.stored_run(run_id).comparison()
+        if report is None or report.info.get("run_a") is None:
+            why = "it has no stored comparison" if report is None else str(report.info.get("baseline_note"))
+            raise InputError(
+                "no baseline to compare with",
+                [Offender(run_id, f"{why}: pass --baseline RUN_ID", field="--baseline")],
+            )
+        if report.suspect_gold is None:
+            raise InputError(
+                "no suspect-gold queue stored",
+                [
+                    Offender(
+                        run_id,
+                        "its comparison was stored before the suspect-gold queue existed: pass --baseline "
+                        f"{report.info.get('run_a')}",
+                        field="--baseline",
+                    )
+                ],
+            )
+    queue = report.suspect_gold.astype(SUSPECT_COLUMNS)
+    if only_judged_relevant:
+        if queue["judge_relevant"].isna().all() and len(queue):
+            raise InputError(
+                "--only-judged-relevant needs the judge's relevance verdicts",
+                [
+                    Offender(
+                        run_id,
+                        "the suspect-gold queue was not judged (no judge: block when the comparison was "
+                        "made): configure a judge and pass --config and --baseline",
+                        field="--only-judged-relevant",
+                    )
+                ],
+            )
+        queue = queue[queue["judge_relevant"].fillna(False).to_numpy(dtype=bool)]
+    text = render_patch(queue, report.info)
+    n_queries = queue["query_id"].nunique()
+    if out_path is None:
+        sys.stdout.write(text)
+    else:
+        atomic.write_text(out_path, text)
+    err.print(
+        f"{len(queue)} suggested supports for {n_queries} queries (run {run_id} vs {report.info['run_a']})"
+        + (f": wrote {out_path}" if out_path is not None else ""),
+        markup=False,
+        highlight=False,
+    )
 
 
 def golden_schema(

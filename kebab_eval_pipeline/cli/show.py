@@ -72,6 +72,11 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
         table.add_row(name, fmt(value), str(metrics.denominators.get(name, "")))
     out.print(table)
     print_matching(metrics.info)
+    if metrics.info.get("judged_warning"):
+        out.print(
+            f"  [yellow]warning[/yellow] judgement coverage: {escape(metrics.info['judged_warning'])}",
+            highlight=False,
+        )
     print_health(metrics.info)
     for g in metrics.info.get("gates", []):
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")

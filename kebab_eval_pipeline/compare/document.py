@@ -21,13 +21,15 @@ REPORT_FILES = ("comparison.md", "comparison.html", "comparison.json")
 
 def comparison_document(report: ComparisonArtifact, gates: list[dict] | None = None) -> dict[str, Any]:
     """The comparison as one JSON-ready mapping: ``info``'s keys (run ids, versions, match mode,
-    counts, drift, warnings, both runs' metrics), then ``per_metric``, ``per_query`` and
-    ``per_slice`` as lists of records (nulls as None), and ``gates`` when given."""
+    counts, drift, warnings, both runs' metrics), then ``per_metric``, ``per_query``,
+    ``per_slice`` and ``suspect_gold`` (the suspect-gold queue, worst first; [] when none or stored
+    before it existed) as lists of records (nulls as None), and ``gates`` when given."""
     doc = {
         **report.info,
         "per_metric": json_records(report.per_metric),
         "per_query": json_records(report.per_query),
         "per_slice": json_records(_slices(report)),
+        "suspect_gold": json_records(report.suspect_gold) if report.suspect_gold is not None else [],
     }
     if gates is not None:
         doc["gates"] = gates
@@ -50,7 +52,9 @@ def render_report_html(report: ComparisonArtifact) -> str:
     """The standalone HTML report (charts inline; see :mod:`.html`)."""
     from kebab_eval_pipeline.compare.html import render_html
 
-    return render_html(report.info, report.per_metric, report.per_query, _slices(report))
+    return render_html(
+        report.info, report.per_metric, report.per_query, _slices(report), suspect_gold=report.suspect_gold
+    )
 
 
 def report_files(report: ComparisonArtifact) -> dict[str, bytes]:

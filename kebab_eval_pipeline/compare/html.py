@@ -103,14 +103,16 @@ def render_html(
     per_slice: pd.DataFrame,
     *,
     max_query_rows: int = 300,
+    suspect_gold: pd.DataFrame | None = None,
 ) -> str:
     """The comparison of candidate ``info["run_b"]`` against baseline ``info["run_a"]`` as HTML.
 
     Sections: header, warnings (only when any), headline metrics, versions side by side (differing
     rows highlighted), three charts (metric deltas with 95% CIs, verdict counts, per-category
     deltas; each replaced by a short note when it has no data), the metrics table, notable
-    queries (regressions, losses, wins; at most ``max_query_rows`` rows, then "… N more"), answer
-    flips and golden-set drift. Without a baseline (``run_a`` None) the page still renders: the
+    queries (regressions, losses, wins; at most ``max_query_rows`` rows, then "… N more"), the
+    suspect-gold queue (``suspect_gold``, worst first, as many rows at most), answer flips and
+    golden-set drift. Without a baseline (``run_a`` None) the page still renders: the
     note, b's versions and metrics, and no-data notes instead of charts. Nulls show as "null"
     (values) or "–" (untestable fields). Sets matplotlib rcParams only inside a ``rc_context``.
     """
@@ -125,6 +127,7 @@ def render_html(
         _section("charts", "Charts", _charts(info, per_metric, per_slice, has_baseline)),
         _section("metrics", "Metrics", _metrics_table(metrics, has_baseline)),
         _section("queries", "Notable queries", _notable_queries(info, queries, max_query_rows)),
+        _section("suspect-gold", "Suspect gold", _suspect_gold(info, suspect_gold, max_query_rows)),
         _section("flips", "Answer flips", _flips(info, queries)),
         _section("drift", "Golden-set drift", _drift(info)),
         _footer(info),
@@ -481,6 +484,56 @@ def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> str:
         '<div class="scroll"><table class="queries">\n<thead><tr><th>query</th><th>verdict</th>'
         "<th class=num>a rank</th><th class=num>b rank</th><th>category</th><th>answer flips</th>"
         f"<th>gold</th><th>note</th></tr></thead>\n<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>"
+    )
+
+
+def _suspect_gold(info: Mapping, queue: pd.DataFrame | None, max_rows: int) -> str:
+    """b's unjudged hits above its first relevant hit in losses and regressions, worst first."""
+    if info.get("run_a") is None:
+        return _nodata("No baseline: no suspect gold.")
+    if queue is None:
+        return _nodata("This comparison was stored before the suspect-gold queue existed.")
+    if len(queue) == 0:
+        return _nodata("None: no loss or regression has an unjudged hit above b's first relevant hit.")
+    rows = []
+    for q in _records(queue.head(max_rows)):
+        where = _text(q.get("doc_path") if not _is_null(q.get("doc_path")) else q.get("doc_id"), "")
+        if not _is_null(q.get("line_start")):
+            end = "" if _is_null(q.get("line_end")) else f"-{int(q['line_end'])}"
+            where += f":{int(q['line_start'])}{end}"
+        heading = q.get("heading_path")
+        heading = " &gt; ".join(_e(h) for h in heading) if heading is not None and len(heading) else ""
+        if _is_null(q.get("judge_relevant")):
+            judge = "–"
+        else:
+            verdict = "relevant" if q["judge_relevant"] else "not relevant"
+            score = "" if _is_null(q.get("judge_score")) else f" ({float(q['judge_score']):g}/5)"
+            judge = f'<span title="{_text(q.get("judge_reasoning"), "")}">{verdict}{score}</span>'
+        rows.append(
+            f"<tr><td><code>{_e(q['query_id'])}</code></td><td>{_text(q.get('question'))}</td>"
+            f'<td><span class="badge {_e(q["verdict"])}">{_e(verdict_label(q["verdict"], info))}</span></td>'
+            f"<td class=num>{_num(q.get('a_rank'), '–')}</td>"
+            f"<td class=num>{_num(q.get('b_rank'), '–')}</td>"
+            f"<td class=num>{_num(q.get('hit_rank'), '–')}</td>"
+            f"<td><code>{_text(q.get('chunk_id'), '')}</code></td>"
+            f"<td>{where}</td><td>{heading}</td><td>{_text(q.get('snippet'), '')}</td><td>{judge}</td></tr>"
+        )
+    if len(queue) > max_rows:
+        rows.append(
+            f'<tr class="more"><td colspan="11">… {len(queue) - max_rows} more '
+            "(see the JSON report)</td></tr>"
+        )
+    n_queries = int(queue["query_id"].nunique())
+    return (
+        f'<p class="caption">{_plural(len(queue), "unjudged hit")} in {_plural(n_queries, "query")}: hits of '
+        f"<code>{_e(info.get('run_b'))}</code> ranked above its first relevant hit in a loss or regression "
+        "that the golden set never judged. If they are relevant, the verdict reflects a gap in the gold; "
+        f"<code>kebab-eval golden suggest {_e(info.get('run_b'))}</code> writes them as candidate supports."
+        "</p>\n"
+        '<div class="scroll"><table class="suspects">\n<thead><tr><th>query</th><th>question</th>'
+        "<th>verdict</th><th class=num>a rank</th><th class=num>b rank</th><th class=num>hit rank</th>"
+        "<th>chunk</th><th>where</th><th>heading</th><th>snippet</th><th>judge</th></tr></thead>\n"
+        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>"
     )
 
 

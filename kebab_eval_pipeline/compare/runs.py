@@ -8,7 +8,7 @@ Used by :func:`kebab_eval_pipeline.pipeline.compare` (a run vs its baseline: the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, resco
 from kebab_eval_pipeline.compare.margins import margin_rows
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
+from kebab_eval_pipeline.compare.suspect_gold import queue_summary, suspect_gold, suspect_markdown
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
 from kebab_eval_pipeline.compare.verdicts import (
     FRAME_COLUMNS,
@@ -29,11 +30,12 @@ from kebab_eval_pipeline.compare.verdicts import (
     verdict_counts,
 )
 from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
 # Bumped when a comparison of the same two runs would come out differently.
-COMPARE_VERSION = "compare-3"  # 3: per-slice tests, adjusted p-values, margins
+COMPARE_VERSION = "compare-3"  # 3: slice tests, adjusted p, margins, suspect gold, judged@k
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
@@ -149,6 +151,7 @@ def compare_runs(
     options: CompareSettings | None = None,
     gated: Sequence[str] = (),
     margins: Sequence[tuple[str, str, float]] = (),
+    judge_suspects: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]] | None = None,
 ) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
@@ -157,8 +160,11 @@ def compare_runs(
     agree; when not, both compared under ``anchor``/``span``/``doc``, a run re-scored only when it
     was scored by another criterion); per-metric deltas carry the paired
     test (``options.seed``/``resamples``); the per-query table carries verdicts, flips, gold
-    changes and query labels. Raises :class:`InputError` when the chunkers differ and strictness
-    (argument, else ``options.strict_chunker_version``) is on."""
+    changes and query labels. The suspect-gold queue (:mod:`.suspect_gold`: b's unjudged hits
+    above its first relevant hit in each loss and regression) is stored with the report, passed
+    through ``judge_suspects`` first when given (the judge's relevance verdicts, and what to record
+    of the judge in ``info["suspect_judge"]``). Raises :class:`InputError` when the chunkers differ
+    and strictness (argument, else ``options.strict_chunker_version``) is on."""
     options = options or CompareSettings()
     strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
     plan = plan_matching(a, b, strict)
@@ -227,12 +233,26 @@ def compare_runs(
     unknown = unknown_system_warning(info, a.run_id, b.run_id)
     if unknown is not None:
         info["warnings"].append(unknown)
+    info["judged_coverage"] = {
+        "a": judged_coverage(metrics_a, options.min_judged),
+        "b": judged_coverage(metrics_b, options.min_judged),
+    }
+    for side, run in (("a", a), ("b", b)):
+        warning = judged_warning(f"run {side} ({run.run_id})", info["judged_coverage"][side])
+        if warning is not None:
+            info["warnings"].append(warning)
+    suspects = suspect_gold(verdicts, b, plan.criterion)
+    if judge_suspects is not None and len(suspects):
+        suspects, info["suspect_judge"] = judge_suspects(suspects)
+    info["suspect_gold"] = queue_summary(suspects)
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,
-        markdown=render_markdown(info, per_metric, verdicts, per_slice),
+        markdown=render_markdown(info, per_metric, verdicts, per_slice)
+        + suspect_markdown(suspects, b.run_id, info),
         info=info,
         per_slice=per_slice,
+        suspect_gold=suspects,
     )
 
 

@@ -11,8 +11,10 @@ from kebab_eval_pipeline.config_model import MAX_COUNT, Seed, StrictSettings
 
 class CompareSettings(StrictSettings):
     """How comparisons (SPEC §8) test and warn: the paired tests' ``seed`` and ``resamples``,
-    ``min_queries`` below which the report warns that nothing can be concluded, and
-    ``strict_chunker_version`` to refuse comparing runs whose chunkers differ.
+    ``min_queries`` below which the report warns that nothing can be concluded,
+    ``strict_chunker_version`` to refuse comparing runs whose chunkers differ, and ``min_judged``:
+    the judged@k (largest k) below which a run's reports and comparisons warn that much of its
+    ranking was never judged by the golden set.
 
     Multiple testing: ``significance`` — whether the marks and ``max_p`` gates read the adjusted
     p-values (Holm over the gated metrics, Benjamini–Hochberg over the table; the default) or the
@@ -25,6 +27,7 @@ class CompareSettings(StrictSettings):
     resamples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
     min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 30
     strict_chunker_version: bool = False
+    min_judged: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
     significance: Literal["adjusted", "raw"] = "adjusted"
     slice_tests: bool = True
     slice_min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 10

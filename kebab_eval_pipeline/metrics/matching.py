@@ -43,6 +43,7 @@ from kebab_eval_pipeline.metrics.settings import MATCH_CRITERIA, MatchCriterion
 
 __all__ = [
     "MATCH_COLUMNS",
+    "judged_hits",
     "match_hits",
     "normalise_headings",
     "normalise_paths",
@@ -343,6 +344,24 @@ def relevance(hits: pd.DataFrame, matches: pd.DataFrame) -> pd.DataFrame:
     out["gain"] = gain
     out["relevant"] = gain > 0
     return out
+
+
+def judged_hits(hits: pd.DataFrame, matches: pd.DataFrame) -> np.ndarray:
+    """Per row of ``hits`` (needs ``query_id``, ``rank``): does the hit match any support of its
+    query, whatever the support's grade — what ``judged@k`` counts as judged (bool array, aligned
+    with ``hits``). ``matches``: the pairs :func:`match_hits` returned for these hits (or for a
+    superset of them). A hit matching nothing is *unjudged*: the golden set says nothing about it."""
+    if len(hits) == 0 or len(matches) == 0:
+        return np.zeros(len(hits), dtype=bool)
+    m_qid = string_column(matches, "query_id")
+    uq = pc.unique(m_qid.drop_null())
+    h_q = lookup_codes(string_column(hits, "query_id"), uq, runs=False)
+    m_q = lookup_codes(m_qid, uq, runs=False)
+    h_rank = hits["rank"].to_numpy(dtype=np.int64)
+    m_rank = matches["rank"].to_numpy(dtype=np.int64)
+    top = np.int64(max(int(h_rank.max(initial=0)), int(m_rank.max(initial=0))) + 1)
+    judged = np.unique(m_q[m_q >= 0] * top + m_rank[m_q >= 0])
+    return (h_q >= 0) & np.isin(h_q * top + h_rank, judged)
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from kebab_eval_pipeline.orchestration.resources import (
 )
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
 from kebab_eval_pipeline.reporting.per_query import (
+    SUSPECT_SHOWN,
     column_description,
     judgements_worst_first,
     verdicts_worst_first,
@@ -660,6 +661,11 @@ def comparison_report(
                 ["query_id", "verdict", "a_rank", "b_rank", "note", "refusal_flip", "groundedness_flip"]
             ]
         )
+    if art.suspect_gold is not None:
+        # b's unjudged hits above its first relevant hit, worst first (compare.suspect_gold)
+        meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
+        if len(art.suspect_gold):
+            meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
     return dg.Output(art, metadata=meta)
 
 

@@ -225,6 +225,46 @@ COLUMN_DESCRIPTIONS.update(
 )
 
 
+#: The suspect-gold queue's columns shown in the UI table (the snippet and reasoning in full are in the
+#: stored table and the JSON report).
+SUSPECT_SHOWN = (
+    "query_id",
+    "question",
+    "verdict",
+    "a_rank",
+    "b_rank",
+    "rank_drop",
+    "hit_rank",
+    "chunk_id",
+    "doc_id",
+    "doc_path",
+    "heading_path",
+    "line_start",
+    "line_end",
+    "snippet",
+    "judge_relevant",
+    "judge_score",
+    "judge_reasoning",
+)
+COLUMN_DESCRIPTIONS.update(
+    {
+        "rank_drop": "how far the first relevant hit fell: b rank − a rank (a regression: MRR cutoff + 1 − a "
+        "rank)",
+        "hit_rank": "rank of this unjudged hit in run b (above b's first relevant hit)",
+        "chunk_id": "the hit's chunk id",
+        "doc_id": "the hit's document id",
+        "doc_path": "the hit's document path",
+        "heading_path": "the hit's heading path",
+        "line_start": "first line of the hit",
+        "line_end": "last line of the hit",
+        "snippet": "the hit's text as the system returned it",
+        "judge_relevant": "the judge's relevance verdict on this hit (score ≥ 3 of 5); empty without a judge",
+        "judge_score": "the judge's 0–5 relevance score of this hit for the question",
+        "judge_reasoning": "the judge's one-sentence reason for its relevance score",
+    }
+)
+
+
 def column_description(column: str) -> str | None:
     """What a per-query table's column means: :data:`COLUMN_DESCRIPTIONS`, else the description of
     the catalogue metric whose per-query column it is (``hit@5``, ``refusal_correct``); None when

@@ -36,6 +36,8 @@ def render_run_markdown(
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {md_cell(k)} | {md_cell(_fmt(v))} |" for k, v in info.get("versions", {}).items()]
     lines += _matching_lines(info)
+    if info.get("judged_warning"):  # much of the ranking was never judged (metrics.judged_coverage)
+        lines += ["", f"> ⚠ **judgement coverage**: {md_text(info['judged_warning'])}"]
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
     lines += [
         f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |"

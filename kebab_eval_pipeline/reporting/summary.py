@@ -88,6 +88,11 @@ def render_run_summary(
             for key in SUMMARY_VERSIONS
         ],
         *_matching(info),
+        *(
+            [f"⚠ judgement coverage: {md_text(info['judged_warning'])}  "]
+            if info.get("judged_warning")
+            else []
+        ),
         "",
         *health_markdown(info.get("system_health") or {}),
         "| metric | value | n | gate |",

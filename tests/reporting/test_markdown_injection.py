@@ -149,7 +149,8 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 RUN_HEADINGS = {"Evaluation run", "Matching", "Metrics", "Gates", "By category"}
 COMPARISON_HEADINGS = {
     "Comparison", "Versions", "Per-query verdicts", "Metrics (delta", "Delta by category",
-    "Notable queries", "Answer flips", "Golden-set drift",
+    "Notable queries", "Answer flips", "Golden-set drift", "Slices that changed",
+    "Non-inferiority and equivalence", "Suspect gold",
 }  # fmt: skip
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
 from kebab_eval_pipeline.compare.verdicts import VERDICT_COLUMNS, VERDICTS, per_query_verdicts
 from kebab_eval_pipeline.judge.run import empty_judgements
 from kebab_eval_pipeline.orchestration.assets import headline_columns
@@ -419,7 +420,8 @@ def test_column_descriptions_name_columns_the_tables_have(scores, results):
     produced = set(worst_scores_first(scores, []).columns) | set(worst_results_first(*results).columns)
     verdict_columns = set(per_query_verdicts(run_frame(RUN_A), run_frame(RUN_B)).columns)
     judgement_columns = set(judgements_worst_first(empty_judgements()).columns)
-    assert set(COLUMN_DESCRIPTIONS) <= produced | verdict_columns | judgement_columns
+    suspect_columns = set(SUSPECT_COLUMNS)  # the comparison's suspect-gold queue
+    assert set(COLUMN_DESCRIPTIONS) <= produced | verdict_columns | judgement_columns | suspect_columns
     assert {"issue", "question", "top_hit", "first_relevant_rank"} <= set(COLUMN_DESCRIPTIONS)
     assert str(QUESTION_CHARS) in COLUMN_DESCRIPTIONS["question"]
 
