@@ -388,19 +388,23 @@ def _metrics_table(metrics: list[dict], has_baseline: bool) -> str:
             f'<td class="num {direction}">{_signed(m.get("delta"))}</td>'
             f'<td class="num {"" if _is_null(m.get("rel_change")) else direction}">'
             f"{_percent(m.get('rel_change'))}</td>"
-            f"<td class=num>{_p(m.get('p_value'))}</td><td class=num>{ci}</td>"
+            f"<td class=num>{_p(m.get('p_value'))}</td><td class=num>{_adjusted_p(m)}</td>"
+            f"<td class=num>{ci}</td>"
             f'<td class="sig {direction}">{_e(m.get("significance") or "")}</td>'
             f"<td class=num>{_num(m.get('n_paired'), '–')}</td><td>{_test_cell(m)}</td></tr>"
         )
     legend = (
         "p and 95% CI come from the paired test over the queries both runs scored (n): exact McNemar "
-        "for 0/1 scores, a sign-flip randomization test for graded ones. Significance: * p&lt;0.05, "
-        "** p&lt;0.01, *** p&lt;0.001. Green is better, red worse (a rise is worse for rates of bad "
-        "events and latencies)."
+        "for 0/1 scores, a sign-flip randomization test for graded ones. Adjusted p: Holm over the gated "
+        "metrics (H), Benjamini–Hochberg over every test of the report, slices included (BH); the "
+        "Metrics section above names the families. Significance (adjusted p unless configured raw): "
+        "* p&lt;0.05, ** p&lt;0.01, *** p&lt;0.001. Green is better, red worse (a rise is worse for "
+        "rates of bad events and latencies)."
     )
     return (
         '<div class="scroll"><table class="metrics">\n<thead><tr><th>metric</th><th class=num>a</th>'
         "<th class=num>b</th><th class=num>delta</th><th class=num>relative</th><th class=num>p</th>"
+        "<th class=num>p adj.</th>"
         "<th class=num>95% CI</th><th>sig.</th><th class=num>n</th><th>test</th></tr></thead>\n"
         f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
         + (
@@ -411,6 +415,15 @@ def _metrics_table(metrics: list[dict], has_baseline: bool) -> str:
         )
         + f'<p class="caption">{legend}</p>'
     )
+
+
+def _adjusted_p(metric: Mapping) -> str:
+    """The adjusted p and its family (H = Holm, BH); – for reports stored before adjustment."""
+    p = metric.get("p_adjusted")
+    if _is_null(p):
+        return "–"
+    by = {"holm": "H", "bh": "BH"}.get(str(metric.get("adjusted_by")), "")
+    return f"{_p(p)} <small>{by}</small>" if by else _p(p)
 
 
 def _test_cell(metric: Mapping) -> str:
