@@ -16,6 +16,12 @@ from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, with_paired_tests, without_tests
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
+from kebab_eval_pipeline.compare.repeats import (
+    draws_within_repeats,
+    repeats_info,
+    repeats_markdown,
+    with_noise,
+)
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
@@ -171,6 +177,8 @@ def compare_runs(
         scores_b,
         changed,
     )
+    # Repeated runs: a verdict within the queries' repeat ranges is a draw (compare/repeats.py).
+    verdicts = draws_within_repeats(verdicts, scores_a, scores_b)
     per_metric = with_paired_tests(
         metric_table(metrics_a, metrics_b),
         scores_a,
@@ -179,6 +187,8 @@ def compare_runs(
         n_resamples=options.resamples,
         min_queries=options.min_queries,
     )
+    repeats_a, repeats_b = a.metrics.info.get("repeats"), b.metrics.info.get("repeats")
+    per_metric = with_noise(per_metric, repeats_a, repeats_b)  # within the noise floor: marked
     n_common = _common_queries(scores_a, scores_b)
     info = {
         "run_a": a.run_id,
@@ -221,11 +231,16 @@ def compare_runs(
     unknown = unknown_system_warning(info, a.run_id, b.run_id)
     if unknown is not None:
         info["warnings"].append(unknown)
+    if repeats_a or repeats_b:
+        info.update(repeats_info(repeats_a, repeats_b))
+        if plan.rescore_a or plan.rescore_b:
+            info["warnings"].append("re-scored runs with repeats are re-scored from their first repeat only")
     per_slice = slice_deltas(breakdowns_a, breakdowns_b)
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,
-        markdown=render_markdown(info, per_metric, verdicts, per_slice),
+        markdown=render_markdown(info, per_metric, verdicts, per_slice)
+        + repeats_markdown(info, per_metric, verdicts),
         info=info,
         per_slice=per_slice,
     )
