@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytrec_eval
 import yaml
 from scipy.stats import binomtest, chi2
 
@@ -130,3 +131,34 @@ def test_measured_flakiness_matches_the_known_swap_probability(tmp_path):
     assert metrics.info["repeats"]["deterministic"] is False
     top = metrics.info["repeats"]["flakiest"]
     assert top and top[0]["flips"] == int(qs["flips"].max())
+
+    # Exports: one TREC run file per repeat; trec_eval (pytrec_eval) re-derives each repeat, and the
+    # mean over repeats is the headline. JSON would show one repeat as the run: refused.
+    out = tmp_path / "export" / "flaky.trec"
+    out.parent.mkdir()
+    proc = cli(env, "export", "flaky", "--format", "trec", "--out", str(out), "--config", str(config))
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr
+    measures = {"success_1": "hit@1", "recip_rank": "mrr", "ndcg_cut_10": "ndcg@10", "P_5": "precision@5"}
+    values = {m: [] for m in measures}
+    for r in range(1, REPEATS + 1):
+        run_file = out.with_name(f"flaky.r{r}.trec")
+        run, qrels = {}, {}
+        for line in run_file.read_text().splitlines():
+            qid, _, doc, _, score, tag = line.split()
+            assert tag == f"flaky.r{r}"
+            run.setdefault(qid, {})[doc] = float(score)
+        for line in run_file.with_name(run_file.name + ".qrels").read_text().splitlines():
+            qid, _, doc, grade = line.split()
+            qrels.setdefault(qid, {})[doc] = int(grade)
+        evaluated = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+        assert len(evaluated) == QUERIES
+        for m in measures:
+            values[m].append(np.mean([e[m] for e in evaluated.values()]))
+        # repeat r re-derived: its stored per-repeat hit@1
+        assert round(values["success_1"][-1], 4) == round(per_repeat[r - 1], 4)
+    for m, name in measures.items():
+        assert round(float(np.mean(values[m])), 4) == metrics.metrics[name], name
+    proc = cli(env, "export", "flaky", "--format", "json", "--config", str(config))
+    no_traceback(proc)
+    assert proc.returncode == 2 and "cannot export a repeated run as one JSON document" in proc.stderr
