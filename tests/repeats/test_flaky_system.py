@@ -121,7 +121,8 @@ def test_measured_flakiness_matches_the_known_swap_probability(tmp_path):
     per_repeat = 1 - swapped.mean(axis=1)
     floor = metrics.info["repeats"]["noise_floor"]["hit@1"]
     assert floor["min"] == round(per_repeat.min(), 4) and floor["max"] == round(per_repeat.max(), 4)
-    assert floor["std"] == round(float(np.std(np.round(per_repeat, 4), ddof=1)), 4)
+    # (to the stored 4 decimals: a value at a half may round either way in another summation order)
+    assert abs(floor["std"] - float(np.std(np.round(per_repeat, 4), ddof=1))) <= 0.5e-4 + 1e-9
     assert floor["spread"] == round(floor["max"] - floor["min"], 4)
     # ... and its variance is that of a binomial share, P(1-P)/Q, within a chi-square interval.
     stat = (REPEATS - 1) * floor["std"] ** 2 / (P_SWAP * (1 - P_SWAP) / QUERIES)
