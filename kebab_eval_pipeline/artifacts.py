@@ -20,6 +20,7 @@ from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary
+from kebab_eval_pipeline.systems.repeats import RepeatTables
 from kebab_eval_pipeline.systems.runner import RetrievalResults
 
 Tables = dict[str, pd.DataFrame]
@@ -86,8 +87,15 @@ class GoldenArtifact:
 
 @dataclass
 class RetrievalArtifact:
-    results: RetrievalResults
+    results: RetrievalResults  # repeat 1: the whole run when each query was asked once
     info: dict[str, Any]  # k requested, answers on/off, golden sha: what produced these rows
+    # Repeats 2..N when the run asked each query N > 1 times (``info["repeat"]`` = N), else None.
+    repeats: RepeatTables | None = None
+
+    @property
+    def repeat_count(self) -> int:
+        """How many times each query was asked (1 for runs stored before repeats existed)."""
+        return int(self.info.get("repeat") or 1)
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         r = self.results
@@ -97,6 +105,8 @@ class RetrievalArtifact:
             "citations": r.citations,
             "known_chunks": r.known_chunks,
         }
+        if self.repeats is not None:  # a run of one repeat stores exactly what it always did
+            tables.update(self.repeats.tables())
         return tables, {**self.info, "system": r.system.model_dump()}
 
     @classmethod
@@ -110,7 +120,7 @@ class RetrievalArtifact:
             known_chunks=tables["known_chunks"],
             system=system,
         )
-        return cls(results, info)
+        return cls(results, info, RepeatTables.from_tables(tables, int(info.get("repeat") or 1)))
 
 
 @dataclass
@@ -149,11 +159,15 @@ class QueryScoresArtifact:
     info: dict[str, Any]
     summary: ScoreSummary | None = None
     verification: pd.DataFrame | None = None  # per hit, when a source root was configured
+    # A repeated run's run metrics per repeat (metrics/repeats.py: repeat, metric, value), else None.
+    repeat_metrics: pd.DataFrame | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         tables = {"query_scores": self.scores}
         if self.verification is not None:
             tables["hit_verification"] = self.verification
+        if self.repeat_metrics is not None:
+            tables["repeat_metrics"] = self.repeat_metrics
         if self.summary is not None:
             tables["summary_metrics"] = metrics_table(self.summary.metrics, self.summary.denominators)
             tables["summary_breakdowns"] = self.summary.breakdowns
@@ -173,7 +187,7 @@ class QueryScoresArtifact:
                 breakdowns = legacy.upgrade_breakdowns(breakdowns)
             summary = ScoreSummary(metrics, denominators, breakdowns)
         scores = legacy.upgrade_columns(tables["query_scores"]) if old else tables["query_scores"]
-        return cls(scores, info, summary, tables.get("hit_verification"))
+        return cls(scores, info, summary, tables.get("hit_verification"), tables.get("repeat_metrics"))
 
 
 def metrics_table(metrics: dict[str, float | None], denominators: dict[str, int]) -> pd.DataFrame:

@@ -46,6 +46,12 @@ from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
+from kebab_eval_pipeline.metrics.repeats import (
+    RepeatAccumulator,
+    RepeatedScores,
+    repeated_summary,
+    repeats_info,
+)
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
@@ -57,6 +63,7 @@ from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
+from kebab_eval_pipeline.systems.repeats import REPEAT_TABLES, merge_repeat_tables, repeat_tables
 from kebab_eval_pipeline.systems.runner import error_class_counts, merge_pieces, run_piece
 
 RUNNER_VERSION = "runner-1"
@@ -145,17 +152,41 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
     """One shard's queries through the configured system under test (progress over the whole run;
     the first shard also records the chunk ids the system holds)."""
     sink = progress.query_progress()
-    report = None if sink is None else (lambda done, _n: sink(shard.start + done, shard.total))
+    n, size = settings.repeat, len(shard.queries)
+
+    def report(repeat: int):
+        # Over every query of every repeat: the shard's repeats follow each other.
+        if sink is None:
+            return None
+        before = shard.start * n + (repeat - 1) * size
+        return lambda done, _n: sink(before + done, shard.total * n)
+
+    system = build_system(settings)
     piece = run_piece(
-        build_system(settings),
+        system,
         shard.queries,
         k=shard.k,
         answers=settings.answers,
-        progress=report,
+        progress=report(1),
         known_chunks=shard.index == 0,
         run_warnings=shard.run_warnings,
     )
-    return RetrievalShardResult(shard.index, shard.k, piece, shard.stale)
+    repeats = None
+    if n > 1:  # the same system asked again, the whole shard per repeat (systems/repeats.py)
+        again = {
+            r: run_piece(
+                system,
+                shard.queries,
+                k=shard.k,
+                answers=settings.answers,
+                progress=report(r),
+                known_chunks=False,
+                run_warnings=[],
+            )
+            for r in range(2, n + 1)
+        }
+        repeats = repeat_tables(again, n)
+    return RetrievalShardResult(shard.index, shard.k, piece, shard.stale, repeats)
 
 
 def merge_retrieval(
@@ -176,7 +207,10 @@ def merge_retrieval(
         # which system produced these hits: an automatic baseline must be a run of the same one
         "system_identity": identity_from_settings(settings.system),
     }
-    return RetrievalArtifact(results, info)
+    repeats = merge_repeat_tables([r.repeats for r in ordered])
+    if repeats is not None:  # absent from a run of one repeat: its info as it always was
+        info["repeat"] = repeats.count
+    return RetrievalArtifact(results, info, repeats)
 
 
 def retrieve(
@@ -299,9 +333,21 @@ def with_scoring_hits(
     ``query_scores`` step scores: the IO manager reading its input does not know the settings.
     See :func:`with_stored_hits`."""
     # Columns no hit sets are not read: the metrics treat an absent column as all null.
-    return with_stored_hits(
-        retrieval, store, run_id, scoring_hit_columns(settings), "query_scores", sparse=True
-    )
+    columns = scoring_hit_columns(settings)
+    out = with_stored_hits(retrieval, store, run_id, columns, "query_scores", sparse=True)
+    if out.repeats is not None:  # the other repeats' hits: read a repeat at a time, when scored
+        from kebab_eval_pipeline.store.repeat_rows import read_repeat
+
+        out = dataclasses.replace(
+            out,
+            repeats=dataclasses.replace(
+                out.repeats,
+                hits_reader=lambda r: read_repeat(
+                    store, "retrieval_results", run_id, "repeat_hits", r, columns
+                ),
+            ),
+        )
+    return out
 
 
 #: The stored hit columns :func:`judge.inputs.judge_inputs` builds the judge's context from.
@@ -324,7 +370,7 @@ def with_stored_hits(
     The two reads must see one publication: when the hits read here have another row count than
     ``retrieval``'s (re-published in between, which the run lock should prevent), this raises rather
     than use one attempt's hits with another's outcomes."""
-    others = {name: [] for name in ("outcomes", "citations", "known_chunks")}
+    others = {name: [] for name in ("outcomes", "citations", "known_chunks", *REPEAT_TABLES)}
     tables, _ = store.read(
         "retrieval_results",
         run_id,
@@ -361,6 +407,10 @@ def score(
         verification,
         relevance_level=settings.relevance_level,
     )
+    repeated = None
+    if retrieval.repeats is not None:  # per-query means over repeats, modal ranks, flakiness
+        repeated = score_repeats(settings, golden, retrieval, scores)
+        scores = repeated.scores
     if judged is not None and judged.enabled:
         from kebab_eval_pipeline.judge.metrics import judge_query_columns
 
@@ -377,9 +427,47 @@ def score(
         "source_root": settings.source_root,
         "hit_verdicts": hallucination_counts(verification) if verification is not None else None,
     }
+    summary = summarize_scores(scores, settings.k)
+    if repeated is None:
+        return QueryScoresArtifact(round_scores(scores), info, summary, verification=verification)
+    info["repeat"] = retrieval.repeat_count
     return QueryScoresArtifact(
-        round_scores(scores), info, summarize_scores(scores, settings.k), verification=verification
+        round_scores(scores),
+        info,
+        repeated_summary(summary, repeated),
+        verification=verification,
+        repeat_metrics=repeated.per_repeat,
     )
+
+
+def score_repeats(
+    settings: RunSettings, golden: GoldenArtifact, retrieval: RetrievalArtifact, first: pd.DataFrame
+) -> RepeatedScores:
+    """A repeated run's per-query scores (:mod:`metrics.repeats`): ``first`` (repeat 1's unrounded
+    scores) and every other repeat scored the same way, one repeat in memory at a time (its hits
+    read then, when the retrieval came from the store); each repeat's hits are verified against
+    the source root on their own when one is configured."""
+    repeats = retrieval.repeats
+    if repeats is None:
+        raise ValueError("score_repeats needs a retrieval with repeats")
+    accumulator = RepeatAccumulator(settings.k)
+    accumulator.add(first, retrieval.results.outcomes)
+    for repeat in range(2, retrieval.repeat_count + 1):
+        results = repeats.results_of(repeat, retrieval.results)
+        verification = verify_hits(results.hits, settings.source_root) if settings.source_root else None
+        scores = score_results(
+            golden.queries,
+            golden.supports,
+            results,
+            settings.k,
+            settings.mrr_cutoff,
+            settings.match,
+            verification,
+            relevance_level=settings.relevance_level,
+        )
+        accumulator.add(scores, results.outcomes)
+        del results, scores, verification
+    return accumulator.finish()
 
 
 def match_details(
@@ -476,6 +564,8 @@ def summarize(
     # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
     info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
     info["judged_warning"] = judged_warning(f"run {run_id}", info["judged_coverage"], comparing=False)
+    if scores.repeat_metrics is not None:  # asked N > 1 times: noise floor and flaky queries
+        info["repeats"] = repeats_info(scores.scores, scores.repeat_metrics, int(scores.info["repeat"]))
     # The gates, evaluated once: the asset checks and the CLI read these results.
     info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns)]
     return RunMetricsArtifact(

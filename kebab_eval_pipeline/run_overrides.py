@@ -18,7 +18,7 @@ CONFIG_ENV = "KEBAB_EVAL_CONFIG"
 #: CLI override names of the system under test → keys of the config's ``system:`` block.
 SYSTEM_OVERRIDES = {"system_kind": "kind", "mode": "mode", "chunk_size": "chunk_size"}
 #: Overrides of top-level config keys.
-SETTING_OVERRIDES = ("golden", "answers", "baseline", "k")
+SETTING_OVERRIDES = ("golden", "answers", "baseline", "k", "repeat")
 
 
 def config_path(config_file: str | os.PathLike | None) -> str | None:
@@ -77,7 +77,7 @@ def settings_for_run(
 ) -> RunSettings:
     """The settings ``build_definitions(config_file, overrides=overrides)`` gives its run, without
     building them: ``overrides`` are the CLI's (``golden``, ``answers``, ``baseline``, ``k``,
-    ``judge``, ``judge_model``, ``judge_prompt_version``, ``system_kind``, ``mode``,
+    ``repeat``, ``judge``, ``judge_model``, ``judge_prompt_version``, ``system_kind``, ``mode``,
     ``chunk_size``; None values are ignored). Raises InputError naming file and key."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     system = {SYSTEM_OVERRIDES[k]: given[k] for k in SYSTEM_OVERRIDES if k in given}

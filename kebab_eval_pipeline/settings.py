@@ -49,6 +49,8 @@ DEFAULT_OWNERS = ("team:evaluation",)
 #: Queries per shard when the run config does not say (``shard_queries``): the demo and ordinary
 #: runs are one shard, so sharding costs them one plan and one merge step, not a step per shard.
 DEFAULT_SHARD_QUERIES = 10_000
+#: The most repeats a run may ask for (``repeat``): each repeat costs a full pass over the golden set.
+MAX_REPEAT = 100
 # Dagster's owner rule (checked here so a bad owner is a config error naming the line): an e-mail
 # address, or "team:" and a name.
 OWNER_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+|team:\S.*")
@@ -89,6 +91,10 @@ class RunSettings(StrictSettings):
     # the multiprocess (or another) executor spreads one run's calls over its workers. The default
     # keeps the demo and ordinary runs in one shard.
     shard_queries: Annotated[int, Field(ge=1, le=10_000_000)] = DEFAULT_SHARD_QUERIES
+    # How many times each query is asked within the run (1..MAX_REPEAT): a nondeterministic system
+    # (sampling, approximate search) answers differently; every repeat is stored, the headline is
+    # the mean over repeats and the run reports its noise floor and flaky queries (metrics/repeats.py).
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = 1
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
     owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
 
@@ -99,6 +105,16 @@ class RunSettings(StrictSettings):
         if bad:
             raise ValueError(f"{', '.join(map(repr, bad))}: an owner is an e-mail address or team:NAME")
         return owners
+
+    @field_validator("repeat", mode="before")
+    @classmethod
+    def _repeat_is_a_count(cls, value: Any) -> Any:
+        # Only a whole number: `true` or "3" or 2.5 would otherwise be read as a count.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{value!r} is not a number of repeats: give an integer from 1 to {MAX_REPEAT}")
+        if not 1 <= value <= MAX_REPEAT:
+            raise ValueError(f"{value} repeats: give an integer from 1 to {MAX_REPEAT}")
+        return value
 
     @field_validator("relevance_level", mode="before")
     @classmethod

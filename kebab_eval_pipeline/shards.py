@@ -19,6 +19,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.judge.prompts import JudgeInput
+from kebab_eval_pipeline.systems.repeats import RepeatTables
 from kebab_eval_pipeline.systems.runner import RetrievalPiece
 
 Tables = dict[str, pd.DataFrame]
@@ -87,12 +88,14 @@ class QueryShard:
 @dataclass
 class RetrievalShardResult:
     """The ``index``-th shard's results (:class:`~kebab_eval_pipeline.systems.runner.RetrievalPiece`),
-    with the k asked for and, from the first shard, the run's stale-golden warnings."""
+    with the k asked for and, from the first shard, the run's stale-golden warnings. ``repeats``:
+    the shard's repeats 2..N when the run asks each query more than once (``piece`` is repeat 1)."""
 
     index: int
     k: int
     piece: RetrievalPiece
     stale: list[str] = field(default_factory=list)
+    repeats: RepeatTables | None = None
 
     #: Read back as the files they are (orchestration/shard_io.py, parquet_parts.py): the
     #: collecting step writes the shards' hits into the run's table one shard at a time (10M rows
@@ -116,6 +119,9 @@ class RetrievalShardResult:
             "warnings": p.warnings,
             "warnings_dropped": p.warnings_dropped,
         }
+        if self.repeats is not None:  # absent from a run of one repeat: its shard values unchanged
+            tables.update(self.repeats.tables())
+            info["repeat"] = self.repeats.count
         return tables, info
 
     @classmethod
@@ -130,7 +136,8 @@ class RetrievalShardResult:
             warnings=list(info["warnings"]),
             warnings_dropped=int(info["warnings_dropped"]),
         )
-        return cls(int(info["index"]), int(info["k"]), piece, list(info["stale"]))
+        repeats = RepeatTables.from_tables(tables, int(info.get("repeat") or 1))
+        return cls(int(info["index"]), int(info["k"]), piece, list(info["stale"]), repeats)
 
 
 @dataclass

@@ -59,6 +59,14 @@ def run(
             help="Turn the LLM judge on (the config's judge: block, else the default local judge) or off.",
         ),
     ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            help="Ask every query N times (1-100; overrides the config's repeat:): the headline is the "
+            "mean over repeats, and the run reports its noise floor and flaky queries.",
+        ),
+    ] = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
@@ -81,6 +89,7 @@ def run(
             "baseline": baseline,
             "chunk_size": chunk_size,
             "judge": judge,
+            "repeat": repeat,
         }.items()
         if v is not None
     }
@@ -110,7 +119,7 @@ def run(
             build_definitions(config, overrides=overrides),
             instance,
             run_id,
-            total=total,
+            total=total * settings.repeat,  # every query is asked once per repeat
             tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
             prepare=register,
             show=lambda store: print_run(store, run_id, settings.k, headline),

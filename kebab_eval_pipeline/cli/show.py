@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kebab_eval_pipeline.cli.console import err, fmt, out
+from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 
 if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
     from kebab_eval_pipeline.store.runs import RunStore
@@ -68,9 +69,23 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("n", justify="right")
+    repeats = metrics.info.get("repeats")  # asked N > 1 times: the noise floor beside each value
+    if repeats:
+        table.add_column("noise floor", justify="right")
     for name, value in headline(metrics.metrics, ks).items():
-        table.add_row(name, fmt(value), str(metrics.denominators.get(name, "")))
+        row = [name, fmt(value), str(metrics.denominators.get(name, ""))]
+        table.add_row(*row, *([noise_cell(repeats, name)] if repeats else []))
     out.print(table)
+    if repeats:
+        out.print(f"repeats: {repeats['count']} — {flakiness_line(repeats)}", markup=False, highlight=False)
+        for q in repeats.get("flakiest") or []:
+            span = "" if q.get("rank_best") is None else f", ranks {q['rank_best']}–{q['rank_worst']}"
+            out.print(
+                f"  flaky {q['query_id']}: {q['flips']} flips{span}, "
+                f"{q.get('answer_flips') or 0} answer flips",
+                markup=False,
+                highlight=False,
+            )
     print_matching(metrics.info)
     if metrics.info.get("judged_warning"):
         out.print(

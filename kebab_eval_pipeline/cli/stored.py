@@ -74,11 +74,19 @@ def export(
     config: ConfigOption = None,
 ) -> None:
     """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
-    file + qrels."""
+    file + qrels (a repeated run: one TREC run file per repeat; JSON is refused)."""
     from kebab_eval_pipeline.json_records import finite_json
     from kebab_eval_pipeline.reporting.export import export_json, export_trec
+    from kebab_eval_pipeline.reporting.export_repeats import export_trec_repeats, refuse_json, repeat_count
 
     store = open_store(config)
+    repeats = repeat_count(store, run_id)
+    if repeats > 1 and fmt == "trec":  # one run file per repeat, never one repeat as the run
+        for run_file, qrels, _ in export_trec_repeats(store, run_id, out_path or Path(f"{run_id}.trec")):
+            err.print(f"wrote {run_file} and {qrels}")
+        return
+    if repeats > 1 and fmt == "json":
+        raise refuse_json(run_id, repeats)
     if fmt == "json":
         doc, nulled = finite_json(export_json(store, run_id))
         if nulled:  # an older run stored impossible numbers: JSON has no inf/NaN, so null + say so

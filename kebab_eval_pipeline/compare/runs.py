@@ -19,6 +19,12 @@ from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, witho
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
 from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
 from kebab_eval_pipeline.compare.margins import margin_rows
+from kebab_eval_pipeline.compare.repeats import (
+    draws_within_repeats,
+    repeats_info,
+    repeats_markdown,
+    with_noise,
+)
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.suspect_gold import queue_summary, suspect_gold, suspect_markdown
@@ -182,9 +188,13 @@ def compare_runs(
         scores_b,
         changed,
     )
+    # Repeated runs: a verdict within the queries' repeat ranges is a draw (compare/repeats.py).
+    verdicts = draws_within_repeats(verdicts, scores_a, scores_b)
     per_metric, per_slice, families = comparison_tables(
         scores_a, scores_b, metrics_a, metrics_b, breakdowns_a, breakdowns_b, options, gated
     )
+    repeats_a, repeats_b = a.metrics.info.get("repeats"), b.metrics.info.get("repeats")
+    per_metric = with_noise(per_metric, repeats_a, repeats_b)  # within the noise floor: marked
     n_common = _common_queries(scores_a, scores_b)
     info = {
         "run_a": a.run_id,
@@ -245,11 +255,16 @@ def compare_runs(
     if judge_suspects is not None and len(suspects):
         suspects, info["suspect_judge"] = judge_suspects(suspects)
     info["suspect_gold"] = queue_summary(suspects)
+    if repeats_a or repeats_b:
+        info.update(repeats_info(repeats_a, repeats_b))
+        if plan.rescore_a or plan.rescore_b:
+            info["warnings"].append("re-scored runs with repeats are re-scored from their first repeat only")
     return ComparisonArtifact(
         per_metric=per_metric,
         per_query=verdicts,
         markdown=render_markdown(info, per_metric, verdicts, per_slice)
-        + suspect_markdown(suspects, b.run_id, info),
+        + suspect_markdown(suspects, b.run_id, info)
+        + repeats_markdown(info, per_metric, verdicts),
         info=info,
         per_slice=per_slice,
         suspect_gold=suspects,

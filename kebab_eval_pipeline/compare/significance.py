@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.repeats import zero_one_only
 from kebab_eval_pipeline.metrics import catalogue
 
 __all__ = [
@@ -243,10 +244,12 @@ def compare_query_scores(
         elif missing:
             row["note"] = f"column {column!r} missing in run {' and '.join(missing)}"
         else:
-            binary = catalogue.test_kind(name) == "binary"
+            x_a, x_b = _float(scores_a, column)[pos_a], _float(scores_b, column)[pos_b]
+            # A repeated run's per-query means over repeats are fractions: randomization, not McNemar.
+            binary = catalogue.test_kind(name) == "binary" and zero_one_only(x_a, x_b)
             result = paired_test(
-                _float(scores_a, column)[pos_a],
-                _float(scores_b, column)[pos_b],
+                x_a,
+                x_b,
                 binary=binary,
                 seed=seed,
                 n_resamples=n_resamples,

@@ -89,7 +89,7 @@ def input_failure(exc: InputError) -> dg.Failure:
 
 
 #: The retrieval_results tables run_metrics does not read (pipeline.summarize uses outcomes + system).
-SUMMARY_SKIPS = ("hits", "citations", "known_chunks")
+SUMMARY_SKIPS = ("hits", "citations", "known_chunks", "repeat_hits", "repeat_citations")
 
 
 def _chain_asset(stage: str, **kwargs):
@@ -406,7 +406,8 @@ def retrieval_results(golden_set, system_under_test):
     out=dg.DynamicOut(io_manager_key=SHARD_IO),
     # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
     # a run without a judge never loads them again after collect_retrieval wrote them.
-    ins={"retrieval_results": dg.In(metadata={"columns": {"hits": []}})},
+    # The judge judges repeat 1's answers: the other repeats' hits are never read here.
+    ins={"retrieval_results": dg.In(metadata={"columns": {"hits": [], "repeat_hits": []}})},
 )
 def plan_judging(
     context: dg.OpExecutionContext,
@@ -518,7 +519,8 @@ def judge(golden_set, retrieval_results):
     code_version=pipeline.METRICS_VERSION,
     # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
     # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
-    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": []}})},
+    # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
+    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": [], "repeat_hits": []}})},
     description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
     "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
     "metric does not apply.",

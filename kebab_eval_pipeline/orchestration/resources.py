@@ -49,6 +49,7 @@ class EvalSettingsResource(dg.ConfigurableResource):
     answers: bool | None = None
     baseline: str | None = None
     k: list[int] | None = None
+    repeat: int | None = None  # how many times each query is asked (1..100); None: the file's
     # The LLM judge: True turns it on (the file's judge: block, else the default local judge), False
     # off; judge_model / judge_prompt_version override those keys of it (and turn it on).
     judge: bool | None = None
@@ -72,6 +73,7 @@ class EvalSettingsResource(dg.ConfigurableResource):
                 ("answers", self.answers),
                 ("baseline", self.baseline),
                 ("k", self.k),
+                ("repeat", self.repeat),
             )
             if value is not None
         }

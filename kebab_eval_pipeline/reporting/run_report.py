@@ -11,6 +11,7 @@ from kebab_eval_pipeline.compare.report import CATEGORY_METRICS
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+from kebab_eval_pipeline.reporting.repeats import repeats_markdown
 from kebab_eval_pipeline.systems.identity import label as system_label
 
 
@@ -43,6 +44,7 @@ def render_run_markdown(
         f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |"
         for k, v in metrics.items()
     ]
+    lines += repeats_markdown(info.get("repeats"), list(metrics))
     if gates:
         lines += [
             "",

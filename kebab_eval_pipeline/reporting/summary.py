@@ -11,6 +11,7 @@ import math
 
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
+from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
@@ -95,9 +96,13 @@ def render_run_summary(
         ),
         "",
         *health_markdown(info.get("system_health") or {}),
-        "| metric | value | n | gate |",
-        "|---|---:|---:|---|",
     ]
+    repeats = info.get("repeats")  # asked N > 1 times: a noise floor column and a flakiness line
+    if repeats:
+        lines += [f"{repeats['count']} repeats · {flakiness_line(repeats)}  ", ""]
+        lines += ["| metric | value | n | noise floor | gate |", "|---|---:|---:|---|---|"]
+    else:
+        lines += ["| metric | value | n | gate |", "|---|---:|---:|---|"]
     by_metric: dict[str, list[dict]] = {}
     for gate in gates:
         by_metric.setdefault(gate["metric"], []).append(gate)
@@ -110,11 +115,15 @@ def render_run_summary(
 
     for metric, value in headline.items():
         n = denominators.get(metric)
-        lines.append(f"| {md_cell(metric)} | {_value(value)} | {'' if n is None else n} | {bounds(metric)} |")
+        noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
+        lines.append(
+            f"| {md_cell(metric)} | {_value(value)} | {'' if n is None else n} |{noise} {bounds(metric)} |"
+        )
     for metric in by_metric:
         if metric not in headline:
             value = by_metric[metric][0]["value"]
-            lines.append(f"| {md_cell(metric)} | {_value(value)} | | {bounds(metric)} |")
+            noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
+            lines.append(f"| {md_cell(metric)} | {_value(value)} | |{noise} {bounds(metric)} |")
     if gates:
         tally = gate_tally(gates)
         lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]

@@ -203,14 +203,15 @@ def test_the_run_summary_and_stored_report_show_the_queue_and_the_warning(env, s
         ("q-reg", 2, 10, "Misc, Unrelated"),
         ("q-loss", 1, 1, "Keys, Rotating keys"),
     ]
-    # Markdown-escaped cells (md_cell): "#" and ">" render as themselves.
+    # Markdown-escaped cells (md_cell): "#" and ">" render as themselves. The two replayed runs are two
+    # systems, so the verdicts read as the comparison names them ("b missed", "b ranked lower").
     assert rows[-3:] == [
-        r"| q-reg | regression | 1 | – | 1 | billing\#archive | docs/billing.md:30-44 | Billing \> Archive "
+        r"| q-reg | b missed | 1 | – | 1 | billing\#archive | docs/billing.md:30-44 | Billing \> Archive "
         r"| Archive: text of billing\#archive | – |",
-        r"| q-reg | regression | 1 | – | 2 | misc\#2 | docs/misc.md:6-9 | Misc \> Unrelated "
+        r"| q-reg | b missed | 1 | – | 2 | misc\#2 | docs/misc.md:6-9 | Misc \> Unrelated "
         r"| Unrelated: text of misc\#2 | – |",
-        r"| q-loss | loss | 1 | 2 | 1 | keys\#rotate-v2 | docs/keys.md:40-52 | Keys \> Rotating keys "
-        r"| Rotating keys: text of keys\#rotate-v2 | – |",
+        r"| q-loss | b ranked lower | 1 | 2 | 1 | keys\#rotate-v2 | docs/keys.md:40-52 "
+        r"| Keys \> Rotating keys | Rotating keys: text of keys\#rotate-v2 | – |",
     ]
 
 
