@@ -243,8 +243,11 @@ def resolve_metrics(requested: Sequence[str] | None, scores: Mapping[str, pd.Dat
         return picked
     names = list(dict.fromkeys(requested))
     offenders = metric_name_offenders(names)
+    named = {name for name in names if metric_name_offenders([name])}  # said once, not twice
     for name in names:
-        column = catalogue.metric_column(name) if catalogue.measure(name) is not None else None
+        if name in named:
+            continue
+        column = catalogue.metric_column(name)
         missing = [run for run in runs if column is not None and column not in scores[run].columns]
         if missing:
             offenders.append(
