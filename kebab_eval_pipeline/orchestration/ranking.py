@@ -72,7 +72,7 @@ def run_ranking(
         )
         tables, info = ranking.to_tables()
         attempt = store.write(
-            ASSET, config.name, tables, info, files=ranking.files, dagster_run_id=context.run_id
+            ASSET, config.name, tables, info, files=ranking.files, dagster_run_id=context.run.run_id
         )
     except InputError as exc:  # unknown runs or metrics, strict chunkers, a bad name: say which
         raise input_failure(exc) from None
