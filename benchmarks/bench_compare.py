@@ -55,6 +55,12 @@ work, from ``VmHWM`` reset through ``/proc/self/clear_refs``):
   10,000) ``ranx.compare`` runs ``stat_test="student"`` (paired t) instead, and says so, and the
   one-test timings are of R/50 permutations, scaled. A probe also runs the Fisher test four
   times with the same ``random_seed`` (numba seeds only the calling thread's generator).
+- ``ranking``: ``rank_runs(a, b, c, d, e)`` (``kebab-eval compare a b c d e``) on the default
+  metrics mrr, ndcg@10 and hit@5: five runs on one chunker (exact: stored scores), each metric's
+  10 pairwise paired tests with the default ``CompareSettings``, Holm, letters and per-run
+  bootstrap CIs; then, timed apart, its three files. Runs ``c``, ``d``, ``e`` are generated only
+  for this case: independent rankings of the same golden set, the gold's log-normal factor median
+  moved by −1, +1 and +2 × EFFECT/√N. The (a, b) pair's p-values must equal ``exact``'s.
 - ``scipy``: ``scipy.stats.permutation_test`` (paired: ``permutation_type="samples"``, statistic
   mean(b − a), sign flips, vectorized, ``batch`` bounding memory to ~2**22 values) and
   ``scipy.stats.bootstrap`` (paired, percentile) on the same columns as ``tests``, R resamples,
@@ -95,10 +101,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (10_000, 100_000)
-CASES = ("exact", "fallback", "report", "tests", "ranx", "scipy")
+CASES = ("exact", "fallback", "report", "tests", "ranx", "scipy", "ranking")
 KS = (1, 3, 5, 10)
 CUTOFF = 10
 RUN_A, RUN_B, RUN_B2 = "a", "b", "b2"
+#: The ranking case's extra runs and how far each moves the gold (× EFFECT/√N, as b's shift).
+RANKING_EXTRA = {"c": -1.0, "d": 1.0, "e": 2.0}
+RANKING_RUNS = (RUN_A, RUN_B, *RANKING_EXTRA)
+RANKING_METRICS = ("mrr", "ndcg@10", "hit@5")
 #: ranx metric → ours (per-query column and aggregate metric share the name).
 RANX_METRICS = {
     "hit_rate@10": "hit@10",
@@ -160,6 +170,24 @@ def _rankings(n: int, n_hits: int, n_sup: np.ndarray, rng: np.random.Generator):
         keys[gold] = np.where(is_gold, base * boost_b, base).astype(np.float32)
         off_b[start:stop] = np.argsort(keys, axis=1)[:, :n_hits]
     return sup, off_a, off_b, int(moved.sum())
+
+
+def _extra_offsets(n: int, n_hits: int, n_sup: np.ndarray, sup: np.ndarray, rng, moves: float) -> np.ndarray:
+    """Another system's top-H chunk offsets (n × H): fresh random keys, the gold's keys scaled by a
+    log-normal factor whose median is moved by ``moves`` × EFFECT/√N (positive: ranks gold higher)."""
+    corpus = 2 * n_hits
+    out = np.empty((n, n_hits), dtype=np.int64)
+    shift = moves * EFFECT / np.sqrt(n)
+    for start in range(0, n, 10_000):
+        stop = min(start + 10_000, n)
+        rows = stop - start
+        keys = rng.random((rows, corpus), dtype=np.float32)
+        gold = np.arange(rows)[:, None], sup[start:stop]
+        is_gold = np.arange(5)[None, :] < n_sup[start:stop, None]
+        boost = np.exp(rng.normal(np.log(GOLD_BOOST) - shift, GOLD_BOOST_SD, (rows, 5)))
+        keys[gold] = np.where(is_gold, keys[gold] * boost, keys[gold]).astype(np.float32)
+        out[start:stop] = np.argsort(keys, axis=1)[:, :n_hits]
+    return out
 
 
 def _hits_frame(n: int, n_hits: int, offsets: np.ndarray, chunker: str, prefix: str, line_shift: int):
@@ -301,6 +329,7 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     from kebab_eval_pipeline.contract import SystemInfo
     from kebab_eval_pipeline.golden.tables import typed_frame
     from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
+    from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
     from kebab_eval_pipeline.settings import settings_from_dict
     from kebab_eval_pipeline.systems.base import CITATION_COLUMNS
     from kebab_eval_pipeline.systems.runner import RetrievalResults
@@ -321,7 +350,16 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     summary = summarize_scores(scores, KS)
     query_scores = QueryScoresArtifact(
         round_scores(scores),
-        {"k": list(KS), "mrr_cutoff": CUTOFF, "match": "auto", "source_root": None, "hit_verdicts": None},
+        {
+            "k": list(KS),
+            "mrr_cutoff": CUTOFF,
+            "match": "auto",
+            "source_root": None,
+            "hit_verdicts": None,
+            # today's metric definitions, as pipeline.score records them: without it a comparison
+            # takes the runs for older ones and re-scores them from their hits (legacy.is_current)
+            "scoring_version": SCORING_VERSION,
+        },
         summary,
     )
     metrics = pipeline.summarize(run_id, settings, golden, retrieval, query_scores)
@@ -335,9 +373,10 @@ def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: s
     return {ours: scores[ours].to_numpy(dtype=float) for ours in RANX_METRICS.values()}
 
 
-def generate(data: Path, n: int, n_hits: int, seed: int) -> dict:
+def generate(data: Path, n: int, n_hits: int, seed: int, ranking: bool = False) -> dict:
     """Write runs a, b and b2 into ``data/store`` and ours' unrounded per-query values (a, b) for
-    ranx's metrics into ``data/unrounded.parquet``."""
+    ranx's metrics into ``data/unrounded.parquet``; with ``ranking``, also runs c, d and e (drawn
+    after everything else, so a, b and b2 are the same either way)."""
     import pandas as pd
 
     from kebab_eval_pipeline.store.runs import RunStore
@@ -346,7 +385,6 @@ def generate(data: Path, n: int, n_hits: int, seed: int) -> dict:
     n_sup = rng.integers(1, 6, n)
     sup, off_a, off_b, moved = _rankings(n, n_hits, n_sup, rng)
     golden = _golden(n, n_hits, n_sup, sup, rng, seed)
-    del sup
     outcomes = _outcomes(n, n_hits, rng)
     store = RunStore(data / "store")
     unrounded = {"query_id": golden.queries["query_id"].to_numpy(dtype=object)}
@@ -360,6 +398,12 @@ def generate(data: Path, n: int, n_hits: int, seed: int) -> dict:
         del hits
         if run_id != RUN_B2:
             unrounded |= {f"{run_id}:{c}": v for c, v in values.items()}
+    if ranking:
+        for run_id, moves in RANKING_EXTRA.items():
+            offsets = _extra_offsets(n, n_hits, n_sup, sup, rng, moves)
+            hits = _hits_frame(n, n_hits, offsets, "chunker-1", "c", 0)
+            _write_run(store, run_id, golden, hits, outcomes, "chunker-1", "hybrid")
+            del hits, offsets
     pd.DataFrame(unrounded).to_parquet(data / "unrounded.parquet")
     return {"moved": moved, "supports": int(n_sup.sum())}
 
@@ -691,6 +735,37 @@ def worker_ranx(data: Path, args: argparse.Namespace) -> dict:
     }
 
 
+def worker_ranking(data: Path, args: argparse.Namespace) -> dict:
+    from kebab_eval_pipeline.compare.ranking import rank_runs
+    from kebab_eval_pipeline.compare.ranking_report import ranking_files
+    from kebab_eval_pipeline.compare.settings import CompareSettings
+
+    runs, load_s = _load(data, *RANKING_RUNS)
+    with Phase(args.profile == "ranking") as phase:
+        ranking = rank_runs(runs, list(RANKING_METRICS), options=CompareSettings(resamples=args.resamples))
+    with Phase() as files:
+        ranking_files(ranking)
+    ab = ranking.pairs[(ranking.pairs["run_a"] == RUN_A) & (ranking.pairs["run_b"] == RUN_B)]
+    rows = ranking.per_run.set_index(["metric", "run_id"])
+    return {
+        "load_s": load_s,
+        "compute_s": phase.seconds,
+        "files_s": files.seconds,
+        "case_mib": max(phase.grew_mib, files.grew_mib),
+        "peak_mib": _peak_mib(),
+        "tests": len(ranking.pairs),
+        "mode": ranking.info["matching"]["mode"],
+        "ab_p": {r.metric: r.p_value for r in ab.itertuples()},
+        "table": {
+            metric: {
+                run: [float(rows.loc[(metric, run), "mean"]), rows.loc[(metric, run), "letters"]]
+                for run in ranking.info["order"]
+            }
+            for metric in RANKING_METRICS
+        },
+    }
+
+
 WORKERS = {
     "exact": worker_exact,
     "fallback": worker_fallback,
@@ -698,6 +773,7 @@ WORKERS = {
     "tests": worker_tests,
     "ranx": worker_ranx,
     "scipy": worker_scipy,
+    "ranking": worker_ranking,
 }
 
 
@@ -727,6 +803,8 @@ def _run_worker(name: str, n: int, data: Path, args: argparse.Namespace) -> dict
     ]
     if args.profile:
         command += ["--profile", args.profile]
+    if getattr(args, "with_ranking_runs", False):
+        command.append("--with-ranking-runs")
     load = os.getloadavg()[0]
     proc = subprocess.run(
         command,
@@ -758,6 +836,8 @@ WHAT = {
     "tests": "ours paired_test on mrr + ndcg@10 (the 5 ranx metrics: {five:.2f} s)",
     "ranx": "ranx.compare: evaluate 2 runs ({evaluate_s:.2f} s) + {stat_test} × 5 metrics × 2 directions",
     "scipy": "scipy permutation_test + bootstrap on mrr + ndcg@10{est}",
+    "ranking": "rank_runs(a, b, c, d, e) ({mode}): {tests} paired tests, Holm, letters, CIs; "
+    "files {files_s:.2f} s",
 }
 
 
@@ -777,18 +857,21 @@ def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
         data = Path(tmp.name)
     else:
         data = args.data / f"q{n}_h{args.hits}_s{args.seed}"
-    if not (data / "unrounded.parquet").exists():
+    cases = [args.profile] if args.profile else [c for c in CASES if c not in args.skip]
+    args.with_ranking_runs = "ranking" in cases
+    extra_missing = args.with_ranking_runs and not (data / "store" / "run_metrics" / "e").exists()
+    if not (data / "unrounded.parquet").exists() or extra_missing:
         shutil.rmtree(data / "store", ignore_errors=True)
         data.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         gen = _run_worker("generate", n, data, args)
         print(
-            f"generated golden set ({n:,} queries, {gen['supports']:,} supports) and runs a, b, b2 "
+            f"generated golden set ({n:,} queries, {gen['supports']:,} supports) and runs a, b, b2"
+            f"{', c, d, e' if args.with_ranking_runs else ''} "
             f"({n:,} × {args.hits} hits each; b moves the gold for {gen['moved']:,} queries) "
             f"in {time.perf_counter() - t0:.0f} s (peak {gen['peak_mib']:,.0f} MiB), not timed"
         )
 
-    cases = [args.profile] if args.profile else [c for c in CASES if c not in args.skip]
     results: dict[str, dict] = {}
     for case in cases:
         results[case] = _run_worker(case, n, data, args)
@@ -871,6 +954,15 @@ def run_size(n: int, args: argparse.Namespace) -> tuple[bool, dict]:
                 f"  scipy permutation_test + bootstrap / ours paired_test, {column}: "
                 f"{s['seconds'] / o['seconds']:.0f}x ({s['perm_s']:.2f} s{est} + {s['boot_s']:.2f} s vs "
                 f"{o['seconds']:.3f} s; scipy batch {s['batch']})"
+            )
+
+    if "ranking" in results:
+        table = results["ranking"]["table"]
+        print("\nranking (mean and letters; runs sharing a letter are not significantly different)")
+        for metric, rows in table.items():
+            print(
+                f"  {metric:<8} "
+                + "  ".join(f"{run} {mean:.4f} {letters}" for run, (mean, letters) in rows.items())
             )
 
     print("\nagreement (Δ = mean of b − a; p two-sided; CI 95 % of Δ)")
@@ -999,6 +1091,15 @@ def _agreement(data: Path, results: dict[str, dict], args: argparse.Namespace) -
                 f"ranx means = ours stored aggregates to 4 decimals (max |diff| {worst_a:.1e} ≤ 5e-5)",
                 worst_a <= 5e-5 + TOLERANCE,
             )
+    ranking = results.get("ranking")
+    if ranking and exact:
+        differ = [m for m in RANKING_METRICS if ranking["ab_p"][m] != exact["per_metric"][m]["p_value"]]
+        ok &= _check(
+            "ranking's (a, b) p-values = compare_runs(a, b)'s, "
+            + ", ".join(RANKING_METRICS)
+            + (f" (differ: {', '.join(differ)})" if differ else ""),
+            not differ,
+        )
     if exact and fallback:
         print(f"fallback mode: {fallback['mode']}")
         worst, p_diff = 0.0, []
@@ -1043,11 +1144,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, help="keep/reuse generated runs under this directory")
     ap.add_argument("--profile", choices=CASES, help="run only this case, under cProfile (stderr shown)")
     ap.add_argument("--worker", choices=(*CASES, "generate"), help=argparse.SUPPRESS)
+    ap.add_argument("--with-ranking-runs", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.worker == "generate":
         args.data.mkdir(parents=True, exist_ok=True)
-        result = generate(args.data, args.queries[0], args.hits, args.seed)
+        result = generate(args.data, args.queries[0], args.hits, args.seed, ranking=args.with_ranking_runs)
         print(json.dumps(result | {"peak_mib": _peak_mib()}))
         return
     if args.worker:

@@ -19,6 +19,7 @@ from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
+from kebab_eval_pipeline.orchestration.ranking import run_ranking
 from kebab_eval_pipeline.orchestration.resources import (
     CONFIG_ENV,
     ArtifactStorage,
@@ -65,7 +66,9 @@ def build_definitions(
     # The run worker holds the partition's lock for the whole run (one writer per run id).
     executor = locking_executor(executor_from_environment(), base)
     owned = dg.map_asset_specs(
-        lambda spec: spec.replace_attributes(owners=settings.owners), [*SOURCE_ASSETS, *EVAL_ASSETS]
+        lambda spec: spec.replace_attributes(owners=settings.owners),
+        # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
+        [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
     )
     return dg.Definitions(
         assets=owned,

@@ -31,6 +31,9 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.compare.baseline import choose_baseline
 from kebab_eval_pipeline.compare.document import report_files
+from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA, Ranking, metric_name_offenders, rank_runs
+from kebab_eval_pipeline.compare.ranking_report import ranking_files
+from kebab_eval_pipeline.compare.ranking_report import render_markdown as render_ranking_markdown
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
@@ -672,6 +675,45 @@ def suspect_judge(settings: RunSettings, store: RunStore):
             return judge_relevance(judge_settings, queue, cache)
 
     return judge
+
+
+def rank_stored(
+    store: RunStore,
+    run_ids: Sequence[str],
+    settings: RunSettings,
+    metrics: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    strict_chunker_version: bool | None = None,
+) -> Ranking:
+    """Three or more stored runs ranked (``kebab-eval compare A B C …``, the ``run_ranking``
+    asset): :func:`compare.ranking.rank_runs` with ``settings.compare``'s seed, resamples and
+    strictness, its Markdown and its files (``ranking.md``/``.html``/``.json``).
+
+    Raises InputError naming every offender at once: a run id given twice, every run id that is
+    not stored whole, an alpha outside (0, 1), every unknown or unrankable metric name; then (the
+    runs read) every metric some run did not score."""
+    offenders = [
+        Offender(f"run {run_id}", "given more than once")
+        for run_id in dict.fromkeys(r for r in run_ids if list(run_ids).count(r) > 1)
+    ]
+    if not 0.0 < alpha < 1.0:
+        offenders.append(Offender("--alpha", f"{alpha!r}: must be above 0 and below 1"))
+    offenders += metric_name_offenders(list(dict.fromkeys(metrics or [])))
+    runs = []
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            runs.append(store.stored_run(run_id))
+        except InputError as exc:
+            where = "; ".join(o.render() for o in exc.offenders)
+            offenders.append(Offender(f"run {run_id}", exc.summary + (f" ({where})" if where else "")))
+    if offenders:
+        raise InputError("cannot rank these runs", offenders)
+    ranking = rank_runs(
+        runs, metrics, alpha=alpha, options=settings.compare, strict_chunker_version=strict_chunker_version
+    )
+    ranking.markdown = render_ranking_markdown(ranking)
+    ranking.files = ranking_files(ranking)
+    return ranking
 
 
 def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:

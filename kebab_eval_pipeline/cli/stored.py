@@ -19,11 +19,38 @@ from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
 
 
 def compare(
-    a: Annotated[str, typer.Argument(help="Baseline run id.")],
-    b: Annotated[str, typer.Argument(help="Candidate run id (delta = B − A).")],
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run ids: two (A B: A is the baseline, delta = B − A) or three or more (a ranking).",
+            show_default=False,
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write the standalone HTML report (with charts) here.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Also write the report's three files (comparison.md/.html/.json for two runs, "
+            "ranking.md/.html/.json for more) into this folder.",
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help="A ranking's metric (repeatable; default: mrr, ndcg@10 and hit@5, those the runs have).",
+        ),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(
+            "--alpha",
+            help="A ranking's significance level for the Holm-adjusted p-values (default 0.05).",
+        ),
     ] = None,
     strict_chunker_version: Annotated[
         bool,
@@ -37,8 +64,25 @@ def compare(
     ] = None,
 ) -> None:
     """Compare two stored runs (delta = B − A): the same report as the comparison_report asset.
+    Three or more: rank them, with every pairwise test (Holm-adjusted per metric) and letters
+    (runs sharing a letter are not significantly different).
 
-    Exit 1 when a blocking regression or verdict gate of --config fails."""
+    Exit 1 when a blocking regression or verdict gate of --config fails (two runs only)."""
+    if len(runs) < 2:
+        raise InputError(
+            "compare needs run ids",
+            [Offender("RUNS", f"{len(runs)} given: two to compare (A B), three or more to rank")],
+        )
+    if len(runs) == 2 and (metric or alpha is not None):
+        given = (["--metric"] if metric else []) + (["--alpha"] if alpha is not None else [])
+        raise InputError(
+            "options of a ranking given to a comparison of two runs",
+            [Offender(name, "ranks three or more runs: give three or more run ids") for name in given],
+        )
+    if len(runs) > 2:
+        _rank(runs, as_json, html, out_dir, metric, alpha, strict_chunker_version, config)
+        return
+    a, b = runs
     from kebab_eval_pipeline.compare.document import render_json
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.pipeline import compare_stored
@@ -53,6 +97,7 @@ def compare(
     if html is not None:
         atomic.write_bytes(html, report.files["comparison.html"])
         err.print(f"wrote {html}")
+    _write_files(out_dir, report.files)
     if as_json:
         sys.stdout.write(render_json(report))
     else:
@@ -63,6 +108,52 @@ def compare(
     failed = [g["name"] for g in gates if g["blocking"] and not g["passed"]]
     if failed:
         raise GateFailure(f"{len(failed)} blocking gate(s) failed: " + ", ".join(failed))
+
+
+def _rank(
+    runs: list[str],
+    as_json: bool,
+    html: Path | None,
+    out_dir: Path | None,
+    metric: list[str] | None,
+    alpha: float | None,
+    strict_chunker_version: bool,
+    config: Path | None,
+) -> None:
+    """``compare A B C …``: the ranking, printed (Markdown or JSON) and written where asked."""
+    from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA
+    from kebab_eval_pipeline.pipeline import rank_stored
+    from kebab_eval_pipeline.settings import load_settings
+
+    settings = load_settings(config)
+    ranking = rank_stored(
+        open_store(config),
+        runs,
+        settings,
+        metrics=metric,
+        alpha=DEFAULT_ALPHA if alpha is None else alpha,
+        strict_chunker_version=strict_chunker_version or None,
+    )
+    if html is not None:
+        atomic.write_bytes(html, ranking.files["ranking.html"])
+        err.print(f"wrote {html}")
+    _write_files(out_dir, ranking.files)
+    for warning in ranking.info["warnings"]:
+        err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        sys.stdout.write(ranking.files["ranking.json"].decode("utf-8"))
+    else:
+        out.print(ranking.markdown, markup=False, highlight=False)
+
+
+def _write_files(folder: Path | None, files: dict[str, bytes]) -> None:
+    """The report's files into ``folder`` (made when missing), each written atomically."""
+    if folder is None:
+        return
+    for name, content in files.items():
+        atomic.write_bytes(folder / name, content)
+    shown = ", ".join(str(folder / name) for name in files)
+    err.print(f"wrote {shown}", markup=False, highlight=False, soft_wrap=True)
 
 
 def export(

@@ -120,6 +120,12 @@ def _plan(mode: str, criterion: str, note: str, sa: str | None, sb: str | None) 
     return MatchPlan(mode, criterion, note, rescore_a, rescore_b)
 
 
+def criterion_gaps(a: StoredRun, b: StoredRun, criterion: str) -> str:
+    """Why ``criterion`` (``anchor`` or ``span``) cannot compare runs ``a`` and ``b`` — a gap in the
+    gold supports or in either run's hits — or ``""`` when it can (the rule of :func:`plan_matching`)."""
+    return _gaps(a, b, criterion)
+
+
 def _gaps(a: StoredRun, b: StoredRun, criterion: str) -> str:
     """Why ``criterion`` (anchor or span) cannot compare the two runs ('' when it can)."""
     _, flag, field, what, _ = next(f for f in _FALLBACKS if f[0] == criterion)

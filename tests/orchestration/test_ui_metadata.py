@@ -33,7 +33,8 @@ def test_asset_graph_is_one_owned_group_with_kinds_and_the_system_as_a_resource(
     cfg = write(tmp_path / "eval.yaml", "owners: [search-team@example.com, 'team:rag']\n" + GATES)
     defs = build_definitions(cfg)
     nodes = {node.key.path[-1]: node for node in defs.resolve_asset_graph().asset_nodes}
-    assert set(nodes) == {*CHAIN, "golden_file", "system_under_test"}
+    # run_ranking: unpartitioned, over runs named in its config (not part of the run's job)
+    assert set(nodes) == {*CHAIN, "golden_file", "system_under_test", "run_ranking"}
     for name, node in nodes.items():
         assert node.group_name == GROUP, name
         assert node.owners == ["search-team@example.com", "team:rag"], name
@@ -46,6 +47,7 @@ def test_asset_graph_is_one_owned_group_with_kinds_and_the_system_as_a_resource(
             "scoring",
             "metrics",
             "comparison",
+            "ranking",
         )
     for name in CHAIN:
         assert {"pandas", "parquet"} <= nodes[name].kinds, name
