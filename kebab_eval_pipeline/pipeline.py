@@ -566,7 +566,7 @@ def summarize(
         info["judge"] = judge_identity(judged.info)
     # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
     info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
-    info["judged_warning"] = judged_warning(f"run {run_id}", info["judged_coverage"], comparing=False)
+    info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)
     if scores.repeat_metrics is not None:  # asked N > 1 times: noise floor and flaky queries
         info["repeats"] = repeats_info(scores.scores, scores.repeat_metrics, int(scores.info["repeat"]))
     # The gates, evaluated once: the asset checks and the CLI read these results.

@@ -13,7 +13,7 @@ class CompareSettings(StrictSettings):
     """How comparisons (SPEC §8) test and warn: the paired tests' ``seed`` and ``resamples``,
     ``min_queries`` below which the report warns that nothing can be concluded,
     ``strict_chunker_version`` to refuse comparing runs whose chunkers differ, and ``min_judged``:
-    the judged@k (largest k) below which a run's reports and comparisons warn that much of its
+    the judged@k (smallest k: the top hits) below which a run's reports and comparisons warn that much of its
     ranking was never judged by the golden set.
 
     Multiple testing: ``significance`` — whether the marks and ``max_p`` gates read the adjusted

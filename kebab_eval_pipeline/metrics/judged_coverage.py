@@ -4,7 +4,11 @@
 match any gold support, averaged over the applicable queries. A hit the golden set never judged is
 counted as irrelevant by every other retrieval metric, so when much of a ranking is unjudged, wins
 and losses may reflect gaps in the gold rather than in the system. The warning is computed at the
-largest k the run has, against a threshold (``compare.min_judged`` of the run config).
+*smallest* k the run has (judged@1 by default: the share of queries whose top hit is judged),
+against a threshold (``compare.min_judged`` of the run config). Not at the largest: a golden set
+with one to three supports per query can never judge most of a top-10, so judged@10 is low on
+every run of it and a warning there would say nothing; an unjudged hit at the top is what decides
+a verdict and the reciprocal rank.
 """
 
 from __future__ import annotations
@@ -17,13 +21,13 @@ _JUDGED_AT = re.compile(r"^judged@(\d+)$")
 
 
 def judged_coverage(metrics: dict[str, float | None], threshold: float = DEFAULT_MIN_JUDGED) -> dict | None:
-    """``{"k", "judged", "unjudged", "threshold", "low"}`` at the largest ``judged@k`` in
+    """``{"k", "judged", "unjudged", "threshold", "low"}`` at the smallest ``judged@k`` in
     ``metrics`` (``unjudged`` = 1 − judged); None when the run has no judged@k or it is null
     (no applicable query: nothing to warn about)."""
     ks = [int(m.group(1)) for name in metrics if (m := _JUDGED_AT.match(name))]
     if not ks:
         return None
-    k = max(ks)
+    k = min(ks)
     value = metrics.get(f"judged@{k}")
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -45,8 +49,9 @@ def judged_warning(run: str, coverage: dict | None, comparing: bool = True) -> s
         return None
     k = coverage["k"]
     share = f"{round(coverage['unjudged'] * 100):.0f}%"
+    top = "the top hits" if k == 1 else f"the top-{k} hits"
     head = (
-        f"{share} of the top-{k} hits of {run} were never judged by the golden set "
+        f"{share} of {top} of {run} were never judged by the golden set "
         f"(judged@{k} {coverage['judged']:.4f} < {coverage['threshold']:g}, mean over queries)"
     )
     if comparing:

@@ -54,6 +54,9 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
             "blocking": r.blocking,
             "skipped": r.skipped,
             "reason": r.reason,
+            # max_p: the unadjusted p beside the adjusted one the gate read; margins: the verdict.
+            **({} if r.p_raw is None else {"p_raw": dg.MetadataValue.float(float(r.p_raw))}),
+            **({} if r.verdict is None else {"verdict": r.verdict}),
         },
     )
 

@@ -26,7 +26,11 @@ ASSET = "run_ranking"
 class RankingConfig(dg.Config):
     """Which runs to rank and how (set in the launchpad)."""
 
-    run_ids: list[str] = Field(description="The stored runs to rank: two or more run ids (partitions).")
+    run_ids: list[str] = Field(
+        default_factory=list,
+        description="The stored runs to rank: two or more run ids (partitions). Empty: nothing is "
+        "ranked and nothing materialized (so `--select '*'` over a partition leaves it alone).",
+    )
     metrics: list[str] = Field(
         default_factory=list,
         description=f"Metrics to rank on; empty: {', '.join(DEFAULT_METRICS)} (those the runs have).",
@@ -47,6 +51,9 @@ class RankingConfig(dg.Config):
 @dg.asset(
     name=ASSET,
     group_name=GROUP,
+    # Materialized only when runs are named: "materialize all" of a partition (the CI command,
+    # `dagster asset materialize --select '*' --partition ID`) selects it too, with no config.
+    output_required=False,
     kinds={"python", "parquet"},
     tags={STAGE: "ranking"},
     description="Several stored runs ranked on a few metrics: means over the queries common to all, "
@@ -58,7 +65,10 @@ def run_ranking(
     config: RankingConfig,
     eval_settings: EvalSettingsResource,
     artifact_storage: ArtifactStorage,
-) -> dg.MaterializeResult:
+):
+    if not config.run_ids:
+        context.log.info("run_ranking: no run_ids in its config, so nothing is ranked or materialized")
+        return
     store = artifact_storage.store()
     try:
         settings = eval_settings.load()
@@ -101,4 +111,4 @@ def run_ranking(
             for name in sorted(ranking.files)
         },
     }
-    return dg.MaterializeResult(metadata=meta)
+    yield dg.MaterializeResult(metadata=meta)

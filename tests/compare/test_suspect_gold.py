@@ -160,13 +160,15 @@ def test_comparison_queues_the_unjudged_hits_above_the_first_relevant_one(env, s
     assert first["snippet"] == "Archive: text of billing#archive"
     assert first["judge_relevant"] is None and first["judge_reasoning"] is None
     assert doc["suspect_gold"] == queue and doc["suspect_gold"] is not None
-    # judged@10 of b: q-loss 1/2, q-reg 0/2, q-judged 2/2 (x#bad judged), q-draw 1/1 → 0.625;
-    # of a: q-loss 1/2 (misc#1), the rest 1 → 0.875. Threshold 0.7 (compare.min_judged): b warns.
-    assert doc["judged_coverage"]["b"]["judged"] == pytest.approx(0.625)
-    assert doc["judged_coverage"]["a"]["judged"] == pytest.approx(0.875)
+    # The warning reads judged@1 (the smallest k): the top hit of b is unjudged for q-loss (rotate-v2)
+    # and q-reg (archive), judged for q-judged (x#bad, grade 0) and q-draw → 0.5; a's top hits are
+    # all gold → 1.0. Threshold 0.7 (compare.min_judged): b warns.
+    assert doc["judged_coverage"]["b"]["k"] == 1
+    assert doc["judged_coverage"]["b"]["judged"] == pytest.approx(0.5)
+    assert doc["judged_coverage"]["a"]["judged"] == pytest.approx(1.0)
     warned = [w for w in doc["warnings"] if "never judged" in w]
     assert warned == [
-        "38% of the top-10 hits of run b (b) were never judged by the golden set (judged@10 0.6250 < 0.7, "
+        "50% of the top hits of run b (b) were never judged by the golden set (judged@1 0.5000 < 0.7, "
         "mean over queries): wins and losses may reflect gaps in the gold, see the suspect-gold queue"
     ]
 
@@ -178,9 +180,9 @@ def flat(text: str) -> str:
 def test_the_run_summary_and_stored_report_show_the_queue_and_the_warning(env, stored):
     _, _, _, outputs = stored
     out = flat(outputs["b"])
-    assert "warning 38% of the top-10 hits of run b (b) were never judged by the golden set" in out
-    # the run's own judged@10 line (the run_metrics summary, not only the comparison)
-    assert "warning judgement coverage: 38% of the top-10 hits of run b were never judged" in out
+    assert "warning 50% of the top hits of run b (b) were never judged by the golden set" in out
+    # the run's own judged@1 line (the run_metrics summary, not only the comparison)
+    assert "warning judgement coverage: 50% of the top hits of this run were never judged" in out
     report = next(line for line in outputs["b"].splitlines() if line.startswith("report:"))
     folder = Path(report.split("report:", 1)[1].strip()).parent
     markdown = (folder / "comparison.md").read_text(encoding="utf-8")

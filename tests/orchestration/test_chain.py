@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 import pytest
+from statsmodels.stats.multitest import multipletests
 
 from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
@@ -254,12 +255,17 @@ def test_regression_gate_on_comparison_report(instance, tmp_path):
     assert ko_check.metadata["value"].value == pytest.approx(float(ko["score"].iloc[0]))
     assert evaluations["gate_mrr_lang_en_min"].passed
 
-    # Significance gates read the comparison's paired tests.
+    # Significance gates read the comparison's paired tests, Holm-adjusted over the 4 gated metrics.
     per_metric = ComparisonArtifact.from_tables(*store.read("comparison_report", "worse")).per_metric
     tests = per_metric.set_index("metric")
+    gated = ["hit@1", "hit@10", "mrr", "hit@5"]
+    holm = multipletests(tests.loc[gated, "p_value"], method="holm")[1]
+    assert tests.loc[gated, "p_adjusted"].to_numpy() == pytest.approx(holm)
+    assert (tests.loc[gated, "adjusted_by"] == "holm").all()
     for metric, max_p in (("mrr", 0.05), ("hit@5", 0.999999)):
         check = evaluations[f"gate_{metric.replace('@', '_at_')}_max_p"]
-        p, delta = tests.loc[metric, "p_value"], tests.loc[metric, "paired_delta"]
+        p, delta = tests.loc[metric, "p_adjusted"], tests.loc[metric, "paired_delta"]
+        assert check.metadata["p_raw"].value == pytest.approx(tests.loc[metric, "p_value"])
         assert 0.0 < p <= 1.0 and check.metadata["p_value"].value == pytest.approx(p)
         assert check.passed == (not (delta < 0 and p < max_p)), (metric, p, delta)  # higher is better
     assert tests.loc["hit@1", "test"] == "mcnemar_exact" and tests.loc["mrr", "test"] == "randomization"
