@@ -107,7 +107,7 @@ def suspect_gold(verdicts: pd.DataFrame, b: StoredRun, criterion: str | None = N
     cutoff = int(b.scores.info.get("mrr_cutoff") or b.metrics.info.get("mrr_cutoff") or 10)
     crit, resolved = _match_setup(b, criterion)
     ids = pa.array(targets["query_id"].astype(str).tolist(), type=pa.large_string())
-    hits = _rows_of(b.retrieval.results.hits, ids)
+    hits = _rows_of(b.hits_of(targets["query_id"].astype(str).tolist()), ids)
     hits = hits[hits["rank"].to_numpy(dtype=np.int64) <= cutoff].reset_index(drop=True)
     supports = _rows_of(b.golden.supports, ids).reset_index(drop=True)
     matches = match_hits(hits, supports, criterion=crit, resolved=resolved)

@@ -1,4 +1,5 @@
-"""One repeat's rows of a stored repeats table, read without the other repeats' rows.
+"""Some rows of a stored table, read without the others: one repeat's rows of a repeats table
+(:func:`read_repeat`), or the rows of a few queries (:func:`read_rows`).
 
 A repeated run stores repeats 2..N of its hits in one table (``repeat_hits``, rows ordered by
 repeat: see :mod:`kebab_eval_pipeline.systems.repeats`). The scoring step reads them one repeat at
@@ -32,4 +33,30 @@ def read_repeat(
     wanted = set(columns)
     names = [c for c in file.schema_arrow.names if c in wanted and c != "repeat"]
     data = pq.read_table(source, columns=names, filters=[("repeat", "=", repeat)])
+    return table_to_frame(data).reset_index(drop=True)
+
+
+def read_rows(
+    store: ArtifactStore,
+    asset: str,
+    run_id: str,
+    table: str,
+    column: str,
+    values: Sequence[str],
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The rows of ``table`` (of the published ``asset`` of ``run_id``) whose ``column`` is one of
+    ``values``, in ``columns`` (None: all), stored order, index from 0 — a Parquet ``in`` filter,
+    so the other rows are never turned into a frame. InputError when the asset is not stored."""
+    path = store.table_path(asset, run_id, table)
+    source = local_path(path) if is_local(path) else io.BytesIO(UPath(path).read_bytes())
+    names = (
+        None
+        if columns is None
+        else [c for c in pq.ParquetFile(source).schema_arrow.names if c in set(columns)]
+    )
+    if not values:
+        data = pq.read_table(source, columns=names).slice(0, 0)
+    else:
+        data = pq.read_table(source, columns=names, filters=[(column, "in", list(values))])
     return table_to_frame(data).reset_index(drop=True)

@@ -10,7 +10,10 @@ an exact comparison never reads a run's hits (the largest table by far: 10M rows
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+
+import pandas as pd
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.artifacts import (
@@ -22,6 +25,7 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.store import layout
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
+from kebab_eval_pipeline.store.repeat_rows import read_rows
 
 #: The assets a stored run is read from, in the order a missing one is reported.
 RUN_ASSETS = ("golden_set", "retrieval_results", "query_scores", "run_metrics")
@@ -48,6 +52,15 @@ class StoredRun:
 
     def __repr__(self) -> str:
         return f"StoredRun({self.run_id!r})"
+
+    def hits_of(self, query_ids: Sequence[str]) -> pd.DataFrame:
+        """The run's stored hits of ``query_ids`` only (every column, stored order). Read with a
+        Parquet filter while the retrieval results are not loaded: a comparison's suspect-gold
+        queue needs the hits of its few losses, not the run's millions of hit rows."""
+        if self._retrieval is not None or self._store is None:
+            hits = self.retrieval.results.hits
+            return hits[hits["query_id"].astype(str).isin(set(query_ids))]
+        return read_rows(self._store, "retrieval_results", self.run_id, "hits", "query_id", list(query_ids))
 
     def renamed(self, run_id: str) -> StoredRun:
         """The same artifacts (all read now) under another run id: what a copy of the run would be."""
