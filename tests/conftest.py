@@ -86,6 +86,17 @@ def stop_server(proc: subprocess.Popen) -> str:
     return stderr
 
 
+def clean_cli_env(tmp_path_factory, name: str) -> dict[str, str]:
+    """The environment of CLI subprocesses with their own empty DAGSTER_HOME (and so their own artifact
+    store and index cache): the process's KEBAB_EVAL_* and DAGSTER_* variables left out."""
+    home = tmp_path_factory.mktemp(name) / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
+    environment["DAGSTER_HOME"] = str(home)
+    return environment
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

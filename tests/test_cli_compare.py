@@ -8,13 +8,12 @@ size 1200 (another chunker: a fallback comparison) and chunk size 300 again with
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
-from tests.conftest import write
+from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 
 SIZE_300 = "md-heading-2:size=300:overlap=0"
@@ -37,12 +36,7 @@ def strict_json(text: str):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """One DAGSTER_HOME (and so one artifact store and index cache) for the module's runs."""
-    home = tmp_path_factory.mktemp("compare-cli") / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    environment["DAGSTER_HOME"] = str(home)
-    return environment
+    return clean_cli_env(tmp_path_factory, "compare-cli")
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import pytest
 
-from tests.conftest import vectors_or_skip
+from tests.conftest import clean_cli_env, vectors_or_skip
 from tests.test_cli import cli, no_traceback
 from tests.test_cli_compare import flat, strict_json
 
@@ -22,12 +21,7 @@ RUNS = ("lex300", "lex1200", "hyb800")
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    home = tmp_path_factory.mktemp("ranking-cli") / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    environment["DAGSTER_HOME"] = str(home)
-    return environment
+    return clean_cli_env(tmp_path_factory, "ranking-cli")
 
 
 @pytest.fixture(scope="module")

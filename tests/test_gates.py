@@ -318,3 +318,13 @@ def test_max_p_reads_the_adjusted_p_unless_configured_raw():
         "mrr", g, {"mrr": 0.5}, {"mrr": 0.6}, evidence, CompareSettings(significance="raw")
     )[0]
     assert not raw.passed and raw.p_value == 0.02 and "unadjusted, as configured" in raw.reason
+
+
+def test_a_drop_within_the_repeats_noise_floor_is_not_a_regression():
+    g = RegressionGateSettings(max_drop=0.01)
+    noisy = PairedEvidence(-0.02, 0.4, 100, "randomization", noise_floor=0.03, within_noise=True)
+    result = evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.52}, noisy)[0]
+    assert result.passed and "within the repeats' noise floor 0.0300: not a regression" in result.reason
+    beyond = PairedEvidence(-0.02, 0.4, 100, "randomization", noise_floor=0.01, within_noise=False)
+    assert not evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.52}, beyond)[0].passed
+    assert not evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.52}, None)[0].passed

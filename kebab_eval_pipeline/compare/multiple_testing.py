@@ -29,19 +29,7 @@ def holm(p_values) -> np.ndarray:
     ``m`` non-NaN p-values sorted ascending, ``p̃(i) = max_{j ≤ i} min(1, (m − j + 1)·p(j))``.
     Rejecting where ``p̃ < α`` controls the family-wise error rate at α. Empty or all-NaN input
     returns the input (as float)."""
-    p, ok = _valid(p_values)
-    out = np.full(p.shape, np.nan)
-    values = p[ok]
-    m = values.size
-    if m == 0:
-        return out
-    order = np.argsort(values, kind="stable")
-    scaled = (m - np.arange(m)) * values[order]
-    adjusted = np.minimum(1.0, np.maximum.accumulate(scaled))
-    result = np.empty(m)
-    result[order] = adjusted
-    out[ok] = result
-    return out
+    return _step_wise(p_values, lambda p, m: np.maximum.accumulate((m - np.arange(m)) * p))
 
 
 def bh(p_values) -> np.ndarray:
@@ -51,19 +39,7 @@ def bh(p_values) -> np.ndarray:
     ``m`` non-NaN p-values sorted ascending, ``p̃(i) = min_{j ≥ i} min(1, m/j · p(j))``. Rejecting
     where ``p̃ < α`` controls the false discovery rate at α (independent or positively dependent
     tests). Empty or all-NaN input returns the input (as float)."""
-    p, ok = _valid(p_values)
-    out = np.full(p.shape, np.nan)
-    values = p[ok]
-    m = values.size
-    if m == 0:
-        return out
-    order = np.argsort(values, kind="stable")
-    scaled = values[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
-    result = np.empty(m)
-    result[order] = adjusted
-    out[ok] = result
-    return out
+    return _step_wise(p_values, lambda p, m: np.minimum.accumulate((p * m / np.arange(1, m + 1))[::-1])[::-1])
 
 
 def adjust(p_values, method: str) -> np.ndarray:
@@ -75,6 +51,20 @@ def adjust(p_values, method: str) -> np.ndarray:
     if method == "none":
         return _valid(p_values)[0].copy()
     raise ValueError(f"unknown p-value adjustment {method!r}; expected one of {ADJUSTMENTS}")
+
+
+def _step_wise(p_values, adjust_sorted) -> np.ndarray:
+    """Apply ``adjust_sorted(p ascending, m)`` to the non-NaN p-values, cap at 1, restore the order."""
+    p, ok = _valid(p_values)
+    out = np.full(p.shape, np.nan)
+    values = p[ok]
+    if values.size == 0:
+        return out
+    order = np.argsort(values, kind="stable")
+    result = np.empty(values.size)
+    result[order] = np.minimum(1.0, adjust_sorted(values[order], values.size))
+    out[ok] = result
+    return out
 
 
 def _valid(p_values) -> tuple[np.ndarray, np.ndarray]:

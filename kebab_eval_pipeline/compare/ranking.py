@@ -42,7 +42,7 @@ from kebab_eval_pipeline.compare.runs import current_scores
 from kebab_eval_pipeline.compare.settings import CompareSettings
 
 # The bootstrap of a paired test's CI, reused for one run's mean (the "differences" are the scores).
-from kebab_eval_pipeline.compare.significance import _bootstrap_ci, paired_test
+from kebab_eval_pipeline.compare.significance import bootstrap_ci, paired_test
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics import catalogue, legacy
 from kebab_eval_pipeline.store.runs import StoredRun
@@ -508,4 +508,4 @@ def _mean_ci(
         return math.nan, math.nan
     key = (zlib.crc32(metric.encode("utf-8")), zlib.crc32(run.encode("utf-8")))
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
-    return _bootstrap_ci(np.sort(x), n_resamples, confidence, rng)
+    return bootstrap_ci(np.sort(x), n_resamples, confidence, rng)

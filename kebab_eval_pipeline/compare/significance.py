@@ -45,6 +45,7 @@ __all__ = [
     "TEST_MCNEMAR",
     "TEST_RANDOMIZATION",
     "PairedTest",
+    "bootstrap_ci",
     "compare_query_scores",
     "paired_test",
 ]
@@ -181,7 +182,7 @@ def paired_test(
         notes.append(how)
     low = high = None
     if ci:
-        low, high = _bootstrap_ci(d, n_resamples, confidence, rng_ci)
+        low, high = bootstrap_ci(d, n_resamples, confidence, rng_ci)
         notes.append(f"CI: paired bootstrap percentile ({n_resamples} resamples, seed {seed})")
     return PairedTest(
         n=n,
@@ -369,7 +370,7 @@ def _lut_sign_flips(mag: np.ndarray, n_resamples: int, rng: np.random.Generator)
     return out
 
 
-def _bootstrap_ci(
+def bootstrap_ci(
     d: np.ndarray, n_resamples: int, confidence: float, rng: np.random.Generator
 ) -> tuple[float, float]:
     """Percentile interval of the mean of ``d`` resampled with replacement (the paired bootstrap).

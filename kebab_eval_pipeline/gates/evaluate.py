@@ -243,6 +243,8 @@ class PairedEvidence:
     se: float | None = None
     bound_low: float | None = None  # one-sided (1 − alpha) paired-t bounds of b − a
     bound_high: float | None = None
+    noise_floor: float | None = None  # repeated runs: the larger per-repeat spread of the two runs
+    within_noise: bool | None = None  # |delta| ≤ noise_floor
 
 
 def regression_kinds(gate: RegressionGateSettings) -> list[str]:
@@ -270,7 +272,9 @@ def evaluate_regression_gate(
     rates, latencies, …) where it means higher.
 
     - ``max_drop`` fails when the run's metric is worse than the baseline's by more than
-      ``max_drop`` (the delta is of the stored, rounded aggregates: what the reports show).
+      ``max_drop`` (the delta is of the stored, rounded aggregates: what the reports show) —
+      unless the runs were repeated and the delta lies within their noise floor
+      (``evidence.within_noise``).
     - ``max_p`` fails when the metric got worse (paired delta) with p < ``max_p``; ``evidence`` is
       the comparison's paired test of that metric, and p is its adjusted p-value unless
       ``compare.significance`` is ``raw`` (or the comparison has none).
@@ -291,7 +295,7 @@ def evaluate_regression_gate(
         if baseline is None:
             verdict = (True, True, value, None, "no baseline run: nothing to regress against", None)
         elif kind == "max_drop":
-            verdict = _max_drop_verdict(metric, gate, value, before)
+            verdict = _within_noise(_max_drop_verdict(metric, gate, value, before), evidence)
         elif kind == "max_p":
             verdict = _max_p_verdict(metric, gate, evidence, compare.significance == "adjusted")
         else:
@@ -344,6 +348,16 @@ def _max_drop_verdict(
     allowed = "rise" if catalogue.lower_is_better(metric) else "drop"
     reason = f"{metric} moved {delta:+.4f} ({before:.4f} → {value:.4f}); allowed {allowed} {gate.max_drop}"
     return passed, False, value, delta, reason, None
+
+
+def _within_noise(verdict: _Verdict, evidence: PairedEvidence | None) -> _Verdict:
+    """A drop past ``max_drop`` that repeated runs show to be inside their noise floor (the delta
+    one system showed against itself across its repeats) is not a regression: it passes, saying so."""
+    passed, skipped, shown, delta, reason, p = verdict
+    if passed or evidence is None or not evidence.within_noise or evidence.noise_floor is None:
+        return verdict
+    reason += f", but within the repeats' noise floor {evidence.noise_floor:.4f}: not a regression"
+    return True, skipped, shown, delta, reason, p
 
 
 def _max_p_verdict(
@@ -498,6 +512,8 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
         se=num("paired_se"),
         bound_low=num("bound_low"),
         bound_high=num("bound_high"),
+        noise_floor=num("noise_floor"),
+        within_noise=None if pd.isna(row.get("within_noise", pd.NA)) else bool(row.get("within_noise")),
     )
 
 

@@ -16,13 +16,12 @@ The data (chunk criterion: every support names a chunk, every hit carries one; M
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import write
+from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 
 
@@ -104,12 +103,7 @@ def run_config(folder, golden, system: str, baseline: str, **extra):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    home = tmp_path_factory.mktemp("suspect-cli") / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    environment["DAGSTER_HOME"] = str(home)
-    return environment
+    return clean_cli_env(tmp_path_factory, "suspect-cli")
 
 
 @pytest.fixture(scope="module")
