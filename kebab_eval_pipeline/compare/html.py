@@ -126,6 +126,8 @@ def render_html(
         _versions(info),
         _section("charts", "Charts", _charts(info, per_metric, per_slice, has_baseline)),
         _section("metrics", "Metrics", _metrics_table(metrics, has_baseline)),
+        _margins_section(info),
+        _slices_section(info, per_slice),
         _section("queries", "Notable queries", _notable_queries(info, queries, max_query_rows)),
         _section("suspect-gold", "Suspect gold", _suspect_gold(info, suspect_gold, max_query_rows)),
         _section("flips", "Answer flips", _flips(info, queries)),
@@ -424,6 +426,66 @@ def _adjusted_p(metric: Mapping) -> str:
         return "–"
     by = {"holm": "H", "bh": "BH"}.get(str(metric.get("adjusted_by")), "")
     return f"{_p(p)} <small>{by}</small>" if by else _p(p)
+
+
+def _margins_section(info: Mapping) -> str:
+    """The non-inferiority / equivalence decisions of the regression gates' margins ('' when none)."""
+    margins = info.get("margins") or []
+    if not margins:
+        return ""
+    rows = []
+    for m in margins:
+        claim = (
+            f"no worse by more than {m['margin']:g}"
+            if m["kind"] == "non_inferior"
+            else f"within ±{m['margin']:g}"
+        )
+        verdict = m.get("verdict") or "no bound"
+        css = "better" if m.get("passed") else "worse"
+        rows.append(
+            f"<tr><th scope=row>{_e(m['metric'])}</th><td>{_e(claim)}</td>"
+            f'<td class="{css}">{_e(verdict)}</td><td class=num>{_signed(m.get("bound_low"), "–")}</td>'
+            f"<td class=num>{_signed(m.get('bound_high'), '–')}</td><td class=num>{_p(m.get('p_value'))}</td>"
+            f"<td>{_e(m.get('text'))}</td></tr>"
+        )
+    table = (
+        '<div class="scroll"><table class="margins">\n<thead><tr><th>metric</th><th>claim (b vs a)</th>'
+        "<th>verdict</th><th class=num>lower bound</th><th class=num>upper bound</th>"
+        "<th class=num>one-sided p</th><th>decided by</th></tr></thead>\n"
+        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
+        '<p class="caption">One-sided paired-t bounds of b − a at level '
+        f"{1 - float(info.get('alpha', 0.05)):.0%} (equivalence: both, the two one-sided tests).</p>"
+    )
+    return _section("margins", "Non-inferiority and equivalence", table)
+
+
+def _slices_section(info: Mapping, per_slice: pd.DataFrame) -> str:
+    """The slices whose change is significant after Benjamini–Hochberg ('' without slice tests)."""
+    if per_slice is None or "p_bh" not in per_slice.columns or not per_slice["p_value"].notna().any():
+        return ""
+    alpha = float(info.get("alpha", 0.05))
+    tested = per_slice[per_slice["p_value"].notna()]
+    flagged = tested[tested["p_bh"] < alpha].sort_values(["p_bh", "dimension", "value", "metric"])
+    if not len(flagged):
+        return _section(
+            "slices", "Slices that changed", _nodata(f"None of the {len(tested)} slice tests is significant.")
+        )
+    rows = [
+        f"<tr><th scope=row>{_e(r['dimension'])}={_e(r['value'])}</th><td>{_e(r['metric'])}</td>"
+        f"<td class=num>{_value(r, 'a')}</td><td class=num>{_value(r, 'b')}</td>"
+        f"<td class=num>{_signed(r.get('delta'))}</td><td class=num>{_num(r.get('n_paired'), '–')}</td>"
+        f"<td class=num>{_p(r.get('p_value'))}</td><td class=num>{_p(r.get('p_bh'))}</td></tr>"
+        for r in _records(flagged)
+    ]
+    table = (
+        '<div class="scroll"><table class="slices">\n<thead><tr><th>slice</th><th>metric</th>'
+        "<th class=num>a</th><th class=num>b</th><th class=num>delta</th><th class=num>n</th>"
+        "<th class=num>p</th><th class=num>p (BH)</th></tr></thead>\n"
+        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
+        f'<p class="caption">{len(flagged)} of {len(tested)} slice tests significant after '
+        f"Benjamini–Hochberg over every test of the report (p &lt; {alpha:g}).</p>"
+    )
+    return _section("slices", "Slices that changed", table)
 
 
 def _test_cell(metric: Mapping) -> str:

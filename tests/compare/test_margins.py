@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
+from kebab_eval_pipeline.compare.document import render_report_html
 from kebab_eval_pipeline.compare.margins import margin_verdict, t_bounds
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.compare.significance import paired_test
@@ -186,6 +187,18 @@ def test_non_inferiority_gate_on_a_real_comparison(runs):
     assert lines["mrr"]["verdict"] == "non-inferior" and lines["hit@1"]["verdict"] == "inconclusive"
     assert "## Non-inferiority and equivalence" in report.markdown
     assert "**mrr** — b no worse than a by more than 0.05? **non-inferior within 0.05" in report.markdown
+    page = render_report_html(report)
+    margins = page[page.index('<table class="margins">') :]
+    margins = margins[: margins.index("</table>")]
+    assert (
+        '<th scope=row>mrr</th><td>no worse by more than 0.05</td><td class="better">non-inferior</td>'
+        in margins
+    )
+    assert (
+        '<th scope=row>hit@1</th><td>no worse by more than 0.01</td><td class="worse">inconclusive</td>'
+        in margins
+    )
+    assert '<td>within ±0.01</td><td class="better">equivalent</td>' in margins
 
 
 def test_margins_need_a_per_query_metric():
