@@ -42,7 +42,7 @@ from kebab_eval_pipeline.compare.runs import current_scores
 from kebab_eval_pipeline.compare.settings import CompareSettings
 
 # The bootstrap of a paired test's CI, reused for one run's mean (the "differences" are the scores).
-from kebab_eval_pipeline.compare.significance import bootstrap_ci, paired_test
+from kebab_eval_pipeline.compare.significance import binary_test, bootstrap_ci, paired_test
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics import catalogue, legacy
 from kebab_eval_pipeline.store.runs import StoredRun
@@ -409,7 +409,6 @@ def _rank_metric(
     """One metric: each run's mean, CI and rank; every pair's test; letters and "better than".
     ``values``: complete rows × runs."""
     n_rows, n_runs = values.shape
-    binary = catalogue.test_kind(name) == "binary"
     sign = -1.0 if catalogue.lower_is_better(name) else 1.0
     # Means of sorted values, as paired_test computes its mean_a/mean_b: the same numbers.
     means = (
@@ -428,7 +427,8 @@ def _rank_metric(
         test = paired_test(
             values[:, i],
             values[:, j],
-            binary=binary,
+            # as compare A B decides it (a repeated run's fractional means: randomization)
+            binary=binary_test(name, values[:, i], values[:, j]),
             seed=seed,
             n_resamples=n_resamples,
             confidence=confidence,

@@ -10,7 +10,7 @@
   once: its one rank); two ranges that overlap are a draw. For unanswerable queries the same holds
   for refusals: a run whose refusal flipped across repeats covers both behaviours.
 - The paired test runs on the stored per-query values, which for a repeated run are the means over
-  repeats: fractions, so binary metrics go to the randomization test (:func:`zero_one_only`).
+  repeats: fractions, so binary metrics go to the randomization test (:func:`.significance.binary_test`).
 - **Flakiest queries** of both runs: :func:`repeats_markdown`.
 """
 
@@ -25,12 +25,6 @@ from kebab_eval_pipeline.markdown_text import md_cell, md_code
 _MISS = np.inf
 #: Verdicts that say one run did better: the ones a repeat range can turn into a draw.
 _DECISIVE = ("win", "loss", "regression")
-
-
-def zero_one_only(*values: np.ndarray) -> bool:
-    """True when every non-NaN value of ``values`` is 0 or 1: exact McNemar applies. A repeated
-    run's per-query means over repeats (0.5, 0.75, …) are not, and go to the randomization test."""
-    return all(np.isin(v[~np.isnan(v)], (0.0, 1.0)).all() for v in values)
 
 
 def is_repeated(scores: pd.DataFrame) -> bool:

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.compare.repeats import zero_one_only
 from kebab_eval_pipeline.metrics import catalogue
 
 __all__ = [
@@ -45,6 +44,7 @@ __all__ = [
     "TEST_MCNEMAR",
     "TEST_RANDOMIZATION",
     "PairedTest",
+    "binary_test",
     "bootstrap_ci",
     "compare_query_scores",
     "paired_test",
@@ -101,6 +101,16 @@ class PairedTest:
     test: str | None
     note: str
     se: float | None = None  # standard error of the mean difference, sd(b − a)/√n (None when n < 2)
+
+
+def binary_test(metric: str, *values: np.ndarray) -> bool:
+    """Whether ``metric`` is tested by exact McNemar on these per-query values: a catalogue binary
+    metric whose every non-NaN value is 0 or 1. A repeated run's per-query means over repeats
+    (0.5, 0.75, …) are fractions and go to the randomization test. The one decision every paired
+    test of a metric makes (run-level, per slice, per ranked pair)."""
+    return catalogue.test_kind(metric) == "binary" and all(
+        np.isin(v[~np.isnan(v)], (0.0, 1.0)).all() for v in values
+    )
 
 
 def paired_test(
@@ -246,8 +256,7 @@ def compare_query_scores(
             row["note"] = f"column {column!r} missing in run {' and '.join(missing)}"
         else:
             x_a, x_b = _float(scores_a, column)[pos_a], _float(scores_b, column)[pos_b]
-            # A repeated run's per-query means over repeats are fractions: randomization, not McNemar.
-            binary = catalogue.test_kind(name) == "binary" and zero_one_only(x_a, x_b)
+            binary = binary_test(name, x_a, x_b)
             result = paired_test(
                 x_a,
                 x_b,

@@ -18,8 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.deltas import SLICE_TEST_COLUMNS
-from kebab_eval_pipeline.compare.repeats import zero_one_only
-from kebab_eval_pipeline.compare.significance import paired_test
+from kebab_eval_pipeline.compare.significance import binary_test, paired_test
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, dimension_labels
 
@@ -88,8 +87,7 @@ def with_slice_tests(
             result = paired_test(
                 x_a,
                 x_b,
-                # Repeated runs' per-query means of 0/1 metrics are fractions: randomization then.
-                binary=catalogue.test_kind(metric) == "binary" and zero_one_only(x_a, x_b),
+                binary=binary_test(metric, x_a, x_b),
                 seed=seed,
                 n_resamples=n_resamples,
                 ci=False,

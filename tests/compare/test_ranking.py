@@ -45,6 +45,7 @@ from kebab_eval_pipeline.compare.ranking import PAIR_COLUMNS, RUN_COLUMNS, rank_
 from kebab_eval_pipeline.compare.ranking_html import CHART_ID, render_html
 from kebab_eval_pipeline.compare.ranking_report import ranking_document, render_markdown, superscript
 from kebab_eval_pipeline.compare.runs import compare_runs
+from kebab_eval_pipeline.compare.significance import paired_test
 from kebab_eval_pipeline.errors import InputError
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
@@ -441,3 +442,17 @@ def test_one_criterion_for_all_runs_rescores_the_others(stored):
     assert len(info.value.offenders) == 3 and "'c3'" in str(info.value)
     # Same chunker everywhere: exact, stored scores.
     assert plan_common_matching([stored["a"], stored["b"]]).mode == "exact"
+
+
+def test_repeated_runs_fractional_hits_rank_with_the_randomization_test():
+    """A repeated run's hit@5 is a mean over repeats (0.5, 0.75, …): its pairs take the randomization
+    test, as `compare A B` does, while a pair of two once-asked runs keeps exact McNemar."""
+    runs = frames()
+    runs["R"] = runs["A"].assign(**{"hit@5": [0.75 if i % 2 else 1.0 for i in range(len(IDS))]})
+    ranking = rank_scores(runs, ["hit@5"], n_resamples=2000)
+    assert pair(ranking, "hit@5", "A", "R")["test"] == "randomization"
+    assert pair(ranking, "hit@5", "A", "B")["test"] == "mcnemar_exact"
+    expected = paired_test(
+        runs["A"]["hit@5"].to_numpy(float), runs["R"]["hit@5"].to_numpy(float), binary=False, n_resamples=2000
+    )
+    assert pair(ranking, "hit@5", "A", "R")["p_value"] == pytest.approx(expected.p_value)
