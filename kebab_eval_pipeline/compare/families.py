@@ -60,7 +60,7 @@ def with_adjusted_p(
     wanted = list(gated) if gated else catalogue.headline_names(ks)
     tested = {m for m, p in zip(names, p_metric, strict=True) if not np.isnan(p)}
     family = [m for m in dict.fromkeys(wanted) if m in tested]
-    in_family = np.array([m in set(family) for m in names], dtype=bool)
+    in_family = np.isin(np.asarray(names, dtype=object), family)
     p_holm = np.full(len(pm), np.nan)
     if in_family.any():
         p_holm[in_family] = holm(p_metric[in_family])

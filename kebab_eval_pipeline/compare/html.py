@@ -135,11 +135,17 @@ def render_html(
         _footer(info),
     ]
     title = f"kebab-eval comparison: {info.get('run_b')} vs {info.get('run_a') or 'no baseline'}"
+    return html_page(title, body)
+
+
+def html_page(title: str, body: list[str], extra_css: str = "") -> str:
+    """A standalone page: ``title`` (escaped), the report CSS (plus ``extra_css``) and the
+    non-empty ``body`` parts in order — the frame of the comparison and the ranking pages."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n"
+        f"<title>{_e(title)}</title>\n<style>{_CSS}{extra_css}</style>\n</head>\n"
         "<body>\n<main>\n" + "\n".join(part for part in body if part) + "\n</main>\n</body>\n</html>\n"
     )
 

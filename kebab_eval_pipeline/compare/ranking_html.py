@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kebab_eval_pipeline.compare.html import _CSS, _draw, _e, _is_null, _nodata, _p, _section, _signed
+from kebab_eval_pipeline.compare.html import _draw, _e, _is_null, _nodata, _p, _section, _signed, html_page
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 
 __all__ = ["CHART_ID", "render_html"]
@@ -42,13 +42,7 @@ def render_html(ranking: Ranking) -> str:
         _section("runs", "Runs", _runs(ranking)),
     ]
     title = f"kebab-eval ranking of {len(order)} runs: {', '.join(order)}"
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}{_EXTRA_CSS}</style>\n</head>\n"
-        "<body>\n<main>\n" + "\n".join(part for part in body if part) + "\n</main>\n</body>\n</html>\n"
-    )
+    return html_page(title, body, _EXTRA_CSS)
 
 
 def _header(ranking: Ranking) -> str:

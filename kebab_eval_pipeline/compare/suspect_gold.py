@@ -26,6 +26,7 @@ from kebab_eval_pipeline.markdown_text import md_cell, md_code
 from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits, resolve_auto
 from kebab_eval_pipeline.store.runs import StoredRun
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
 #: The verdicts whose unjudged hits are queued, worst first.
 SUSPECT_VERDICTS = ("regression", "loss")
@@ -38,13 +39,11 @@ SUSPECT_COLUMNS: dict[str, str] = {
     "b_rank": "Int64",
     "rank_drop": "Int64",
     "hit_rank": "int64",
-    "chunk_id": "string",
-    "doc_id": "string",
-    "doc_path": "string",
-    "heading_path": "object",  # list[str]
-    "line_start": "Int64",
-    "line_end": "Int64",
-    "snippet": "string",
+    # the hit's own fields, typed as every stored hit is
+    **{
+        f: HIT_COLUMNS[f]
+        for f in ("chunk_id", "doc_id", "doc_path", "heading_path", "line_start", "line_end", "snippet")
+    },
     "judge_relevant": "boolean",
     "judge_score": "Float64",
     "judge_reasoning": "string",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
+from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.parquet_parts import ParquetParts
 
@@ -225,27 +226,8 @@ COLUMN_DESCRIPTIONS.update(
 )
 
 
-#: The suspect-gold queue's columns shown in the UI table (the snippet and reasoning in full are in the
-#: stored table and the JSON report).
-SUSPECT_SHOWN = (
-    "query_id",
-    "question",
-    "verdict",
-    "a_rank",
-    "b_rank",
-    "rank_drop",
-    "hit_rank",
-    "chunk_id",
-    "doc_id",
-    "doc_path",
-    "heading_path",
-    "line_start",
-    "line_end",
-    "snippet",
-    "judge_relevant",
-    "judge_score",
-    "judge_reasoning",
-)
+#: The suspect-gold queue's columns shown in the UI table: all of them, in stored order.
+SUSPECT_SHOWN = tuple(SUSPECT_COLUMNS)
 COLUMN_DESCRIPTIONS.update(
     {
         "rank_drop": "how far the first relevant hit fell: b rank − a rank (a regression: MRR cutoff + 1 − a "
