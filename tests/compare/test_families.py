@@ -167,3 +167,22 @@ def test_null_false_alarm_rate_is_controlled_by_adjustment(two_runs):
     assert any_bh / n_sim <= alpha + slack
     assert any_report / n_sim <= alpha + slack
     assert any_raw / n_sim >= 4 * alpha  # uncorrected: a false alarm in a large share of reports
+
+
+def test_a_slice_p_value_is_mcnemar_recounted_by_hand(two_runs):
+    """One slice row's p, re-derived outside the comparison: the discordant pairs of hit@5 among the
+    slice's queries counted with pandas, then scipy's exact binomial test."""
+    from scipy.stats import binomtest
+
+    (qa, ma, ba), (qb, mb, bb) = two_runs
+    _, ps, _ = comparison_tables(qa, qb, ma, mb, ba, bb, CompareSettings(resamples=2000))
+    tested = ps[(ps["metric"] == "hit@5") & ps["p_value"].notna() & (ps["dimension"] == "lang")]
+    assert len(tested)
+    for row in tested.itertuples():
+        ids = qb.loc[qb["lang"].astype(str) == row.value, "query_id"]
+        a = qa.set_index("query_id").loc[ids, "hit@5"].astype(float)
+        b = qb.set_index("query_id").loc[ids, "hit@5"].astype(float)
+        ok = a.notna() & b.notna()
+        n01, n10 = int(((a == 0) & (b == 1) & ok).sum()), int(((a == 1) & (b == 0) & ok).sum())
+        expected = 1.0 if n01 + n10 == 0 else binomtest(n01, n01 + n10, 0.5).pvalue
+        assert row.n_paired == int(ok.sum()) and row.p_value == pytest.approx(expected)
