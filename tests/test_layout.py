@@ -179,7 +179,12 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
 #: Modules named by string that may be loaded against the grain: the metric catalogue's extension
 #: point (the LLM judge registers its own measures; the catalogue loads it on its first query, so a
 #: gate on ``judge_correctness`` is known without the caller importing the judge).
-LATE_BOUND = {("kebab_eval_pipeline.metrics.catalogue", "kebab_eval_pipeline.judge.metrics")}
+#: The package's lazy ``defs`` (``dagster -m kebab_eval_pipeline``) names the code location only when
+#: Dagster asks for it, so importing the package imports nothing above it.
+LATE_BOUND = {
+    ("kebab_eval_pipeline.metrics.catalogue", "kebab_eval_pipeline.judge.metrics"),
+    ("kebab_eval_pipeline.__init__", "kebab_eval_pipeline.definitions"),
+}
 
 
 def test_modules_named_by_string_follow_the_grain_too():

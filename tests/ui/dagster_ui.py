@@ -91,7 +91,8 @@ def dagster_webserver(home: Path, env: dict[str, str], log: Path) -> Iterator[We
     with log.open("wb") as out:
         # Its own process group: the webserver starts a code server, and a kill must reach both.
         proc = subprocess.Popen(
-            [*command, "-m", "kebab_eval_pipeline.definitions"],
+            # the package as `dagster dev -m kebab_eval_pipeline` names it (its `defs` is lazy)
+            [*command, "-m", "kebab_eval_pipeline"],
             env=environment,
             cwd=home,
             stdout=out,
