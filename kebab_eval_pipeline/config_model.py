@@ -37,3 +37,12 @@ class AtKey(ValueError):
     def __init__(self, key: str, reason: str):
         super().__init__(reason)
         self.key = key
+
+
+class Price(BaseModel):
+    """A model's price, US dollars per million tokens (the judge's and the system under test's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_mtok: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    output_per_mtok: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0

@@ -189,6 +189,8 @@ class Answer(BaseModel):
     model: str | None = None
     prompt_tokens: Int64 | None = None
     completion_tokens: Int64 | None = None
+    # what the system says this answer cost, US dollars (else priced from its tokens: systems/costs.py)
+    cost_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 class SystemInfo(BaseModel):

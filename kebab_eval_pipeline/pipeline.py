@@ -63,6 +63,7 @@ from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_bounds
 from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.systems.costs import price_outcomes
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
@@ -199,6 +200,8 @@ def merge_retrieval(
     :func:`merge_pieces`): the same artifact, whatever the number of shards."""
     ordered = sorted(shards, key=lambda r: r.index)
     results = merge_pieces([r.piece for r in ordered])
+    # what each answer cost: reported by the system, else its tokens at the price table's rates
+    results.outcomes = price_outcomes(results.outcomes, settings.system_costs)
     info = {
         "k_requested": ordered[0].k,
         "answers": settings.answers,
@@ -211,6 +214,8 @@ def merge_retrieval(
         "system_identity": identity_from_settings(settings.system),
     }
     repeats = merge_repeat_tables([r.repeats for r in ordered])
+    if repeats is not None:
+        repeats.outcomes = price_outcomes(repeats.outcomes, settings.system_costs)
     if repeats is not None:  # absent from a run of one repeat: its info as it always was
         info["repeat"] = repeats.count
     return RetrievalArtifact(results, info, repeats)
@@ -576,7 +581,7 @@ def summarize(
         denominators=denominators,
         breakdowns=summary.breakdowns,
         info=info,
-        report=render_run_markdown(run_id, info, metrics, summary.breakdowns, info["gates"]),
+        report=render_run_markdown(run_id, info, metrics, summary.breakdowns, info["gates"], denominators),
     )
 
 

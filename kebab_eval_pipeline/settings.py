@@ -32,6 +32,7 @@ from kebab_eval_pipeline.gates.settings import (
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
+from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
     CommandSystemSettings,
@@ -87,6 +88,9 @@ class RunSettings(StrictSettings):
     system_health: SystemHealthSettings | None = Field(default_factory=SystemHealthSettings)
     # The LLM judge (SPEC §6): null = off (the default); a mapping turns it on (judge/config.py).
     judge: JudgeSettings | None = None
+    # The price table of the system under test's models: its answers' tokens priced like the
+    # judge's (systems/costs.py); null = only the costs the system reports itself.
+    system_costs: SystemCostSettings | None = None
     # Queries per shard of retrieval_results and judge: each shard is a Dagster step of its own, so
     # the multiprocess (or another) executor spreads one run's calls over its workers. The default
     # keeps the demo and ordinary runs in one shard.

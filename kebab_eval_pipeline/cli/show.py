@@ -10,6 +10,7 @@ from rich.table import Table
 
 from kebab_eval_pipeline.cli.console import err, fmt, out
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
+from kebab_eval_pipeline.reporting.spend import spend_line
 
 if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
     from kebab_eval_pipeline.store.runs import RunStore
@@ -86,6 +87,9 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
                 markup=False,
                 highlight=False,
             )
+    spent = spend_line(metrics.metrics, metrics.denominators)  # the system's answers beside the judge
+    if spent is not None:
+        out.print(spent, markup=False, highlight=False)
     print_matching(metrics.info)
     if metrics.info.get("judged_warning"):
         out.print(

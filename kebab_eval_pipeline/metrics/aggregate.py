@@ -94,6 +94,8 @@ RANKING_SCORE_COLUMNS: tuple[str, ...] = (
 SCORING_HIT_COLUMNS: tuple[str, ...] = tuple(c for c in HIT_COLUMNS if c not in RANKING_SCORE_COLUMNS)
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
+#: Money is kept exact: a query's answer can cost $0.00004, which four decimals would make 0.
+UNROUNDED_SUFFIX = "_usd"
 _HIT_AT = re.compile(r"^hit@(\d+)$")
 
 
@@ -261,13 +263,14 @@ def summarize_scores(
 
 
 def round_scores(query_scores: pd.DataFrame, decimals: int = STORED_DECIMALS) -> pd.DataFrame:
-    """A copy of ``query_scores`` with every float column rounded to ``decimals`` (NaN stays NaN);
+    """A copy of ``query_scores`` with every float column rounded to ``decimals`` (NaN stays NaN;
+    US-dollar columns stay exact);
     integer, boolean and text columns are unchanged (shared with ``query_scores``: copy-on-write,
     so neither frame sees the other's later changes; a deep copy of a million queries' scores
     added most of a gigabyte to the scoring step's peak)."""
     out = query_scores.copy(deep=False)
     for column in out.columns:
-        if pd.api.types.is_float_dtype(out[column].dtype):
+        if pd.api.types.is_float_dtype(out[column].dtype) and not column.endswith(UNROUNDED_SUFFIX):
             out[column] = out[column].round(decimals)
     return out
 
@@ -331,9 +334,8 @@ def _overall_metrics(
             out[name] = int(counts[name][0])
             continue
         value = scores[name][0]
-        out[name] = (
-            None if np.isnan(value) else float(value if round_to is None else np.round(value, round_to))
-        )
+        exact = round_to is None or name.endswith(UNROUNDED_SUFFIX)
+        out[name] = None if np.isnan(value) else float(value if exact else np.round(value, round_to))
     return out
 
 

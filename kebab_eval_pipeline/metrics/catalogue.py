@@ -795,6 +795,37 @@ _CORE: tuple[Measure, ...] = (
         untestable="a suite total",
         direction="lower",
     ),
+    Measure(
+        "system_prompt_tokens",
+        "operations",
+        "prompt tokens the system under test reported for its answers",
+        "answers that report token counts",
+        reads=("system_prompt_tokens",),
+        untestable="a run total",
+        direction="lower",
+        sliceable=False,
+    ),
+    Measure(
+        "system_completion_tokens",
+        "operations",
+        "completion tokens the system under test reported for its answers",
+        "answers that report token counts",
+        reads=("system_completion_tokens",),
+        untestable="a run total",
+        direction="lower",
+        sliceable=False,
+    ),
+    Measure(
+        "system_cost_usd",
+        "operations",
+        "what the system under test's answers cost, USD: reported, or tokens × system_costs.prices "
+        "(null when an answer with tokens has no price)",
+        "answers with a cost",
+        reads=("system_cost_usd", "system_prompt_tokens", "system_completion_tokens"),
+        untestable="a run total",
+        direction="lower",
+        sliceable=False,
+    ),
     *(
         Measure(
             name,

@@ -38,8 +38,17 @@ OPERATION_COLUMNS: dict[str, str] = {
     "mixed_version_hits": "int64",
     "retrieval_ms": "float64",
     "answer_ms": "float64",
+    "system_prompt_tokens": "float64",
+    "system_completion_tokens": "float64",
+    "system_cost_usd": "float64",
 }
 LATENCY_COLUMNS: tuple[str, ...] = ("retrieval_ms", "answer_ms")
+#: What the system under test spent per query (NaN: not reported), and the outcome column each is read from.
+SPEND_COLUMNS: dict[str, str] = {
+    "system_prompt_tokens": "prompt_tokens",
+    "system_completion_tokens": "completion_tokens",
+    "system_cost_usd": "cost_usd",
+}
 VERSION_COLUMNS: tuple[str, ...] = ("index_version", "embedding_model", "chunker_version")
 MISSING_OUTCOME_ERROR = "missing_outcome: the run recorded no outcome row for this query"
 MISSING_OUTCOME_CLASS = "missing_outcome"
@@ -110,6 +119,9 @@ def operation_columns(
       ``embedding_model`` or ``chunker_version`` different from the run's most common value of
       that field (unreported values never disagree).
     - ``retrieval_ms``, ``answer_ms``: latencies as recorded (NaN when absent).
+    - ``system_prompt_tokens``, ``system_completion_tokens``: the answer's token counts as the system
+      reported them; ``system_cost_usd``: its cost, reported or priced (systems/costs.py). NaN when
+      not reported (no answer, a failed query, a system that does not count).
     """
     qid = query_codes(queries)
     nq = len(qid)
@@ -140,6 +152,10 @@ def operation_columns(
             "mixed_version_hits": mixed,
             "retrieval_ms": out["retrieval_ms"].to_numpy(dtype=np.float64, na_value=np.nan),
             "answer_ms": out["answer_ms"].to_numpy(dtype=np.float64, na_value=np.nan),
+            **{
+                column: out[source].to_numpy(dtype=np.float64, na_value=np.nan)
+                for column, source in SPEND_COLUMNS.items()
+            },
         }
     )
     return frame.astype({"query_id": "string", **OPERATION_COLUMNS})
@@ -154,6 +170,9 @@ def operation_metrics(query_scores: pd.DataFrame) -> dict[str, float | None]:
     - ``retrieval_ms_p50|p95|max``, ``answer_ms_p50|p95|max``: over queries with a recorded latency.
     - ``total_suite_ms``: sum of every recorded retrieval and answer latency (the serial suite time;
       wall-clock time is lower when queries ran concurrently).
+    - ``system_prompt_tokens``, ``system_completion_tokens``: sums over the queries that report them
+      (None when none does); ``system_cost_usd``: the sum of the queries' costs, None when no query
+      has one or when a query with token counts has none (a partial sum is not the run's cost).
     """
     codes = np.zeros(len(query_scores), dtype=np.int64)
     scores, _ = grouped_operation_metrics(query_scores, codes, 1)
@@ -218,7 +237,30 @@ def grouped_operation_metrics(
     if any(c in qs.columns for c in LATENCY_COLUMNS):
         scores["total_suite_ms"] = np.where(suite_n > 0, suite, np.nan)
         counts["total_suite_ms"] = suite_n
+    if all(c in qs.columns for c in SPEND_COLUMNS):
+        _spend(qs, codes, n_groups, rows, scores, counts)
     return scores, counts
+
+
+def _spend(
+    qs: pd.DataFrame,
+    codes: np.ndarray,
+    n_groups: int,
+    rows: np.ndarray,
+    scores: dict[str, np.ndarray],
+    counts: dict[str, np.ndarray],
+) -> None:
+    """Token and cost sums per group (see :func:`operation_metrics`)."""
+    values = {c: qs[c].to_numpy(dtype=np.float64)[rows] for c in SPEND_COLUMNS}
+    for column, v in values.items():
+        valid = ~np.isnan(v)
+        n = np.bincount(codes[valid], minlength=n_groups)
+        total = np.bincount(codes[valid], weights=v[valid], minlength=n_groups)
+        scores[column] = np.where(n > 0, total, np.nan)
+        counts[column] = n
+    counted = ~np.isnan(values["system_prompt_tokens"]) | ~np.isnan(values["system_completion_tokens"])
+    unpriced = np.bincount(codes, weights=counted & np.isnan(values["system_cost_usd"]), minlength=n_groups)
+    scores["system_cost_usd"] = np.where(unpriced > 0, np.nan, scores["system_cost_usd"])
 
 
 def grouped_percentiles(codes: np.ndarray, values: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:

@@ -60,6 +60,7 @@ _ANSWER_FIELDS = (
     "model",
     "prompt_tokens",
     "completion_tokens",
+    "cost_usd",
 )
 
 

@@ -12,19 +12,28 @@ from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
+from kebab_eval_pipeline.reporting.spend import spend_parts, usd
 from kebab_eval_pipeline.systems.identity import label as system_label
 
 
-def _fmt(x) -> str:
+def _fmt(x, name: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
         return "null"
+    if name.endswith("_usd"):
+        return usd(x)
     return f"{x:.4f}" if isinstance(x, float) else str(x)
 
 
 def render_run_markdown(
-    run_id: str, info: dict, metrics: dict, breakdowns: pd.DataFrame, gates: list[dict]
+    run_id: str,
+    info: dict,
+    metrics: dict,
+    breakdowns: pd.DataFrame,
+    gates: list[dict],
+    denominators: dict | None = None,
 ) -> str:
-    """The per-run report: versions, metrics, gates and the category breakdown."""
+    """The per-run report: versions, metrics, what the run spent (the system under test's answers
+    and the judge, when either reported tokens or a cost), gates and the category breakdown."""
     lines = [f"# Evaluation run {md_code(run_id)}", ""]
     golden = info.get("golden", {})
     lines += [
@@ -41,10 +50,13 @@ def render_run_markdown(
         lines += ["", f"> ⚠ **judgement coverage**: {md_text(info['judged_warning'])}"]
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
     lines += [
-        f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v)} |"
+        f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v, k)} |"
         for k, v in metrics.items()
     ]
     lines += repeats_markdown(info.get("repeats"), list(metrics))
+    spent = spend_parts(metrics, denominators or {})
+    if spent:
+        lines += ["", "## Spend", "", *[f"- {md_text(part)}" for part in spent]]
     if gates:
         lines += [
             "",

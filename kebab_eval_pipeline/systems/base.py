@@ -56,6 +56,7 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "model": "string",
     "prompt_tokens": "Int64",
     "completion_tokens": "Int64",
+    "cost_usd": "float64",  # reported by the system, else priced from its tokens (systems/costs.py)
     "scope": "object",  # list[str]: the folders the system searched, when it reports a scope; else null
 }
 

@@ -85,6 +85,7 @@ def _outcome_row(outcome: QueryOutcome, answers: bool) -> dict:
             model=answer.model,
             prompt_tokens=answer.prompt_tokens,
             completion_tokens=answer.completion_tokens,
+            cost_usd=answer.cost_usd,
         )
     return row
 

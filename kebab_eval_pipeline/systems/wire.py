@@ -81,7 +81,7 @@ class ResponseMap(BaseModel):
             (
                 "answer_fields",
                 self.answer_fields,
-                (*_ANSWER_FIELDS, "citations", "prompt_tokens", "completion_tokens"),
+                (*_ANSWER_FIELDS, "citations", "prompt_tokens", "completion_tokens", "cost_usd"),
             ),
             ("citation_fields", self.citation_fields, _CITATION_FIELDS),
         ):
@@ -546,7 +546,9 @@ def parse_answer(payload: Any, mapping: ResponseMap | None = None) -> Answer:
             raise _bad(f"answer.{name}", f"expected true or false, got {value!r}")
     if refused is None:
         refused = bool(reason) or text.strip().lower() == REFUSAL_TOKEN or grounded is False
-    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
+    usage = _usage(raw, payload)
+    outer = payload if isinstance(payload, dict) and payload is not raw else {}
+    model = field("model")
     try:
         return Answer(
             text=text,
@@ -555,16 +557,32 @@ def parse_answer(payload: Any, mapping: ResponseMap | None = None) -> Answer:
             grounded=(not refused) if grounded is None else grounded,
             refusal_reason=None if reason is None else str(reason),
             prompt_template_version=_opt_str(field("prompt_template_version")),
-            model=_opt_str(field("model")),
-            prompt_tokens=field("prompt_tokens")
-            if field("prompt_tokens") is not None
-            else usage.get("prompt_tokens"),
-            completion_tokens=field("completion_tokens")
-            if field("completion_tokens") is not None
-            else usage.get("completion_tokens"),
+            model=_opt_str(model if model is not None else outer.get("model")),
+            prompt_tokens=_first(field("prompt_tokens"), usage, "prompt_tokens", "input_tokens"),
+            completion_tokens=_first(field("completion_tokens"), usage, "completion_tokens", "output_tokens"),
+            cost_usd=_first(field("cost_usd", "cost"), usage, "cost_usd", "cost", "total_cost"),
         )
     except ValidationError as exc:
         raise _bad("answer", _pydantic_reason(exc)) from None
+
+
+def _usage(raw: dict[str, Any], payload: Any) -> dict[str, Any]:
+    """The token usage of an answer: the answer object's ``usage``, else the response's own (an
+    OpenAI-style body carries ``usage`` beside the answer, not inside it)."""
+    for holder in (raw, payload):
+        usage = holder.get("usage") if isinstance(holder, dict) else None
+        if isinstance(usage, dict):
+            return usage
+    return {}
+
+
+def _first(value: Any, usage: dict[str, Any], *names: str) -> Any:
+    """``value`` when given, else the first of ``names`` present in ``usage`` (OpenAI's
+    ``prompt_tokens`` / ``completion_tokens``, Anthropic's and the Responses API's ``input_tokens`` /
+    ``output_tokens``)."""
+    if value is not None:
+        return value
+    return next((usage[n] for n in names if usage.get(n) is not None), None)
 
 
 def _opt_str(value: Any) -> str | None:
