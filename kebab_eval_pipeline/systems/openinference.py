@@ -288,7 +288,7 @@ def _usage(trace: _Trace, llms: list[Span], problems: list[tuple[str, str, str]]
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                problems.append((span.span_id, key, f"expected a whole number ≥ 0, got {str(value)[:60]!r}"))
+                problems.append((span.span_id, key, f"expected a whole number ≥ 0, got {repr(value)[:60]}"))
                 continue
             usage[name] = usage.get(name, 0) + value
     return usage

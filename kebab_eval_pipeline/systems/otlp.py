@@ -17,7 +17,7 @@ Two encodings of the same data are accepted:
 Attribute values become Python values: ``stringValue`` → str, ``intValue`` → int, ``doubleValue``
 → float, ``boolValue`` → bool, ``arrayValue`` → list, ``kvlistValue`` → dict, ``bytesValue`` → its
 base64 text. Anything that cannot be read is an :class:`~kebab_eval_pipeline.errors.Offender`
-naming the file, line, span and field; :func:`read_otlp` raises one InputError listing them all.
+naming the file, line, span and field; :func:`read_otlp` returns them all beside the spans.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.errors import Offender
 
 STATUS_NAMES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -288,11 +288,11 @@ def _documents(text: str, path: str, offenders: list[Offender]) -> list[tuple[st
     return out
 
 
-def read_otlp(text: str, path: str) -> list[Span]:
-    """Every span of an OTLP JSON file (``text``, named ``path`` in messages), in file order.
-
-    Raises InputError listing every line that is not JSON, every request without
-    ``resourceSpans`` and every span field that cannot be read (line, span id, field, reason).
+def read_otlp(text: str, path: str) -> tuple[list[Span], list[Offender]]:
+    """Every readable span of an OTLP JSON file (``text``, named ``path`` in messages), in file
+    order, and the offenders: every line that is not JSON, every request without
+    ``resourceSpans`` and every span field that cannot be read (line, span id, field, reason); a
+    span with one is left out. The caller raises them, with its own, as one InputError.
     """
     offenders: list[Offender] = []
     spans: list[Span] = []
@@ -328,6 +328,4 @@ def read_otlp(text: str, path: str) -> list[Span]:
                     span = _span(raw, where, path, offenders)
                     if span is not None:
                         spans.append(span)
-    if offenders:
-        raise InputError(f"trace file {path} is not readable OTLP JSON", offenders)
-    return spans
+    return spans, offenders

@@ -463,9 +463,9 @@ def _read_openinference(
 ) -> tuple[dict[str, _Record], list[str]]:
     """Records of an OTLP JSON trace file by match key, and the read warnings; InputError listing
     every span that cannot be read and every impossible number (span, attribute, reason)."""
-    traces, warnings, offenders = records_from_spans(
-        read_otlp(text, str(path)), str(path), match_by, retriever_span
-    )
+    spans, offenders = read_otlp(text, str(path))
+    traces, warnings, more = records_from_spans(spans, str(path), match_by, retriever_span)
+    offenders += more
     surrogates = may_hold_surrogates(text)
     records: dict[str, _Record] = {}
     for trace in traces:
