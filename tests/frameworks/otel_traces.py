@@ -20,10 +20,12 @@ encoded as OTLP protobuf by ``opentelemetry-exporter-otlp-proto-common`` and wri
 * ``*_hex.jsonl``: one request per trace per line, ids in hex and enums as integers (the OTLP/JSON
   spec, as the collector's file exporter writes).
 
-``python tests/frameworks/otel_traces.py OUT_DIR`` writes the fixtures committed in
+``python tests/frameworks/otel_traces.py fixtures OUT_DIR`` writes the fixtures committed in
 ``tests/systems/adapters/data/otlp/`` and ``expected.json``: per framework and question, the hits
 (ids, scores) and the answer the pipeline returned directly. ``test_openinference_traces.py``
 regenerates them with the installed library versions and checks the reader against the pipeline.
+``otel_traces.py golden CORPUS GOLDEN CHUNK_SIZE OUT_DIR`` traces a golden set's questions through
+the Haystack pipeline over ``haystack_app.py``'s index (the end-to-end test).
 """
 
 import base64
@@ -269,7 +271,34 @@ def generate(out: Path, k: int = 3) -> dict[str, Any]:
     return expected
 
 
+def generate_golden(corpus: Path, golden: Path, chunk_size: int, out: Path, k: int = 10) -> dict[str, Any]:
+    """The golden set's questions through a traced Haystack pipeline over ``haystack_app.App``'s
+    index of ``corpus`` (the same documents, hence the same ids, as the http/jsonl system test):
+    writes ``haystack_b64.json``, ``haystack_hex.jsonl`` and ``direct.json`` (what the pipeline
+    returned) into ``out``."""
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from haystack_app import App
+    finally:
+        sys.path.pop(0)
+    out.mkdir(parents=True, exist_ok=True)
+    tracing = Tracing.get()
+    app = App(corpus, chunk_size)
+    pipe = haystack_pipeline(app.store, k)
+    tracing.take()  # the indexing pipeline's spans
+    queries = yaml.safe_load(golden.read_text(encoding="utf-8"))["queries"]
+    direct = run_haystack(pipe, {q["id"]: q["query"] for q in queries})
+    write_otlp(tracing.take(), out / "haystack")
+    (out / "direct.json").write_text(json.dumps(direct, ensure_ascii=False) + "\n", encoding="utf-8")
+    return direct
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: otel_traces.py OUT_DIR")
-    print(json.dumps(generate(Path(sys.argv[1]))["versions"], indent=1))
+    if len(sys.argv) == 3 and sys.argv[1] == "fixtures":
+        print(json.dumps(generate(Path(sys.argv[2]))["versions"], indent=1))
+    elif len(sys.argv) == 6 and sys.argv[1] == "golden":
+        generate_golden(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]))
+    else:
+        raise SystemExit("usage: otel_traces.py fixtures OUT_DIR | golden CORPUS GOLDEN CHUNK_SIZE OUT_DIR")
