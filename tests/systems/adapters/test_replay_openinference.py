@@ -361,3 +361,14 @@ def test_trace_options_belong_to_openinference_only():
         )
     settings = settings_from_dict({"system": {"kind": "replay", "path": "t.json", "match_by": "session.id"}})
     assert settings.system.match_by == "session.id" and settings.system.retriever_span is None
+
+
+def test_pre_1_0_instrumentation_library_spans_read_the_same(tmp_path):
+    """OTLP before 1.0 named scopeSpans instrumentationLibrarySpans (and scope instrumentationLibrary)."""
+    text = FILES["haystack", "b64.json"].read_text(encoding="utf-8")
+    old = tmp_path / "old.json"
+    old.write_text(text.replace('"scopeSpans"', '"instrumentationLibrarySpans"'), encoding="utf-8")
+    assert '"scopeSpans"' not in old.read_text(encoding="utf-8")
+    a, *_ = read_trace(FILES["haystack", "b64.json"], "auto", "metadata.query_id")
+    b, *_ = read_trace(old, "auto", "metadata.query_id")
+    assert {k: r.raw_hits for k, r in a.items()} == {k: r.raw_hits for k, r in b.items()} and len(b) == 4
