@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.cli import main as cli_main
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
@@ -372,3 +373,24 @@ def test_pre_1_0_instrumentation_library_spans_read_the_same(tmp_path):
     a, *_ = read_trace(FILES["haystack", "b64.json"], "auto", "metadata.query_id")
     b, *_ = read_trace(old, "auto", "metadata.query_id")
     assert {k: r.raw_hits for k, r in a.items()} == {k: r.raw_hits for k, r in b.items()} and len(b) == 4
+
+
+@pytest.mark.parametrize("shard_queries", [None, 1])
+def test_unmatched_traces_counted_once_matched_by_question_in_sharded_runs(tmp_path, shard_queries):
+    """Matched by question, the run-level warning compares question texts — also when a sharded
+    run's plan works it out for the whole run (one query per shard here)."""
+    hs = EXPECTED["haystack"]
+    golden = gold(
+        tmp_path / "gold.jsonl",
+        [("G1", hs["q-doner"]["question"].upper(), ["c"]), ("G2", hs["q-skewers"]["question"], ["c"])],
+    )
+    settings = settings_from_dict(
+        {"golden": str(golden), "system": {"kind": "replay", "path": str(FILES["haystack", "hex.jsonl"])}}
+    )
+    retrieval = pipeline.retrieve(settings, pipeline.load_golden_artifact(settings), shard_queries)
+    warnings = [w for w in retrieval.results.warnings if "match no golden query" in w]
+    assert warnings == [
+        "2 traces match no golden query (ignored; match_by question): "
+        "'what goes into garlic yoghurt sauce?', 'does the chili sauce explode?'"
+    ]
+    assert retrieval.results.outcomes["error_class"].isna().all()
