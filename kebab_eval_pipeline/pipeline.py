@@ -137,7 +137,7 @@ def plan_retrieval(
     # golden query asks) has them worked out once, here; the first shard carries them.
     run_warnings = None
     if hasattr(system, "run_level_warnings") and len(bounds) > 1:
-        run_warnings = system.run_level_warnings(queries["query_id"].tolist())
+        run_warnings = system.run_level_warnings(queries["query_id"].tolist(), queries["query"].tolist())
     return [
         QueryShard(
             i,

@@ -20,8 +20,9 @@ class SystemUnderTest(Protocol):
     request order, and never raises for a failing query: failures are outcomes with an
     error class. Construction is where misconfiguration fails (InputError / ValueError).
     An adapter may also expose ``run_warnings: list[str]`` about the run as a whole, and
-    ``run_level_warnings(query_ids)``: those warnings for a run asking ``query_ids``, when they
-    depend on the whole set (replay) — a sharded run's plan asks once for the whole run.
+    ``run_level_warnings(query_ids, queries)``: those warnings for a run asking ``query_ids``
+    (texts ``queries``), when they depend on the whole set (replay) — a sharded run's plan asks
+    once for the whole run.
     """
 
     def info(self) -> SystemInfo: ...

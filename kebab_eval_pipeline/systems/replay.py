@@ -9,6 +9,9 @@ Formats (``format: auto`` tells them apart by content):
 * ``wfgy`` — ``trace.jsonl``: ``qid``, ``q``, ``retrieved_ids`` (ranked chunk ids) and
   ``answer_json`` {``claim``, ``citations``}; the claim ``not in context`` is a refusal.
 * ``export`` — this project's own ``kebab-eval export --format json`` document.
+* ``openinference`` — OpenTelemetry traces following the OpenInference conventions, as OTLP JSON
+  (:mod:`.otlp` reads the file, :mod:`.openinference` makes one record per traced query), matched
+  to golden queries by question text or by an attribute (``match_by``).
 
 A golden query the trace does not mention is a row with error ``missing_in_trace``; a
 recorded error stays that query's error (its class kept when it names one). A trace
@@ -33,6 +36,8 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.read_once import ReadOnce
+from kebab_eval_pipeline.systems.openinference import normalise_question, records_from_spans
+from kebab_eval_pipeline.systems.otlp import looks_like_otlp, read_otlp
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
@@ -55,7 +60,7 @@ from kebab_eval_pipeline.yaml_io import (
     surrogate_paths,
 )
 
-FORMATS = ("kebab", "wfgy", "export")
+FORMATS = ("kebab", "wfgy", "export", "openinference")
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
@@ -213,7 +218,8 @@ def _lines(text: str) -> list[str]:
 
 
 def detect_format(path: Path, text: str) -> str:
-    """``kebab`` / ``wfgy`` / ``export`` from the content; ValueError when none fits."""
+    """``kebab`` / ``wfgy`` / ``export`` / ``openinference`` from the content; ValueError when none
+    fits."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -222,6 +228,8 @@ def detect_format(path: Path, text: str) -> str:
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
             return "export"
+        if looks_like_otlp(doc):
+            return "openinference"
     for line in _lines(text):
         if not line.strip():
             continue
@@ -234,10 +242,12 @@ def detect_format(path: Path, text: str) -> str:
                 return "wfgy"
             if any(key in first for key in ("hits", "hits_top_k", "query_id")):
                 return "kebab"
+            if looks_like_otlp(first):  # OTLP JSON lines (the collector's file exporter)
+                return "openinference"
         break
     raise ValueError(
-        "cannot tell the trace format (kebab per_query.jsonl, WFGY trace.jsonl or a kebab-eval JSON export); "
-        "set system.format"
+        "cannot tell the trace format (kebab per_query.jsonl, WFGY trace.jsonl, a kebab-eval JSON export "
+        "or OTLP JSON traces); set system.format"
     )
 
 
@@ -337,7 +347,9 @@ TRACES = ReadOnce(size=2)
 Trace = tuple[dict[str, _Record], str, dict[str, Any], list[str], str]
 
 
-def cached_trace(path: Path, fmt: str = "auto") -> Trace:
+def cached_trace(
+    path: Path, fmt: str = "auto", match_by: str = "question", retriever_span: str | None = None
+) -> Trace:
     """:func:`read_trace`, parsed once per process while the file is unchanged
     (:mod:`kebab_eval_pipeline.read_once`); an edited, replaced or touched file is parsed again.
     The records are shared by the systems built from it, which only read them. An unreadable
@@ -345,16 +357,18 @@ def cached_trace(path: Path, fmt: str = "auto") -> Trace:
 
     def load() -> Trace:
         with gc_paused():  # millions of small objects, no cycles
-            return read_trace(path, fmt)
+            return read_trace(path, fmt, match_by, retriever_span)
 
-    return TRACES.get((str(path.resolve()), fmt, os.environ.get(INPUT_ENV, "")), [path], load)
+    key = (str(path.resolve()), fmt, os.environ.get(INPUT_ENV, ""), match_by, retriever_span)
+    return TRACES.get(key, [path], load)
 
 
 def read_trace(
-    path: Path, fmt: str = "auto"
+    path: Path, fmt: str = "auto", match_by: str = "question", retriever_span: str | None = None
 ) -> tuple[dict[str, _Record], str, dict[str, Any], list[str], str]:
     """Read a trace file: ``(records by query id, format, versions/system reported, warnings,
-    sha256 of the file)``.
+    sha256 of the file)``. OpenInference records are keyed by ``match_by``: the normalised
+    question (:func:`~.openinference.normalise_question`) or the named attribute's value.
 
     Raises InputError listing every unreadable line / entry (file, line or index, reason); a
     file over ``KEBAB_EVAL_MAX_INPUT_MB`` is refused before it is read.
@@ -367,6 +381,9 @@ def read_trace(
             raise InputError(
                 "unknown replay trace format", [Offender(str(path), str(exc), field="system.format")]
             ) from None
+    if fmt == "openinference":
+        records, warnings = _read_openinference(path, text, match_by, retriever_span)
+        return records, fmt, {}, warnings, sha256
     offenders: list[Offender] = []
     early: tuple[list[Offender], list[Offender]] = ([], [])
     start = 0
@@ -439,6 +456,44 @@ def read_trace(
     if offenders:
         raise InputError(f"replay trace {path.name} ({fmt}) cannot be read", offenders)
     return records, fmt, reported, warnings, sha256
+
+
+def _read_openinference(
+    path: Path, text: str, match_by: str, retriever_span: str | None
+) -> tuple[dict[str, _Record], list[str]]:
+    """Records of an OTLP JSON trace file by match key, and the read warnings; InputError listing
+    every span that cannot be read and every impossible number (span, attribute, reason)."""
+    spans, offenders = read_otlp(text, str(path))
+    traces, warnings, more = records_from_spans(spans, str(path), match_by, retriever_span)
+    offenders += more
+    surrogates = may_hold_surrogates(text)
+    records: dict[str, _Record] = {}
+    for trace in traces:
+        record = _Record(trace.key, trace.where)
+        problems: list[str] = []
+        bad = (
+            surrogate_paths({"question": trace.question, "hits": trace.hits, "answer": trace.answer})
+            if surrogates
+            else []
+        )
+        problems += [f"{field}: {_SURROGATE}" for field in bad]
+        problems += _numeric_problems(trace.hits, trace.answer)
+        record.raw_hits, record.raw_answer = trace.hits, trace.answer
+        record.retrieval_ms = _latency(trace.retrieval_ms, "retrieval span duration (ms)", problems)
+        record.answer_ms = _latency(trace.answer_ms, "query span duration (ms)", problems)
+        record.error = trace.error
+        if problems:
+            offenders += [Offender(str(path), p, position=trace.where) for p in problems]
+            continue
+        if trace.key in records:
+            warnings.append(
+                f"{trace.key}: traced more than once ({records[trace.key].where}, {trace.where}); "
+                "kept the last to start"
+            )
+        records[trace.key] = record
+    if offenders:
+        raise InputError(f"replay trace {path.name} (openinference) cannot be read", offenders)
+    return records, warnings
 
 
 def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> tuple[_Record, list[str]]:
@@ -520,25 +575,43 @@ class ReplaySystem(OpaqueSystem):
         self.path = Path(settings.path)
         # read once per process while the file is unchanged: a run builds its system several times
         self.records, self.format, self._reported, self.read_warnings, self._sha256 = cached_trace(
-            self.path, settings.format
+            self.path, settings.format, settings.match_by, settings.retriever_span
         )
+        # OpenInference traces matched by question are keyed by the normalised question text
+        self._by_question = self.format == "openinference" and settings.match_by == "question"
 
     def info(self) -> SystemInfo:
         """Kind, trace path, format and hash; versions the trace itself records (exports)."""
-        info = SystemInfo(
-            kind="replay",
-            details={"trace": str(self.path), "trace_format": self.format, "trace_sha256": self._sha256},
-        )
+        details = {"trace": str(self.path), "trace_format": self.format, "trace_sha256": self._sha256}
+        if self.format == "openinference":
+            details["trace_match_by"] = self.settings.match_by
+        info = SystemInfo(kind="replay", details=details)
         return apply_version_report(info, {k: v for k, v in self._reported.items() if v is not None})
 
-    def run_level_warnings(self, query_ids: Iterable[str]) -> list[str]:
-        """The warnings about a run that asks ``query_ids`` (all of them, whatever its shards): the
-        trace's read warnings, and its queries no golden query asks (ignored). One pass over the
-        trace: a sharded run's plan calls this once for the whole run."""
-        asked = query_ids if isinstance(query_ids, set | frozenset) else set(query_ids)
+    def _key(self, request: QueryRequest) -> str:
+        """What the trace's records are keyed by for this request (see read_trace)."""
+        return normalise_question(request.query) if self._by_question else request.query_id
+
+    def run_level_warnings(self, query_ids: Iterable[str], queries: Iterable[str] | None = None) -> list[str]:
+        """The warnings about a run that asks ``query_ids`` (all of them, whatever its shards; their
+        texts ``queries`` too, for traces matched by question): the trace's read warnings, and its
+        queries no golden query asks (ignored). One pass over the trace: a sharded run's plan calls
+        this once for the whole run."""
+        if self._by_question and queries is not None:
+            asked: Iterable[str] = {normalise_question(q) for q in queries}
+        else:
+            asked = query_ids if isinstance(query_ids, set | frozenset) else set(query_ids)
         extra = [qid for qid in self.records if qid not in asked]
         warnings = list(self.read_warnings)
-        if extra:
+        if extra and self.format == "openinference":
+            shown = [repr(k[:60]) for k in extra[:5]]
+            warnings.append(
+                f"{len(extra)} trace{'' if len(extra) == 1 else 's'} "
+                f"match{'es' if len(extra) == 1 else ''} no "
+                f"golden query (ignored; match_by {self.settings.match_by}): "
+                f"{', '.join(shown)}{', …' if len(extra) > 5 else ''}"
+            )
+        elif extra:
             warnings.append(
                 f"the trace has {len(extra)} quer{'y' if len(extra) == 1 else 'ies'} not in the golden "
                 f"set (ignored): {', '.join(extra[:5])}{', …' if len(extra) > 5 else ''}"
@@ -568,7 +641,7 @@ class ReplaySystem(OpaqueSystem):
         wanted = set()
         with gc_paused():  # a block's lists per query, no cycles
             for n, request in enumerate(requests, start=1):
-                wanted.add(request.query_id)
+                wanted.add(self._key(request))
                 outcomes.append(self._outcome(request, k, answers))
                 if progress:
                     progress(n, len(requests))
@@ -577,7 +650,7 @@ class ReplaySystem(OpaqueSystem):
         return outcomes
 
     def _outcome(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
-        record = self.records.get(request.query_id)
+        record = self.records.get(self._key(request))
         outcome = QueryOutcome(query_id=request.query_id)
         if record is None:
             return outcome.fail(

@@ -238,7 +238,12 @@ class ReplaySystemSettings(StrictSettings):
     kind: Literal["replay"]
     name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     path: str  # a trace file (JSONL / JSON)
-    format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+    format: Literal["auto", "kebab", "wfgy", "export", "openinference"] = "auto"
+    # openinference traces: how a trace finds its golden query ("question": the normalised question
+    # text; else the name of an attribute holding the golden query id, e.g. metadata.query_id) and,
+    # optionally, the name of the span whose retrieval.documents are the hits
+    match_by: str = "question"
+    retriever_span: str | None = None
     # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
     response: ResponseMap = Field(default_factory=ResponseMap)
 
@@ -252,6 +257,25 @@ class ReplaySystemSettings(StrictSettings):
                 "replay takes only hit_fields, answer_fields and citation_fields"
             )
         return response
+
+    @model_validator(mode="after")
+    def _trace_options(self) -> ReplaySystemSettings:
+        if not self.match_by.strip():
+            raise ValueError("match_by: expected 'question' or an attribute name")
+        if self.format in ("kebab", "wfgy", "export"):
+            given = [
+                name
+                for name, value in (
+                    ("match_by", self.match_by != "question"),
+                    ("retriever_span", self.retriever_span),
+                )
+                if value
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: only for OpenInference traces (format: openinference or auto)"
+                )
+        return self
 
 
 def _system_kind(value: Any) -> str:
