@@ -15,6 +15,7 @@ import os
 import threading
 import time
 
+import dagster as dg
 import pandas as pd
 import pytest
 import yaml
@@ -286,6 +287,12 @@ def test_cli_run_of_a_sharded_python_system_builds_it_once(tmp_path_factory, tmp
     no_traceback(proc)
     assert proc.returncode == 1, f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"  # boom: error_rate gate
     assert log.read_text().count("\n") == 1, log.read_text()  # one factory call for the whole run
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:  # ... of three shard steps
+        (run,) = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": "py-shards"}))
+        steps = {e.step_key for e in instance.all_logs(run.run_id) if e.step_key}
+    assert sorted(s for s in steps if "retrieve_shard" in s) == [
+        f"retrieval_results.retrieve_shard[shard_000{i}]" for i in range(3)
+    ]
     exported = cli(env, "export", "py-shards", "--format", "json")
     assert exported.returncode == 0, exported.stderr
     doc = json.loads(exported.stdout)
