@@ -12,11 +12,12 @@ same objects serialised by the framework over HTTP) read them unchanged:
    nodes) is that dict;
 3. a pydantic model (LangChain ``Document``, LlamaIndex schema objects) is its ``model_dump()``;
 4. a dataclass (LlamaIndex ``Response``, Haystack ``ByteStream``) is its fields;
-5. numpy scalars and arrays are numbers and lists (``item()`` / ``tolist()``); dates and times
+5. an iterator (a generator of hits) is a list of its first :data:`MAX_ITEMS` items; numpy
+   scalars and arrays are numbers and lists (``item()`` / ``tolist()``); dates and times
    their ISO text; a path its text; an enum its value; bytes are dropped (None);
 6. any other object with attributes is its public attributes (``vars``), else its ``str``.
 
-Nesting deeper than :data:`MAX_DEPTH` (or a cycle) raises ValueError.
+Nesting deeper than :data:`MAX_DEPTH` (or a cycle) raises :class:`PlainDataError`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import PurePath
 from typing import Any
 
 MAX_DEPTH = 64  # JSON over the wire is cut at a similar depth (systems/http_body.py)
+MAX_ITEMS = 100_000  # items taken from an iterator (a generator of hits); a list is taken whole
 _PLAIN = (str, int, float, bool, type(None))
 # where frameworks report token usage, and what they call the counts
 _USAGE_KEYS = ("usage", "usage_metadata", "token_usage")
@@ -43,8 +46,12 @@ _TOKEN_NAMES = {
 }
 
 
+class PlainDataError(ValueError):
+    """A value that cannot be plain data (nested past :data:`MAX_DEPTH`, or a cycle)."""
+
+
 def plain(value: Any) -> Any:
-    """``value`` as JSON-like data (see the module docstring); ValueError past :data:`MAX_DEPTH`."""
+    """``value`` as JSON-like data (see the module docstring); PlainDataError past :data:`MAX_DEPTH`."""
     return _plain(value, 0)
 
 
@@ -52,12 +59,14 @@ def _plain(value: Any, depth: int) -> Any:
     if isinstance(value, _PLAIN) and not isinstance(value, enum.Enum):
         return value
     if depth >= MAX_DEPTH:
-        raise ValueError(f"nested more than {MAX_DEPTH} levels deep (or a cycle)")
+        raise PlainDataError(f"nested more than {MAX_DEPTH} levels deep (or a cycle)")
     down = depth + 1
     if isinstance(value, Mapping):
         return {str(k): _plain(v, down) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_plain(v, down) for v in value]
+    if isinstance(value, Iterator):  # a generator of hits: taken as a list
+        return [_plain(v, down) for v in itertools.islice(value, MAX_ITEMS)]
     if isinstance(value, enum.Enum):
         return _plain(value.value, down)
     if isinstance(value, bytes | bytearray | memoryview):

@@ -27,7 +27,7 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure, QueryRequest
 from kebab_eval_pipeline.systems.package_versions import object_packages
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
-from kebab_eval_pipeline.systems.plain_data import as_response, find_usage, plain
+from kebab_eval_pipeline.systems.plain_data import PlainDataError, as_response, find_usage, plain
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.python_load import LoadedSystem, Method, load_system
 from kebab_eval_pipeline.systems.settings import PythonSystemSettings
@@ -53,13 +53,19 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
         self._info_lock = threading.Lock()
 
     def _payload(self, method: Method, request: QueryRequest, k: int) -> Any:
-        """What ``method`` returned for ``request``, as plain data (QueryFailure when it cannot be)."""
+        """What ``method`` returned for ``request``, as plain data (QueryFailure when it cannot be).
+        The conversion runs in the call's thread, within its time limit: it runs the framework's
+        own code (``to_dict``, a generator of hits)."""
         keywords = method.keywords(self.settings.mode, request.query_id)
-        value = self.calls.call(method.fn, self.settings.timeout_s, request.query, k, **keywords)
-        try:
-            return as_response(value)
-        except ValueError as exc:  # nested too deep, a cycle
-            raise QueryFailure(BAD_RESPONSE, f"the returned {type(value).__name__}: {exc}") from None
+
+        def call() -> Any:
+            value = method.fn(request.query, k, **keywords)
+            try:
+                return as_response(value)
+            except PlainDataError as exc:  # nested too deep, a cycle
+                raise QueryFailure(BAD_RESPONSE, f"the returned {type(value).__name__}: {exc}") from None
+
+        return self.calls.call(call, self.settings.timeout_s)
 
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
         payload = self._payload(self.loaded.search, request, k)
@@ -96,8 +102,8 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
                 info = SystemInfo(kind="python", mode=s.mode, details=details)
                 if self.loaded.versions is not None:
                     try:
-                        report = self.calls.call(self.loaded.versions, s.timeout_s)
-                        info = apply_version_report(info, plain(report))
+                        report = self.calls.call(lambda: plain(self.loaded.versions()), s.timeout_s)
+                        info = apply_version_report(info, report)
                     except QueryFailure as failure:
                         info.details["version_error"] = str(failure)[:300]
                     except Exception as exc:

@@ -85,8 +85,21 @@ SEARCH_ONLY = SearchOnly()  # an object, not a factory
 
 
 def search_fn(query, k):
-    """A plain search function: a list of chunk ids."""
-    return [f"{query}-c{i}" for i in range(1, k + 1)]
+    """A plain search function: a generator of chunk ids."""
+    yield from (f"{query}-c{i}" for i in range(1, k + 1))
+
+
+class SlowResult:
+    """A framework object whose serialisation hangs (to_dict runs the framework's own code)."""
+
+    def to_dict(self):
+        time.sleep(3)
+        return {"hits": []}
+
+
+class SlowToDict:
+    def search(self, query, k):
+        return SlowResult()
 
 
 def broken_factory(index_dir: str = "/nowhere"):

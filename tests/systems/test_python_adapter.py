@@ -25,6 +25,7 @@ from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.outcome import TIMEOUT, QueryFailure
+from kebab_eval_pipeline.systems.plain_data import PlainDataError, find_usage, plain
 from kebab_eval_pipeline.systems.runner import run_golden
 from kebab_eval_pipeline.systems.thread_calls import CallLimiter
 from tests.conftest import REPO, clean_cli_env, echo_golden, write
@@ -98,12 +99,20 @@ def test_a_system_without_ask_is_not_asked_and_its_objects_are_read_by_their_fie
     assert x["score"].tolist() == [1.0, 0.5] and x["heading_path"].tolist() == [["Echo"], ["Echo"]]
 
 
-def test_a_search_function_returning_chunk_ids():
+def test_a_search_function_yielding_chunk_ids():
     results = run_golden(
         build_system(system_settings(callable=f"{MODULE}:search_fn")), queries("q"), 3, False
     )
     assert results.hits["chunk_id"].tolist() == ["q-c1", "q-c2", "q-c3"]
     assert results.hits["rank"].tolist() == [1, 2, 3]
+
+
+def test_the_time_limit_covers_converting_the_result():
+    system = build_system(system_settings(callable=f"{MODULE}:SlowToDict", timeout_s=0.3))
+    started = time.perf_counter()
+    (row,) = run_golden(system, queries("q"), 3, False).outcomes.to_dict("records")
+    assert time.perf_counter() - started < 2.0  # to_dict sleeps 3 s
+    assert (row["error_class"], row["timed_out"]) == (TIMEOUT, True)
 
 
 def test_nesting_too_deep_and_system_exit_are_rows_not_crashes():
@@ -305,3 +314,46 @@ def test_cli_run_of_a_sharded_python_system_builds_it_once(tmp_path_factory, tmp
     assert doc["system"]["callable"] == "python_systems:build"
     assert doc["versions"]["index_version"] == "echo-idx-7"
     assert by_id["a"]["answer"]["text"] == "answer to a"
+
+
+# -- plain data ---------------------------------------------------------------------------------
+
+
+def test_token_usage_is_found_where_frameworks_report_it():
+    haystack_run = {
+        "llm": {"replies": ["x"], "meta": [{"usage": {"prompt_tokens": 5, "completion_tokens": 2}}]}
+    }
+    assert find_usage(haystack_run) == {"prompt_tokens": 5, "completion_tokens": 2}
+    langchain = {
+        "content": "x",
+        "usage_metadata": {"input_tokens": 9, "output_tokens": 4, "total_tokens": 13},
+    }
+    assert find_usage(langchain) == {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
+    assert find_usage({"usage": {"prompt_tokens": True, "completion_tokens": -1}}) is None  # not counts
+    assert find_usage({"a": {"b": {"c": {"d": {"e": {"usage": {"total_tokens": 1}}}}}}}) is None  # too deep
+    assert find_usage(["no", "usage"]) is None
+
+
+def test_plain_data_of_common_values():
+    import datetime as dt
+    import enum
+    from pathlib import PurePosixPath
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    class Plain:
+        def __init__(self):
+            self.a, self._hidden = (1, 2), "x"
+
+    got = plain(
+        {
+            1: {"when": dt.date(2024, 1, 2), "path": PurePosixPath("/a/b"), "c": Color.RED, "blob": b"\0"},
+            "p": Plain(),
+        }
+    )
+    assert got == {"1": {"when": "2024-01-02", "path": "/a/b", "c": "red", "blob": None}, "p": {"a": [1, 2]}}
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(PlainDataError, match="nested more than 64 levels"):
+        plain(loop)
