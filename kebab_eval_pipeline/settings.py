@@ -36,6 +36,7 @@ from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
     CommandSystemSettings,
+    PythonSystemSettings,
     ReferenceSystemSettings,
     ReplaySystemSettings,
     SystemSettings,
@@ -297,6 +298,9 @@ def _resolve_relative(
             system = system.model_copy(update=argvs)
     elif isinstance(system, ReplaySystemSettings):
         system = system.model_copy(update={"path": fix(system.path, "system", "path")})
+    elif isinstance(system, PythonSystemSettings):  # the folders put on sys.path
+        folders = tuple(fix(p, "system", "path", str(i)) for i, p in enumerate(system.path))
+        system = system.model_copy(update={"path": folders})
     judge = settings.judge
     if judge is not None:
         update = {"cache_dir": fix(judge.cache_dir, "judge", "cache_dir")}

@@ -93,6 +93,7 @@ PLACES = [
     ("system", "command"),
     ("system", "http"),
     ("system", "replay"),
+    ("system", "python"),
     ("gates", "mrr"),
     ("regression_gates", "mrr"),
     ("verdict_gates", "regression"),

@@ -165,6 +165,15 @@ SYSTEMS = st.one_of(
         path=maybe(PATHS),
         format=maybe(st.sampled_from(["auto", "kebab", "wfgy", "export", "csv"])),
     ),
+    kinds(
+        "python",
+        callable=maybe(st.sampled_from(["no_such_module_q:build", "a.b", "", "x:y:z", "m:1x"]) | JUNK),
+        args=maybe(st.dictionaries(SHORT_TEXT, JUNK, max_size=2) | JUNK),
+        path=maybe(TEXTS),
+        mode=maybe(SHORT_TEXT),
+        timeout_s=maybe(NUMBERS),
+        concurrency=maybe(NUMBERS),
+    ),
     record(kind=JUNK | st.sampled_from(["nope", "REFERENCE", ""])),
 )
 GATE_NAMES = st.sampled_from(

@@ -63,7 +63,7 @@ def test_every_problem_of_a_system_block_is_listed_with_its_line(tmp_path: Path)
         ({"kind": "http", "search_url": "http://h/s", "search_request": {"m": "{mode}"}}, "set system.mode"),
         ({"kind": "replay"}, "system.path"),
         ({"kind": "replay", "path": "t", "format": "csv"}, "system.format"),
-        ({"kind": "quantum"}, "system.kind must be one of reference, command, http, replay"),
+        ({"kind": "quantum"}, "system.kind must be one of reference, command, http, replay, python"),
         ({"kind": "command", "search_argv": ["x"], "response": {"hit_fields": {"colour": "c"}}}, "colour"),
     ],
 )

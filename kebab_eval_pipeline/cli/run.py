@@ -33,7 +33,8 @@ def run(
         str | None,
         typer.Option(
             "--system",
-            help="reference | command | http | replay (its settings come from the config's system block).",
+            help="reference | command | http | replay | python (its settings come from the config's "
+            "system block).",
         ),
     ] = None,
     mode: Annotated[

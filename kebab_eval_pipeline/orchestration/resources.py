@@ -23,11 +23,12 @@ __all__ = ["CONFIG_ENV", "ArtifactStorage", "EvalSettingsResource", "SystemUnder
 
 class SystemUnderTestResource(dg.ConfigurableResource):
     """The system under test: reference (the bundled BM25/vector search), command (a program run
-    per query), http (a search service) or replay (a recorded trace). Its endpoint, command,
+    per query), http (a search service), replay (a recorded trace) or python (a Python object
+    called in-process). Its endpoint, command,
     corpus and the rest come from the config file's `system:` block; set `kind`, `mode` or
     `chunk_size` here to override it for one run (a different kind starts from an empty block)."""
 
-    kind: str | None = None  # reference | command | http | replay; None: the config file's
+    kind: str | None = None  # reference | command | http | replay | python; None: the config file's
     mode: str | None = None  # lexical | vector | hybrid for the reference system; passed to others
     chunk_size: int | None = None  # the reference chunker's size in characters
 

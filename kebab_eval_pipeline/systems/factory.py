@@ -12,6 +12,7 @@ from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.settings import (
     CommandSystemSettings,
     HttpSystemSettings,
+    PythonSystemSettings,
     ReferenceSystemSettings,
     ReplaySystemSettings,
     SystemSettings,
@@ -60,8 +61,9 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
 
 def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
     """The system under test for ``settings``. The reference system is cached per process while
-    its inputs are unchanged; the others are cheap to build (nothing is contacted until a run,
-    except a configured version endpoint/command when :meth:`info` is first called)."""
+    its inputs are unchanged; a python system is built (its factory called) once per process and
+    configuration; the others are cheap to build (nothing is contacted until a run, except a
+    configured version endpoint/command when :meth:`info` is first called)."""
     system = settings.system
     if system.kind == "reference":
         if system.index:
@@ -107,7 +109,11 @@ def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
             from kebab_eval_pipeline.systems.replay import ReplaySystem
 
             return ReplaySystem(system)  # InputError for an unreadable trace, naming every bad line
-    except ValueError as exc:  # command not found, header variable unset, …
+        if isinstance(system, PythonSystemSettings):
+            from kebab_eval_pipeline.systems.python_adapter import python_system
+
+            return python_system(system)  # built once per process; the factory is the user's code
+    except ValueError as exc:  # command not found, header variable unset, callable missing, …
         field = getattr(exc, "field", "system")  # a FieldValueError names the field itself
         raise InputError(
             f"cannot start the {system.kind} system", [Offender("<config>", str(exc), field=field)]

@@ -14,6 +14,9 @@ The identity of a run, by system kind:
 - ``http``: the search URL without user info and query string (either may carry a credential),
   and ``mode``. Header values never enter it;
 - ``replay``: the trace file's absolute path (re-recording the same file is a new version);
+- ``python``: the callable (``package.module:attribute``) with its ``args`` (as sorted JSON: a
+  factory's arguments are what argv flags are to a command), and ``mode``; the folders put on
+  ``sys.path`` are left out (where the code is found, like a command's ``cwd``);
 - any ``system.name`` set in the config replaces all of that: runs of the same kind and name are
   one system, whatever their argv, URL, corpus or mode.
 
@@ -26,6 +29,7 @@ corpus folder was not stored) and has none.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,9 +44,14 @@ def make_identity(kind: str, target: str | None, mode: str | None, name: str | N
     whole system (target and mode are then dropped, so they cannot make two runs differ)."""
     if name:
         return {"kind": kind, "target": None, "mode": None, "name": name, "label": f"{kind} {name!r}"}
-    shown = {"command": f"`{target}`"}.get(kind, target or "?")
+    shown = {"command": f"`{target}`", "python": f"`{target}`"}.get(kind, target or "?")
     label = f"{kind} {shown}" + (f" ({mode})" if mode else "")
     return {"kind": kind, "target": target, "mode": mode, "name": None, "label": label}
+
+
+def python_target(spec: str, args_json: str | None) -> str:
+    """A python system's target: its callable, and its args (sorted JSON) when it has any."""
+    return spec if not args_json or args_json == "{}" else f"{spec} {args_json}"
 
 
 def identity_from_settings(system: Any) -> dict:
@@ -66,6 +75,8 @@ def identity_from_settings(system: Any) -> dict:
         target = redact_url(system.search_url)
     elif kind == "replay":
         target, mode = str(Path(system.path).resolve()), None
+    elif kind == "python":
+        target = python_target(system.callable, json.dumps(system.args, sort_keys=True, default=str))
     else:  # a kind added later: its kind alone, until it says what identifies it
         target = None
     return make_identity(kind, target, mode, name)
@@ -87,6 +98,8 @@ def derive_identity(system: Mapping[str, Any]) -> dict | None:
         target = system.get("search_url")
     elif kind == "replay":
         target, mode = system.get("trace"), None
+    elif kind == "python" and system.get("callable"):
+        target = python_target(str(system["callable"]), system.get("args"))
     if not kind or not target:
         return None
     return make_identity(str(kind), str(target), None if mode is None else str(mode))

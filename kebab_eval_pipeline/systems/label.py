@@ -5,6 +5,7 @@
     {"kind": "http", "mode": "hybrid", "details": {"search_url": "http://h:8080/search"}}
         → http: http://h:8080/search, mode hybrid
     {"kind": "replay", "details": {"trace": "/ci/run.jsonl"}}         → replay: run.jsonl
+    {"kind": "python", "details": {"callable": "my_rag.eval:build"}}   → python: my_rag.eval:build
 
 A system without a mode (a command or http system need not have one) shows none, never "None".
 """
@@ -53,5 +54,7 @@ def system_label(system: Mapping[str, Any]) -> str:
         what = str(details["search_url"])
     elif kind == "replay" and details.get("trace"):
         what = PurePath(str(details["trace"])).name
+    elif kind == "python" and details.get("callable"):
+        what = str(details["callable"])
     mode = system.get("mode")
     return kind + (f": {what}" if what else "") + (f", mode {mode}" if mode else "")

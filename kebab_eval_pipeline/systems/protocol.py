@@ -1,4 +1,4 @@
-"""The adapter protocol every system under test implements (reference, command, http, replay)."""
+"""The adapter protocol every system under test implements (reference, command, http, replay, python)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start withou
 
 @runtime_checkable
 class SystemUnderTest(Protocol):
-    """The adapter protocol (reference, command, http, replay).
+    """The adapter protocol (reference, command, http, replay, python).
 
     ``run_queries`` returns exactly one :class:`~.outcome.QueryOutcome` per request, in
     request order, and never raises for a failing query: failures are outcomes with an

@@ -1,6 +1,6 @@
 """The ``system:`` block of the run config: which system under test a run asks, and how.
 
-One model per adapter kind (reference, command, http, replay), chosen by ``kind``; the run config
+One model per adapter kind (reference, command, http, replay, python), chosen by ``kind``; the run config
 (:mod:`kebab_eval_pipeline.settings`) composes them. Strict like every settings block: an unknown key
 or an impossible value is refused when the config loads, naming the key.
 """
@@ -278,6 +278,55 @@ class ReplaySystemSettings(StrictSettings):
         return self
 
 
+# An args key naming a credential: api_key, openai_api_key, auth_token, password (not max_tokens).
+_CREDENTIAL_ARG_RE = re.compile(
+    r"(^|[-_])(api[-_]?key|secret|password|passwd|token|access[-_]?key|credentials?|auth)([-_]|$)", re.I
+)
+
+#: ``system.callable``: ``package.module:attribute`` (the attribute may be dotted: ``mod:obj.attr``).
+CALLABLE_RE = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
+
+
+class PythonSystemSettings(StrictSettings):
+    """A system written in Python, called in-process (systems/python_adapter.py): ``callable`` names
+    a factory (called once per process, with ``args`` as keyword arguments) or the system object /
+    search function itself. Its results — dicts or framework objects, converted to plain data —
+    are read with the same ``response`` mapping as a command's or a service's JSON."""
+
+    kind: Literal["python"]
+    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    callable: Annotated[str, Field(max_length=500)]  # "package.module:attribute"
+    args: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the factory
+    path: tuple[str, ...] = ()  # folders put in front of sys.path (relative to the config file)
+    mode: str | None = None  # passed as mode= to search/ask (which must then accept it)
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # per call; a late call is abandoned
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 1  # calls at once (threads): needs a thread-safe system
+    response: ResponseMap = Field(default_factory=ResponseMap)
+
+    @field_validator("callable")
+    @classmethod
+    def _module_colon_attribute(cls, value: str) -> str:
+        if not CALLABLE_RE.fullmatch(value.strip()):
+            raise ValueError(
+                f"{value!r}: expected 'package.module:attribute' (a module to import, a colon, "
+                "then the factory, object or function in it)"
+            )
+        return value.strip()
+
+    @field_validator("args")
+    @classmethod
+    def _no_credentials_inline(cls, args: dict[str, Any]) -> dict[str, Any]:
+        # args are stored in the run's system info: a credential is read from the environment by
+        # the factory instead (the rule http headers follow).
+        named = [a for a in args if _CREDENTIAL_ARG_RE.search(a)]
+        if named:
+            raise ValueError(
+                f"{', '.join(named)}: credentials cannot be written in the config file (args are "
+                "stored with the run); let the factory read them from the environment"
+            )
+        return args
+
+
 def _system_kind(value: Any) -> str:
     if isinstance(value, dict):
         return value.get("kind", "reference")
@@ -288,13 +337,14 @@ SystemSettings = Annotated[
     Annotated[ReferenceSystemSettings, Tag("reference")]
     | Annotated[CommandSystemSettings, Tag("command")]
     | Annotated[HttpSystemSettings, Tag("http")]
-    | Annotated[ReplaySystemSettings, Tag("replay")],
+    | Annotated[ReplaySystemSettings, Tag("replay")]
+    | Annotated[PythonSystemSettings, Tag("python")],
     Discriminator(
         _system_kind,
         custom_error_type="system_kind",
-        custom_error_message="system.kind must be one of reference, command, http, replay",
+        custom_error_message="system.kind must be one of reference, command, http, replay, python",
     ),
 ]
 
 
-SYSTEM_KINDS = ("reference", "command", "http", "replay")
+SYSTEM_KINDS = ("reference", "command", "http", "replay", "python")

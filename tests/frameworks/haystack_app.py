@@ -21,6 +21,8 @@ Modes (``--corpus DIR`` and ``--chunk-size N`` on each; env ``HAYSTACK_APP_CORPU
                                        # → one reply per stdout line {"id", "hits": [doc dict, …]}
     haystack_app.py search QUERY [--k 10]   # one search, the hit list on stdout
     haystack_app.py version            # the versions JSON on stdout
+    build(corpus, chunk_size)          # in-process: an object with search(query, k) → the
+                                       # retriever's {"documents": [Document, …]}, and versions()
 
 The versions JSON names the chunker ``haystack-md-header-<N>`` (``chunker_version``), an
 ``index_version`` hashing that, the Haystack version and the corpus content, and ``coverage``
@@ -89,6 +91,25 @@ class App:
         """The top ``k`` documents for ``query``, as Haystack serialises them (unchanged)."""
         documents = self.retriever.run(query=query, top_k=k)["documents"]
         return [d.to_dict() for d in documents]
+
+
+class InProcess:
+    """The same App for an in-process evaluation: ``search`` returns the retriever's own output,
+    ``{"documents": [Document, …]}``, Haystack objects unconverted; ``versions()`` the versions JSON."""
+
+    def __init__(self, corpus: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        self.app = App(Path(corpus), int(chunk_size))
+
+    def search(self, query: str, k: int) -> dict[str, Any]:
+        return self.app.retriever.run(query=query, top_k=k)
+
+    def versions(self) -> dict[str, Any]:
+        return self.app.versions
+
+
+def build(corpus: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> InProcess:
+    """A factory for in-process use (``build(corpus=…, chunk_size=…)``)."""
+    return InProcess(corpus, chunk_size)
 
 
 # -- request handling shared by the modes -------------------------------------------------------

@@ -9,7 +9,9 @@ anchors 52 answerable questions by path + heading path and by line span.
 Everything is asserted through real ``kebab-eval`` subprocesses against a temporary Dagster home:
 
 * the stored per-query scores equal an independent computation from the raw Haystack hits;
-* the http and the jsonl command adapters give identical per-query scores and hits;
+* the http and the jsonl command adapters give identical per-query scores and hits, and so does the
+  same pipeline built in-process (``kind: python``, ``haystack_python.yaml``): Haystack's
+  ``Document`` objects, converted by the adapter, read with the same mapping;
 * pytrec_eval on ``export --format trec`` reproduces the stored scores per query;
 * two chunk sizes compared under anchor matching give the verdicts each run's own scores imply;
 * ``match: auto`` resolved to anchor (the hits carry no line ranges);
@@ -195,7 +197,8 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def runs(corpus, env, work, servers) -> Runs:
-    """http at BIG and SMALL words per chunk, and the persistent jsonl command at BIG."""
+    """http at BIG and SMALL words per chunk, the persistent jsonl command and the in-process python
+    system at BIG."""
     return Runs(
         env,
         {
@@ -207,6 +210,14 @@ def runs(corpus, env, work, servers) -> Runs:
                 f"jsonl-{BIG}",
                 python=sys.executable,
                 app=str(APP),
+                corpus=str(corpus),
+                chunk_size=str(BIG),
+            ),
+            f"python-{BIG}": lambda: render(
+                "haystack_python.yaml",
+                work,
+                f"python-{BIG}",
+                app_dir=str(HERE),
                 corpus=str(corpus),
                 chunk_size=str(BIG),
             ),
@@ -330,6 +341,26 @@ def test_http_and_jsonl_command_give_identical_scores(runs):
     assert untimed(runs[f"http-{BIG}"])["mrr"] > 0.5
     for doc in (runs[f"http-{BIG}"], runs[f"jsonl-{BIG}"]):
         assert doc["versions"]["chunker_version"] == f"haystack-md-header-{BIG}"
+
+
+def test_in_process_python_system_gives_the_http_scores(runs):
+    """kind: python — haystack_app.build() called in the run's process, its retriever's Document
+    objects converted by the adapter — scores every query as the same pipeline over http does."""
+    http, python = per_query(runs[f"http-{BIG}"]), per_query(runs[f"python-{BIG}"])
+    assert set(python) == set(http) and len(python) == 60
+    for qid in http:
+        assert python[qid]["error"] is None, (qid, python[qid]["error"])
+        assert scores_only(python[qid]) == scores_only(http[qid]), qid
+        assert python[qid]["hits"] == http[qid]["hits"], qid  # every field, not only the ids
+
+    def untimed(doc):
+        return {k: v for k, v in doc["metrics"].items() if "_ms" not in k}
+
+    assert untimed(runs[f"python-{BIG}"]) == untimed(runs[f"http-{BIG}"])
+    assert runs[f"python-{BIG}"]["metrics"]["mrr"] == pytest.approx(0.756, abs=5e-4)  # the README's figure
+    versions = runs[f"python-{BIG}"]["versions"]
+    assert versions["chunker_version"] == f"haystack-md-header-{BIG}"  # from the object's versions()
+    assert versions["index_version"] == runs[f"http-{BIG}"]["versions"]["index_version"]
 
 
 def test_hits_are_mapped_from_haystack_documents(runs):

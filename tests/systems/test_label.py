@@ -42,6 +42,7 @@ def test_each_kind_is_named_by_what_identifies_it():
             "details": {"search_url": "http://127.0.0.1:8080/search?key=***"},
         },
         "replay: run.jsonl": {"kind": "replay", "details": {"trace": "/ci/out/run.jsonl"}},
+        "python: my_rag.eval:build": {"kind": "python", "details": {"callable": "my_rag.eval:build"}},
         "command": {"kind": "command"},  # an older run stored no details
         # A run's stored info["system"]: the details beside kind and mode.
         "command: ./run.sh, mode vector": {
@@ -60,7 +61,7 @@ DETAIL_TEXT = st.text(alphabet=st.sampled_from("abc/ .:{}-'\"\\=?&"), max_size=2
 
 @given(
     st.fixed_dictionaries(
-        {"kind": st.sampled_from(["reference", "command", "http", "replay"]), "mode": st.none()},
+        {"kind": st.sampled_from(["reference", "command", "http", "replay", "python"]), "mode": st.none()},
         optional={
             "details": st.dictionaries(
                 st.sampled_from(["search_argv", "argv", "search_url", "trace"]), DETAIL_TEXT

@@ -1,0 +1,130 @@
+"""The python adapter: a system written in Python, called in-process (``kind: python``).
+
+``system.callable`` is imported and built by :mod:`.python_load` — once per process and
+configuration (:func:`python_system`), so a sharded run's steps and the checks before it share one
+built system; the factory is never called per query. Each query then calls ``search(query, k)``
+(and, for answers, ``ask(query, k)``); what they return — dicts, or framework objects turned into
+plain data by :mod:`.plain_data` — is read by the same code and ``response`` mapping as a command's
+or a service's JSON (:mod:`.wire`).
+
+Per call: at most ``timeout_s``, in a thread of its own (:mod:`.thread_calls`): a late call becomes a
+``timeout`` row and the run moves on, the call left running and its result discarded; an
+exception is an ``exception`` row with its type and first line (no traceback). ``retrieval_ms`` and
+``answer_ms`` time each call, conversion and parsing included. Queries run ``concurrency`` at a time.
+
+System info: ``callable``, ``args``, the installed packages the system is made of
+(:mod:`.package_versions`) and what its ``versions()`` reports (read like a version command's).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure, QueryRequest
+from kebab_eval_pipeline.systems.package_versions import object_packages
+from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
+from kebab_eval_pipeline.systems.plain_data import PlainDataError, as_response, find_usage, plain
+from kebab_eval_pipeline.systems.protocol import OpaqueSystem
+from kebab_eval_pipeline.systems.python_load import LoadedSystem, Method, load_system
+from kebab_eval_pipeline.systems.settings import PythonSystemSettings
+from kebab_eval_pipeline.systems.thread_calls import CallLimiter
+from kebab_eval_pipeline.systems.versions import apply_version_report
+from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
+
+_ARGS_SHOWN = 500  # characters of system.args kept in the system info
+
+
+class PythonSystem(OpaqueSystem, PerQueryAdapter):
+    """Calls an in-process Python system per query (see the module docstring)."""
+
+    def __init__(self, settings: PythonSystemSettings, loaded: LoadedSystem | None = None) -> None:
+        self.settings = settings
+        self.loaded = loaded or load_system(
+            settings.callable, dict(settings.args), settings.path, settings.mode
+        )
+        self.concurrency = settings.concurrency
+        self.can_answer = self.loaded.ask is not None
+        self.calls = CallLimiter(settings.concurrency)
+        self._info: SystemInfo | None = None
+        self._info_lock = threading.Lock()
+
+    def _payload(self, method: Method, request: QueryRequest, k: int) -> Any:
+        """What ``method`` returned for ``request``, as plain data (QueryFailure when it cannot be).
+        The conversion runs in the call's thread, within its time limit: it runs the framework's
+        own code (``to_dict``, a generator of hits)."""
+        keywords = method.keywords(self.settings.mode, request.query_id)
+
+        def call() -> Any:
+            value = method.fn(request.query, k, **keywords)
+            try:
+                return as_response(value)
+            except PlainDataError as exc:  # nested too deep, a cycle
+                raise QueryFailure(BAD_RESPONSE, f"the returned {type(value).__name__}: {exc}") from None
+
+        return self.calls.call(call, self.settings.timeout_s)
+
+    def search_one(self, request: QueryRequest, k: int) -> SearchReply:
+        payload = self._payload(self.loaded.search, request, k)
+        response = self.settings.response
+        hits, warnings = parse_hit_block(payload, k, response)
+        return SearchReply(hits, warnings, 1, parse_scope(payload, response))
+
+    def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
+        assert self.loaded.ask is not None
+        payload = self._payload(self.loaded.ask, request, k)
+        if isinstance(payload, dict) and not isinstance(payload.get("usage"), dict):
+            usage = find_usage(payload)  # a framework's own report (LangChain usage_metadata, …)
+            if usage:
+                payload = {**payload, "usage": usage}
+        return parse_answer(payload, self.settings.response), 1
+
+    def info(self) -> SystemInfo:
+        """Kind, mode, the callable and its args, the packages the system comes from and what its
+        ``versions()`` reports (called once, within ``timeout_s``; a failure is recorded in
+        ``details["version_error"]``, never raised)."""
+        with self._info_lock:
+            if self._info is None:
+                s = self.settings
+                details = {
+                    "callable": s.callable,
+                    "timeout_s": f"{s.timeout_s:g}",
+                    "concurrency": str(s.concurrency),
+                }
+                if s.args:
+                    details["args"] = json.dumps(s.args, sort_keys=True, default=str)[:_ARGS_SHOWN]
+                packages = object_packages(self.loaded.target)
+                if packages:
+                    details["packages"] = ", ".join(f"{n}=={v}" for n, v in packages.items())
+                info = SystemInfo(kind="python", mode=s.mode, details=details)
+                if self.loaded.versions is not None:
+                    try:
+                        report = self.calls.call(lambda: plain(self.loaded.versions()), s.timeout_s)
+                        info = apply_version_report(info, report)
+                    except QueryFailure as failure:
+                        info.details["version_error"] = str(failure)[:300]
+                    except Exception as exc:
+                        info.details["version_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                self._info = info
+            return self._info.model_copy(deep=True)
+
+
+# -- one built system per process and configuration ---------------------------------------------
+
+_BUILT: dict[str, PythonSystem] = {}
+_BUILD_LOCK = threading.Lock()
+
+
+def python_system(settings: PythonSystemSettings) -> PythonSystem:
+    """The system for ``settings``, built on first use and kept for the life of the process: the
+    CLI's checks, the plan and every shard step of a run share it (a step in a process of its own
+    builds it once there). Edited code or a rebuilt index is picked up by a new process only."""
+    key = settings.model_dump_json()
+    with _BUILD_LOCK:  # two steps building at once must not call the factory twice
+        system = _BUILT.get(key)
+        if system is None:
+            system = _BUILT[key] = PythonSystem(settings)
+        return system
