@@ -26,7 +26,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.openinference import normalise_question
 from kebab_eval_pipeline.systems.replay import detect_format, read_trace
-from tests.systems.adapters.test_replay_adapter import replay, write_jsonl
+from tests.systems.adapters.test_replay_adapter import Scored, replay, write_jsonl
 
 OTLP = Path(__file__).parent / "data" / "otlp"
 EXPECTED = json.loads((OTLP / "expected.json").read_text(encoding="utf-8"))
@@ -394,3 +394,28 @@ def test_unmatched_traces_counted_once_matched_by_question_in_sharded_runs(tmp_p
         "'what goes into garlic yoghurt sauce?', 'does the chili sauce explode?'"
     ]
     assert retrieval.results.outcomes["error_class"].isna().all()
+
+
+def test_traced_token_counts_are_the_runs_spend_priced_by_system_costs(tmp_path):
+    """The instrumentor's llm.token_count.* reach the run metrics: summed over the traced answers
+    and priced with ``system_costs`` — the model named by the trace (the offline generator's)."""
+    hs = EXPECTED["haystack"]
+    ids = [q for q, direct in hs.items() if direct["error"] is None]
+    golden = gold(tmp_path / "gold.jsonl", [(q, hs[q]["question"], ["c"]) for q in ids])
+    records, *_ = read_trace(FILES["haystack", "hex.jsonl"], "auto", "metadata.query_id")
+    usages = [records[q].raw_answer["usage"] for q in ids]
+    prompt = sum(u["prompt_tokens"] for u in usages)
+    completion = sum(u["completion_tokens"] for u in usages)
+    assert prompt > 0 and completion > 0
+    scored = Scored(
+        {
+            "golden": str(golden),
+            "system": {"kind": "replay", "path": str(FILES["haystack", "hex.jsonl"])},
+            "system_costs": {
+                "prices": {"extractive-first-line": {"input_per_mtok": 3, "output_per_mtok": 15}}
+            },
+        }
+    )
+    assert scored.metrics["system_prompt_tokens"] == prompt
+    assert scored.metrics["system_completion_tokens"] == completion
+    assert scored.metrics["system_cost_usd"] == pytest.approx((prompt * 3 + completion * 15) / 1e6, abs=1e-15)
