@@ -89,7 +89,7 @@ def _headline(view: CiView) -> list[str]:
         lines[-1] += f" on golden set {md_code(_cut(view.golden))}"
     lines[-1] += f" — gates: {shown_tally or 'none configured'}"
     if _health_failed(view):
-        lines += ["", f"> ❌ system health: {md_text(_cut(view.health.get('message')))}"]
+        lines += ["", f"> ❌ {md_text(_cut(view.health.get('message')))}"]  # "system health: …"
     for note in view.notes:
         if note:
             lines += ["", f"> {md_text(_cut(note))}"]

@@ -284,3 +284,41 @@ def test_a_run_without_baseline_skips_its_regression_gates(cand, out):
     assert skip.message == "no baseline run: nothing to regress against"
     # 4 answer gates warn (non-blocking, passing testcases); nothing fails.
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (9, 0, 0, 1)
+
+
+def test_a_failed_system_is_an_error_testcase(env, tmp_path):
+    """Every query of a real command system fails: the system-health testcase is an <error>, the
+    gates on its zero scores are failures, and the job summary says the system failed."""
+    from tests.test_system_health import N, config, flaky
+
+    failing = [f"q{i:02d}" for i in range(N)]
+    run_config = config(tmp_path, flaky(failing), gates={"mrr": {"min": 0.5}}, default_gates=False)
+    summary = write(tmp_path / "summary.md", "")
+    proc = cli(
+        env | {"GITHUB_STEP_SUMMARY": str(summary)},
+        "run",
+        "--run-id",
+        "broken",
+        "--config",
+        str(run_config),
+        "--baseline",
+        "none",
+        "--junit",
+        str(tmp_path / "j.xml"),
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    no_traceback(proc)
+    _, suite = suite_of(tmp_path / "j.xml")
+    cases = cases_by_name(suite)
+    [error] = cases["system_health max_error_rate 0.1"].result
+    assert isinstance(error, junitparser.Error)
+    assert error.message == (
+        f"system health: {N} of {N} queries failed (error_rate 1.0 > max 0.1): exit_code ×{N}; "
+        "first: q00: exit_code: exit code 3; stderr: index locked"
+    )
+    [failure] = cases["mrr min 0.5"].result
+    assert failure.message == "mrr = 0.0000 misses ≥ 0.5"
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 1, 1, 0)
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("### kebab-eval run: ❌ 1 blocking gate(s) failed")
+    assert f"\n> ❌ system health: {N} of {N} queries failed" in text
