@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 
 import pytest
 
@@ -287,12 +288,12 @@ def test_a_run_without_baseline_skips_its_regression_gates(cand, out):
 
 
 def test_a_failed_system_is_an_error_testcase(env, tmp_path):
-    """Every query of a real command system fails: the system-health testcase is an <error>, the
+    """Every query of a real command system (``false``) fails: the system-health testcase is an <error>, the
     gates on its zero scores are failures, and the job summary says the system failed."""
-    from tests.test_system_health import N, config, flaky
+    from tests.test_system_health import N, config
 
-    failing = [f"q{i:02d}" for i in range(N)]
-    run_config = config(tmp_path, flaky(failing), gates={"mrr": {"min": 0.5}}, default_gates=False)
+    system = {"kind": "command", "search_argv": [shutil.which("false"), "{query}"]}
+    run_config = config(tmp_path, system, gates={"mrr": {"min": 0.5}}, default_gates=False)
     summary = write(tmp_path / "summary.md", "")
     proc = cli(
         env | {"GITHUB_STEP_SUMMARY": str(summary)},
@@ -314,7 +315,7 @@ def test_a_failed_system_is_an_error_testcase(env, tmp_path):
     assert isinstance(error, junitparser.Error)
     assert error.message == (
         f"system health: {N} of {N} queries failed (error_rate 1.0 > max 0.1): exit_code ×{N}; "
-        "first: q00: exit_code: exit code 3; stderr: index locked"
+        "first: q00: exit_code: exit code 1; no stderr"
     )
     [failure] = cases["mrr min 0.5"].result
     assert failure.message == "mrr = 0.0000 misses ≥ 0.5"
