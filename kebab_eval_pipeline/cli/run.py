@@ -9,6 +9,13 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli import ci_outputs
+from kebab_eval_pipeline.cli.ci_outputs import (
+    GithubSummaryOption,
+    JunitOption,
+    PrCommentOption,
+    ReportUrlOption,
+)
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.driver import drive
 from kebab_eval_pipeline.cli.instance import dagster_home, open_instance
@@ -68,6 +75,10 @@ def run(
             "mean over repeats, and the run reports its noise floor and flaky queries.",
         ),
     ] = None,
+    junit: JunitOption = None,
+    pr_comment: PrCommentOption = None,
+    github_summary: GithubSummaryOption = True,
+    report_url: ReportUrlOption = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
@@ -94,6 +105,7 @@ def run(
         }.items()
         if v is not None
     }
+    outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
@@ -112,6 +124,10 @@ def run(
 
         instance = open_instance()
 
+        def show(store) -> None:
+            print_run(store, run_id, settings.k, headline)
+            ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
+
         def register() -> None:
             instance.add_dynamic_partitions(eval_runs.name, [run_id])
             observe_inputs(instance, settings)
@@ -123,7 +139,7 @@ def run(
             total=total * settings.repeat,  # every query is asked once per repeat
             tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
             prepare=register,
-            show=lambda store: print_run(store, run_id, settings.k, headline),
+            show=show,
         )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back

@@ -11,7 +11,14 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.cli import ci_outputs
 from kebab_eval_pipeline.cli.baseline import ConfigOption
+from kebab_eval_pipeline.cli.ci_outputs import (
+    GithubSummaryOption,
+    JunitOption,
+    PrCommentOption,
+    ReportUrlOption,
+)
 from kebab_eval_pipeline.cli.console import err, fmt, out
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.show import print_runs_table
@@ -62,6 +69,10 @@ def compare(
         Path | None,
         typer.Option("--config", help="Run config: storage, compare settings and regression gates."),
     ] = None,
+    junit: JunitOption = None,
+    pr_comment: PrCommentOption = None,
+    github_summary: GithubSummaryOption = True,
+    report_url: ReportUrlOption = None,
 ) -> None:
     """Compare two stored runs (delta = B − A): the same report as the comparison_report asset.
     Three or more: rank them, with every pairwise test (Holm-adjusted per metric) and letters
@@ -80,6 +91,12 @@ def compare(
             [Offender(name, "ranks three or more runs: give three or more run ids") for name in given],
         )
     if len(runs) > 2:
+        if junit is not None or pr_comment is not None:
+            given = (["--junit"] if junit else []) + (["--pr-comment"] if pr_comment else [])
+            raise InputError(
+                "CI outputs of a ranking",
+                [Offender(name, "has gates to report only for two runs (compare A B)") for name in given],
+            )
         _rank(runs, as_json, html, out_dir, metric, alpha, strict_chunker_version, config)
         return
     a, b = runs
@@ -90,6 +107,7 @@ def compare(
 
     settings = load_settings(config)
     check_gate_names(settings, str(config) if config else "<config>")
+    outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
     report = compare_stored(
         open_store(config), a, b, settings, strict_chunker_version=strict_chunker_version or None
     )
@@ -105,6 +123,10 @@ def compare(
     for g in gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         err.print(f"gate {state:4} {g['name']}: {g['reason']}", markup=False, highlight=False)
+    if outputs.wanted:
+        from kebab_eval_pipeline.reporting.ci_view import comparison_view
+
+        ci_outputs.write(outputs, comparison_view(report))
     failed = [g["name"] for g in gates if g["blocking"] and not g["passed"]]
     if failed:
         raise GateFailure(f"{len(failed)} blocking gate(s) failed: " + ", ".join(failed))

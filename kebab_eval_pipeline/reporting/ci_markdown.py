@@ -1,0 +1,191 @@
+"""One Markdown renderer for CI, in two sizes: the GitHub job summary (:data:`SUMMARY`) and the
+PR comment (:data:`COMMENT`, which starts with :data:`MARKER` so a workflow can find and update
+its own comment instead of adding one per push).
+
+Both say, in this order: the verdict (blocking gates failed or not) with the gate tally, the
+headline metrics (with the baseline, delta, adjusted p and significance marks when there is a
+comparison), the gates, the queries that got worse, and a link to the full report. Every list is
+capped and every user- or system-supplied text is escaped and cut (:mod:`kebab_eval_pipeline.markdown_text`),
+so the output stays small whatever the golden set holds: GitHub refuses a job summary over 1 MiB
+and a comment over 65,536 characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.reporting.ci_view import CiView
+from kebab_eval_pipeline.reporting.gate_text import (
+    configured_bound,
+    exact,
+    gate_title,
+    outcome,
+    p_text,
+    shown,
+    signed,
+)
+
+MARKER = "<!-- kebab-eval -->"
+#: A cell's text is cut to this many characters (a note or query id can be any length).
+CELL_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much one rendering shows: headline metrics, gate rows (``all_gates`` False lists only
+    the gates that did not pass, the tally counts the rest) and worse queries."""
+
+    max_metrics: int
+    max_gates: int
+    max_regressions: int
+    all_gates: bool
+    marker: bool
+
+
+SUMMARY = Size(max_metrics=18, max_gates=60, max_regressions=10, all_gates=True, marker=False)
+COMMENT = Size(max_metrics=6, max_gates=15, max_regressions=5, all_gates=False, marker=True)
+
+_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "warn": "⚠️ warn", "skipped": "⏭️ skipped"}
+_ARROWS = {"better": "▲", "worse": "▼", "same": "="}
+
+
+def _cut(text: object) -> str:
+    text = "" if text is None or text is pd.NA else str(text)
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+
+
+def tally(gates: list[dict]) -> dict[str, int]:
+    counts = {"pass": 0, "FAIL": 0, "warn": 0, "skipped": 0}
+    for gate in gates:
+        counts[outcome(gate)] += 1
+    return counts
+
+
+def _health_failed(view: CiView) -> bool:
+    h = view.health
+    return bool(h) and bool(h.get("blocking")) and h.get("healthy") is False
+
+
+def _headline(view: CiView) -> list[str]:
+    counts = tally(view.gates)
+    failed = counts["FAIL"] + int(_health_failed(view))
+    verdict = (
+        f"❌ {counts['FAIL']} blocking gate(s) failed"
+        if counts["FAIL"]
+        else "❌ the system under test failed"
+        if failed
+        else "✅ no blocking gate failed"
+    )
+    what = f"run {md_code(_cut(view.run_id))}" + (
+        f" vs baseline {md_code(_cut(view.baseline))}" if view.baseline else " (no baseline)"
+    )
+    words = ("passed", "failed", "warned", "skipped")
+    shown_tally = " · ".join(f"{n} {w}" for (k, n), w in zip(counts.items(), words, strict=True) if n)
+    lines = [f"### kebab-eval {md_text(view.command)}: {verdict}", "", what]
+    if view.golden:
+        lines[-1] += f" on golden set {md_code(_cut(view.golden))}"
+    lines[-1] += f" — gates: {shown_tally or 'none configured'}"
+    if _health_failed(view):
+        lines += ["", f"> ❌ {md_text(_cut(view.health.get('message')))}"]  # "system health: …"
+    for note in view.notes:
+        if note:
+            lines += ["", f"> {md_text(_cut(note))}"]
+    return lines
+
+
+def _metric_lines(view: CiView, size: Size) -> list[str]:
+    table = view.metrics.head(size.max_metrics)
+    if not len(table):
+        return []
+    if view.baseline is None:
+        lines = ["", "| metric | value | n |", "|---|---:|---:|"]
+        for row in table.itertuples(index=False):
+            n = "" if pd.isna(row.n) else str(row.n)
+            lines.append(f"| {md_cell(row.metric)} | {shown(_num(row.b))} | {n} |")
+        return lines
+    lines = [
+        "",
+        "| metric | baseline | this run | delta | p (adjusted) | sig |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in table.itertuples(index=False):
+        arrow = "" if pd.isna(row.direction) else _ARROWS.get(str(row.direction), "")
+        by = "" if pd.isna(row.adjusted_by) else f" ({'Holm' if row.adjusted_by == 'holm' else 'BH'})"
+        p = p_text(_num(row.p_adjusted)) + (by if not pd.isna(row.p_adjusted) else "")
+        sig = "" if pd.isna(row.significance) else str(row.significance).replace("*", "\\*")
+        lines.append(
+            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {shown(_num(row.b))} "
+            f"| {signed(_num(row.delta))} {arrow} | {p} | {sig} |".replace("  |", " |")
+        )
+    lines += [
+        "",
+        "Marks: \\* p < 0.05, \\*\\* < 0.01, \\*\\*\\* < 0.001 on the adjusted p (Holm over the gated "
+        "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse.",
+    ]
+    return lines
+
+
+def _num(x) -> float | None:
+    return None if x is None or pd.isna(x) else float(x)
+
+
+def _gate_lines(view: CiView, size: Size) -> list[str]:
+    gates = view.gates if size.all_gates else [g for g in view.gates if outcome(g) != "pass"]
+    if not gates:
+        return []
+    order = {"FAIL": 0, "warn": 1, "skipped": 2, "pass": 3}
+    gates = sorted(gates, key=lambda g: order[outcome(g)])  # stable: config order within each
+    lines = [
+        "",
+        "#### Gates" if size.all_gates else "#### Gates that did not pass",
+        "",
+        "| gate | outcome | value | threshold | delta | reason |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for g in gates[: size.max_gates]:
+        lines.append(
+            f"| {md_cell(_cut(gate_title(g)))} | {_ICONS[outcome(g)]} | {shown(g.get('value'))} "
+            f"| {exact(configured_bound(g))} | {signed(g.get('delta'))} | {md_cell(_cut(g['reason']))} |"
+        )
+    if len(gates) > size.max_gates:
+        lines.append(f"| … {len(gates) - size.max_gates} more in the JUnit report | | | | | |")
+    return lines
+
+
+def _regression_lines(view: CiView, size: Size) -> list[str]:
+    if view.baseline is None:
+        return []
+    if not view.n_regressions:
+        return ["", "No query got worse."]
+    lines = [
+        "",
+        f"#### Queries that got worse ({view.n_regressions})",
+        "",
+        "| query | verdict | baseline rank | rank | note |",
+        "|---|---|---:|---:|---|",
+    ]
+    for row in view.regressions.head(size.max_regressions).itertuples(index=False):
+        a = "–" if pd.isna(row.a_rank) else str(row.a_rank)
+        b = "–" if pd.isna(row.b_rank) else str(row.b_rank)
+        query, note = md_cell(_cut(row.query_id)), md_cell(_cut(row.note))
+        lines.append(f"| {query} | {md_cell(row.verdict)} | {a} | {b} | {note} |")
+    if view.n_regressions > size.max_regressions:
+        lines.append(f"| … {view.n_regressions - size.max_regressions} more in the full report | | | | |")
+    return lines
+
+
+def render_ci_markdown(view: CiView, size: Size, report_url: str | None = None) -> str:
+    """Markdown of ``view`` at ``size`` (:data:`SUMMARY` or :data:`COMMENT`), ending with a link to
+    ``report_url`` when given (already checked: :func:`.report_link.report_link`).
+    At most a few kilobytes: every list and cell is capped."""
+    lines = [MARKER] if size.marker else []
+    lines += _headline(view)
+    lines += _metric_lines(view, size)
+    lines += _gate_lines(view, size)
+    lines += _regression_lines(view, size)
+    if report_url:
+        lines += ["", f"[Full report]({report_url})"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,325 @@
+"""`kebab-eval run` / `compare` with `--junit`, `--pr-comment` and `$GITHUB_STEP_SUMMARY`, as CI
+runs them: real subprocesses on the demo golden set, real exit codes.
+
+Two stored runs, made once for the module: `base` (the example CI config: chunk size 800) and
+`cand` (chunk size 300) run with a config whose gates give every outcome at once — a passing
+gate, a failing blocking regression gate (mrr may drop 0.001; it drops 0.0084), a failing
+non-blocking gate and skipped gates (a null metric, and a slice named with XML-special
+characters and Korean that no query has). The JUnit XML is validated against the Jenkins xunit
+`junit-10.xsd` (vendored beside this file) with xmlschema and read back with junitparser.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+
+import pytest
+
+from kebab_eval_pipeline.reporting.ci_markdown import MARKER
+from tests.conftest import clean_cli_env, write
+from tests.test_cli import cli, no_traceback
+from tests.test_cli_compare import strict_json
+
+xmlschema = pytest.importorskip("xmlschema")
+junitparser = pytest.importorskip("junitparser")
+
+from pathlib import Path  # noqa: E402
+
+XSD = Path(__file__).with_name("junit-10.xsd")
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "ci" / "eval.yaml"
+SLICE = 'hit@5[category=발효 <&> "x"]'  # no demo query has this category: a null slice
+SECRET = "s3cr3t-token-value-4821"
+GATES = f"""\
+k: [1, 3, 5, 10]
+answers: true
+baseline: auto
+default_gates: false
+gates:
+  mrr: {{min: 0.6}}
+  chr: {{min: 0.9, blocking: false}}
+  hallucination_rate: {{max: 0.1, skip_if_null: true}}
+  '{SLICE}': {{min: 0.5, skip_if_null: true}}
+  regression:
+    mrr: {{max_drop: 0.001}}
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    environment = clean_cli_env(tmp_path_factory, "ci-outputs")
+    environment["KEBAB_TEST_SECRET"] = SECRET  # a secret in the environment must reach no output
+    environment["GITHUB_TOKEN"] = SECRET
+    for key in list(environment):
+        if key.startswith(("GITHUB_", "CI_", "GITLAB")) and key != "GITHUB_TOKEN":
+            del environment[key]
+    return environment
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    return tmp_path_factory.mktemp("ci-files")
+
+
+@pytest.fixture(scope="module")
+def gates_config(out):
+    return write(out / "gates.yaml", GATES)
+
+
+@pytest.fixture(scope="module")
+def cand(env, out, gates_config):
+    """`run` of base (example config), then of cand with every CI output; the cand process."""
+    proc = cli(
+        env, "run", "--run-id", "base", "--config", str(EXAMPLE), "--junit", str(out / "junit-base.xml")
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = write(out / "step_summary.md", "earlier step's summary\n")
+    run_env = env | {
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_REPOSITORY": "team/search",
+        "GITHUB_RUN_ID": "99",
+    }
+    proc = cli(
+        run_env,
+        "run",
+        "--run-id",
+        "cand",
+        "--config",
+        str(gates_config),
+        "--chunk-size",
+        "300",
+        "--junit",
+        str(out / "new" / "junit-run.xml"),
+        "--pr-comment",
+        str(out / "comment.md"),
+    )
+    return proc
+
+
+def suite_of(path: Path):
+    xmlschema.XMLSchema(str(XSD)).validate(str(path))  # raises, naming the element, when invalid
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    suites = list(xml)
+    assert len(suites) == 1
+    return xml, suites[0]
+
+
+def cases_by_name(suite) -> dict:
+    return {case.name: case for case in suite}
+
+
+def test_run_exits_1_on_the_blocking_regression_gate_and_still_writes_everything(cand, out):
+    assert cand.returncode == 1, cand.stderr
+    no_traceback(cand)
+    assert "gate failed:" in cand.stderr
+    assert (out / "new" / "junit-run.xml").is_file() and (out / "comment.md").is_file()
+
+
+def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env):
+    xml, suite = suite_of(out / "new" / "junit-run.xml")
+    cases = cases_by_name(suite)
+    assert list(cases) == [
+        "mrr min 0.6",
+        "chr min 0.9",
+        "hallucination_rate max 0.1",
+        f"{SLICE} min 0.5",
+        "regression: mrr max_drop 0.001",
+        "system_health max_error_rate 0.1",
+    ]
+    # Counts: 6 tests, 1 failure (the blocking regression gate), 2 skipped, 0 errors; a missed
+    # non-blocking gate passes.
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (6, 1, 0, 2)
+    assert (xml.tests, xml.failures, xml.errors) == (6, 1, 0)
+    assert suite.name == "kebab-eval run cand"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", suite.timestamp)
+    assert 0 < float(suite.time) < 300
+
+    # Hand-worked from the two demo runs (chunk 800 vs 300): mrr 0.6985 → 0.6901.
+    regression = cases["regression: mrr max_drop 0.001"]
+    assert regression.classname == "comparison.max_drop"
+    [failure] = regression.result
+    assert isinstance(failure, junitparser.Failure)
+    assert failure.message == "mrr moved -0.0084 (0.6985 → 0.6901); allowed drop 0.001"
+    assert (
+        "delta: -0.0084" in regression.system_out and "threshold: 0.001 (max_drop)" in regression.system_out
+    )
+
+    passing = cases["mrr min 0.6"]
+    assert passing.classname == "run.min" and passing.is_passed and not passing.result
+    assert "value: 0.6901" in passing.system_out and "delta: +0.0901" in passing.system_out
+
+    warned = cases["chr min 0.9"]
+    assert warned.is_passed and not warned.result
+    assert warned.system_out.startswith("outcome: WARNING (non-blocking gate missed")
+
+    skipped = cases["hallucination_rate max 0.1"]
+    [skip] = skipped.result
+    assert isinstance(skip, junitparser.Skipped)
+    assert skip.message == "hallucination_rate is null (empty denominator): skipped as configured"
+
+    # XML-special characters and Korean round-trip, in the name and in the message.
+    [slice_skip] = cases[f"{SLICE} min 0.5"].result
+    assert slice_skip.message == (f"{SLICE}: no query has category = '발효 <&> \"x\"': skipped as configured")
+    health = cases["system_health max_error_rate 0.1"]
+    assert health.classname == "run.system_health" and health.is_passed
+
+    # The exact numbers, as suite properties keyed by check name, re-derive the deltas.
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["run_id"] == "cand" and props["baseline"] == "base"
+    assert props["golden"] == "demo-fermentation"
+    value, threshold = float(props["gate_mrr_min.value"]), float(props["gate_mrr_min.threshold"])
+    assert (value, threshold) == (0.6901, 0.6)
+    assert float(props["gate_mrr_min.delta"]) == round(value - threshold, 4) == 0.0901
+    assert props["gate_mrr_max_drop.threshold"] == "-0.001" and props["gate_mrr_max_drop.delta"] == "-0.0084"
+    assert props["gate_hallucination_rate_max.value"] == "null"
+
+    # The same values as the stored run: `kebab-eval export` reads them independently.
+    exported = strict_json(cli(env, "export", "cand", "--format", "json").stdout)
+    stored = {g["name"]: g for g in exported["gates"]}
+    for name, gate in stored.items():
+        if gate["value"] is not None:
+            assert float(props[f"{name}.value"]) == gate["value"]
+        assert math.isclose(float(props[f"{name}.threshold"]), gate["threshold"])
+
+
+def test_pr_comment_and_job_summary(cand, out):
+    comment = (out / "comment.md").read_text(encoding="utf-8")
+    assert comment.startswith(MARKER + "\n### kebab-eval run: ❌ 1 blocking gate(s) failed\n")
+    assert "run `cand` vs baseline `base` on golden set `demo-fermentation`" in comment
+    # mrr's row: a, b, delta, its Holm-adjusted p (the only gated metric: Holm = raw), no mark.
+    assert re.search(
+        r"^\| mrr \| 0\.6985 \| 0\.6901 \| -0\.0084 ▼ \| [0-9.]+ \(Holm\) \|  ?\|$", comment, re.M
+    )
+    assert "| regression: mrr max_drop 0.001 | ❌ FAIL | 0.6901 | 0.001 | -0.0084 |" in comment
+    assert "#### Queries that got worse (5)" in comment
+    assert "| fact-032 | loss | 3 | 4 |" in comment  # the largest drops first, then by id
+    assert comment.rstrip().endswith("[Full report](https://github.example/team/search/actions/runs/99)")
+    assert len(comment) < 6000
+
+    summary = (out / "step_summary.md").read_text(encoding="utf-8")
+    assert summary.startswith("earlier step's summary\n### kebab-eval run: ❌")  # appended, not replaced
+    assert MARKER not in summary
+    assert "| mrr min 0.6 | ✅ pass | 0.6901 | 0.6 | +0.0901 |" in summary  # every gate in the summary
+    assert "| chr min 0.9 | ⚠️ warn |" in summary
+    # The slice's name is escaped: it renders as written, never as HTML.
+    assert 'hit@5\\[category=발효 \\<\\&\\> "x"\\] min 0.5' in summary
+
+
+def test_no_secret_reaches_any_output(cand, out):
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert SECRET not in cand.stdout + cand.stderr
+
+
+def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gates_config):
+    summary = write(out / "summary2.md", "kept\n")
+    proc = cli(
+        env | {"GITHUB_STEP_SUMMARY": str(summary)},
+        "compare",
+        "base",
+        "cand",
+        "--config",
+        str(gates_config),
+        "--junit",
+        str(out / "junit-compare.xml"),
+        "--pr-comment",
+        str(out / "compare-comment.md"),
+        "--report-url",
+        "https://user:pw@ci.example/runs/7?x=(1)",
+        "--no-github-summary",
+    )
+    assert proc.returncode == 1, proc.stderr
+    no_traceback(proc)
+    assert summary.read_text() == "kept\n"
+    _, suite = suite_of(out / "junit-compare.xml")
+    assert suite.name == "kebab-eval compare cand vs base"
+    assert [c.name for c in suite] == ["regression: mrr max_drop 0.001"]
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (1, 1, 0, 0)
+    [failure] = next(iter(suite)).result
+    assert failure.message == "mrr moved -0.0084 (0.6985 → 0.6901); allowed drop 0.001"
+    comment = (out / "compare-comment.md").read_text(encoding="utf-8")
+    assert comment.startswith(MARKER + "\n### kebab-eval compare: ❌ 1 blocking gate(s) failed")
+    # The credential in the URL is dropped; parentheses are encoded so the link stays one link.
+    assert comment.rstrip().endswith("[Full report](https://ci.example/runs/7?x=%281%29)")
+    assert "pw@" not in comment
+
+
+@pytest.mark.parametrize("option", ["--junit", "--pr-comment"])
+def test_an_unwritable_path_is_exit_2_before_any_run(env, out, option):
+    blocker = write(out / "a-file", "x")
+    target = blocker / "sub" / "report.out"  # a folder under a file: never writable, even as root
+    proc = cli(env, "run", "--run-id", "never", option, str(target))
+    assert proc.returncode == 2, proc.stderr
+    no_traceback(proc)
+    assert str(target) in proc.stderr and option in proc.stderr and "is not a folder" in proc.stderr
+    listed = cli(env, "runs", "list")
+    assert "never" not in listed.stdout
+
+
+def test_ci_outputs_of_a_ranking_are_refused(env, cand, out):
+    proc = cli(env, "compare", "base", "cand", "base", "--junit", str(out / "r.xml"))
+    assert proc.returncode == 2 and "--junit" in proc.stderr
+    no_traceback(proc)
+
+
+def test_a_run_without_baseline_skips_its_regression_gates(cand, out):
+    """base was the first run (nothing to compare with): its regression gate is a skipped testcase."""
+    _, suite = suite_of(out / "junit-base.xml")
+    cases = cases_by_name(suite)
+    assert list(cases) == [
+        "mrr min 0.6",
+        "hit@5 min 0.85",
+        "empty_result_rate max 0",
+        "answer_precision min 0.8",
+        "chr min 0.75",
+        "under_refusal_rate max 0.05",
+        "over_refusal_rate max 0.1",
+        "regression: mrr max_drop 0.02",
+        "system_health max_error_rate 0.1",
+    ]
+    [skip] = cases["regression: mrr max_drop 0.02"].result
+    assert isinstance(skip, junitparser.Skipped)
+    assert skip.message == "no baseline run: nothing to regress against"
+    # 4 answer gates warn (non-blocking, passing testcases); nothing fails.
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (9, 0, 0, 1)
+
+
+def test_a_failed_system_is_an_error_testcase(env, tmp_path):
+    """Every query of a real command system (``false``) fails: the system-health testcase is an <error>, the
+    gates on its zero scores are failures, and the job summary says the system failed."""
+    from tests.test_system_health import N, config
+
+    system = {"kind": "command", "search_argv": [shutil.which("false"), "{query}"]}
+    run_config = config(tmp_path, system, gates={"mrr": {"min": 0.5}}, default_gates=False)
+    summary = write(tmp_path / "summary.md", "")
+    proc = cli(
+        env | {"GITHUB_STEP_SUMMARY": str(summary)},
+        "run",
+        "--run-id",
+        "broken",
+        "--config",
+        str(run_config),
+        "--baseline",
+        "none",
+        "--junit",
+        str(tmp_path / "j.xml"),
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    no_traceback(proc)
+    _, suite = suite_of(tmp_path / "j.xml")
+    cases = cases_by_name(suite)
+    [error] = cases["system_health max_error_rate 0.1"].result
+    assert isinstance(error, junitparser.Error)
+    assert error.message == (
+        f"system health: {N} of {N} queries failed (error_rate 1.0 > max 0.1): exit_code ×{N}; "
+        "first: q00: exit_code: exit code 1; no stderr"
+    )
+    [failure] = cases["mrr min 0.5"].result
+    assert failure.message == "mrr = 0.0000 misses ≥ 0.5"
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 1, 1, 0)
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("### kebab-eval run: ❌ 1 blocking gate(s) failed")
+    assert f"\n> ❌ system health: {N} of {N} queries failed" in text
