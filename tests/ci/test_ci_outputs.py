@@ -5,8 +5,9 @@ Two stored runs, made once for the module: `base` (the example CI config: chunk 
 `cand` (chunk size 300) run with a config whose gates give every outcome at once — a passing
 gate, a failing blocking regression gate (mrr may drop 0.001; it drops 0.0084), a failing
 non-blocking gate and skipped gates (a null metric, and a slice named with XML-special
-characters and Korean that no query has). The JUnit XML is validated against the Jenkins xunit
-`junit-10.xsd` (vendored beside this file) with xmlschema and read back with junitparser.
+characters and Korean that no query has). The JUnit XML is validated against Jenkins' xunit
+`junit-10.xsd` (the `junit_xsd` fixture, tests/ci/conftest.py) with xmlschema and read back with
+junitparser.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ junitparser = pytest.importorskip("junitparser")
 
 from pathlib import Path  # noqa: E402
 
-XSD = Path(__file__).with_name("junit-10.xsd")
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "ci" / "eval.yaml"
 SLICE = 'hit@5[category=발효 <&> "x"]'  # no demo query has this category: a null slice
 SECRET = "s3cr3t-token-value-4821"
@@ -98,8 +98,8 @@ def cand(env, out, gates_config):
     return proc
 
 
-def suite_of(path: Path):
-    xmlschema.XMLSchema(str(XSD)).validate(str(path))  # raises, naming the element, when invalid
+def suite_of(path: Path, schema: Path):
+    xmlschema.XMLSchema(str(schema)).validate(str(path))  # raises, naming the element, when invalid
     xml = junitparser.JUnitXml.fromfile(str(path))
     suites = list(xml)
     assert len(suites) == 1
@@ -117,8 +117,8 @@ def test_run_exits_1_on_the_blocking_regression_gate_and_still_writes_everything
     assert (out / "new" / "junit-run.xml").is_file() and (out / "comment.md").is_file()
 
 
-def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env):
-    xml, suite = suite_of(out / "new" / "junit-run.xml")
+def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env, junit_xsd):
+    xml, suite = suite_of(out / "new" / "junit-run.xml", junit_xsd)
     cases = cases_by_name(suite)
     assert list(cases) == [
         "mrr min 0.6",
@@ -214,7 +214,7 @@ def test_no_secret_reaches_any_output(cand, out):
     assert SECRET not in cand.stdout + cand.stderr
 
 
-def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gates_config):
+def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gates_config, junit_xsd):
     summary = write(out / "summary2.md", "kept\n")
     proc = cli(
         env | {"GITHUB_STEP_SUMMARY": str(summary)},
@@ -234,7 +234,7 @@ def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gat
     assert proc.returncode == 1, proc.stderr
     no_traceback(proc)
     assert summary.read_text() == "kept\n"
-    _, suite = suite_of(out / "junit-compare.xml")
+    _, suite = suite_of(out / "junit-compare.xml", junit_xsd)
     assert suite.name == "kebab-eval compare cand vs base"
     assert [c.name for c in suite] == ["regression: mrr max_drop 0.001"]
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (1, 1, 0, 0)
@@ -265,9 +265,9 @@ def test_ci_outputs_of_a_ranking_are_refused(env, cand, out):
     no_traceback(proc)
 
 
-def test_a_run_without_baseline_skips_its_regression_gates(cand, out):
+def test_a_run_without_baseline_skips_its_regression_gates(cand, out, junit_xsd):
     """base was the first run (nothing to compare with): its regression gate is a skipped testcase."""
-    _, suite = suite_of(out / "junit-base.xml")
+    _, suite = suite_of(out / "junit-base.xml", junit_xsd)
     cases = cases_by_name(suite)
     assert list(cases) == [
         "mrr min 0.6",
@@ -287,7 +287,7 @@ def test_a_run_without_baseline_skips_its_regression_gates(cand, out):
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (9, 0, 0, 1)
 
 
-def test_a_failed_system_is_an_error_testcase(env, tmp_path):
+def test_a_failed_system_is_an_error_testcase(env, tmp_path, junit_xsd):
     """Every query of a real command system (``false``) fails: the system-health testcase is an <error>, the
     gates on its zero scores are failures, and the job summary says the system failed."""
     from tests.test_system_health import N, config
@@ -309,7 +309,7 @@ def test_a_failed_system_is_an_error_testcase(env, tmp_path):
     )
     assert proc.returncode == 1, proc.stderr[-3000:]
     no_traceback(proc)
-    _, suite = suite_of(tmp_path / "j.xml")
+    _, suite = suite_of(tmp_path / "j.xml", junit_xsd)
     cases = cases_by_name(suite)
     [error] = cases["system_health max_error_rate 0.1"].result
     assert isinstance(error, junitparser.Error)

@@ -4,7 +4,6 @@ large that only the caps keep the job summary and the PR comment small."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,8 +15,6 @@ from kebab_eval_pipeline.reporting.report_link import clean_url, report_link
 
 xmlschema = pytest.importorskip("xmlschema")
 junitparser = pytest.importorskip("junitparser")
-
-XSD = Path(__file__).with_name("junit-10.xsd")
 
 
 def gate(i: int, reason: str, passed: bool = False) -> dict:
@@ -50,11 +47,11 @@ def view(gates: list[dict], per_query: pd.DataFrame | None = None, note: str = "
                   n_regressions=len(regressions), notes=[note] if note else [])  # fmt: skip
 
 
-def test_text_xml_cannot_carry_is_replaced_and_the_rest_round_trips(tmp_path):
+def test_text_xml_cannot_carry_is_replaced_and_the_rest_round_trips(tmp_path, junit_xsd):
     reason = 'bad\x00 \x1b[31m 발효 <&> "q" \ufffe end'
     path = tmp_path / "j.xml"
     path.write_bytes(render_junit(view([gate(1, reason)]), datetime(2025, 3, 1, 10, 15, tzinfo=UTC), 1.23456))
-    xmlschema.XMLSchema(str(XSD)).validate(str(path))
+    xmlschema.XMLSchema(str(junit_xsd)).validate(str(path))
     suite = next(iter(junitparser.JUnitXml.fromfile(str(path))))
     assert (suite.timestamp, suite.time) == ("2025-03-01T10:15:00", 1.235)
     [failure] = next(iter(suite)).result

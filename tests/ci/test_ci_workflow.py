@@ -31,9 +31,9 @@ SCRIPT = REPO / "docs" / "examples" / "ci" / "run_steps.py"
 EXAMPLE = REPO / "docs" / "examples" / "ci" / "eval.yaml"
 
 
-def run_steps(env: dict, *args: str) -> dict:
+def run_steps(env: dict, xsd: Path, *args: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--venv-site-packages", *args],
+        [sys.executable, str(SCRIPT), "--venv-site-packages", "--xsd", str(xsd), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -49,7 +49,7 @@ def steps(report: dict) -> dict:
     return {s["name"]: s for s in report["steps"]}
 
 
-def test_gitlab_job_passes_with_a_restored_baseline(tmp_path_factory):
+def test_gitlab_job_passes_with_a_restored_baseline(tmp_path_factory, junit_xsd):
     env = clean_cli_env(tmp_path_factory, "ci-gitlab")
     # The cache of an earlier pipeline: one stored run, `release-1`, of the example config.
     seeded = cli(env, "run", "--run-id", "release-1", "--config", str(EXAMPLE))
@@ -57,6 +57,7 @@ def test_gitlab_job_passes_with_a_restored_baseline(tmp_path_factory):
     work = tmp_path_factory.mktemp("gitlab-job")
     report = run_steps(
         env,
+        junit_xsd,
         "--ci",
         "gitlab",
         "--workdir",
@@ -92,14 +93,14 @@ def test_gitlab_job_passes_with_a_restored_baseline(tmp_path_factory):
     }
 
 
-def test_github_workflow_fails_on_a_blocking_gate_and_still_uploads(tmp_path_factory):
+def test_github_workflow_fails_on_a_blocking_gate_and_still_uploads(tmp_path_factory, junit_xsd):
     env = clean_cli_env(tmp_path_factory, "ci-github")
     work = tmp_path_factory.mktemp("github-job")
     raised = EXAMPLE.read_text(encoding="utf-8").replace("mrr: {min: 0.6}", "mrr: {min: 0.99}")
     assert "mrr: {min: 0.99}" in raised
     config = write(work.parent / "raised.yaml", raised)
     report = run_steps(
-        env, "--ci", "github", "--workdir", str(work), "--config", str(config), "--expect", "fail"
+        env, junit_xsd, "--ci", "github", "--workdir", str(work), "--config", str(config), "--expect", "fail"
     )
     ran = steps(report)
     assert ran["Install"]["exit"] == 0
