@@ -238,7 +238,7 @@ class ReplaySystemSettings(StrictSettings):
     kind: Literal["replay"]
     name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     path: str  # a trace file (JSONL / JSON)
-    format: Literal["auto", "kebab", "wfgy", "export"] = "auto"
+    format: Literal["auto", "kebab", "wfgy", "export", "trec", "ranx"] = "auto"
     # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
     response: ResponseMap = Field(default_factory=ResponseMap)
 
