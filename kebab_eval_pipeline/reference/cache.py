@@ -21,6 +21,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from kebab_eval_pipeline.reference.beir import beir_corpus_file
 from kebab_eval_pipeline.reference.index import (
     INDEX_FORMAT,
     MANIFEST_FILE,
@@ -90,7 +91,7 @@ def cached_index(
     vectors extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work.
     """
     corpus_dir = Path(corpus_dir)
-    if not corpus_dir.is_dir():
+    if not corpus_dir.is_dir() and beir_corpus_file(corpus_dir) is None:
         raise FileNotFoundError(f"corpus directory does not exist: {corpus_dir}")
     if with_vectors:
         get_embedder()  # fail fast (and load the model once) before hashing and chunking

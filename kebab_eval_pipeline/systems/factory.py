@@ -36,6 +36,12 @@ def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
     return files, tuple((s.path, s.reason) for s in scan.skipped_symlinks)
 
 
+def _is_beir_corpus(path: Path) -> bool:
+    from kebab_eval_pipeline.reference.beir import beir_corpus_file
+
+    return beir_corpus_file(path) is not None
+
+
 @lru_cache(maxsize=8)
 def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemUnderTest:
     from kebab_eval_pipeline.reference.cache import cached_index
@@ -77,10 +83,10 @@ def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
             )
         else:
             corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
-            if not corpus.is_dir():
+            if not corpus.is_dir() and not _is_beir_corpus(corpus):
                 raise InputError(
                     "reference corpus not found",
-                    [Offender(str(corpus), "no such folder", field="system.corpus")],
+                    [Offender(str(corpus), "no such folder (or BEIR corpus.jsonl)", field="system.corpus")],
                 )
             key = _corpus_fingerprint(corpus, tuple(system.exclude))
         try:
