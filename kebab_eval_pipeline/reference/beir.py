@@ -15,7 +15,13 @@ from pathlib import Path
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.limits import read_limited
-from kebab_eval_pipeline.reference.ingest import Document, _split_lines
+from kebab_eval_pipeline.reference.ingest import (
+    CorpusScan,
+    Document,
+    _split_lines,
+    read_corpus_scan,
+    scan_corpus,
+)
 
 BEIR_PARSER_VERSION = "beir-jsonl-1"
 CORPUS_FILE = "corpus.jsonl"
@@ -94,3 +100,20 @@ def read_beir_corpus(path: Path) -> list[Document]:
     if offenders:
         raise InputError("cannot read the BEIR corpus", offenders)
     return docs
+
+
+def read_documents(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> tuple[list[Document], list]:
+    """The documents of a corpus: a BEIR ``corpus.jsonl`` (``root`` the file or a folder holding
+    one), else the folder's files (:func:`~.ingest.read_corpus_scan`, with the symlinks skipped)."""
+    beir = beir_corpus_file(root)
+    if beir is not None:
+        return read_beir_corpus(beir), []
+    return read_corpus_scan(Path(root), exclude)
+
+
+def scan_files(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> CorpusScan:
+    """What :func:`read_documents` reads: the ``corpus.jsonl`` alone, else the folder's scan."""
+    beir = beir_corpus_file(root)
+    if beir is not None:
+        return CorpusScan([(beir.name, beir)], [])
+    return scan_corpus(Path(root), exclude)

@@ -151,11 +151,6 @@ def read_corpus_scan(
 ) -> tuple[list[Document], list[SkippedSymlink]]:
     """:func:`read_corpus`, plus the symlinks it did not follow (for the index's coverage report)."""
     root = Path(corpus_dir)
-    from kebab_eval_pipeline.reference.beir import beir_corpus_file, read_beir_corpus
-
-    beir = beir_corpus_file(root)
-    if beir is not None:  # a BEIR corpus.jsonl: one document per line
-        return read_beir_corpus(beir), []
     if not root.exists():
         raise FileNotFoundError(f"corpus directory does not exist: {root}")
     if not root.is_dir():
@@ -188,11 +183,6 @@ def scan_corpus(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> Corpus
     through a link with their resolved path (read where the check was made) — and
     ``skipped_symlinks`` sorted by path.
     """
-    from kebab_eval_pipeline.reference.beir import beir_corpus_file
-
-    beir = beir_corpus_file(root)
-    if beir is not None:  # a BEIR corpus.jsonl is the one file read
-        return CorpusScan([(beir.name, beir)], [])
     rules = _IgnoreRules(exclude)
     boundary = real_root(root)
     walked_dirs: set[str] = set()

@@ -29,9 +29,9 @@ def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
     # Cheap change detector for the in-process cache (names, sizes, mtimes of what the ingest would
     # read, and the symlinks it would skip); the index's own corpus hash remains the authority for
     # index_version. The ingest's own walk, so a symlink out of the corpus is not even stat'ed.
-    from kebab_eval_pipeline.reference.ingest import scan_corpus
+    from kebab_eval_pipeline.reference.beir import scan_files
 
-    scan = scan_corpus(corpus, exclude)
+    scan = scan_files(corpus, exclude)
     files = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in scan.files)
     return files, tuple((s.path, s.reason) for s in scan.skipped_symlinks)
 
