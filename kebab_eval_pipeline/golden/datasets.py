@@ -85,6 +85,8 @@ def _first_line(text: str) -> str:
 
 
 def _peek(path: Path) -> str:
+    if not path.is_file():  # a FIFO or device would block or never end: the loader refuses it
+        return ""
     try:
         with path.open("rb") as fh:
             return fh.read(_PEEK).decode("utf-8", errors="replace")
