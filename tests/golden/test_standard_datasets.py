@@ -77,6 +77,16 @@ def test_sgml_topics_read_back_as_written(topics, labels, closing):
         assert topic.fields["narrative"] == "whatever"
 
 
+def test_truncated_sgml_topics_are_refused():
+    text = "<top>\n<num> Number: 1\n<title> one\n</top>\n<top>\n<num> Number: 2\n<top>\n<num> 3\n<title> x\n"
+    topics, offenders = read_sgml_topics(P, text)
+    assert [t.qid for t in topics] == ["1"]
+    assert [(o.position, o.reason) for o in offenders] == [
+        ("line 5", "a <top> without its </top> (a truncated file?)"),
+        ("line 7", "a <top> without its </top> (a truncated file?)"),
+    ]
+
+
 @given(topic_lists)
 def test_tsv_topics_read_back_as_written(topics):
     text = "".join(f"{q}\t{t.strip()}\t{d.strip()}\n" for q, t, d in topics)

@@ -86,10 +86,12 @@ def read_sgml_topics(path: Path, text: str) -> tuple[list[Topic], list[Offender]
     offenders: list[Offender] = []
     fields: dict[str, str] = {}
     reading: str | None = None
-    start = 0
+    start = 0  # the line of the open <top>, 0 when none is open
     for n, line in enumerate(text.split("\n"), start=1):
         stripped = line.lstrip()
         if stripped.startswith("<top>"):
+            if start:
+                offenders.append(_unclosed(path, start))
             fields, reading, start = {}, None, n
             continue
         if stripped.startswith("</top>"):
@@ -101,7 +103,9 @@ def read_sgml_topics(path: Path, text: str) -> tuple[list[Topic], list[Offender]
                 )
             else:
                 topics.append(Topic(qid, start, cleaned))
-            fields, reading = {}, None
+            fields, reading, start = {}, None, 0
+            continue
+        if not start:  # text outside <top> blocks
             continue
         for tag, name in _TAGS:
             match = tag.match(stripped)
@@ -112,7 +116,15 @@ def read_sgml_topics(path: Path, text: str) -> tuple[list[Topic], list[Offender]
         else:
             if reading is not None and not stripped.startswith("<"):
                 fields[reading] += " " + line
+    if start:
+        offenders.append(_unclosed(path, start))
     return topics, offenders
+
+
+def _unclosed(path: Path, line: int) -> Offender:
+    return Offender(
+        str(path), "a <top> without its </top> (a truncated file?)", position=f"line {line}", field="top"
+    )
 
 
 def read_tsv_topics(path: Path, text: str) -> tuple[list[Topic], list[Offender]]:
