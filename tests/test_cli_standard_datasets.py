@@ -22,7 +22,7 @@ from tests.test_cli import cli, cli_env, no_traceback
 pytrec_eval = pytest.importorskip("pytrec_eval")
 ir_measures = pytest.importorskip("ir_measures")
 
-MEASURES = ("map", "ndcg", "ndcg_cut_10", "recip_rank", "P_5", "recall_100")
+MEASURES = ("map", "ndcg", "ndcg_cut_10", "recip_rank", "P_5", "recall_100", "bpref")
 #: Our per-query column for each trec_eval measure (mrr with mrr_cutoff 100 = the run's depth).
 OURS = {
     "map": "map",
@@ -31,6 +31,7 @@ OURS = {
     "recip_rank": "mrr",
     "P_5": "precision@5",
     "recall_100": "recall@100",
+    "bpref": "bpref",  # counts judged non-relevant (rel 0) documents: they must stay judged
 }
 N_QUERIES = 50
 MISSING = "q049"  # judged, absent from the run
@@ -190,10 +191,32 @@ def test_our_per_query_scores_equal_trec_eval_on_the_originals(roundtrip):
             )
 
 
+def test_judged_at_k_counts_rel_0_judgments_as_ir_measures_does(roundtrip):
+    """A rel-0 judgment stays a judgment: judged@10 equals ir_measures' Judged@10 on the originals.
+
+    ir_measures' Judged (pure Python) breaks score ties by docno *ascending*, unlike trec_eval, so
+    it is given the run in trec_eval's order as tie-free scores (the order is tested above)."""
+    _, qrels, run, results = roundtrip
+    scores = results["trec"][2]
+    in_trec_order = {}
+    for q, rows in run.items():
+        ordered = sorted(sorted(rows, key=lambda r: r[0], reverse=True), key=lambda r: -r[2])
+        in_trec_order[q] = {d: float(len(ordered) - i) for i, (d, _, _) in enumerate(ordered)}
+    judged = {
+        m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ 10], qrels, in_trec_order)
+    }
+    applicable = scores[scores["applicable"]].drop(MISSING)
+    assert set(applicable.index) <= set(judged)
+    for qid, row in applicable.iterrows():
+        assert math.isclose(row["judged@10"], judged[qid], abs_tol=1e-4), qid
+    rel0_hits = sum(1 for q, rows in run.items() for d, _, _ in rows if qrels[q].get(d) == 0)
+    assert rel0_hits > 20  # the run does retrieve judged non-relevant documents
+
+
 def test_ranx_files_score_as_the_trec_files(roundtrip):
     _, _, _, results = roundtrip
     trec, ranx = results["trec"][2], results["ranx"][2]
-    columns = list(OURS.values())
+    columns = [*OURS.values(), "judged@10"]
     assert (trec[columns].fillna(-1) == ranx[columns].fillna(-1)).all().all()
 
 
