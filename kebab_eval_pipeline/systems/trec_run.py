@@ -67,8 +67,65 @@ def _row_problems(qid: str, docno: str) -> list[tuple[str, str]]:
     return problems
 
 
-def read_trec_run(path: Path, text: str) -> tuple[pd.DataFrame, list[Offender]]:
-    """``qid Q0 docno rank score tag`` lines → the run table (:data:`RUN_COLUMNS`) and every offender."""
+# Anything but printable ASCII, tab and newline (a control character, a CR, non-ASCII text whose
+# whitespace str.split would see) sends the file to the line-by-line reader.
+_ODD_TEXT = re.compile(r"[^\x20-\x7e\t\n]")
+
+
+def _fast_trec_run(text: str) -> pd.DataFrame | None:
+    """The run table read column by column (pandas' C parser, vectorised checks), or None when
+    any line needs a closer look (a bad or odd field, a short or long line, a duplicate): the
+    line-by-line reader then names every offender. Positions are not kept here: none is needed."""
+    import csv
+    import io
+
+    if _ODD_TEXT.search(text):
+        return None
+    try:
+        raw = pd.read_csv(
+            io.StringIO(text),
+            sep=r"\s+",
+            header=None,
+            names=["qid", "q0", "docno", "rank", "score", "tag"],
+            dtype=str,
+            na_filter=False,
+            quoting=csv.QUOTE_NONE,
+            engine="c",
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
+        return None
+    if raw.empty:
+        return None
+    if raw["tag"].str.len().eq(0).any():  # a short line (a long one failed to parse)
+        return None
+    ok = raw["rank"].str.fullmatch(_INTEGER.pattern) & raw["score"].str.fullmatch(_NUMBER.pattern)
+    if not ok.all():
+        return None
+    scores = raw["score"].astype("float64").to_numpy()
+    if not np.isfinite(scores).all():  # 1e999 overflows to inf
+        return None
+    frame = pd.DataFrame(
+        {
+            "qid": raw["qid"].astype(object),
+            "docno": raw["docno"].astype(object),
+            "score": scores,
+            "rank": raw["rank"].astype("float64"),
+            "where": "",
+        }
+    ).astype(RUN_COLUMNS)
+    if frame.duplicated(["qid", "docno"]).any():
+        return None
+    return frame
+
+
+def read_trec_run(path: Path, text: str, fast: bool = True) -> tuple[pd.DataFrame, list[Offender]]:
+    """``qid Q0 docno rank score tag`` lines → the run table (:data:`RUN_COLUMNS`) and every offender.
+
+    A clean file is read column by column; a file with any problem (or ``fast=False``) line by
+    line, so every offender is named with its line."""
+    table = _fast_trec_run(text) if fast else None
+    if table is not None:
+        return table, []
     rows: list[tuple[str, str, float, float, str]] = []
     offenders: list[Offender] = []
     for n, line in enumerate(text.split("\n"), start=1):

@@ -17,7 +17,7 @@ from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.replay import detect_format, read_trace
-from kebab_eval_pipeline.systems.trec_run import rankings, read_trec_run
+from kebab_eval_pipeline.systems.trec_run import _fast_trec_run, rankings, read_trec_run
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -39,6 +39,10 @@ def test_order_is_pytrec_evals(run, rnd):
     text = "".join(f"{q} Q0 {d} {rnd.randint(1, 99)} {s} tag\n" for q, d, s in lines)
     table, offenders = read_trec_run(Path("r"), text)
     assert offenders == []
+    slow, _ = read_trec_run(Path("r"), text, fast=False)  # the line-by-line reader: the same table
+    assert slow.drop(columns="where").equals(table.drop(columns="where"))
+    if text.isascii():
+        assert _fast_trec_run(text) is not None  # the column-by-column reader took it
     ordered, _ = rankings(table)
     qrels, probes = {}, {}
     for q, docs in run.items():
