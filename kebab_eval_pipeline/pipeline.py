@@ -81,7 +81,7 @@ def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = No
     that set already loaded with :func:`load_golden` (the CLI does so before importing pandas).
     Parsed once per process while the files are unchanged (:func:`load_golden_once`), and its
     tables built once per parse."""
-    loaded = loaded if loaded is not None else load_golden_once(settings.golden_path())
+    loaded = loaded if loaded is not None else load_golden_once(*settings.golden_input())
     return GoldenArtifact.from_loaded(loaded)
 
 

@@ -29,6 +29,7 @@ from kebab_eval_pipeline.gates.settings import (
     RegressionGateSettings,
     VerdictGateSettings,
 )
+from kebab_eval_pipeline.golden.source import GoldenSource
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
@@ -61,7 +62,7 @@ OWNER_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+|team:\S.*")
 class RunSettings(StrictSettings):
     """Everything that defines one evaluation run, minus its run id."""
 
-    golden: str | None = None
+    golden: str | GoldenSource | None = None  # a file or folder, or a mapping (golden/source.py)
     system: SystemSettings = Field(default_factory=ReferenceSystemSettings)  # type: ignore[assignment]
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: list(DEFAULT_KS))
     mrr_cutoff: Annotated[int, Field(ge=1, le=1000)] = 10  # also the k asked for: bounded like k
@@ -151,8 +152,8 @@ class RunSettings(StrictSettings):
 
     @field_validator("golden")
     @classmethod
-    def _golden_not_empty(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():  # "" would silently evaluate the bundled demo
+    def _golden_not_empty(cls, value: str | GoldenSource | None) -> str | GoldenSource | None:
+        if isinstance(value, str) and not value.strip():  # "" would silently evaluate the bundled demo
             raise ValueError("empty: give a golden file or folder (or leave the key out for the demo)")
         return value
 
@@ -191,7 +192,16 @@ class RunSettings(StrictSettings):
         return sorted(set(ks))
 
     def golden_path(self) -> Path:
+        """The golden file or folder (a mapping's ``path``, else its ``qrels``)."""
+        if isinstance(self.golden, GoldenSource):
+            return self.golden.paths()[-1]
         return Path(self.golden) if self.golden else DEMO_GOLDEN
+
+    def golden_input(self) -> tuple[list[Path], str, Any]:
+        """``(paths, format, dataset options)`` to load the golden set with (``load_golden``)."""
+        if isinstance(self.golden, GoldenSource):
+            return self.golden.paths(), self.golden.format, self.golden.options()
+        return [self.golden_path()], "auto", None
 
     def effective_gates(self) -> dict[str, GateSettings]:
         """Configured gates plus, unless disabled, the WFGY defaults for metrics not configured."""
@@ -310,7 +320,16 @@ def _resolve_relative(
     resolved = settings.model_copy(
         update={
             "judge": judge,
-            "golden": fix(settings.golden, "golden"),
+            "golden": (
+                settings.golden.model_copy(
+                    update={
+                        name: fix(getattr(settings.golden, name), "golden", name)
+                        for name in ("path", "queries", "qrels")
+                    }
+                )
+                if isinstance(settings.golden, GoldenSource)
+                else fix(settings.golden, "golden")
+            ),
             "source_root": fix(settings.source_root, "source_root"),
             "storage": fix(settings.storage, "storage"),
             "system": system,

@@ -16,8 +16,27 @@ from kebab_eval_pipeline.cli.show import print_probe
 from kebab_eval_pipeline.errors import InputError, Offender
 
 FormatOption = Annotated[
-    str, typer.Option("--format", help="auto | canonical | kebab | ckv | supports | wfgy (default: sniffed).")
+    str,
+    typer.Option(
+        "--format",
+        help="auto | canonical | kebab | ckv | supports | wfgy | beir | trec | ranx (default: sniffed).",
+    ),
 ]
+SplitOption = Annotated[
+    str, typer.Option("--split", help="A BEIR folder's qrels split: qrels/<split>.tsv (default: test).")
+]
+QueryFieldOption = Annotated[
+    str,
+    typer.Option(
+        "--query-field", help="The topic field that becomes the query: title (default) | description."
+    ),
+]
+
+
+def _options(split: str, query_field: str):
+    from kebab_eval_pipeline.golden.datasets import DatasetOptions
+
+    return DatasetOptions(split=split, query_field=query_field)
 
 
 def golden_validate(
@@ -26,6 +45,8 @@ def golden_validate(
     config: Annotated[
         Path | None, typer.Option("--config", help="Also check references against this run's system index.")
     ] = None,
+    split: SplitOption = "test",
+    query_field: QueryFieldOption = "title",
 ) -> None:
     """Validate golden files; every offender is listed at once (exit 2 when any).
 
@@ -40,7 +61,7 @@ def golden_validate(
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.systems.factory import build_system
 
-    loaded = load_golden(files, fmt=fmt)
+    loaded = load_golden(files, fmt=fmt, options=_options(split, query_field))
     artifact = GoldenArtifact.from_loaded(loaded)
     warnings = list(loaded.warnings)
     probe = None
@@ -78,6 +99,8 @@ def golden_convert(
             "golden queries of the same ids.",
         ),
     ] = None,
+    split: SplitOption = "test",
+    query_field: QueryFieldOption = "title",
 ) -> None:
     """Convert golden files (any readable format) to the canonical format, losslessly; with
     --accept, the reviewed supports of `golden suggest` patches merged in."""
@@ -90,7 +113,7 @@ def golden_convert(
         )
     if out_path is not None and out_path.suffix not in (".yaml", ".yml", ".json", ".jsonl"):
         raise InputError("unsupported output file", [Offender(str(out_path), "use .yaml, .json or .jsonl")])
-    loaded = load_golden(files, fmt=fmt)
+    loaded = load_golden(files, fmt=fmt, options=_options(split, query_field))
     golden, warnings = loaded.golden, list(loaded.warnings)
     accepted = None
     if accept:

@@ -157,7 +157,7 @@ def _check_inputs(settings, config: Path | None) -> int:
 
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
-    golden_file = load_golden_once(settings.golden_path())
+    golden_file = load_golden_once(*settings.golden_input())
 
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base

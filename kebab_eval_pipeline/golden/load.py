@@ -25,6 +25,14 @@ from pydantic import ValidationError
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.columns import GoldenColumns
+from kebab_eval_pipeline.golden.datasets import (
+    DATASET_FORMATS,
+    DatasetOptions,
+    beir_files,
+    is_beir_folder,
+    read_dataset,
+    sniff,
+)
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
 from kebab_eval_pipeline.golden.validate import QueryChecks
@@ -54,7 +62,7 @@ READERS: dict[str, ModuleType] = {
     "supports": supports,
     "canonical": canonical,
 }
-FORMATS = ("auto", *READERS)
+FORMATS = ("auto", *READERS, *DATASET_FORMATS)
 LINE_READERS = ("wfgy", "supports", "canonical")  # JSONL sniffing order: most specific keys first
 GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
@@ -133,10 +141,12 @@ class _FileState:
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 
 
-def _expand(paths: Sequence[str | Path]) -> list[Path]:
+def _expand(paths: Sequence[str | Path], options: DatasetOptions | None = None) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if is_beir_folder(p):  # queries.jsonl + qrels/<split>.tsv, not every JSONL file in it
+            files += beir_files(p, (options or DatasetOptions()).split)
+        elif p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in GOLDEN_SUFFIXES)
             if not found:
                 raise InputError(
@@ -318,6 +328,8 @@ def _map_entry(state: _FileState, raw: RawQuery, offenders: list[Offender]) -> d
         return None
     qid = entry.get("id", entry.get("qid"))
     qid = None if qid is None else _text(qid)
+    if state.fmt in DATASET_FORMATS:  # read into canonical fields by golden.datasets
+        return entry
     try:
         fields, unknown = READERS[state.fmt].to_canonical(entry)
     except EntryError as exc:
@@ -374,15 +386,19 @@ def _unknown_key(state: _FileState, raw: RawQuery, name: str, qid: str | None) -
     )
 
 
-def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:
+def load_golden(
+    paths: str | Path | Sequence[str | Path], fmt: str = "auto", options: DatasetOptions | None = None
+) -> LoadedGolden:
     """Load one or more golden files (or folders of them) as one validated :class:`GoldenSet`.
 
     ``fmt`` is ``auto`` (sniffed from each file's content) or one of :data:`FORMATS`. The set's
     ``sha256`` is the file's content hash (several files: a hash over their names and hashes).
+    A standard IR dataset (a BEIR folder, or a queries/topics file with a qrels file: see
+    :mod:`kebab_eval_pipeline.golden.datasets`) is read with ``options`` (split, query field).
     Raises :class:`InputError` listing every offender; never returns a partial set.
     """
     with gc_paused():  # millions of small objects, no cycles
-        return _load_golden(paths, fmt)
+        return _load_golden(paths, fmt, options or DatasetOptions())
 
 
 #: Golden sets parsed in this process (a run loads its set in the CLI's checks and in the golden_set
@@ -390,23 +406,25 @@ def load_golden(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> 
 GOLDEN_SETS = ReadOnce(size=2)
 
 
-def load_golden_once(paths: str | Path | Sequence[str | Path], fmt: str = "auto") -> LoadedGolden:
+def load_golden_once(
+    paths: str | Path | Sequence[str | Path], fmt: str = "auto", options: DatasetOptions | None = None
+) -> LoadedGolden:
     """:func:`load_golden`, parsed once per process while its files are unchanged (a file added to
     a golden folder, or any file edited, means a new parse). The returned set is shared: callers
     read it and do not modify it."""
-    files = _expand([paths] if isinstance(paths, str | Path) else paths)
-    key = (tuple(str(f.resolve()) for f in files), fmt, os.environ.get(INPUT_ENV, ""))
-    return GOLDEN_SETS.get(key, files, lambda: load_golden(paths, fmt))
+    files = _expand([paths] if isinstance(paths, str | Path) else paths, options)
+    key = (tuple(str(f.resolve()) for f in files), fmt, options, os.environ.get(INPUT_ENV, ""))
+    return GOLDEN_SETS.get(key, files, lambda: load_golden(paths, fmt, options))
 
 
-def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGolden:
+def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str, options: DatasetOptions) -> LoadedGolden:
     """See :func:`load_golden`."""
     if fmt not in FORMATS:
         raise InputError(
             "unknown golden format",
             [Offender(str(paths), f"{fmt!r} is not one of {', '.join(FORMATS)}", field="--format")],
         )
-    files = _expand([paths] if isinstance(paths, str | Path) else paths)
+    files = _expand([paths] if isinstance(paths, str | Path) else paths, options)
     warnings: list[str] = []
     offenders: list[Offender] = []
     columns = GoldenColumns()
@@ -420,32 +438,14 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
     # Meaning checks run as each query is validated (the model is then tabled and let go); their
     # offenders follow the schema offenders, as when every model was checked at the end.
     checks = QueryChecks(source_of)
-    states: list[_FileState] = []
-    digests: list[tuple[str, str]] = []
-    for path in files:
-        state = _FileState(path)
-        states.append(state)
-        # A JSONL file's unreadable lines and keys written twice, found as its lines are read, are
-        # listed before its other offenders (in line order), as when the file was parsed up front.
-        start, early = len(offenders), ([], [])
-        try:  # a file that cannot be read or parsed is one offender; the other files still report
-            # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
-            text, digest = read_text_and_sha256(path, "golden set")
-            digests.append((path.name, digest))
-            if path.suffix == ".jsonl":
-                _read_jsonl(state, text, fmt, early)
-            else:
-                _read_document(state, text, fmt, offenders, warnings)
-        except InputError as exc:
-            offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
-            continue
-        surrogates = may_hold_surrogates(text)
-        if surrogates and (bad := surrogate_paths(state.name)):
-            offenders.append(Offender(str(path), _SURROGATE, position=TOP, field="name"))
+
+    def consume(state: _FileState, surrogates: bool) -> None:
+        """Validate and table every entry of ``state`` (its problems go to ``offenders``)."""
+        path = state.path
         for raw in state.raws:
             if surrogates and (bad := surrogate_paths(raw.fields)):
                 qid = raw.fields.get("id", raw.fields.get("qid")) if isinstance(raw.fields, dict) else None
-                offenders += [
+                offenders.extend(
                     Offender(
                         str(path),
                         _SURROGATE,
@@ -454,7 +454,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                         field=name,
                     )
                     for name in bad
-                ]
+                )
                 continue
             fields = _map_entry(state, raw, offenders)
             raw.fields = None  # its position is all that is needed of it from here on
@@ -480,6 +480,35 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
             checks.check(len(columns), query)
             columns.add(query)
         state.raws = []
+
+    states: list[_FileState] = []
+    digests: list[tuple[str, str]] = []
+    dataset = (
+        read_dataset(files, fmt, options)
+        if fmt in DATASET_FORMATS or (fmt == "auto" and sniff(files))
+        else None
+    )
+    for path in files if dataset is None else []:
+        state = _FileState(path)
+        states.append(state)
+        # A JSONL file's unreadable lines and keys written twice, found as its lines are read, are
+        # listed before its other offenders (in line order), as when the file was parsed up front.
+        start, early = len(offenders), ([], [])
+        try:  # a file that cannot be read or parsed is one offender; the other files still report
+            # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
+            text, digest = read_text_and_sha256(path, "golden set")
+            digests.append((path.name, digest))
+            if path.suffix == ".jsonl":
+                _read_jsonl(state, text, fmt, early)
+            else:
+                _read_document(state, text, fmt, offenders, warnings)
+        except InputError as exc:
+            offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
+            continue
+        surrogates = may_hold_surrogates(text)
+        if surrogates and surrogate_paths(state.name):
+            offenders.append(Offender(str(path), _SURROGATE, position=TOP, field="name"))
+        consume(state, surrogates)
         offenders[start:start] = [*early[0], *early[1]]
         for name, (count, position, qid) in sorted(state.unknown.items()):
             where = f"{position}" + (f", query {qid!r}" if qid else "")
@@ -487,6 +516,14 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str) -> LoadedGo
                 f"{path}: unknown field {name!r} ignored in {count} quer{'y' if count == 1 else 'ies'} "
                 f"(first at {where})"
             )
+    if dataset is not None:
+        state = _FileState(dataset.queries_path, fmt=dataset.fmt, name=dataset.name)
+        state.raws = [RawQuery(fields=fields, key_path=[], line=line) for fields, line in dataset.entries]
+        states.append(state)
+        offenders += dataset.offenders
+        warnings += dataset.warnings
+        digests = dataset.digests
+        consume(state, True)
 
     offenders += checks.finish()
     if not len(columns) and not offenders:
@@ -510,9 +547,11 @@ def _combine(digests: list[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{n}\0{d}\n" for n, d in digests).encode()).hexdigest()
 
 
-def golden_content_sha256(paths: str | Path | Sequence[str | Path]) -> str:
+def golden_content_sha256(
+    paths: str | Path | Sequence[str | Path], options: DatasetOptions | None = None
+) -> str:
     """The content hash ``load_golden`` would record, without parsing (for change detection)."""
-    files = _expand([paths] if isinstance(paths, str | Path) else paths)
+    files = _expand([paths] if isinstance(paths, str | Path) else paths, options)
     return _combine([(f.name, _file_sha256(f)) for f in files])
 
 

@@ -182,6 +182,12 @@ def system_observation(info) -> dg.AssetObservation:
     )
 
 
+def _golden_sha256(settings) -> str:
+    """The configured golden set's content hash (every file it is read from)."""
+    paths, _, options = settings.golden_input()
+    return golden_content_sha256(paths, options)
+
+
 def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
     """Record the current golden hash and index version before a run starts.
 
@@ -189,9 +195,7 @@ def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
     then shows the run as stale.
     """
-    instance.report_runless_asset_event(
-        golden_file_observation(golden_content_sha256(settings.golden_path()))
-    )
+    instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings)))
     instance.report_runless_asset_event(system_observation(build_system(settings).info()))
 
 
@@ -211,7 +215,7 @@ def _observed_input(key: str, kind: str, description: str):
 )
 def golden_file(context) -> dg.ObserveResult:
     settings = context.resources.eval_settings.load(context.resources.system_under_test)
-    sha = golden_content_sha256(settings.golden_path())
+    sha = _golden_sha256(settings)
     return dg.ObserveResult(
         asset_key="golden_file",
         data_version=dg.DataVersion(sha),

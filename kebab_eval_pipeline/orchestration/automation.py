@@ -22,6 +22,12 @@ from kebab_eval_pipeline.systems.factory import build_system
 NIGHTLY_HOUR_ENV = "KEBAB_EVAL_NIGHTLY_HOUR_UTC"
 
 
+def _golden_sha256(settings: RunSettings) -> str:
+    """The configured golden set's content hash (every file it is read from)."""
+    paths, _, options = settings.golden_input()
+    return golden_content_sha256(paths, options)
+
+
 def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -> list[dg.SensorDefinition]:
     @dg.sensor(
         job=job,
@@ -45,7 +51,7 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
             dynamic_partitions_requests=[eval_runs.build_add_request([key])],
             # what the run will read, recorded first so the run's provenance is exact
             asset_events=[
-                golden_file_observation(golden_content_sha256(settings.golden_path())),
+                golden_file_observation(_golden_sha256(settings)),
                 system_observation(build_system(settings).info()),
             ],
         )
@@ -61,7 +67,7 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         path = settings.golden_path()
         if not path.exists():
             return dg.SkipReason(f"golden file {path} does not exist")
-        sha = golden_content_sha256(path)
+        sha = _golden_sha256(settings)
         observation = golden_file_observation(sha)
         if context.cursor == sha:
             return dg.SkipReason("golden file unchanged")

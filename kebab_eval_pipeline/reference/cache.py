@@ -21,13 +21,14 @@ import shutil
 import uuid
 from pathlib import Path
 
+from kebab_eval_pipeline.reference.beir import beir_corpus_file, scan_files
 from kebab_eval_pipeline.reference.index import (
     INDEX_FORMAT,
     MANIFEST_FILE,
     VECTORS_DIR,
     ReferenceIndex,
 )
-from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, files_sha256, scan_corpus
+from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, files_sha256
 from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION
 from kebab_eval_pipeline.reference.vectors import get_embedder
 
@@ -54,7 +55,7 @@ def cache_key(
 
     The symlinks the build would skip are part of it, so the cached manifest's list of them is
     always the corpus's current one."""
-    scan = scan_corpus(Path(corpus_dir), exclude)
+    scan = scan_files(Path(corpus_dir), exclude)
     payload = json.dumps(
         {
             "format": INDEX_FORMAT,
@@ -90,7 +91,7 @@ def cached_index(
     vectors extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work.
     """
     corpus_dir = Path(corpus_dir)
-    if not corpus_dir.is_dir():
+    if not corpus_dir.is_dir() and beir_corpus_file(corpus_dir) is None:
         raise FileNotFoundError(f"corpus directory does not exist: {corpus_dir}")
     if with_vectors:
         get_embedder()  # fail fast (and load the model once) before hashing and chunking

@@ -27,9 +27,10 @@ from kebab_eval_pipeline.reference.answer import (
     Evidence,
     ExtractiveAnswerer,
 )
+from kebab_eval_pipeline.reference.beir import read_documents
 from kebab_eval_pipeline.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
 from kebab_eval_pipeline.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
-from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256, read_corpus_scan
+from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256
 from kebab_eval_pipeline.reference.lexical import LexicalIndex
 from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
 from kebab_eval_pipeline.reference.vectors import (
@@ -119,7 +120,8 @@ class ReferenceIndex:
     ) -> ReferenceIndex:
         """Read, chunk and index ``corpus_dir``.
 
-        Inputs: a corpus folder (see :func:`~.ingest.read_corpus`; ``exclude`` takes
+        Inputs: a corpus folder (see :func:`~.ingest.read_corpus`; or a BEIR ``corpus.jsonl``,
+        see :mod:`.beir`; ``exclude`` takes
         ``.gitignore``-style patterns), chunk size and overlap in characters, and
         ``with_vectors`` to embed every chunk as well (needs the ``vectors`` extra).
         ``reuse``: earlier index folders whose stored embeddings may be reused for
@@ -133,7 +135,7 @@ class ReferenceIndex:
         :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an empty folder
         builds an empty index whose searches return no hits.
         """
-        docs, skipped_links = read_corpus_scan(Path(corpus_dir), exclude=exclude)
+        docs, skipped_links = read_documents(Path(corpus_dir), exclude=exclude)
         result = chunk_corpus(docs, chunk_size, chunk_overlap)
         texts = [search_text(c) for c in result.chunks]
         lexical = LexicalIndex.build([tokenize(t) for t in texts])

@@ -30,11 +30,17 @@ def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
     # Cheap change detector for the in-process cache (names, sizes, mtimes of what the ingest would
     # read, and the symlinks it would skip); the index's own corpus hash remains the authority for
     # index_version. The ingest's own walk, so a symlink out of the corpus is not even stat'ed.
-    from kebab_eval_pipeline.reference.ingest import scan_corpus
+    from kebab_eval_pipeline.reference.beir import scan_files
 
-    scan = scan_corpus(corpus, exclude)
+    scan = scan_files(corpus, exclude)
     files = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in scan.files)
     return files, tuple((s.path, s.reason) for s in scan.skipped_symlinks)
+
+
+def _is_beir_corpus(path: Path) -> bool:
+    from kebab_eval_pipeline.reference.beir import beir_corpus_file
+
+    return beir_corpus_file(path) is not None
 
 
 @lru_cache(maxsize=8)
@@ -79,10 +85,10 @@ def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
             )
         else:
             corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
-            if not corpus.is_dir():
+            if not corpus.is_dir() and not _is_beir_corpus(corpus):
                 raise InputError(
                     "reference corpus not found",
-                    [Offender(str(corpus), "no such folder", field="system.corpus")],
+                    [Offender(str(corpus), "no such folder (or BEIR corpus.jsonl)", field="system.corpus")],
                 )
             key = _corpus_fingerprint(corpus, tuple(system.exclude))
         try:

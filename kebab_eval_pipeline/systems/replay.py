@@ -12,6 +12,9 @@ Formats (``format: auto`` tells them apart by content):
 * ``openinference`` — OpenTelemetry traces following the OpenInference conventions, as OTLP JSON
   (:mod:`.otlp` reads the file, :mod:`.openinference` makes one record per traced query), matched
   to golden queries by question text or by an attribute (``match_by``).
+* ``trec`` / ``ranx`` — a TREC run file (``qid Q0 docno rank score tag``) or a ranx / ir_measures
+  JSON run (``{qid: {docid: score}}``): hits are document ids, ordered as trec_eval orders them
+  (:mod:`kebab_eval_pipeline.systems.trec_run`).
 
 A golden query the trace does not mention is a row with error ``missing_in_trace``; a
 recorded error stays that query's error (its class kept when it names one). A trace
@@ -31,11 +34,12 @@ from typing import Any
 
 import orjson
 
-from kebab_eval_pipeline.contract import Answer, SystemInfo
+from kebab_eval_pipeline.contract import Answer, HitBlock, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.read_once import ReadOnce
+from kebab_eval_pipeline.systems import trec_run
 from kebab_eval_pipeline.systems.openinference import normalise_question, records_from_spans
 from kebab_eval_pipeline.systems.otlp import looks_like_otlp, read_otlp
 from kebab_eval_pipeline.systems.outcome import (
@@ -57,10 +61,11 @@ from kebab_eval_pipeline.yaml_io import (
     json_duplicates,
     may_have_duplicate_keys,
     may_hold_surrogates,
+    parse_json_checked,
     surrogate_paths,
 )
 
-FORMATS = ("kebab", "wfgy", "export", "openinference")
+FORMATS = ("kebab", "wfgy", "export", "openinference", *trec_run.RUN_FORMATS)
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
@@ -230,6 +235,8 @@ def detect_format(path: Path, text: str) -> str:
             return "export"
         if looks_like_otlp(doc):
             return "openinference"
+        if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
+            return "ranx"
     for line in _lines(text):
         if not line.strip():
             continue
@@ -245,9 +252,12 @@ def detect_format(path: Path, text: str) -> str:
             if looks_like_otlp(first):  # OTLP JSON lines (the collector's file exporter)
                 return "openinference"
         break
+    first_line = next((line for line in _lines(text[:65536]) if line.strip()), "")
+    if trec_run.looks_like_trec_run(first_line):
+        return "trec"
     raise ValueError(
-        "cannot tell the trace format (kebab per_query.jsonl, WFGY trace.jsonl, a kebab-eval JSON export "
-        "or OTLP JSON traces); set system.format"
+        "cannot tell the trace format (kebab per_query.jsonl, WFGY trace.jsonl, a kebab-eval JSON export, "
+        "OTLP JSON traces, a TREC run or a ranx JSON run); set system.format"
     )
 
 
@@ -384,6 +394,9 @@ def read_trace(
     if fmt == "openinference":
         records, warnings = _read_openinference(path, text, match_by, retriever_span)
         return records, fmt, {}, warnings, sha256
+    if fmt in trec_run.RUN_FORMATS:
+        records, warnings = _read_run(path, text, fmt)
+        return records, fmt, {}, warnings, sha256
     offenders: list[Offender] = []
     early: tuple[list[Offender], list[Offender]] = ([], [])
     start = 0
@@ -494,6 +507,51 @@ def _read_openinference(
     if offenders:
         raise InputError(f"replay trace {path.name} (openinference) cannot be read", offenders)
     return records, warnings
+
+
+def _read_run(path: Path, text: str, fmt: str) -> tuple[dict[str, _Record], list[str]]:
+    """A TREC or ranx run as records whose ``raw_hits`` is the query's :class:`~.trec_run.Ranking`
+    (trec_eval's order), plus a warning when the file's ranks disagree with that order. Raises
+    InputError listing every bad line."""
+    if fmt == "trec":
+        run, offenders = trec_run.read_trec_run(path, text)
+    else:
+        try:
+            doc = parse_json_checked(text, path, "replay trace")
+        except InputError as exc:
+            raise InputError(f"replay trace {path.name} (ranx) cannot be read", exc.offenders) from None
+        if may_hold_surrogates(text) and (bad := surrogate_paths(doc)):
+            raise InputError(
+                f"replay trace {path.name} (ranx) cannot be read",
+                [Offender(str(path), _SURROGATE, field=name) for name in bad],
+            )
+        run, offenders = trec_run.read_ranx_run(path, doc, text)
+    offenders += trec_run.duplicate_offenders(path, run)
+    if offenders:
+        raise InputError(f"replay trace {path.name} ({fmt}) cannot be read", offenders)
+    rankings, disagree = trec_run.rankings(run)
+    records = {}
+    for qid, ranking in rankings.items():
+        record = _Record(qid, ranking.where)
+        record.raw_hits = ranking
+        records[qid] = record
+    warnings = []
+    if disagree:
+        shown = ", ".join(disagree[:5]) + (", …" if len(disagree) > 5 else "")
+        warnings.append(
+            f"{path.name}: {len(disagree)} quer{'y lists ranks' if len(disagree) == 1 else 'ies list ranks'} "
+            f"that disagree with trec_eval's order (score descending, ties by docno descending), which "
+            f"trec_eval uses and so does this replay: {shown}"
+        )
+    return records, warnings
+
+
+def _ranked_block(ranking: trec_run.Ranking, k: int) -> tuple[HitBlock, list[str]]:
+    """The top ``k`` of a run's ranking as hits (``doc_id`` and ``score``)."""
+    n = len(ranking.docnos)
+    warnings = [f"returned {n} hits for k={k}; kept the first {k}"] if n > k else []
+    top = min(n, k)
+    return HitBlock(top, {"doc_id": ranking.docnos[:top], "score": ranking.scores[:top]}), warnings
 
 
 def _read_entry(fmt: str, qid: str, where: str, entry: dict) -> tuple[_Record, list[str]]:
@@ -659,6 +717,9 @@ class ReplaySystem(OpaqueSystem):
         outcome.retrieval_ms, outcome.answer_ms = record.retrieval_ms, record.answer_ms
         outcome.scope = record.scope
         outcome.attempts = 1
+        if self.format in trec_run.RUN_FORMATS:  # a ranking only: no answer, no latency
+            outcome.hits, outcome.warnings = _ranked_block(record.raw_hits, k)
+            return outcome
         raw_hits, raw_answer = record.raw(self.format)
         try:
             outcome.hits, outcome.warnings = parse_hit_block(raw_hits, k, self.settings.response)

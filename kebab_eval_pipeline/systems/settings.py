@@ -238,7 +238,7 @@ class ReplaySystemSettings(StrictSettings):
     kind: Literal["replay"]
     name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
     path: str  # a trace file (JSONL / JSON)
-    format: Literal["auto", "kebab", "wfgy", "export", "openinference"] = "auto"
+    format: Literal["auto", "kebab", "wfgy", "export", "openinference", "trec", "ranx"] = "auto"
     # openinference traces: how a trace finds its golden query ("question": the normalised question
     # text; else the name of an attribute holding the golden query id, e.g. metadata.query_id) and,
     # optionally, the name of the span whose retrieval.documents are the hits
@@ -262,7 +262,7 @@ class ReplaySystemSettings(StrictSettings):
     def _trace_options(self) -> ReplaySystemSettings:
         if not self.match_by.strip():
             raise ValueError("match_by: expected 'question' or an attribute name")
-        if self.format in ("kebab", "wfgy", "export"):
+        if self.format in ("kebab", "wfgy", "export", "trec", "ranx"):
             given = [
                 name
                 for name, value in (
