@@ -16,11 +16,14 @@ when any query with tokens has no cost — a partial sum would look like the who
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
 from kebab_eval_pipeline.config_model import Price, StrictSettings
+
+if TYPE_CHECKING:  # the run config imports this module: it must not pull in pandas (the CLI's fast exits)
+    import pandas as pd
 
 
 class SystemCostSettings(StrictSettings):
@@ -40,6 +43,9 @@ def price_outcomes(outcomes: pd.DataFrame, costs: SystemCostSettings | None) -> 
     """
     if costs is None or not costs.prices or outcomes.empty:
         return outcomes
+    import numpy as np
+    import pandas as pd
+
     model = outcomes["model"].astype("string")
     if costs.model is not None:
         model = model.fillna(costs.model)

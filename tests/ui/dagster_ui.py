@@ -80,7 +80,7 @@ class Webserver:
 
 @contextmanager
 def dagster_webserver(home: Path, env: dict[str, str], log: Path) -> Iterator[Webserver]:
-    """Start ``dagster-webserver`` for :mod:`kebab_eval_pipeline.definitions` over the instance in
+    """Start ``dagster-webserver`` for the package (``-m kebab_eval_pipeline``) over the instance in
     ``home`` on a free 127.0.0.1 port, wait until it answers, and stop it afterwards.
 
     ``env`` is the whole environment (DAGSTER_HOME is set here). Output goes to ``log``; the test

@@ -155,7 +155,7 @@ def test_comparison_report_shows_markdown_and_html_report_with_charts(eval_runs,
 
 def test_asset_graph_system_resource_summary_and_worst_first_query_table(eval_runs, webserver, tmp_path):
     mark = webserver.log_mark()
-    location = "kebab_eval_pipeline.definitions"
+    location = "kebab_eval_pipeline"  # -m kebab_eval_pipeline: the name workspace.yaml gives it too
     with open_dagster(webserver.url(f"/locations/{location}/asset-groups/evaluation/lineage")) as visit:
         page = visit.page
         # One group holds the two observed inputs and the whole chain.
@@ -216,7 +216,7 @@ def test_no_community_dialog_over_the_asset_graph_on_a_first_visit(eval_runs, we
     )
     with urllib.request.urlopen(request, timeout=30) as resp:  # what the dialog asks the server
         assert json.load(resp) == {"data": {"shouldShowNux": False}}
-    location = "kebab_eval_pipeline.definitions"
+    location = "kebab_eval_pipeline"  # -m kebab_eval_pipeline: the name workspace.yaml gives it too
     url = webserver.url(f"/locations/{location}/asset-groups/evaluation/lineage")
     with open_in_chromium(url, viewport=VIEWPORT, timeout_ms=60_000) as visit:
         page = visit.page
