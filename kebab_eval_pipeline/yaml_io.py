@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +30,46 @@ _DEEP_BLOCK = re.compile(r"^[ \t?-]{" + str(DEEP_BLOCK_WIDTH) + ",}", re.MULTILI
 _PARSER_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
 
 
-def read_text(path: Path, what: str, env: str = INPUT_ENV) -> str:
-    """Read a UTF-8 text file, turning every failure into an :class:`InputError` naming ``path``."""
-    return read_text_and_sha256(path, what, env)[0]
+def read_text(path: Path, what: str, env: str = INPUT_ENV, field: str | None = None) -> str:
+    """Read a UTF-8 text file, turning every failure into an :class:`InputError` naming ``path``
+    (and the config ``field`` that named it, when given)."""
+    return read_text_and_sha256(path, what, env, field)[0]
 
 
-def read_text_and_sha256(path: Path, what: str, env: str = INPUT_ENV) -> tuple[str, str]:
+def read_text_and_sha256(
+    path: Path, what: str, env: str = INPUT_ENV, field: str | None = None
+) -> tuple[str, str]:
     """:func:`read_text` plus the sha256 of the file's bytes, from one read of the file.
 
     The read is bounded by the size limit ``env`` sets, and devices / FIFOs / sockets are refused
     before they are opened (:func:`kebab_eval_pipeline.limits.read_limited`)."""
-    data = read_limited(path, what, env)
+    data = read_limited(path, what, env, field)
     try:
         return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _raise(what, path, f"line {line}", f"not valid UTF-8 (byte {exc.start})")
+
+
+def jsonl_objects(
+    text: str, path: Path, offenders: list[Offender], shape: str
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """``(line number, line, object)`` for every non-blank line of the JSON-lines ``text`` that holds
+    a JSON object. A line that is not JSON, or not an object (``expected an object {shape}``), is added to
+    ``offenders`` instead, so a reader lists every bad line at once."""
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {n}"
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            offenders.append(Offender(str(path), f"not JSON: {exc}"[:200], position=where))
+            continue
+        if not isinstance(entry, dict):
+            offenders.append(Offender(str(path), f"expected an object {shape}", position=where))
+            continue
+        yield n, line, entry
 
 
 def _raise(what: str, path: Path, position: str | None, reason: str):

@@ -10,11 +10,9 @@ that is not a string, an id given twice) raise one :class:`InputError` listing e
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import read_limited
 from kebab_eval_pipeline.reference.ingest import (
     CorpusScan,
     Document,
@@ -22,6 +20,7 @@ from kebab_eval_pipeline.reference.ingest import (
     read_corpus_scan,
     scan_corpus,
 )
+from kebab_eval_pipeline.yaml_io import jsonl_objects, read_text
 
 BEIR_PARSER_VERSION = "beir-jsonl-1"
 CORPUS_FILE = "corpus.jsonl"
@@ -42,30 +41,12 @@ def read_beir_corpus(path: Path) -> list[Document]:
 
     Edge cases: blank lines are skipped; a document with an empty title is its text alone; bad
     UTF-8 is an error (an id must read back exactly); an empty file gives ``[]``."""
-    data = read_limited(path, "BEIR corpus", field="system.corpus")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(
-            "cannot read the BEIR corpus",
-            [Offender(str(path), f"not valid UTF-8 (byte {exc.start})", position=f"line {line}")],
-        ) from None
+    text = read_text(path, "BEIR corpus", field="system.corpus")
     docs: list[Document] = []
     offenders: list[Offender] = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for n, line, entry in jsonl_objects(text, path, offenders, "{_id, title, text}"):
         where = f"line {n}"
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            offenders.append(Offender(str(path), f"not JSON: {exc}"[:200], position=where))
-            continue
-        if not isinstance(entry, dict):
-            offenders.append(Offender(str(path), "expected an object {_id, title, text}", position=where))
-            continue
         doc_id, title, body = entry.get("_id"), entry.get("title", ""), entry.get("text")
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             doc_id = str(doc_id)

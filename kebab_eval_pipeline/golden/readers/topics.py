@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kebab_eval_pipeline.errors import Offender
+from kebab_eval_pipeline.yaml_io import jsonl_objects
 
 TOPIC_KINDS = ("beir", "sgml", "tsv")
 QUERY_FIELDS = ("title", "description")
@@ -45,18 +46,8 @@ def read_beir_queries(path: Path, text: str) -> tuple[list[Topic], list[Offender
     """``queries.jsonl`` → topics (``text`` as the title), plus every offender."""
     topics: list[Topic] = []
     offenders: list[Offender] = []
-    for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    for n, _line, entry in jsonl_objects(text, path, offenders, "{_id, text}"):
         where = f"line {n}"
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            offenders.append(Offender(str(path), f"not JSON: {exc}"[:200], position=where))
-            continue
-        if not isinstance(entry, dict):
-            offenders.append(Offender(str(path), "expected an object {_id, text}", position=where))
-            continue
         qid, query = entry.get("_id"), entry.get("text")
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)
