@@ -235,7 +235,7 @@ def detect_format(path: Path, text: str) -> str:
             return "export"
         if looks_like_otlp(doc):
             return "openinference"
-        if isinstance(doc, dict) and doc and all(isinstance(v, dict) for v in doc.values()):
+        if trec_run.looks_like_ranx_run(doc):
             return "ranx"
     for line in _lines(text):
         if not line.strip():

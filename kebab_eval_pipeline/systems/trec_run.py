@@ -30,7 +30,6 @@ RUN_FORMATS = ("trec", "ranx")
 # A decimal number as trec_eval's atof reads one (no "inf"/"nan", no Python-only "1_000").
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_RANX_START = re.compile(r'\s*\{\s*"(?:[^"\\]|\\.)*"\s*:\s*\{')
 
 #: The columns of a run as read: one row per (query, document), in file order.
 RUN_COLUMNS = {"qid": "object", "docno": "object", "score": "float64", "rank": "float64", "where": "object"}
@@ -54,8 +53,17 @@ def looks_like_trec_run(first_line: str) -> bool:
     )
 
 
-def looks_like_ranx_run(text: str) -> bool:
-    return _RANX_START.match(text) is not None
+def looks_like_ranx_run(doc: Any) -> bool:
+    """A parsed JSON document shaped as a ranx run: an object of query objects, at least one of
+    them scoring a document (``{"": {}}`` — a broken export, say — is not a run)."""
+    return (
+        isinstance(doc, dict)
+        and bool(doc)
+        and all(isinstance(v, dict) for v in doc.values())
+        and any(
+            isinstance(s, int | float) and not isinstance(s, bool) for v in doc.values() for s in v.values()
+        )
+    )
 
 
 def _row_problems(qid: str, docno: str) -> list[tuple[str, str]]:

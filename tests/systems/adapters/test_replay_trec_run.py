@@ -99,6 +99,11 @@ def test_detection():
     assert detect_format(Path("r"), '{"query_id": "q1", "hits": []}\n') == "kebab"
     with pytest.raises(ValueError, match="a TREC run or a ranx JSON run"):
         detect_format(Path("r"), "301 Q0 FBIS3-1 12.5 myrun\n")  # five columns: not a run
+    # objects of empty objects score nothing: not a ranx run (the input fuzz found `{"": {}}`, a
+    # broken export, read as one)
+    for not_a_run in ('{"": {}}', '{"q1": {}, "q2": {}}', '{"q1": {"d1": true}}'):
+        with pytest.raises(ValueError, match="cannot tell the trace format"):
+            detect_format(Path("r"), not_a_run)
 
 
 def test_bad_trec_run_lists_every_offender(tmp_path):
