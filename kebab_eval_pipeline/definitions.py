@@ -13,27 +13,21 @@ from pathlib import Path
 import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.location import default_storage_base
-from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
-from kebab_eval_pipeline.orchestration.automation import build_sensors
-from kebab_eval_pipeline.orchestration.checks import gate_checks
-from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
-from kebab_eval_pipeline.orchestration.ranking import run_ranking
+from kebab_eval_pipeline.orchestration.factory import JOB_NAME, build_chain_definitions
+from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
 from kebab_eval_pipeline.orchestration.resources import (
     CONFIG_ENV,
-    ArtifactStorage,
     EvalSettingsResource,
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
-from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
 from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
 from kebab_eval_pipeline.settings import RunSettings
 
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"
-JOB_NAME = "evaluation_run"
+__all__ = ["JOB_NAME", "build_definitions", "defs", "run_settings"]
 #: The values of KEBAB_EVAL_EXECUTOR.
 EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 
@@ -47,43 +41,11 @@ def build_definitions(
     overrides = dict(overrides or {})
     chosen = {SYSTEM_OVERRIDES[key]: overrides.pop(key) for key in list(overrides) if key in SYSTEM_OVERRIDES}
     resource = EvalSettingsResource(config_file=config, **overrides)
-    settings = resource.load(SystemUnderTestResource(**chosen))
-    # The UI shows the system's effective kind and mode on the resource; the file's own values
-    # are not overrides, so this loads the same settings.
-    system = SystemUnderTestResource(
-        kind=settings.system.kind,
-        mode=getattr(settings.system, "mode", None),
-        chunk_size=getattr(settings.system, "chunk_size", None),
-    )
-    check_gate_names(settings, source=resource.config_path() or "<defaults>")
-    base = default_storage_base(storage or settings.storage)
-    job = dg.define_asset_job(
-        JOB_NAME,
-        # the chain and its gate checks; the two inputs are observed, not materialized
-        selection=dg.AssetSelection.assets(*EVAL_ASSETS),
-        description="Materialize the whole evaluation chain (and its gates) for one run partition.",
-    )
+    system = SystemUnderTestResource(**chosen)
+    base = default_storage_base(storage or resource.load(system).storage)
     # The run worker holds the partition's lock for the whole run (one writer per run id).
     executor = locking_executor(executor_from_environment(), base)
-    owned = dg.map_asset_specs(
-        lambda spec: spec.replace_attributes(owners=settings.owners),
-        # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
-        [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
-    )
-    return dg.Definitions(
-        assets=owned,
-        asset_checks=gate_checks(settings),
-        jobs=[job],
-        sensors=build_sensors(job, settings),
-        resources={
-            "eval_settings": resource,
-            "system_under_test": system,
-            "artifact_io": ArtifactIOManager(base=base),
-            "shard_io": ShardIOManager(base=base),
-            "artifact_storage": ArtifactStorage(base=base),
-        },
-        executor=executor,
-    )
+    return build_chain_definitions(DEFAULT_NAMES, resource, system, storage=base, executor=executor)
 
 
 def executor_from_environment() -> dg.ExecutorDefinition:

@@ -249,3 +249,11 @@ def sort_run_ids(
             timed.append((t, run_id))
     timed.sort(key=lambda pair: pair[0])  # list.sort is stable
     return [run_id for _, run_id in timed] + untimed
+
+
+def asset_check_run_id(check: str, now: datetime | None, dagster_run_id: str) -> str:
+    """``<check>-YYYYMMDD-HHMMSS-<run8>``: a run made by the evaluation check a team attaches to its
+    own asset, named by the check and the Dagster run that materialized the asset (first 8
+    characters of its id). ValueError when ``check`` has characters a run id cannot hold."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", check).strip("-.") or "check"
+    return check_run_id(f"{slug[:64]}-{_stamp(now)}-{re.sub(r'[^A-Za-z0-9]', '', dagster_run_id)[:8]}")

@@ -388,14 +388,22 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         raise InputError("run config is invalid", offenders) from None
 
 
-def load_settings(path: str | Path | None) -> RunSettings:
+def load_settings(path: str | Path | None, replace: dict | None = None) -> RunSettings:
     """Load run settings from a YAML file; ``None`` gives the defaults (the embedded demo).
+
+    ``replace`` maps top-level config keys to values that replace the file's (how a chain built in
+    Python, :func:`~kebab_eval_pipeline.orchestration.factory.evaluation_chain`, sets its ``system``,
+    ``golden`` or ``gates``); they are validated as if written in the file, and their relative paths
+    are resolved against the file's folder (the working directory without a file).
 
     The file is refused before parsing when larger than ``KEBAB_EVAL_MAX_CONFIG_MB`` (default
     4 MiB); YAML is read with a safe loader (no Python object tags) that refuses alias bombs.
     """
     if path is None:
-        return RunSettings()
+        if not replace:
+            return RunSettings()
+        settings = settings_from_dict(dict(replace), source="<evaluation_chain settings>")
+        return _resolve_relative(settings, Path.cwd(), "<evaluation_chain settings>")
     path = Path(path)
     text = read_text(path, "run config", CONFIG_LIMIT_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
     doc = parse_yaml(text, path, "run config")
@@ -409,6 +417,11 @@ def load_settings(path: str | Path | None) -> RunSettings:
                 for key in blank
             ],
         )
+    if replace:
+        doc = {**(doc or {}), **replace}
+        source = f"{path} (with evaluation_chain settings: {', '.join(sorted(replace))})"
+        settings = settings_from_dict(doc, source=source)
+        return _resolve_relative(settings, path.resolve().parent, source)
     settings = settings_from_dict(doc, source=str(path), text=text)
     return _resolve_relative(settings, path.resolve().parent, str(path), text)
 

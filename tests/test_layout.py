@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gates",),
     ("reporting",),  # run reports, summaries, UI tables, export, history
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
-    ("pipeline", "probe", "memory"),  # the chain as plain functions; letting go of its inputs
+    ("pipeline", "probe", "memory", "evaluation"),  # the chain as plain functions; letting go of its inputs
     ("orchestration",),
     ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),

@@ -11,6 +11,7 @@ shards and publishes the asset (:mod:`kebab_eval_pipeline.shards`).
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -37,12 +38,8 @@ from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.orchestration.resources import (
-    ArtifactStorage,
-    EvalSettingsResource,
-    SystemUnderTestResource,
-)
+from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
 from kebab_eval_pipeline.reporting.per_query import (
     SUSPECT_SHOWN,
@@ -54,13 +51,14 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
 SYSTEM_POOL = "kebab_eval_system"
-GROUP = "evaluation"  # one group: the inputs and the whole chain in one box of the asset graph
+GROUP = DEFAULT_NAMES.group  # one group per chain: its inputs and assets in one box of the asset graph
 IO = "artifact_io"
 SHARD_IO = "shard_io"  # the values between a sharded asset's steps (orchestration/shard_io.py)
 # A shard is retried on its own when its step raises (an exception no adapter turned into error
@@ -92,16 +90,28 @@ def input_failure(exc: InputError) -> dg.Failure:
 SUMMARY_SKIPS = ("hits", "citations", "known_chunks", "repeat_hits", "repeat_citations")
 
 
-def _chain_asset(stage: str, **kwargs):
+def _chain_asset(names: ChainNames, stage: str, resources: tuple[str, ...], **kwargs):
     """An asset of the evaluation chain: partitioned by run, in the chain's group, stored as
-    Parquet by the artifact IO manager, tagged with its ``stage``."""
+    Parquet by the artifact IO manager, tagged with its ``stage``; ``resources`` are the chain
+    resources it reads (their keys under ``names``)."""
     return dg.asset(
-        partitions_def=eval_runs,
-        group_name=GROUP,
-        io_manager_key=IO,
+        key_prefix=names.key_prefix() or None,
+        partitions_def=names.partitions,
+        group_name=names.group,
+        io_manager_key=names.resource(IO),
         kinds=TABLE_KINDS,
         tags={STAGE: stage},
+        required_resource_keys={names.resource(r) for r in resources},
         **kwargs,
+    )
+
+
+def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
+    """The run's effective settings, as every step of a chain reads them: the chain's
+    ``eval_settings`` resource with its ``system_under_test`` overrides applied."""
+    resources = context.resources
+    return getattr(resources, names.resource("eval_settings")).load(
+        getattr(resources, names.resource("system_under_test"))
     )
 
 
@@ -163,9 +173,9 @@ def headline_columns(ks: list[int]) -> list[str]:
     return catalogue.headline_names(ks)
 
 
-def golden_file_observation(sha256: str) -> dg.AssetObservation:
+def golden_file_observation(sha256: str, names: ChainNames = DEFAULT_NAMES) -> dg.AssetObservation:
     return dg.AssetObservation(
-        asset_key="golden_file", tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256}
+        asset_key=names.key("golden_file"), tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256}
     )
 
 
@@ -174,9 +184,9 @@ def system_data_version(info) -> str:
     return info.index_version or info.model_dump_json()
 
 
-def system_observation(info) -> dg.AssetObservation:
+def system_observation(info, names: ChainNames = DEFAULT_NAMES) -> dg.AssetObservation:
     return dg.AssetObservation(
-        asset_key="system_under_test",
+        asset_key=names.key("system_under_test"),
         tags={DATA_VERSION_TAG: system_data_version(info)},
         metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
     )
@@ -188,492 +198,589 @@ def _golden_sha256(settings) -> str:
     return golden_content_sha256(paths, options)
 
 
-def observe_inputs(instance: dg.DagsterInstance, settings) -> None:
+def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = DEFAULT_NAMES) -> None:
     """Record the current golden hash and index version before a run starts.
 
     Dagster reads an asset's input data versions when its step starts, so observing here
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
     then shows the run as stale.
     """
-    instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings)))
-    instance.report_runless_asset_event(system_observation(build_system(settings).info()))
+    instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
+    instance.report_runless_asset_event(system_observation(build_system(settings).info(), names))
 
 
-def _observed_input(key: str, kind: str, description: str):
-    """An observed input of the chain, in the chain's group (settings and system resources)."""
-    spec = dg.AssetSpec(key, group_name=GROUP, kinds={kind}, tags={STAGE: "input"}, description=description)
-    return dg.multi_observable_source_asset(
-        name=key, specs=[spec], required_resource_keys={"eval_settings", "system_under_test"}
-    )
+def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
+    """The chain's assets and ops under ``names`` (asset keys, op names, resource keys, partitions)."""
+    settings_keys = ("eval_settings", "system_under_test")
+    storage_keys = (*settings_keys, "artifact_storage")
 
+    def storage_of(context) -> ArtifactStorage:
+        return getattr(context.resources, names.resource("artifact_storage"))
 
-@_observed_input(
-    "golden_file",
-    "file",
-    "The golden file(s) on disk. Its data version is the content sha256, so editing the golden set "
-    "marks every run's golden_set as stale.",
-)
-def golden_file(context) -> dg.ObserveResult:
-    settings = context.resources.eval_settings.load(context.resources.system_under_test)
-    sha = _golden_sha256(settings)
-    return dg.ObserveResult(
-        asset_key="golden_file",
-        data_version=dg.DataVersion(sha),
-        metadata={"path": dg.MetadataValue.path(str(settings.golden_path())), "sha256": sha},
-    )
-
-
-@_observed_input(
-    "system_under_test",
-    "python",
-    "The configured system under test (the `system_under_test` resource). Its data version is the "
-    "index version (parser + chunker + embedding versions + corpus hash), so a new chunker or corpus "
-    "marks results stale.",
-)
-def system_under_test(context) -> dg.ObserveResult:
-    info = build_system(context.resources.eval_settings.load(context.resources.system_under_test)).info()
-    return dg.ObserveResult(
-        asset_key="system_under_test",
-        data_version=dg.DataVersion(system_data_version(info)),
-        metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
-    )
-
-
-@_chain_asset(
-    "golden",
-    code_version=GOLDEN_PARSER_VERSION,
-    deps=[golden_file],
-    description="The golden query set, parsed and validated into the canonical model (queries + supports).",
-)
-def golden_set(
-    context: dg.AssetExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-) -> dg.Output[GoldenArtifact]:
-    progress.stage("golden_set")
-    settings = eval_settings.load(system_under_test)
-    art = pipeline.load_golden_artifact(settings)
-    # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
-    # tables, and no later step reads the files again.
-    release_inputs(golden=True)
-    # Record the hash of what was actually read: if it differs from the version observed before
-    # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
-    context.log_event(golden_file_observation(art.sha256))
-    for warning in art.info["warnings"]:
-        context.log.warning(warning)
-    summary = golden_summary(art.queries)
-    meta = {
-        **_identity_metadata(build_system(settings).info(), art),
-        "golden_path": dg.MetadataValue.path(art.info["source"]),
-        "golden_format": art.info["format"],
-        **{k: v for k, v in summary.items() if not k.startswith("per_")},
-        **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
-    }
-    return dg.Output(art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}"))
-
-
-def _sharded_chain_asset(stage: str, **kwargs):
-    """A sharded asset of the chain (:mod:`kebab_eval_pipeline.shards`): a graph of a plan step, one
-    step per shard and a collecting step, which publishes the asset as :func:`_chain_asset` does
-    (its ``Out`` names the artifact IO manager)."""
-    return dg.graph_asset(
-        partitions_def=eval_runs, group_name=GROUP, kinds=TABLE_KINDS, tags={STAGE: stage}, **kwargs
-    )
-
-
-def _shard_outputs(shards) -> Iterator[dg.DynamicOutput]:
-    """A plan step's outputs: one dynamic output per shard (its step is ``…[shard_0000]``). What the
-    plan found for the run as a whole travels with the shards (to keep the steps' inputs, and the
-    events Dagster records for each, few: the one-shard default costs little more than one step)."""
-    for shard in shards:
-        yield dg.DynamicOutput(shard, mapping_key=shard_key(shard.index))
-
-
-def _clear_old_shards(context: dg.OpExecutionContext, storage: ArtifactStorage) -> None:
-    """This run id's shard values of earlier, finished Dagster runs: no longer needed once a new run
-    plans its own (a re-execution from a failed step does not re-plan, and reads its parent's)."""
-    remove_finished_runs(storage.base, context.partition_key, context.run_id, context.instance)
-
-
-@dg.op(
-    ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
-    out=dg.DynamicOut(io_manager_key=SHARD_IO),
-    # the stale-golden check asks the system under test for its catalogue: that is a call, too
-    pool=SYSTEM_POOL,
-)
-def plan_retrieval(
-    context: dg.OpExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    artifact_storage: ArtifactStorage,
-    golden_set: GoldenArtifact,
-):
-    """Check the run's inputs against the system (source root, stale golden set) and cut the golden
-    queries into shards of ``shard_queries``."""
-    progress.stage("retrieval_results")
-    settings = eval_settings.load(system_under_test)
-    shards = pipeline.plan_retrieval(settings, golden_set)
-    _clear_old_shards(context, artifact_storage)
-    yield from _shard_outputs(shards)
-
-
-@dg.op(
-    out=dg.Out(io_manager_key=SHARD_IO),
-    # Every shard's calls to the system under test claim a slot of this Dagster concurrency pool, so
-    # `dagster instance concurrency set kebab_eval_system N` caps the load on it across shards and runs.
-    pool=SYSTEM_POOL,
-    retry_policy=SHARD_RETRY,
-)
-def retrieve_shard(
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    shard: QueryShard,
-) -> RetrievalShardResult:
-    """One shard's queries through the system under test: a row per query, errors included."""
-    try:
-        settings = eval_settings.load(system_under_test)
-    except InputError as exc:  # bad input is not retried
-        raise input_failure(exc) from None
-    return pipeline.retrieve_shard(settings, shard)
-
-
-@dg.op(out=dg.Out(io_manager_key=IO))
-def collect_retrieval(
-    context: dg.OpExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    golden_set: GoldenArtifact,
-    pieces: list,
-) -> dg.Output[RetrievalArtifact]:
-    """The shards' pieces merged in shard order into the run's retrieval_results, published with its
-    metadata and warnings (once per run, whatever the number of shards)."""
-    settings = eval_settings.load(system_under_test)
-    release_inputs(trace=True)  # every shard has run: a replayed trace is no longer read
-    art = pipeline.merge_retrieval(settings, golden_set, pieces)
-    r = art.results
-    for warning in art.info["stale_golden"]:
-        context.log.warning(f"stale golden reference: {warning}")
-    context.log_event(system_observation(r.system))
-    errors = int(r.outcomes["error"].notna().sum())
-    classes = art.info["error_classes"]
-    if errors:
-        by_class = ", ".join(f"{n} {c}" for c, n in classes.items())
-        context.log.warning(
-            f"{errors} of {len(r.outcomes)} queries failed ({by_class}); see the 'error' column"
+    def _observed_input(key: str, kind: str, description: str):
+        """An observed input of the chain, in the chain's group (settings and system resources)."""
+        spec = dg.AssetSpec(
+            names.key(key),
+            group_name=names.group,
+            kinds={kind},
+            tags={STAGE: "input"},
+            description=description,
         )
-    for warning in art.info["adapter_warnings"]:
-        context.log.warning(f"system under test: {warning}")
-    mixed = mixed_versions(r.system)
-    for name, values in mixed.items():
-        context.log.warning(f"versions disagree within this run: {name.removeprefix('mixed_')} = {values}")
-    attempts = r.outcomes["attempts"].astype("Int64")
-    meta = {
-        **_identity_metadata(r.system, golden_set),
-        "queries": len(r.outcomes),
-        "hits": len(r.hits),
-        "errors": errors,
-        "error_classes": dg.MetadataValue.json(classes),
-        "timeouts": int(r.outcomes["timed_out"].sum()),
-        "requests_sent": int(attempts.sum()),
-        "answers": settings.answers,
-        "k_requested": art.info["k_requested"],
-        "shards": len(pieces),
-        "stale_golden_references": len(art.info["stale_golden"]),
-        "versions_reported": dg.MetadataValue.json(art.info["versions_reported"]),
-        "mixed_versions": dg.MetadataValue.json(mixed),
-        "adapter_warnings": len(art.info["adapter_warnings"]),
-        "system_details": dg.MetadataValue.json(r.system.details),
-        "system_identity": dg.MetadataValue.text(str((art.info.get("system_identity") or {}).get("label"))),
-        # failed, timed-out and empty queries first, then the slowest; the whole table: file/outcomes
-        "per_query": _table_metadata(worst_results_first(r.outcomes, r.hits, golden_set.queries)),
-        "per_query_rows_shown": min(len(r.outcomes), TABLE_ROW_LIMIT),
-    }
-    return dg.Output(art, metadata=meta)
-
-
-@_sharded_chain_asset(
-    "retrieval",
-    code_version=pipeline.RUNNER_VERSION,
-    ins={"system_under_test": dg.AssetIn(dagster_type=dg.Nothing)},
-    description="Per-query results of the system under test: ranked hits, answers with citations, "
-    "latencies and errors. A failing query is a row with an error, never a missing row. Runs in "
-    "shards of `shard_queries` queries, each a step of its own (retried on its own, in the "
-    "kebab_eval_system concurrency pool), merged in order.",
-)
-def retrieval_results(golden_set, system_under_test):
-    shards = plan_retrieval(golden_set=golden_set, system_observed=system_under_test)
-    pieces = shards.map(retrieve_shard)
-    return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
-
-
-@dg.op(
-    out=dg.DynamicOut(io_manager_key=SHARD_IO),
-    # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
-    # a run without a judge never loads them again after collect_retrieval wrote them.
-    # The judge judges repeat 1's answers: the other repeats' hits are never read here.
-    ins={"retrieval_results": dg.In(metadata={"columns": {"hits": [], "repeat_hits": []}})},
-)
-def plan_judging(
-    context: dg.OpExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    artifact_storage: ArtifactStorage,
-    golden_set: GoldenArtifact,
-    retrieval_results: RetrievalArtifact,
-):
-    """The answered queries' judge inputs and the run's spot-check sample, in shards of
-    ``shard_queries`` (no shard when the judge is off)."""
-    progress.stage("judge")
-    settings = eval_settings.load(system_under_test)
-    if settings.judge is not None:
-        retrieval_results = pipeline.with_stored_hits(
-            retrieval_results,
-            artifact_storage.store(),
-            context.partition_key,
-            pipeline.JUDGE_HIT_COLUMNS,
-            "judge",
+        return dg.multi_observable_source_asset(
+            name=names.name(key),
+            specs=[spec],
+            required_resource_keys={names.resource(r) for r in settings_keys},
         )
-    shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
-    _clear_old_shards(context, artifact_storage)
-    yield from _shard_outputs(shards)
 
-
-@dg.op(out=dg.Out(io_manager_key=SHARD_IO), retry_policy=SHARD_RETRY)
-def judge_shard(
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    artifact_storage: ArtifactStorage,
-    shard: JudgeShard,
-) -> JudgePiece:
-    """One shard's judge calls (cached): a row per judgement, failed calls included."""
-    try:
-        settings = eval_settings.load(system_under_test)
-        return pipeline.judge_shard(settings, artifact_storage.store(), shard)
-    except InputError as exc:  # a missing judge model or API key: bad input, not retried
-        raise input_failure(exc) from None
-
-
-@dg.op(out=dg.Out(io_manager_key=IO))
-def collect_judgements(
-    context: dg.OpExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    pieces: list,
-) -> dg.Output[JudgeArtifact]:
-    """The shards' judgements merged in shard order into the run's judge artifact, published with
-    its metadata and warnings."""
-    settings = eval_settings.load(system_under_test)
-    art = pipeline.merge_judge(settings, pieces)
-    if not art.enabled:
-        return dg.Output(art, metadata={"enabled": False, "judgements": 0})
-    info = art.info
-    main, spot = info["judge"], info["spot_check_judge"]
-    metrics, _ = judge_run_metrics(art.judgements, info)
-    if main.get("note"):
-        context.log.warning(f"judge: {main['note']}")
-    if not main.get("pinned", True):
-        context.log.warning(f"judge: model {main['model']!r} is not pinned to a digest ({main['digest']})")
-    failed = int(art.judgements["error"].notna().sum())
-    if failed:
-        context.log.warning(f"judge: {failed} judge call(s) failed; see the 'error' column of judgements")
-    meta = {
-        "enabled": True,
-        "judge_backend": main["backend"],
-        "judge_model": main["model"],
-        "judge_digest": main["digest"],
-        "judge_pinned": bool(main.get("pinned", True)),
-        "prompt_version": main["prompt_version"],
-        "decoding": dg.MetadataValue.json(main["decoding"]),
-        "judge_note": dg.MetadataValue.text(main.get("note") or "none"),
-        "spot_check_judge": dg.MetadataValue.json(
-            {k: spot[k] for k in ("backend", "model", "digest", "prompt_version")}
+    @_observed_input(
+        "golden_file",
+        "file",
+        "The golden file(s) on disk. Its data version is the content sha256, so editing the golden set "
+        "marks every run's golden_set as stale.",
+    )
+    def golden_file(context) -> dg.ObserveResult:
+        settings = chain_settings(context, names)
+        sha = _golden_sha256(settings)
+        return dg.ObserveResult(
+            asset_key=names.key("golden_file"),
+            data_version=dg.DataVersion(sha),
+            metadata={"path": dg.MetadataValue.path(str(settings.golden_path())), "sha256": sha},
         )
-        if spot
-        else dg.MetadataValue.null(),
-        "spot_check_queries": len(info["spot_check_queries"]),
-        "judged_queries": info["judged_queries"],
-        "judgements": len(art.judgements),
-        "shards": len(pieces),
-        **{
-            f"judge/{k.removeprefix('judge_')}": dg.MetadataValue.int(v) if isinstance(v, int) else _number(v)
-            for k, v in metrics.items()
+
+    @_observed_input(
+        "system_under_test",
+        "python",
+        "The configured system under test (the `system_under_test` resource). Its data version is the "
+        "index version (parser + chunker + embedding versions + corpus hash), so a new chunker or corpus "
+        "marks results stale.",
+    )
+    def system_under_test(context) -> dg.ObserveResult:
+        info = build_system(chain_settings(context, names)).info()
+        return dg.ObserveResult(
+            asset_key=names.key("system_under_test"),
+            data_version=dg.DataVersion(system_data_version(info)),
+            metadata={k: dg.MetadataValue.text(str(v)) for k, v in info.versions().items()},
+        )
+
+    @_chain_asset(
+        names,
+        "golden",
+        settings_keys,
+        code_version=GOLDEN_PARSER_VERSION,
+        deps=[names.key("golden_file")],
+        description="The golden query set, parsed and validated into the canonical model "
+        "(queries + supports).",
+    )
+    def golden_set(
+        context: dg.AssetExecutionContext,
+    ) -> dg.Output[GoldenArtifact]:
+        progress.stage("golden_set")
+        settings = chain_settings(context, names)
+        art = pipeline.load_golden_artifact(settings)
+        # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
+        # tables, and no later step reads the files again.
+        release_inputs(golden=True)
+        # Record the hash of what was actually read: if it differs from the version observed before
+        # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
+        context.log_event(golden_file_observation(art.sha256, names))
+        for warning in art.info["warnings"]:
+            context.log.warning(warning)
+        summary = golden_summary(art.queries)
+        meta = {
+            **_identity_metadata(build_system(settings).info(), art),
+            "golden_path": dg.MetadataValue.path(art.info["source"]),
+            "golden_format": art.info["format"],
+            **{k: v for k, v in summary.items() if not k.startswith("per_")},
+            **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
+        }
+        return dg.Output(
+            art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}")
+        )
+
+    def _sharded_chain_asset(stage: str, **kwargs):
+        """A sharded asset of the chain (:mod:`kebab_eval_pipeline.shards`): a graph of a plan step, one
+        step per shard and a collecting step, which publishes the asset as :func:`_chain_asset` does
+        (its ``Out`` names the artifact IO manager)."""
+        return dg.graph_asset(
+            key_prefix=names.key_prefix() or None,
+            partitions_def=names.partitions,
+            group_name=names.group,
+            kinds=TABLE_KINDS,
+            tags={STAGE: stage},
+            **kwargs,
+        )
+
+    def _shard_outputs(shards) -> Iterator[dg.DynamicOutput]:
+        """A plan step's outputs: one dynamic output per shard (its step is ``…[shard_0000]``). What the
+        plan found for the run as a whole travels with the shards (to keep the steps' inputs, and the
+        events Dagster records for each, few: the one-shard default costs little more than one step)."""
+        for shard in shards:
+            yield dg.DynamicOutput(shard, mapping_key=shard_key(shard.index))
+
+    def _clear_old_shards(context: dg.OpExecutionContext, storage: ArtifactStorage) -> None:
+        """This run id's shard values of earlier, finished Dagster runs: no longer needed once a new run
+        plans its own (a re-execution from a failed step does not re-plan, and reads its parent's)."""
+        remove_finished_runs(storage.base, context.partition_key, context.run_id, context.instance)
+
+    @dg.op(
+        name=names.name("plan_retrieval"),
+        ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
+        out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
+        required_resource_keys={names.resource(r) for r in storage_keys},
+        # the stale-golden check asks the system under test for its catalogue: that is a call, too
+        pool=SYSTEM_POOL,
+    )
+    def plan_retrieval(
+        context: dg.OpExecutionContext,
+        golden_set: GoldenArtifact,
+    ):
+        """Check the run's inputs against the system (source root, stale golden set) and cut the golden
+        queries into shards of ``shard_queries``."""
+        progress.stage("retrieval_results")
+        settings = chain_settings(context, names)
+        shards = pipeline.plan_retrieval(settings, golden_set)
+        _clear_old_shards(context, storage_of(context))
+        yield from _shard_outputs(shards)
+
+    @dg.op(
+        name=names.name("retrieve_shard"),
+        out=dg.Out(io_manager_key=names.resource(SHARD_IO)),
+        required_resource_keys={names.resource(r) for r in settings_keys},
+        # Every shard's calls to the system under test claim a slot of this Dagster concurrency pool, so
+        # `dagster instance concurrency set kebab_eval_system N` caps the load on it across shards and runs.
+        pool=SYSTEM_POOL,
+        retry_policy=SHARD_RETRY,
+    )
+    def retrieve_shard(
+        context: dg.OpExecutionContext,
+        shard: QueryShard,
+    ) -> RetrievalShardResult:
+        """One shard's queries through the system under test: a row per query, errors included."""
+        try:
+            settings = chain_settings(context, names)
+        except InputError as exc:  # bad input is not retried
+            raise input_failure(exc) from None
+        return pipeline.retrieve_shard(settings, shard)
+
+    @dg.op(
+        name=names.name("collect_retrieval"),
+        out=dg.Out(io_manager_key=names.resource(IO)),
+        required_resource_keys={names.resource(r) for r in settings_keys},
+    )
+    def collect_retrieval(
+        context: dg.OpExecutionContext,
+        golden_set: GoldenArtifact,
+        pieces: list,
+    ) -> dg.Output[RetrievalArtifact]:
+        """The shards' pieces merged in shard order into the run's retrieval_results, published with its
+        metadata and warnings (once per run, whatever the number of shards)."""
+        settings = chain_settings(context, names)
+        release_inputs(trace=True)  # every shard has run: a replayed trace is no longer read
+        art = pipeline.merge_retrieval(settings, golden_set, pieces)
+        r = art.results
+        for warning in art.info["stale_golden"]:
+            context.log.warning(f"stale golden reference: {warning}")
+        context.log_event(system_observation(r.system, names))
+        errors = int(r.outcomes["error"].notna().sum())
+        classes = art.info["error_classes"]
+        if errors:
+            by_class = ", ".join(f"{n} {c}" for c, n in classes.items())
+            context.log.warning(
+                f"{errors} of {len(r.outcomes)} queries failed ({by_class}); see the 'error' column"
+            )
+        for warning in art.info["adapter_warnings"]:
+            context.log.warning(f"system under test: {warning}")
+        mixed = mixed_versions(r.system)
+        for name, values in mixed.items():
+            context.log.warning(
+                f"versions disagree within this run: {name.removeprefix('mixed_')} = {values}"
+            )
+        attempts = r.outcomes["attempts"].astype("Int64")
+        meta = {
+            **_identity_metadata(r.system, golden_set),
+            "queries": len(r.outcomes),
+            "hits": len(r.hits),
+            "errors": errors,
+            "error_classes": dg.MetadataValue.json(classes),
+            "timeouts": int(r.outcomes["timed_out"].sum()),
+            "requests_sent": int(attempts.sum()),
+            "answers": settings.answers,
+            "k_requested": art.info["k_requested"],
+            "shards": len(pieces),
+            "stale_golden_references": len(art.info["stale_golden"]),
+            "versions_reported": dg.MetadataValue.json(art.info["versions_reported"]),
+            "mixed_versions": dg.MetadataValue.json(mixed),
+            "adapter_warnings": len(art.info["adapter_warnings"]),
+            "system_details": dg.MetadataValue.json(r.system.details),
+            "system_identity": dg.MetadataValue.text(
+                str((art.info.get("system_identity") or {}).get("label"))
+            ),
+            # failed, timed-out and empty queries first, then the slowest; the whole table: file/outcomes
+            "per_query": _table_metadata(worst_results_first(r.outcomes, r.hits, golden_set.queries)),
+            "per_query_rows_shown": min(len(r.outcomes), TABLE_ROW_LIMIT),
+        }
+        return dg.Output(art, metadata=meta)
+
+    @_sharded_chain_asset(
+        "retrieval",
+        code_version=pipeline.RUNNER_VERSION,
+        ins={
+            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "system_under_test": dg.AssetIn(key=names.key("system_under_test"), dagster_type=dg.Nothing),
         },
-        "cache": dg.MetadataValue.path(info["cache"]),
-        # unparseable and failed judgements first, then the lowest scores
-        "per_query": _table_metadata(judgements_worst_first(art.judgements)),
-    }
-    return dg.Output(art, metadata=meta)
-
-
-@_sharded_chain_asset(
-    "judging",
-    code_version=JUDGE_VERSION,
-    description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
-    "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
-    "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
-    "shards of `shard_queries` queries, each a step of its own (retried on its own), merged in order.",
-)
-def judge(golden_set, retrieval_results):
-    shards = plan_judging(golden_set=golden_set, retrieval_results=retrieval_results)
-    return collect_judgements(pieces=shards.map(judge_shard).collect())
-
-
-@_chain_asset(
-    "scoring",
-    code_version=pipeline.METRICS_VERSION,
-    # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
-    # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
-    # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
-    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {"hits": [], "repeat_hits": []}})},
-    description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
-    "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
-    "metric does not apply.",
-)
-def query_scores(
-    context: dg.AssetExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    artifact_storage: ArtifactStorage,
-    golden_set: GoldenArtifact,
-    retrieval_results: RetrievalArtifact,
-    judge: JudgeArtifact,
-) -> dg.Output[QueryScoresArtifact]:
-    progress.stage("query_scores")
-    settings = eval_settings.load(system_under_test)
-    release_free_memory()  # what the collecting step freed, before the run's largest step
-    retrieval_results = pipeline.with_scoring_hits(
-        retrieval_results, artifact_storage.store(), context.partition_key, settings
+        description="Per-query results of the system under test: ranked hits, answers with citations, "
+        "latencies and errors. A failing query is a row with an error, never a missing row. Runs in "
+        "shards of `shard_queries` queries, each a step of its own (retried on its own, in the "
+        "kebab_eval_system concurrency pool), merged in order.",
     )
-    art = pipeline.score(settings, golden_set, retrieval_results, judge)
-    r = retrieval_results.results
-    worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
-    meta = {
-        # errors, misses and wrong refusals first; the whole table: file/query_scores
-        "per_query": _table_metadata(worst),
-        "per_query_rows_shown": min(len(worst), TABLE_ROW_LIMIT),
-        "rows": len(art.scores),
-        "queries_with_issues": int((worst["issue"] != "ok").sum()),
-        **_identity_metadata(r.system, golden_set),
-    }
-    # Which criterion matched the hits, and why matching may score 0 (matching_coverage check).
-    meta["match"] = dg.MetadataValue.text(match_line(art.info) or str(settings.match))
-    meta["match_by_query"] = dg.MetadataValue.json(art.info.get("match_by_query") or {})
-    meta["matching_warnings"] = dg.MetadataValue.json(art.info.get("matching_warnings") or [])
-    for warning in art.info.get("matching_warnings") or []:
-        context.log.warning(f"matching ({warning['field']}): {warning['message']}")
-    if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
-        meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
-    return dg.Output(art, metadata=meta)
+    def retrieval_results(golden_set, system_under_test):
+        shards = plan_retrieval(golden_set=golden_set, system_observed=system_under_test)
+        pieces = shards.map(retrieve_shard)
+        return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
 
-
-@_chain_asset(
-    "metrics",
-    code_version=pipeline.METRICS_VERSION,
-    # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
-    # citation or chunk rows: those tables are read without columns (their row counts only).
-    ins={"retrieval_results": dg.AssetIn(metadata={"columns": {table: [] for table in SUMMARY_SKIPS}})},
-    description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
-    "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
-)
-def run_metrics(
-    context: dg.AssetExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    golden_set: GoldenArtifact,
-    retrieval_results: RetrievalArtifact,
-    query_scores: QueryScoresArtifact,
-    judge: JudgeArtifact,
-) -> dg.Output[RunMetricsArtifact]:
-    progress.stage("run_metrics")
-    settings = eval_settings.load(system_under_test)
-    art = pipeline.summarize(
-        context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
+    @dg.op(
+        name=names.name("plan_judging"),
+        out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
+        required_resource_keys={names.resource(r) for r in storage_keys},
+        # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
+        # a run without a judge never loads them again after collect_retrieval wrote them.
+        # The judge judges repeat 1's answers: the other repeats' hits are never read here.
+        ins={"retrieval_results": dg.In(metadata={"columns": {"hits": [], "repeat_hits": []}})},
     )
-    gates = art.info["gates"]
-    headline = pipeline.headline(art.metrics, settings.k)
-    # What a person reads first comes first: the UI lists metadata in this order.
-    meta = {
-        "summary": dg.MetadataValue.md(
-            render_run_summary(context.partition_key, art.info, headline, art.denominators, gates)
-        ),
-        # numeric entries: the asset's Plots tab draws each across run partitions
-        **{f"metric/{k}": _number(v) for k, v in headline.items()},
-        **{f"gates/{k}": dg.MetadataValue.int(v) for k, v in gate_tally(gates).items()},
-        **_identity_metadata(retrieval_results.results.system, golden_set),
-        # which system this run evaluated: an automatic baseline is a run of the same one
-        "system_identity": dg.MetadataValue.text(system_label(art.info)),
-        "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
-        "k": dg.MetadataValue.json(settings.k),
-        "relevance_level": dg.MetadataValue.int(settings.relevance_level),  # trec_eval -l
-        "breakdowns": _table_metadata(art.breakdowns),
-        "report": dg.MetadataValue.md(art.report or ""),
-    }
-    if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
-        meta["judge"] = dg.MetadataValue.json(art.info["judge"])
-    return dg.Output(art, metadata=meta)
+    def plan_judging(
+        context: dg.OpExecutionContext,
+        golden_set: GoldenArtifact,
+        retrieval_results: RetrievalArtifact,
+    ):
+        """The answered queries' judge inputs and the run's spot-check sample, in shards of
+        ``shard_queries`` (no shard when the judge is off)."""
+        progress.stage("judge")
+        settings = chain_settings(context, names)
+        if settings.judge is not None:
+            retrieval_results = pipeline.with_stored_hits(
+                retrieval_results,
+                storage_of(context).store(),
+                context.partition_key,
+                pipeline.JUDGE_HIT_COLUMNS,
+                "judge",
+            )
+        shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
+        _clear_old_shards(context, storage_of(context))
+        yield from _shard_outputs(shards)
 
+    @dg.op(
+        name=names.name("judge_shard"),
+        out=dg.Out(io_manager_key=names.resource(SHARD_IO)),
+        retry_policy=SHARD_RETRY,
+        required_resource_keys={names.resource(r) for r in storage_keys},
+    )
+    def judge_shard(
+        context: dg.OpExecutionContext,
+        shard: JudgeShard,
+    ) -> JudgePiece:
+        """One shard's judge calls (cached): a row per judgement, failed calls included."""
+        try:
+            settings = chain_settings(context, names)
+            return pipeline.judge_shard(settings, storage_of(context).store(), shard)
+        except InputError as exc:  # a missing judge model or API key: bad input, not retried
+            raise input_failure(exc) from None
 
-@_chain_asset(
-    "comparison",
-    code_version=COMPARE_VERSION,
-    description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
-    "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
-)
-def comparison_report(
-    context: dg.AssetExecutionContext,
-    eval_settings: EvalSettingsResource,
-    system_under_test: SystemUnderTestResource,
-    artifact_storage: ArtifactStorage,
-    run_metrics: RunMetricsArtifact,
-) -> dg.Output[ComparisonArtifact]:
-    progress.stage("comparison_report")
-    settings = eval_settings.load(system_under_test)
-    try:
-        art = pipeline.compare(context.partition_key, settings, artifact_storage.store(), run_metrics)
-    except InputError as exc:  # --strict-chunker-version: refuse, saying why
-        raise input_failure(exc) from None
-    baseline = art.info.get("run_a")
-    note = art.info.get("baseline_note") or ""  # a comparison of two systems says so in its note
-    context.log.info(note)
-    for warning in art.info.get("warnings", []):
-        context.log.warning(warning)
-    counts = art.info["verdict_counts"]
-    headline = pipeline.headline(run_metrics.metrics, settings.k)
-    meta = {
-        "report": dg.MetadataValue.md(art.markdown),
-        "baseline_run": dg.MetadataValue.text(str(baseline)),
-        "baseline_note": note,
-        "systems": dg.MetadataValue.text(str(art.info.get("systems_note") or "")),
-        "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
-        **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
-        **{f"flip/{k}": dg.MetadataValue.int(v) for k, v in art.info.get("flip_counts", {}).items()},
-        "warnings": dg.MetadataValue.json(art.info.get("warnings", [])),
-        "versions": dg.MetadataValue.json(
-            {"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}
-        ),
-        **{
-            f"delta/{r.metric}": _number(r.delta) for r in art.per_metric.itertuples() if r.metric in headline
+    @dg.op(
+        name=names.name("collect_judgements"),
+        out=dg.Out(io_manager_key=names.resource(IO)),
+        required_resource_keys={names.resource(r) for r in settings_keys},
+    )
+    def collect_judgements(
+        context: dg.OpExecutionContext,
+        pieces: list,
+    ) -> dg.Output[JudgeArtifact]:
+        """The shards' judgements merged in shard order into the run's judge artifact, published with
+        its metadata and warnings."""
+        settings = chain_settings(context, names)
+        art = pipeline.merge_judge(settings, pieces)
+        if not art.enabled:
+            return dg.Output(art, metadata={"enabled": False, "judgements": 0})
+        info = art.info
+        main, spot = info["judge"], info["spot_check_judge"]
+        metrics, _ = judge_run_metrics(art.judgements, info)
+        if main.get("note"):
+            context.log.warning(f"judge: {main['note']}")
+        if not main.get("pinned", True):
+            context.log.warning(
+                f"judge: model {main['model']!r} is not pinned to a digest ({main['digest']})"
+            )
+        failed = int(art.judgements["error"].notna().sum())
+        if failed:
+            context.log.warning(f"judge: {failed} judge call(s) failed; see the 'error' column of judgements")
+        meta = {
+            "enabled": True,
+            "judge_backend": main["backend"],
+            "judge_model": main["model"],
+            "judge_digest": main["digest"],
+            "judge_pinned": bool(main.get("pinned", True)),
+            "prompt_version": main["prompt_version"],
+            "decoding": dg.MetadataValue.json(main["decoding"]),
+            "judge_note": dg.MetadataValue.text(main.get("note") or "none"),
+            "spot_check_judge": dg.MetadataValue.json(
+                {k: spot[k] for k in ("backend", "model", "digest", "prompt_version")}
+            )
+            if spot
+            else dg.MetadataValue.null(),
+            "spot_check_queries": len(info["spot_check_queries"]),
+            "judged_queries": info["judged_queries"],
+            "judgements": len(art.judgements),
+            "shards": len(pieces),
+            **{
+                f"judge/{k.removeprefix('judge_')}": dg.MetadataValue.int(v)
+                if isinstance(v, int)
+                else _number(v)
+                for k, v in metrics.items()
+            },
+            "cache": dg.MetadataValue.path(info["cache"]),
+            # unparseable and failed judgements first, then the lowest scores
+            "per_query": _table_metadata(judgements_worst_first(art.judgements)),
+        }
+        return dg.Output(art, metadata=meta)
+
+    @_sharded_chain_asset(
+        "judging",
+        code_version=JUDGE_VERSION,
+        ins={
+            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "retrieval_results": dg.AssetIn(key=names.key("retrieval_results")),
         },
-        **{
-            f"p_value/{r.metric}": _number(r.p_value)
-            for r in art.per_metric.itertuples()
-            if r.metric in headline and not pd.isna(r.p_value)
+        description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
+        "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
+        "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
+        "shards of `shard_queries` queries, each a step of its own (retried on its own), merged in order.",
+    )
+    def judge(golden_set, retrieval_results):
+        shards = plan_judging(golden_set=golden_set, retrieval_results=retrieval_results)
+        return collect_judgements(pieces=shards.map(judge_shard).collect())
+
+    @_chain_asset(
+        names,
+        "scoring",
+        storage_keys,
+        code_version=pipeline.METRICS_VERSION,
+        # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
+        # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
+        # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
+        ins={
+            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "retrieval_results": dg.AssetIn(
+                key=names.key("retrieval_results"), metadata={"columns": {"hits": [], "repeat_hits": []}}
+            ),
+            "judge": dg.AssetIn(key=names.key("judge")),
         },
-    }
-    if len(art.per_query):
-        # regressions and losses first: the queries a reviewer must look at
-        meta["per_query"] = _table_metadata(
-            verdicts_worst_first(art.per_query)[
-                ["query_id", "verdict", "a_rank", "b_rank", "note", "refusal_flip", "groundedness_flip"]
-            ]
+        description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
+        "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
+        "metric does not apply.",
+    )
+    def query_scores(
+        context: dg.AssetExecutionContext,
+        golden_set: GoldenArtifact,
+        retrieval_results: RetrievalArtifact,
+        judge: JudgeArtifact,
+    ) -> dg.Output[QueryScoresArtifact]:
+        progress.stage("query_scores")
+        settings = chain_settings(context, names)
+        release_free_memory()  # what the collecting step freed, before the run's largest step
+        retrieval_results = pipeline.with_scoring_hits(
+            retrieval_results, storage_of(context).store(), context.partition_key, settings
         )
-    if art.suspect_gold is not None:
-        # b's unjudged hits above its first relevant hit, worst first (compare.suspect_gold)
-        meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
-        if len(art.suspect_gold):
-            meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
-    return dg.Output(art, metadata=meta)
+        art = pipeline.score(settings, golden_set, retrieval_results, judge)
+        r = retrieval_results.results
+        worst = worst_scores_first(art.scores, headline_columns(settings.k), golden_set.queries)
+        meta = {
+            # errors, misses and wrong refusals first; the whole table: file/query_scores
+            "per_query": _table_metadata(worst),
+            "per_query_rows_shown": min(len(worst), TABLE_ROW_LIMIT),
+            "rows": len(art.scores),
+            "queries_with_issues": int((worst["issue"] != "ok").sum()),
+            **_identity_metadata(r.system, golden_set),
+        }
+        # Which criterion matched the hits, and why matching may score 0 (matching_coverage check).
+        meta["match"] = dg.MetadataValue.text(match_line(art.info) or str(settings.match))
+        meta["match_by_query"] = dg.MetadataValue.json(art.info.get("match_by_query") or {})
+        meta["matching_warnings"] = dg.MetadataValue.json(art.info.get("matching_warnings") or [])
+        for warning in art.info.get("matching_warnings") or []:
+            context.log.warning(f"matching ({warning['field']}): {warning['message']}")
+        if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
+            meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
+        return dg.Output(art, metadata=meta)
+
+    @_chain_asset(
+        names,
+        "metrics",
+        settings_keys,
+        code_version=pipeline.METRICS_VERSION,
+        # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
+        # citation or chunk rows: those tables are read without columns (their row counts only).
+        ins={
+            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "retrieval_results": dg.AssetIn(
+                key=names.key("retrieval_results"),
+                metadata={"columns": {table: [] for table in SUMMARY_SKIPS}},
+            ),
+            "query_scores": dg.AssetIn(key=names.key("query_scores")),
+            "judge": dg.AssetIn(key=names.key("judge")),
+        },
+        description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
+        "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
+    )
+    def run_metrics(
+        context: dg.AssetExecutionContext,
+        golden_set: GoldenArtifact,
+        retrieval_results: RetrievalArtifact,
+        query_scores: QueryScoresArtifact,
+        judge: JudgeArtifact,
+    ) -> dg.Output[RunMetricsArtifact]:
+        progress.stage("run_metrics")
+        settings = chain_settings(context, names)
+        art = pipeline.summarize(
+            context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
+        )
+        gates = art.info["gates"]
+        headline = pipeline.headline(art.metrics, settings.k)
+        # What a person reads first comes first: the UI lists metadata in this order.
+        meta = {
+            "summary": dg.MetadataValue.md(
+                render_run_summary(context.partition_key, art.info, headline, art.denominators, gates)
+            ),
+            # numeric entries: the asset's Plots tab draws each across run partitions
+            **{f"metric/{k}": _number(v) for k, v in headline.items()},
+            **{f"gates/{k}": dg.MetadataValue.int(v) for k, v in gate_tally(gates).items()},
+            **_identity_metadata(retrieval_results.results.system, golden_set),
+            # which system this run evaluated: an automatic baseline is a run of the same one
+            "system_identity": dg.MetadataValue.text(system_label(art.info)),
+            "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
+            "k": dg.MetadataValue.json(settings.k),
+            "relevance_level": dg.MetadataValue.int(settings.relevance_level),  # trec_eval -l
+            "breakdowns": _table_metadata(art.breakdowns),
+            "report": dg.MetadataValue.md(art.report or ""),
+        }
+        if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
+            meta["judge"] = dg.MetadataValue.json(art.info["judge"])
+        return dg.Output(art, metadata=meta)
+
+    @_chain_asset(
+        names,
+        "comparison",
+        storage_keys,
+        ins={"run_metrics": dg.AssetIn(key=names.key("run_metrics"))},
+        code_version=COMPARE_VERSION,
+        description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
+        "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
+    )
+    def comparison_report(
+        context: dg.AssetExecutionContext,
+        run_metrics: RunMetricsArtifact,
+    ) -> dg.Output[ComparisonArtifact]:
+        progress.stage("comparison_report")
+        settings = chain_settings(context, names)
+        try:
+            art = pipeline.compare(context.partition_key, settings, storage_of(context).store(), run_metrics)
+        except InputError as exc:  # --strict-chunker-version: refuse, saying why
+            raise input_failure(exc) from None
+        baseline = art.info.get("run_a")
+        note = art.info.get("baseline_note") or ""  # a comparison of two systems says so in its note
+        context.log.info(note)
+        for warning in art.info.get("warnings", []):
+            context.log.warning(warning)
+        counts = art.info["verdict_counts"]
+        headline = pipeline.headline(run_metrics.metrics, settings.k)
+        meta = {
+            "report": dg.MetadataValue.md(art.markdown),
+            "baseline_run": dg.MetadataValue.text(str(baseline)),
+            "baseline_note": note,
+            "systems": dg.MetadataValue.text(str(art.info.get("systems_note") or "")),
+            "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
+            **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
+            **{f"flip/{k}": dg.MetadataValue.int(v) for k, v in art.info.get("flip_counts", {}).items()},
+            "warnings": dg.MetadataValue.json(art.info.get("warnings", [])),
+            "versions": dg.MetadataValue.json(
+                {"a": art.info.get("versions_a", {}), "b": art.info.get("versions_b", {})}
+            ),
+            **{
+                f"delta/{r.metric}": _number(r.delta)
+                for r in art.per_metric.itertuples()
+                if r.metric in headline
+            },
+            **{
+                f"p_value/{r.metric}": _number(r.p_value)
+                for r in art.per_metric.itertuples()
+                if r.metric in headline and not pd.isna(r.p_value)
+            },
+        }
+        if len(art.per_query):
+            # regressions and losses first: the queries a reviewer must look at
+            meta["per_query"] = _table_metadata(
+                verdicts_worst_first(art.per_query)[
+                    ["query_id", "verdict", "a_rank", "b_rank", "note", "refusal_flip", "groundedness_flip"]
+                ]
+            )
+        if art.suspect_gold is not None:
+            # b's unjudged hits above its first relevant hit, worst first (compare.suspect_gold)
+            meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
+            if len(art.suspect_gold):
+                meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
+        return dg.Output(art, metadata=meta)
+
+    return ChainAssets(
+        names=names,
+        golden_file=golden_file,
+        system_under_test=system_under_test,
+        golden_set=golden_set,
+        retrieval_results=retrieval_results,
+        judge=judge,
+        query_scores=query_scores,
+        run_metrics=run_metrics,
+        comparison_report=comparison_report,
+    )
 
 
-EVAL_ASSETS = [golden_set, retrieval_results, judge, query_scores, run_metrics, comparison_report]
-SOURCE_ASSETS = [golden_file, system_under_test]
+@dataclass(frozen=True)
+class ChainAssets:
+    """One chain's definitions: its two observed inputs and its six partitioned assets."""
+
+    names: ChainNames
+    golden_file: dg.AssetsDefinition
+    system_under_test: dg.AssetsDefinition
+    golden_set: dg.AssetsDefinition
+    retrieval_results: dg.AssetsDefinition
+    judge: dg.AssetsDefinition
+    query_scores: dg.AssetsDefinition
+    run_metrics: dg.AssetsDefinition
+    comparison_report: dg.AssetsDefinition
+
+    @property
+    def eval_assets(self) -> list[dg.AssetsDefinition]:
+        """The chain the job materializes, in order."""
+        return [
+            self.golden_set,
+            self.retrieval_results,
+            self.judge,
+            self.query_scores,
+            self.run_metrics,
+            self.comparison_report,
+        ]
+
+    @property
+    def source_assets(self) -> list[dg.AssetsDefinition]:
+        """The observed inputs (golden file, system under test)."""
+        return [self.golden_file, self.system_under_test]
+
+
+#: The package's own code location's chain (bare keys, ``eval_runs``).
+DEFAULT_CHAIN = build_chain_assets(DEFAULT_NAMES)
+golden_file = DEFAULT_CHAIN.golden_file
+system_under_test = DEFAULT_CHAIN.system_under_test
+golden_set = DEFAULT_CHAIN.golden_set
+retrieval_results = DEFAULT_CHAIN.retrieval_results
+judge = DEFAULT_CHAIN.judge
+query_scores = DEFAULT_CHAIN.query_scores
+run_metrics = DEFAULT_CHAIN.run_metrics
+comparison_report = DEFAULT_CHAIN.comparison_report
+EVAL_ASSETS = DEFAULT_CHAIN.eval_assets
+SOURCE_ASSETS = DEFAULT_CHAIN.source_assets

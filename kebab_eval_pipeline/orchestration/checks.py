@@ -23,8 +23,7 @@ from kebab_eval_pipeline.gates.evaluate import GateResult, check_name, regressio
 from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.metrics.health import CHECK_NAME
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.orchestration.assets import comparison_report, judge, query_scores, run_metrics
-from kebab_eval_pipeline.orchestration.partitions import eval_runs
+from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets
 from kebab_eval_pipeline.reporting.summary import gate_outcome
 from kebab_eval_pipeline.settings import RunSettings
 
@@ -81,7 +80,7 @@ def _stored_results(info: dict, names: list[str]) -> Iterator[dg.AssetCheckResul
             )
 
 
-def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
+def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition | None:
     bounds = [
         (metric, kind, gate)
         for metric, gate in settings.effective_gates().items()
@@ -101,9 +100,9 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     specs = [
         dg.AssetCheckSpec(
             check_name(metric, kind),
-            asset=run_metrics,
+            asset=chain.run_metrics,
             blocking=gate.blocking,
-            partitions_def=eval_runs,
+            partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
         )
         for metric, kind, gate in bounds
@@ -112,7 +111,9 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     # One step evaluates every bound: each gate still reports its own check result, and the
     # run avoids a step (and its event-log writes) per gate.
     @dg.multi_asset_check(
-        specs=specs, name="ship_gates", ins={"run_metrics": dg.AssetIn(key=run_metrics.key)}
+        specs=specs,
+        name=chain.names.name("ship_gates"),
+        ins={"run_metrics": dg.AssetIn(key=chain.run_metrics.key)},
     )
     def ship_gates(run_metrics: RunMetricsArtifact):
         yield from _stored_results(run_metrics.info, [spec.name for spec in specs])
@@ -120,7 +121,7 @@ def _absolute_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     return ship_gates
 
 
-def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
+def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition | None:
     """Regression gates (metric deltas, paired p-values) and verdict gates (per-query verdict
     counts, e.g. ``regression[tag=critical]``) as one multi-check on ``comparison_report``."""
     if not settings.regression_gates and not settings.verdict_gates:
@@ -147,9 +148,9 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     specs = [
         dg.AssetCheckSpec(
             check_name(metric, kind),
-            asset=comparison_report,
+            asset=chain.comparison_report,
             blocking=gate.blocking,
-            partitions_def=eval_runs,
+            partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
         )
         for metric, gate in settings.regression_gates.items()
@@ -157,16 +158,18 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     ] + [
         dg.AssetCheckSpec(
             check_name(key, "max"),
-            asset=comparison_report,
+            asset=chain.comparison_report,
             blocking=gate.blocking,
-            partitions_def=eval_runs,
+            partitions_def=chain.names.partitions,
             description=f"at most {gate.max} query verdict(s) {key} against the baseline",
         )
         for key, gate in settings.verdict_gates.items()
     ]
 
     @dg.multi_asset_check(
-        specs=specs, name="regression_gates", ins={"comparison_report": dg.AssetIn(key=comparison_report.key)}
+        specs=specs,
+        name=chain.names.name("regression_gates"),
+        ins={"comparison_report": dg.AssetIn(key=chain.comparison_report.key)},
     )
     def regression_gates(comparison_report: ComparisonArtifact):
         yield from _stored_results(comparison_report.info, [spec.name for spec in specs])
@@ -174,44 +177,49 @@ def _comparison_gates(settings: RunSettings) -> dg.AssetChecksDefinition | None:
     return regression_gates
 
 
-@dg.asset_check(
-    asset=judge,
-    name="judge_spot_check",
-    blocking=False,
-    partitions_def=eval_runs,
-    description="The judge's reliability: the share of spot-checked queries whose second judgement moved "
-    "a score by more than 1 point stays at or below judge.disagreement_warn (default 20%). A warning, "
-    "never blocking; passes with a note when the judge is off or nothing was spot-checked.",
-)
-def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
-    threshold = float(judge.info.get("disagreement_warn", 0.2))
-    disagreeing, compared = disagreement(judge.judgements) if judge.enabled else (0, 0)
-    rate = disagreeing / compared if compared else None
-    if not judge.enabled:
-        reason = "judge off (judge: null): nothing to check"
-    elif rate is None:
-        reason = "no spot-checked query was scored by both judges"
-    else:
-        reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
-    return dg.AssetCheckResult(
-        passed=rate is None or rate <= threshold,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=reason,
-        metadata={
-            "value": dg.MetadataValue.null() if rate is None else dg.MetadataValue.float(rate),
-            "threshold": dg.MetadataValue.float(threshold),
-            "spot_check_n": compared,
-            "disagreeing": disagreeing,
-            "skipped": rate is None,
-            "reason": reason,
-        },
+def _judge_spot_check(chain: ChainAssets) -> dg.AssetChecksDefinition:
+    """The judge's spot-check warning on the chain's ``judge`` asset."""
+
+    @dg.asset_check(
+        asset=chain.judge,
+        name="judge_spot_check",
+        blocking=False,
+        partitions_def=chain.names.partitions,
+        description="The judge's reliability: the share of spot-checked queries whose second judgement moved "
+        "a score by more than 1 point stays at or below judge.disagreement_warn (default 20%). A warning, "
+        "never blocking; passes with a note when the judge is off or nothing was spot-checked.",
     )
+    def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
+        threshold = float(judge.info.get("disagreement_warn", 0.2))
+        disagreeing, compared = disagreement(judge.judgements) if judge.enabled else (0, 0)
+        rate = disagreeing / compared if compared else None
+        if not judge.enabled:
+            reason = "judge off (judge: null): nothing to check"
+        elif rate is None:
+            reason = "no spot-checked query was scored by both judges"
+        else:
+            reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
+        return dg.AssetCheckResult(
+            passed=rate is None or rate <= threshold,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=reason,
+            metadata={
+                "value": dg.MetadataValue.null() if rate is None else dg.MetadataValue.float(rate),
+                "threshold": dg.MetadataValue.float(threshold),
+                "spot_check_n": compared,
+                "disagreeing": disagreeing,
+                "skipped": rate is None,
+                "reason": reason,
+            },
+        )
+
+    return judge_spot_check
 
 
 SYSTEM_HEALTH = CHECK_NAME
 
 
-def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:
+def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition:
     """Fails (blocking by default) when the system under test errored on every query or on more
     than ``system_health.max_error_rate`` of them. On ``run_metrics``, so the failed run's results,
     scores and report are still stored; only comparison_report waits on it."""
@@ -225,10 +233,10 @@ def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:
         )
 
     @dg.asset_check(
-        asset=run_metrics,
+        asset=chain.run_metrics,
         name=SYSTEM_HEALTH,
         blocking=blocking,
-        partitions_def=eval_runs,
+        partitions_def=chain.names.partitions,
         description=f"The system under test answered: {rule}.",
     )
     def system_health(run_metrics: RunMetricsArtifact) -> dg.AssetCheckResult:
@@ -259,7 +267,9 @@ def _system_health_check(settings: RunSettings) -> dg.AssetChecksDefinition:
     return system_health
 
 
-def matching_coverage_check(settings: RunSettings) -> dg.AssetChecksDefinition:
+def matching_coverage_check(
+    settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN
+) -> dg.AssetChecksDefinition:
     """``matching_coverage`` on ``query_scores``: fails when the hits cannot support what the golden
     set needs (``matching_warnings`` in the asset's info: no line ranges, no heading paths, no chunk
     ids, document paths that match no gold path, nothing matched at all). A warning by default;
@@ -267,10 +277,10 @@ def matching_coverage_check(settings: RunSettings) -> dg.AssetChecksDefinition:
     blocking = settings.matching_coverage == "fail"
 
     @dg.asset_check(
-        asset=query_scores,
+        asset=chain.query_scores,
         name="matching_coverage",
         blocking=blocking,
-        partitions_def=eval_runs,
+        partitions_def=chain.names.partitions,
         description="The hits carry what the golden set's matching needs (line ranges, heading paths, "
         "chunk ids, document paths that name gold documents), so no score is 0 for want of a field. "
         + ("Blocking (matching_coverage: fail)." if blocking else "A warning (matching_coverage: warn)."),
@@ -299,8 +309,15 @@ def matching_coverage_check(settings: RunSettings) -> dg.AssetChecksDefinition:
     return matching_coverage
 
 
-def gate_checks(settings: RunSettings) -> list[dg.AssetChecksDefinition]:
+def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> list[dg.AssetChecksDefinition]:
     """The gate checks the settings configure (plus the WFGY defaults), one step per target asset,
     the system-health check, the judge's spot-check warning and the matching-coverage check."""
-    gates = [c for c in (_absolute_gates(settings), _comparison_gates(settings)) if c is not None]
-    return [*gates, _system_health_check(settings), judge_spot_check, matching_coverage_check(settings)]
+    gates = [
+        c for c in (_absolute_gates(settings, chain), _comparison_gates(settings, chain)) if c is not None
+    ]
+    return [
+        *gates,
+        _system_health_check(settings, chain),
+        _judge_spot_check(chain),
+        matching_coverage_check(settings, chain),
+    ]

@@ -12,6 +12,8 @@ field defaults to "as the config file says" (None) rather than to a value set at
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
 from kebab_eval_pipeline.run_overrides import CONFIG_ENV, apply_overrides, config_path, judge_overrides
@@ -56,6 +58,8 @@ class EvalSettingsResource(dg.ConfigurableResource):
     judge: bool | None = None
     judge_model: str | None = None
     judge_prompt_version: str | None = None
+    # JSON object of top-level config keys replacing the file's (evaluation_chain's settings=…)
+    settings_json: str | None = None
 
     def judge_overrides(self) -> dict | None:
         """The ``judge:`` block to use instead of the file's, or None to keep the file's."""
@@ -78,8 +82,9 @@ class EvalSettingsResource(dg.ConfigurableResource):
             )
             if value is not None
         }
+        replace = json.loads(self.settings_json) if self.settings_json else None
         return apply_overrides(
-            load_settings(self.config_path()),
+            load_settings(self.config_path(), replace=replace),
             overrides,
             kind=system.kind if system is not None else None,
             system_overrides=system.overrides() if system is not None else {},

@@ -1,0 +1,167 @@
+"""Evaluation chains as definitions a team adds to its own Dagster project.
+
+:func:`evaluation_chain` returns the whole chain for one configuration — observed inputs, the six
+partitioned assets, gate checks, the run ranking, the job and its sensors, and the resources they
+read — under a name, so several chains (two golden sets; staging and production systems) sit side
+by side in one ``Definitions``::
+
+    defs = dg.Definitions.merge(
+        dg.Definitions(assets=[search_index, deploy_index]),
+        evaluation_chain("staging", config="eval/staging.yaml"),
+        evaluation_chain("production", config="eval/production.yaml", settings={"golden": "gold-v2.yaml"}),
+    )
+
+:func:`build_chain_definitions` is the one builder: the package's own code location is the chain
+with no name (:mod:`kebab_eval_pipeline.definitions`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.gates.evaluate import check_gate_names
+from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
+from kebab_eval_pipeline.orchestration.automation import build_sensors
+from kebab_eval_pipeline.orchestration.checks import gate_checks
+from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
+from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.ranking import build_run_ranking, run_ranking
+from kebab_eval_pipeline.orchestration.resources import (
+    ArtifactStorage,
+    EvalSettingsResource,
+    SystemUnderTestResource,
+)
+from kebab_eval_pipeline.orchestration.run_lock import locking_executor
+from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
+from kebab_eval_pipeline.settings import RunSettings
+
+JOB_NAME = "evaluation_run"
+
+#: Builders of further definitions of a chain: (settings, names) → definitions to add.
+ChainExtension = Callable[[RunSettings, ChainNames], Sequence[Any]]
+
+
+def chain_assets(names: ChainNames) -> ChainAssets:
+    """The chain's assets under ``names`` (the default chain's are built once, at import)."""
+    return DEFAULT_CHAIN if names == DEFAULT_NAMES else build_chain_assets(names)
+
+
+def build_chain_definitions(
+    names: ChainNames,
+    resource: EvalSettingsResource,
+    system: SystemUnderTestResource,
+    storage: str | None = None,
+    executor: dg.ExecutorDefinition | None = None,
+    job_executor: dg.ExecutorDefinition | None = None,
+) -> dg.Definitions:
+    """One chain's definitions: its settings (``resource`` with ``system``'s overrides) decide the
+    gate checks and sensors; artifacts go to ``storage`` (else the settings' storage, else the
+    default base). ``executor`` becomes the Definitions' default executor (the package's own
+    location); ``job_executor`` is the chain job's own (a chain inside a team's project, whose
+    Definitions keep the team's executor). Raises InputError for invalid settings or gates."""
+    settings = resource.load(system)
+    # The UI shows the system's effective kind and mode on the resource; the file's own values
+    # are not overrides, so this loads the same settings.
+    shown_system = SystemUnderTestResource(
+        kind=settings.system.kind,
+        mode=getattr(settings.system, "mode", None),
+        chunk_size=getattr(settings.system, "chunk_size", None),
+    )
+    check_gate_names(settings, source=resource.config_path() or "<defaults>")
+    base = default_storage_base(storage or settings.storage)
+    chain = chain_assets(names)
+    job = dg.define_asset_job(
+        names.name(JOB_NAME),
+        # the chain and its gate checks; the two inputs are observed, not materialized
+        selection=dg.AssetSelection.assets(*chain.eval_assets),
+        description="Materialize the whole evaluation chain (and its gates) for one run partition.",
+        executor_def=job_executor,
+    )
+    ranking = run_ranking if names == DEFAULT_NAMES else build_run_ranking(names)
+    owned = dg.map_asset_specs(
+        lambda spec: spec.replace_attributes(owners=settings.owners),
+        # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
+        [*chain.source_assets, *chain.eval_assets, ranking],
+    )
+    sensors = build_sensors(job, settings) if names == DEFAULT_NAMES else []
+    return dg.Definitions(
+        assets=owned,
+        asset_checks=gate_checks(settings, chain),
+        jobs=[job],
+        sensors=sensors,
+        resources={
+            names.resource("eval_settings"): resource,
+            names.resource("system_under_test"): shown_system,
+            names.resource("artifact_io"): ArtifactIOManager(base=base),
+            names.resource("shard_io"): ShardIOManager(base=base),
+            names.resource("artifact_storage"): ArtifactStorage(base=base),
+        },
+        executor=executor,
+    )
+
+
+def evaluation_chain(
+    name: str,
+    config: str | Path | None = None,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    storage: str | None = None,
+    system_kind: str | None = None,
+    mode: str | None = None,
+    chunk_size: int | None = None,
+) -> dg.Definitions:
+    """An evaluation chain named ``name`` for a team's own Definitions (merge it with
+    ``dg.Definitions.merge``).
+
+    Inputs:
+      - ``name``: a letter, then letters, digits or underscores; the asset keys are ``name/golden_set``
+        …, the resources ``name__eval_settings`` …, the job ``name__evaluation_run``, the run
+        partitions ``name__eval_runs``.
+      - ``config``: the run config file (the same YAML ``kebab-eval run --config`` reads). Unlike the
+        package's own location, ``$KEBAB_EVAL_CONFIG`` is not consulted: a chain names its file.
+      - ``settings``: top-level config keys that replace the file's (``system``, ``golden``,
+        ``gates``, ``baseline``, …), validated as if written in the file; relative paths in them
+        are relative to the file's folder. With no ``config``, the whole config.
+      - ``storage``: where this chain's runs are stored. Default: a folder named ``name`` under
+        the config's ``storage`` (else the default base), so two chains never share run ids.
+      - ``system_kind`` / ``mode`` / ``chunk_size``: the ``system_under_test`` resource's overrides.
+
+    Raises InputError (naming the field) for a bad name or invalid settings, at load time.
+    """
+    names = ChainNames(name)
+    if config is None and not settings:
+        raise InputError(
+            f"evaluation chain {name!r} has no configuration",
+            [Offender("config", "give the run config file, or settings={...} with the whole config")],
+        )
+    if config is not None and not Path(config).is_file():
+        raise InputError(
+            f"evaluation chain {name!r}: the run config file does not exist",
+            [Offender(str(config), "not a file", field="config")],
+        )
+    resource = EvalSettingsResource(
+        # Dagster needs a value it can show: the absolute file, so the chain loads from any cwd.
+        config_file=str(Path(config).resolve()) if config is not None else None,
+        settings_json=json.dumps(dict(settings), sort_keys=True) if settings else None,
+    )
+    system = SystemUnderTestResource(kind=system_kind, mode=mode, chunk_size=chunk_size)
+    if storage is None:
+        loaded = resource.load(system)
+        storage = f"{default_storage_base(loaded.storage).rstrip('/')}/{name}"
+    # The chain's job holds each run id's lock for the whole run (one writer per run id), as the
+    # package's own location's executor does; ad-hoc materializations take the team's executor and
+    # the IO manager still checks the lock before every write.
+    return build_chain_definitions(
+        names,
+        resource,
+        system,
+        storage=storage,
+        job_executor=locking_executor(dg.in_process_executor, storage),
+    )
