@@ -16,7 +16,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
-from kebab_eval_pipeline.orchestration.automation import build_sensors
+from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.ranking import run_ranking
@@ -70,11 +70,13 @@ def build_definitions(
         # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
         [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
     )
+    automation = build_automation(job, settings)
     return dg.Definitions(
         assets=owned,
-        asset_checks=gate_checks(settings),
+        asset_checks=[*gate_checks(settings), *automation.asset_checks],
         jobs=[job],
-        sensors=build_sensors(job, settings),
+        schedules=automation.schedules,
+        sensors=automation.sensors,
         resources={
             "eval_settings": resource,
             "system_under_test": system,
