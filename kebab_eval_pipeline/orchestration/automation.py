@@ -236,7 +236,9 @@ def build_system_version_sensor(
         if watch_asset is None:
             cursor = json.dumps(versions, sort_keys=True)
             if previous is None:
-                return dg.SensorResult(cursor=cursor, asset_events=_input_observations(settings, names, info))
+                return dg.SensorResult(
+                    cursor=cursor, asset_events=[_rekeyed(system_observation(info), names)]
+                )
             changes = changed_versions(previous, versions)
             if not changes:
                 return dg.SkipReason("the system under test's versions are unchanged")
