@@ -257,18 +257,16 @@ def build_system_version_sensor(
     return system_version_sensor
 
 
-def freshness_of(settings: RunSettings, store, now: datetime | None = None) -> tuple[Freshness, SystemInfo]:
-    """The freshness verdict of the configured system's current version over ``store``'s runs,
-    and the system info it was judged by. InputError when the system cannot be built; an
-    unreachable version report leaves only the versions the adapter knows itself to compare."""
-    info = build_system(settings).info()
+def freshness_of(settings: RunSettings, info: SystemInfo, store, now: datetime | None = None) -> Freshness:
+    """The freshness verdict of the configured system at the versions ``info`` reports, over
+    ``store``'s runs, at ``now`` (default: the current time)."""
     return freshness(
         store,
         identity_from_settings(settings.system),
         watched_versions(info),
         now or datetime.now(UTC),
         settings.freshness.max_hours,
-    ), info
+    )
 
 
 def _check_metadata(verdict: Freshness, info) -> dict[str, dg.MetadataValue]:
@@ -304,15 +302,19 @@ def build_freshness(settings: RunSettings, names: ChainNames = DEFAULT_NAMES):
 
     def evaluation(store, now: datetime | None = None) -> dg.AssetCheckEvaluation:
         try:
-            verdict, info = freshness_of(settings, store, now)
+            info = build_system(settings).info()
+            problem = unreachable_reason(info)
         except InputError as exc:
+            info, problem = None, f"the system under test is not available: {exc.render()}"
+        if problem is not None:  # without the current version, no run can be said to be of it
             return dg.AssetCheckEvaluation(
                 asset_key=asset_key,
                 check_name=FRESHNESS_CHECK,
                 passed=False,
                 severity=dg.AssetCheckSeverity.WARN,
-                description=f"the system under test is not available: {exc.render()}",
+                description=f"cannot tell the current version: {problem}",
             )
+        verdict = freshness_of(settings, info, store, now)
         return dg.AssetCheckEvaluation(
             asset_key=asset_key,
             check_name=FRESHNESS_CHECK,

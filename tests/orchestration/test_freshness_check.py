@@ -4,6 +4,7 @@ finish times are set by hand, and the check executed by Dagster on ``system_unde
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -167,3 +168,28 @@ def test_check_on_system_under_test_executes_with_warn_severity(instance, tmp_pa
     # the UI's check history holds both evaluations
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
     assert record.event.asset_check_evaluation.passed
+
+
+def test_a_system_that_cannot_report_its_version_fails_the_check(instance, tmp_path):
+    """An http system whose version endpoint is down: no stored run can be said to be of its
+    current version, so the check warns and says why (the sensor does not crash)."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    config = write(
+        tmp_path / "down.yaml",
+        f"system: {{kind: http, search_url: '{url}/search', version_url: '{url}/version', timeout_s: 5}}\n"
+        f"storage: '{tmp_path / 'artifacts'}'\n",
+    )
+    defs = build_definitions(config)
+    context = dg.build_sensor_context(
+        instance=instance,
+        definitions=defs,
+        resources={"artifact_storage": defs.resources["artifact_storage"]},
+    )
+    [evaluation] = defs.resolve_sensor_def("freshness_check_sensor").evaluate_tick(context).asset_events
+    assert (evaluation.passed, evaluation.severity) == (False, dg.AssetCheckSeverity.WARN)
+    assert evaluation.description.startswith(
+        "cannot tell the current version: the system under test could not report its versions: ConnectError"
+    )
