@@ -61,6 +61,10 @@ def test_schedules_and_sensors_are_stopped_by_default():
     assert repo.schedule_defs[0].default_status == dg.DefaultScheduleStatus.STOPPED
     for s in repo.sensor_defs:
         assert s.default_status == dg.DefaultSensorStatus.STOPPED, s.name
+    # the freshness check is not part of an evaluation run (a run would judge itself mid-way)
+    freshness = dg.AssetCheckKey(dg.AssetKey("system_under_test"), FRESHNESS_CHECK)
+    assert freshness in defs.resolve_asset_graph().asset_check_keys
+    assert freshness not in defs.resolve_job_def(JOB_NAME).asset_layer.asset_graph.asset_check_keys
 
 
 def test_schedule_cron_and_timezone(berlin_config):
