@@ -234,6 +234,11 @@ def build_system_version_sensor(
         info, versions = state
         previous = _read_cursor(context.cursor)
         if watch_asset is None:
+            if not versions:
+                return dg.SkipReason(
+                    "the system under test reports no versions to watch (set system.version_url or "
+                    "system.version_argv, or give the sensor an asset to watch)"
+                )
             cursor = json.dumps(versions, sort_keys=True)
             if previous is None:
                 return dg.SensorResult(

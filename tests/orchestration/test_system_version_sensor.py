@@ -130,6 +130,13 @@ def test_a_system_that_is_down_is_skipped_with_its_reason(instance, tmp_path):
     assert "ConnectError" in result.skip_message
 
 
+def test_a_system_reporting_no_versions_is_skipped(instance, tmp_path, version_server):
+    version_server.report = {"coverage": {"indexed_docs": 3}, "nested": {"a": 1}}  # nothing to watch
+    result = evaluate(http_defs(tmp_path, version_server.url), instance)
+    assert isinstance(result, dg.SkipReason)
+    assert result.skip_message.startswith("the system under test reports no versions to watch")
+
+
 def test_a_system_reporting_an_error_status_is_skipped(instance, tmp_path, version_server):
     defs = http_defs(tmp_path, version_server.url + "/missing")  # /missing/version answers 404
     result = evaluate(defs, instance)
