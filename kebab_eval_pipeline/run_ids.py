@@ -4,8 +4,11 @@ Every id this package generates is ``<origin>-YYYYMMDD-HHMMSS[-<suffix>]`` with 
 
 - ``ci-20250301-101500-1a2b3c4`` — ``kebab-eval run`` / ``runs add`` in CI (suffix: short commit);
 - ``alice-20250301-101500`` — the same outside CI (origin: the login name);
-- ``nightly-20250301-020512`` — the nightly sensor (at most one per UTC day);
-- ``golden-20250301-101500-9f8e7d6c`` — the golden-change sensor (suffix: the new golden sha256).
+- ``nightly-20250301-020512`` — the nightly schedule (at most one per day of its time zone;
+  the time is the scheduled time, in UTC);
+- ``golden-20250301-101500-9f8e7d6c`` — the golden-change sensor (suffix: the new golden sha256);
+- ``system-change-20250301-101500-3c4d5e6f`` — the system-version sensor (suffix: the hash of the
+  system's new versions).
 
 The time is fixed-width, so ids of one origin sort lexically in time order (``ls``, the Dagster
 UI's partition list) and :func:`run_id_time` reads it back to order ids of different origins.
@@ -14,11 +17,13 @@ Ids chosen by hand (``--run-id release-1``) are kept as they are.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, tzinfo
 
 from kebab_eval_pipeline.errors import InputError, Offender
 
@@ -36,11 +41,12 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-TRIGGER_TAG = "kebab-eval/trigger"  # Dagster run tag: ci | cli | nightly | golden-change
+TRIGGER_TAG = "kebab-eval/trigger"  # Dagster run tag: ci | cli | nightly | golden-change | system-change
 
 CI_ORIGIN = "ci"
 NIGHTLY_ORIGIN = "nightly"
 GOLDEN_ORIGIN = "golden"
+SYSTEM_CHANGE_ORIGIN = "system-change"
 FALLBACK_USER = "local"
 USER_MAX = 32  # keeps every generated id far below check_run_id's 128 characters
 SHORT_COMMIT = 7
@@ -165,13 +171,14 @@ def nightly_run_id(now: datetime | None = None) -> str:
     return f"{NIGHTLY_ORIGIN}-{_stamp(now)}"
 
 
-def nightly_run_of_day(run_ids: Iterable[str], day: date) -> str | None:
-    """The first nightly id among ``run_ids`` whose time falls on UTC ``day`` (including the
-    ``nightly-YYYY-MM-DD`` ids of earlier versions), or None: the nightly sensor's once-a-day test."""
+def nightly_run_of_day(run_ids: Iterable[str], day: date, tz: tzinfo = UTC) -> str | None:
+    """The first nightly id among ``run_ids`` whose time falls on ``day`` in time zone ``tz``
+    (default UTC; including the ``nightly-YYYY-MM-DD`` ids of earlier versions, read as midnight
+    UTC), or None: the nightly schedule's once-a-day test."""
     for run_id in run_ids:
         if run_id.startswith(f"{NIGHTLY_ORIGIN}-"):
             t = run_id_time(run_id)
-            if t is not None and t.date() == day:
+            if t is not None and t.astimezone(tz).date() == day:
                 return run_id
     return None
 
@@ -186,6 +193,19 @@ def golden_change_run_id(now: datetime | None, sha256: str) -> str:
     if not re.fullmatch(r"[0-9a-f]{8,}", sha):
         raise ValueError(f"not a sha256: {sha256!r}")
     return f"{GOLDEN_ORIGIN}-{_stamp(now)}-{sha[:8]}"
+
+
+def versions_digest(versions: Mapping[str, str | None]) -> str:
+    """The sha256 (hex) of ``versions`` as sorted, compact JSON: equal mappings, equal digests."""
+    text = json.dumps(dict(versions), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def system_change_run_id(now: datetime | None, versions: Mapping[str, str | None]) -> str:
+    """``system-change-YYYYMMDD-HHMMSS-<hash8>``: the first 8 hex digits of
+    :func:`versions_digest` of the system's new versions (so two changes in one second to
+    different versions get different ids)."""
+    return f"{SYSTEM_CHANGE_ORIGIN}-{_stamp(now)}-{versions_digest(versions)[:8]}"
 
 
 def run_id_time(run_id: str) -> datetime | None:

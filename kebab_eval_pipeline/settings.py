@@ -17,6 +17,7 @@ from pydantic import (
     field_validator,
 )
 
+from kebab_eval_pipeline.automation_settings import FreshnessSettings, NightlySettings
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.config_model import AtKey, StrictSettings
 from kebab_eval_pipeline.config_suggest import unknown_key_reason
@@ -103,6 +104,9 @@ class RunSettings(StrictSettings):
     repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = 1
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
     owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
+    # The nightly schedule's cron and time zone, and the freshness check's limit (automation_settings.py).
+    nightly: NightlySettings = Field(default_factory=NightlySettings)
+    freshness: FreshnessSettings = Field(default_factory=FreshnessSettings)
 
     @field_validator("owners")
     @classmethod

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "progress",
         "demo",
         "config_model",
+        "automation_settings",
         "json_records",
         "config_suggest",
         "run_ids",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import example, given, settings
@@ -21,7 +23,9 @@ from kebab_eval_pipeline.run_ids import (
     nightly_run_of_day,
     run_id_time,
     sort_run_ids,
+    system_change_run_id,
     user_slug,
+    versions_digest,
 )
 from tests.golden.test_properties import SETTINGS
 
@@ -160,6 +164,22 @@ def test_nightly_and_golden_change_ids():
     assert nightly_run_of_day(ids, date(2025, 3, 1)) == "nightly-20250301-020512"
     assert nightly_run_of_day(ids, date(2025, 3, 2)) is None
     assert nightly_run_of_day(["nightly-2025-03-02"], date(2025, 3, 2)) == "nightly-2025-03-02"  # old form
+    # in a time zone: 23:00 UTC on 28 February is 1 March in Berlin (UTC+1), 02:05 UTC still 1 March
+    berlin = ZoneInfo("Europe/Berlin")
+    assert nightly_run_of_day(ids, date(2025, 3, 1), berlin) == "nightly-20250228-230000"
+    assert nightly_run_of_day(ids[1:2], date(2025, 2, 28), berlin) is None
+
+
+def test_system_change_ids():
+    versions = {"index_version": "i2", "chunker_version": "c1"}
+    # the digest of the sorted compact JSON, worked out independently
+    text = '{"chunker_version":"c1","index_version":"i2"}'
+    assert versions_digest(versions) == hashlib.sha256(text.encode()).hexdigest()
+    assert versions_digest(dict(reversed(versions.items()))) == versions_digest(versions)
+    run_id = system_change_run_id(NOW, versions)
+    assert run_id == f"system-change-20250301-101500-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    assert check_run_id(run_id) == run_id and run_id_time(run_id) == NOW.replace(microsecond=0)
+    assert system_change_run_id(NOW, {**versions, "index_version": "i3"}) != run_id
 
 
 @pytest.mark.parametrize(

@@ -1,25 +1,64 @@
-"""Nightly runs and golden-file change detection. Both start STOPPED; turn them on in the UI
-(Automation tab) or with ``dagster sensor start``.
+"""Automation of one evaluation chain: the nightly schedule, the golden-file and system-version
+sensors, and the freshness check with the sensor that evaluates it. Every schedule and sensor
+starts STOPPED; turn them on in the UI (Automation tab) or with ``dagster schedule start`` /
+``dagster sensor start``.
 
-The nightly trigger is a sensor rather than a schedule because only sensors may
-register a dynamic partition together with the run that needs it.
+The nightly schedule registers its run's partition itself (through the instance) before it asks
+for the run: Dagster 1.13 lets only sensors return ``dynamic_partitions_requests`` (a schedule may
+return only run requests and skip reasons; dagster-io/dagster#14921), but the schedule's context
+has the instance, and the partition must exist before the scheduler resolves the run request.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
 
+from kebab_eval_pipeline.compare.freshness import Freshness, freshness
+from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import golden_content_sha256
-from kebab_eval_pipeline.orchestration.assets import golden_file_observation, system_observation
-from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.run_ids import TRIGGER_TAG, golden_change_run_id, nightly_run_id, nightly_run_of_day
+from kebab_eval_pipeline.orchestration.assets import (
+    golden_file_observation,
+    system_data_version,
+    system_observation,
+)
+from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.run_ids import (
+    TRIGGER_TAG,
+    golden_change_run_id,
+    nightly_run_id,
+    nightly_run_of_day,
+    system_change_run_id,
+)
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.identity import identity_from_settings
+from kebab_eval_pipeline.systems.version_changes import (
+    change_tags,
+    changed_versions,
+    unreachable_reason,
+    watched_versions,
+)
 
-NIGHTLY_HOUR_ENV = "KEBAB_EVAL_NIGHTLY_HOUR_UTC"
+#: Run tag of a run the version sensor started on a new materialization of a watched asset.
+WATCHED_ASSET_TAG = "kebab-eval/watched-asset"
+FRESHNESS_CHECK = "fresh_passing_evaluation"
+FRESHNESS_INTERVAL_S = 30 * 60
+VERSION_INTERVAL_S = 5 * 60
+
+
+@dataclass(frozen=True)
+class Automation:
+    """What :func:`build_automation` gives a ``Definitions``."""
+
+    schedules: list[dg.ScheduleDefinition]
+    sensors: list[dg.SensorDefinition]
+    asset_checks: list[dg.AssetChecksDefinition]
 
 
 def _golden_sha256(settings: RunSettings) -> str:
@@ -28,35 +67,66 @@ def _golden_sha256(settings: RunSettings) -> str:
     return golden_content_sha256(paths, options)
 
 
-def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -> list[dg.SensorDefinition]:
-    @dg.sensor(
-        job=job,
-        minimum_interval_seconds=600,
-        default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Every night after the configured UTC hour (env KEBAB_EVAL_NIGHTLY_HOUR_UTC, default 2) "
-        "registers run nightly-YYYYMMDD-HHMMSS and materializes the evaluation chain for it (once per UTC "
-        "day).",
+def _rekeyed(event: dg.AssetObservation, names: ChainNames) -> dg.AssetObservation:
+    """``event`` for this chain's copy of its asset (``staging/system_under_test``)."""
+    return dg.AssetObservation(
+        asset_key=names.key(event.asset_key.path[-1]), tags=event.tags, metadata=event.metadata
     )
-    def nightly_eval_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        now = datetime.now(UTC)
-        hour = int(os.environ.get(NIGHTLY_HOUR_ENV, "2"))
-        if now.hour < hour:
-            return dg.SkipReason(f"waiting for {hour:02d}:00 UTC")
-        done = nightly_run_of_day(context.instance.get_dynamic_partitions(eval_runs.name), now.date())
-        if done is not None:
-            return dg.SkipReason(f"{done} already registered today")
-        key = nightly_run_id(now)
-        return dg.SensorResult(
-            run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "nightly"})],
-            dynamic_partitions_requests=[eval_runs.build_add_request([key])],
-            # what the run will read, recorded first so the run's provenance is exact
-            asset_events=[
-                golden_file_observation(_golden_sha256(settings)),
-                system_observation(build_system(settings).info()),
-            ],
-        )
 
+
+def _input_observations(settings: RunSettings, names: ChainNames, info=None) -> list[dg.AssetObservation]:
+    """What a run will read (golden hash, system version), recorded before it starts so its
+    provenance is exact; an input that cannot be read is left out (the run reports it)."""
+    events = []
+    with contextlib.suppress(InputError, OSError):
+        events.append(_rekeyed(golden_file_observation(_golden_sha256(settings)), names))
+    with contextlib.suppress(InputError):
+        events.append(_rekeyed(system_observation(info or build_system(settings).info()), names))
+    return events
+
+
+def build_nightly_schedule(
+    job: dg.UnresolvedAssetJobDefinition, settings: RunSettings, names: ChainNames = DEFAULT_NAMES
+) -> dg.ScheduleDefinition:
+    """The nightly evaluation: ``settings.nightly.cron`` in ``settings.nightly.timezone``. At most
+    one nightly run per day of that time zone; its id is ``nightly-YYYYMMDD-HHMMSS`` of the
+    scheduled time (UTC), so a re-evaluated tick asks for the same run (the run key dedups it)."""
+    nightly = settings.nightly
+    zone = nightly.zone()
+
+    @dg.schedule(
+        name=names.name("nightly_eval_schedule"),
+        job=job,
+        cron_schedule=nightly.cron,
+        execution_timezone=nightly.timezone,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Nightly evaluation at `{nightly.cron}` ({nightly.timezone}): registers run "
+        "nightly-YYYYMMDD-HHMMSS (the scheduled time in UTC), records the golden hash and the system's "
+        "versions, and materializes the evaluation chain for it. At most one nightly run per day "
+        f"({nightly.timezone}). Set with `nightly: {{cron, timezone}}` in the run config.",
+    )
+    def nightly_eval_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        when = context.scheduled_execution_time or datetime.now(UTC)
+        key = nightly_run_id(when)
+        registered = context.instance.get_dynamic_partitions(names.partitions_name)
+        done = nightly_run_of_day(registered, when.astimezone(zone).date(), zone)
+        if done is not None and done != key:  # the same tick evaluated again asks for its run again
+            return dg.SkipReason(f"{done} already registered today ({nightly.timezone})")
+        if done is None:
+            for event in _input_observations(settings, names):
+                context.instance.report_runless_asset_event(event)
+            # A schedule cannot return dynamic_partitions_requests (only sensors can): register here.
+            context.instance.add_dynamic_partitions(names.partitions_name, [key])
+        return dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "nightly"})
+
+    return nightly_eval_schedule
+
+
+def build_golden_change_sensor(
+    job: dg.UnresolvedAssetJobDefinition, settings: RunSettings, names: ChainNames = DEFAULT_NAMES
+) -> dg.SensorDefinition:
     @dg.sensor(
+        name=names.name("golden_change_sensor"),
         job=job,
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.STOPPED,
@@ -68,7 +138,7 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         if not path.exists():
             return dg.SkipReason(f"golden file {path} does not exist")
         sha = _golden_sha256(settings)
-        observation = golden_file_observation(sha)
+        observation = _rekeyed(golden_file_observation(sha), names)
         if context.cursor == sha:
             return dg.SkipReason("golden file unchanged")
         if context.cursor is None:
@@ -76,9 +146,234 @@ def build_sensors(job: dg.UnresolvedAssetJobDefinition, settings: RunSettings) -
         key = golden_change_run_id(datetime.now(UTC), sha)
         return dg.SensorResult(
             run_requests=[dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "golden-change"})],
-            dynamic_partitions_requests=[eval_runs.build_add_request([key])],
+            dynamic_partitions_requests=[names.partitions.build_add_request([key])],
             cursor=sha,
             asset_events=[observation],
         )
 
-    return [nightly_eval_sensor, golden_change_sensor]
+    return golden_change_sensor
+
+
+def _read_cursor(cursor: str | None) -> dict | None:
+    if not cursor:
+        return None
+    try:
+        value = json.loads(cursor)
+    except ValueError:
+        return None  # a cursor of another version: start over (record, launch nothing)
+    return value if isinstance(value, dict) else None
+
+
+def build_system_version_sensor(
+    job: dg.UnresolvedAssetJobDefinition,
+    settings: RunSettings,
+    names: ChainNames = DEFAULT_NAMES,
+    watch_asset: dg.AssetKey | None = None,
+) -> dg.SensorDefinition:
+    """A run whenever the system under test changes.
+
+    Without ``watch_asset``: every 5 minutes asks the system for its versions (``info()``: the
+    reference index's versions, a ``version_url``/``version_argv`` report); the cursor is their
+    JSON. The first evaluation only records; a change launches ``system-change-…`` tagged with
+    the changed fields (:func:`~kebab_eval_pipeline.systems.version_changes.change_tags`).
+
+    With ``watch_asset`` (a team's own asset, e.g. the index its pipeline builds): a new
+    materialization of that asset launches the run instead (cursor: ``{"storage_id", "versions"}``),
+    tagged with the asset and whatever versions changed meanwhile.
+
+    Either way the run is preceded by an observation of ``system_under_test``, and a system that
+    cannot be built or cannot report its versions gives a SkipReason saying why.
+    """
+
+    def current() -> tuple[SystemInfo, dict[str, str]] | dg.SkipReason:
+        try:
+            info = build_system(settings).info()
+        except InputError as exc:
+            return dg.SkipReason(f"the system under test is not available: {exc.render()}")
+        reason = unreachable_reason(info)
+        if reason is not None:
+            return dg.SkipReason(reason)
+        return info, watched_versions(info)
+
+    def launch(info, versions: dict[str, str], tags: dict[str, str], cursor: str) -> dg.SensorResult:
+        key = system_change_run_id(datetime.now(UTC), versions)
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(partition_key=key, run_key=key, tags={TRIGGER_TAG: "system-change", **tags})
+            ],
+            dynamic_partitions_requests=[names.partitions.build_add_request([key])],
+            cursor=cursor,
+            asset_events=_input_observations(settings, names, info),
+        )
+
+    if watch_asset is None:
+        description = (
+            "Polls the system under test's versions every 5 minutes (the reference index's versions, "
+            "or what system.version_url / version_argv reports) and launches run system-change-… when "
+            "they change, tagged kebab-eval/changed (the changed fields) and kebab-eval/changed.<field> "
+            "(old→new). The first evaluation only records; an unreachable system is skipped."
+        )
+    else:
+        description = (
+            f"Launches run system-change-… on each new materialization of {watch_asset.to_user_string()} "
+            "(tagged kebab-eval/watched-asset, and kebab-eval/changed… for versions that changed since). "
+            "The first evaluation only records."
+        )
+
+    @dg.sensor(
+        name=names.name("system_version_sensor"),
+        job=job,
+        minimum_interval_seconds=VERSION_INTERVAL_S if watch_asset is None else 60,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description=description,
+    )
+    def system_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        state = current()
+        if isinstance(state, dg.SkipReason):
+            return state
+        info, versions = state
+        previous = _read_cursor(context.cursor)
+        if watch_asset is None:
+            if not versions:
+                return dg.SkipReason(
+                    "the system under test reports no versions to watch (set system.version_url or "
+                    "system.version_argv, or give the sensor an asset to watch)"
+                )
+            cursor = json.dumps(versions, sort_keys=True)
+            if previous is None:
+                return dg.SensorResult(
+                    cursor=cursor, asset_events=[_rekeyed(system_observation(info), names)]
+                )
+            changes = changed_versions(previous, versions)
+            if not changes:
+                return dg.SkipReason("the system under test's versions are unchanged")
+            return launch(info, versions, change_tags(changes), cursor)
+        records = context.instance.fetch_materializations(watch_asset, limit=1).records
+        latest = records[0].storage_id if records else None
+        cursor = json.dumps({"storage_id": latest, "versions": versions}, sort_keys=True)
+        if previous is None:
+            return dg.SensorResult(cursor=cursor)
+        if latest is None or latest == previous.get("storage_id"):
+            return dg.SkipReason(f"no new materialization of {watch_asset.to_user_string()}")
+        changes = changed_versions(previous.get("versions") or {}, versions)
+        tags = {WATCHED_ASSET_TAG: watch_asset.to_user_string()[:63], **change_tags(changes)}
+        return launch(info, versions, tags, cursor)
+
+    return system_version_sensor
+
+
+def freshness_of(settings: RunSettings, info: SystemInfo, store, now: datetime | None = None) -> Freshness:
+    """The freshness verdict of the configured system at the versions ``info`` reports, over
+    ``store``'s runs, at ``now`` (default: the current time)."""
+    return freshness(
+        store,
+        identity_from_settings(settings.system),
+        watched_versions(info),
+        now or datetime.now(UTC),
+        settings.freshness.max_hours,
+    )
+
+
+def _check_metadata(verdict: Freshness, info) -> dict[str, dg.MetadataValue]:
+    metadata = {
+        "max_hours": dg.MetadataValue.float(float(verdict.max_hours)),
+        "current_version": dg.MetadataValue.text(system_data_version(info)),
+        "current_versions": dg.MetadataValue.json(verdict.current_versions),
+        "system": dg.MetadataValue.text(verdict.system_label),
+        "finished_runs_of_version": dg.MetadataValue.int(verdict.runs_of_version),
+    }
+    if verdict.last_run_id is not None:
+        metadata["last_passing_run"] = dg.MetadataValue.text(verdict.last_run_id)
+        metadata["age_hours"] = dg.MetadataValue.float(round(verdict.age_hours, 4))
+        metadata["last_passing_finished_at"] = dg.MetadataValue.text(verdict.last_finished.isoformat())
+    return metadata
+
+
+def build_freshness(settings: RunSettings, names: ChainNames = DEFAULT_NAMES):
+    """The freshness check on ``system_under_test`` and the sensor that evaluates it every 30 min.
+
+    The check passes when a run of the system's *current* version finished with every blocking
+    gate passing within ``freshness.max_hours`` (:mod:`kebab_eval_pipeline.compare.freshness`);
+    else it fails with WARN severity. It sits on ``system_under_test`` (the version it judges),
+    which keeps it out of the evaluation job: a run does not evaluate its own freshness."""
+    storage_key = names.resource("artifact_storage")
+    asset_key = names.key("system_under_test")
+    hours = settings.freshness.max_hours
+    description = (
+        f"Passes when a run of the system's current version finished with every blocking gate "
+        f"passing within the last {hours:g} h (freshness.max_hours); warns otherwise. Evaluated "
+        "every 30 minutes by freshness_check_sensor, or on demand."
+    )
+
+    def evaluation(store, now: datetime | None = None) -> dg.AssetCheckEvaluation:
+        try:
+            info = build_system(settings).info()
+            problem = unreachable_reason(info)
+        except InputError as exc:
+            info, problem = None, f"the system under test is not available: {exc.render()}"
+        if problem is not None:  # without the current version, no run can be said to be of it
+            return dg.AssetCheckEvaluation(
+                asset_key=asset_key,
+                check_name=FRESHNESS_CHECK,
+                passed=False,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=f"cannot tell the current version: {problem}",
+            )
+        verdict = freshness_of(settings, info, store, now)
+        return dg.AssetCheckEvaluation(
+            asset_key=asset_key,
+            check_name=FRESHNESS_CHECK,
+            passed=verdict.passed,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=_check_metadata(verdict, info),
+            description=verdict.description,
+        )
+
+    @dg.asset_check(
+        asset=asset_key,
+        name=FRESHNESS_CHECK,
+        blocking=False,
+        required_resource_keys={storage_key},
+        description=description,
+    )
+    def fresh_passing_evaluation(context) -> dg.AssetCheckResult:
+        result = evaluation(getattr(context.resources, storage_key).store())
+        return dg.AssetCheckResult(
+            passed=result.passed,
+            severity=result.severity,
+            metadata=result.metadata,
+            description=result.description,
+        )
+
+    @dg.sensor(
+        name=names.name("freshness_check_sensor"),
+        minimum_interval_seconds=FRESHNESS_INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        required_resource_keys={storage_key},
+        description=f"Every 30 minutes evaluates the {FRESHNESS_CHECK} check of system_under_test "
+        f"(a passing run of the current system version within {hours:g} h) and records the result on "
+        "the asset's Checks tab; launches no run.",
+    )
+    def freshness_check_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        return dg.SensorResult(asset_events=[evaluation(getattr(context.resources, storage_key).store())])
+
+    return fresh_passing_evaluation, freshness_check_sensor, evaluation
+
+
+def build_automation(
+    job: dg.UnresolvedAssetJobDefinition,
+    settings: RunSettings,
+    names: ChainNames = DEFAULT_NAMES,
+    watch_asset: dg.AssetKey | None = None,
+) -> Automation:
+    """The chain's schedule, sensors and freshness check (see the module docstring)."""
+    check, freshness_sensor, _ = build_freshness(settings, names)
+    return Automation(
+        schedules=[build_nightly_schedule(job, settings, names)],
+        sensors=[
+            build_golden_change_sensor(job, settings, names),
+            build_system_version_sensor(job, settings, names, watch_asset),
+            freshness_sensor,
+        ],
+        asset_checks=[check],
+    )

@@ -1,66 +1,167 @@
-"""Sensors evaluated against a real instance: partitions registered, runs requested, stopped by default."""
+"""The nightly schedule and the golden-change sensor evaluated against a real instance: partitions
+registered, runs requested (and one run launched for real), stopped by default."""
 
 from __future__ import annotations
 
 import re
 import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import dagster as dg
+import pytest
 
-from kebab_eval_pipeline.definitions import build_definitions
+from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.load import golden_content_sha256
-from kebab_eval_pipeline.run_ids import new_run_id, nightly_run_id, run_id_time
+from kebab_eval_pipeline.orchestration.automation import FRESHNESS_CHECK
+from kebab_eval_pipeline.run_ids import new_run_id, run_id_time
+from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import write
+
+BERLIN = ZoneInfo("Europe/Berlin")
 
 
 def sensor(defs: dg.Definitions, name: str) -> dg.SensorDefinition:
     return defs.resolve_sensor_def(name)
 
 
-def test_sensors_are_stopped_by_default():
-    defs = build_definitions()
-    for name in ("nightly_eval_sensor", "golden_change_sensor"):
-        assert sensor(defs, name).default_status == dg.DefaultSensorStatus.STOPPED
+@pytest.fixture(scope="module")
+def berlin_config(tmp_path_factory):
+    return write(
+        tmp_path_factory.mktemp("cfg") / "nightly.yaml",
+        'nightly: {cron: "30 1 * * *", timezone: Europe/Berlin}\n',
+    )
 
 
-def test_nightly_sensor_registers_and_launches_once_a_day(instance, monkeypatch):
-    monkeypatch.setenv("KEBAB_EVAL_NIGHTLY_HOUR_UTC", "0")
+def tick(defs: dg.Definitions, instance, when: datetime) -> dg.RunRequest | str:
+    """One evaluation of the nightly schedule as the scheduler makes it: the run request with its
+    partition resolved against the instance (so the partition must exist by then), or the skip."""
+    schedule = defs.resolve_schedule_def("nightly_eval_schedule")
+    context = dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=when, repository_def=defs.get_repository_def()
+    )
+    data = schedule.evaluate_tick(context)
+    if data.skip_message:
+        return data.skip_message
+    [request] = data.run_requests
+    return request
+
+
+def test_schedules_and_sensors_are_stopped_by_default():
     defs = build_definitions()
-    nightly = sensor(defs, "nightly_eval_sensor")
-    # yesterday's nightly and other runs of today do not count as today's nightly
-    yesterday = nightly_run_id(datetime.now(UTC) - timedelta(days=1))
-    instance.add_dynamic_partitions("eval_runs", [yesterday, new_run_id(environ={"CI": "true"})])
-    before = datetime.now(UTC).date()
-    result = nightly(dg.build_sensor_context(instance=instance, definitions=defs))
-    after = datetime.now(UTC).date()
-    [request] = result.run_requests
+    repo = defs.get_repository_def()
+    assert [s.name for s in repo.schedule_defs] == ["nightly_eval_schedule"]
+    assert sorted(s.name for s in repo.sensor_defs) == [
+        "freshness_check_sensor",
+        "golden_change_sensor",
+        "system_version_sensor",
+    ]
+    assert repo.schedule_defs[0].default_status == dg.DefaultScheduleStatus.STOPPED
+    for s in repo.sensor_defs:
+        assert s.default_status == dg.DefaultSensorStatus.STOPPED, s.name
+    # the freshness check is not part of an evaluation run (a run would judge itself mid-way)
+    freshness = dg.AssetCheckKey(dg.AssetKey("system_under_test"), FRESHNESS_CHECK)
+    assert freshness in defs.resolve_asset_graph().asset_check_keys
+    assert freshness not in defs.resolve_job_def(JOB_NAME).asset_layer.asset_graph.asset_check_keys
+
+
+def test_schedule_cron_and_timezone(berlin_config):
+    default = build_definitions().resolve_schedule_def("nightly_eval_schedule")
+    assert (default.cron_schedule, default.execution_timezone) == ("0 2 * * *", "UTC")
+    berlin = build_definitions(berlin_config).resolve_schedule_def("nightly_eval_schedule")
+    assert (berlin.cron_schedule, berlin.execution_timezone) == ("30 1 * * *", "Europe/Berlin")
+    assert "`30 1 * * *` (Europe/Berlin)" in berlin.description
+
+
+def test_invalid_cron_and_timezone_name_their_keys(tmp_path):
+    bad = write(tmp_path / "bad.yaml", 'nightly: {cron: "0 25 * * *", timezone: Europe/Nowhere}\n')
+    with pytest.raises(InputError) as exc:
+        build_definitions(bad)
+    assert [o.field for o in exc.value.offenders] == ["nightly.cron", "nightly.timezone"]
+    assert "'0 25 * * *' is not a cron expression" in exc.value.render()
+    assert "'Europe/Nowhere' is not a known time zone" in exc.value.render()
+
+
+def test_schedule_registers_and_requests_once_a_day_of_its_timezone(instance, berlin_config):
+    defs = build_definitions(berlin_config)
+    # 01:30 in Berlin on 1 March 2025 is 00:30 UTC (CET, UTC+1)
+    first = tick(defs, instance, datetime(2025, 3, 1, 1, 30, tzinfo=BERLIN))
+    assert isinstance(first, dg.RunRequest)
+    assert first.partition_key == first.run_key == "nightly-20250301-003000"
+    assert first.tags["kebab-eval/trigger"] == "nightly"
+    assert first.tags["dagster/schedule_name"] == "nightly_eval_schedule"
+    assert instance.get_dynamic_partitions("eval_runs") == ["nightly-20250301-003000"]
+    # what the run will read was observed before it was asked for
+    [observed] = instance.fetch_observations(dg.AssetKey("system_under_test"), limit=1).records
+    assert observed.asset_observation.tags["dagster/data_version"]
+    [golden] = instance.fetch_observations(dg.AssetKey("golden_file"), limit=1).records
+    assert golden.asset_observation.tags["dagster/data_version"] == golden_content_sha256(DEMO_GOLDEN)
+
+    # the same tick evaluated again (a retried tick) asks for the same run: the run key dedups it
+    again = tick(defs, instance, datetime(2025, 3, 1, 1, 30, tzinfo=BERLIN))
+    assert isinstance(again, dg.RunRequest) and again.run_key == first.run_key
+    # a later evaluation on the same Berlin day does nothing
+    later = tick(defs, instance, datetime(2025, 3, 1, 23, 59, tzinfo=BERLIN))
+    assert later == "nightly-20250301-003000 already registered today (Europe/Berlin)"
+    # 00:30 on 2 March in Berlin is still 1 March in UTC, but another day of the schedule's zone
+    next_day = tick(defs, instance, datetime(2025, 3, 2, 0, 30, tzinfo=BERLIN))
+    assert isinstance(next_day, dg.RunRequest) and next_day.partition_key == "nightly-20250301-233000"
+    assert instance.get_dynamic_partitions("eval_runs") == [
+        "nightly-20250301-003000",
+        "nightly-20250301-233000",
+    ]
+
+
+def test_other_runs_and_old_nightly_ids(instance):
+    defs = build_definitions()
+    when = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
+    # a CI run and yesterday's nightly do not count as today's nightly
+    ci_run = new_run_id(datetime(2025, 3, 1, 1, 0, tzinfo=UTC), environ={"CI": "true"})
+    instance.add_dynamic_partitions("eval_runs", ["nightly-20250228-020000", ci_run])
+    request = tick(defs, instance, when)
+    assert isinstance(request, dg.RunRequest) and request.partition_key == "nightly-20250301-020000"
+    # an instance upgraded in the day keeps one nightly: nightly-YYYY-MM-DD counts for its day
+    instance.add_dynamic_partitions("eval_runs", ["nightly-2025-03-02"])
+    skipped = tick(defs, instance, datetime(2025, 3, 2, 2, 0, tzinfo=UTC))
+    assert skipped == "nightly-2025-03-02 already registered today (UTC)"
+
+
+def test_scheduled_run_launches_and_makes_the_system_fresh(instance):
+    """The scheduled request launched for real: the chain materializes its partition, and the
+    freshness check then finds that run as the last passing one of the current version."""
+    defs = build_definitions()
+    when = datetime.now(UTC).replace(microsecond=0)
+    request = tick(defs, instance, when)
     key = request.partition_key
-    assert re.fullmatch(r"nightly-\d{8}-\d{6}", key) and run_id_time(key).date() in {before, after}
-    assert request.tags == {"kebab-eval/trigger": "nightly"}
-    assert result.dynamic_partitions_requests[0].partition_keys == [key]
-    instance.add_dynamic_partitions("eval_runs", [key])
-    again = nightly(dg.build_sensor_context(instance=instance, definitions=defs))
-    assert isinstance(again, dg.SkipReason) and f"{key} already registered" in again.skip_message
+    assert run_id_time(key) == when
+    result = defs.resolve_job_def(JOB_NAME).execute_in_process(
+        partition_key=key, instance=instance, tags=request.tags
+    )
+    assert result.success
+    materialized = {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
+    assert {"run_metrics", "comparison_report"} <= materialized
+    assert instance.get_run_by_id(result.run_id).tags["kebab-eval/trigger"] == "nightly"
 
-
-def test_nightly_sensor_counts_a_nightly_of_the_old_form(instance, monkeypatch):
-    """An instance upgraded in the day keeps one nightly: nightly-YYYY-MM-DD counts for its day."""
-    monkeypatch.setenv("KEBAB_EVAL_NIGHTLY_HOUR_UTC", "0")
-    defs = build_definitions()
-    today = datetime.now(UTC)
-    # today's and tomorrow's, so the evaluation below sees one even if midnight passes meanwhile
-    old = [f"nightly-{day:%Y-%m-%d}" for day in (today, today + timedelta(days=1))]
-    instance.add_dynamic_partitions("eval_runs", old)
-    result = sensor(defs, "nightly_eval_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
-    assert isinstance(result, dg.SkipReason) and "already registered today" in result.skip_message
-
-
-def test_nightly_sensor_waits_for_its_hour(instance, monkeypatch):
-    monkeypatch.setenv("KEBAB_EVAL_NIGHTLY_HOUR_UTC", "24")  # never reached
-    defs = build_definitions()
-    result = sensor(defs, "nightly_eval_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
-    assert isinstance(result, dg.SkipReason) and "waiting" in result.skip_message
+    store = RunStore(defs.resources["artifact_storage"].base)
+    finished = datetime.fromisoformat(store.manifest("comparison_report", key)["written_at"])
+    storage = {"artifact_storage": defs.resources["artifact_storage"]}
+    context = dg.build_sensor_context(instance=instance, definitions=defs, resources=storage)
+    # evaluate_tick, as the daemon does (resources reach the sensor through its context)
+    evaluated = sensor(defs, "freshness_check_sensor").evaluate_tick(context)
+    [check] = evaluated.asset_events
+    assert isinstance(check, dg.AssetCheckEvaluation)
+    assert (check.asset_key, check.check_name, check.passed) == (
+        dg.AssetKey("system_under_test"),
+        FRESHNESS_CHECK,
+        True,
+    )
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    assert check.metadata["last_passing_run"].value == key
+    age = check.metadata["age_hours"].value
+    assert 0 <= age <= (datetime.now(UTC) - finished).total_seconds() / 3600 + 1e-4
+    assert check.metadata["max_hours"].value == 26.0
 
 
 def test_golden_change_sensor_launches_on_content_change(instance, tmp_path):

@@ -146,7 +146,7 @@ def test_a_cli_run_is_read_back_from_postgres_with_its_metadata(pg_home, postgre
 
 def test_sensor_started_with_the_dagster_cli_is_stored_in_postgres(pg_home, postgres):
     proc = subprocess.run(
-        [*DAGSTER_CLI, "sensor", "start", "nightly_eval_sensor", *CODE_LOCATION],
+        [*DAGSTER_CLI, "sensor", "start", "golden_change_sensor", *CODE_LOCATION],
         cwd=pg_home,
         capture_output=True,
         text=True,
@@ -160,8 +160,8 @@ def test_sensor_started_with_the_dagster_cli_is_stored_in_postgres(pg_home, post
             if s.status == InstigatorStatus.RUNNING
         ]
         try:
-            # the nightly sensor is on; golden_change_sensor stays at its default, stopped
-            assert [s.name for s in states] == ["nightly_eval_sensor"]
+            # the golden-change sensor is on; the other sensors stay at their default, stopped
+            assert [s.name for s in states] == ["golden_change_sensor"]
             [state] = states
             rows = postgres.query(
                 "SELECT status, job_type FROM jobs WHERE job_origin_id = %s", (state.instigator_origin_id,)
