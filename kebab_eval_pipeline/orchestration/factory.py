@@ -28,7 +28,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
-from kebab_eval_pipeline.orchestration.automation import build_sensors
+from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
@@ -60,12 +60,15 @@ def build_chain_definitions(
     storage: str | None = None,
     executor: dg.ExecutorDefinition | None = None,
     job_executor: dg.ExecutorDefinition | None = None,
+    watch_asset: dg.AssetKey | None = None,
 ) -> dg.Definitions:
     """One chain's definitions: its settings (``resource`` with ``system``'s overrides) decide the
     gate checks and sensors; artifacts go to ``storage`` (else the settings' storage, else the
     default base). ``executor`` becomes the Definitions' default executor (the package's own
     location); ``job_executor`` is the chain job's own (a chain inside a team's project, whose
-    Definitions keep the team's executor). Raises InputError for invalid settings or gates."""
+    Definitions keep the team's executor). ``watch_asset``: the system-version sensor starts a run
+    on each new materialization of that asset (a team's index) instead of polling versions.
+    Raises InputError for invalid settings or gates."""
     settings = resource.load(system)
     # The UI shows the system's effective kind and mode on the resource; the file's own values
     # are not overrides, so this loads the same settings.
@@ -90,12 +93,13 @@ def build_chain_definitions(
         # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
         [*chain.source_assets, *chain.eval_assets, ranking],
     )
-    sensors = build_sensors(job, settings) if names == DEFAULT_NAMES else []
+    automation = build_automation(job, settings, names, watch_asset)
     return dg.Definitions(
         assets=owned,
-        asset_checks=gate_checks(settings, chain),
+        asset_checks=[*gate_checks(settings, chain), *automation.asset_checks],
         jobs=[job],
-        sensors=sensors,
+        schedules=automation.schedules,
+        sensors=automation.sensors,
         resources={
             names.resource("eval_settings"): resource,
             names.resource("system_under_test"): shown_system,
@@ -116,6 +120,7 @@ def evaluation_chain(
     system_kind: str | None = None,
     mode: str | None = None,
     chunk_size: int | None = None,
+    watch_asset: dg.AssetsDefinition | dg.AssetKey | str | None = None,
 ) -> dg.Definitions:
     """An evaluation chain named ``name`` for a team's own Definitions (merge it with
     ``dg.Definitions.merge``).
@@ -132,6 +137,8 @@ def evaluation_chain(
       - ``storage``: where this chain's runs are stored. Default: a folder named ``name`` under
         the config's ``storage`` (else the default base), so two chains never share run ids.
       - ``system_kind`` / ``mode`` / ``chunk_size``: the ``system_under_test`` resource's overrides.
+      - ``watch_asset``: a team's asset (its index): each new materialization starts a run of this
+        chain (the ``system_version_sensor``, stopped until turned on).
 
     Raises InputError (naming the field) for a bad name or invalid settings, at load time.
     """
@@ -158,10 +165,18 @@ def evaluation_chain(
     # The chain's job holds each run id's lock for the whole run (one writer per run id), as the
     # package's own location's executor does; ad-hoc materializations take the team's executor and
     # the IO manager still checks the lock before every write.
+    watched = None
+    if watch_asset is not None:
+        watched = (
+            watch_asset.key
+            if isinstance(watch_asset, dg.AssetsDefinition)
+            else dg.AssetKey.from_coercible(watch_asset)
+        )
     return build_chain_definitions(
         names,
         resource,
         system,
         storage=storage,
         job_executor=locking_executor(dg.in_process_executor, storage),
+        watch_asset=watched,
     )
