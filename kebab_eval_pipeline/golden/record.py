@@ -16,6 +16,7 @@ Hits are read by attribute only (``doc_path``, ``doc_id``, ``heading_path``, ``l
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from collections.abc import Collection, Sequence
@@ -200,8 +201,6 @@ def out_problem(path: Path) -> str | None:
 
 
 def _writable(path: Path) -> bool:
-    import os
-
     return os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0))
 
 
@@ -214,16 +213,17 @@ class RecordFile:
     """The golden file a session appends to.
 
     ``text`` is its content as last read or written (None: no file yet, or a blank one);
-    ``queries`` its queries; ``in_place`` whether an entry is appended after the existing bytes
-    (YAML whose ``queries`` is a non-empty block list, JSONL, a new file) or the whole file is
-    written again in the canonical layout (JSON; YAML with a flow or empty ``queries``)."""
+    ``queries`` its queries; ``indent`` the column of the items of a YAML file's ``queries`` list
+    when an entry can be added after the existing bytes (the list is the document's last key and
+    a non-empty block list), else None. JSONL files and new files are appended to as well; any
+    other file is written again in the canonical layout with each entry (:attr:`in_place`)."""
 
     path: Path
     text: str | None
     name: str
     queries: list[GoldenQuery]
     warnings: list[str] = field(default_factory=list)
-    _doc: Any = field(default=None, repr=False)  # the parsed YAML document (in-place appends)
+    indent: int | None = None
 
     @classmethod
     def open(cls, path: Path) -> RecordFile:
@@ -240,12 +240,14 @@ class RecordFile:
         text = read_text(path, "golden set") if path.exists() else None
         if text is None or not text.strip():
             return cls(path, None, path.stem, [])
-        doc = cls._parse(path, text)
-        if isinstance(doc, dict) and doc.get("queries") in ([], None) and set(doc) <= TOP_LEVEL_KEYS:
+        try:
+            loaded = load_golden(path)
+        except InputError:
             # A set with no queries yet is a valid start here (the loader refuses an empty set).
-            name = doc.get("name")
-            return cls(path, text, str(name) if name else path.stem, [], _doc=doc)
-        loaded = load_golden(path)
+            doc = None if path.suffix == ".jsonl" else cls._parse(path, text)
+            if isinstance(doc, dict) and doc.get("queries") in ([], None) and set(doc) <= TOP_LEVEL_KEYS:
+                return cls(path, text, str(doc.get("name") or path.stem), [])
+            raise
         if loaded.format != "canonical":
             raise InputError(
                 "cannot record into this file",
@@ -258,12 +260,11 @@ class RecordFile:
                     )
                 ],
             )
-        return cls(path, text, loaded.name, list(loaded.golden.queries), list(loaded.warnings), _doc=doc)
+        indent = _list_indent(text) if path.suffix in (".yaml", ".yml") else None
+        return cls(path, text, loaded.name, list(loaded.golden.queries), list(loaded.warnings), indent)
 
     @staticmethod
     def _parse(path: Path, text: str) -> Any:
-        if path.suffix == ".jsonl":
-            return None
         if path.suffix == ".json":
             return parse_json_checked(text, path, "golden set")
         return parse_yaml(text, path, "golden set")
@@ -276,71 +277,61 @@ class RecordFile:
 
     @property
     def in_place(self) -> bool:
-        """Whether the next entry keeps the file's existing bytes (checked with a stand-in entry)."""
-        return self._candidate(GoldenQuery(id="q-probe", query="probe"))[1]
+        """Whether the next entry is added after the existing bytes (else the file is written again)."""
+        return self.text is None or self.path.suffix == ".jsonl" or self.indent is not None
 
-    def _candidate(self, query: GoldenQuery) -> tuple[str, bool]:
-        """The file's next text with ``query`` appended, and whether it keeps the existing bytes."""
+    def _candidate(self, query: GoldenQuery) -> str:
+        """The file's next text: ``query`` after the existing bytes where :attr:`in_place`, else
+        every query in the canonical layout."""
         suffix = self.path.suffix
         if self.text is None:
-            return render_canonical(GoldenSet(name=self.name, queries=[query]), suffix), True
+            return render_canonical(GoldenSet(name=self.name, queries=[query]), suffix)
+        sep = "" if self.text.endswith("\n") else "\n"
         if suffix == ".jsonl":
-            sep = "" if self.text.endswith("\n") else "\n"
-            return self.text + sep + render_canonical(GoldenSet(queries=[query]), ".jsonl"), True
-        if suffix != ".json":
-            appended = self._yaml_append(query)
-            if appended is not None:
-                return appended, True
-        return render_canonical(GoldenSet(name=self.name, queries=[*self.queries, query]), suffix), False
+            return self.text + sep + render_canonical(GoldenSet(queries=[query]), ".jsonl")
+        if self.indent is not None:
+            return self.text + sep + _yaml_item(query, self.indent)
+        return self._rendered(query)
 
-    def _yaml_append(self, query: GoldenQuery) -> str | None:
-        """The YAML text with ``query`` as one more item at the end of its ``queries`` block list,
-        indented as the items before it; None when the file's layout does not allow it (a flow or
-        empty list, keys after the list), which the parse of the result decides."""
-        assert self.text is not None
-        try:
-            root = yaml.compose(self.text, Loader=yaml.SafeLoader)
-        except yaml.YAMLError:
-            return None
-        node = None
-        if isinstance(root, yaml.MappingNode):
-            node = next((v for k, v in root.value if getattr(k, "value", None) == "queries"), None)
-        if not isinstance(node, yaml.SequenceNode) or node.flow_style or not node.value:
-            return None
-        document = query_document(query)
-        text = json.dumps(document, ensure_ascii=False)
-        # As render_canonical: NEL / LS / PS are escaped, never written raw (YAML reads them as breaks).
-        readable = not any(ch in text for ch in ("\x85", "\u2028", "\u2029"))
-        item = yaml.safe_dump([document], allow_unicode=readable, sort_keys=False, width=100)
-        pad = " " * node.start_mark.column
-        padded = "".join(pad + line if line.strip() else line for line in item.splitlines(keepends=True))
-        candidate = self.text + ("" if self.text.endswith("\n") else "\n") + padded
-        try:
-            doc = parse_yaml(candidate, self.path, "golden set")
-        except InputError:
-            return None
-        before = self._doc
+    def _rendered(self, query: GoldenQuery) -> str:
+        return render_canonical(GoldenSet(name=self.name, queries=[*self.queries, query]), self.path.suffix)
 
-        def rest(d: dict) -> dict:
-            return {k: v for k, v in d.items() if k != "queries"}
+    def _reads_back(self, candidate: str, query: GoldenQuery) -> bool:
+        """Whether ``candidate`` loads (golden loader, every check) as this file's queries, in
+        order, then ``query``, under the same name. Earlier queries are compared by id (their
+        bytes are unchanged, or rendered losslessly), the last one and the new one field by field."""
+        from kebab_eval_pipeline.golden.load import load_golden
+        from kebab_eval_pipeline.golden.tables import golden_from_tables
 
-        # Appended in place only when the result reads as the old document plus this one item.
-        if not isinstance(doc, dict) or rest(doc) != rest(before):
-            return None
-        if doc.get("queries") != [*before["queries"], parse_yaml(item, self.path, "golden entry")[0]]:
-            return None
-        return candidate
+        with tempfile.TemporaryDirectory(prefix="kebab-record-") as tmp:
+            probe = Path(tmp) / self.path.name
+            probe.write_text(candidate, encoding="utf-8")
+            try:
+                loaded = load_golden(probe, fmt="canonical")
+            except InputError:
+                return False
+        queries, supports = loaded.tables()
+        ids = queries["query_id"].tolist()
+        if ids != [q.id for q in self.queries] + [query.id] or loaded.name != (self.name or probe.stem):
+            return False
+        # Text added at the end can change only the query before it (a trailing scalar): that one
+        # and the new one are compared field by field.
+        tail = [*self.queries[-1:], query]
+        shown = golden_from_tables(
+            queries.iloc[-len(tail) :], supports[supports["query_id"].isin([q.id for q in tail])]
+        )
+        return shown.queries == tail
 
     def append(self, query: GoldenQuery) -> bool:
         """Append ``query`` and write the file atomically; returns whether the existing bytes were
         kept (else the file was written again in the canonical layout).
 
         Before anything is written: the file on disk must still be what the session last read or
-        wrote (:class:`RecordConflict` otherwise), and the new text must load with the golden
-        loader as exactly the old queries plus ``query`` (else ``RuntimeError``: a bug, nothing
-        written). A kill at any moment leaves the old file or the new one, never half of one."""
-        from kebab_eval_pipeline.golden.load import load_golden
-
+        wrote (:class:`RecordConflict` otherwise), ``query``'s id must be new (``ValueError``), and
+        the new text must load with the golden loader as the old queries plus ``query`` (an
+        in-place append that would not is written as a whole instead; if that fails too,
+        ``RuntimeError``: a bug, nothing written). A kill at any moment leaves the old file or the
+        new one, never half of one."""
         on_disk = read_text(self.path, "golden set") if self.path.exists() else None
         if on_disk is not None and not on_disk.strip():
             on_disk = None  # a blank file is no file (see open)
@@ -356,22 +347,44 @@ class RecordFile:
                     )
                 ],
             )
-        expected = [*self.queries, query]
-        candidate, in_place = self._candidate(query)
-        for attempt in (0, 1):
-            with tempfile.TemporaryDirectory(prefix="kebab-record-") as tmp:
-                probe = Path(tmp) / self.path.name
-                probe.write_text(candidate, encoding="utf-8")
-                loaded = load_golden(probe, fmt="canonical")
-                good = loaded.golden.queries == expected and loaded.name == (self.name or probe.stem)
-            if good:
-                break
-            if attempt or not in_place:
+        if query.id in self.ids():
+            raise ValueError(f"the id {query.id!r} is already in {self.path}")
+        candidate, in_place = self._candidate(query), self.in_place
+        if not self._reads_back(candidate, query):
+            candidate, in_place = self._rendered(query), False
+            if not self._reads_back(candidate, query):
                 raise RuntimeError(f"the appended file would not read back as written: {self.path}")
-            candidate = render_canonical(GoldenSet(name=self.name, queries=expected), self.path.suffix)
-            in_place = False
         atomic.write_text(self.path, candidate)
+        if self.text is None or not in_place:  # a layout of our own now: where its list items sit
+            self.indent = _list_indent(candidate) if self.path.suffix in (".yaml", ".yml") else None
         self.text = candidate
-        self.queries = expected
-        self._doc = self._parse(self.path, candidate)
+        self.queries = [*self.queries, query]
         return in_place
+
+
+def _list_indent(text: str) -> int | None:
+    """The column of the items of ``queries`` when it is the last key of the document's top
+    mapping and a non-empty block list (so text added at the end can only extend it); else None."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # positions only: libyaml when present
+    try:
+        root = yaml.compose(text, Loader=loader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(root, yaml.MappingNode) or not root.value:
+        return None
+    key, node = root.value[-1]
+    if getattr(key, "value", None) != "queries" or not isinstance(node, yaml.SequenceNode):
+        return None
+    if node.flow_style or not node.value:
+        return None
+    return node.start_mark.column
+
+
+def _yaml_item(query: GoldenQuery, indent: int) -> str:
+    """``query`` as one block-list item, its lines indented by ``indent`` columns."""
+    document = query_document(query)
+    # As render_canonical: NEL / LS / PS are escaped, never written raw (YAML reads them as breaks).
+    readable = not any(ch in json.dumps(document, ensure_ascii=False) for ch in ("\x85", "\u2028", "\u2029"))
+    item = yaml.safe_dump([document], allow_unicode=readable, sort_keys=False, width=100)
+    pad = " " * indent
+    return "".join(pad + line if line.strip() else line for line in item.splitlines(keepends=True))

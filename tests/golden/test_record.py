@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -324,6 +325,22 @@ def test_every_append_reads_back_through_the_golden_loader(tmp_path_factory, ent
     assert [q.id for q in expected] == [f"q-{n:04d}" for n in range(1, len(entries) + 1)]
 
 
+def test_an_append_that_would_change_an_earlier_entry_rewrites_the_file(tmp_path):
+    # The last entry ends in a kept block scalar without a final line break: text added after it
+    # would become part of its notes. The read-back check sees it; the file is written as a whole.
+    path = write(tmp_path / "g.yaml", "queries:\n- id: a\n  query: x\n  notes: |+\n    kept")
+    golden = RecordFile.open(path)
+    assert golden.in_place
+    assert golden.append(GoldenQuery(id="b", query="y", answerable=False)) is False
+    assert [(q.id, q.notes) for q in load_golden(path).golden.queries] == [("a", "kept"), ("b", "")]
+    with pytest.raises(ValueError, match="the id 'b' is already in"):
+        golden.append(GoldenQuery(id="b", query="z", answerable=False))
+    # now in the canonical layout: the next entry is appended after it again
+    before = path.read_text()
+    assert golden.append(GoldenQuery(id="c", query="z", answerable=False)) is True
+    assert path.read_text().startswith(before)
+
+
 def test_a_file_changed_behind_the_session_is_not_overwritten(tmp_path):
     path = write(tmp_path / "g.yaml", HAND_WRITTEN)
     golden = RecordFile.open(path)
@@ -615,6 +632,40 @@ def test_ctrl_c_ends_the_session_cleanly(env, config, tmp_path):
     assert child.exitstatus == 130 and "Traceback" not in child.before
     assert out.read_text().startswith(HAND_WRITTEN)
     assert [q.id for q in load_golden(out).golden.queries] == ["q-0003", "q-0004"]
+
+
+def test_a_scripted_session_reads_lines_from_a_pipe(env, config, tmp_path):
+    out = tmp_path / "g.jsonl"
+    typed = "sourdough starter temperature\n2\n\nbread\n\n\n"
+    args = ["golden", "record", "--config", str(config), "--out", str(out), "--k", "3"]
+    piped = subprocess.run(
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
+        input=typed,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0, piped.stderr
+    # the answers are echoed after their prompts, so the log reads as a session
+    assert "relevant hits (1 3, 1-3, all, none; skip drops the question)> 2\n" in piped.stdout
+    assert piped.stdout.endswith("recorded 1 query (q-0001) in " + str(out) + ": 1 in the file\n")
+    assert [q.model_dump(exclude_defaults=True) for q in load_golden(out).golden.queries] == [
+        {
+            "id": "q-0001",
+            "query": "sourdough starter temperature",
+            "tags": ["bread"],
+            "supports": [
+                {
+                    "rel_path": "grains-and-bread/sourdough-starter.md",
+                    "heading_path": ["Sourdough Starter", "Storage and revival"],
+                    "line_start": 57,
+                    "line_end": 62,
+                }
+            ],
+        }
+    ]
 
 
 def test_an_invalid_out_file_is_refused_before_anything(env, tmp_path):
