@@ -269,17 +269,23 @@ def golden_record(
     file written atomically, earlier entries kept as they are). An empty question, end of input
     or Ctrl-C ends the session."""
     from kebab_eval_pipeline.cli.record_session import RecordSession, system_search
-    from kebab_eval_pipeline.golden.record import RecordFile
+    from kebab_eval_pipeline.golden.record import RecordFile, out_problem
     from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.systems.factory import build_system
 
-    golden = RecordFile.open(out_path)  # before any config or system: a bad --out is refused first
+    # --out first, before the config is read or any system started: a place that cannot be
+    # written, a second session on the file, or a file that is not a valid canonical set.
+    problem = out_problem(out_path)
+    if problem is not None:
+        raise InputError("cannot record into this file", [Offender(str(out_path), problem, field="--out")])
+    out_path.parent.mkdir(parents=True, exist_ok=True)  # the lock file sits beside the golden file
     with atomic.held_elsewhere(out_path) as busy:
         if busy:
             raise InputError(
                 "cannot record into this file",
                 [Offender(str(out_path), "another golden record session is writing it", field="--out")],
             )
+        golden = RecordFile.open(out_path)  # read once the session holds the file
         settings = settings_for_run(config, {"mode": mode} if mode else {})
         system = build_system(settings)
         for w in golden.warnings:

@@ -24,6 +24,7 @@ from rich.text import Text
 from kebab_eval_pipeline.contract import Hit
 from kebab_eval_pipeline.golden.convert import query_document
 from kebab_eval_pipeline.golden.record import (
+    RecordConflict,
     RecordFile,
     SelectionError,
     build_entry,
@@ -148,6 +149,9 @@ class RecordSession:
         except KeyboardInterrupt:
             self.console.print("\ninterrupted", highlight=False)
             code = 130
+        except RecordConflict:
+            self._summary()  # what this session did record, then the error (exit 2)
+            raise
         self._summary()
         return code
 

@@ -57,11 +57,15 @@ def index_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(index_cache):
+    before = os.environ.get("KEBAB_EVAL_INDEX_CACHE")
     os.environ["KEBAB_EVAL_INDEX_CACHE"] = str(index_cache)
     try:
         yield build_system(load_settings(None))
     finally:
-        del os.environ["KEBAB_EVAL_INDEX_CACHE"]
+        if before is None:
+            del os.environ["KEBAB_EVAL_INDEX_CACHE"]
+        else:
+            os.environ["KEBAB_EVAL_INDEX_CACHE"] = before
 
 
 def top_hits(system, question: str, k: int = 5) -> list[Hit]:
