@@ -298,8 +298,9 @@ def golden_record(
         )
         if golden.text is not None and not golden.in_place:
             out.print(
-                f"note: {out_path} is written again in the canonical layout with each entry (JSON, or "
-                "YAML whose queries list is empty or in flow style): its comments are not kept",
+                f"note: {out_path} is written again in the canonical layout with each entry (JSON, "
+                "or YAML whose queries list is empty, in flow style or not the last key): its "
+                "comments are not kept",
                 markup=False,
                 highlight=False,
             )
