@@ -329,6 +329,17 @@ def test_every_append_reads_back_through_the_golden_loader(tmp_path_factory, ent
     assert [q.id for q in expected] == [f"q-{n:04d}" for n in range(1, len(entries) + 1)]
 
 
+def test_a_list_that_is_not_the_last_key_is_written_again(tmp_path):
+    text = "queries:\n  - id: a\n    query: x\nname: after\n"
+    path = write(tmp_path / "g.yaml", text)
+    golden = RecordFile.open(path)
+    assert not golden.in_place
+    assert golden.append(GoldenQuery(id="b", query="y", answerable=False)) is False
+    loaded = load_golden(path)
+    assert loaded.name == "after" and [q.id for q in loaded.golden.queries] == ["a", "b"]
+    assert golden.in_place  # the canonical layout ends with its list
+
+
 def test_an_append_that_would_change_an_earlier_entry_rewrites_the_file(tmp_path):
     # The last entry ends in a kept block scalar without a final line break: text added after it
     # would become part of its notes. The read-back check sees it; the file is written as a whole.
