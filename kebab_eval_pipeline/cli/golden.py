@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -242,3 +243,88 @@ def golden_schema(
         sys.stdout.write(text)
     else:
         atomic.write_text(out_path, text)
+
+
+def golden_record(
+    out_path: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="The golden file to append to (.yaml, .yml, .json or .jsonl; created when absent, "
+            "validated when present).",
+        ),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Run config YAML: its system: block is the system searched."),
+    ] = None,
+    k: Annotated[int, typer.Option("--k", min=1, max=1000, help="Hits shown per question.")] = 10,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Retrieval mode of the reference system: lexical, vector or hybrid."),
+    ] = None,
+) -> None:
+    """Record golden queries from live search: type a question, see the system's top hits, mark
+    the relevant ones (1 3, 1-3, all, none); each entry is appended to --out at once (the whole
+    file written atomically, earlier entries kept as they are). An empty question, end of input
+    or Ctrl-C ends the session."""
+    from kebab_eval_pipeline.cli.record_session import RecordSession, system_search
+    from kebab_eval_pipeline.golden.record import RecordFile, out_problem
+    from kebab_eval_pipeline.run_overrides import settings_for_run
+    from kebab_eval_pipeline.systems.factory import build_system
+
+    # --out first, before the config is read or any system started: a place that cannot be
+    # written, a second session on the file, or a file that is not a valid canonical set.
+    problem = out_problem(out_path)
+    if problem is not None:
+        raise InputError("cannot record into this file", [Offender(str(out_path), problem, field="--out")])
+    out_path.parent.mkdir(parents=True, exist_ok=True)  # the lock file sits beside the golden file
+    with atomic.held_elsewhere(out_path) as busy:
+        if busy:
+            raise InputError(
+                "cannot record into this file",
+                [Offender(str(out_path), "another golden record session is writing it", field="--out")],
+            )
+        golden = RecordFile.open(out_path)  # read once the session holds the file
+        settings = settings_for_run(config, {"mode": mode} if mode else {})
+        system = build_system(settings)
+        for w in golden.warnings:
+            err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+        out.print(
+            f"recording into {out_path} ({len(golden.queries)} queries); system: {settings.system.kind}, "
+            f"top {k} hits",
+            markup=False,
+            highlight=False,
+        )
+        if golden.text is not None and not golden.in_place:
+            out.print(
+                f"note: {out_path} is written again in the canonical layout with each entry (JSON, "
+                "or YAML whose queries list is empty, in flow style or not the last key): its "
+                "comments are not kept",
+                markup=False,
+                highlight=False,
+            )
+        session = RecordSession(golden, system_search(system, k), _asker(), out)
+        code = session.run()
+    if code:
+        raise typer.Exit(code)
+
+
+def _asker():
+    """Prompts on stdout, answers from stdin: with line editing and history on a terminal
+    (readline), line by line from a pipe (a scripted session)."""
+    from rich.text import Text
+
+    terminal = sys.stdin.isatty()
+    if terminal:
+        # imported for its effect on input(); not every platform has it: plain input() then
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401
+
+    def ask(label: str) -> str:
+        line = out.input(Text(label, style="bold"))
+        if not terminal:  # a piped answer is not echoed by a terminal: show it, so the log reads
+            out.print(line, markup=False, highlight=False)
+        return line
+
+    return ask

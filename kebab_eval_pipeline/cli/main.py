@@ -38,7 +38,7 @@ app = typer.Typer(
     help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
 )
 runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
-golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert and describe golden sets.")
+golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert, describe and record golden sets.")
 baseline_app = typer.Typer(
     no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
 )
@@ -57,6 +57,7 @@ golden_app.command("validate")(golden.golden_validate)
 golden_app.command("convert")(golden.golden_convert)
 golden_app.command("suggest")(golden.golden_suggest)
 golden_app.command("schema")(golden.golden_schema)
+golden_app.command("record")(golden.golden_record)
 app.command()(stored.compare)
 app.command()(stored.export)
 app.command()(stored.history)
