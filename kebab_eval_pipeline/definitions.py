@@ -17,6 +17,7 @@ from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
+from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.ranking import run_ranking
@@ -68,7 +69,7 @@ def build_definitions(
     owned = dg.map_asset_specs(
         lambda spec: spec.replace_attributes(owners=settings.owners),
         # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
-        [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
+        [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking, build_bisect_asset()],
     )
     return dg.Definitions(
         assets=owned,
