@@ -71,7 +71,8 @@ def ordered_runs(store: RunStore) -> list[dict[str, Any]]:
 
 def known_metrics(ks: Sequence[int], columns: Sequence[str] | None = None) -> list[str]:
     """The metrics a bisect can follow: catalogue metrics with a paired per-query test, over
-    cut-offs ``ks``; only those whose column is in ``columns`` when given."""
+    cut-offs ``ks``; only those whose column is in ``columns`` when given (the columns a run
+    scored)."""
     have = None if columns is None else set(map(str, columns))
     return [
         m
@@ -270,7 +271,7 @@ def bisect_stored(
 def _check_metric(metric: str, runs: list[StoredRun]) -> None:
     latest = runs[-1]
     ks = latest.scores.info.get("k") or latest.metrics.info.get("k") or [1, 3, 5, 10]
-    known = known_metrics(ks, latest.scores.scores.columns)
+    known = known_metrics(ks, _scored(latest.scores.scores))
     listing = "known: " + ", ".join(known)
     column = catalogue.metric_column(metric)
     if catalogue.measure(metric) is None:
@@ -286,16 +287,23 @@ def _check_metric(metric: str, runs: list[StoredRun]) -> None:
                 )
             ],
         )
-    missing = [r.run_id for r in runs if column not in r.scores.scores.columns]
+    missing = [r.run_id for r in runs if column not in _scored(r.scores.scores)]
     if missing:
         raise InputError(
             "metric not scored by every run",
             [
                 Offender(
-                    "METRIC", f"{metric!r}: no {column!r} column in run(s) {', '.join(missing)}; {listing}"
+                    "METRIC",
+                    f"{metric!r}: no {column!r} value in run(s) {', '.join(missing)}; {listing}",
                 )
             ],
         )
+
+
+def _scored(scores: pd.DataFrame) -> list[str]:
+    """The columns of a ``query_scores`` table with at least one value (an answer metric's column
+    is there, all null, in a run without answers: nothing to follow)."""
+    return [str(c) for c in scores.columns if scores[c].notna().any()]
 
 
 def _own(run: StoredRun, cache: dict) -> pd.DataFrame:
