@@ -4,11 +4,11 @@ it. A reading command: no Dagster instance is opened."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline.cli.baseline import ConfigOption
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.errors import InputError, Offender
 
@@ -17,6 +17,7 @@ def bisect(
     metric: Annotated[
         str,
         typer.Argument(
+            metavar="METRIC",
             help="A per-query metric to follow: mrr, hit@5, ndcg@10, recall@10, … (a wrong name lists them).",
             show_default=False,
         ),
@@ -44,21 +45,20 @@ def bisect(
     ] = 0.05,
     adjust: Annotated[
         str,
-        typer.Option(
-            "--adjust", help="Correction over the steps: holm (default) or bh (Benjamini–Hochberg)."
-        ),
+        typer.Option("--adjust", help="Correction over the steps: holm or bh (Benjamini–Hochberg)."),
     ] = "holm",
     tolerance: Annotated[
         float,
-        typer.Option(
-            "--tolerance", help="A query flipped when its value moved by more than this (default 0)."
-        ),
+        typer.Option("--tolerance", help="A query flipped when its value moved by more than this."),
     ] = 0.0,
     fmt: Annotated[str, typer.Option("--format", help="text, md (Markdown) or json.")] = "text",
     max_flips: Annotated[
         int, typer.Option("--max-flips", help="Flipped queries shown per change in text and md (json: all).")
     ] = 10,
-    config: ConfigOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Run config: storage, and compare settings (seed, resamples)."),
+    ] = None,
 ) -> None:
     """Find where METRIC changed over the stored runs on one golden set, oldest first.
 

@@ -211,6 +211,21 @@ def test_pure_core_on_hand_made_tables():
         bisect_history(runs[:1], "mrr")
 
 
+def test_a_slow_drift_is_caught_by_first_vs_last():
+    # Ten runs of twelve queries: each run loses one more query (1 → 0). No step can be a change
+    # (one discordant query: p = 1), but first vs last lost nine: exact p = 2 / 2^9.
+    queries = [f"q{i:02d}" for i in range(12)]
+    runs = [
+        HistoryRun(f"r{n}", pd.DataFrame({"query_id": queries, "mrr": [0.0] * n + [1.0] * (12 - n)}))
+        for n in range(10)
+    ]
+    out = bisect_history(runs, "mrr")
+    assert out.info["n_changes"] == 0 and out.steps["p_raw"].tolist() == [1.0] * 9
+    assert out.info["overall"]["p_value"] == pytest.approx(2 / 512) and out.info["overall"]["delta"] == -0.75
+    assert out.info["drift"] is True
+    assert "a drift: no single step is a change, but first and last differ" in render_text(out)
+
+
 def test_recorded_settings_flattens_what_a_run_recorded():
     info = {
         "versions": {"chunker_version": "c1", "embedding_model": None},
