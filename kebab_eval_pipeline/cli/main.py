@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 
 from kebab_eval_pipeline.cli import baseline, golden, runs, stored
+from kebab_eval_pipeline.cli import bisect as bisect_command
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
@@ -61,6 +62,7 @@ golden_app.command("record")(golden.golden_record)
 app.command()(stored.compare)
 app.command()(stored.export)
 app.command()(stored.history)
+app.command()(bisect_command.bisect)
 app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
 app.add_typer(judge_app, name="judge")
 

@@ -29,6 +29,7 @@ from kebab_eval_pipeline.gates.evaluate import check_gate_names
 from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
 from kebab_eval_pipeline.orchestration.automation import build_automation
+from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
 from kebab_eval_pipeline.orchestration.checks import gate_checks
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
@@ -90,8 +91,9 @@ def build_chain_definitions(
     ranking = run_ranking if names == DEFAULT_NAMES else build_run_ranking(names)
     owned = dg.map_asset_specs(
         lambda spec: spec.replace_attributes(owners=settings.owners),
-        # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
-        [*chain.source_assets, *chain.eval_assets, ranking],
+        # run_ranking, regression_bisect: unpartitioned, over stored runs named in their config
+        # (not in the run's job)
+        [*chain.source_assets, *chain.eval_assets, ranking, build_bisect_asset(names)],
     )
     automation = build_automation(job, settings, names, watch_asset)
     return dg.Definitions(

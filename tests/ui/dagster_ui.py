@@ -79,8 +79,11 @@ class Webserver:
 
 
 @contextmanager
-def dagster_webserver(home: Path, env: dict[str, str], log: Path) -> Iterator[Webserver]:
-    """Start ``dagster-webserver`` for the package (``-m kebab_eval_pipeline``) over the instance in
+def dagster_webserver(
+    home: Path, env: dict[str, str], log: Path, module: str = "kebab_eval_pipeline"
+) -> Iterator[Webserver]:
+    """Start ``dagster-webserver`` for the package (``-m kebab_eval_pipeline``; ``module``: another
+    code location, e.g. a team project's, found through ``env``'s PYTHONPATH) over the instance in
     ``home`` on a free 127.0.0.1 port, wait until it answers, and stop it afterwards.
 
     ``env`` is the whole environment (DAGSTER_HOME is set here). Output goes to ``log``; the test
@@ -92,7 +95,7 @@ def dagster_webserver(home: Path, env: dict[str, str], log: Path) -> Iterator[We
         # Its own process group: the webserver starts a code server, and a kill must reach both.
         proc = subprocess.Popen(
             # the package as `dagster dev -m kebab_eval_pipeline` names it (its `defs` is lazy)
-            [*command, "-m", "kebab_eval_pipeline"],
+            [*command, "-m", module],
             env=environment,
             cwd=home,
             stdout=out,
