@@ -17,7 +17,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline.cli import baseline, golden, runs, stored
+from kebab_eval_pipeline.cli import baseline, golden, runs, stored, sweep
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
@@ -60,6 +60,7 @@ golden_app.command("schema")(golden.golden_schema)
 app.command()(stored.compare)
 app.command()(stored.export)
 app.command()(stored.history)
+app.command()(sweep.sweep)
 app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
 app.add_typer(judge_app, name="judge")
 

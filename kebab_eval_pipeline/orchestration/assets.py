@@ -54,6 +54,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.run_overrides import variant_settings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import label as system_label
@@ -86,6 +87,12 @@ def input_failure(exc: InputError) -> dg.Failure:
         metadata={INPUT_ERROR_KEY: dg.MetadataValue.json({"summary": exc.summary})},
         allow_retries=False,
     )
+
+
+def _run_settings(context, eval_settings: EvalSettingsResource, system: SystemUnderTestResource):
+    """The settings of this step's run: a sweep variant's for a sweep run id (the partition key
+    says which variant: a backfill cannot tag each partition), else the resources' own."""
+    return variant_settings(eval_settings.load(system), context.partition_key)
 
 
 #: The retrieval_results tables run_metrics does not read (pipeline.summarize uses outcomes + system).
@@ -251,7 +258,7 @@ def golden_set(
     system_under_test: SystemUnderTestResource,
 ) -> dg.Output[GoldenArtifact]:
     progress.stage("golden_set")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     art = pipeline.load_golden_artifact(settings)
     # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
     # tables, and no later step reads the files again.
@@ -311,7 +318,7 @@ def plan_retrieval(
     """Check the run's inputs against the system (source root, stale golden set) and cut the golden
     queries into shards of ``shard_queries``."""
     progress.stage("retrieval_results")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     shards = pipeline.plan_retrieval(settings, golden_set)
     _clear_old_shards(context, artifact_storage)
     yield from _shard_outputs(shards)
@@ -325,13 +332,14 @@ def plan_retrieval(
     retry_policy=SHARD_RETRY,
 )
 def retrieve_shard(
+    context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
     shard: QueryShard,
 ) -> RetrievalShardResult:
     """One shard's queries through the system under test: a row per query, errors included."""
     try:
-        settings = eval_settings.load(system_under_test)
+        settings = _run_settings(context, eval_settings, system_under_test)
     except InputError as exc:  # bad input is not retried
         raise input_failure(exc) from None
     return pipeline.retrieve_shard(settings, shard)
@@ -347,7 +355,7 @@ def collect_retrieval(
 ) -> dg.Output[RetrievalArtifact]:
     """The shards' pieces merged in shard order into the run's retrieval_results, published with its
     metadata and warnings (once per run, whatever the number of shards)."""
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     release_inputs(trace=True)  # every shard has run: a replayed trace is no longer read
     art = pipeline.merge_retrieval(settings, golden_set, pieces)
     r = art.results
@@ -424,7 +432,7 @@ def plan_judging(
     """The answered queries' judge inputs and the run's spot-check sample, in shards of
     ``shard_queries`` (no shard when the judge is off)."""
     progress.stage("judge")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     if settings.judge is not None:
         retrieval_results = pipeline.with_stored_hits(
             retrieval_results,
@@ -440,6 +448,7 @@ def plan_judging(
 
 @dg.op(out=dg.Out(io_manager_key=SHARD_IO), retry_policy=SHARD_RETRY)
 def judge_shard(
+    context: dg.OpExecutionContext,
     eval_settings: EvalSettingsResource,
     system_under_test: SystemUnderTestResource,
     artifact_storage: ArtifactStorage,
@@ -447,7 +456,7 @@ def judge_shard(
 ) -> JudgePiece:
     """One shard's judge calls (cached): a row per judgement, failed calls included."""
     try:
-        settings = eval_settings.load(system_under_test)
+        settings = _run_settings(context, eval_settings, system_under_test)
         return pipeline.judge_shard(settings, artifact_storage.store(), shard)
     except InputError as exc:  # a missing judge model or API key: bad input, not retried
         raise input_failure(exc) from None
@@ -462,7 +471,7 @@ def collect_judgements(
 ) -> dg.Output[JudgeArtifact]:
     """The shards' judgements merged in shard order into the run's judge artifact, published with
     its metadata and warnings."""
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     art = pipeline.merge_judge(settings, pieces)
     if not art.enabled:
         return dg.Output(art, metadata={"enabled": False, "judgements": 0})
@@ -539,7 +548,7 @@ def query_scores(
     judge: JudgeArtifact,
 ) -> dg.Output[QueryScoresArtifact]:
     progress.stage("query_scores")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     release_free_memory()  # what the collecting step freed, before the run's largest step
     retrieval_results = pipeline.with_scoring_hits(
         retrieval_results, artifact_storage.store(), context.partition_key, settings
@@ -585,7 +594,7 @@ def run_metrics(
     judge: JudgeArtifact,
 ) -> dg.Output[RunMetricsArtifact]:
     progress.stage("run_metrics")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     art = pipeline.summarize(
         context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
     )
@@ -627,7 +636,7 @@ def comparison_report(
     run_metrics: RunMetricsArtifact,
 ) -> dg.Output[ComparisonArtifact]:
     progress.stage("comparison_report")
-    settings = eval_settings.load(system_under_test)
+    settings = _run_settings(context, eval_settings, system_under_test)
     try:
         art = pipeline.compare(context.partition_key, settings, artifact_storage.store(), run_metrics)
     except InputError as exc:  # --strict-chunker-version: refuse, saying why
