@@ -28,6 +28,7 @@ from kebab_eval_pipeline.orchestration.resources import (
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
+from kebab_eval_pipeline.orchestration.sweep import build_sweep_definitions
 from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
 from kebab_eval_pipeline.settings import RunSettings
 
@@ -70,7 +71,7 @@ def build_definitions(
         # run_ranking: unpartitioned, over runs named in its config (not in the run's job)
         [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
     )
-    return dg.Definitions(
+    chain = dg.Definitions(
         assets=owned,
         asset_checks=gate_checks(settings),
         jobs=[job],
@@ -84,6 +85,7 @@ def build_definitions(
         },
         executor=executor,
     )
+    return dg.Definitions.merge(chain, build_sweep_definitions(settings))  # empty without a sweep
 
 
 def executor_from_environment() -> dg.ExecutorDefinition:
