@@ -146,28 +146,33 @@ def render_text(board: Leaderboard) -> str:
 
 
 def render_markdown(board: Leaderboard) -> str:
-    """The leaderboard as Markdown (the Dagster UI): title, summary, the table (the run ids in
-    code), the variants not stored, the warnings, then the ranking's own report (pairwise tests)."""
+    """The leaderboard as Markdown (the Dagster UI): title, summary, the table (the swept values
+    escaped, the run ids in code), the variants not stored, then the ranking's own report (its
+    warnings and every pairwise test)."""
     header, rows = _cells(board)
+    n = len(board.settings)
     run_ids = list(board.table["run_id"])
-    header = [*header, "run"]
+    # Only the swept names and values come from the config: the rest are this module's own words
+    # and numbers, written as they are.
+    header = [*header[:3], *(md_cell(h) for h in header[3 : 3 + n]), *header[3 + n :], "run"]
     lines = [
         f"# Sweep {md_code(board.name)}: leaderboard on {md_code(board.metric)}",
         "",
         md_text(_summary(board)),
         "",
-        "| " + " | ".join(md_cell(h) for h in header) + " |",
+        "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
         *(
-            "| " + " | ".join([*(md_cell(c) for c in row), md_code(run_id, in_table=True)]) + " |"
+            "| "
+            + " | ".join([*row[:3], *(md_cell(c) for c in row[3 : 3 + n]), *row[3 + n :]])
+            + f" | {md_code(run_id, in_table=True)} |"
             for row, run_id in zip(rows, run_ids, strict=True)
         ),
         "",
     ]
     if board.missing:
         lines += [f"Not stored, not ranked: {', '.join(md_code(m) for m in board.missing)}", ""]
-    lines += [f"> ⚠ {md_text(w)}" for w in board.ranking.info.get("warnings", [])]
-    return "\n".join(lines) + "\n\n" + board.ranking.markdown
+    return "\n".join(lines) + "\n" + board.ranking.markdown
 
 
 def leaderboard_document(board: Leaderboard) -> dict[str, Any]:
