@@ -75,11 +75,14 @@ def test_every_variant_is_a_stored_run_with_its_settings(env, config, store, swe
         assert mean == pytest.approx(metrics.metrics["mrr"], abs=5e-5)  # stored rounded to 4 places
 
 
-def test_leaderboard_matches_compare_a_b(env, config, swept):
+def test_leaderboard_matches_compare_a_b(env, config, swept, tmp_path):
     board = strict_json(swept.stdout)
     a, b = (v["run_id"] for v in sorted(board["variants"], key=lambda v: v["settings"]["system.chunk_size"]))
-    proc = cli(env, "compare", a, b, "--json", "--config", str(config))
+    proc = cli(env, "compare", a, b, "--json", "--config", str(config), "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
+    # The comparison shows which swept setting differs.
+    report = (tmp_path / "comparison.md").read_text(encoding="utf-8")
+    assert "| sweep.system.chunk_size ⚠ | 200 | 800 |" in report
     mrr = next(m for m in strict_json(proc.stdout)["per_metric"] if m["metric"] == "mrr")
     (pair,) = board["pairs"]
     assert (pair["run_a"], pair["run_b"]) == (a, b)  # the grid's order
