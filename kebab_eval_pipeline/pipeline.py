@@ -62,7 +62,9 @@ from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_bounds
-from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.store.runs import RUN_ASSETS, RunStore
+from kebab_eval_pipeline.sweep.grid import Variant, expand, find_variant, variant_versions
+from kebab_eval_pipeline.sweep.leaderboard import Leaderboard, build_leaderboard
 from kebab_eval_pipeline.systems.costs import price_outcomes
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
@@ -510,11 +512,20 @@ def run_identity(
     details = {"kind": system.kind, "mode": system.mode, **system.details}
     # Recorded at retrieval; a retrieval stored before identities were recorded: derived if it can be.
     identity = retrieval.info.get("system_identity") or derive_identity(details)
+    # A sweep's variant records its swept settings: beside the versions (a comparison of two
+    # variants shows what differed) and as they were written (the leaderboard's columns).
+    sweep = settings.sweep
+    variant = None if sweep is None else find_variant(sweep.name, sweep.grid, run_id)
     return {
         "run_id": run_id,
         "created_at": datetime.now(UTC).isoformat(),
         "pipeline_version": pipeline_revision(),
-        "versions": system.versions(),
+        "versions": {**system.versions(), **(variant_versions(sweep.name, variant) if variant else {})},
+        **(
+            {"sweep": {"name": sweep.name, "variant": variant.slug, "settings": variant.overrides}}
+            if variant
+            else {}
+        ),
         "system": {
             "kind": system.kind,
             "mode": system.mode,
@@ -768,3 +779,41 @@ def check_run_inputs(settings: RunSettings) -> None:
         close = getattr(backend, "close", None)
         if close is not None:  # an endpoint client's connection pool
             close()
+
+
+def sweep_metric(settings: RunSettings) -> str:
+    """The metric a sweep's leaderboard ranks on: ``sweep.metric``, else the first headline metric."""
+    sweep = settings.sweep
+    return (sweep.metric if sweep is not None else None) or catalogue.headline_names(settings.k)[0]
+
+
+def stored_variants(store: RunStore, settings: RunSettings) -> tuple[list[Variant], list[Variant]]:
+    """The variants of ``settings.sweep`` (grid order) split into those with a whole stored run
+    (every asset a comparison reads) and the others. InputError (field ``sweep``) without a sweep."""
+    if settings.sweep is None:
+        raise InputError("no sweep", [Offender("<config>", "the config has no sweep: block", field="sweep")])
+    variants = expand(settings.sweep.name, settings.sweep.grid)
+    whole = [v for v in variants if all(store.exists(asset, v.run_id) for asset in RUN_ASSETS)]
+    return whole, [v for v in variants if v not in whole]
+
+
+def rank_sweep(store: RunStore, settings: RunSettings) -> Leaderboard:
+    """The leaderboard of ``settings.sweep``: its stored variants ranked on :func:`sweep_metric` by
+    :func:`rank_stored` (the compare settings' seed and resamples), the variants not stored listed
+    as ``missing``. InputError without a sweep, with fewer than two stored variants, or when the
+    runs cannot be ranked on the metric (naming it)."""
+    stored, missing = stored_variants(store, settings)
+    if len(stored) < 2:
+        raise InputError(
+            "nothing to rank",
+            [
+                Offender(
+                    f"sweep {settings.sweep.name}",
+                    f"{len(stored)} of {len(stored) + len(missing)} variants stored: a leaderboard needs two",
+                    field="sweep",
+                )
+            ],
+        )
+    metric = sweep_metric(settings)
+    ranking = rank_stored(store, [v.run_id for v in stored], settings, metrics=[metric])
+    return build_leaderboard(settings.sweep.name, metric, ranking, stored, [v.slug for v in missing])

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from kebab_eval_pipeline.settings import RunSettings, load_settings, settings_from_dict
+from kebab_eval_pipeline.sweep.grid import apply_variant, find_variant
 
 #: The environment variable naming the config file the code location (and a CLI run without
 #: ``--config``) loads.
@@ -90,3 +91,22 @@ def settings_for_run(
             given.get("judge"), given.get("judge_model"), given.get("judge_prompt_version")
         ),
     )
+
+
+def variant_settings(settings: RunSettings, run_id: str | None) -> RunSettings:
+    """The settings of run ``run_id``: for a variant of ``settings.sweep``
+    (``sweep-<name>-<variant>``, :mod:`kebab_eval_pipeline.sweep.grid`) the base settings with the
+    variant's overrides applied (the ``sweep:`` block kept, so the run records which variant it
+    is); for any other id (or None) ``settings`` itself. Every step of a run calls this with its
+    partition key: a backfill cannot tag each partition, so the id says which variant it is.
+    Raises InputError (source ``sweep variant <run id>``) if the variant's settings are invalid —
+    which :func:`~kebab_eval_pipeline.settings.sweep_problems` refuses when the config loads."""
+    sweep = settings.sweep
+    variant = None if sweep is None else find_variant(sweep.name, sweep.grid, run_id)
+    if variant is None:
+        return settings
+    doc = settings.model_dump(exclude_unset=True)
+    doc.pop("sweep", None)
+    doc["system"] = {"kind": settings.system.kind, **doc.get("system", {})}
+    varied = settings_from_dict(apply_variant(doc, variant.overrides), source=f"sweep variant {run_id}")
+    return varied.model_copy(update={"sweep": sweep})

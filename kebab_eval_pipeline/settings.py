@@ -20,7 +20,7 @@ from pydantic import (
 from kebab_eval_pipeline.automation_settings import FreshnessSettings, NightlySettings
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.config_model import AtKey, StrictSettings
-from kebab_eval_pipeline.config_suggest import unknown_key_reason
+from kebab_eval_pipeline.config_suggest import suggestion, unknown_key_reason
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.settings import (
@@ -34,6 +34,8 @@ from kebab_eval_pipeline.golden.source import GoldenSource
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
+from kebab_eval_pipeline.sweep.config import SweepSettings
+from kebab_eval_pipeline.sweep.grid import KEY_PATTERN, apply_variant, expand, grid_problems, value_text
 from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
@@ -107,6 +109,8 @@ class RunSettings(StrictSettings):
     # The nightly schedule's cron and time zone, and the freshness check's limit (automation_settings.py).
     nightly: NightlySettings = Field(default_factory=NightlySettings)
     freshness: FreshnessSettings = Field(default_factory=FreshnessSettings)
+    # A grid of settings to try, each combination a run of its own (sweep/): null = no sweep.
+    sweep: SweepSettings | None = None
 
     @field_validator("owners")
     @classmethod
@@ -321,8 +325,18 @@ def _resolve_relative(
         if judge.backend == "local" and judge.model:  # a path; an endpoint's model is a name
             update["model"] = fix(judge.model, "judge", "model")
         judge = judge.model_copy(update=update)
+    sweep = settings.sweep
+    if sweep is not None:  # path values of the grid, as the same keys outside it
+        grid = {
+            key: [fix(v, "sweep", "grid", key) if isinstance(v, str) else v for v in values]
+            if key in SWEPT_PATHS and isinstance(values, list)
+            else values
+            for key, values in sweep.grid.items()
+        }
+        sweep = sweep.model_copy(update={"grid": grid})
     resolved = settings.model_copy(
         update={
+            "sweep": sweep,
             "judge": judge,
             "golden": (
                 settings.golden.model_copy(
@@ -368,7 +382,7 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
         )
     positions = YamlPositions(text) if text else None  # composed once, only if there is an error
     try:
-        return RunSettings.model_validate(_normalise_document(doc))
+        settings = RunSettings.model_validate(_normalise_document(doc))
     except _DocumentError as exc:
         raise InputError("run config is invalid", [_offender(source, positions, exc.loc, str(exc))]) from None
     except ValueError as exc:
@@ -390,6 +404,136 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
                 reason = msg
             offenders.append(_offender(source, positions, loc, reason))
         raise InputError("run config is invalid", offenders) from None
+    problems = sweep_problems(settings)
+    if problems:
+        raise InputError(
+            "run config is invalid", [_offender(source, positions, loc, reason) for loc, reason in problems]
+        )
+    return settings
+
+
+#: Settings a sweep cannot vary, and why.
+NOT_SWEPT = {
+    "sweep": "a sweep cannot sweep itself",
+    "system": "sweep the system's settings one by one: system.<key>",
+    "storage": "every variant is stored in the same place, so the leaderboard can read them all",
+    "owners": "owners belong to the assets, not to one run",
+    **{
+        key: "the asset checks are built once from the config, for every run: set it outside the sweep"
+        for key in (
+            "gates",
+            "regression_gates",
+            "verdict_gates",
+            "default_gates",
+            "system_health",
+            "matching_coverage",
+        )
+    },
+}
+#: Grid keys whose values are paths: relative ones are resolved against the config file's folder.
+SWEPT_PATHS = ("golden", "source_root", "system.corpus", "system.index", "system.path", "system.cwd")
+
+
+def sweep_problems(settings: RunSettings) -> list[tuple[list[str], str]]:
+    """Every problem of ``settings.sweep``'s grid as ``(location, reason)``, the location
+    ``sweep.grid.<key>`` (or ``sweep.grid`` for the whole grid or a combination): its shape
+    (:func:`~kebab_eval_pipeline.sweep.grid.grid_problems`), keys that are no setting of the run or
+    of its system kind or cannot vary per run (:data:`NOT_SWEPT`), then — only when those are fine
+    — every variant's full settings validated, each distinct problem once. Empty without a sweep."""
+    sweep = settings.sweep
+    if sweep is None:
+        return []
+    grid = sweep.grid
+    out = [(["sweep", "grid", *([key] if key else [])], reason) for key, reason in grid_problems(grid)]
+    shape = len(out)
+    system_model = type(settings.system)
+    for key in grid:
+        if not isinstance(key, str):
+            continue  # reported by grid_problems
+        top, _, name = key.rpartition(".")
+        if top == "system":
+            if name == "kind":
+                reason = (
+                    "the system kind cannot be swept (each kind has its own settings): one sweep per kind"
+                )
+            elif name not in system_model.model_fields:
+                near = suggestion(name, system_model.model_fields)
+                reason = f"not a setting of a {settings.system.kind} system" + (
+                    f" — did you mean 'system.{near}'?" if near else ""
+                )
+            else:
+                continue
+        elif top:
+            continue  # not a key grid_problems accepts
+        elif key in NOT_SWEPT:
+            reason = f"cannot be swept: {NOT_SWEPT[key]}"
+        elif key not in RunSettings.model_fields:
+            near = suggestion(key, [k for k in RunSettings.model_fields if k not in NOT_SWEPT])
+            reason = "not a run setting" + (f" — did you mean '{near}'?" if near else "")
+        else:
+            continue
+        out.append((["sweep", "grid", key], reason))
+    base = settings.model_dump(exclude_unset=True)
+    base.pop("sweep", None)
+    base["system"] = {"kind": settings.system.kind, **base.get("system", {})}
+
+    def problems_of(overrides: dict[str, Any], label: str) -> list[tuple[list[str], str]]:
+        try:
+            RunSettings.model_validate(_normalise_document(apply_variant(base, overrides)))
+        except ValidationError as exc:
+            found = []
+            for err in exc.errors():
+                loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
+                msg = err["msg"].removeprefix("Value error, ")
+                key = next((k for k in (".".join(loc[:2]), loc[0] if loc else "") if k in overrides), None)
+                if len(overrides) == 1 or key is not None:  # one value, or the error is at its key
+                    key = key or next(iter(overrides))
+                    where = "" if key in (".".join(loc[:2]), loc[0]) else f"{'.'.join(loc)}: "
+                    found.append((["sweep", "grid", key], f"{value_text(overrides[key])}: {where}{msg}"))
+                else:  # a combination (chunk_overlap ≥ chunk_size)
+                    found.append(
+                        (["sweep", "grid"], f"variant {label}: {'.'.join(loc) or 'settings'}: {msg}")
+                    )
+            return found
+        return []
+
+    # Each value alone (the other settings as configured): every wrong value is named, whatever
+    # else is wrong; then, only when each value is fine alone, every combination.
+    bad = {key for loc, _ in out[shape:] for key in loc[2:3]}  # keys that are no setting
+    for key, values in grid.items():
+        if (
+            key in bad
+            or not isinstance(key, str)
+            or not KEY_PATTERN.fullmatch(key)
+            or not isinstance(values, list)
+        ):
+            continue
+        for value in values:
+            out += [p for p in problems_of({key: value}, key) if p not in out]
+    if out:
+        return out
+    for variant in expand(sweep.name, grid):
+        out += [p for p in problems_of(variant.overrides, variant.label()) if p not in out]
+    return out
+    base = settings.model_dump(exclude_unset=True)
+    base.pop("sweep", None)
+    base["system"] = {"kind": settings.system.kind, **base.get("system", {})}
+    for variant in expand(sweep.name, grid):
+        try:
+            RunSettings.model_validate(_normalise_document(apply_variant(base, variant.overrides)))
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
+                msg = err["msg"].removeprefix("Value error, ")
+                key = next((k for k in (".".join(loc[:2]), loc[0] if loc else "") if k in grid), None)
+                if key is not None:
+                    problem = (["sweep", "grid", key], f"{value_text(variant.overrides[key])!r}: {msg}")
+                else:  # a combination (chunk_overlap ≥ chunk_size), or a key nested under a swept one
+                    where = ".".join(loc) or "settings"
+                    problem = (["sweep", "grid"], f"variant {variant.label()}: {where}: {msg}")
+                if problem not in out:
+                    out.append(problem)
+    return out
 
 
 def load_settings(path: str | Path | None, replace: dict | None = None) -> RunSettings:

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("compare",),
     ("gates",),
     ("reporting",),  # run reports, summaries, UI tables, export, history
+    ("sweep",),  # configuration sweeps: the sweep: block, its grid's variants, the leaderboard
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
     ("pipeline", "probe", "memory", "evaluation"),  # the chain as plain functions; letting go of its inputs
     ("orchestration",),

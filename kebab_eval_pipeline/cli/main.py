@@ -17,7 +17,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline.cli import baseline, golden, runs, stored
+from kebab_eval_pipeline.cli import baseline, golden, runs, stored, sweep
 from kebab_eval_pipeline.cli import bisect as bisect_command
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
@@ -63,6 +63,7 @@ app.command()(stored.compare)
 app.command()(stored.export)
 app.command()(stored.history)
 app.command()(bisect_command.bisect)
+app.command()(sweep.sweep)
 app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
 app.add_typer(judge_app, name="judge")
 

@@ -81,8 +81,7 @@ def run(
     report_url: ReportUrlOption = None,
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id, in_ci, new_run_id
-    from kebab_eval_pipeline.run_overrides import settings_for_run
+    from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
     from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 
     if system not in (None, *SYSTEM_KINDS):
@@ -106,11 +105,34 @@ def run(
         if v is not None
     }
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
+    run_partition(config, overrides, run_id, outputs=outputs)
+
+
+def run_partition(
+    config: Path | None,
+    overrides: dict,
+    run_id: str,
+    *,
+    storage: str | None = None,
+    outputs: ci_outputs.CiOutputs | None = None,
+    show: bool = True,
+) -> None:
+    """``kebab-eval run``'s run of partition ``run_id`` (also each variant of ``kebab-eval
+    sweep``): the settings of ``config`` with the CLI's ``overrides`` — a sweep variant's for a
+    sweep run id (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`, as every step
+    resolves them) — checked, the partition registered and the chain materialized in-process;
+    ``storage`` replaces the config's storage; ``show`` prints the stored numbers, ``outputs``
+    writes the CI outputs. Raises what a run raises (InputError, GateFailure, …)."""
+    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci
+    from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
+
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
     # imported or an instance opened (seconds under load): the same settings the run will use.
-    settings = settings_for_run(config, overrides)
+    settings = variant_settings(settings_for_run(config, overrides), run_id)
+    if storage is not None:
+        settings = settings.model_copy(update={"storage": storage})
     total = _check_inputs(settings, config)
     # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
     # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
@@ -124,22 +146,24 @@ def run(
 
         instance = open_instance()
 
-        def show(store) -> None:
-            print_run(store, run_id, settings.k, headline)
-            ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
+        def shown(store) -> None:
+            if show:
+                print_run(store, run_id, settings.k, headline)
+            if outputs is not None:
+                ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
 
         def register() -> None:
             instance.add_dynamic_partitions(eval_runs.name, [run_id])
             observe_inputs(instance, settings)
 
         drive(
-            build_definitions(config, overrides=overrides),
+            build_definitions(config, storage=storage, overrides=overrides),
             instance,
             run_id,
             total=total * settings.repeat,  # every query is asked once per repeat
             tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
             prepare=register,
-            show=show,
+            show=shown,
         )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back

@@ -95,9 +95,11 @@ def render_markdown(
         "|---|---|---|",
     ]
     va, vb = info.get("versions_a", {}), info.get("versions_b", {})
-    for key in VERSION_KEYS:
+    # then what else the runs recorded (a sweep variant's settings), as the HTML report shows it
+    for key in (*VERSION_KEYS, *sorted((set(va) | set(vb)) - set(VERSION_KEYS))):
         marker = "" if va.get(key) == vb.get(key) else " ⚠"
-        lines.append(f"| {key}{marker} | {md_cell(_fmt(va.get(key)))} | {md_cell(_fmt(vb.get(key)))} |")
+        name = key if key in VERSION_KEYS else md_cell(key)  # a recorded key is escaped like a value
+        lines.append(f"| {name}{marker} | {md_cell(_fmt(va.get(key)))} | {md_cell(_fmt(vb.get(key)))} |")
     sa, sb = info.get("system_a", {}), info.get("system_b", {})
     lines.append(
         f"| system{' ⚠' if info.get('cross_system') else ''} | {md_cell(system_label({'system': sa}))} "

@@ -51,6 +51,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.run_overrides import variant_settings
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system
@@ -108,11 +109,15 @@ def _chain_asset(names: ChainNames, stage: str, resources: tuple[str, ...], **kw
 
 def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them: the chain's
-    ``eval_settings`` resource with its ``system_under_test`` overrides applied."""
+    ``eval_settings`` resource with its ``system_under_test`` overrides applied, and — for a sweep
+    variant's run id (the partition key says which: a backfill cannot tag each partition) — the
+    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`)."""
     resources = context.resources
-    return getattr(resources, names.resource("eval_settings")).load(
+    settings = getattr(resources, names.resource("eval_settings")).load(
         getattr(resources, names.resource("system_under_test"))
     )
+    run_id = context.partition_key if getattr(context, "has_partition_key", False) else None
+    return variant_settings(settings, run_id)
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:

@@ -41,6 +41,7 @@ from kebab_eval_pipeline.orchestration.resources import (
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
+from kebab_eval_pipeline.orchestration.sweep import build_sweep_definitions
 from kebab_eval_pipeline.settings import RunSettings
 
 JOB_NAME = "evaluation_run"
@@ -96,7 +97,7 @@ def build_chain_definitions(
         [*chain.source_assets, *chain.eval_assets, ranking, build_bisect_asset(names)],
     )
     automation = build_automation(job, settings, names, watch_asset)
-    return dg.Definitions(
+    chain_defs = dg.Definitions(
         assets=owned,
         asset_checks=[*gate_checks(settings, chain), *automation.asset_checks],
         jobs=[job],
@@ -111,6 +112,8 @@ def build_chain_definitions(
         },
         executor=executor,
     )
+    # the config's sweep: the register_sweep job and sweep_leaderboard (nothing without a sweep)
+    return dg.Definitions.merge(chain_defs, build_sweep_definitions(settings, names))
 
 
 def evaluation_chain(

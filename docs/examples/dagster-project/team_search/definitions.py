@@ -5,7 +5,7 @@ evaluation chains side by side.
   evaluates the golden set against it on every materialization. It is blocking, so a failing gate
   keeps ``deploy_index`` from running in that run.
 - ``staging/…`` and ``production/…``: two whole evaluation chains (run partitions, gates,
-  comparisons) of two configurations of the reference system, without key clashes.
+  comparisons) of two chunker settings of the reference system, without key clashes.
 """
 
 import os
@@ -64,15 +64,14 @@ index_quality = evaluation_check(
 )
 
 
-def _reference(mode: str) -> dict:
-    return {
-        "golden": str(DEMO_GOLDEN),
-        "system": {"kind": "reference", "corpus": str(DEMO_CORPUS), "mode": mode},
-    }
+def _reference(chunk_size: int) -> dict:
+    system = {"kind": "reference", "corpus": str(DEMO_CORPUS), "mode": "lexical", "chunk_size": chunk_size}
+    return {"golden": str(DEMO_GOLDEN), "system": system}
 
 
 defs = dg.Definitions.merge(
     dg.Definitions(assets=[search_index, deploy_index], asset_checks=[index_quality]),
-    evaluation_chain("staging", config=HERE / "eval" / "reference.yaml", settings=_reference("hybrid")),
-    evaluation_chain("production", config=HERE / "eval" / "reference.yaml", settings=_reference("lexical")),
+    # staging tries a smaller chunker than production runs
+    evaluation_chain("staging", config=HERE / "eval" / "reference.yaml", settings=_reference(400)),
+    evaluation_chain("production", config=HERE / "eval" / "reference.yaml", settings=_reference(800)),
 )

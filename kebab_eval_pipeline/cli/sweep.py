@@ -1,0 +1,113 @@
+"""``kebab-eval sweep CONFIG``: every variant of the config's ``sweep:`` grid run as a normal stored
+run (``kebab-eval run --run-id sweep-<name>-<variant>``), then the leaderboard ranking them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kebab_eval_pipeline.cli.console import err, fmt
+from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
+
+FORMATS = ("text", "markdown", "json")
+
+
+def sweep(
+    config: Annotated[Path, typer.Argument(help="Run config YAML with a sweep: block.", show_default=False)],
+    storage: Annotated[
+        str | None,
+        typer.Option("--storage", help="Artifact base path or fsspec URL (overrides the config's storage)."),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only this variant (repeatable): its slug, the slug without the hash, or its run id. "
+            "The leaderboard still ranks every stored variant.",
+        ),
+    ] = None,
+    rerun: Annotated[
+        bool, typer.Option("--rerun", help="Run variants again even when their runs are stored.")
+    ] = False,
+    output: Annotated[str, typer.Option("--format", help="Leaderboard as text, markdown or json.")] = "text",
+) -> None:
+    """Run every variant of the config's sweep (each a stored run with id sweep-<name>-<variant>;
+    variants already stored are skipped), then print the leaderboard: the variants ranked on the
+    sweep's metric with pairwise paired tests (Holm-adjusted) and their settings as columns.
+
+    Exit 1 when a variant's blocking gate or system health failed (the other variants still run),
+    2 for a bad config or option."""
+    from kebab_eval_pipeline.cli.instance import dagster_home
+    from kebab_eval_pipeline.cli.run import run_partition
+    from kebab_eval_pipeline.location import check_storage, default_storage_base
+    from kebab_eval_pipeline.run_overrides import settings_for_run
+    from kebab_eval_pipeline.sweep.grid import expand, select
+
+    problems = []
+    if output not in FORMATS:
+        problems.append(Offender("--format", f"{output!r}: expected one of {', '.join(FORMATS)}"))
+    if storage is not None:
+        if "://" not in storage:  # a relative path is the caller's, not the config file's
+            storage = str(Path(storage).expanduser().resolve())
+        try:
+            check_storage(storage, "--storage")
+        except InputError as exc:
+            problems += exc.offenders
+    if problems:
+        raise InputError("invalid options", problems)
+    settings = settings_for_run(config)
+    if settings.sweep is None:
+        raise InputError(
+            "no sweep to run", [Offender(str(config), "the config has no sweep: block", field="sweep")]
+        )
+    if storage is not None:
+        settings = settings.model_copy(update={"storage": storage})
+    variants = expand(settings.sweep.name, settings.sweep.grid)
+    chosen, unknown = select(variants, only) if only else (variants, [])
+    if unknown:
+        known = ", ".join(v.slug for v in variants)
+        raise InputError(
+            "unknown variants",
+            [
+                Offender("--only", f"{w!r}: not a variant of sweep {settings.sweep.name!r} ({known})")
+                for w in unknown
+            ],
+        )
+    from kebab_eval_pipeline.pipeline import rank_sweep, stored_variants, sweep_metric
+    from kebab_eval_pipeline.store.runs import RunStore
+
+    dagster_home()  # the default storage lies beside the instance
+    store = RunStore(default_storage_base(settings.storage))
+    metric = sweep_metric(settings)
+    stored = {v.run_id for v in stored_variants(store, settings)[0]}
+    failures: list[tuple[str, Exception]] = []
+    for i, variant in enumerate(chosen, 1):
+        step = f"[{i}/{len(chosen)}] {variant.run_id} ({variant.label()})"
+        if variant.run_id in stored and not rerun:
+            err.print(f"{step}: stored, skipped (--rerun runs it again)", markup=False, highlight=False)
+            continue
+        err.print(f"{step}: running", markup=False, highlight=False)
+        try:
+            run_partition(config, {}, variant.run_id, storage=storage, show=False)
+        except (GateFailure, SystemHealthFailure) as exc:  # stored; the other variants still run
+            failures.append((variant.run_id, exc))
+            err.print(f"{step}: {exc}", markup=False, highlight=False)
+        value = store.stored_run(variant.run_id).metrics.metrics.get(metric)
+        err.print(f"{step}: {metric} {fmt(value)}", markup=False, highlight=False)
+    if len(stored_variants(store, settings)[0]) < 2:
+        err.print("no leaderboard: fewer than two variants are stored", markup=False, highlight=False)
+    else:
+        _print_leaderboard(rank_sweep(store, settings), output)
+    if failures:
+        kind = GateFailure if any(isinstance(e, GateFailure) for _, e in failures) else SystemHealthFailure
+        raise kind(f"{len(failures)} variant(s) failed: " + "; ".join(f"{r}: {e}" for r, e in failures))
+
+
+def _print_leaderboard(board, output: str) -> None:
+    from kebab_eval_pipeline.sweep.leaderboard import render_json, render_markdown, render_text
+
+    render = {"text": render_text, "markdown": render_markdown, "json": render_json}[output]
+    sys.stdout.write(render(board))

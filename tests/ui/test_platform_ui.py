@@ -1,0 +1,139 @@
+"""The evaluation inside a team's own Dagster project, as a person sees it in the UI (issue 28).
+
+A real webserver over the team project of docs/examples/dagster-project (``-m
+team_search.definitions``), after tests/ui/team_runs.py materialized a good and a headingless
+index (the blocking ``index_quality`` check passed, then failed and kept ``deploy_index`` from
+running), two runs of the ``staging`` chain, its ``regression_bisect`` and a freshness tick. Each
+page is checked for what matters and saved as a screenshot ($KEBAB_EVAL_UI_SCREENSHOTS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.browser import require_browser
+from tests.conftest import REPO
+from tests.ui.dagster_ui import (
+    Webserver,
+    assert_clean,
+    check_status,
+    dagster_webserver,
+    expect_visible,
+    metadata_value,
+    open_dagster,
+    open_tab,
+    screenshot,
+)
+
+PROJECT = REPO / "docs" / "examples" / "dagster-project"
+LOCATION = "team_search.definitions"
+
+
+@dataclass
+class TeamInstance:
+    home: Path
+    facts: dict
+    server: Webserver
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamInstance]:
+    require_browser()
+    root = tmp_path_factory.mktemp("team-ui")
+    home = root / "dagster_home"
+    home.mkdir()
+    # no "join the community" dialog, as the dagster.yaml `kebab-eval` writes
+    (home / "dagster.yaml").write_text("nux:\n  enabled: false\ntelemetry:\n  enabled: false\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "TEAM_INDEX_ROOT": str(root / "index"),
+        "KEBAB_EVAL_STORAGE": str(root / "artifacts"),
+        "PYTHONPATH": os.pathsep.join([str(PROJECT), str(REPO)]),
+    }
+    facts_file = root / "facts.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.ui.team_runs", str(facts_file)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    facts = json.loads(facts_file.read_text())
+    with dagster_webserver(home, env, root / "webserver.log", module=LOCATION) as server:
+        server.assert_no_errors_since(0)
+        yield TeamInstance(home, facts, server)
+
+
+def test_the_blocking_check_on_the_teams_index_and_the_run_it_stopped(team, tmp_path):
+    good, bad = team.facts["good"], team.facts["bad"]
+    assert (good["passed"], good["success"], bad["passed"], bad["success"]) == (True, True, False, False)
+    server = team.server
+    mark = server.log_mark()
+    with open_dagster(server.url(f"/locations/{LOCATION}/asset-groups/search/lineage")) as visit:
+        page = visit.page
+        for asset in ("search_index", "deploy_index"):
+            expect_visible(page.get_by_text(asset, exact=True).first, f"{asset} in the team's graph")
+        screenshot(visit, "team_search_graph", tmp_path)
+
+        # search_index → Checks: index_quality, failed on the latest (headingless) build
+        page.goto(server.url("/assets/search_index"))
+        open_tab(page, "Checks")
+        status, _ = check_status(page, "index_quality")
+        assert status == "Failed"
+        page.get_by_title("index_quality").first.click()
+        expect_visible(page.get_by_text("gate_mrr_min", exact=False).first, "the failed gate")
+        assert metadata_value(page, "missed_by") == "0.5"
+        assert metadata_value(page, "threshold") == "0.5"
+        screenshot(visit, "team_index_check_failed", tmp_path)
+
+        # the run of the bad build: the check failed, deploy_index never ran
+        page.goto(server.url(f"/runs/{bad['dagster_run']}"))
+        expect_visible(page.get_by_text("search_index_index_quality", exact=True).first, "the check's step")
+        expect_visible(page.get_by_text("Failure", exact=True).first, "the run's status")
+        screenshot(visit, "team_run_blocked", tmp_path)
+        assert_clean(visit, server.base_url)
+    server.assert_no_errors_since(mark)
+
+
+def test_two_chains_their_schedules_sensors_bisect_and_freshness(team, tmp_path):
+    server = team.server
+    mark = server.log_mark()
+    with open_dagster(server.url(f"/locations/{LOCATION}/asset-groups/staging_evaluation/lineage")) as visit:
+        page = visit.page
+        for asset in ("golden_set", "run_metrics", "comparison_report", "regression_bisect"):
+            expect_visible(page.get_by_text(asset, exact=True).first, f"staging {asset}")
+        screenshot(visit, "team_staging_chain", tmp_path)
+
+        page.goto(server.url("/automation"))
+        for chain in ("staging", "production"):
+            for name in ("nightly_eval_schedule", "system_version_sensor", "freshness_check_sensor"):
+                expect_visible(page.get_by_text(f"{chain}__{name}", exact=True).first, f"{chain} {name}")
+        screenshot(visit, "team_automation", tmp_path)
+
+        page.goto(server.url(f"/locations/{LOCATION}/schedules/staging__nightly_eval_schedule"))
+        expect_visible(page.get_by_text("UTC", exact=False).first, "the schedule's timezone")
+        screenshot(visit, "team_nightly_schedule", tmp_path)
+
+        page.goto(server.url("/assets/staging/regression_bisect"))
+        assert metadata_value(page, "changes") in ("0", "1")
+        expect_visible(page.get_by_text("r1", exact=False).first, "the runs bisected")
+        screenshot(visit, "team_regression_bisect", tmp_path)
+
+        page.goto(server.url("/assets/staging/system_under_test"))
+        open_tab(page, "Checks")
+        status, _ = check_status(page, "fresh_passing_evaluation")
+        assert status == ("Succeeded" if team.facts["freshness"] == [True] else "Failed")
+        screenshot(visit, "team_freshness_check", tmp_path)
+        assert_clean(visit, server.base_url)
+    server.assert_no_errors_since(mark)
