@@ -18,6 +18,7 @@ from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration.assets import EVAL_ASSETS, SOURCE_ASSETS
 from kebab_eval_pipeline.orchestration.automation import build_sensors
 from kebab_eval_pipeline.orchestration.checks import gate_checks
+from kebab_eval_pipeline.orchestration.golden_health import build_golden_health
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.ranking import run_ranking
 from kebab_eval_pipeline.orchestration.resources import (
@@ -71,7 +72,7 @@ def build_definitions(
         [*SOURCE_ASSETS, *EVAL_ASSETS, run_ranking],
     )
     return dg.Definitions(
-        assets=owned,
+        assets=[*owned, build_golden_health(settings)],
         asset_checks=gate_checks(settings),
         jobs=[job],
         sensors=build_sensors(job, settings),
