@@ -74,7 +74,7 @@ def summary_lines(report: HealthReport, golden: dict[str, Any]) -> list[str]:
     for check, title in CHECK_TITLES.items():
         count = report.summary[check]
         shown = "–" if count is None else str(count)
-        lines.append(f"  {outcome(report, check):<11} {check}: {shown} {title}")
+        lines.append(f"  {outcome(report, check):<11} {check}: {shown} — {title}")
     return lines
 
 
