@@ -7,6 +7,10 @@ the numeric ``health/…`` metadata plot across them, and ``golden_sha256`` / ``
 metadata and tags) say which version each point describes. The findings are stored as Parquet
 under ``{storage}/golden_health/{sha256[:16]}/`` (the UI table shows the first rows).
 
+Selected with a run partition (``--select '*' --partition ID``, as CI materializes a run), it
+does nothing: it is materialized on its own (the UI, ``dagster asset materialize --select
+golden_health``, a schedule).
+
 Checks (computed in the asset's step, from the same report): ``unsupported_answerable`` blocks
 (fails the run) unless ``golden_health.unsupported_answerable: warn``; the others warn when their
 count exceeds ``golden_health.max_findings``. Pure logic: :mod:`kebab_eval_pipeline.golden_health`.
@@ -27,6 +31,7 @@ from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.settings import RunSettings
 
 ASSET = "golden_health"
+PARTITION_TAG = "dagster/partition"
 #: Materialization tags naming the golden version a point of the trend describes: the content
 #: sha256's first 16 hex digits and the set's name (Dagster tag values: at most 63 characters of
 #: letters, digits, ``_ . -``; the full sha256 is the ``golden_sha256`` metadata).
@@ -112,22 +117,39 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
         for check in CHECK_KINDS
     ]
 
-    @dg.asset(
-        key=key,
+    spec = dg.AssetSpec(
+        key,
         group_name=names.group,
         deps=[names.key("golden_file")],
         owners=list(settings.owners),
         kinds={"python", "parquet"},
         tags={STAGE: "golden"},
-        check_specs=specs,
-        required_resource_keys={settings_key, system_key, storage_key},
+        # Skipped in a run of one evaluation partition: "materialize every asset of a partition"
+        # (`--select '*' --partition ID`, the CI command) selects this unpartitioned asset too.
+        skippable=True,
         description="The golden set's health, as a maintained data product: answerable queries with no "
         "relevant support (blocking), supports the index no longer holds, duplicate questions (exact, "
         "near, semantic), questions quoting the corpus verbatim, breakdown slices too small to conclude "
         "on, and the latest comparison's suspect-gold queue. One materialization per check of the "
         "golden file: the health/… metadata plot the trend across golden versions (golden_sha256).",
     )
+
+    # A multi-asset that can subset: its check results are optional outputs, so a skipped step
+    # (above) is not a missing output, and a selection of some checks gets only those.
+    @dg.multi_asset(
+        name=names.name(ASSET),
+        specs=[spec],
+        check_specs=specs,
+        can_subset=True,
+        required_resource_keys={settings_key, system_key, storage_key},
+    )
     def golden_health(context: dg.AssetExecutionContext):
+        if context.run.tags.get(PARTITION_TAG) is not None:
+            context.log.info(
+                "golden_health describes the golden set, not one run: not materialized in a run of "
+                f"partition {context.run.tags[PARTITION_TAG]!r} (materialize it on its own)"
+            )
+            return
         store = getattr(context.resources, storage_key).store()
         try:
             current = getattr(context.resources, settings_key).load(getattr(context.resources, system_key))
@@ -170,8 +192,14 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
             "notes": dg.MetadataValue.json(report.notes),
             "storage_path": dg.MetadataValue.path(store.attempt_location(ASSET, table_key, attempt)),
         }
-        checks = [_check_result(report, check, limit, _blocking(current, check)) for check in CHECK_KINDS]
-        return dg.MaterializeResult(
+        selected = {c.name for c in context.selected_asset_check_keys}
+        checks = [
+            _check_result(report, check, limit, _blocking(current, check))
+            for check in CHECK_KINDS
+            if check in selected
+        ]
+        yield dg.MaterializeResult(
+            asset_key=key,
             metadata=meta,
             tags={GOLDEN_SHA_TAG: golden.sha256[:16], GOLDEN_NAME_TAG: _tag_value(golden.name)},
             check_results=checks,

@@ -139,6 +139,17 @@ def test_golden_health_over_two_golden_versions(instance, tmp_path):
     )
     assert checks["suspect_gold_queue"].passed and checks["suspect_gold_queue"].metadata["skipped"].value
 
+    # Selected with a run partition (`--select '*' --partition ID`): the step does nothing.
+    result = (
+        build_definitions(config)
+        .resolve_implicit_global_asset_job_def()
+        .execute_in_process(
+            asset_selection=[KEY], instance=instance, partition_key="c300", raise_on_error=False
+        )
+    )
+    assert result.success and not result.get_asset_materialization_events()
+    assert not check_evaluations(result)
+
     # The trend: both materializations, newest first, each with its golden version.
     history = instance.fetch_materializations(KEY, limit=10).records
     assert [r.asset_materialization.metadata["golden_sha256"].value for r in history] == [v2, v1]
