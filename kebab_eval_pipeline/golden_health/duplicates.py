@@ -23,7 +23,7 @@ from kebab_eval_pipeline.golden_health.text import char_codes, rolling_ngrams
 #: Columns of a pair table: row positions ``i < j`` of the two questions and their similarity.
 PAIR_COLUMNS: dict[str, str] = {"i": "int64", "j": "int64", "score": "float64"}
 #: Upper bound of the pairs a block of rows may produce at once (rows per block × questions).
-BLOCK_CELLS = 20_000_000
+BLOCK_CELLS = 5_000_000
 
 
 def _pairs(i: np.ndarray, j: np.ndarray, score: np.ndarray) -> pd.DataFrame:
