@@ -9,8 +9,8 @@ to one check (:data:`CHECK_KINDS`, the asset checks of ``golden_health``):
   (character n-gram Jaccard), ``semantic_duplicate`` (embedding cosine); a pair is reported once,
   under the first of these it meets;
 - ``leakage`` — ``leakage``: a question quoting one corpus document verbatim;
-- ``unsupported_answerable`` — an answerable question with no support, or none graded at least the
-  relevance level: every retrieval metric skips it, silently;
+- ``unsupported_answerable`` — an answerable (not pending) question with no support, or none graded
+  at least the relevance level: every retrieval metric skips it, silently;
 - ``small_slices`` — ``small_slice``: a breakdown slice with fewer queries than the minimum;
 - ``suspect_gold_queue`` — ``suspect_gold``: a query of the latest stored comparison's suspect-gold
   queue (its unjudged hits ranked above the first relevant one), ``score`` its queued hits.
@@ -121,11 +121,16 @@ def _frame(kind: str, **columns) -> pd.DataFrame:
 def unsupported_answerable(
     queries: pd.DataFrame, supports: pd.DataFrame, relevance_level: int
 ) -> pd.DataFrame:
-    """Answerable queries no retrieval metric can score: no support, or no support graded at least
-    ``relevance_level`` (every judgement says "not relevant")."""
+    """Answerable, non-pending queries no retrieval metric can score: no support, or no support
+    graded at least ``relevance_level`` (every judgement says "not relevant")."""
     relevant = supports.loc[supports["grade"] >= relevance_level, "query_id"]
     graded = supports.groupby("query_id").size()
-    answerable = queries[queries["answerable"].astype(bool) & ~queries["query_id"].isin(relevant)]
+    # Pending queries are exempt, as from the stale check: the corpus does not hold their answer yet.
+    answerable = queries[
+        queries["answerable"].astype(bool)
+        & ~queries["pending"].astype(bool)
+        & ~queries["query_id"].isin(relevant)
+    ]
     n = graded.reindex(answerable["query_id"]).fillna(0).astype(int).to_numpy()
     detail = np.where(
         n == 0,
@@ -134,8 +139,6 @@ def unsupported_answerable(
         + f" supports, none graded ≥ {relevance_level} (the relevance level): "
         "every retrieval metric skips it",
     )
-    pending = answerable["pending"].astype(bool).to_numpy()
-    detail = np.where(pending, detail + " (pending)", detail)
     return _frame("unsupported_answerable", query_id=answerable["query_id"].tolist(), detail=detail.tolist())
 
 

@@ -47,7 +47,7 @@ QUERIES = [
     {"id": "koji-b", "query": "what is koji??", "group": "koji", "supports": [SAUERKRAUT]},
     # quotes the corpus
     {"id": "leak", "query": LEAKED, "supports": [SAUERKRAUT]},
-    # answerable without a relevant support; the unanswerable one is fine
+    # answerable without a relevant support; the unanswerable and the pending ones are fine
     {"id": "no-support", "query": "Which fermented foods are the healthiest of all?"},
     {
         "id": "grade-zero",

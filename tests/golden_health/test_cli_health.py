@@ -27,7 +27,7 @@ def test_text_report_exits_1_on_answerable_queries_without_support(files):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("golden set health-demo sha256 ") and lines[0].endswith(": 15 queries")
     assert [" ".join(line.split()) for line in lines[1:7]] == [
-        "fail unsupported_answerable: 3 — answerable queries with no relevant support",
+        "fail unsupported_answerable: 2 — answerable queries with no relevant support",
         "warn stale_supports: 2 — supports the index no longer holds",
         "warn near_duplicates: 4 — duplicate question pairs",
         "warn leakage: 1 — questions quoting the corpus verbatim",
@@ -72,7 +72,7 @@ def test_json_report_and_warn_only(files):
             "score": 0.5714,
         }
     ]
-    assert len(doc["findings"]) == 13
+    assert len(doc["findings"]) == 12
 
 
 def test_bad_threshold_exits_2_naming_the_key(files):

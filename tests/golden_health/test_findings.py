@@ -63,7 +63,7 @@ def test_findings_table_is_typed_and_ordered_by_kind(setup):
     _, report, _ = setup
     assert dict(report.findings.dtypes.astype(str)) == FINDING_COLUMNS
     assert report.findings["kind"].tolist() == (
-        ["unsupported_answerable"] * 3
+        ["unsupported_answerable"] * 2
         + ["stale_support"] * 2
         + ["exact_duplicate"] * 3
         + ["near_duplicate"]
@@ -72,7 +72,7 @@ def test_findings_table_is_typed_and_ordered_by_kind(setup):
     )
     assert report.summary == {
         "queries": len(QUERIES),
-        "unsupported_answerable": 3,
+        "unsupported_answerable": 2,
         "stale_supports": 2,
         "near_duplicates": 4,
         "leakage": 1,
@@ -103,14 +103,6 @@ def test_answerable_queries_without_relevant_support(setup):
             "document": None,
             "slice": None,
             "detail": "answerable, but no supports: every retrieval metric skips it",
-            "score": None,
-        },
-        {
-            "query_id": "pending",
-            "other_query_id": None,
-            "document": None,
-            "slice": None,
-            "detail": "answerable, but no supports: every retrieval metric skips it (pending)",
             "score": None,
         },
     ]
