@@ -206,13 +206,13 @@ def duplicate_findings(
                 lambda s: f"embedding cosine {s:.4f} ≥ {settings.semantic_cosine:g}",
             )
         )
-    seen: set[tuple[int, int]] = set()
+    seen = pd.DataFrame({"i": pd.Series([], dtype="int64"), "j": pd.Series([], dtype="int64")})
     frames = []
     for kind, pairs, describe in parts:
-        keys = list(zip(pairs["i"].tolist(), pairs["j"].tolist(), strict=True))
-        fresh = np.array([k not in seen for k in keys], dtype=bool)
-        seen.update(keys)
-        pairs = pairs[fresh]
+        # a pair already reported under a stronger kind is left out (an anti-join on i, j)
+        marked = pairs.merge(seen, on=["i", "j"], how="left", indicator=True)
+        pairs = marked[marked["_merge"] == "left_only"].drop(columns="_merge")
+        seen = pd.concat([seen, pairs[["i", "j"]]], ignore_index=True)
         frames.append(
             _frame(
                 kind,
