@@ -68,13 +68,16 @@ def _check_description(settings: RunSettings, check: str) -> str:
     return f"The golden set's {CHECK_TITLES[check]}{detail} — {rule}."
 
 
-def _check_result(report: HealthReport, check: str, limit: int, blocking: bool) -> dg.AssetCheckResult:
+def _check_result(
+    key: dg.AssetKey, report: HealthReport, check: str, limit: int, blocking: bool
+) -> dg.AssetCheckResult:
     count = report.summary[check]
     passed = report.passed(check)
     state = outcome(report, check)
     if passed is None:
         note = report.notes.get(check, "not checked")
         return dg.AssetCheckResult(
+            asset_key=key,
             check_name=check,
             passed=True,
             severity=dg.AssetCheckSeverity.WARN,
@@ -84,6 +87,7 @@ def _check_result(report: HealthReport, check: str, limit: int, blocking: bool) 
     tolerated = 0 if check == "unsupported_answerable" else getattr(report.settings.max_findings, check)
     reason = f"{CHECK_TITLES[check]}: {count} (tolerated: {tolerated})"
     return dg.AssetCheckResult(
+        asset_key=key,
         check_name=check,
         passed=bool(passed),
         severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
@@ -155,9 +159,11 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
             current = getattr(context.resources, settings_key).load(getattr(context.resources, system_key))
             golden, report = check_golden_health(current, store)
             table_key = golden.sha256[:16]
-            summary = {k: v for k, v in report.summary.items()}
-            info = {"golden": {"name": golden.name, "sha256": golden.sha256}, "summary": summary}
-            info["notes"] = report.notes
+            info = {
+                "golden": {"name": golden.name, "sha256": golden.sha256},
+                "summary": dict(report.summary),
+                "notes": report.notes,
+            }
             attempt = store.write(
                 ASSET, table_key, {"findings": report.findings}, info, dagster_run_id=context.run.run_id
             )
@@ -193,11 +199,15 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
             "storage_path": dg.MetadataValue.path(store.attempt_location(ASSET, table_key, attempt)),
         }
         selected = {c.name for c in context.selected_asset_check_keys}
+        # blocking as the definitions declared it (their settings), thresholds as the step read them
         checks = [
-            _check_result(report, check, limit, _blocking(current, check))
+            _check_result(key, report, check, limit, _blocking(settings, check))
             for check in CHECK_KINDS
             if check in selected
         ]
+        if key not in context.selected_asset_keys:  # only some checks selected: no materialization
+            yield from checks
+            return
         yield dg.MaterializeResult(
             asset_key=key,
             metadata=meta,
