@@ -31,6 +31,7 @@ from kebab_eval_pipeline.gates.settings import (
     VerdictGateSettings,
 )
 from kebab_eval_pipeline.golden.source import GoldenSource
+from kebab_eval_pipeline.golden_health.settings import GoldenHealthSettings
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
@@ -104,6 +105,8 @@ class RunSettings(StrictSettings):
     # (sampling, approximate search) answers differently; every repeat is stored, the headline is
     # the mean over repeats and the run reports its noise floor and flaky queries (metrics/repeats.py).
     repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = 1
+    # The golden-set health check (`golden_health` asset, `kebab-eval golden health`): thresholds.
+    golden_health: GoldenHealthSettings = Field(default_factory=GoldenHealthSettings)
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
     owners: list[str] = Field(default_factory=lambda: list(DEFAULT_OWNERS))
     # The nightly schedule's cron and time zone, and the freshness check's limit (automation_settings.py).
@@ -334,9 +337,13 @@ def _resolve_relative(
             for key, values in sweep.grid.items()
         }
         sweep = sweep.model_copy(update={"grid": grid})
+    health = settings.golden_health
+    if health.corpus is not None:
+        health = health.model_copy(update={"corpus": fix(health.corpus, "golden_health", "corpus")})
     resolved = settings.model_copy(
         update={
             "sweep": sweep,
+            "golden_health": health,
             "judge": judge,
             "golden": (
                 settings.golden.model_copy(

@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reference",),  # the reference RAG system: a system under test of its own, not an adapter
     ("systems",),  # adapters, the runner, versions, identity
     ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
+    ("golden_health",),  # the golden set's own health: duplicates, leakage, stale gold, small slices
     ("judge",),
     ("artifacts", "shards"),  # the chain's typed values, and those between a sharded asset's steps
     ("store",),  # everything under the storage base
@@ -55,6 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sweep",),  # configuration sweeps: the sweep: block, its grid's variants, the leaderboard
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
     ("pipeline", "probe", "memory", "evaluation"),  # the chain as plain functions; letting go of its inputs
+    ("golden_health_run",),  # the golden-set health check of a run config (golden, system, store)
     ("orchestration",),
     ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),

@@ -1,4 +1,5 @@
-"""``kebab-eval golden validate | convert | schema``: golden sets checked, converted, described."""
+"""``kebab-eval golden validate | convert | suggest | schema | health``: golden sets checked,
+converted, described."""
 
 from __future__ import annotations
 
@@ -328,3 +329,38 @@ def _asker():
         return line
 
     return ask
+
+
+def golden_health(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Run config: its golden set, system (index and corpus), storage and golden_health: "
+            "thresholds (default: the bundled demo).",
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text (default) | json.")] = "text",
+) -> None:
+    """Check the golden set's health: answerable queries with no relevant support, supports the
+    index no longer holds, duplicate questions, questions quoting the corpus, breakdown slices too
+    small to conclude on, and the latest comparison's suspect-gold queue. Exit 1 when an answerable
+    query has no relevant support (unless golden_health.unsupported_answerable: warn), else 0;
+    the other findings warn."""
+    if fmt not in ("text", "json"):
+        raise InputError("unsupported output format", [Offender("--format", f"{fmt!r}: use text or json")])
+    from kebab_eval_pipeline.cli.instance import open_store
+    from kebab_eval_pipeline.golden_health.render import json_document, text_lines
+    from kebab_eval_pipeline.golden_health_run import check_golden_health
+    from kebab_eval_pipeline.settings import load_settings
+
+    settings = load_settings(config)
+    golden, report = check_golden_health(settings, open_store(config))
+    identity = {"name": golden.name, "sha256": golden.sha256, "source": golden.info["source"]}
+    if fmt == "json":
+        sys.stdout.write(json.dumps(json_document(report, identity), ensure_ascii=False, indent=2) + "\n")
+    else:
+        for line in text_lines(report, identity):
+            out.print(line, markup=False, highlight=False)
+    if report.blocking_failure:
+        raise typer.Exit(1)

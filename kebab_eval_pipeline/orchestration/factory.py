@@ -31,6 +31,7 @@ from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets,
 from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
 from kebab_eval_pipeline.orchestration.checks import gate_checks
+from kebab_eval_pipeline.orchestration.golden_health import build_golden_health
 from kebab_eval_pipeline.orchestration.io import ArtifactIOManager
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.ranking import build_run_ranking, run_ranking
@@ -98,7 +99,8 @@ def build_chain_definitions(
     )
     automation = build_automation(job, settings, names, watch_asset)
     chain_defs = dg.Definitions(
-        assets=owned,
+        # golden_health: owned by the config's owners already (a multi-asset with its own checks)
+        assets=[*owned, build_golden_health(settings, names)],
         asset_checks=[*gate_checks(settings, chain), *automation.asset_checks],
         jobs=[job],
         schedules=automation.schedules,

@@ -129,7 +129,7 @@ def test_two_chains_live_side_by_side_with_their_own_keys_resources_and_runs(tea
     # one run id, two chains, two stores: each MRR is its own store's per-query mean
     for chain, mrr in runs.items():
         assert mrr == pytest.approx(_mrr_from_scores(tmp_path / "artifacts" / chain, "r1"), abs=1e-4)
-    assert runs["staging"] != runs["production"]  # 400- vs 800-character chunks: two systems, two numbers
+    assert runs["staging"] != runs["production"]  # 300- vs 800-character chunks: two systems, two numbers
 
 
 def test_the_team_project_loads_with_dagsters_own_loader(tmp_path):

@@ -34,8 +34,16 @@ def test_asset_graph_is_one_owned_group_with_kinds_and_the_system_as_a_resource(
     defs = build_definitions(cfg)
     nodes = {node.key.path[-1]: node for node in defs.resolve_asset_graph().asset_nodes}
     # run_ranking: unpartitioned, over runs named in its config (not part of the run's job)
-    # regression_bisect: likewise, over the stored runs, with the metric named in its config
-    assert set(nodes) == {*CHAIN, "golden_file", "system_under_test", "run_ranking", "regression_bisect"}
+    # regression_bisect: likewise, over the stored runs, with the metric named in its config;
+    # golden_health: unpartitioned, the golden set's own health (orchestration/golden_health.py)
+    assert set(nodes) == {
+        *CHAIN,
+        "golden_file",
+        "system_under_test",
+        "run_ranking",
+        "regression_bisect",
+        "golden_health",
+    }
     for name, node in nodes.items():
         assert node.group_name == GROUP, name
         assert node.owners == ["search-team@example.com", "team:rag"], name

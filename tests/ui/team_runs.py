@@ -10,7 +10,7 @@ It materializes, through Dagster on that instance:
 - ``search_index`` + ``deploy_index`` twice: a good index (the blocking ``index_quality`` check
   passes, the index is deployed) and one whose chunker drops the headings (the check fails, the
   deploy step is skipped);
-- two runs of the ``staging`` chain (``r1``; ``r2`` with a 300-character chunker), then
+- two runs of the ``staging`` chain (``r1``; ``r2`` with a 200-character chunker), then
   ``staging/regression_bisect`` over them (metric mrr);
 - one tick of ``staging__freshness_check_sensor`` (the check's result on ``staging/system_under_test``);
 
@@ -72,7 +72,7 @@ def main(out: Path) -> None:
         "good": _index_build(defs, instance, drop_headings=False),
         "bad": _index_build(defs, instance, drop_headings=True),
         "r1": _chain_run(defs, instance, "r1", None),
-        "r2": _chain_run(defs, instance, "r2", 300),
+        "r2": _chain_run(defs, instance, "r2", 200),
     }
     bisect = dg.materialize(
         [defs.get_assets_def(dg.AssetKey(["staging", "regression_bisect"]))],
@@ -85,7 +85,7 @@ def main(out: Path) -> None:
     # the freshness sensor's tick, as the daemon would run it: the check's result on system_under_test
     sensor = defs.get_sensor_def("staging__freshness_check_sensor")
     with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
-        ticked = sensor(context)
+        ticked = sensor.evaluate_tick(context)
     for event in ticked.asset_events:
         instance.report_runless_asset_event(event)
     facts["freshness"] = [e.passed for e in ticked.asset_events]

@@ -72,6 +72,6 @@ def _reference(chunk_size: int) -> dict:
 defs = dg.Definitions.merge(
     dg.Definitions(assets=[search_index, deploy_index], asset_checks=[index_quality]),
     # staging tries a smaller chunker than production runs
-    evaluation_chain("staging", config=HERE / "eval" / "reference.yaml", settings=_reference(400)),
+    evaluation_chain("staging", config=HERE / "eval" / "reference.yaml", settings=_reference(300)),
     evaluation_chain("production", config=HERE / "eval" / "reference.yaml", settings=_reference(800)),
 )
