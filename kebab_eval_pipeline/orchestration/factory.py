@@ -118,6 +118,30 @@ def build_chain_definitions(
     return dg.Definitions.merge(chain_defs, build_sweep_definitions(settings, names))
 
 
+def chain_settings_resource(
+    names: ChainNames, config_file: str | None, settings_json: str | None
+) -> EvalSettingsResource:
+    """The chain's ``eval_settings``: its config file and settings as the resource type's defaults.
+
+    Dagster replaces a resource's whole config when a run's config (the launchpad) sets any of its
+    fields, and fields left out take the type's defaults — for the package's own resource, "the
+    file ``$KEBAB_EVAL_CONFIG`` names". A chain's file must survive such an override (setting
+    ``golden`` for one run must not quietly evaluate another configuration), so each chain gets a
+    subclass whose defaults are its own file and settings."""
+    cls = type(
+        f"EvalSettingsResource_{names.prefix}",
+        (EvalSettingsResource,),
+        {
+            "__module__": __name__,
+            "__doc__": EvalSettingsResource.__doc__,
+            "__annotations__": {"config_file": str | None, "settings_json": str | None},
+            "config_file": config_file,
+            "settings_json": settings_json,
+        },
+    )
+    return cls()
+
+
 def evaluation_chain(
     name: str,
     config: str | Path | None = None,
@@ -160,8 +184,9 @@ def evaluation_chain(
             f"evaluation chain {name!r}: the run config file does not exist",
             [Offender(str(config), "not a file", field="config")],
         )
-    resource = EvalSettingsResource(
-        # Dagster needs a value it can show: the absolute file, so the chain loads from any cwd.
+    resource = chain_settings_resource(
+        names,
+        # the absolute file, so the chain loads from any working directory
         config_file=str(Path(config).resolve()) if config is not None else None,
         settings_json=json.dumps(dict(settings), sort_keys=True) if settings else None,
     )

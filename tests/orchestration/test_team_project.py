@@ -116,16 +116,29 @@ def test_two_chains_live_side_by_side_with_their_own_keys_resources_and_runs(tea
         assert f"{chain}__eval_settings" in team_defs.resources
     assert {"search_index", "deploy_index"} <= keys
     runs = {}
-    for chain in ("staging", "production"):
+    for chain, chunk_size in (("staging", 300), ("production", 800)):
         names = ChainNames(chain)
         instance.add_dynamic_partitions(names.partitions_name, ["r1"])
+        # a launchpad override of one field (Dagster then replaces the resource's whole config):
+        # the chain's own file and settings must still hold
+        override = {names.resource("eval_settings"): {"config": {"baseline": "none"}}}
         result = team_defs.resolve_job_def(names.name("evaluation_run")).execute_in_process(
-            instance=instance, partition_key="r1"
+            instance=instance, partition_key="r1", run_config={"resources": override}
         )
         assert result.success
         [gate] = [e for e in result.get_asset_check_evaluations() if e.check_name == "gate_mrr_min"]
         assert gate.asset_key == names.key("run_metrics")
         runs[chain] = gate.metadata["value"].value
+        [metrics] = [
+            e.event_specific_data.materialization.metadata
+            for e in result.get_asset_materialization_events()
+            if e.asset_key == names.key("run_metrics")
+        ]
+        assert metrics["chunker_version"].value == f"md-heading-2:size={chunk_size}:overlap=0"
+        assert metrics["k"].value == [1, 5, 10]  # eval/reference.yaml's, not the defaults'
+        assert "no baseline" in str(
+            RunStore(str(tmp_path / "artifacts" / chain)).read("comparison_report", "r1")[1]["baseline_note"]
+        )
     # one run id, two chains, two stores: each MRR is its own store's per-query mean
     for chain, mrr in runs.items():
         assert mrr == pytest.approx(_mrr_from_scores(tmp_path / "artifacts" / chain, "r1"), abs=1e-4)
