@@ -12,6 +12,8 @@ It materializes, through Dagster on that instance:
   deploy step is skipped);
 - two runs of the ``staging`` chain (``r1``; ``r2`` with a 200-character chunker), then
   ``staging/regression_bisect`` over them (metric mrr);
+- the ``chunking`` sweep: ``staging__register_sweep``, one run per variant, ``staging/sweep_leaderboard``;
+- ``staging/golden_health`` on the demo golden set, then on a next version with a question asked twice;
 - one tick of ``staging__freshness_check_sensor`` (the check's result on ``staging/system_under_test``);
 
 and writes what happened (Dagster run ids, check outcomes, metrics) to OUT.json for the test to
@@ -64,6 +66,32 @@ def _chain_run(
     return {"dagster_run": result.run_id, "mrr": gate.metadata["value"].value}
 
 
+def _golden_v2(path: Path) -> Path:
+    """The demo golden set's next version: one question asked twice (a near-duplicate)."""
+    import yaml
+
+    from kebab_eval_pipeline.demo import DEMO_GOLDEN
+
+    doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
+    first = dict(doc["queries"][0])
+    first["id"] = f"{first['id']}-again"
+    first["query"] = first["query"].replace("At what", "at what").rstrip("?") + " ?"
+    doc["queries"].append(first)
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _materialize(defs: dg.Definitions, instance: dg.DagsterInstance, key: list[str], config: dict) -> str:
+    result = dg.materialize(
+        [defs.get_assets_def(dg.AssetKey(key))],
+        instance=instance,
+        resources=defs.resources,
+        run_config=config,
+    )
+    assert result.success, key
+    return result.run_id
+
+
 def main(out: Path) -> None:
     from team_search.definitions import defs
 
@@ -74,14 +102,34 @@ def main(out: Path) -> None:
         "r1": _chain_run(defs, instance, "r1", None),
         "r2": _chain_run(defs, instance, "r2", 200),
     }
-    bisect = dg.materialize(
-        [defs.get_assets_def(dg.AssetKey(["staging", "regression_bisect"]))],
-        instance=instance,
-        resources=defs.resources,
-        run_config={"ops": {"staging__regression_bisect": {"config": {"metric": "mrr"}}}},
+    facts["bisect_dagster_run"] = _materialize(
+        defs,
+        instance,
+        ["staging", "regression_bisect"],
+        {"ops": {"staging__regression_bisect": {"config": {"metric": "mrr"}}}},
     )
-    assert bisect.success
-    facts["bisect_dagster_run"] = bisect.run_id
+    # the sweep: register its partitions (the register_sweep job), run each (what a backfill of
+    # them does), rank them
+    assert defs.resolve_job_def("staging__register_sweep").execute_in_process(instance=instance).success
+    variants = [k for k in instance.get_dynamic_partitions("staging__eval_runs") if k.startswith("sweep-")]
+    for run_id in variants:
+        result = defs.resolve_job_def("staging__evaluation_run").execute_in_process(
+            instance=instance, partition_key=run_id
+        )
+        assert result.success, run_id
+    facts["sweep_variants"] = variants
+    facts["leaderboard_dagster_run"] = _materialize(defs, instance, ["staging", "sweep_leaderboard"], {})
+    # golden_health on two versions of the golden set: the trend the Plots tab draws
+    v2 = _golden_v2(out.parent / "golden-v2.yaml")
+    facts["health_runs"] = [
+        _materialize(defs, instance, ["staging", "golden_health"], {}),
+        _materialize(
+            defs,
+            instance,
+            ["staging", "golden_health"],
+            {"resources": {"staging__eval_settings": {"config": {"golden": str(v2)}}}},
+        ),
+    ]
     # the freshness sensor's tick, as the daemon would run it: the check's result on system_under_test
     sensor = defs.get_sensor_def("staging__freshness_check_sensor")
     with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:

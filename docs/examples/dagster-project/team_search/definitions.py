@@ -64,14 +64,23 @@ index_quality = evaluation_check(
 )
 
 
-def _reference(chunk_size: int) -> dict:
+def _reference(chunk_size: int, **more) -> dict:
     system = {"kind": "reference", "corpus": str(DEMO_CORPUS), "mode": "lexical", "chunk_size": chunk_size}
-    return {"golden": str(DEMO_GOLDEN), "system": system}
+    return {"golden": str(DEMO_GOLDEN), "system": system, **more}
 
+
+# staging also tries chunk sizes: the register_sweep job adds a partition per size, a backfill of
+# them runs each, staging/sweep_leaderboard ranks them
+NIGHTLY = {"cron": "0 2 * * *", "timezone": "Europe/Berlin"}  # the team's night, not UTC's
+CHUNKING = {"name": "chunking", "grid": {"system.chunk_size": [200, 800]}, "metric": "mrr"}
 
 defs = dg.Definitions.merge(
     dg.Definitions(assets=[search_index, deploy_index], asset_checks=[index_quality]),
     # staging tries a smaller chunker than production runs
-    evaluation_chain("staging", config=HERE / "eval" / "reference.yaml", settings=_reference(300)),
+    evaluation_chain(
+        "staging",
+        config=HERE / "eval" / "reference.yaml",
+        settings=_reference(300, sweep=CHUNKING, nightly=NIGHTLY),
+    ),
     evaluation_chain("production", config=HERE / "eval" / "reference.yaml", settings=_reference(800)),
 )
