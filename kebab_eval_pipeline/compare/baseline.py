@@ -38,7 +38,7 @@ def _short(sha: str | None) -> str:
 # Resolution
 
 
-def _sort_time(value: str | None) -> datetime | None:
+def created_time(value: str | None) -> datetime | None:
     """``created_at`` as an aware datetime (naive = UTC), so differently spelled ISO times order
     correctly; None when absent or unparseable (such a run cannot be placed before another)."""
     if not value:
@@ -70,7 +70,7 @@ def _previous(
     name, sha = golden.get("name"), golden.get("sha256")
     if not sha:
         return None, "this run's metrics record no golden set sha256 to match earlier runs on"
-    now = _sort_time(created_at)
+    now = created_time(created_at)
     if now is None:
         return None, f"this run's created_at {created_at!r} cannot be ordered against earlier runs"
     mine = derive_identity(system or {})
@@ -81,7 +81,7 @@ def _previous(
     failed: list[datetime] = []  # same-sha runs of this system whose system under test failed
     for manifest in store.runs("run_metrics"):
         info = manifest.get("info") or {}
-        when = _sort_time(info.get("created_at") or manifest.get("written_at"))
+        when = created_time(info.get("created_at") or manifest.get("written_at"))
         if manifest["run_id"] == run_id or when is None or when >= now:
             continue
         theirs = info.get("golden") or {}

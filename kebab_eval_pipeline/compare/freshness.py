@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kebab_eval_pipeline.compare.baseline import created_time
 from kebab_eval_pipeline.metrics.health import failed_run
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
@@ -48,16 +49,6 @@ class Freshness:
             f"last passing evaluation of the current version of {self.system_label}: "
             f"{self.last_run_id}, {self.age_hours:.2f} h ago ({verdict} {self.max_hours:g} h)"
         )
-
-
-def _when(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _blocking_failure(gates: list[Mapping[str, Any]] | None) -> bool:
@@ -98,7 +89,7 @@ def freshness(
         if any(theirs.get(field) != value for field, value in current.items()):
             continue
         comparison = store.manifest("comparison_report", manifest["run_id"])
-        done = _when(comparison.get("written_at")) if comparison else None
+        done = created_time(comparison.get("written_at")) if comparison else None
         if done is None or done > now:
             continue
         finished += 1

@@ -107,6 +107,18 @@ def _chain_asset(names: ChainNames, stage: str, resources: tuple[str, ...], **kw
     )
 
 
+def _chain_ins(names: ChainNames, *assets: str, columns: dict[str, dict] | None = None) -> dict:
+    """The inputs of a chain asset: the chain's ``assets`` under ``names`` (an asset in ``columns``
+    read with those tables' columns only: ``{"hits": []}`` reads no hit rows)."""
+    columns = columns or {}
+    return {
+        asset: dg.AssetIn(
+            key=names.key(asset), metadata={"columns": columns[asset]} if asset in columns else None
+        )
+        for asset in assets
+    }
+
+
 def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them: the chain's
     ``eval_settings`` resource with its ``system_under_test`` overrides applied, and — for a sweep
@@ -550,10 +562,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @_sharded_chain_asset(
         "judging",
         code_version=JUDGE_VERSION,
-        ins={
-            "golden_set": dg.AssetIn(key=names.key("golden_set")),
-            "retrieval_results": dg.AssetIn(key=names.key("retrieval_results")),
-        },
+        ins=_chain_ins(names, "golden_set", "retrieval_results"),
         description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
         "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
         "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
@@ -571,13 +580,13 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
         # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
         # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
-        ins={
-            "golden_set": dg.AssetIn(key=names.key("golden_set")),
-            "retrieval_results": dg.AssetIn(
-                key=names.key("retrieval_results"), metadata={"columns": {"hits": [], "repeat_hits": []}}
-            ),
-            "judge": dg.AssetIn(key=names.key("judge")),
-        },
+        ins=_chain_ins(
+            names,
+            "golden_set",
+            "retrieval_results",
+            "judge",
+            columns={"retrieval_results": {"hits": [], "repeat_hits": []}},
+        ),
         description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
         "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
         "metric does not apply.",
@@ -622,15 +631,14 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         code_version=pipeline.METRICS_VERSION,
         # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
         # citation or chunk rows: those tables are read without columns (their row counts only).
-        ins={
-            "golden_set": dg.AssetIn(key=names.key("golden_set")),
-            "retrieval_results": dg.AssetIn(
-                key=names.key("retrieval_results"),
-                metadata={"columns": {table: [] for table in SUMMARY_SKIPS}},
-            ),
-            "query_scores": dg.AssetIn(key=names.key("query_scores")),
-            "judge": dg.AssetIn(key=names.key("judge")),
-        },
+        ins=_chain_ins(
+            names,
+            "golden_set",
+            "retrieval_results",
+            "query_scores",
+            "judge",
+            columns={"retrieval_results": {table: [] for table in SUMMARY_SKIPS}},
+        ),
         description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
         "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
     )
@@ -673,7 +681,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         names,
         "comparison",
         storage_keys,
-        ins={"run_metrics": dg.AssetIn(key=names.key("run_metrics"))},
+        ins=_chain_ins(names, "run_metrics"),
         code_version=COMPARE_VERSION,
         description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
         "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
