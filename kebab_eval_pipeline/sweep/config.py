@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from kebab_eval_pipeline.compare.ranking import metric_name_offenders
 from kebab_eval_pipeline.config_model import StrictSettings
 
 #: A sweep's name becomes part of every variant's run id (``sweep-<name>-<variant>``), so it is
@@ -41,6 +40,10 @@ class SweepSettings(StrictSettings):
     @classmethod
     def _rankable(cls, metric: str | None) -> str | None:
         if metric is not None:
+            # imported here: the ranking module brings pandas, which `kebab-eval run` refusing a bad
+            # config must not import (tests/test_cli_fast_paths.py)
+            from kebab_eval_pipeline.compare.ranking import metric_name_offenders
+
             problems = metric_name_offenders([metric])
             if problems:
                 raise ValueError(problems[0].reason)

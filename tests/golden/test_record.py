@@ -475,9 +475,16 @@ def test_interrupt_and_end_of_input_end_the_session(tmp_path):
 @pytest.fixture
 def env(tmp_path, index_cache):
     environment = cli_env(tmp_path)
-    # a real terminal type (rich lays a "dumb" one out at 80 columns), without colours
+    # a real terminal type (rich lays a "dumb" one out at 80 columns), without colours; the size
+    # of the pseudo-terminal spelled out too, since rich takes COLUMNS/LINES over the terminal's
+    # own and a test process may carry them (long temporary paths would then wrap)
     environment.update(
-        KEBAB_EVAL_INDEX_CACHE=str(index_cache), TERM="xterm", NO_COLOR="1", PYTHONPATH=str(REPO)
+        KEBAB_EVAL_INDEX_CACHE=str(index_cache),
+        TERM="xterm",
+        NO_COLOR="1",
+        PYTHONPATH=str(REPO),
+        COLUMNS="320",
+        LINES="60",
     )
     return environment
 
