@@ -11,7 +11,7 @@ The figures (tried, clean-refused, clean-run, other, per kind) are printed (``py
 written to ``fuzz-figures.json`` in the test's tmp folder.
 
 Scale: ``KEBAB_EVAL_FUZZ_CASES=N`` generates about N cases plus the four special files (default
-100, sized to ~90 s on two idle cores: measured, a ``golden validate`` costs ~0.9 s of CPU — Python,
+64, sized to ~60 s on two idle cores: measured, a ``golden validate`` costs ~0.9 s of CPU — Python,
 pandas and pydantic imports — a ``run`` refused at load ~2 s and a whole replay run ~3.5 s, Dagster
 import dominating; so golden files get the largest share). Locally, ``KEBAB_EVAL_FUZZ_CASES=600``
 tries a few hundred more. ``KEBAB_EVAL_FUZZ_SEED`` changes the inputs; ``KEBAB_EVAL_FUZZ_ONLY=id,id``
@@ -28,7 +28,7 @@ from pathlib import Path
 from tests.fuzz.cases import EITHER, REFUSE, Case, build_cases
 from tests.fuzz.harness import classify, figures, run_all
 
-DEFAULT_CASES = 100
+DEFAULT_CASES = 64
 # Share of the cases per family: validate-level golden cases are cheap, whole runs are not.
 SHARES = {"golden": 0.62, "golden-run": 0.07, "config": 0.16, "trace": 0.15}
 

@@ -65,12 +65,13 @@ def test_every_variant_is_a_stored_run_with_its_settings(env, config, store, swe
         assert versions["sweep"] == f"sizes/{run_id.removeprefix('sweep-sizes-')}"
         assert metrics.info["sweep"] == {"name": "sizes", "variant": run_id.removeprefix("sweep-sizes-"),
                                          "settings": {"system.chunk_size": int(size)}}  # fmt: skip
-        # An independent run of the same settings, by hand (the sweep's config: its base settings
-        # for an id that is no variant): the same MRR.
-        plain = cli(env, "run", "--run-id", f"plain-{size}", "--config", str(config), "--chunk-size", size)
-        assert plain.returncode == 0, plain.stderr
-        assert "sweep" not in store.stored_run(f"plain-{size}").metrics.info
-        assert store.stored_run(f"plain-{size}").metrics.metrics["mrr"] == metrics.metrics["mrr"]
+        if size == "200":  # not the default chunk size: the variant's own setting made this run
+            # An independent run of the same settings, by hand (the sweep's config: its base
+            # settings for an id that is no variant): the same MRR.
+            plain = cli(env, "run", "--run-id", "plain-200", "--config", str(config), "--chunk-size", size)
+            assert plain.returncode == 0, plain.stderr
+            assert "sweep" not in store.stored_run("plain-200").metrics.info
+            assert store.stored_run("plain-200").metrics.metrics["mrr"] == metrics.metrics["mrr"]
         mean = next(v["mean"] for v in board["variants"] if v["run_id"] == run_id)
         assert mean == pytest.approx(metrics.metrics["mrr"], abs=5e-5)  # stored rounded to 4 places
 
