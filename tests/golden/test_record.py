@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -646,6 +647,10 @@ def test_ctrl_c_ends_the_session_cleanly(env, config, tmp_path):
     child.expect_exact("recorded q-0004")
     ask(child, "sauerkraut", "1")
     child.expect_exact("category [general]> ")
+    # CPython's readline prints the prompt, then blocks in select(): a SIGINT in between is only
+    # seen at the next keystroke (a person cannot press Ctrl-C in that microsecond; a loaded test
+    # machine can). Wait until the session is reading, as a person would be.
+    time.sleep(0.5)
     child.sendintr()
     child.expect_exact("interrupted")
     child.expect_exact(f"recorded 1 query (q-0004) in {out}: 2 in the file")
