@@ -321,6 +321,12 @@ def _asker():
         # imported for its effect on input(); not every platform has it: plain input() then
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401
+        # Ctrl-C must end an interactive session even when the parent started this process with
+        # SIGINT ignored (Python then installs no KeyboardInterrupt handler, and a ^C does nothing)
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def ask(label: str) -> str:
         line = out.input(Text(label, style="bold"))
