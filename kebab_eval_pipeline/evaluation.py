@@ -49,9 +49,7 @@ class Evaluation:
 
 
 def _write(store: RunStore, asset: str, run_id: str, artifact, dagster_run_id: str | None) -> None:
-    tables, info = artifact.to_tables()
-    files = artifact.to_files() if hasattr(artifact, "to_files") else {}
-    store.write(asset, run_id, tables, info, files=files, dagster_run_id=dagster_run_id)
+    store.write_artifact(asset, run_id, artifact, dagster_run_id)
 
 
 def evaluate(

@@ -28,19 +28,17 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.path[-1]
-        tables, info = obj.to_tables()
-        files = obj.to_files() if hasattr(obj, "to_files") else {}
         store = self._store()
         partition = context.asset_partition_key
         # One writer per partition: refuse (RunInProgress) when another live run owns it.
         run_lock.verify(self.base, partition, context.run_id, context.step_context.instance)
-        attempt = store.write(asset, partition, tables, info, files=files, dagster_run_id=context.run_id)
+        attempt, tables, files = store.write_artifact(asset, partition, obj, dagster_run_id=context.run_id)
         folder = store.attempt_location(asset, partition, attempt)
         meta: dict = {"storage_path": folder}
-        for name in sorted(files):
+        for name in files:
             # e.g. report_html → .../comparison_report/<run>/<attempt>/comparison.html
             meta[f"report_{name.rsplit('.', 1)[-1]}"] = _location(f"{folder}/{name}")
-        for name in sorted(tables):
+        for name in tables:
             # The whole table (the UI shows at most the first rows): file/query_scores → …parquet
             meta[f"file/{name}"] = _location(f"{folder}/{name}.parquet")
         context.add_output_metadata(meta)

@@ -97,8 +97,8 @@ def check_result(
         "warnings": dg.MetadataValue.json([_by_how_much(g) for g in warned]),
         "gates": dg.MetadataValue.json(
             {
-                g["name"]: {k: g.get(k) for k in ("outcome", "value", "threshold", "delta", "blocking")}
-                | {"outcome": gate_outcome(g)}
+                g["name"]: {"outcome": gate_outcome(g)}
+                | {k: g.get(k) for k in ("value", "threshold", "delta", "blocking")}
                 for g in gates
             }
         ),

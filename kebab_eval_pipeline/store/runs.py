@@ -122,6 +122,18 @@ class RunStore(ArtifactStore):
             return Path(cache_dir) / layout.JUDGE_CACHE_FILE
         return layout.judge_cache_path(str(self.base))
 
+    def write_artifact(
+        self, asset: str, run_id: str, artifact, dagster_run_id: str | None = None
+    ) -> tuple[str, list[str], list[str]]:
+        """Write one of the chain's artifacts (its ``to_tables()``, and its ``to_files()`` when it
+        has report files) as ``asset`` of ``run_id``. Returns the attempt written, its table names
+        and its file names. The one way the artifact IO manager and an evaluation outside the
+        chain (:mod:`kebab_eval_pipeline.evaluation`) store an artifact."""
+        tables, info = artifact.to_tables()
+        files = artifact.to_files() if hasattr(artifact, "to_files") else {}
+        attempt = self.write(asset, run_id, tables, info, files=files, dagster_run_id=dagster_run_id)
+        return attempt, sorted(tables), sorted(files)
+
     def write_reports(self, run_id: str, reports: dict[str, str]) -> Path | None:
         """Copy a run's reports (name → Markdown) to ``reports/<run_id>/`` of a local base, where a
         person opens them; returns that folder (None for a remote base, where the stored report files
