@@ -1,4 +1,5 @@
-"""The kebab-docs example (docs/examples/kebab-docs): its golden set against its bundled corpus.
+"""The kebab-docs example (docs/examples/kebab-docs): its golden sets (golden.yaml and the
+held-out golden-holdout.yaml) against its bundled corpus.
 
 The golden set anchors every support by document path + heading path (+ a verbatim snippet),
 so these tests catch a golden set that went stale against the corpus and a run config that no
@@ -15,11 +16,13 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from tests.conftest import REPO, SHARED_CORPUS
 
 EXAMPLE = REPO / "docs" / "examples" / "kebab-docs"
 GOLDEN = EXAMPLE / "golden.yaml"
+HOLDOUT = EXAMPLE / "golden-holdout.yaml"
 LEXICAL = EXAMPLE / "lexical.yaml"
 CORPUS = EXAMPLE / "corpus"
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
@@ -51,6 +54,48 @@ def test_golden_set_resolves_against_the_corpus(env):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok: 40 queries"), proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_holdout_golden_set_resolves_against_the_corpus(env):
+    proc = cli(env, "golden", "validate", str(HOLDOUT), "--config", str(LEXICAL))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok: 60 queries (48 answerable, 12 unanswerable"), proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_holdout_golden_set_shape():
+    """The held-out set keeps the shape it was written to: 30 Korean + 30 English questions,
+    6 unanswerable per language, answerable ones spread over 20+ documents, no question
+    copied from golden.yaml, and every snippet a verbatim quote of the document it cites."""
+    holdout = yaml.safe_load(HOLDOUT.read_text(encoding="utf-8"))
+    assert holdout["name"] == "kebab-docs-holdout"
+    queries = holdout["queries"]
+    assert len(queries) == 60
+    assert len({q["id"] for q in queries}) == 60
+    for lang in ("ko", "en"):
+        of_lang = [q for q in queries if q["lang"] == lang]
+        assert len(of_lang) == 30, lang
+        assert all(q["id"].startswith(f"ho-{lang}-") for q in of_lang), lang
+        assert sum(q.get("answerable", True) is False for q in of_lang) == 6, lang
+    unanswerable = [q for q in queries if q.get("answerable", True) is False]
+    assert len(unanswerable) == 12
+    assert not any(q.get("supports") for q in unanswerable)
+    answerable = [q for q in queries if q.get("answerable", True)]
+    assert all(q.get("supports") for q in answerable)
+    assert {q["category"] for q in answerable} <= {"factual", "multi_hop"}
+    assert sum(q["category"] == "multi_hop" for q in answerable) >= 4
+    cited = {s["rel_path"] for q in answerable for s in q["supports"]}
+    assert len(cited) >= 20, sorted(cited)
+    seen = {q["query"].casefold() for q in yaml.safe_load(GOLDEN.read_text(encoding="utf-8"))["queries"]}
+    assert not [q["id"] for q in queries if q["query"].casefold() in seen]
+
+    def collapse(text: str) -> str:
+        return " ".join(text.split())
+
+    for q in answerable:
+        for s in q["supports"]:
+            document = collapse((CORPUS / s["rel_path"]).read_text(encoding="utf-8"))
+            assert collapse(s["snippet"]) in document, (q["id"], s["rel_path"], s["snippet"])
 
 
 def test_lexical_example_runs_end_to_end(env):
