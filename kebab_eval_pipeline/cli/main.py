@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from kebab_eval_pipeline.cli import baseline, golden, runs, stored, sweep
 from kebab_eval_pipeline.cli import bisect as bisect_command
+from kebab_eval_pipeline.cli import calibrate as calibrate_command
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
@@ -65,6 +66,8 @@ app.command()(stored.export)
 app.command()(stored.history)
 app.command()(bisect_command.bisect)
 app.command()(sweep.sweep)
+# `ref calibrate` reads a run config and a golden set, which the reference layer knows nothing of
+ref_app.command("calibrate")(calibrate_command.calibrate)
 app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
 app.add_typer(judge_app, name="judge")
 

@@ -22,6 +22,16 @@ PROMPT_TEMPLATE_VERSION = "extractive-1"
 # and 20/92; 0.40 → 13/13 and 36/92; 0.50 → 13/13 and 52/92. 0.35 sits inside the
 # region where the two overlap rather than on the edge of this one small set.
 DEFAULT_GATE_THRESHOLD = 0.35
+#: What the score gate thresholds (see :class:`ExtractiveAnswerer`): the IDF-weighted share of the
+#: query's content words covered by the top hit, by the best of the top three hits, or by the
+#: top three hits together. ``kebab-eval ref calibrate`` sweeps each against a golden set.
+GATE_FEATURES: tuple[str, ...] = ("top_hit", "best_of_top3", "top3_union")
+DEFAULT_GATE_FEATURE = "top_hit"
+_FEATURE_WORDS = {
+    "top_hit": "top hit covers",
+    "best_of_top3": "best of the top 3 hits covers",
+    "top3_union": "top 3 hits together cover",
+}
 REFUSAL_TEXT = "I cannot answer this from the corpus: the retrieved passages do not cover the question."
 
 _MAX_SENTENCE_CHARS = 300
@@ -63,7 +73,11 @@ class ExtractiveAnswerer:
     bigram).
     ``coverage = Σ idf·covered / Σ idf`` lies in [0, 1]; below ``threshold``
     the answerer refuses. No hits, or a query with no content words, also
-    refuses.
+    refuses. ``feature`` picks which hits are measured (:data:`GATE_FEATURES`):
+    the top hit alone (``top_hit``), the best-covering of the top three
+    (``best_of_top3``: a right answer at rank 2 is not refused), or the top
+    three together (``top3_union``: a question whose words are spread over
+    several passages).
     """
 
     def __init__(
@@ -73,11 +87,15 @@ class ExtractiveAnswerer:
         max_sentences: int = 3,
         max_chunks: int = 3,
         min_relative_score: float = 0.5,
+        feature: str = DEFAULT_GATE_FEATURE,
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"gate threshold must be in [0, 1], got {threshold}")
+        if feature not in GATE_FEATURES:
+            raise ValueError(f"unknown gate feature {feature!r}; expected one of {', '.join(GATE_FEATURES)}")
         self.stats = stats
         self.threshold = threshold
+        self.feature = feature
         self.max_sentences = max_sentences
         self.max_chunks = max_chunks
         self.min_relative_score = min_relative_score
@@ -100,6 +118,14 @@ class ExtractiveAnswerer:
         """Share of ``query``'s IDF mass that ``text`` covers, in [0, 1]; None if the query has no terms."""
         return _coverage(self.term_weights(query), set(tokenize(text)))
 
+    def gate_features(self, query: str, evidence: list[Evidence]) -> dict[str, float] | None:
+        """Every gate feature's value for ``query`` over ``evidence`` (hits in rank order), each in
+        [0, 1]; None when the gate refuses whatever the threshold (no hits, or no content words)."""
+        weights = self.term_weights(query)
+        if not evidence or not weights:
+            return None
+        return _gate_features(weights, evidence)
+
     def answer(self, query: str, evidence: list[Evidence]) -> Answer:
         """Answer ``query`` from ``evidence`` (hits in rank order with their chunk text).
 
@@ -121,10 +147,10 @@ class ExtractiveAnswerer:
         if not weights:
             return _refusal("score_gate: query has no content words")
         top = evidence[0]
-        cov = _coverage(weights, _token_set(_context_text(top))) or 0.0
+        cov = _gate_features(weights, evidence, only=self.feature)[self.feature]
         if cov < self.threshold:
             return _refusal(
-                f"score_gate: top hit covers {cov:.2f} of the query's IDF mass "
+                f"score_gate: {_FEATURE_WORDS[self.feature]} {cov:.2f} of the query's IDF mass "
                 f"(threshold {self.threshold:.2f})"
             )
 
@@ -237,6 +263,21 @@ def _coverage(
         return None
     covered = sum(w * sum(t in tokens for t in term.tokens) / len(term.tokens) for term, w in weights)
     return covered if absolute else covered / total
+
+
+def _gate_features(
+    weights: list[tuple[QueryTerm, float]], evidence: list[Evidence], only: str | None = None
+) -> dict[str, float]:
+    """The gate features (all, or ``only`` one) of a non-empty ``evidence`` list."""
+    top3 = [_token_set(_context_text(ev)) for ev in evidence[:3]]
+    out: dict[str, float] = {}
+    if only in (None, "top_hit"):
+        out["top_hit"] = _coverage(weights, top3[0]) or 0.0
+    if only in (None, "best_of_top3"):
+        out["best_of_top3"] = max(_coverage(weights, tokens) or 0.0 for tokens in top3)
+    if only in (None, "top3_union"):
+        out["top3_union"] = _coverage(weights, frozenset().union(*top3)) or 0.0
+    return out
 
 
 def _context_text(ev: Evidence) -> str:

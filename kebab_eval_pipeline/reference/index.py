@@ -9,8 +9,8 @@ On disk an index is a folder of plain files::
 
 ``search`` dispatches on the retrieval mode: ``lexical`` (BM25), ``vector``
 (cosine over MiniLM embeddings; needs an index built with vectors and the
-``vectors`` extra) and ``hybrid`` (reciprocal-rank fusion of both, see
-:mod:`.fusion`).
+``vectors`` extra) and ``hybrid`` (both fused; the method and weights are a
+:class:`~.fusion.FusionSpec`, see :mod:`.fusion`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from kebab_eval_pipeline.contract import DEFAULTS, Answer, Hit, HitBlock, SystemInfo
 from kebab_eval_pipeline.reference.answer import (
+    DEFAULT_GATE_FEATURE,
     DEFAULT_GATE_THRESHOLD,
     PROMPT_TEMPLATE_VERSION,
     Evidence,
@@ -29,8 +32,9 @@ from kebab_eval_pipeline.reference.answer import (
 )
 from kebab_eval_pipeline.reference.beir import read_documents
 from kebab_eval_pipeline.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
-from kebab_eval_pipeline.reference.fusion import RRF_DEPTH, RRF_K, rrf_fuse
+from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, FusionSpec, fuse
 from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256
+from kebab_eval_pipeline.reference.languages import covered_share, covered_shares
 from kebab_eval_pipeline.reference.lexical import LexicalIndex
 from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
 from kebab_eval_pipeline.reference.vectors import (
@@ -92,6 +96,7 @@ class ReferenceIndex:
         manifest: dict,
         gate_threshold: float = DEFAULT_GATE_THRESHOLD,
         vectors: VectorIndex | None = None,
+        fusion: FusionSpec = DEFAULT_FUSION,
     ) -> None:
         self.chunks = chunks
         self.lexical = lexical
@@ -99,8 +104,12 @@ class ReferenceIndex:
         self.manifest = manifest
         self.stats = ChunkStats.model_validate(manifest["stats"])
         self.gate_threshold = gate_threshold
+        self.fusion = fusion
+        self._chunk_coverage: np.ndarray | None = None
         self._by_id = {c.chunk_id: i for i, c in enumerate(chunks)}
-        self._rankers: dict[str, Callable[[str, int], tuple[str, list[tuple[int, float, dict]]]]] = {
+        self._rankers: dict[
+            str, Callable[[str, int, FusionSpec], tuple[str, list[tuple[int, float, dict]]]]
+        ] = {
             "lexical": self._rank_lexical,
             "vector": self._rank_vector,
             "hybrid": self._rank_hybrid,
@@ -209,8 +218,14 @@ class ReferenceIndex:
         )
 
     @classmethod
-    def load(cls, directory: Path, gate_threshold: float = DEFAULT_GATE_THRESHOLD) -> ReferenceIndex:
-        """Load an index written by :meth:`save`.
+    def load(
+        cls,
+        directory: Path,
+        gate_threshold: float = DEFAULT_GATE_THRESHOLD,
+        fusion: FusionSpec = DEFAULT_FUSION,
+    ) -> ReferenceIndex:
+        """Load an index written by :meth:`save`; ``gate_threshold`` and ``fusion`` are the
+        defaults its asks and hybrid searches use.
 
         Edge cases: a missing folder raises ``FileNotFoundError``; a folder that is
         not a reference index, or one built by an incompatible format or tokenizer
@@ -260,7 +275,7 @@ class ReferenceIndex:
                 raise ValueError(
                     f"{VECTORS_DIR}/ does not match {CHUNKS_FILE} in {directory}; rebuild the index"
                 )
-        return cls(chunks, lexical, manifest, gate_threshold=gate_threshold, vectors=vectors)
+        return cls(chunks, lexical, manifest, gate_threshold=gate_threshold, vectors=vectors, fusion=fusion)
 
     # --- versions ---------------------------------------------------------------------
 
@@ -284,17 +299,19 @@ class ReferenceIndex:
         """True when the index holds chunk embeddings (built ``with_vectors``)."""
         return self.vectors is not None
 
-    def info(self, mode: str = "lexical") -> SystemInfo:
+    def info(self, mode: str = "lexical", fusion: FusionSpec | None = None) -> SystemInfo:
         """The system's identity and versions for ``mode`` (kind ``"reference"``).
 
         ``embedding_model`` is set only when the mode uses embeddings: a lexical run
-        over an index that also holds vectors did not use them.
+        over an index that also holds vectors did not use them. A hybrid system's
+        details name its fusion (``fusion``, ``fusion_version``, weights; default: the
+        index's own :attr:`fusion`).
         """
         m = self.manifest
         uses_vectors = mode in VECTOR_MODES
         details = {}
         if mode == "hybrid":
-            details = {"fusion": "rrf", "rrf_k": str(RRF_K), "rrf_depth": str(RRF_DEPTH)}
+            details = (fusion or self.fusion).details()
         return SystemInfo(
             kind="reference",
             mode=mode,
@@ -358,11 +375,14 @@ class ReferenceIndex:
 
     # --- search and ask ---------------------------------------------------------------
 
-    def search(self, query: str, k: int = 10, mode: str = "lexical") -> list[Hit]:
+    def search(
+        self, query: str, k: int = 10, mode: str = "lexical", fusion: FusionSpec | None = None
+    ) -> list[Hit]:
         """Top-``k`` hits for ``query``, rank 1 first.
 
         Inputs: the query text, ``k`` ≥ 1, ``mode`` one of lexical / vector /
-        hybrid. Output: at most ``k`` hits; no hit when no query token occurs in
+        hybrid, and for hybrid the ``fusion`` (default: the index's :attr:`fusion`).
+        Output: at most ``k`` hits; no hit when no query token occurs in
         the corpus (so an off-topic or empty query returns ``[]``).
 
         Lexical returns no hit when no query token occurs in the corpus; vector
@@ -373,7 +393,7 @@ class ReferenceIndex:
         index built without vectors raise ``ValueError`` saying to rebuild with
         ``--with-vectors``; an unknown mode raises ``ValueError`` listing the valid ones.
         """
-        return list(self.search_block(query, k, mode))
+        return list(self.search_block(query, k, mode, fusion))
 
     def require_vectors(self, mode: str) -> None:
         """Raise ``ValueError`` unless ``mode`` can run: vectors in the index, the model installed
@@ -391,7 +411,9 @@ class ReferenceIndex:
                 f"{embedder.embedding_version!r}; rebuild the index"
             )
 
-    def search_block(self, query: str, k: int = 10, mode: str = "lexical") -> HitBlock:
+    def search_block(
+        self, query: str, k: int = 10, mode: str = "lexical", fusion: FusionSpec | None = None
+    ) -> HitBlock:
         """:meth:`search`'s hits as a :class:`HitBlock` (columns, no model per hit): what the
         reference adapter hands to the runner. Same inputs, outputs and errors as :meth:`search`."""
         if k < 1:
@@ -401,10 +423,10 @@ class ReferenceIndex:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
         if mode in VECTOR_MODES:
             self.require_vectors(mode)
-        kind, ranked = ranker(query, k)
-        return self._block(kind, ranked)
+        kind, ranked = ranker(query, k, fusion or self.fusion)
+        return self._block(kind, ranked, uses_vectors=mode in VECTOR_MODES)
 
-    def _block(self, score_kind: str, ranked: list[tuple[int, float, dict]]) -> HitBlock:
+    def _block(self, score_kind: str, ranked: list[tuple[int, float, dict]], uses_vectors: bool) -> HitBlock:
         """Columns of the ranked ``(chunk index, score, channel scores/ranks)`` rows."""
         chunks = [self.chunks[idx] for idx, _, _ in ranked]
         n = len(chunks)
@@ -423,7 +445,7 @@ class ReferenceIndex:
             "index_version": [self.index_version] * n,
             "chunker_version": [self.chunker_version] * n,
         }
-        if score_kind in ("cosine", "rrf"):
+        if uses_vectors:
             assert self.vectors is not None
             columns["embedding_model"] = [self.vectors.embedding_model] * n
         for name in ("lexical_score", "vector_score", "lexical_rank", "vector_rank"):
@@ -439,7 +461,9 @@ class ReferenceIndex:
         }
         return HitBlock(n, kept)
 
-    def _rank_lexical(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
+    def _rank_lexical(
+        self, query: str, k: int, _fusion: FusionSpec
+    ) -> tuple[str, list[tuple[int, float, dict]]]:
         found = self.lexical.search(tokenize(query), k)
         return "bm25", [
             (idx, score, {"lexical_score": score, "lexical_rank": rank})
@@ -450,18 +474,35 @@ class ReferenceIndex:
         assert self.vectors is not None
         return self.vectors.search(get_embedder().encode([query])[0], depth)
 
-    def _rank_vector(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
+    def _rank_vector(
+        self, query: str, k: int, _fusion: FusionSpec
+    ) -> tuple[str, list[tuple[int, float, dict]]]:
         return "cosine", [
             (idx, score, {"vector_score": score, "vector_rank": rank})
             for rank, (idx, score) in enumerate(self._vector_ranking(query, k), start=1)
         ]
 
-    def _rank_hybrid(self, query: str, k: int) -> tuple[str, list[tuple[int, float, dict]]]:
-        depth = max(k, RRF_DEPTH)
-        fused = rrf_fuse(
-            self.lexical.search(tokenize(query), depth), self._vector_ranking(query, depth), k, k_rrf=RRF_K
+    def vector_trust(self, query: str) -> np.ndarray:
+        """Per chunk, how far the vector channel is trusted for ``query`` (language-aware fusion):
+        the smaller of the query's and the chunk's share of letters in scripts the embedding
+        model covers (see :mod:`.languages`). A float64 array, one value in [0, 1] per chunk."""
+        scripts = get_embedder().scripts
+        if self._chunk_coverage is None:
+            self._chunk_coverage = covered_shares([search_text(c) for c in self.chunks], scripts)
+        return np.minimum(self._chunk_coverage, covered_share(query, scripts))
+
+    def _rank_hybrid(
+        self, query: str, k: int, fusion: FusionSpec
+    ) -> tuple[str, list[tuple[int, float, dict]]]:
+        depth = max(k, fusion.depth)
+        fused = fuse(
+            self.lexical.search(tokenize(query), depth),
+            self._vector_ranking(query, depth),
+            k,
+            fusion,
+            vector_trust=self.vector_trust(query) if fusion.language_aware else None,
         )
-        return "rrf", [
+        return fusion.score_kind, [
             (
                 f.index,
                 f.score,
@@ -475,19 +516,40 @@ class ReferenceIndex:
             for f in fused
         ]
 
-    def ask(self, query: str, hits: list[Hit], gate_threshold: float | None = None) -> Answer:
+    def evidence(self, hits: list[Hit]) -> list[Evidence]:
+        """``hits`` with their full chunk texts (looked up by ``chunk_id``; a hit this index does
+        not know, e.g. from another system, falls back to its snippet)."""
+        out = []
+        for hit in hits:
+            found = self.chunk(hit.chunk_id) if hit.chunk_id else None
+            out.append(Evidence(hit=hit, text=found.text if found else hit.snippet))
+        return out
+
+    def answerer(
+        self, gate_threshold: float | None = None, gate_feature: str | None = None
+    ) -> ExtractiveAnswerer:
+        """The extractive answerer over this index's term statistics; None keeps the index's
+        default threshold / feature."""
+        return ExtractiveAnswerer(
+            self.lexical,
+            threshold=self.gate_threshold if gate_threshold is None else gate_threshold,
+            feature=DEFAULT_GATE_FEATURE if gate_feature is None else gate_feature,
+        )
+
+    def ask(
+        self,
+        query: str,
+        hits: list[Hit],
+        gate_threshold: float | None = None,
+        gate_feature: str | None = None,
+    ) -> Answer:
         """Extractive answer to ``query`` from ``hits`` (see :class:`~.answer.ExtractiveAnswerer`).
 
         Each hit's full chunk text is looked up by ``chunk_id``; a hit this index
         does not know (e.g. from another system) falls back to its snippet.
-        ``gate_threshold`` overrides the index's default for this call.
+        ``gate_threshold`` and ``gate_feature`` override the defaults for this call.
         """
-        threshold = self.gate_threshold if gate_threshold is None else gate_threshold
-        evidence = []
-        for hit in hits:
-            found = self.chunk(hit.chunk_id) if hit.chunk_id else None
-            evidence.append(Evidence(hit=hit, text=found.text if found else hit.snippet))
-        return ExtractiveAnswerer(self.lexical, threshold=threshold).answer(query, evidence)
+        return self.answerer(gate_threshold, gate_feature).answer(query, self.evidence(hits))
 
 
 def _key_of(chunk: Chunk) -> str:

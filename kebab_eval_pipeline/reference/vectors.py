@@ -27,6 +27,9 @@ import numpy as np
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # What text is embedded for a chunk and how (see index.search_text); bump when that changes.
 EMBEDDING_RECIPE = "heading-path+text:norm-1"
+# The writing systems the model was trained on (see reference/languages.py): all-MiniLM-L6-v2
+# is an English model, so it sees Latin letters; language-aware fusion trusts it only there.
+EMBEDDING_SCRIPTS = ("latin",)
 NO_EMBEDDING_VERSION = "none"
 INSTALL_HINT = 'pip install -e ".[vectors]"'
 
@@ -93,6 +96,7 @@ class Embedder:
         hf_logging.disable_progress_bar()
         stat = weights.stat()
         self.model_name = EMBEDDING_MODEL
+        self.scripts = EMBEDDING_SCRIPTS
         self._model = SentenceTransformer(str(model_dir), device="cpu")
         self.dim = int(self._model.get_embedding_dimension())
         self.max_seq_length = int(self._model.max_seq_length)

@@ -62,7 +62,13 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
             exclude=tuple(settings.exclude),
         )
     kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
-    return ReferenceSystem(index, mode=settings.mode, **kwargs)
+    return ReferenceSystem(
+        index,
+        mode=settings.mode,
+        fusion=settings.fusion.spec(),
+        gate_feature=settings.refusal_feature,
+        **kwargs,
+    )
 
 
 def build_system(settings: ConfiguredSystem) -> SystemUnderTest:

@@ -9,6 +9,8 @@ import pandas as pd
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, GATE_FEATURES
+from kebab_eval_pipeline.reference.fusion import FusionSpec
 from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.outcome import QueryRequest
@@ -21,11 +23,17 @@ class ReferenceSystem(PerQueryAdapter):
 
     ``mode`` is fixed per system (a run compares systems, and the mode is part
     of what a system *is*). ``gate_threshold`` overrides the index's answer
-    score-gate threshold; None keeps the index default.
+    score-gate threshold; None keeps the index default. ``fusion`` (hybrid mode) likewise
+    overrides the index's :class:`~kebab_eval_pipeline.reference.fusion.FusionSpec`.
     """
 
     def __init__(
-        self, index: ReferenceIndex, mode: str = "lexical", gate_threshold: float | None = None
+        self,
+        index: ReferenceIndex,
+        mode: str = "lexical",
+        gate_threshold: float | None = None,
+        fusion: FusionSpec | None = None,
+        gate_feature: str | None = None,
     ) -> None:
         # Fail at construction, not on the first query: a misconfigured mode (or a
         # missing vectors extra) would otherwise turn every row of a run into the same error.
@@ -36,6 +44,12 @@ class ReferenceSystem(PerQueryAdapter):
         self.index = index
         self.mode = mode
         self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold
+        self.fusion = index.fusion if fusion is None else fusion
+        self.gate_feature = DEFAULT_GATE_FEATURE if gate_feature is None else gate_feature
+        if self.gate_feature not in GATE_FEATURES:
+            raise ValueError(
+                f"unknown gate feature {gate_feature!r}; expected one of {', '.join(GATE_FEATURES)}"
+            )
 
     @classmethod
     def from_path(
@@ -45,22 +59,26 @@ class ReferenceSystem(PerQueryAdapter):
         return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
 
     def info(self) -> SystemInfo:
-        """Versions and settings; ``details["gate_threshold"]`` is this adapter's threshold."""
-        info = self.index.info(self.mode)
+        """Versions and settings; ``details["gate_threshold"]`` and ``["gate_feature"]`` are this
+        adapter's refusal gate."""
+        info = self.index.info(self.mode, self.fusion)
         info.details["gate_threshold"] = f"{self.gate_threshold:g}"
+        info.details["gate_feature"] = self.gate_feature
         return info
 
     def search(self, query: str, k: int) -> list[Hit]:
         """Top-``k`` hits in this system's mode (``ValueError`` for ``k < 1``)."""
-        return self.index.search(query, k=k, mode=self.mode)
+        return self.index.search(query, k=k, mode=self.mode, fusion=self.fusion)
 
     def ask(self, query: str, hits: list[Hit]) -> Answer:
         """Extractive answer from the hits' full chunk texts (snippet for unknown chunk ids)."""
-        return self.index.ask(query, hits, gate_threshold=self.gate_threshold)
+        return self.index.ask(query, hits, gate_threshold=self.gate_threshold, gate_feature=self.gate_feature)
 
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
         # columns straight from the index's chunks: no Hit model per hit on the way to the table
-        return SearchReply(self.index.search_block(request.query, k=k, mode=self.mode), [], 1)
+        return SearchReply(
+            self.index.search_block(request.query, k=k, mode=self.mode, fusion=self.fusion), [], 1
+        )
 
     def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
         return self.ask(request.query, hits), 1

@@ -21,6 +21,34 @@ from kebab_eval_pipeline.systems.wire import ResponseMap
 SystemName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"\S")]
 
 
+class FusionSettings(StrictSettings):
+    """``system.fusion``: how the reference system's hybrid mode fuses BM25 and vectors
+    (reference/fusion.py); ignored by the lexical and vector modes. The defaults are
+    ``reference.fusion.DEFAULT_FUSION``'s (a test keeps them equal; importing it here would load
+    numpy into every CLI start)."""
+
+    method: Literal["rrf", "minmax", "zscore"] = "rrf"
+    lexical_weight: Annotated[float, Field(ge=0.0, le=1000.0)] = 1.0
+    vector_weight: Annotated[float, Field(ge=0.0, le=1000.0)] = 1.0
+    k_rrf: Annotated[int, Field(ge=1, le=100_000)] = 60
+    # trust the vector channel only as far as the embedding model covers the query's and the
+    # chunk's writing system (reference/languages.py)
+    language_aware: bool = False
+    depth: Annotated[int, Field(ge=1, le=10_000)] = 100
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> FusionSettings:
+        if self.lexical_weight + self.vector_weight <= 0:
+            raise ValueError("lexical_weight and vector_weight cannot both be 0")
+        return self
+
+    def spec(self):  # -> FusionSpec (imported here: reference modules load numpy)
+        """The :class:`~kebab_eval_pipeline.reference.fusion.FusionSpec` these settings name."""
+        from kebab_eval_pipeline.reference.fusion import FusionSpec
+
+        return FusionSpec(**self.model_dump())
+
+
 class ReferenceSystemSettings(StrictSettings):
     """The built-in reference RAG system (SPEC §4.1)."""
 
@@ -33,6 +61,9 @@ class ReferenceSystemSettings(StrictSettings):
     exclude: tuple[str, ...] = ()  # .gitignore-style patterns, relative to the corpus folder
     mode: Literal["lexical", "vector", "hybrid"] = "lexical"
     refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    # what the threshold applies to (reference/answer.py GATE_FEATURES); None: the default
+    refusal_feature: Literal["top_hit", "best_of_top3", "top3_union"] | None = None
+    fusion: FusionSettings = Field(default_factory=FusionSettings)
 
     @model_validator(mode="after")
     def _one_source(self) -> ReferenceSystemSettings:
