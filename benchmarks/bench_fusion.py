@@ -6,7 +6,8 @@ For each golden set — the bundled demo, and kebab's documentation (docs/exampl
 
 * the two channels alone: ``lexical`` (BM25) and ``vector`` (all-MiniLM-L6-v2);
 * every fusion in :data:`VARIANTS`: plain RRF (the old default), weighted RRF, min-max and
-  z-score CombSUM, each with and without language-aware weighting.
+  z-score CombSUM, with and without language-aware weighting, and the shipped default
+  (:data:`~kebab_eval_pipeline.reference.fusion.DEFAULT_FUSION`).
 
 A fusion "holds" on a slice when its MRR and hit@5 are both ≥ the better channel's; the last
 column counts the slices (overall, ko, en, per golden set) where it does. Query embeddings are
@@ -31,7 +32,7 @@ from kebab_eval_pipeline.artifacts import RetrievalArtifact
 from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
 from kebab_eval_pipeline.reference.cache import cached_index
-from kebab_eval_pipeline.reference.fusion import FusionSpec
+from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, FusionSpec
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.vectors import get_embedder
 from kebab_eval_pipeline.settings import RunSettings
@@ -48,14 +49,14 @@ GOLDEN_SETS = {
 }
 
 VARIANTS: dict[str, FusionSpec] = {
-    "rrf": FusionSpec("rrf", language_aware=False),
-    "rrf+lang": FusionSpec("rrf", language_aware=True),
-    "rrf w=1/0.5": FusionSpec("rrf", vector_weight=0.5, language_aware=False),
-    "rrf w=1/0.5+lang": FusionSpec("rrf", vector_weight=0.5, language_aware=True),
-    "minmax": FusionSpec("minmax", language_aware=False),
-    "minmax+lang": FusionSpec("minmax", language_aware=True),
-    "zscore": FusionSpec("zscore", language_aware=False),
-    "zscore+lang": FusionSpec("zscore", language_aware=True),
+    "rrf (old default)": FusionSpec("rrf"),
+    "rrf w=1/1.5": FusionSpec("rrf", vector_weight=1.5),
+    "minmax": FusionSpec("minmax"),
+    "zscore": FusionSpec("zscore"),
+    "rrf +lang": FusionSpec("rrf", language_aware=True),
+    "minmax +lang": FusionSpec("minmax", language_aware=True),
+    "zscore +lang": FusionSpec("zscore", language_aware=True),
+    "default": DEFAULT_FUSION,  # rrf, w=1/1.5, language-aware
 }
 
 

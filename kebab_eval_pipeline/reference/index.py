@@ -34,7 +34,7 @@ from kebab_eval_pipeline.reference.beir import read_documents
 from kebab_eval_pipeline.reference.chunk import Chunk, ChunkStats, chunk_corpus, chunker_version
 from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, FusionSpec, fuse
 from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256
-from kebab_eval_pipeline.reference.languages import covered_share, covered_shares
+from kebab_eval_pipeline.reference.languages import covered_share, covered_shares, vector_trust
 from kebab_eval_pipeline.reference.lexical import LexicalIndex
 from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
 from kebab_eval_pipeline.reference.vectors import (
@@ -484,12 +484,12 @@ class ReferenceIndex:
 
     def vector_trust(self, query: str) -> np.ndarray:
         """Per chunk, how far the vector channel is trusted for ``query`` (language-aware fusion):
-        the smaller of the query's and the chunk's share of letters in scripts the embedding
-        model covers (see :mod:`.languages`). A float64 array, one value in [0, 1] per chunk."""
+        from the query's and the chunk's share of words in scripts the embedding model covers
+        (see :func:`.languages.vector_trust`). A float64 array, one value in [0, 1] per chunk."""
         scripts = get_embedder().scripts
         if self._chunk_coverage is None:
             self._chunk_coverage = covered_shares([search_text(c) for c in self.chunks], scripts)
-        return np.minimum(self._chunk_coverage, covered_share(query, scripts))
+        return vector_trust(covered_share(query, scripts), self._chunk_coverage)
 
     def _rank_hybrid(
         self, query: str, k: int, fusion: FusionSpec

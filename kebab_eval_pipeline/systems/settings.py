@@ -29,11 +29,11 @@ class FusionSettings(StrictSettings):
 
     method: Literal["rrf", "minmax", "zscore"] = "rrf"
     lexical_weight: Annotated[float, Field(ge=0.0, le=1000.0)] = 1.0
-    vector_weight: Annotated[float, Field(ge=0.0, le=1000.0)] = 1.0
+    vector_weight: Annotated[float, Field(ge=0.0, le=1000.0)] = 1.5
     k_rrf: Annotated[int, Field(ge=1, le=100_000)] = 60
     # trust the vector channel only as far as the embedding model covers the query's and the
     # chunk's writing system (reference/languages.py)
-    language_aware: bool = False
+    language_aware: bool = True
     depth: Annotated[int, Field(ge=1, le=10_000)] = 100
 
     @model_validator(mode="after")

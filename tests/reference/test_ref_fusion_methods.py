@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kebab_eval_pipeline.reference.fusion import FusionSpec, fuse
-from kebab_eval_pipeline.reference.languages import covered_share, covered_shares
+from kebab_eval_pipeline.reference.languages import covered_share, covered_shares, vector_trust
 
 LEX = [(10, 9.0), (20, 6.0), (30, 3.0)]  # BM25 scores
 VEC = [(30, 0.8), (40, 0.6), (10, 0.4)]  # cosines
@@ -87,13 +87,22 @@ def test_bad_specs_are_refused() -> None:
         FusionSpec(k_rrf=0)
 
 
-def test_covered_share_counts_letters_by_script() -> None:
-    assert covered_share("score_gate 기본값", ("latin",)) == pytest.approx(9 / 12)
+def test_covered_share_counts_words_by_script() -> None:
+    assert covered_share("score_gate 기본값은", ("latin",)) == pytest.approx(2 / 3)  # score, gate | 기본값은
     assert covered_share("김치를 담그는 법", ("latin",)) == 0.0
-    assert covered_share("Bake at 230 degrees", ("latin",)) == 1.0
-    assert covered_share("1234 !!", ("latin",)) == 1.0  # no letters: nothing outside the model
+    assert covered_share("Bake at 230 degrees", ("latin",)) == 1.0  # 230 is not a word
+    assert covered_share("1234 !!", ("latin",)) == 1.0  # no words: nothing outside the model
     assert covered_share("김치", ("*",)) == 1.0
+    assert covered_share("Москва", ("latin",)) == 0.0
     assert list(covered_shares(["abc", "가나"], ("latin",))) == [1.0, 0.0]
+
+
+def test_vector_trust_ramp() -> None:
+    chunks = np.array([0.0, 0.5, 0.7, 0.85, 1.0])
+    assert vector_trust(1.0, chunks) == pytest.approx([0.0, 0.0, 0.0, 0.5, 1.0])
+    # the query's own share caps every chunk's
+    assert vector_trust(0.85, chunks) == pytest.approx([0.0, 0.0, 0.0, 0.5, 0.5])
+    assert vector_trust(0.6, chunks) == pytest.approx([0.0] * 5)
 
 
 rankings = st.lists(st.integers(0, 40), unique=True, max_size=30)
