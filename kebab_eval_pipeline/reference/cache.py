@@ -58,9 +58,10 @@ def cache_key(
 ) -> str:
     """Hex key naming the index these inputs build (reads and hashes every corpus file).
 
-    The tokenizer enters as its version (which names it), so upgrading kiwipiepy is a new entry;
-    ``ValueError`` for an unknown tokenizer or ``kiwi`` without its extra. The symlinks the build would skip are part of it, so the cached manifest's list of them is
-    always the corpus's current one."""
+    The symlinks the build would skip are part of it, so the cached manifest's list of them is
+    always the corpus's current one. The tokenizer enters as its version (which names it), so
+    upgrading kiwipiepy is a new entry; ``ValueError`` for an unknown tokenizer or ``kiwi``
+    without its extra."""
     scan = scan_files(Path(corpus_dir), exclude)
     payload = json.dumps(
         {

@@ -139,7 +139,7 @@ class ReferenceIndex:
         with_vectors: bool = False,
         exclude: list[str] | tuple[str, ...] = (),
         reuse: list[Path] | tuple[Path, ...] = (),
-        tokenizer: str = DEFAULT_TOKENIZER,
+        tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
     ) -> ReferenceIndex:
         """Read, chunk and index ``corpus_dir``.
 
@@ -150,8 +150,9 @@ class ReferenceIndex:
         ``reuse``: earlier index folders whose stored embeddings may be reused for
         chunks with identical text (missing or vector-less folders are ignored).
 
-        ``tokenizer``: ``words+bigrams`` (default) or ``kiwi`` (needs the ``korean`` extra);
-        its name and version are recorded in the manifest and used for every query.
+        ``tokenizer``: ``words+bigrams`` (default) or ``kiwi`` (needs the ``korean`` extra),
+        or a :class:`~.tokenizers.Tokenizer` object (benchmarks measure rule variants so); its
+        name and version are recorded in the manifest and used for every query.
 
         Output: a ready index; ``manifest["build"]`` says how many chunks were embedded
         now and how many came from ``reuse``.
@@ -162,7 +163,8 @@ class ReferenceIndex:
         ``kiwi`` without its extra, raises ``ValueError``; an empty folder builds an empty
         index whose searches return no hits.
         """
-        tok = get_tokenizer(tokenizer)  # before any work: an unknown name fails fast
+        # before any work: an unknown name fails fast
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else get_tokenizer(tokenizer)
         docs, skipped_links = read_documents(Path(corpus_dir), exclude=exclude)
         result = chunk_corpus(docs, chunk_size, chunk_overlap)
         texts = [search_text(c) for c in result.chunks]

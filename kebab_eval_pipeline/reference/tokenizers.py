@@ -18,6 +18,7 @@ gate and the CLI all find it.
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,11 +104,15 @@ class KiwiRules:
     ``join_compounds``: also emit adjacent nouns joined (``소금`` + ``물`` → also ``소금물``),
     so a compound written solid matches itself as well as its parts. ``oov_bigrams``: also
     emit the character bigrams of a morpheme Kiwi did not know (its ``oov`` flag).
+    ``noun_bigrams``: also emit the character bigrams of every noun of three or more
+    syllables (``소금물`` → also ``소금``, ``금물``): Kiwi keeps a compound its dictionary
+    knows whole, so without them ``소금`` would not meet ``소금물``.
     ``adverbs``: keep general adverbs (MAG: ``쭈글쭈글``, but also ``다시``, ``너무``).
     ``word_bigrams``: also emit ``words+bigrams``' tokens for every Hangul run (a union).
     """
 
     join_compounds: bool = True
+    noun_bigrams: bool = False
     oov_bigrams: bool = False
     adverbs: bool = False
     word_bigrams: bool = False
@@ -118,6 +123,7 @@ class KiwiRules:
             name
             for name, on in (
                 ("nojoin", not self.join_compounds),
+                ("nbi", self.noun_bigrams),
                 ("oovbi", self.oov_bigrams),
                 ("mag", self.adverbs),
                 ("wb", self.word_bigrams),
@@ -161,7 +167,12 @@ def _kiwi() -> Any:
             if _KIWI is None:
                 from kiwipiepy import Kiwi
 
-                kiwi = Kiwi(num_workers=0)
+                # Single-threaded: texts are analysed one at a time, and a thread pool per process
+                # would compete for the cores with pytest-xdist / Dagster workers. kiwipiepy warns
+                # that 0 meant "all cores" before 0.21; here it means one thread, as documented.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "behavior of `num_workers=0`", DeprecationWarning)
+                    kiwi = Kiwi(num_workers=0)
                 kiwi.tokenize("")  # Kiwi finishes loading lazily on its first analysis
                 _KIWI = kiwi
     return _KIWI
@@ -211,7 +222,7 @@ class KiwiTokenizer(Tokenizer):
                     out.append((tok.start, form))
                 joined.append(form)
                 prev_noun_end = tok.end
-                if rules.oov_bigrams and tok.oov and len(form) > 2:
+                if len(form) > 2 and (rules.noun_bigrams or (rules.oov_bigrams and tok.oov)):
                     out.extend((tok.start, b) for b in hangul_bigrams(form))
                 continue
             if rules.join_compounds:
