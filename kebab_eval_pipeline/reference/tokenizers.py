@@ -158,9 +158,9 @@ def _kiwi_versions() -> tuple[str, str]:
     return kiwipiepy.__version__, getattr(kiwipiepy_model, "__version__", "unknown")
 
 
-def _kiwi() -> Any:
-    """The process's one Kiwi instance, built on first use (construction takes about a second and
-    loads a 100 MB model, so it is never done at import or more than once)."""
+def kiwi_analyser() -> Any:
+    """The process's one ``kiwipiepy.Kiwi`` instance, built on first use (construction takes
+    about a second and loads a 100 MB model, so it is never done at import or more than once)."""
     global _KIWI
     if _KIWI is None:
         with _KIWI_LOCK:
@@ -197,47 +197,59 @@ class KiwiTokenizer(Tokenizer):
         suffix = f"+{self.rules.tag()}" if self.rules.tag() else ""
         self.version = f"{KIWI_RULES_VERSION}{suffix}+kiwipiepy-{library}+model-{model}"
 
-    def _korean(self, text: str) -> list[tuple[int, str]]:
-        """(offset, token) of the content morphemes of normalised ``text``."""
-        kiwi = _kiwi()
+    def _korean(self, text: str) -> list[tuple[int, str, tuple[str, ...]]]:
+        """Content units of normalised ``text`` as ``(offset, surface, tokens)``, in text order.
+
+        A unit is one stem or root (one token), or one run of adjacent nouns: its nouns, then
+        (``join_compounds``) the run joined, then (``noun_bigrams`` / ``oov_bigrams``) bigrams.
+        BM25 gets every token; the gate weighs a unit once, so a compound Kiwi split into
+        three tokens (``워크`` + ``스페이스`` + ``워크스페이스``) is one query term, not three.
+        """
+        kiwi = kiwi_analyser()
         with _KIWI_LOCK:
             analysed = kiwi.tokenize(text)
         rules = self.rules
-        out: list[tuple[int, str]] = []
-        prev_noun_end = -1
-        joined: list[str] = []  # the current run of adjacent nouns
+        units: list[tuple[int, str, tuple[str, ...]]] = []
+        nouns: list[Any] = []  # the current run of adjacent noun morphemes
 
         def flush() -> None:
-            if len(joined) > 1:
-                out.append((prev_noun_end, "".join(joined)))
-            joined.clear()
+            if not nouns:
+                return
+            forms = [n.form for n in nouns]
+            tokens = [f for f in forms if f not in KO_STOPWORDS and f not in _PARTICLE_NOUNS]
+            if rules.join_compounds and len(forms) > 1:
+                tokens.append("".join(forms))
+            for n in nouns:
+                if len(n.form) > 2 and (rules.noun_bigrams or (rules.oov_bigrams and n.oov)):
+                    tokens.extend(hangul_bigrams(n.form))
+            tokens = [t for t in tokens if is_hangul(t)]
+            if tokens:
+                units.append((nouns[0].start, "".join(forms), tuple(tokens)))
+            nouns.clear()
 
         for tok in analysed:
             tag = tok.tag.split("-", 1)[0]  # VV-I, VA-R: irregular variants of VV, VA
-            form = tok.form
             if tag in _NOUN_TAGS:
-                if rules.join_compounds and tok.start != prev_noun_end:
+                # Without join_compounds every noun is a unit of its own.
+                if nouns and (not rules.join_compounds or tok.start != nouns[-1].end):
                     flush()
-                if form not in KO_STOPWORDS and form not in _PARTICLE_NOUNS:
-                    out.append((tok.start, form))
-                joined.append(form)
-                prev_noun_end = tok.end
-                if len(form) > 2 and (rules.noun_bigrams or (rules.oov_bigrams and tok.oov)):
-                    out.extend((tok.start, b) for b in hangul_bigrams(form))
+                nouns.append(tok)
                 continue
-            if rules.join_compounds:
-                flush()
-                prev_noun_end = -1
-            if tag in _STEM_TAGS:
-                if tok.lemma not in KIWI_STOP_LEMMAS:
-                    out.append((tok.start, tok.lemma))
-            elif tag in _ROOT_TAGS or (rules.adverbs and tag == "MAG" and form not in KO_STOPWORDS):
-                out.append((tok.start, form))
-        if rules.join_compounds:
             flush()
-        # Kiwi's own Latin, number and symbol tokens are dropped: those runs are handled below
-        # exactly as words+bigrams handles them, so English tokens do not change.
-        return [(pos, t) for pos, t in out if is_hangul(t)]
+            if tag in _STEM_TAGS:
+                token = tok.lemma
+                if token in KIWI_STOP_LEMMAS:
+                    continue
+            elif tag in _ROOT_TAGS or (rules.adverbs and tag == "MAG" and tok.form not in KO_STOPWORDS):
+                token = tok.form
+            else:
+                # Particles, endings, and Kiwi's own Latin, number and symbol tokens: those runs
+                # are handled by the caller exactly as words+bigrams does, so English is unchanged.
+                continue
+            if is_hangul(token):
+                units.append((tok.start, token, (token,)))
+        flush()
+        return units
 
     def tokenize(self, text: str) -> list[str]:
         norm = normalize(text)
@@ -254,12 +266,15 @@ class KiwiTokenizer(Tokenizer):
             elif run not in EN_STOPWORDS:
                 positioned.append((match.start(), stem(run)))
         if has_hangul:  # English-only text never pays for an analysis
-            positioned.extend(self._korean(norm))
+            positioned.extend((pos, t) for pos, _, unit in self._korean(norm) for t in unit)
         positioned.sort(key=lambda p: p[0])  # stable: ties keep emission order
         return [t for _, t in positioned]
 
     def query_terms(self, text: str) -> list[QueryTerm]:
-        """Each distinct content morpheme is a term evidenced by itself; English words as in
+        """Each distinct stem or root is a term evidenced by itself; a run of adjacent nouns is
+        one term (surface: the run as written) evidenced by its tokens, a passage covering the
+        share of them it holds (``워크스페이스`` → ``워크``, ``스페이스``, ``워크스페이스``: a
+        compound counts once, whatever Kiwi split it into). English words as in
         ``words+bigrams`` (the gate's longer stopword list, then the stem).
 
         Unlike ``words+bigrams`` one-syllable nouns are kept (``장``, ``술``, ``무``): there a
@@ -267,20 +282,21 @@ class KiwiTokenizer(Tokenizer):
         analyser identified, matched against morphemes, not against any syllable.
         """
         norm = normalize(text)
-        terms: dict[str, QueryTerm] = {}
-        positioned: list[tuple[int, str]] = []
+        positioned: list[tuple[int, str, tuple[str, ...]]] = []
         has_hangul = False
         for match in _RUN.finditer(norm):
             run = match.group()
             if is_hangul(run):
                 has_hangul = True
             elif run not in GATE_EN_STOPWORDS:
-                positioned.append((match.start(), stem(run)))
+                token = stem(run)
+                positioned.append((match.start(), token, (token,)))
         if has_hangul:
             positioned.extend(self._korean(norm))
         positioned.sort(key=lambda p: p[0])
-        for _, token in positioned:
-            terms.setdefault(token, QueryTerm(token, (token,)))
+        terms: dict[str, QueryTerm] = {}
+        for _, surface, unit in positioned:
+            terms.setdefault(surface, QueryTerm(surface, tuple(dict.fromkeys(unit))))
         return list(terms.values())
 
 
