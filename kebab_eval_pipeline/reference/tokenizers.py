@@ -109,6 +109,7 @@ class KiwiRules:
     knows whole, so without them ``소금`` would not meet ``소금물``.
     ``adverbs``: keep general adverbs (MAG: ``쭈글쭈글``, but also ``다시``, ``너무``).
     ``word_bigrams``: also emit ``words+bigrams``' tokens for every Hangul run (a union).
+    ``multi_dict``: load Kiwi's multi-word dictionary (see :func:`kiwi_analyser`).
     """
 
     join_compounds: bool = True
@@ -116,6 +117,7 @@ class KiwiRules:
     oov_bigrams: bool = False
     adverbs: bool = False
     word_bigrams: bool = False
+    multi_dict: bool = False
 
     def tag(self) -> str:
         """Short suffix naming the non-default rules (empty for the default)."""
@@ -127,6 +129,7 @@ class KiwiRules:
                 ("oovbi", self.oov_bigrams),
                 ("mag", self.adverbs),
                 ("wb", self.word_bigrams),
+                ("multi", self.multi_dict),
             )
             if on
         ]
@@ -134,7 +137,7 @@ class KiwiRules:
 
 
 _KIWI_LOCK = threading.Lock()
-_KIWI: Any = None
+_KIWI: dict[bool, Any] = {}
 
 
 def kiwi_available() -> bool:
@@ -158,13 +161,19 @@ def _kiwi_versions() -> tuple[str, str]:
     return kiwipiepy.__version__, getattr(kiwipiepy_model, "__version__", "unknown")
 
 
-def kiwi_analyser() -> Any:
-    """The process's one ``kiwipiepy.Kiwi`` instance, built on first use (construction takes
-    about a second and loads a 100 MB model, so it is never done at import or more than once)."""
-    global _KIWI
-    if _KIWI is None:
+def kiwi_analyser(multi_dict: bool = False) -> Any:
+    """The process's ``kiwipiepy.Kiwi`` instance, built on first use and then reused (loading
+    the model takes seconds, so it is never done at import or more than once per process).
+
+    ``multi_dict``: also load Kiwi's multi-word dictionary (Wikipedia titles spanning several
+    words). Off by default: it more than doubles the load time and adds ~190 MB of memory (see
+    :class:`KiwiRules`).
+    """
+    kiwi = _KIWI.get(multi_dict)
+    if kiwi is None:
         with _KIWI_LOCK:
-            if _KIWI is None:
+            kiwi = _KIWI.get(multi_dict)
+            if kiwi is None:
                 from kiwipiepy import Kiwi
 
                 # Single-threaded: texts are analysed one at a time, and a thread pool per process
@@ -172,10 +181,10 @@ def kiwi_analyser() -> Any:
                 # that 0 meant "all cores" before 0.21; here it means one thread, as documented.
                 with warnings.catch_warnings():
                     warnings.filterwarnings("ignore", "behavior of `num_workers=0`", DeprecationWarning)
-                    kiwi = Kiwi(num_workers=0)
+                    kiwi = Kiwi(num_workers=0, load_multi_dict=multi_dict)
                 kiwi.tokenize("")  # Kiwi finishes loading lazily on its first analysis
-                _KIWI = kiwi
-    return _KIWI
+                _KIWI[multi_dict] = kiwi
+    return kiwi
 
 
 class KiwiTokenizer(Tokenizer):
@@ -205,7 +214,7 @@ class KiwiTokenizer(Tokenizer):
         BM25 gets every token; the gate weighs a unit once, so a compound Kiwi split into
         three tokens (``워크`` + ``스페이스`` + ``워크스페이스``) is one query term, not three.
         """
-        kiwi = kiwi_analyser()
+        kiwi = kiwi_analyser(self.rules.multi_dict)
         with _KIWI_LOCK:
             analysed = kiwi.tokenize(text)
         rules = self.rules
@@ -277,9 +286,12 @@ class KiwiTokenizer(Tokenizer):
         compound counts once, whatever Kiwi split it into). English words as in
         ``words+bigrams`` (the gate's longer stopword list, then the stem).
 
-        Unlike ``words+bigrams`` one-syllable nouns are kept (``장``, ``술``, ``무``): there a
-        one-syllable stem was a guess at where the particle starts; here it is a morpheme the
-        analyser identified, matched against morphemes, not against any syllable.
+        One-syllable Korean terms (``장``, ``달``, ``법``) are dropped, as ``words+bigrams``
+        drops one-syllable stems: a bare syllable noun is too common and too ambiguous to count
+        as evidence. Measured with ``benchmarks/bench_korean_tokenizer.py``'s three golden sets,
+        dropping them refused one more unanswerable demo question and two fewer answerable
+        holdout questions, and changed nothing else. (BM25 still gets them from
+        :meth:`tokenize`.)
         """
         norm = normalize(text)
         positioned: list[tuple[int, str, tuple[str, ...]]] = []
@@ -296,6 +308,8 @@ class KiwiTokenizer(Tokenizer):
         positioned.sort(key=lambda p: p[0])
         terms: dict[str, QueryTerm] = {}
         for _, surface, unit in positioned:
+            if len(surface) < 2 and is_hangul(surface):
+                continue
             terms.setdefault(surface, QueryTerm(surface, tuple(dict.fromkeys(unit))))
         return list(terms.values())
 

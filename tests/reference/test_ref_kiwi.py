@@ -97,6 +97,9 @@ def test_kiwi_query_terms_drop_question_words(kiwi) -> None:
     terms = kiwi.query_terms("동치미 국물은 소금을 얼마나 넣어야 하나요? 어떻게 해요?")
     assert [t.surface for t in terms] == ["동치미", "국물", "소금", "넣다"]
     assert all(t.tokens == (t.surface,) for t in terms)
+    # One-syllable nouns (장) are not evidence for the gate; BM25 still gets them.
+    assert [t.surface for t in kiwi.query_terms("장은 언제 담그나요?")] == ["담그다"]
+    assert kiwi.tokenize("장은 언제 담그나요?") == ["장", "담그다"]
     # A compound Kiwi splits is one term for the gate (weighed once), evidenced by all its tokens.
     (term,) = kiwi.query_terms("엿기름물은?")
     assert (term.surface, term.tokens) == ("엿기름물", ("엿기름", "물", "엿기름물"))
