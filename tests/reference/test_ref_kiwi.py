@@ -293,3 +293,14 @@ def test_cli_index_rejects_unknown_tokenizer(corpus_dir: Path, tmp_path: Path) -
     )
     assert result.exit_code == 2
     assert "unknown tokenizer 'x'" in result.stderr
+
+
+def test_kiwi_from_many_threads_gives_the_serial_tokens(kiwi) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.reference.conftest import KIMCHI_MD
+
+    texts = [line for line in KIMCHI_MD.splitlines() if line.strip()] * 8
+    serial = [kiwi.tokenize(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(kiwi.tokenize, texts)) == serial
