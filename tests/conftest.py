@@ -73,6 +73,20 @@ def vectors_or_skip() -> None:
     pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
 
 
+def korean_or_skip() -> None:
+    """Skip a test of ``tokenizer: kiwi`` when the korean extra is missing — unless CI demands it
+    (``KEBAB_EVAL_REQUIRE_KOREAN=1``; then fail loudly)."""
+    from kebab_eval_pipeline.reference.tokenizers import kiwi_available
+
+    if kiwi_available():
+        return
+    if os.environ.get("KEBAB_EVAL_REQUIRE_KOREAN") == "1":
+        pytest.fail(
+            'KEBAB_EVAL_REQUIRE_KOREAN=1 but the korean extra is not installed (pip install -e ".[korean]")'
+        )
+    pytest.skip('korean extra not installed (pip install -e ".[korean]")')
+
+
 def stop_server(proc: subprocess.Popen) -> str:
     """Terminate a server process started by a test (kill it when it ignores SIGTERM for 20 s);
     returns its stderr, which must hold no traceback."""

@@ -14,7 +14,8 @@ from functools import lru_cache
 from typing import Protocol
 
 from kebab_eval_pipeline.contract import Answer, Citation, Hit
-from kebab_eval_pipeline.reference.tokenize import QueryTerm, query_terms, tokenize
+from kebab_eval_pipeline.reference.tokenize import QueryTerm
+from kebab_eval_pipeline.reference.tokenizers import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
 
 PROMPT_TEMPLATE_VERSION = "extractive-1"
 # Measured on the bundled demo golden set (92 answerable, 13 unanswerable queries,
@@ -69,8 +70,11 @@ class ExtractiveAnswerer:
     its IDF — rare words matter more than common ones, and a word the corpus
     never uses weighs the most, because it is the clearest sign the corpus
     cannot answer. The top chunk (its heading path and text) covers a word when
-    it contains the word's token (an English stem, a Korean word's leading
-    bigram).
+    it contains the word's token (an English stem; for ``words+bigrams`` a Korean
+    word's leading bigram, for ``kiwi`` the morpheme itself).
+
+    ``tokenizer`` must be the one that built the index behind ``stats``: the gate
+    looks its terms' tokens up in that index's vocabulary (default ``words+bigrams``).
     ``coverage = Σ idf·covered / Σ idf`` lies in [0, 1]; below ``threshold``
     the answerer refuses. No hits, or a query with no content words, also
     refuses. ``feature`` picks which hits are measured (:data:`GATE_FEATURES`):
@@ -88,6 +92,7 @@ class ExtractiveAnswerer:
         max_chunks: int = 3,
         min_relative_score: float = 0.5,
         feature: str = DEFAULT_GATE_FEATURE,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"gate threshold must be in [0, 1], got {threshold}")
@@ -99,6 +104,7 @@ class ExtractiveAnswerer:
         self.max_sentences = max_sentences
         self.max_chunks = max_chunks
         self.min_relative_score = min_relative_score
+        self.tokenizer = tokenizer or get_tokenizer(DEFAULT_TOKENIZER)
 
     def term_weights(self, query: str) -> list[tuple[QueryTerm, float]]:
         """Each content term of ``query`` with its IDF weight.
@@ -108,7 +114,7 @@ class ExtractiveAnswerer:
         corpus contains none of them.
         """
         weighted = []
-        for term in query_terms(query):
+        for term in self.tokenizer.query_terms(query):
             seen = [self.stats.idf(t) for t in term.tokens if self.stats.doc_freq(t) > 0]
             weight = max(seen) if seen else self.stats.idf(term.tokens[0])
             weighted.append((term, weight))
@@ -116,7 +122,7 @@ class ExtractiveAnswerer:
 
     def coverage(self, query: str, text: str) -> float | None:
         """Share of ``query``'s IDF mass that ``text`` covers, in [0, 1]; None if the query has no terms."""
-        return _coverage(self.term_weights(query), set(tokenize(text)))
+        return _coverage(self.term_weights(query), set(self.tokenizer.tokenize(text)))
 
     def gate_features(self, query: str, evidence: list[Evidence]) -> dict[str, float] | None:
         """Every gate feature's value for ``query`` over ``evidence`` (hits in rank order), each in
@@ -124,7 +130,7 @@ class ExtractiveAnswerer:
         weights = self.term_weights(query)
         if not evidence or not weights:
             return None
-        return _gate_features(weights, evidence)
+        return _gate_features(weights, evidence, self.tokenizer)
 
     def answer(self, query: str, evidence: list[Evidence]) -> Answer:
         """Answer ``query`` from ``evidence`` (hits in rank order with their chunk text).
@@ -147,7 +153,7 @@ class ExtractiveAnswerer:
         if not weights:
             return _refusal("score_gate: query has no content words")
         top = evidence[0]
-        cov = _gate_features(weights, evidence, only=self.feature)[self.feature]
+        cov = _gate_features(weights, evidence, self.tokenizer, only=self.feature)[self.feature]
         if cov < self.threshold:
             return _refusal(
                 f"score_gate: {_FEATURE_WORDS[self.feature]} {cov:.2f} of the query's IDF mass "
@@ -156,7 +162,7 @@ class ExtractiveAnswerer:
 
         candidates: list[tuple[float, int, int, str, Evidence]] = []
         for ev_pos, ev in enumerate(evidence[: self.max_chunks]):
-            for s_pos, (sentence, tokens) in enumerate(_sentences_with_tokens(ev.text)):
+            for s_pos, (sentence, tokens) in enumerate(_sentences_with_tokens(ev.text, self.tokenizer)):
                 score = _coverage(weights, tokens, absolute=True) or 0.0
                 if score > 0:
                     candidates.append((score, ev_pos, s_pos, sentence, ev))
@@ -245,14 +251,15 @@ def split_sentences(text: str) -> list[str]:
 
 # The same chunks come back for many queries of a run; splitting and tokenizing their
 # sentences once is most of an ask's cost (measured: tokenize was 60% of ask time).
+# Keyed by the tokenizer too (one instance per tokenizer and process, see get_tokenizer).
 @lru_cache(maxsize=8192)
-def _sentences_with_tokens(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    return tuple((sentence, frozenset(tokenize(sentence))) for sentence in split_sentences(text))
+def _sentences_with_tokens(text: str, tokenizer: Tokenizer) -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((sentence, frozenset(tokenizer.tokenize(sentence))) for sentence in split_sentences(text))
 
 
 @lru_cache(maxsize=8192)
-def _token_set(text: str) -> frozenset[str]:
-    return frozenset(tokenize(text))
+def _token_set(text: str, tokenizer: Tokenizer) -> frozenset[str]:
+    return frozenset(tokenizer.tokenize(text))
 
 
 def _coverage(
@@ -266,10 +273,14 @@ def _coverage(
 
 
 def _gate_features(
-    weights: list[tuple[QueryTerm, float]], evidence: list[Evidence], only: str | None = None
+    weights: list[tuple[QueryTerm, float]],
+    evidence: list[Evidence],
+    tokenizer: Tokenizer,
+    only: str | None = None,
 ) -> dict[str, float]:
-    """The gate features (all, or ``only`` one) of a non-empty ``evidence`` list."""
-    top3 = [_token_set(_context_text(ev)) for ev in evidence[:3]]
+    """The gate features (all, or ``only`` one) of a non-empty ``evidence`` list, its texts
+    tokenized by ``tokenizer`` (the index's)."""
+    top3 = [_token_set(_context_text(ev), tokenizer) for ev in evidence[:3]]
     out: dict[str, float] = {}
     if only in (None, "top_hit"):
         out["top_hit"] = _coverage(weights, top3[0]) or 0.0

@@ -29,7 +29,7 @@ from kebab_eval_pipeline.reference.index import (
     ReferenceIndex,
 )
 from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, files_sha256
-from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION
+from kebab_eval_pipeline.reference.tokenizers import DEFAULT_TOKENIZER, get_tokenizer
 from kebab_eval_pipeline.reference.vectors import get_embedder
 
 CACHE_ENV = "KEBAB_EVAL_INDEX_CACHE"
@@ -49,18 +49,25 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(
-    corpus_dir: Path, chunk_size: int, chunk_overlap: int, with_vectors: bool, exclude: tuple[str, ...] = ()
+    corpus_dir: Path,
+    chunk_size: int,
+    chunk_overlap: int,
+    with_vectors: bool,
+    exclude: tuple[str, ...] = (),
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> str:
     """Hex key naming the index these inputs build (reads and hashes every corpus file).
 
     The symlinks the build would skip are part of it, so the cached manifest's list of them is
-    always the corpus's current one."""
+    always the corpus's current one. The tokenizer enters as its version (which names it), so
+    upgrading kiwipiepy is a new entry; ``ValueError`` for an unknown tokenizer or ``kiwi``
+    without its extra."""
     scan = scan_files(Path(corpus_dir), exclude)
     payload = json.dumps(
         {
             "format": INDEX_FORMAT,
             "parser": PARSER_VERSION,
-            "tokenizer": TOKENIZER_VERSION,
+            "tokenizer": get_tokenizer(tokenizer).version,
             "corpus": files_sha256(scan.files),
             "skipped_symlinks": [link.as_dict() for link in scan.skipped_symlinks],
             "chunk_size": chunk_size,
@@ -80,6 +87,7 @@ def cached_index(
     with_vectors: bool = False,
     exclude: tuple[str, ...] = (),
     cache_dir: Path | None = None,
+    tokenizer: str = DEFAULT_TOKENIZER,
 ) -> tuple[ReferenceIndex, bool]:
     """The index of ``corpus_dir`` with these settings, from the cache or freshly built.
 
@@ -87,8 +95,11 @@ def cached_index(
     A stale or unreadable entry (other index format, tokenizer, or — for vector
     entries — another embedding model version) is rebuilt and replaced.
 
+    ``tokenizer``: ``words+bigrams`` or ``kiwi`` (part of the key).
+
     Edge cases: a missing corpus raises ``FileNotFoundError``; without the
-    vectors extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work.
+    vectors extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work;
+    ``kiwi`` without the korean extra raises ``ValueError`` naming it.
     """
     corpus_dir = Path(corpus_dir)
     if not corpus_dir.is_dir() and beir_corpus_file(corpus_dir) is None:
@@ -96,7 +107,7 @@ def cached_index(
     if with_vectors:
         get_embedder()  # fail fast (and load the model once) before hashing and chunking
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    entry = root / cache_key(corpus_dir, chunk_size, chunk_overlap, with_vectors, exclude)
+    entry = root / cache_key(corpus_dir, chunk_size, chunk_overlap, with_vectors, exclude, tokenizer)
     if (entry / MANIFEST_FILE).is_file():
         try:
             index = ReferenceIndex.load(entry)
@@ -114,6 +125,7 @@ def cached_index(
         with_vectors=with_vectors,
         exclude=exclude,
         reuse=reuse,
+        tokenizer=tokenizer,
     )
     _store(index, root, entry)
     return index, False

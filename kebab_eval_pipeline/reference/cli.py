@@ -92,6 +92,13 @@ def index_cmd(
         list[str] | None,
         typer.Option("--exclude", help=".gitignore-style pattern to leave out (repeatable)."),
     ] = None,
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            "--tokenizer",
+            help='words+bigrams (default) or kiwi (Korean morphemes; needs pip install -e ".[korean]").',
+        ),
+    ] = "words+bigrams",
 ) -> None:
     """Build an index of CORPUS_DIR and save it to --out.
 
@@ -113,6 +120,7 @@ def index_cmd(
             with_vectors=with_vectors,
             exclude=tuple(exclude or ()),
             reuse=[out] if with_vectors else [],
+            tokenizer=tokenizer,
         )
         index.save(out)
     except _LOAD_ERRORS as exc:
@@ -124,6 +132,7 @@ def index_cmd(
     console.print(
         f"indexed {m['n_docs']} documents into {m['n_chunks']} chunks in {elapsed:.2f}s → {out}\n"
         f"index_version {m['index_version']}  chunker {m['chunker_version']}  parser {m['parser_version']}\n"
+        f"tokenizer {m['tokenizer']} ({m['tokenizer_version']})\n"
         f"embedding {m['embedding_model'] or 'none'} ({m['embedding_version']})"
         + (
             f"  embedded {m['build']['embedded']}, reused {m['build']['embeddings_reused']}"

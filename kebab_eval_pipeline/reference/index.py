@@ -36,7 +36,12 @@ from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, FusionSpec, fus
 from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, corpus_sha256
 from kebab_eval_pipeline.reference.languages import covered_share, covered_shares, vector_trust
 from kebab_eval_pipeline.reference.lexical import LexicalIndex
-from kebab_eval_pipeline.reference.tokenize import TOKENIZER_VERSION, tokenize
+from kebab_eval_pipeline.reference.tokenizers import (
+    DEFAULT_TOKENIZER,
+    Tokenizer,
+    get_tokenizer,
+    tokenizer_for_manifest,
+)
 from kebab_eval_pipeline.reference.vectors import (
     NO_EMBEDDING_VERSION,
     VectorIndex,
@@ -55,19 +60,24 @@ VECTORS_DIR = "vectors"
 
 
 def compute_index_version(
-    chunker: str, corpus_hash: str, embedding_version: str = NO_EMBEDDING_VERSION
+    chunker: str,
+    corpus_hash: str,
+    embedding_version: str = NO_EMBEDDING_VERSION,
+    tokenizer_version: str | None = None,
 ) -> str:
     """Short hash naming everything that decides search results.
 
     Parser, chunker (with size/overlap), tokenizer and embedding versions plus
     the corpus content hash: change any one and results may differ, so the
-    version differs too.
+    version differs too. ``tokenizer_version`` defaults to ``words+bigrams``'
+    (whose versions name the tokenizer too, so an index built by it keeps the
+    index_version it had before tokenizers could be chosen).
     """
     payload = json.dumps(
         {
             "parser": PARSER_VERSION,
             "chunker": chunker,
-            "tokenizer": TOKENIZER_VERSION,
+            "tokenizer": tokenizer_version or get_tokenizer(DEFAULT_TOKENIZER).version,
             "embedding": embedding_version,
             "corpus": corpus_hash,
         },
@@ -97,8 +107,11 @@ class ReferenceIndex:
         gate_threshold: float = DEFAULT_GATE_THRESHOLD,
         vectors: VectorIndex | None = None,
         fusion: FusionSpec = DEFAULT_FUSION,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.chunks = chunks
+        # Queries and the answer gate must be tokenized as the chunks were.
+        self.tokenizer = tokenizer or tokenizer_for_manifest(manifest)
         self.lexical = lexical
         self.vectors = vectors
         self.manifest = manifest
@@ -126,6 +139,7 @@ class ReferenceIndex:
         with_vectors: bool = False,
         exclude: list[str] | tuple[str, ...] = (),
         reuse: list[Path] | tuple[Path, ...] = (),
+        tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
     ) -> ReferenceIndex:
         """Read, chunk and index ``corpus_dir``.
 
@@ -136,18 +150,25 @@ class ReferenceIndex:
         ``reuse``: earlier index folders whose stored embeddings may be reused for
         chunks with identical text (missing or vector-less folders are ignored).
 
+        ``tokenizer``: ``words+bigrams`` (default) or ``kiwi`` (needs the ``korean`` extra),
+        or a :class:`~.tokenizers.Tokenizer` object (benchmarks measure rule variants so); its
+        name and version are recorded in the manifest and used for every query.
+
         Output: a ready index; ``manifest["build"]`` says how many chunks were embedded
         now and how many came from ``reuse``.
 
         Edge cases: a missing folder raises ``FileNotFoundError``; bad sizes raise
         ``ValueError``; without the extra, ``with_vectors`` raises
-        :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an empty folder
-        builds an empty index whose searches return no hits.
+        :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an unknown tokenizer, or
+        ``kiwi`` without its extra, raises ``ValueError``; an empty folder builds an empty
+        index whose searches return no hits.
         """
+        # before any work: an unknown name fails fast
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else get_tokenizer(tokenizer)
         docs, skipped_links = read_documents(Path(corpus_dir), exclude=exclude)
         result = chunk_corpus(docs, chunk_size, chunk_overlap)
         texts = [search_text(c) for c in result.chunks]
-        lexical = LexicalIndex.build([tokenize(t) for t in texts])
+        lexical = LexicalIndex.build([tok.tokenize(t) for t in texts])
         vectors = None
         build_info: dict[str, int] = {}
         if with_vectors:
@@ -162,10 +183,11 @@ class ReferenceIndex:
             chunks_per_doc[c.doc_id] = chunks_per_doc.get(c.doc_id, 0) + 1
         manifest = {
             "format": INDEX_FORMAT,
-            "index_version": compute_index_version(chunker, corpus_hash, embedding_version),
+            "index_version": compute_index_version(chunker, corpus_hash, embedding_version, tok.version),
             "parser_version": PARSER_VERSION,
             "chunker_version": chunker,
-            "tokenizer_version": TOKENIZER_VERSION,
+            "tokenizer": tok.name,
+            "tokenizer_version": tok.version,
             "embedding_model": vectors.embedding_model if vectors else None,
             "embedding_version": embedding_version,
             "corpus_sha256": corpus_hash,
@@ -191,7 +213,7 @@ class ReferenceIndex:
             "skipped_symlinks": [link.as_dict() for link in skipped_links],
             "warnings": [w for d in docs for w in d.warnings],
         }
-        return cls(result.chunks, lexical, manifest, vectors=vectors)
+        return cls(result.chunks, lexical, manifest, vectors=vectors, tokenizer=tok)
 
     def save(self, directory: Path) -> None:
         """Write the index to ``directory`` (created if needed; our files are overwritten)."""
@@ -227,10 +249,14 @@ class ReferenceIndex:
         """Load an index written by :meth:`save`; ``gate_threshold`` and ``fusion`` are the
         defaults its asks and hybrid searches use.
 
+        Queries are tokenized by the tokenizer the manifest names (an index built before
+        the choice existed, with ``tokenizer_version`` ``mixed-ko-en-1``, is ``words+bigrams``).
+
         Edge cases: a missing folder raises ``FileNotFoundError``; a folder that is
-        not a reference index, or one built by an incompatible format or tokenizer
-        (queries would be tokenized differently from the index), raises
-        ``ValueError`` saying to rebuild.
+        not a reference index, or one built by an incompatible format, an unknown
+        tokenizer or another version of its tokenizer (queries would be tokenized
+        differently from the index), raises ``ValueError`` saying to rebuild; a
+        ``kiwi`` index without the korean extra raises ``ValueError`` naming it.
         """
         directory = Path(directory)
         if not directory.is_dir():
@@ -244,11 +270,10 @@ class ReferenceIndex:
             raise ValueError(f"unreadable {MANIFEST_FILE} in {directory}: {exc}") from exc
         if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
             raise ValueError(f"not a {INDEX_FORMAT} index: {directory}")
-        if manifest.get("tokenizer_version") != TOKENIZER_VERSION:
-            raise ValueError(
-                f"index was built with tokenizer {manifest.get('tokenizer_version')!r}, this code uses "
-                f"{TOKENIZER_VERSION!r}; rebuild the index"
-            )
+        try:
+            tokenizer = tokenizer_for_manifest(manifest)
+        except ValueError as exc:
+            raise ValueError(f"{directory}: {exc}") from None
         chunks = []
         with (directory / CHUNKS_FILE).open(encoding="utf-8") as fh:
             for line_no, line in enumerate(fh, start=1):
@@ -275,7 +300,15 @@ class ReferenceIndex:
                 raise ValueError(
                     f"{VECTORS_DIR}/ does not match {CHUNKS_FILE} in {directory}; rebuild the index"
                 )
-        return cls(chunks, lexical, manifest, gate_threshold=gate_threshold, vectors=vectors, fusion=fusion)
+        return cls(
+            chunks,
+            lexical,
+            manifest,
+            gate_threshold=gate_threshold,
+            vectors=vectors,
+            fusion=fusion,
+            tokenizer=tokenizer,
+        )
 
     # --- versions ---------------------------------------------------------------------
 
@@ -288,6 +321,11 @@ class ReferenceIndex:
     def chunker_version(self) -> str:
         """Chunker name with size and overlap, e.g. ``md-heading-2:size=800:overlap=0``."""
         return self.manifest["chunker_version"]
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Name of the tokenizer the index was built with (``words+bigrams`` or ``kiwi``)."""
+        return self.tokenizer.name
 
     @property
     def warnings(self) -> list[str]:
@@ -464,7 +502,7 @@ class ReferenceIndex:
     def _rank_lexical(
         self, query: str, k: int, _fusion: FusionSpec
     ) -> tuple[str, list[tuple[int, float, dict]]]:
-        found = self.lexical.search(tokenize(query), k)
+        found = self.lexical.search(self.tokenizer.tokenize(query), k)
         return "bm25", [
             (idx, score, {"lexical_score": score, "lexical_rank": rank})
             for rank, (idx, score) in enumerate(found, start=1)
@@ -496,7 +534,7 @@ class ReferenceIndex:
     ) -> tuple[str, list[tuple[int, float, dict]]]:
         depth = max(k, fusion.depth)
         fused = fuse(
-            self.lexical.search(tokenize(query), depth),
+            self.lexical.search(self.tokenizer.tokenize(query), depth),
             self._vector_ranking(query, depth),
             k,
             fusion,
@@ -534,6 +572,7 @@ class ReferenceIndex:
             self.lexical,
             threshold=self.gate_threshold if gate_threshold is None else gate_threshold,
             feature=DEFAULT_GATE_FEATURE if gate_feature is None else gate_feature,
+            tokenizer=self.tokenizer,
         )
 
     def ask(

@@ -51,6 +51,12 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
 
     if settings.index:
         index = ReferenceIndex.load(Path(settings.index))
+        if "tokenizer" in settings.model_fields_set and settings.tokenizer != index.tokenizer_name:
+            raise ValueError(
+                f"system.tokenizer is {settings.tokenizer!r} but the index {settings.index} was built with "
+                f"{index.tokenizer_name!r}; rebuild it with `kebab-eval ref index --tokenizer "
+                f"{settings.tokenizer}` or drop system.tokenizer"
+            )
     else:
         # Built once per corpus content and settings, then loaded from the on-disk cache.
         corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
@@ -60,6 +66,7 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
             chunk_overlap=settings.chunk_overlap,
             with_vectors=settings.mode in VECTOR_MODES,
             exclude=tuple(settings.exclude),
+            tokenizer=settings.tokenizer,
         )
     kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(

@@ -60,6 +60,9 @@ class ReferenceSystemSettings(StrictSettings):
     chunk_overlap: Annotated[int, Field(ge=0, le=100_000)] = 0
     exclude: tuple[str, ...] = ()  # .gitignore-style patterns, relative to the corpus folder
     mode: Literal["lexical", "vector", "hybrid"] = "lexical"
+    # BM25 / answer-gate tokenizer when building from ``corpus`` (kiwi needs the korean extra);
+    # with ``index`` the index's own tokenizer is used, and a different value here is refused.
+    tokenizer: Literal["words+bigrams", "kiwi"] = "words+bigrams"
     refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     # what the threshold applies to (reference/answer.py GATE_FEATURES); None: the default
     refusal_feature: Literal["top_hit", "best_of_top3", "top3_union"] | None = None
