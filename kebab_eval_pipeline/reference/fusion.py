@@ -142,7 +142,8 @@ def fuse(
     Output: at most ``k`` :class:`Fused`, highest score first (ties: see the module docstring).
     A chunk missing from a channel has that channel's score and rank ``None``.
 
-    Edge cases: both lists empty or ``k < 1`` → ``[]``; a channel whose scores are all equal
+    Edge cases: both lists empty or ``k < 1`` → ``[]``; a chunk only the vector channel returned
+    is left out when its vector weight (after trust) is 0; a channel whose scores are all equal
     normalises to all 1 (``minmax``) or all 0 (``zscore``), so it then adds the same to each
     of its chunks and only presence matters.
     """
@@ -169,7 +170,8 @@ def fuse(
     if spec.method == "rrf":
         lex_part = np.where(in_lex, 1.0 / (spec.k_rrf + lpos + 1), 0.0)
         vec_part = np.where(in_vec, 1.0 / (spec.k_rrf + vpos + 1), 0.0)
-        score = (w_lex * lex_part + w_vec * vec_part) / (total / (spec.k_rrf + 1))
+        # clipped: rank 1 in both channels is 1.0 exactly, not 1.0000000000000002 from rounding
+        score = np.minimum((w_lex * lex_part + w_vec * vec_part) / (total / (spec.k_rrf + 1)), 1.0)
     else:
         normalise = _minmax if spec.method == "minmax" else _zscore
         lex_norm, lex_floor = normalise(lex_scores)
@@ -178,12 +180,16 @@ def fuse(
         vec_part = np.where(in_vec, vec_norm[np.maximum(vpos, 0)] if vec_norm.size else 0.0, vec_floor)
         score = (w_lex * lex_part + w_vec * vec_part) / total
 
+    # A chunk only the vector channel returned, where that channel is not trusted (or weighs
+    # nothing), has no evidence at all: it is not a result, as BM25 returns no non-matching chunk.
+    evidenced = in_lex | (in_vec & (w_vec > 0))
     absent = np.iinfo(np.int64).max // 4  # sorts after every real rank
     lex_rank = np.where(in_lex, lpos + 1, absent)
     vec_rank = np.where(in_vec, vpos + 1, absent)
     best_rank = np.minimum(lex_rank, vec_rank)
     # np.lexsort: last key is primary.
-    order = np.lexsort((ids, (~in_lex).astype(np.int64), best_rank, -score))[:k]
+    order = np.lexsort((ids, (~in_lex).astype(np.int64), best_rank, -score))
+    order = order[evidenced[order]][:k]
     out = []
     for pos in order:
         lp, vp = int(lpos[pos]), int(vpos[pos])

@@ -71,6 +71,10 @@ def test_language_aware_trust_scales_the_vector_weight_per_chunk() -> None:
     fused = scores(fuse(LEX, VEC, k=10, spec=spec, vector_trust=trust))
     # untrusted chunks are scored on BM25 alone (their own weight sum is 1); chunk 40 on both
     assert fused == pytest.approx({10: 1.0, 20: 61 / 62, 30: 61 / 63, 40: (1 / 62) / (2 / 61)})
+    # a chunk only the vector channel found, where it is not trusted, has no evidence: left out
+    trust[40] = 0.0
+    assert set(scores(fuse(LEX, VEC, k=10, spec=spec, vector_trust=trust))) == {10, 20, 30}
+    assert set(scores(fuse(LEX, VEC, k=10, spec=FusionSpec("rrf", vector_weight=0.0)))) == {10, 20, 30}
     norm = 2 / 61
     # without language_aware the trust array is ignored
     assert scores(fuse(LEX, VEC, k=10, spec=FusionSpec("rrf"), vector_trust=trust))[30] == pytest.approx(
@@ -144,6 +148,8 @@ def test_fusion_matches_a_direct_computation(lex, vec, k, method, w_vec, trust) 
             expected[d] = (part_l + wv * part_v) / ((1 + wv) / 61)
         else:
             expected[d] = (lex_n.get(d, lex_floor) + wv * vec_n.get(d, vec_floor)) / (1 + wv)
+    # vector-only chunks without trusted weight are no results
+    expected = {d: v for d, v in expected.items() if d in lex or w_vec * trust[d] > 0}
     assert len(fused) == min(k, len(expected))
     for f in fused:
         assert f.score == pytest.approx(expected[f.index], rel=1e-9, abs=1e-12)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kebab_eval_pipeline.reference import ReferenceIndex
-from kebab_eval_pipeline.reference.fusion import RRF_K
+from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, RRF_K
 from kebab_eval_pipeline.reference.vectors import (
     EMBEDDING_MODEL,
     VectorIndex,
@@ -115,8 +115,14 @@ def test_hybrid_hits_fuse_the_two_channels(vector_index: ReferenceIndex) -> None
         assert h.lexical_score == (lex.score if lex else None)
         assert h.vector_rank == vec.rank
         assert h.vector_score == pytest.approx(vec.score, abs=1e-12)
-        raw = sum(1 / (RRF_K + r) for r in (h.lexical_rank, h.vector_rank) if r is not None)
-        assert h.score == pytest.approx(raw / (2 / (RRF_K + 1)), rel=1e-12)
+        # the default fusion: RRF, vector weighted 1.5 times the trust the chunk and query earn
+        # (an English query on English chunks: full trust), normalised by that chunk's weights
+        trust = float(
+            vector_index.vector_trust(query)[vector_index.chunks.index(vector_index.chunk(h.chunk_id))]
+        )
+        w_vec = DEFAULT_FUSION.vector_weight * trust
+        raw = (1 / (RRF_K + h.lexical_rank) if h.lexical_rank else 0.0) + w_vec / (RRF_K + h.vector_rank)
+        assert h.score == pytest.approx(raw / ((1 + w_vec) / (RRF_K + 1)), rel=1e-12)
     if hybrid[0].lexical_rank == 1 and hybrid[0].vector_rank == 1:
         assert hybrid[0].score == 1.0
 
