@@ -55,6 +55,21 @@ def _load(index_dir: Path) -> ReferenceIndex:
         _fail(str(exc))
 
 
+_GATE_FEATURE_HELP = (
+    "What the score gate thresholds: top_hit, best_of_top3 or top3_union (see `ref calibrate`)."
+)
+
+
+def _set_gate_feature(index: ReferenceIndex, feature: str | None) -> None:
+    from kebab_eval_pipeline.reference.answer import GATE_FEATURES
+
+    if feature is None:
+        return
+    if feature not in GATE_FEATURES:
+        _fail(f"--gate-feature: {feature!r} is not one of {', '.join(GATE_FEATURES)}")
+    index.gate_feature = feature
+
+
 def _emit_json(payload: dict) -> None:
     # Plain echo, not rich: rich would wrap long lines and break the JSON.
     typer.echo(json.dumps(payload, ensure_ascii=False))
@@ -187,10 +202,12 @@ def ask_cmd(
     gate_threshold: Annotated[
         float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
     ] = None,
+    gate_feature: Annotated[str | None, typer.Option("--gate-feature", help=_GATE_FEATURE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print answer and hits as JSON.")] = False,
 ) -> None:
     """Answer a question extractively, citing hits with [#n] markers."""
     index = _load(index_dir)
+    _set_gate_feature(index, gate_feature)
     try:
         hits = index.search(query, k=k, mode=mode)
         answer: Answer = index.ask(query, hits, gate_threshold=gate_threshold)
@@ -292,6 +309,7 @@ def serve_jsonl_cmd(
     gate_threshold: Annotated[
         float | None, typer.Option("--gate-threshold", help="Score-gate threshold in [0, 1].")
     ] = None,
+    gate_feature: Annotated[str | None, typer.Option("--gate-feature", help=_GATE_FEATURE_HELP)] = None,
 ) -> None:
     """Serve the index over stdin/stdout, one JSON request per line (the command adapter's
     `protocol: jsonl`).
@@ -302,6 +320,7 @@ def serve_jsonl_cmd(
     from kebab_eval_pipeline.reference.stdio import serve_jsonl
 
     index = _load(index_dir)
+    _set_gate_feature(index, gate_feature)
     try:
         serve_jsonl(index, sys.stdin.buffer, sys.stdout.buffer, mode=mode, gate_threshold=gate_threshold)
     except ValueError as exc:

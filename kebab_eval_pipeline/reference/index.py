@@ -117,6 +117,8 @@ class ReferenceIndex:
         self.manifest = manifest
         self.stats = ChunkStats.model_validate(manifest["stats"])
         self.gate_threshold = gate_threshold
+        # what the gate thresholds (answer.GATE_FEATURES); the CLI's --gate-feature sets it
+        self.gate_feature = DEFAULT_GATE_FEATURE
         self.fusion = fusion
         self._chunk_coverage: np.ndarray | None = None
         self._by_id = {c.chunk_id: i for i, c in enumerate(chunks)}
@@ -571,7 +573,7 @@ class ReferenceIndex:
         return ExtractiveAnswerer(
             self.lexical,
             threshold=self.gate_threshold if gate_threshold is None else gate_threshold,
-            feature=DEFAULT_GATE_FEATURE if gate_feature is None else gate_feature,
+            feature=self.gate_feature if gate_feature is None else gate_feature,
             tokenizer=self.tokenizer,
         )
 

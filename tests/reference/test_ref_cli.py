@@ -90,3 +90,24 @@ def test_bad_input_exits_2_with_one_line_error(index_dir: Path, tmp_path: Path, 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert "Traceback" not in result.output
+
+
+def test_ask_gate_feature_option(index_dir: Path) -> None:
+    query = "Which football team lost the sourdough cup?"
+    # the top hit covers "sourdough" only: refused by top_hit at 0.35, and its reason says which feature
+    refused = runner.invoke(ref_app, ["ask", str(index_dir), query, "--gate-feature", "top_hit", "--json"])
+    assert refused.exit_code == 0, refused.output
+    reason = json.loads(refused.stdout)["answer"]["refusal_reason"]
+    assert reason.startswith("score_gate: top hit covers ")
+    union = runner.invoke(
+        ref_app,
+        ["ask", str(index_dir), query, "--gate-feature", "top3_union", "--gate-threshold", "1.0", "--json"],
+    )
+    assert json.loads(union.stdout)["answer"]["refusal_reason"].startswith(
+        "score_gate: top 3 hits together cover "
+    )
+    bad = runner.invoke(ref_app, ["ask", str(index_dir), query, "--gate-feature", "best"])
+    assert (
+        bad.exit_code == 2
+        and "--gate-feature: 'best' is not one of top_hit, best_of_top3, top3_union" in bad.output
+    )
