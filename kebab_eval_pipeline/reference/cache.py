@@ -3,8 +3,8 @@
 A run configured with ``system: {kind: reference, corpus: DIR}`` should not
 re-chunk and re-embed an unchanged folder on every run. The cache key hashes
 everything that decides the index's content — the corpus files' bytes (after
-excludes), chunk size and overlap, excludes, whether vectors are built, and the
-index format, parser and tokenizer versions — so an edited file or a new chunk
+excludes), chunk size and overlap, excludes, whether vectors are built and with
+which embedding model, and the index format, parser and tokenizer versions — so an edited file or a new chunk
 size is a new entry, and an unchanged folder is a load, not a build.
 
 Entries are written to a temporary folder and renamed into place, so a killed
@@ -30,7 +30,7 @@ from kebab_eval_pipeline.reference.index import (
 )
 from kebab_eval_pipeline.reference.ingest import PARSER_VERSION, files_sha256
 from kebab_eval_pipeline.reference.tokenizers import DEFAULT_TOKENIZER, get_tokenizer
-from kebab_eval_pipeline.reference.vectors import get_embedder
+from kebab_eval_pipeline.reference.vectors import DEFAULT_EMBEDDING_MODEL, get_embedder
 
 CACHE_ENV = "KEBAB_EVAL_INDEX_CACHE"
 _REUSE_LIMIT = 4  # earlier vector indexes consulted for reusable embeddings
@@ -55,13 +55,19 @@ def cache_key(
     with_vectors: bool,
     exclude: tuple[str, ...] = (),
     tokenizer: str = DEFAULT_TOKENIZER,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> str:
     """Hex key naming the index these inputs build (reads and hashes every corpus file).
 
     The symlinks the build would skip are part of it, so the cached manifest's list of them is
     always the corpus's current one. The tokenizer enters as its version (which names it), so
     upgrading kiwipiepy is a new entry; ``ValueError`` for an unknown tokenizer or ``kiwi``
-    without its extra."""
+    without its extra. ``embedding_model`` counts only with ``with_vectors``: a lexical index is
+    the same whichever model a vector index would use."""
+    fields: dict[str, object] = {}
+    if with_vectors and embedding_model != DEFAULT_EMBEDDING_MODEL:
+        # Absent for MiniLM, so the keys of entries built before models were selectable still hold.
+        fields["embedding_model"] = embedding_model
     scan = scan_files(Path(corpus_dir), exclude)
     payload = json.dumps(
         {
@@ -74,6 +80,7 @@ def cache_key(
             "chunk_overlap": chunk_overlap,
             "exclude": list(exclude),
             "vectors": with_vectors,
+            **fields,
         },
         sort_keys=True,
     )
@@ -88,6 +95,7 @@ def cached_index(
     exclude: tuple[str, ...] = (),
     cache_dir: Path | None = None,
     tokenizer: str = DEFAULT_TOKENIZER,
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL,
 ) -> tuple[ReferenceIndex, bool]:
     """The index of ``corpus_dir`` with these settings, from the cache or freshly built.
 
@@ -95,19 +103,23 @@ def cached_index(
     A stale or unreadable entry (other index format, tokenizer, or — for vector
     entries — another embedding model version) is rebuilt and replaced.
 
-    ``tokenizer``: ``words+bigrams`` or ``kiwi`` (part of the key).
+    ``tokenizer``: ``words+bigrams`` or ``kiwi`` (part of the key). ``embedding_model``: the
+    short name of the model that embeds the chunks (only with ``with_vectors``; see
+    :data:`~.vectors.EMBEDDING_MODELS`).
 
-    Edge cases: a missing corpus raises ``FileNotFoundError``; without the
-    vectors extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work;
-    ``kiwi`` without the korean extra raises ``ValueError`` naming it.
+    Edge cases: a missing corpus raises ``FileNotFoundError``; without the model's
+    extra, ``with_vectors`` raises ``VectorsUnavailable`` before any work;
+    ``kiwi`` without the korean extra, or an unknown ``embedding_model``, raises ``ValueError``.
     """
     corpus_dir = Path(corpus_dir)
     if not corpus_dir.is_dir() and beir_corpus_file(corpus_dir) is None:
         raise FileNotFoundError(f"corpus directory does not exist: {corpus_dir}")
     if with_vectors:
-        get_embedder()  # fail fast (and load the model once) before hashing and chunking
+        get_embedder(embedding_model)  # fail fast (and load the model once) before hashing and chunking
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    entry = root / cache_key(corpus_dir, chunk_size, chunk_overlap, with_vectors, exclude, tokenizer)
+    entry = root / cache_key(
+        corpus_dir, chunk_size, chunk_overlap, with_vectors, exclude, tokenizer, embedding_model
+    )
     if (entry / MANIFEST_FILE).is_file():
         try:
             index = ReferenceIndex.load(entry)
@@ -126,6 +138,7 @@ def cached_index(
         exclude=exclude,
         reuse=reuse,
         tokenizer=tokenizer,
+        embedding_model=embedding_model,
     )
     _store(index, root, entry)
     return index, False

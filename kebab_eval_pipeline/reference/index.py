@@ -8,8 +8,9 @@ On disk an index is a folder of plain files::
     vectors/        (--with-vectors) chunk embeddings, their text keys, model and version
 
 ``search`` dispatches on the retrieval mode: ``lexical`` (BM25), ``vector``
-(cosine over MiniLM embeddings; needs an index built with vectors and the
-``vectors`` extra) and ``hybrid`` (both fused; the method and weights are a
+(cosine over chunk embeddings — MiniLM, or multilingual-e5-small for non-English
+corpora, see :mod:`.vectors`; needs an index built with vectors and that model's
+extra) and ``hybrid`` (both fused; the method and weights are a
 :class:`~.fusion.FusionSpec`, see :mod:`.fusion`).
 """
 
@@ -43,9 +44,11 @@ from kebab_eval_pipeline.reference.tokenizers import (
     tokenizer_for_manifest,
 )
 from kebab_eval_pipeline.reference.vectors import (
+    DEFAULT_EMBEDDING_MODEL,
     NO_EMBEDDING_VERSION,
     VectorIndex,
     get_embedder,
+    short_name,
     text_key,
 )
 
@@ -142,13 +145,16 @@ class ReferenceIndex:
         exclude: list[str] | tuple[str, ...] = (),
         reuse: list[Path] | tuple[Path, ...] = (),
         tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
+        embedding_model: str = DEFAULT_EMBEDDING_MODEL,
     ) -> ReferenceIndex:
         """Read, chunk and index ``corpus_dir``.
 
         Inputs: a corpus folder (see :func:`~.ingest.read_corpus`; or a BEIR ``corpus.jsonl``,
         see :mod:`.beir`; ``exclude`` takes
         ``.gitignore``-style patterns), chunk size and overlap in characters, and
-        ``with_vectors`` to embed every chunk as well (needs the ``vectors`` extra).
+        ``with_vectors`` to embed every chunk as well, with ``embedding_model`` (a short name of
+        :data:`~.vectors.EMBEDDING_MODELS`; ``minilm`` needs the ``vectors`` extra,
+        ``multilingual-e5-small`` the ``multilingual`` one; ignored without ``with_vectors``).
         ``reuse``: earlier index folders whose stored embeddings may be reused for
         chunks with identical text (missing or vector-less folders are ignored).
 
@@ -160,10 +166,10 @@ class ReferenceIndex:
         now and how many came from ``reuse``.
 
         Edge cases: a missing folder raises ``FileNotFoundError``; bad sizes raise
-        ``ValueError``; without the extra, ``with_vectors`` raises
-        :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an unknown tokenizer, or
-        ``kiwi`` without its extra, raises ``ValueError``; an empty folder builds an empty
-        index whose searches return no hits.
+        ``ValueError``, and so does an unknown ``embedding_model``; without the model's extra,
+        ``with_vectors`` raises :class:`~.vectors.VectorsUnavailable` (a ``ValueError``); an
+        unknown tokenizer, or ``kiwi`` without its extra, raises ``ValueError``; an empty folder
+        builds an empty index whose searches return no hits.
         """
         # before any work: an unknown name fails fast
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else get_tokenizer(tokenizer)
@@ -175,7 +181,7 @@ class ReferenceIndex:
         build_info: dict[str, int] = {}
         if with_vectors:
             previous = [v for v in (_try_load_vectors(Path(d)) for d in reuse) if v is not None]
-            vectors, embedded = VectorIndex.build(texts, get_embedder(), reuse=previous)
+            vectors, embedded = VectorIndex.build(texts, get_embedder(embedding_model), reuse=previous)
             build_info = {"embedded": embedded, "embeddings_reused": len(texts) - embedded}
         chunker = chunker_version(chunk_size, chunk_overlap)
         corpus_hash = corpus_sha256(docs)
@@ -444,7 +450,7 @@ class ReferenceIndex:
                 "rebuild it with `kebab-eval ref index --with-vectors` (system.mode vector/hybrid with a "
                 "corpus builds them automatically)"
             )
-        embedder = get_embedder()
+        embedder = self._query_embedder()
         if embedder.embedding_version != self.vectors.embedding_version:
             raise ValueError(
                 f"index embeddings are {self.vectors.embedding_version!r} but the installed model is "
@@ -512,7 +518,13 @@ class ReferenceIndex:
 
     def _vector_ranking(self, query: str, depth: int) -> list[tuple[int, float]]:
         assert self.vectors is not None
-        return self.vectors.search(get_embedder().encode([query])[0], depth)
+        return self.vectors.search(self._query_embedder().encode_queries([query])[0], depth)
+
+    def _query_embedder(self):
+        """The embedder of the model this index's vectors were built with (e5 embeds queries
+        with its own prefix, so a query must go through the same model's query path)."""
+        assert self.vectors is not None
+        return get_embedder(short_name(self.vectors.embedding_model))
 
     def _rank_vector(
         self, query: str, k: int, _fusion: FusionSpec
@@ -526,7 +538,7 @@ class ReferenceIndex:
         """Per chunk, how far the vector channel is trusted for ``query`` (language-aware fusion):
         from the query's and the chunk's share of words in scripts the embedding model covers
         (see :func:`.languages.vector_trust`). A float64 array, one value in [0, 1] per chunk."""
-        scripts = get_embedder().scripts
+        scripts = self._query_embedder().scripts  # the index's model: MiniLM covers Latin only
         if self._chunk_coverage is None:
             self._chunk_coverage = covered_shares([search_text(c) for c in self.chunks], scripts)
         return vector_trust(covered_share(query, scripts), self._chunk_coverage)

@@ -57,6 +57,7 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
                 f"{index.tokenizer_name!r}; rebuild it with `kebab-eval ref index --tokenizer "
                 f"{settings.tokenizer}` or drop system.tokenizer"
             )
+        _check_index_model(index, settings)
     else:
         # Built once per corpus content and settings, then loaded from the on-disk cache.
         corpus = Path(settings.corpus) if settings.corpus else DEMO_CORPUS
@@ -67,6 +68,7 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
             with_vectors=settings.mode in VECTOR_MODES,
             exclude=tuple(settings.exclude),
             tokenizer=settings.tokenizer,
+            embedding_model=settings.embedding_model,
         )
     kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(
@@ -76,6 +78,29 @@ def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemU
         gate_feature=settings.refusal_feature,
         **kwargs,
     )
+
+
+def _check_index_model(index, settings: ReferenceSystemSettings) -> None:
+    """A prebuilt index keeps its embedding model; an explicit, different ``embedding_model`` is an
+    error rather than silently ignored (the run would report the other model)."""
+    from kebab_eval_pipeline.reference.vectors import short_name
+
+    if "embedding_model" not in settings.model_fields_set or index.vectors is None:
+        return
+    built = short_name(index.vectors.embedding_model)
+    if built != settings.embedding_model:
+        raise InputError(
+            "reference index built with another embedding model",
+            [
+                Offender(
+                    str(settings.index),
+                    f"the index holds {built} embeddings but system.embedding_model is "
+                    f"{settings.embedding_model}; rebuild it with `kebab-eval ref index --with-vectors "
+                    f"--embedding-model {settings.embedding_model}` or drop system.embedding_model",
+                    field="system.embedding_model",
+                )
+            ],
+        )
 
 
 def build_system(settings: ConfiguredSystem) -> SystemUnderTest:

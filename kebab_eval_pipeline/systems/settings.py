@@ -63,6 +63,10 @@ class ReferenceSystemSettings(StrictSettings):
     # BM25 / answer-gate tokenizer when building from ``corpus`` (kiwi needs the korean extra);
     # with ``index`` the index's own tokenizer is used, and a different value here is refused.
     tokenizer: Literal["words+bigrams", "kiwi"] = "words+bigrams"
+    # Which model embeds chunks and queries in vector/hybrid mode (reference/vectors.py): minilm is
+    # English-only; multilingual-e5-small (the `multilingual` extra) also reads Korean. Not used by
+    # lexical mode, nor with `index` (a prebuilt index keeps the model it was built with).
+    embedding_model: Literal["minilm", "multilingual-e5-small"] = "minilm"
     refusal_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     # what the threshold applies to (reference/answer.py GATE_FEATURES); None: the default
     refusal_feature: Literal["top_hit", "best_of_top3", "top3_union"] | None = None

