@@ -72,6 +72,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="lexical,hybrid")
     parser.add_argument("--curve-out", type=Path, help="write each curve as CSV into this folder")
+    parser.add_argument(
+        "--gates",
+        default="",
+        help="more gates to run, FEATURE:THRESHOLD,... (beside the old one and the shipped default)",
+    )
     args = parser.parse_args()
     modes = args.modes.split(",")
     new_gate = (DEFAULT_GATE_FEATURE, DEFAULT_GATE_THRESHOLD)
@@ -101,11 +106,13 @@ def main() -> None:
                     f"{best['threshold']:.2f} (refusal correctness {best['refusal_correctness']:.3f})"
                 )
             print(f"    {'gate':<22}" + "".join(f"{m:>18}" for m in METRICS))
-            for label, (feature, threshold) in (("old", OLD_GATE), ("default", new_gate)):
+            extra = [("", (g.split(":")[0], float(g.split(":")[1]))) for g in args.gates.split(",") if g]
+            for label, (feature, threshold) in (("old", OLD_GATE), ("default", new_gate), *extra):
                 gated = ReferenceSystem(index, mode=mode, gate_threshold=threshold, gate_feature=feature)
                 metric = _answer_metrics(gated, settings, golden)
                 cells = "".join(f"{metric[m][0]:>11.3f} (n={metric[m][1]:>3})" for m in METRICS)
-                print(f"    {label + ': ' + feature + ' ' + format(threshold, 'g'):<22}{cells}")
+                name = (label + ": " if label else "") + feature + " " + format(threshold, "g")
+                print(f"    {name:<22}{cells}")
         print()
 
 
