@@ -60,7 +60,7 @@ VARIANTS: dict[str, FusionSpec] = {
 }
 
 
-def _memoise_query_vectors(index: ReferenceIndex) -> None:
+def memoise_query_vectors(index: ReferenceIndex) -> None:
     """Embed each distinct query once for the whole benchmark (the variants differ only after it)."""
     embedder = get_embedder()
 
@@ -104,7 +104,7 @@ def main() -> None:
         golden = pipeline.load_golden_artifact(settings)
         started = time.perf_counter()
         index, _ = cached_index(corpus, chunk_size=800, chunk_overlap=0, with_vectors=True)
-        _memoise_query_vectors(index)
+        memoise_query_vectors(index)
         n_lang = golden.queries["lang"].value_counts().to_dict()
         langs = ", ".join(f"{k} {v}" for k, v in sorted(n_lang.items()))
         print(

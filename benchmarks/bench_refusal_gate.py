@@ -17,43 +17,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+# benchmarks/ is on sys.path when a script here runs: the query-vector memo is bench_fusion's
+from bench_fusion import GOLDEN_SETS, memoise_query_vectors
+
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.artifacts import RetrievalArtifact
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, DEFAULT_GATE_THRESHOLD, GATE_FEATURES
 from kebab_eval_pipeline.reference.cache import cached_index
 from kebab_eval_pipeline.reference.calibrate import gate_observations, refusal_curve
-from kebab_eval_pipeline.reference.index import ReferenceIndex
-from kebab_eval_pipeline.reference.vectors import get_embedder
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 
-REPO = Path(__file__).resolve().parents[1]
-KEBAB_DOCS = REPO / "docs" / "examples" / "kebab-docs"
-GOLDEN_SETS = {
-    "demo": (DEMO_CORPUS, DEMO_GOLDEN),
-    "kebab-docs": (KEBAB_DOCS / "corpus", KEBAB_DOCS / "golden.yaml"),
-    "holdout": (KEBAB_DOCS / "corpus", KEBAB_DOCS / "golden-holdout.yaml"),
-}
 OLD_GATE = ("top_hit", 0.35)
 METRICS = ("over_refusal", "under_refusal", "refusal_correct", "answer_precision", "chr")
-
-
-def _memoise_query_vectors(index: ReferenceIndex) -> None:
-    embedder = get_embedder()
-
-    @cache
-    def ranking(query: str, depth: int) -> tuple[tuple[int, float], ...]:
-        assert index.vectors is not None
-        return tuple(index.vectors.search(embedder.encode([query])[0], depth))
-
-    index._vector_ranking = lambda query, depth: list(ranking(query, depth))  # type: ignore[method-assign]
 
 
 def _answer_metrics(system: ReferenceSystem, settings: RunSettings, golden) -> dict[str, tuple[float, int]]:
@@ -88,7 +69,7 @@ def main() -> None:
         golden = pipeline.load_golden_artifact(settings)
         index, _ = cached_index(corpus, with_vectors="hybrid" in modes or "vector" in modes)
         if index.has_vectors:
-            _memoise_query_vectors(index)
+            memoise_query_vectors(index)
         n_unanswerable = int((~golden.queries["answerable"].astype(bool)).sum())
         print(f"== {set_name}: {len(golden.queries)} queries, {n_unanswerable} unanswerable")
         for mode in modes:
