@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kebab_eval_pipeline.reference import ReferenceIndex
-from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, RRF_K
+from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, RRF_K, FusionSpec
 from kebab_eval_pipeline.reference.vectors import (
     EMBEDDING_MODEL,
     VectorIndex,
@@ -164,6 +164,10 @@ def test_reference_system_in_hybrid_mode(vector_index: ReferenceIndex) -> None:
     info = system.info()
     assert info.mode == "hybrid" and info.embedding_model == EMBEDDING_MODEL
     assert info.details["fusion"] == "rrf" and info.details["rrf_k"] == str(RRF_K)
+    assert info.details["fusion_version"] == "rrf:k=60:w=1/1.5:lang-aware:depth=100" == DEFAULT_FUSION.version
+    assert info.details["gate_feature"] == "top_hit"
+    zscore = ReferenceSystem(vector_index, mode="hybrid", fusion=FusionSpec("zscore")).info()
+    assert zscore.details["fusion_version"] == "zscore:w=1/1:depth=100" and "rrf_k" not in zscore.details
     lexical_info = ReferenceSystem(vector_index, mode="lexical").info()
     assert lexical_info.embedding_model is None  # a lexical run did not use the embeddings
     hits = system.search("소금물 농도는 얼마인가요?", 5)
