@@ -52,6 +52,8 @@ def calibrate(
 
     The golden set needs answerable and unanswerable (answerable: false) questions. Exit 2 for a
     bad config, a system that is not the reference system, or a golden set without both kinds."""
+    import numpy as np
+
     from kebab_eval_pipeline import pipeline
     from kebab_eval_pipeline.reference.calibrate import choose_gate, gate_observations, refusal_curve
     from kebab_eval_pipeline.run_overrides import settings_for_run
@@ -74,11 +76,9 @@ def calibrate(
         choice = choose_gate(curve, min_refusal_correctness, max_over_refusal)
     except ValueError as exc:
         raise InputError("cannot calibrate the refusal gate", [Offender(golden_name, str(exc))]) from None
-    current = curve[
-        (curve["feature"] == system.gate_feature)
-        & (curve["threshold"].round(2) == round(system.gate_threshold, 2))
-    ]
-    current_row = current.iloc[0].to_dict() if not current.empty else None
+    # the system's own gate at its exact threshold (it need not lie on the curve's 0.01 grid)
+    current = refusal_curve(observations, np.array([system.gate_threshold]))
+    current_row = current[current["feature"] == system.gate_feature].iloc[0].to_dict()
     if csv_out is not None:
         csv_out.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(csv_out, index=False)
@@ -94,7 +94,7 @@ def calibrate(
                     "mode": system.mode,
                     "k": k,
                     "queries": counts,
-                    "current": _plain(current_row) if current_row else None,
+                    "current": _plain(current_row),
                     "choice": choice.as_dict(),
                     "curve": [_plain(r) for r in curve.to_dict(orient="records")],
                 },
@@ -107,10 +107,7 @@ def calibrate(
         f"golden set: {golden_name} ({counts['answerable']} answerable, "
         f"{counts['unanswerable']} unanswerable); mode {system.mode}, top {k} hits"
     )
-    if current_row:
-        out.print(
-            f"current gate:     {system.gate_feature} >= {system.gate_threshold:.2f}: " + _rates(current_row)
-        )
+    out.print(f"current gate:     {system.gate_feature} >= {system.gate_threshold:g}: " + _rates(current_row))
     out.print(f"recommended gate: {choice.feature} >= {choice.threshold:.2f}: " + _rates(choice.as_dict()))
     out.print(f"  ({choice.reason})")
     out.print(

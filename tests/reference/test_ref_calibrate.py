@@ -107,6 +107,11 @@ def test_curve_agrees_with_the_answerers_real_refusals(feature: str, tmp_path) -
     row = refusal_curve(obs).query("feature == @feature and threshold == @threshold").iloc[0]
     answerable = obs.set_index("query_id")["answerable"]
     assert row["answerable_refused"] == sum(answerable[q] for q in refused_in_run)
+    # the rates equal what the pipeline's own answer metrics report for that run
+    retrieval = pipeline.retrieve(settings, golden)
+    scores = pipeline.score(settings, golden, retrieval).scores
+    assert row["over_refusal_rate"] == pytest.approx(scores["over_refusal"].mean())
+    assert row["refusal_correctness"] == pytest.approx(scores["refusal_correct"].mean())
 
 
 def run_cli(tmp_path, *args):
@@ -130,6 +135,16 @@ def test_cli_on_the_demo(tmp_path) -> None:
     feasible = curve[curve["refusal_correctness"] >= 0.9]
     assert choice["over_refusal_rate"] == pytest.approx(feasible["over_refusal_rate"].min())
     assert doc["current"]["feature"] == "top_hit"
+    # a gate off the 0.01 grid is reported at its exact threshold, not a rounded neighbour
+    off_grid = tmp_path / "off-grid.yaml"
+    off_grid.write_text("system: {kind: reference, refusal_threshold: 0.355}\n", encoding="utf-8")
+    exact = json.loads(run_cli(tmp_path, "--config", str(off_grid), "--json").stdout)
+    assert exact["current"]["threshold"] == 0.355
+    at_035 = curve[(curve["feature"] == "top_hit") & (curve["threshold"] == 0.35)].iloc[0]
+    at_036 = curve[(curve["feature"] == "top_hit") & (curve["threshold"] == 0.36)].iloc[0]
+    assert (
+        at_035["answerable_refused"] <= exact["current"]["answerable_refused"] <= at_036["answerable_refused"]
+    )
     text = run_cli(tmp_path)
     assert text.returncode == 0, text.stderr
     assert "recommended gate:" in text.stdout and "refusal_threshold:" in text.stdout
