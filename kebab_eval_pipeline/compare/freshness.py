@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kebab_eval_pipeline.compare.baseline import created_time
-from kebab_eval_pipeline.metrics.health import failed_run
+from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
 from kebab_eval_pipeline.systems.version_changes import stored_versions
@@ -51,17 +51,10 @@ class Freshness:
         )
 
 
-def _blocking_failure(gates: list[Mapping[str, Any]] | None) -> bool:
-    return any(g.get("blocking") and not g.get("passed") and not g.get("skipped") for g in gates or [])
-
-
 def run_passed(metrics_info: Mapping[str, Any], comparison_info: Mapping[str, Any]) -> bool:
-    """Whether a finished run passed: system under test healthy, no blocking gate failed."""
-    return not (
-        failed_run(metrics_info.get("system_health") or {})
-        or _blocking_failure(metrics_info.get("gates"))
-        or _blocking_failure(comparison_info.get("gates"))
-    )
+    """Whether a finished run passed: system under test healthy, no blocking gate failed
+    (:func:`~kebab_eval_pipeline.compare.outcome.run_outcome`, the rule baselines follow too)."""
+    return run_outcome(metrics_info, comparison_info).passed
 
 
 def freshness(

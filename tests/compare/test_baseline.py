@@ -40,9 +40,13 @@ def put(
     name: str = "demo-fermentation",
     sha: str = SHA_V1,
     system: dict | None = None,
+    compared: bool = True,
+    **extra,
 ):
     """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info.
-    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity)."""
+    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity);
+    ``extra`` more info entries (``role``, ``gates``, ``system_health``…); ``compared``: also a
+    comparison_report (without gates), as a run whose chain finished has."""
     info = {
         "run_id": run_id,
         "created_at": created_at,
@@ -51,12 +55,15 @@ def put(
         "system": system or {"kind": "reference", "mode": "lexical", "identity": DEMO},
         "golden": golden(name, sha),
         "k": [1, 3, 5, 10],
+        **extra,
     }
     breakdowns = pd.DataFrame(
         {"dimension": ["lang"], "value": ["en"], "metric": ["mrr"], "score": [0.5], "n": [3]}
     )
     artifact = RunMetricsArtifact({"mrr": 0.5, "hit@1": None}, {"mrr": 3, "hit@1": 0}, breakdowns, info)
     store.write("run_metrics", run_id, *artifact.to_tables())
+    if compared:
+        store.write("comparison_report", run_id, {}, {"run_b": run_id, "gates": []})
     return info
 
 
@@ -256,6 +263,7 @@ def test_pin_is_read_back_by_a_new_store_and_overwritten(store, tmp_path):
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [
         f".{PINS_FILE}.lock",
         PINS_FILE,
+        "comparison_report",
         "run_metrics",
     ]
 
@@ -395,7 +403,9 @@ def test_failed_runs_of_other_systems_are_other_systems_and_of_this_one_are_skip
         store.write("run_metrics", run_id, *RunMetricsArtifact({}, {}, pd.DataFrame(), info).to_tables())
     me = put(store, "me", t(4), system={"kind": "http", "identity": DEAD_HTTP})
     chosen, note = choose(store, "me", "previous", me)
-    assert chosen == "ok" and "skipped 1 later run(s) whose system under test failed" in note
+    assert chosen == "ok" and note.endswith(
+        "; skipped 1 later run(s): 'down' failed system_health (its system under test failed))"
+    )
     # The dead server's run gets no baseline from the demo: "regression 88" was a wrong answer.
     put(store, "demo", t(5))
     dead = put(
