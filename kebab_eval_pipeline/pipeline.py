@@ -862,7 +862,7 @@ def rank_sweep(store: RunStore, settings: RunSettings, outcome: str | None = Non
             stored.remove(variant)
             left_out.append(f"{variant.slug}: {judged.label()}")
     if len(stored) < 2:
-        kept = f" ({outcome})" if outcome is not None else ""
+        kept = f" with outcome {outcome}" if outcome is not None else ""
         raise InputError(
             "nothing to rank",
             [

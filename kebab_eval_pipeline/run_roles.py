@@ -129,10 +129,10 @@ class RunRole:
 
 
 def family_words(family: str) -> str:
-    """A family for a sentence: ``regular runs``, ``experiments``, ``variants of sweep 'chunks'``."""
+    """A family after a count: ``regular run(s)``, ``experiment(s)``, ``variant(s) of sweep 'chunks'``."""
     if family.startswith("sweep "):
-        return f"variants of sweep {family.removeprefix('sweep ')!r}"
-    return "experiments" if family == EXPERIMENT else "regular runs"
+        return f"variant(s) of sweep {family.removeprefix('sweep ')!r}"
+    return "experiment(s)" if family == EXPERIMENT else "regular run(s)"
 
 
 def check_role(value: str, where: str = "--role") -> str:

@@ -28,6 +28,7 @@ Pins are kept by the run store (:mod:`kebab_eval_pipeline.store.pins`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +36,14 @@ from typing import Any
 
 from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_roles import EXPERIMENT, MANUAL, SWEEP_VARIANT, RunRole, role_of
+from kebab_eval_pipeline.run_roles import (
+    EXPERIMENT,
+    MANUAL,
+    SWEEP_VARIANT,
+    RunRole,
+    family_words,
+    role_of,
+)
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.store.pins import read_pins, stored_golden
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
@@ -120,8 +128,9 @@ def previous_run(
     whatever they vary (the sweep declares them one system's configurations; a comparison of two
     identities still says so).
 
-    Skipped and named in the note (runs later than the chosen one; every one when none is chosen):
-    runs of this system on this sha256 that failed, or are of another role family. Only counted:
+    Skipped and named in the note (runs later than the chosen one; every one when none is chosen,
+    those of another family then counted by family): runs of this system on this sha256 that failed,
+    or are of another role family. Only counted:
     runs of other systems on the set (and runs stored with no identity to tell), runs of this
     system on the same golden *name* at another sha256 (the note says how to compare with one
     anyway), and — for a sweep variant — runs that are not variants of its sweep.
@@ -137,7 +146,8 @@ def previous_run(
     if mine is None and sweep is None:
         return None, "this run records no system identity to match earlier runs on", []
     candidates: list[tuple[datetime, str, Mapping[str, Any]]] = []
-    other_family: list[tuple[datetime, Skipped]] = []  # same system and sha, another role family
+    # same system and sha, another role family: (when, skipped, their family)
+    other_family: list[tuple[datetime, Skipped, str]] = []
     other_versions = other_systems = unidentified = not_of_sweep = 0
     for manifest in runs:
         info = manifest.get("info") or {}
@@ -161,7 +171,8 @@ def previous_run(
                 continue
             if their_role.family != role.family:
                 if same_sha:
-                    other_family.append((when, Skipped(manifest["run_id"], f"is {their_role.described()}")))
+                    skip = Skipped(manifest["run_id"], f"is {their_role.described()}")
+                    other_family.append((when, skip, their_role.family))
                 continue
         if same_sha:
             candidates.append((when, manifest["run_id"], info))
@@ -179,7 +190,7 @@ def previous_run(
             chosen, judged_note = (when, candidate), outcome.note
             break
         failed.append((when, Skipped(candidate, outcome.reason())))
-    later = [(w, s) for w, s in other_family if chosen is None or w > chosen[0]]
+    later = [(w, s) for w, s, _ in other_family if chosen is None or w > chosen[0]]
     skipped = [s for _, s in sorted([*failed, *later], key=lambda p: (p[0], p[1].run_id), reverse=True)]
     if sweep is not None:
         this = f"variant of sweep {sweep!r} on golden set {name!r} at sha256 {_short(sha)}"
@@ -194,8 +205,15 @@ def previous_run(
             why += "; " + _skipped_text(skipped, "later")
         return chosen[1], why, skipped
     why = f"no earlier {this}"
-    if skipped:
-        why += " that passed its blocking gates; " + _skipped_text(skipped, "earlier")
+    if failed:  # named: each could have been the baseline but for its outcome
+        why += " that passed its blocking gates; " + _skipped_text([s for _, s in failed], "earlier")
+    if other_family:  # counted by family: none of them could ever be this run's baseline
+        families = Counter(f for _, _, f in other_family)
+        why += (
+            f"; {len(other_family)} earlier run(s) of other role families skipped ("
+            + ", ".join(f"{n} {family_words(f)}" for f, n in families.items())
+            + f": {family_words(role.family).replace('(s)', 's')} are compared with each other)"
+        )
     if other_versions:
         used = "run used another version" if other_versions == 1 else "runs used other versions"
         why += (

@@ -517,8 +517,10 @@ def test_no_passing_run_is_a_note_naming_every_skipped_run(store):
     assert chosen is None
     assert note == (
         f"no baseline: no earlier run of {DEMO_LABEL} {ON_V1} that passed its blocking gates; "
-        "skipped 3 earlier run(s): 'variant' is a variant of sweep 'sizes'; 'bad' failed gate_mrr_min; "
-        "'down' failed system_health (its system under test failed)"
+        "skipped 2 earlier run(s): 'bad' failed gate_mrr_min; "
+        "'down' failed system_health (its system under test failed); "
+        "1 earlier run(s) of other role families skipped (1 variant(s) of sweep 'sizes': "
+        "regular runs are compared with each other)"
     )
 
 
@@ -607,9 +609,11 @@ def test_experiments_are_compared_with_experiments_only(store):
         exp_1["system"],
         role_of("exp-1", exp_1),
     )
-    assert (
-        first.run_id is None and "skipped 1 earlier run(s): 'prod-1' is a regular run (unknown)" in first.note
+    assert first.run_id is None and first.note.endswith(
+        "; 1 earlier run(s) of other role families skipped (1 regular run(s): experiments are compared "
+        "with each other)"
     )
+    assert first.skipped == (Skipped("prod-1", "is a regular run (unknown)"),)  # every one, for the JSON
 
 
 def test_a_pinned_or_explicit_failed_run_is_used_and_flagged(store):
