@@ -41,7 +41,7 @@ from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.pins import pin_baseline
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.sweep.grid import expand
-from tests.conftest import clean_cli_env, write
+from tests.conftest import REPO, clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 
 N = 20
@@ -58,7 +58,7 @@ def argv(good: int) -> list[str]:
     return [sys.executable, "-c", SEARCH, "{query}", str(good)]
 
 
-SWEEP = {"name": "argv", "grid": {"system.search_argv": [argv(12), argv(8)]}}
+SWEEP = {"name": "chunking", "grid": {"system.search_argv": [argv(12), argv(8)]}}
 V12, V8 = (v.run_id for v in expand(SWEEP["name"], SWEEP["grid"]))
 
 
@@ -138,8 +138,8 @@ def test_each_run_records_its_role_from_how_it_was_started(store, history):
     }
     assert info(store, "run_metrics", V8)["role"] == {
         "role": "sweep-variant",
-        "source": "its run id is a variant of sweep 'argv'",
-        "sweep": "argv",
+        "source": "its run id is a variant of sweep 'chunking'",
+        "sweep": "chunking",
     }
     assert info(store, "run_metrics", "nightly-1")["role"]["source"] == "run tag kebab-eval/trigger=nightly"
     # the UI shows it on run_metrics, with the outcome so far, and the whole outcome on the comparison
@@ -200,12 +200,12 @@ def test_sweep_variants_and_experiments_are_never_a_regular_runs_baseline(store,
     assert report["run_a"] == "ci-2"
     assert [s["run_id"] for s in report["baseline_skipped"]] == ["exp", V8, V12]
     assert report["baseline_skipped"][0]["reason"] == "is an experiment"
-    assert report["baseline_skipped"][1]["reason"] == "is a variant of sweep 'argv'"
+    assert report["baseline_skipped"][1]["reason"] == "is a variant of sweep 'chunking'"
     # the true drop is caught: 0.75 → 0.40 (against exp it would have read 1.00 → 0.40)
     assert report["gates"][0]["reason"] == "mrr moved -0.3500 (0.7500 → 0.4000); allowed drop 0.1"
     assert info(store, "comparison_report", V8)["run_a"] == V12  # its sweep's other variant
     first = info(store, "comparison_report", V12)
-    assert first["run_a"] is None and "no earlier variant of sweep 'argv'" in first["baseline_note"]
+    assert first["run_a"] is None and "no earlier variant of sweep 'chunking'" in first["baseline_note"]
     assert "3 earlier run(s) on this set that are not variants of the sweep skipped" in first["baseline_note"]
     experiment = info(store, "comparison_report", "exp")
     assert experiment["run_a"] is None
@@ -229,15 +229,15 @@ def test_history_shows_and_filters_role_and_outcome(store, history):
         "nightly-1": ("nightly", "passed", "", 0.8),
         "bad": ("manual", "failed", "gate_mrr_min", 0.1),
         "ci-2": ("ci", "passed", "", 0.75),
-        V12: ("sweep-variant (argv)", "passed", "", 0.6),
-        V8: ("sweep-variant (argv)", "failed", "gate_mrr_max_drop", 0.4),
+        V12: ("sweep-variant (chunking)", "passed", "", 0.6),
+        V8: ("sweep-variant (chunking)", "failed", "gate_mrr_max_drop", 0.4),
         "exp": ("experiment", "passed", "", 1.0),
         "ci-3": ("ci", "failed", "gate_mrr_max_drop", 0.4),
         "ci-4": ("ci", "passed", "", 0.8),
     }
     passed_regular = metric_history(store, ["mrr"], roles=["regular"], outcome="passed")
     assert list(passed_regular["run_id"]) == ["nightly-1", "ci-2", "ci-4"]
-    assert list(metric_history(store, ["mrr"], roles=["sweep:argv", "experiment"])["run_id"]) == [
+    assert list(metric_history(store, ["mrr"], roles=["sweep:chunking", "experiment"])["run_id"]) == [
         V12,
         V8,
         "exp",
@@ -251,7 +251,7 @@ def test_bisect_shows_role_and_outcome_and_filters(store, history):
     assert everything.info["outcomes"][:3] == ["passed", "failed", "passed"]
     notes = " ".join(everything.info["notes"])
     assert (
-        "runs of several role families: 5 regular run(s), 2 variant(s) of sweep 'argv', 1 experiment(s)"
+        "runs of several role families: 5 regular run(s), 2 variant(s) of sweep 'chunking', 1 experiment(s)"
         in notes
     )
     assert "3 run(s) failed their blocking checks: bad, " in notes
@@ -274,8 +274,8 @@ def test_the_leaderboard_shows_role_and_outcome_and_ranks_by_outcome(folder, sto
     board = rank_sweep(store, settings)
     by_run = {r["run_id"]: (r["role"], r["outcome"]) for r in board.table.to_dict("records")}
     assert by_run == {
-        V12: ("sweep-variant (argv)", "passed"),
-        V8: ("sweep-variant (argv)", "failed (gate_mrr_max_drop)"),
+        V12: ("sweep-variant (chunking)", "passed"),
+        V8: ("sweep-variant (chunking)", "failed (gate_mrr_max_drop)"),
     }
     with pytest.raises(InputError) as caught:  # one variant passed: nothing to rank
         rank_sweep(store, settings, outcome="passed")
@@ -294,11 +294,11 @@ def test_the_cli_shows_and_filters_them_too(folder, store, history, tmp_path_fac
     assert [line.split(",")[0] for line in lines[1:]] == ["bad", V8, "ci-3"]
     assert ",manual,failed,gate_mrr_min,0.1" in csv.stdout
     table = cli(
-        {**env, "COLUMNS": "200"}, "history", "--metric", "mrr", "--config", cfg, "--role", "sweep:argv"
+        {**env, "COLUMNS": "200"}, "history", "--metric", "mrr", "--config", cfg, "--role", "sweep:chunking"
     )
     assert table.returncode == 0, table.stderr
     [row] = [line for line in table.stdout.splitlines() if V8 in line]
-    assert "sweep-variant (argv)" in row and "failed (gate_mrr_max_drop)" in row
+    assert "sweep-variant (chunking)" in row and "failed (gate_mrr_max_drop)" in row
     bisected = cli(env, "bisect", "mrr", "--config", cfg, "--role", "regular", "--format", "json")
     assert bisected.returncode == 0, bisected.stderr
     doc = json.loads(bisected.stdout)
@@ -313,4 +313,27 @@ def test_the_cli_shows_and_filters_them_too(folder, store, history, tmp_path_fac
     assert (
         "--role: 'nighty'" in bad.stderr
         and "--outcome: 'green': expected one of passed, failed" in bad.stderr
+    )
+
+
+def test_the_readmes_role_and_outcome_commands_run_as_written(store, history, tmp_path_factory):
+    """The README's ``history``/``bisect`` filter snippet, line by line, against this module's runs
+    (the store named by KEBAB_EVAL_STORAGE, as a team sets it)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("`sweep` filter by them:\n\n```bash\n", 1)[1]
+    commands = [line.split("#")[0].split() for line in block.split("```", 1)[0].splitlines()]
+    assert [c[:2] for c in commands] == [["kebab-eval", "history"]] * 2 + [["kebab-eval", "bisect"]]
+    env = {**clean_cli_env(tmp_path_factory, "roles-readme"), "KEBAB_EVAL_STORAGE": str(store.base)}
+    passing, variants, bisected = (cli(env, *c[1:]) for c in commands)
+    for proc in (passing, variants, bisected):
+        assert proc.returncode == 0, proc.stderr
+    assert [r for r in ("nightly-1", "bad", "ci-2", "ci-3", "ci-4", "exp") if r in passing.stdout] == [
+        "nightly-1",
+        "ci-2",
+        "ci-4",
+    ]
+    assert V12 in variants.stdout and V8 in variants.stdout and "ci-2" not in variants.stdout
+    assert (
+        "bisect mrr over 5 runs" in bisected.stdout
+        and "kept 5 of 8 run(s) in the window: role regular" in (bisected.stdout)
     )
