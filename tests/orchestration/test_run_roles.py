@@ -34,6 +34,7 @@ from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.pipeline import rank_sweep
+from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.reporting.history import metric_history
 from kebab_eval_pipeline.run_ids import TRIGGER_TAG
 from kebab_eval_pipeline.run_roles import ROLE_TAG
@@ -178,6 +179,12 @@ def test_outcomes_are_recorded_by_run_metrics_and_completed_by_the_comparison(st
         "note": "",
     }
     assert not history["ci-3"].success and history["ci-2"].success
+    # the export says both
+    exported = export_json(store, "ci-3")
+    assert exported["role"] == {"role": "ci", "source": "run tag kebab-eval/trigger=ci", "sweep": None}
+    assert exported["outcome"]["outcome"] == "failed" and exported["outcome"]["failed"] == [
+        "gate_mrr_max_drop"
+    ]
 
 
 def test_a_failed_run_is_not_the_next_runs_baseline_and_the_report_names_it(store, history):
