@@ -58,19 +58,26 @@ def summarize_criteria(criteria: pd.Series) -> tuple[str | None, dict[str, int]]
 
 
 def match_line(info: dict[str, Any]) -> str | None:
-    """One line saying which criterion matched the run: ``auto → anchor (60 queries)``, or per
-    criterion counts when they differ (None for runs stored before this was recorded); a
-    relevance level other than the default 1 follows (``; relevant: grade ≥ 2``)."""
+    """One line saying which criterion matched the run: ``auto → anchor (60 queries)`` or, for a
+    forced criterion, ``anchor (52 queries)`` — per criterion counts when they differ (None for
+    runs stored before this was recorded); a relevance level other than the default 1 follows
+    (``; relevant: grade ≥ 2``)."""
     by_query = info.get("match_by_query")
     if by_query is None:
         return None
     configured = info.get("match", "auto")
-    counts = ", ".join(f"{c} ({n} quer{'y' if n == 1 else 'ies'})" for c, n in by_query.items())
+    counts = ", ".join(f"{c} ({_queries(n)})" for c, n in by_query.items())
     level = int(info.get("relevance_level") or 1)
     relevant = f"; relevant: grade ≥ {level}" if level != 1 else ""
     if configured != "auto":
+        if set(by_query) == {configured}:  # a forced criterion applies to every query: name it once
+            return f"{configured} ({_queries(by_query[configured])})" + relevant
         return f"{configured}" + (f" ({counts})" if counts else "") + relevant
     return (f"auto → {counts}" if counts else "auto (no query has gold supports)") + relevant
+
+
+def _queries(n: int) -> str:
+    return f"{n} quer{'y' if n == 1 else 'ies'}"
 
 
 def matching_warnings(
