@@ -45,7 +45,7 @@ from kebab_eval_pipeline.store.runs import StoredRun
 from kebab_eval_pipeline.systems.plain_data import plain
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits
 from tests.frameworks.commonmark_sections import corpus_sections, nested_fence_line, wrong_chunks
-from tests.frameworks.test_haystack_system import GOLDEN
+from tests.frameworks.test_haystack_system import GOLDEN, cli, no_traceback
 from tests.frameworks.test_haystack_system import frameworks_or_skip as corpus_or_skip
 from tests.systems.adapters.test_frameworks import frameworks_or_skip
 
@@ -402,3 +402,57 @@ def test_comparing_the_sizes_and_the_suspect_gold_queue(corpus, recipes):
     differ = int((verdicts["old"] != verdicts["documented"]).sum())
     print(f"  {differ} of {len(verdicts['old'])} verdicts differ between the mappings")
     assert differ > 0
+
+
+# -- real CLI runs: the warning as printed, and golden suggest ---------------------------------------
+
+
+def test_cli_runs_warn_and_golden_suggest_proposes_no_shortened_heading(corpus, recipes, tmp_path_factory):
+    """``kebab-eval run`` (kind: python, the old LlamaIndex mapping) at 512 and 128 tokens, then
+    ``golden suggest`` for 128 against 512: the run prints the warning with its count, the stored
+    report carries it, and no suggested support names a gold document with a heading above the
+    gold one."""
+    frameworks_or_skip(*MODULES["llamaindex"])
+    from tests.conftest import clean_cli_env
+
+    env = clean_cli_env(tmp_path_factory, "heading-cli")
+    work = tmp_path_factory.mktemp("heading-cli")
+    counts = {}
+    for size in RECIPES["llamaindex"][2]:
+        config = python_config("llamaindex", corpus, recipes, size, with_root(OLD_LLAMAINDEX, str(corpus)))
+        config |= {"golden": str(GOLDEN), "k": [1, 3, 5, 10], "baseline": "none"}
+        path = work / f"old-{size}.yaml"
+        path.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+        proc = cli(env, "run", "--config", str(path), "--run-id", f"old-{size}")
+        no_traceback(proc)
+        assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        short, inside = count_shortened(run_of("llamaindex", size, corpus, recipes, "old"))
+        counts[size] = short
+        line = f"warning matching (heading_path): {short} of {inside} hits inside gold documents carry"
+        assert line in " ".join(proc.stdout.split()), proc.stdout[-3000:]
+        exported = cli(env, "export", f"old-{size}", "--format", "json")  # the stored run's metadata
+        assert exported.returncode == 0, exported.stderr[-2000:]
+        assert f"{short} of {inside} hits inside gold documents" in exported.stdout
+    big, small = RECIPES["llamaindex"][2]
+    patch_path = work / "patch.yaml"
+    proc = cli(env, "golden", "suggest", f"old-{small}", "--baseline", f"old-{big}", "--out", str(patch_path))
+    no_traceback(proc)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    patch = yaml.safe_load(patch_path.read_text(encoding="utf-8"))
+    gold = {
+        q["id"]: q.get("supports") or []
+        for q in yaml.safe_load(GOLDEN.read_text(encoding="utf-8"))["queries"]
+    }
+    suggested = [(q["id"], s) for q in patch["queries"] for s in q["supports"]]
+    shortened = [
+        (qid, s)
+        for qid, s in suggested
+        for g in gold[qid]
+        if s.get("rel_path") == g["rel_path"]
+        and s.get("heading_path")
+        and len(s["heading_path"]) < len(g["heading_path"])
+        and g["heading_path"][: len(s["heading_path"])] == s["heading_path"]
+    ]
+    print(f"golden suggest old-{small} vs old-{big}: {len(suggested)} supports, {len(shortened)} shortened")
+    assert suggested and shortened == []
+    assert counts[small] > counts[big] > 0
