@@ -43,7 +43,8 @@ def test_auto_resolved_to_anchor_is_anchor_and_a_real_difference_is_named(tmp_pa
     assert _criteria_warnings(compare_runs(auto, anchor).info["warnings"]) == []
     assert _criteria_warnings(compare_runs(anchor, auto).info["warnings"]) == []
     assert _criteria_warnings(compare_runs(auto, doc).info["warnings"]) == [
-        "the runs were scored with different match criteria (a: auto → anchor (2 queries); b: doc (2 queries))"
+        "the runs were scored with different match criteria "
+        "(a: auto → anchor (2 queries); b: doc (2 queries))"
     ]
     assert _criteria_warnings(rank_runs([auto, anchor], ["mrr"]).info["warnings"]) == []
     assert _criteria_warnings(rank_runs([auto, anchor, doc], ["mrr"]).info["warnings"]) == [
