@@ -42,7 +42,7 @@ from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.metrics.matching_diagnostics import SHORTENED_SHARE
 from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.store.runs import StoredRun
-from kebab_eval_pipeline.systems.plain_data import plain
+from kebab_eval_pipeline.systems.plain_data import find_usage, plain
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits
 from tests.frameworks.commonmark_sections import corpus_sections, nested_fence_line, wrong_chunks
 from tests.frameworks.test_haystack_system import GOLDEN, cli, no_traceback
@@ -456,3 +456,36 @@ def test_cli_runs_warn_and_golden_suggest_proposes_no_shortened_heading(corpus, 
     print(f"golden suggest old-{small} vs old-{big}: {len(suggested)} supports, {len(shortened)} shortened")
     assert suggested and shortened == []
     assert counts[small] > counts[big] > 0
+
+
+def test_the_recipes_answer_as_their_configs_read(corpus, recipes):
+    """The recipes' ``ask``: LlamaIndex's query engine (``Settings.llm`` = the offline MockLLM) read
+    with the README config's answer mapping; LangChain's chat model (a fake one reporting token
+    usage) read by the default answer fields."""
+    frameworks_or_skip(*MODULES["llamaindex"], *MODULES["langchain"])
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from llama_index.core import Settings
+    from llama_index.core.llms import MockLLM
+    from my_rag.llama import Eval
+
+    from kebab_eval_pipeline.systems.wire import parse_answer
+
+    question = "Which cargo clippy command is the CI gate for kebab?"
+    response = with_root(readme_config("my_rag.llama:Eval"), str(corpus))["system"]["response"]
+    Settings.llm = MockLLM(max_tokens=8)  # offline; LlamaIndex's default (OpenAI) is not installed anyway
+    llama = Eval(str(corpus), 512)
+    answer = parse_answer(plain(llama.ask(question, 5)), ResponseMap.model_validate(response))
+    hits = [n.node.node_id for n in llama.search(question, 10)["nodes"]]
+    assert answer.text.startswith("text text")
+    assert [c.chunk_id for c in answer.citations] == hits
+
+    lc = langchain_build(str(corpus), 2000)
+    usage = {"input_tokens": 40, "output_tokens": 7, "total_tokens": 47}
+    lc.llm = GenericFakeChatModel(messages=iter([AIMessage(content="cargo clippy", usage_metadata=usage)]))
+    body = plain(lc.ask(question, 3))
+    answer = parse_answer(body)
+    assert answer.text == "cargo clippy"
+    assert [c.chunk_id for c in answer.citations] == [d.id for d in lc.search(question, 3)["results"]]
+    # what the python adapter reads as the answer's token counts (plain_data.find_usage)
+    assert find_usage(body) == {"prompt_tokens": 40, "completion_tokens": 7, "total_tokens": 47}
