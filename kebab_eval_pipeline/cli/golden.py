@@ -175,6 +175,7 @@ def golden_suggest(
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.compare.golden_patch import render_patch
     from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
+    from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
     from kebab_eval_pipeline.settings import load_settings
 
     if out_path is not None and out_path.suffix not in (".yaml", ".yml"):
@@ -205,6 +206,16 @@ def golden_suggest(
                 ],
             )
     queue = report.suspect_gold.astype(SUSPECT_COLUMNS)
+    # Queues stored before shortened heading paths were left out: leave them out here too.
+    _, shortened = shortened_headings(queue, store.stored_run(run_id).golden.supports)
+    if shortened.any():
+        queue = queue[~shortened].reset_index(drop=True)
+        err.print(
+            f"left out {int(shortened.sum())} hits whose heading path is a proper prefix of a gold heading "
+            "in the same document (chunks that lost their own section: see the run's matching warnings)",
+            markup=False,
+            highlight=False,
+        )
     if only_judged_relevant:
         if queue["judge_relevant"].isna().all() and len(queue):
             raise InputError(

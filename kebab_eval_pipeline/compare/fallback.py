@@ -73,6 +73,15 @@ def scored_by(bundle: StoredRun) -> str | None:
     return info.get("match_resolved")
 
 
+def one_criterion(bundle: StoredRun) -> str | None:
+    """The single criterion that matched every query of a stored run — forced, or what ``auto``
+    resolved to — or None when its queries were matched by different criteria or it was stored
+    before the resolution was recorded. Two runs with the same one criterion were matched alike,
+    however each chose it (``match: auto`` resolved to anchor is anchor)."""
+    criterion = scored_by(bundle)
+    return None if criterion in (None, "mixed") else criterion
+
+
 def plan_matching(a: StoredRun, b: StoredRun, strict: bool = False) -> MatchPlan:
     """Choose the comparison's matching (see the module docstring).
 
