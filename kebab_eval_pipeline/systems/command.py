@@ -54,6 +54,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
@@ -207,6 +208,10 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
             return json.loads(stdout)
         except ValueError:
             return stdout
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: the settings' declaration (``CommandSystemSettings.capabilities``)."""
+        return self.settings.capabilities()
 
     def info(self) -> SystemInfo:
         """Kind, mode, the argv templates and, when ``version_argv`` is set, what it reports

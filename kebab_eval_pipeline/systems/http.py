@@ -56,6 +56,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
@@ -126,6 +127,10 @@ class HttpSystem(OpaqueSystem):
         return headers
 
     # -- info -----------------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: the settings' declaration (``HttpSystemSettings.capabilities``)."""
+        return self.settings.capabilities()
 
     def info(self) -> SystemInfo:
         """Kind, mode, redacted URLs and retry settings; with ``version_url``, what it reports
