@@ -169,7 +169,9 @@ class Measure:
             object.__setattr__(self, "needs", FAMILY_NEEDS[self.family])
         unknown = [n for n in self.needs or () if n not in CAPABILITIES]
         if unknown:
-            raise ValueError(f"measure {self.name!r}: unknown needs {unknown}; expected some of {CAPABILITIES}")
+            raise ValueError(
+                f"measure {self.name!r}: unknown needs {unknown}; expected some of {CAPABILITIES}"
+            )
         if not _NAME.fullmatch(self.name):
             raise ValueError(f"measure name {self.name!r} must match {_NAME.pattern}")
         if self.direction not in ("higher", "lower", "none"):

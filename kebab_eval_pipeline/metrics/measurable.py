@@ -32,7 +32,9 @@ def lacks_of(system: SystemInfo | Mapping[str, Any] | None, answers: bool) -> di
     return run_lacks(Capabilities.from_dict(stored), answers)
 
 
-def null_unmeasured(query_scores: pd.DataFrame, lacks: Mapping[str, str]) -> tuple[pd.DataFrame, dict[str, str]]:
+def null_unmeasured(
+    query_scores: pd.DataFrame, lacks: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, str]]:
     """``query_scores`` with the per-query column of every metric the run cannot measure set to
     null (NaN), and ``{metric: reason}`` for those columns' metrics. Input: the per-query scores
     (any columns) and what the run lacks. Columns that no lacking metric reads are returned as
@@ -40,7 +42,9 @@ def null_unmeasured(query_scores: pd.DataFrame, lacks: Mapping[str, str]) -> tup
     if not lacks:
         return query_scores, {}
     names = [m.metric(None) for m in catalogue.measures() if not m.at_k and m.column is not None]
-    ks = sorted({int(c.rsplit("@", 1)[1]) for c in query_scores.columns if "@" in c and c.rsplit("@", 1)[1].isdigit()})
+    ks = sorted(
+        {int(c.rsplit("@", 1)[1]) for c in query_scores.columns if "@" in c and c.rsplit("@", 1)[1].isdigit()}
+    )
     names += [m.metric(k) for m in catalogue.measures() if m.at_k and m.column is not None for k in ks]
     unmeasured = catalogue.not_measured(names, lacks)
     columns = {
@@ -53,4 +57,6 @@ def null_unmeasured(query_scores: pd.DataFrame, lacks: Mapping[str, str]) -> tup
     out = query_scores.copy()
     for column in columns:
         out[column] = pd.Series(np.nan, index=out.index, dtype="float64")
-    return out, {name: reason for name, reason in unmeasured.items() if catalogue.metric_column(name) in columns}
+    return out, {
+        name: reason for name, reason in unmeasured.items() if catalogue.metric_column(name) in columns
+    }

@@ -43,6 +43,7 @@ import orjson
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -54,7 +55,6 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
-from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report

@@ -35,6 +35,7 @@ import httpx
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
 from kebab_eval_pipeline.net.secrets import redact_url, resolve_headers, scrub_text
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.http_body import (
     ACCEPT_ENCODING,
     MIB,
@@ -56,7 +57,6 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
-from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report

@@ -120,10 +120,16 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
             block, _ = parse_hit_block(payload, MAX_CATALOGUE, self.settings.response)
         except QueryFailure as failure:
             reason = f"returned what cannot be read as hits: {failure.message}"
-            raise InputError("cannot read the python system's catalogue", [Offender(where, reason, field="system.callable")]) from None
+            raise InputError(
+                "cannot read the python system's catalogue",
+                [Offender(where, reason, field="system.callable")],
+            ) from None
         except Exception as exc:  # the user's code
             reason = f"raised {type(exc).__name__}: {str(exc).strip()[:300]}"
-            raise InputError("cannot read the python system's catalogue", [Offender(where, reason, field="system.callable")]) from None
+            raise InputError(
+                "cannot read the python system's catalogue",
+                [Offender(where, reason, field="system.callable")],
+            ) from None
         return typed_frame({name: block.column(name) for name in CATALOGUE_COLUMNS}, CATALOGUE_COLUMNS)
 
     def known_chunk_ids(self) -> frozenset[str] | None:

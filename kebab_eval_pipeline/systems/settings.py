@@ -150,9 +150,7 @@ class CommandSystemSettings(StrictSettings):
         has them) with ``ask_argv`` or protocol jsonl; versions read live from ``version_argv`` or
         the jsonl process's version line. A command cannot list its index."""
         jsonl = self.protocol == "jsonl"
-        return Capabilities(
-            {"index_catalogue": "a command system cannot list what its index holds"}
-        ).lacking(
+        return Capabilities({"index_catalogue": "a command system cannot list what its index holds"}).lacking(
             answers=None if jsonl or self.ask_argv else "the command system has no ask_argv",
             live_versions=None
             if jsonl or self.version_argv
@@ -332,10 +330,18 @@ REPLAY_FORMATS: dict[str, Capabilities] = {
     ),
     # run files: rankings of document ids only
     "trec": Capabilities(
-        {"answers": "a TREC run file holds rankings only", "index_catalogue": _NO_INDEX, "live_versions": _RECORDED}
+        {
+            "answers": "a TREC run file holds rankings only",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
     ),
     "ranx": Capabilities(
-        {"answers": "a ranx run holds rankings only", "index_catalogue": _NO_INDEX, "live_versions": _RECORDED}
+        {
+            "answers": "a ranx run holds rankings only",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
     ),
 }
 
