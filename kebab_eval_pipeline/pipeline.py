@@ -61,7 +61,7 @@ from kebab_eval_pipeline.metrics.repeats import (
     repeats_info,
 )
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
-from kebab_eval_pipeline.metrics.stale import stale_references
+from kebab_eval_pipeline.metrics.stale import missing_documents, stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
@@ -98,14 +98,19 @@ def check_golden_against_system(
     """Stale-golden check (before any query runs): gold chunk ids, doc ids, paths and sections
     the system's index does not hold. ``stale_golden: fail`` raises InputError listing every
     unresolvable one (a chunk id whose document is still indexed only warns: chunker iteration
-    re-keys chunks); ``warn`` returns them all as warnings; ``off`` (or a system without a
-    catalogue) skips. Returns the warnings."""
+    re-keys chunks); ``warn`` returns them all as warnings; ``off`` skips. A system without a
+    catalogue (it cannot list its index) has its gold documents looked for under ``source_root``
+    when one is set (:func:`metrics.stale.missing_documents`), else nothing is checked. Returns
+    the warnings."""
     if settings.stale_golden == "off":
         return []
     catalogue = system.catalogue()
-    if catalogue is None:
+    if catalogue is not None:
+        stale = stale_references(golden.queries, golden.supports, catalogue)
+    elif settings.source_root:
+        stale = missing_documents(golden.queries, golden.supports, settings.source_root)
+    else:
         return []
-    stale = stale_references(golden.queries, golden.supports, catalogue)
     if stale.empty:
         return []
 
