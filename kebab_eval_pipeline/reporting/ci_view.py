@@ -14,6 +14,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.gates.evaluate import check_name, regression_kinds
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.reporting.not_measured import not_measured
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
@@ -128,7 +129,7 @@ def comparison_view(report: ComparisonArtifact, command: str = "compare") -> CiV
         notes=([] if info.get("run_a") else [str(info.get("baseline_note") or "")])
         + [str(w) for w in info.get("warnings", [])[:MAX_NOTES]],
         golden=(info.get("golden_b") or {}).get("name"),
-        not_measured=dict(info.get("not_measured_b") or {}),
+        not_measured=not_measured({"not_measured": info.get("not_measured_b")}),
     )
 
 
@@ -155,7 +156,7 @@ def run_view(
                 "gates": gates + view.gates,
                 "health": metrics.info.get("system_health"),
                 "golden": (metrics.info.get("golden") or {}).get("name"),
-                "not_measured": dict(metrics.info.get("not_measured") or {}),
+                "not_measured": not_measured(metrics.info),
             }
         )
     if comparison is not None:
@@ -180,7 +181,7 @@ def run_view(
         health=metrics.info.get("system_health"),
         notes=notes,
         golden=(metrics.info.get("golden") or {}).get("name"),
-        not_measured=dict(metrics.info.get("not_measured") or {}),
+        not_measured=not_measured(metrics.info),
     )
 
 
