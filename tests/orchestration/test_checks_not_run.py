@@ -41,7 +41,8 @@ from pathlib import Path
 
 class Library:
     def __init__(self, folder):
-        self.docs = {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(Path(folder).rglob("*.md"))}
+        files = sorted(Path(folder).rglob("*.md"))
+        self.docs = {p.relative_to(folder).as_posix(): p.read_text() for p in files}
 
     def search(self, query, k):
         words = set(query.lower().split())
@@ -63,12 +64,13 @@ def setup(tmp_path, factory: str, **extra) -> str:
     write(corpus / "salt.md", "# Salt\n\nsalt the cabbage two percent by weight\n")
     write(corpus / "jars.md", "# Jars\n\nuse glass jars with an airlock\n")
     write(tmp_path / "app" / "library.py", LIBRARY)
+    jars = {"rel_path": "jars.md", "chunk_id": "jars.md#0"}
+    brine = {"rel_path": "brine.md", "chunk_id": "brine.md#0"}  # deleted from the corpus and the index
     queries = [
         {"id": "q-salt", "query": "how much salt for cabbage", "supports": [{"rel_path": "salt.md"}]},
-        {"id": "q-jars", "query": "which jars", "supports": [{"rel_path": "jars.md", "chunk_id": "jars.md#0"}]},
-        # its document was deleted from the corpus (and its chunk from the index)
-        {"id": "q-brine", "query": "brine strength", "supports": [{"rel_path": "brine.md", "chunk_id": "brine.md#0"}]},
-    ]  # fmt: skip
+        {"id": "q-jars", "query": "which jars", "supports": [jars]},
+        {"id": "q-brine", "query": "brine strength", "supports": [brine]},
+    ]
     write(
         tmp_path / "golden.yaml",
         yaml.safe_dump({"schema_version": "1", "name": "ferment", "queries": queries}),
