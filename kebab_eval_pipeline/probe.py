@@ -149,7 +149,7 @@ def _version_check(
             )
             report.checked.append(f"version report ({version_source}): {versions}; {coverage}")
     else:
-        why = capabilities.reason("live_versions") if capabilities is not None else None
+        why = capabilities.reason("live_versions") if capabilities is not None and kind == "python" else None
         report.not_checked.append(
             f"the system's versions and indexing coverage ({why or f'no {version_source} configured'})"
         )
