@@ -98,6 +98,12 @@ def render_run_summary(
         "",
         *health_markdown(info.get("system_health") or {}),
     ]
+    unmeasured = not_measured(info)
+    if unmeasured:  # null because the run could not carry their inputs: why, before the numbers
+        lines += [
+            f"{NOT_MEASURED} ({md_text(reason)}): {md_text(', '.join(metrics))}  "
+            for reason, metrics in by_reason(info)
+        ] + [""]
     repeats = info.get("repeats")  # asked N > 1 times: a noise floor column and a flakiness line
     if repeats:
         lines += [f"{repeats['count']} repeats · {flakiness_line(repeats)}  ", ""]
@@ -114,7 +120,6 @@ def render_run_summary(
             for g in by_metric.get(metric, [])
         )
 
-    unmeasured = not_measured(info)
     for metric, value in headline.items():
         n = denominators.get(metric)
         noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
@@ -128,9 +133,4 @@ def render_run_summary(
     if gates:
         tally = gate_tally(gates)
         lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]
-    if unmeasured:
-        lines += [""] + [
-            f"{NOT_MEASURED} ({md_text(reason)}): {md_text(', '.join(metrics))}  "
-            for reason, metrics in by_reason(info)
-        ]
     return "\n".join(lines) + "\n"
