@@ -35,6 +35,11 @@ QueryFieldOption = Annotated[
 ]
 
 
+#: The system kinds `golden validate --config` probes with a query: those whose index it cannot
+#: read itself (the reference system's index is read whole; a replay has nothing to ask).
+PROBED_KINDS = ("command", "http", "python")
+
+
 def _options(split: str, query_field: str):
     from kebab_eval_pipeline.golden.datasets import DatasetOptions
 
@@ -52,10 +57,11 @@ def golden_validate(
 ) -> None:
     """Validate golden files; every offender is listed at once (exit 2 when any).
 
-    With --config: the reference system's index is checked for every gold reference; a command or
-    http system is probed with the first query (its version report, the fields its hits carry,
-    whether they name gold documents, the matching warnings a run would give), and what could not
-    be checked is listed. A system that cannot be reached (or whose probe fails) exits 1."""
+    With --config: the reference system's index (or a python system's catalogue()) is checked for
+    every gold reference; a command, http or python system is built and probed with the first
+    query (its version report, the fields its hits carry, whether they name gold documents, the
+    matching warnings a run would give), and what could not be checked is listed. A system that
+    cannot be built exits 2; one that cannot be reached (or whose probe fails) exits 1."""
     from kebab_eval_pipeline.artifacts import GoldenArtifact
     from kebab_eval_pipeline.golden.load import load_golden
     from kebab_eval_pipeline.golden.summary import golden_summary, summary_line
@@ -71,7 +77,7 @@ def golden_validate(
         settings = load_settings(config)
         system = build_system(settings)
         warnings += check_golden_against_system(settings, artifact, system)
-        if settings.system.kind in ("command", "http"):
+        if settings.system.kind in PROBED_KINDS:
             from kebab_eval_pipeline.probe import probe_system
 
             probe = probe_system(settings, artifact, system)

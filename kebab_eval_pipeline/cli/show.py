@@ -73,8 +73,12 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
     repeats = metrics.info.get("repeats")  # asked N > 1 times: the noise floor beside each value
     if repeats:
         table.add_column("noise floor", justify="right")
+    from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, not_measured, not_measured_lines
+
+    unmeasured = not_measured(metrics.info)
     for name, value in headline(metrics.metrics, ks).items():
-        row = [name, fmt(value), str(metrics.denominators.get(name, ""))]
+        shown = NOT_MEASURED if name in unmeasured else fmt(value)
+        row = [name, shown, str(metrics.denominators.get(name, ""))]
         table.add_row(*row, *([noise_cell(repeats, name)] if repeats else []))
     out.print(table)
     if repeats:
@@ -90,6 +94,8 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
     spent = spend_line(metrics.metrics, metrics.denominators)  # the system's answers beside the judge
     if spent is not None:
         out.print(spent, markup=False, highlight=False)
+    for line in not_measured_lines(metrics.info):  # null with the reason, never 0
+        out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     print_matching(metrics.info)
     if metrics.info.get("judged_warning"):
         out.print(

@@ -32,6 +32,7 @@ import pandas as pd
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, support_flags
+from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
 from kebab_eval_pipeline.store.runs import StoredRun
 
 MATCH_MODES = ("exact", "fallback_anchor", "fallback_span", "fallback_doc")
@@ -182,5 +183,10 @@ def rescore(bundle: StoredRun, criterion: str) -> tuple[pd.DataFrame, ScoreSumma
         criterion,
         bundle.scores.verification,
         relevance_level=int(info.get("relevance_level") or 1),  # runs stored before it: level 1
+    )
+    # what the run could not carry stays null when re-scored (citations of replayed traces, …)
+    retrieval = bundle.retrieval
+    scores, _ = null_unmeasured(
+        scores, lacks_of(retrieval.results.system, bool(retrieval.info.get("answers", True)))
     )
     return round_scores(scores), summarize_scores(scores, ks)

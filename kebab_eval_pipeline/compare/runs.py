@@ -235,6 +235,10 @@ def compare_runs(
         "margins": [v.as_dict() for v in margin_rows(per_metric, margins, options.alpha)],
         "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
         "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
+        # metrics a run could not measure (null with the reason, metrics/measurable.py): never
+        # compared as if they were 0
+        "not_measured_a": dict(a.metrics.info.get("not_measured") or {}),
+        "not_measured_b": dict(b.metrics.info.get("not_measured") or {}),
     }
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
@@ -344,6 +348,7 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "warnings": [],
         "metrics_a": {},
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
+        "not_measured_b": dict(metrics.info.get("not_measured") or {}),
     }
     from kebab_eval_pipeline.markdown_text import md_code, md_text
 

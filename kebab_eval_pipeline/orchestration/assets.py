@@ -41,6 +41,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
+from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
     SUSPECT_SHOWN,
     column_description,
@@ -183,6 +184,24 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
 
     records = [dg.TableRecord({str(k): cell(v) for k, v in row.items()}) for row in shown.to_dict("records")]
     return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def _not_run_metadata(context, meta: dict, info: dict, system: SystemInfo | None = None) -> None:
+    """What the asset could not measure or check, in its metadata and the run's log: the metrics
+    the run could not carry the inputs of (``not_measured``), the system's capabilities, and the
+    gate checks that could not run (``skipped_checks``: check name → reason; Dagster shows such a
+    check as skipped, the reason is here)."""
+    for line in not_measured_lines(info):
+        context.log.info(line)
+    if system is not None and system.capabilities is not None:
+        meta["capabilities"] = dg.MetadataValue.json(system.capabilities)
+    if "not_measured" in info:
+        meta["not_measured"] = dg.MetadataValue.json(info["not_measured"])
+    skipped = {g["name"]: g["reason"] for g in info.get("gates") or [] if g.get("skipped")}
+    for name, reason in skipped.items():
+        context.log.info(f"check {name} skipped: {reason}")
+    if skipped:
+        meta["skipped_checks"] = dg.MetadataValue.json(skipped)
 
 
 def headline_columns(ks: list[int]) -> list[str]:
@@ -675,6 +694,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
+        _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
         return dg.Output(art, metadata=meta)
 
     @_chain_asset(
@@ -738,6 +758,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
+        _not_run_metadata(context, meta, art.info)
         return dg.Output(art, metadata=meta)
 
     return ChainAssets(

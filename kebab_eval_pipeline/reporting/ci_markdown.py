@@ -27,6 +27,7 @@ from kebab_eval_pipeline.reporting.gate_text import (
     shown,
     signed,
 )
+from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED
 
 MARKER = "<!-- kebab-eval -->"
 #: A cell's text is cut to this many characters (a note or query id can be any length).
@@ -96,16 +97,33 @@ def _headline(view: CiView) -> list[str]:
     return lines
 
 
+def _value(view: CiView, metric: str, value) -> str:
+    """A value cell: ``not measured`` for a metric the run could not measure, else the number."""
+    return NOT_MEASURED if metric in view.not_measured else shown(_num(value))
+
+
+def _not_measured_lines(view: CiView) -> list[str]:
+    """One quoted line per reason: the metrics the run could not measure (null, never 0)."""
+    groups: dict[str, list[str]] = {}
+    for metric, reason in view.not_measured.items():
+        groups.setdefault(reason, []).append(metric)
+    return [
+        line
+        for reason, metrics in groups.items()
+        for line in ("", f"> {NOT_MEASURED} ({md_text(_cut(reason))}): {md_text(_cut(', '.join(metrics)))}")
+    ]
+
+
 def _metric_lines(view: CiView, size: Size) -> list[str]:
     table = view.metrics.head(size.max_metrics)
     if not len(table):
-        return []
+        return _not_measured_lines(view)
     if view.baseline is None:
         lines = ["", "| metric | value | n |", "|---|---:|---:|"]
         for row in table.itertuples(index=False):
             n = "" if pd.isna(row.n) else str(row.n)
-            lines.append(f"| {md_cell(row.metric)} | {shown(_num(row.b))} | {n} |")
-        return lines
+            lines.append(f"| {md_cell(row.metric)} | {_value(view, row.metric, row.b)} | {n} |")
+        return lines + _not_measured_lines(view)
     lines = [
         "",
         "| metric | baseline | this run | delta | p (adjusted) | sig |",
@@ -117,7 +135,7 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         p = p_text(_num(row.p_adjusted)) + (by if not pd.isna(row.p_adjusted) else "")
         sig = "" if pd.isna(row.significance) else str(row.significance).replace("*", "\\*")
         lines.append(
-            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {shown(_num(row.b))} "
+            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {_value(view, row.metric, row.b)} "
             f"| {signed(_num(row.delta))} {arrow} | {p} | {sig} |".replace("  |", " |")
         )
     lines += [
@@ -125,7 +143,7 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         "Marks: \\* p < 0.05, \\*\\* < 0.01, \\*\\*\\* < 0.001 on the adjusted p (Holm over the gated "
         "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse.",
     ]
-    return lines
+    return lines + _not_measured_lines(view)
 
 
 def _num(x) -> float | None:

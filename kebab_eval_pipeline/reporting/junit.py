@@ -12,7 +12,8 @@ One ``<testsuites>`` with one ``<testsuite>`` (the command: ``kebab-eval run r2`
 
 Every testcase's ``<system-out>`` carries its numbers in the report's formats; the suite's
 ``<properties>`` carry them exactly (``<check name>.value`` = the stored float's shortest text),
-beside the run, baseline and golden set. Per-testcase ``<properties>`` are not in the Jenkins
+beside the run, baseline and golden set, and ``not_measured.<metric>`` = the reason for each metric
+the run could not measure. Per-testcase ``<properties>`` are not in the Jenkins
 xunit ``junit-10.xsd`` schema (pytest's ``xunit2`` leaves them out for the same reason), so the
 numbers are suite properties keyed by check name. Valid against that schema.
 
@@ -126,6 +127,8 @@ def render_junit(view: CiView, started: datetime, seconds: float) -> bytes:
     for gate in view.gates:
         for key in GATE_NUMBERS:
             _element(properties, "property", name=f"{gate['name']}.{key}", value=exact(gate.get(key)))
+    for metric, reason in view.not_measured.items():  # null with the reason, never 0
+        _element(properties, "property", name=f"not_measured.{metric}", value=reason)
     for gate in view.gates:
         case = _element(suite, "testcase", classname=f"{gate['suite']}.{gate['kind']}", name=gate_title(gate))
         case.set("time", "0")

@@ -40,6 +40,7 @@ from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.read_once import ReadOnce
 from kebab_eval_pipeline.systems import trec_run
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.openinference import normalise_question, records_from_spans
 from kebab_eval_pipeline.systems.otlp import looks_like_otlp, read_otlp
 from kebab_eval_pipeline.systems.outcome import (
@@ -52,7 +53,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
+from kebab_eval_pipeline.systems.settings import REPLAY_FORMATS, ReplaySystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (
@@ -637,6 +638,11 @@ class ReplaySystem(OpaqueSystem):
         )
         # OpenInference traces matched by question are keyed by the normalised question text
         self._by_question = self.format == "openinference" and settings.match_by == "question"
+
+    def capabilities(self) -> Capabilities:
+        """What the file's format can hold (``REPLAY_FORMATS``; an ``auto`` file's format is known
+        once read)."""
+        return REPLAY_FORMATS[self.format]
 
     def info(self) -> SystemInfo:
         """Kind, trace path, format and hash; versions the trace itself records (exports)."""
