@@ -258,7 +258,8 @@ def build_system_version_sensor(
             if not versions:
                 return dg.SkipReason(
                     "the system under test reports no versions to watch (set system.version_url or "
-                    "system.version_argv, or give the sensor an asset to watch)"
+                    "system.version_argv, give a python system a versions() method, or give the sensor "
+                    "an asset to watch)"
                 )
             cursor = json.dumps(versions, sort_keys=True)
             if previous is None:
