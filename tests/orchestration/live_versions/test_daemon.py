@@ -43,7 +43,7 @@ HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 #: each wait: generous for a loaded two-core machine, far below what a stuck daemon would take
 STARTUP_S = 90
-TICK_S = 150
+TICK_S = 60
 
 DOCS_V1 = [
     {"id": "brine-c1", "path": "basics/brine.md", "text": "salt water for pickles"},
