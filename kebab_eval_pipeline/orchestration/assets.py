@@ -55,7 +55,7 @@ from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.run_overrides import variant_settings
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
-from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.factory import build_system, live_info
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
@@ -239,7 +239,8 @@ def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = D
 
     Dagster reads an asset's input data versions when its step starts, so observing here
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
-    then shows the run as stale.
+    then shows the run as stale. The system is the one this process builds for its run (the CLI
+    runs the chain in this process, on that object); the sensors read live instead.
     """
     instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
     instance.report_runless_asset_event(system_observation(build_system(settings).info(), names))
@@ -291,7 +292,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         "marks results stale.",
     )
     def system_under_test(context) -> dg.ObserveResult:
-        info = build_system(chain_settings(context, names)).info()
+        # read live: an observation says what a run started now would read, whatever this process
+        # built before (a python system is imported and built in a process of its own for it)
+        info = live_info(chain_settings(context, names))
         return dg.ObserveResult(
             asset_key=names.key("system_under_test"),
             data_version=dg.DataVersion(system_data_version(info)),

@@ -1,11 +1,12 @@
 """The python adapter: a system written in Python, called in-process (``kind: python``).
 
 ``system.callable`` is imported and built by :mod:`.python_load` — once per process and
-configuration (:func:`python_system`), so a sharded run's steps and the checks before it share one
-built system; the factory is never called per query. Each query then calls ``search(query, k)``
-(and, for answers, ``ask(query, k)``); what they return — dicts, or framework objects turned into
-plain data by :mod:`.plain_data` — is read by the same code and ``response`` mapping as a command's
-or a service's JSON (:mod:`.wire`).
+configuration for runs (:func:`python_system`), so a sharded run's steps and the checks before it
+share one built system; the factory is never called per query. Reading the live versions builds it
+afresh in a process of its own each time (:mod:`.python_versions`). Each query then calls
+``search(query, k)`` (and, for answers, ``ask(query, k)``); what they return — dicts, or framework
+objects turned into plain data by :mod:`.plain_data` — is read by the same code and ``response``
+mapping as a command's or a service's JSON (:mod:`.wire`).
 
 Per call: at most ``timeout_s``, in a thread of its own (:mod:`.thread_calls`): a late call becomes a
 ``timeout`` row and the run moves on, the call left running and its result discarded; an
@@ -178,7 +179,8 @@ _BUILD_LOCK = threading.Lock()
 def python_system(settings: PythonSystemSettings) -> PythonSystem:
     """The system for ``settings``, built on first use and kept for the life of the process: the
     CLI's checks, the plan and every shard step of a run share it (a step in a process of its own
-    builds it once there). Edited code or a rebuilt index is picked up by a new process only."""
+    builds it once there). A version reading does not use it: it imports and builds the system in
+    a process of its own (:mod:`.python_versions`), so a rebuilt index or edited code is seen."""
     key = settings.model_dump_json()
     with _BUILD_LOCK:  # two steps building at once must not call the factory twice
         system = _BUILT.get(key)
