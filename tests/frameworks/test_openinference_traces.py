@@ -2,8 +2,9 @@
 
 ``otel_traces.py`` traces offline LlamaIndex and Haystack 2 pipelines with
 ``openinference-instrumentation-llama-index`` / ``-haystack`` and writes OTLP JSON (protobuf's
-base64 JSON, hex JSON lines, and a pretty-printed request per span as the SDK exports them). Here, in subprocesses (the instrumentors patch the libraries
-globally, so they stay out of the test process):
+base64 JSON, hex JSON lines, and a pretty-printed request per span as the SDK exports them).
+Here, in subprocesses (the instrumentors patch the libraries globally, so they stay out of the
+test process):
 
 * the committed fixtures are regenerated and the replay reader gives, per query, the hits (ids,
   scores, in order) and answers each pipeline returned directly — so CI exercises whatever
