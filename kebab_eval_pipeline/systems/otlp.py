@@ -56,6 +56,7 @@ KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRO
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _SCOPE_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans")
 _WS = re.compile(r"[ \t\n\r]*")
+_BOM = "\ufeff"  # a byte-order mark some Windows tools write first: not part of the JSON
 #: Where a document may start again after one that is not JSON: a line opening with ``{`` or ``[``.
 _DOC_START = re.compile(r"^[\[{]", re.M)
 NOT_OTLP = 'expected an OTLP JSON export request {"resourceSpans": [...]}'
@@ -292,6 +293,7 @@ def sniff(text: str) -> str | None:
     """What the start of a file says it is: ``otlp`` when its first non-empty document (or the
     first element of a JSON array) is an export request, ``console`` for the SDK's
     ConsoleSpanExporter output, else None. Reads only the first few documents."""
+    text = text.removeprefix(_BOM)
     if text.lstrip()[:1] not in ("{", "["):
         return None
     for value in _first_values(text):
@@ -519,12 +521,12 @@ def _documents(text: str, where: _Where, file: str, offenders: list[Offender]) -
     (orjson: the collector's files are large); else a stream of JSON values one after another
     (pretty-printed requests; also JSON lines with a line that is not JSON): a value that is not
     JSON is an offender, and reading goes on at the next line that opens with ``{`` or ``[``."""
-    start = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    start = _WS.match(text, len(_BOM) if text.startswith(_BOM) else 0).end()  # type: ignore[union-attr]
     if start == len(text):
         offenders.append(Offender(file, "empty: no OTLP JSON export request"))
         return []
     try:
-        whole = orjson.loads(text)
+        whole = orjson.loads(text.removeprefix(_BOM))
     except orjson.JSONDecodeError:
         pass
     else:
@@ -536,7 +538,7 @@ def _documents(text: str, where: _Where, file: str, offenders: list[Offender]) -
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
+            value = orjson.loads(line.removeprefix(_BOM) if n == 1 else line)
         except orjson.JSONDecodeError:
             return _stream(text, start, where, file, offenders)
         out += _spread(value, begin, n, True)

@@ -225,20 +225,24 @@ def detect_format(path: Path, text: str) -> str:
     """``kebab`` / ``wfgy`` / ``export`` / ``openinference`` from the content; ValueError when none
     fits."""
     stripped = text.lstrip()
-    sniffed = otlp.sniff(text)  # one request, requests one per line or one after another, an array
-    if sniffed == "otlp":
-        return "openinference"
-    if sniffed == "console":
-        raise ValueError(otlp.CONSOLE_HINT)
+    whole = None  # the file as one JSON object, when it is one (read once: exports are large)
     if stripped.startswith("{"):
         try:
-            doc = json.loads(text)
+            whole = json.loads(text)
         except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
+            whole = None
+        if isinstance(whole, dict) and isinstance(whole.get("per_query"), list):
             return "export"
-        if trec_run.looks_like_ranx_run(doc):
+        if otlp.looks_like_otlp(whole):
+            return "openinference"
+        if trec_run.looks_like_ranx_run(whole):
             return "ranx"
+    # OTLP requests one per line or one after another, an array of them; the SDK's console spans
+    sniffed = otlp.sniff(text) if whole is None or otlp.looks_like_console_span(whole) else None
+    if sniffed is not None:
+        if sniffed == "otlp":
+            return "openinference"
+        raise ValueError(otlp.CONSOLE_HINT)
     for line in _lines(text):
         if not line.strip():
             continue

@@ -167,12 +167,22 @@ def _pretty(doc: dict) -> str:
 
 @pytest.mark.parametrize(
     "layout",
-    ["array", "array-one-line", "no-separator", "blank-lines", "crlf", "mixed-encodings", "empty-requests"],
+    [
+        "array",
+        "array-one-line",
+        "no-separator",
+        "blank-lines",
+        "crlf",
+        "byte-order-mark",
+        "mixed-encodings",
+        "empty-requests",
+    ],
 )
 def test_every_layout_of_several_requests_reads_the_same(tmp_path, layout):
     """The SDK's requests (one per span) laid out as exporters and people write them: a JSON array,
-    requests with nothing between them, blank lines or CRLF between them, hex and base64 requests
-    mixed in one file (the collector's lines appended to the SDK's), empty requests ``{}``."""
+    requests with nothing between them, blank lines or CRLF between them, a byte-order mark first
+    (Windows tools), hex and base64 requests mixed in one file (the collector's lines appended to
+    the SDK's), empty requests ``{}``."""
     docs = documents_of(FILES["haystack", "sdk.json"])
     hexed = documents_of(FILES["haystack", "hex.jsonl"])
     text = {
@@ -181,6 +191,7 @@ def test_every_layout_of_several_requests_reads_the_same(tmp_path, layout):
         "no-separator": lambda: "".join(_pretty(d) for d in docs),
         "blank-lines": lambda: "\n\n\n".join(_pretty(d) for d in docs) + "\n\n",
         "crlf": lambda: "\r\n".join(_pretty(d).replace("\n", "\r\n") for d in docs),
+        "byte-order-mark": lambda: "\ufeff" + "".join(_pretty(d) + "\n" for d in docs),
         "mixed-encodings": lambda: (
             "".join(_pretty(d) + "\n" for d in docs[:5]) + "".join(json.dumps(d) + "\n" for d in hexed)
         ),
