@@ -81,10 +81,12 @@ def test_the_recipe_is_complete_code():
     assert system["kind"] == "replay" and system["path"] == "traces.json"
 
 
-def traced(work: Path, corpus: Path, questions: list[str], processor: str | None = None) -> Path:
+def traced(
+    work: Path, corpus: Path, questions: list[str], processor: str | None = None, threads: int = 1
+) -> Path:
     """Runs the README's code in ``work`` with ``questions`` asked of the LlamaIndex query engine
-    where it says "your queries"; ``processor`` replaces ``SimpleSpanProcessor(`` (a variant).
-    Returns the file it wrote (``traces.json`` in ``work``)."""
+    where it says "your queries" (from ``threads`` threads at once); ``processor`` replaces
+    ``SimpleSpanProcessor(`` (a variant). Returns the file it wrote (``traces.json`` in ``work``)."""
     before, after = recipe_code()
     if processor is not None:
         assert before.count("SimpleSpanProcessor(") == 1
@@ -97,9 +99,11 @@ def traced(work: Path, corpus: Path, questions: list[str], processor: str | None
         sys.path.insert(0, {str(HERE)!r})
         from llamaindex_app import TOP_K, build
 
+        from concurrent.futures import ThreadPoolExecutor
+
         system = build({str(corpus)!r})
-        for question in {questions!r}:
-            system.ask(question, TOP_K)
+        with ThreadPoolExecutor({threads}) as pool:
+            list(pool.map(lambda question: system.ask(question, TOP_K), {questions!r}))
         """
     )
     script = work / "traced_app.py"
@@ -279,6 +283,36 @@ def test_a_batch_span_processor_file_reads_as_the_simple_one(tmp_path, corpus):
         }
 
     assert read(batch) == read(simple) and len(read(simple)) == len(set(questions))
+
+
+def test_spans_ending_on_several_threads_at_once_are_written_whole(tmp_path, corpus):
+    """Questions asked from 8 threads: the traces' spans end, and are exported, interleaved (a
+    trace's requests are not next to each other in the file); it reads as the one-thread file."""
+    from kebab_eval_pipeline.systems.replay import read_trace
+
+    questions = [q["query"] for q in golden_queries()[:24]]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "eight").mkdir()
+    one = traced(tmp_path / "one", corpus, questions)
+    eight = traced(tmp_path / "eight", corpus, questions, threads=8)
+    assert len(requests_in(eight)) == len(requests_in(one))
+    order = [
+        s["traceId"]
+        for doc in requests_in(eight)
+        for r in doc["resourceSpans"]
+        for sc in r["scopeSpans"]
+        for s in sc["spans"]
+    ]
+    runs = [trace for i, trace in enumerate(order) if i == 0 or order[i - 1] != trace]
+    assert len(runs) > len(set(order))  # some trace's spans are split by another's
+
+    def read(path: Path) -> dict:
+        records, _, _, _, _ = read_trace(path, "openinference", "question")
+        return {
+            key: [(h["doc_path"], h["snippet"], h["score"]) for h in r.raw_hits] for key, r in records.items()
+        }
+
+    assert read(eight) == read(one) and len(read(one)) == len(set(questions))
 
 
 def test_console_span_exporter_output_is_refused_saying_what_it_is(tmp_path, env):
