@@ -148,7 +148,7 @@ def run_partition(
 
         def shown(store) -> None:
             if show:
-                print_run(store, run_id, settings.k, headline)
+                print_run(store, run_id, settings.k, headline, settings)
             if outputs is not None:
                 ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
 
@@ -270,5 +270,5 @@ def rejudge(
         total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge"},
         asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
-        show=lambda store: print_run(store, run_id, settings.k, headline),
+        show=lambda store: print_run(store, run_id, settings.k, headline, settings),
     )

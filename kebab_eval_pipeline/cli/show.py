@@ -48,12 +48,17 @@ def print_matching(info: dict) -> None:
         )
 
 
-def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
-    """A stored run: its headline metrics, matching, system health and gate results (as
-    ``run_metrics`` stored them), its comparison's note and warnings, and where its reports are —
-    copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/`` of a local base."""
+def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=None) -> None:
+    """A stored run: its headline metrics, matching, system health, every check — its gates (as
+    ``run_metrics`` and this run's comparison stored them, or not evaluated: the CI outputs' view,
+    :func:`~kebab_eval_pipeline.cli.ci_outputs.stored_view`) and their tally, the words and counts
+    of the JUnit file and the Markdown summaries — its comparison's note and warnings, and where
+    its reports are: copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/``
+    of a local base."""
     from kebab_eval_pipeline.artifacts import REPORT_FILE
+    from kebab_eval_pipeline.cli.ci_outputs import stored_view
     from kebab_eval_pipeline.compare.systems import verdict_count_text
+    from kebab_eval_pipeline.reporting.gate_text import tally_text
     from kebab_eval_pipeline.systems.label import system_label
 
     run = store.stored_run(run_id)
@@ -103,10 +108,12 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
             highlight=False,
         )
     print_health(metrics.info)
-    for g in metrics.info.get("gates", []):
+    view = stored_view(store, run_id, settings)
+    for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
         out.print(f"  gate [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
+    out.print(f"  checks: {tally_text(view.gates, view.health)}", markup=False, highlight=False)
     reports = {REPORT_FILE: store.read_file("run_metrics", run_id, REPORT_FILE).decode("utf-8")}
     comparison = run.comparison()
     if comparison is not None:

@@ -169,7 +169,7 @@ class GateResult:
     skipped: bool
     blocking: bool
     value: float | None  # the metric (absolute, max_drop), the p-value (max_p) or the bound (margins)
-    threshold: float  # the bound: min/max, −max_drop, max_p, −δ (non_inferior), δ (equivalent)
+    threshold: float  # the bound as configured: min, max, max_drop, max_p, δ (non_inferior, equivalent)
     delta: float | None  # value − threshold (absolute gates) or b − a (regression gates)
     reason: str
     p_value: float | None = None  # regression gates: the p-value the gate read (adjusted, unless raw)
@@ -286,6 +286,14 @@ class PairedEvidence:
     within_noise: bool | None = None  # |delta| ≤ noise_floor
 
 
+def regression_bound(gate: RegressionGateSettings, kind: str) -> float:
+    """A regression gate's bound ``kind`` as the user wrote it — the ``threshold`` every result and
+    output carries: ``max_drop: 0.02`` is 0.02 (the largest drop allowed; the direction is the
+    bound's name), never −0.02 beside a reason saying 0.02. (Results stored before this convention
+    hold −max_drop and −δ; readers show them through :func:`abs`, see ``reporting.gate_text``.)"""
+    return float(getattr(gate, kind))
+
+
 def regression_kinds(gate: RegressionGateSettings) -> list[str]:
     """The bounds a regression gate sets, in check order."""
     bounds = (
@@ -340,12 +348,7 @@ def evaluate_regression_gate(
         else:
             verdict, label = _margin_gate_verdict(metric, kind, gate, evidence, compare.alpha)
         passed, skipped, shown, delta, reason, p = verdict
-        threshold = {
-            "max_drop": -(gate.max_drop or 0.0),
-            "max_p": gate.max_p,
-            "non_inferior": -(gate.non_inferior or 0.0),
-            "equivalent": gate.equivalent,
-        }[kind]
+        threshold = regression_bound(gate, kind)
         name = check_name(metric, kind)
         results.append(
             GateResult(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.gates.evaluate import check_name, regression_kinds
+from kebab_eval_pipeline.gates.evaluate import check_name, regression_bound, regression_kinds
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.reporting.not_measured import not_measured
 
@@ -193,14 +193,8 @@ def not_evaluated(settings) -> list[dict[str, Any]]:
     with the reason :data:`NOT_EVALUATED`: a run stopped before its comparison still lists them."""
     out = []
     for metric, gate in settings.regression_gates.items():
-        thresholds = {
-            "max_drop": -(gate.max_drop or 0.0),
-            "max_p": gate.max_p,
-            "non_inferior": -(gate.non_inferior or 0.0),
-            "equivalent": gate.equivalent,
-        }
         out += [
-            _skipped(check_name(metric, kind), metric, kind, gate.blocking, thresholds[kind])
+            _skipped(check_name(metric, kind), metric, kind, gate.blocking, regression_bound(gate, kind))
             for kind in regression_kinds(gate)
         ]
     for key, gate in settings.verdict_gates.items():
