@@ -61,7 +61,7 @@ def test_a_search_only_systems_pr_comment_lists_no_answer_gate(kind, env, tmp_pa
     for metric in ANSWER_GATES:
         assert f"gate_{metric}" not in text and f"{metric} " not in text.split("> not measured")[0], metric
         assert f"gate_{metric}" not in proc.stdout, metric
-    assert "gates: 1 passed" in text and "skipped" not in text
+    assert "2 checks (1 gate + system health): 2 passed" in text and "skipped" not in text
     # …and what the run could not measure is said, with the reason
     reason = (
         "the python system python_systems:SEARCH_ONLY has no ask method"
