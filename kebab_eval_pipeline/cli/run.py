@@ -164,7 +164,7 @@ def run_partition(
 
         def shown(store) -> None:
             if show:
-                print_run(store, run_id, settings.k, headline)
+                print_run(store, run_id, settings.k, headline, settings)
             if outputs is not None:
                 ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
 
@@ -202,6 +202,7 @@ def _check_inputs(settings, config: Path | None) -> int:
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base
     from kebab_eval_pipeline.pipeline import (
+        check_gates_against_system,
         check_golden_against_system,
         check_run_inputs,
         load_golden_artifact,
@@ -213,9 +214,11 @@ def _check_inputs(settings, config: Path | None) -> int:
     check_storage_reachable(default_storage_base(settings.storage))
     progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
     loaded = load_golden_artifact(settings, golden_file)
+    system = build_system(settings)
+    check_gates_against_system(settings, system, source=config_path(config) or "<defaults>")
     for warning in [
         *loaded.info["warnings"],
-        *check_golden_against_system(settings, loaded, build_system(settings)),
+        *check_golden_against_system(settings, loaded, system),
     ]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     return len(loaded.queries)
@@ -286,5 +289,5 @@ def rejudge(
         total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge", **({ROLE_TAG: role.role} if role.role in SETTABLE_ROLES else {})},
         asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
-        show=lambda store: print_run(store, run_id, settings.k, headline),
+        show=lambda store: print_run(store, run_id, settings.k, headline, settings),
     )
