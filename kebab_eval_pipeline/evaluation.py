@@ -21,6 +21,7 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.run_roles import RunRole
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -53,12 +54,17 @@ def _write(store: RunStore, asset: str, run_id: str, artifact, dagster_run_id: s
 
 
 def evaluate(
-    settings: RunSettings, run_id: str, store: RunStore, dagster_run_id: str | None = None
+    settings: RunSettings,
+    run_id: str,
+    store: RunStore,
+    dagster_run_id: str | None = None,
+    role: RunRole | None = None,
 ) -> Evaluation:
     """Evaluate ``settings``' golden set against its system under test as run ``run_id``, writing
     each artifact to ``store`` as soon as it is made (the comparison reads this run's metrics back,
-    as the chain's last asset does). Raises InputError for bad input (golden set, config, a stale
-    golden set refused); a failing system under test is rows with errors, as always."""
+    as the chain's last asset does); ``role`` is what the run records it is (None:
+    :func:`pipeline.run_role` without tags). Raises InputError for bad input (golden set, config, a
+    stale golden set refused); a failing system under test is rows with errors, as always."""
     pipeline.check_run_inputs(settings)
     golden = pipeline.load_golden_artifact(settings)
     _write(store, "golden_set", run_id, golden, dagster_run_id)
@@ -68,7 +74,7 @@ def evaluate(
     _write(store, "judge", run_id, judged, dagster_run_id)
     scores = pipeline.score(settings, golden, retrieval, judged)
     _write(store, "query_scores", run_id, scores, dagster_run_id)
-    metrics = pipeline.summarize(run_id, settings, golden, retrieval, scores, judged)
+    metrics = pipeline.summarize(run_id, settings, golden, retrieval, scores, judged, role=role)
     _write(store, "run_metrics", run_id, metrics, dagster_run_id)
     comparison = pipeline.compare(run_id, settings, store, metrics)
     _write(store, "comparison_report", run_id, comparison, dagster_run_id)

@@ -13,7 +13,7 @@ assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.compare.baseline import choose_baseline
+from kebab_eval_pipeline.compare.baseline import flag_baseline, resolve_baseline
 from kebab_eval_pipeline.compare.document import report_files
+from kebab_eval_pipeline.compare.outcome import OUTCOMES, metrics_outcome, run_outcome
 from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA, Ranking, metric_name_offenders, rank_runs
 from kebab_eval_pipeline.compare.ranking_report import ranking_files
 from kebab_eval_pipeline.compare.ranking_report import render_markdown as render_ranking_markdown
@@ -65,6 +66,7 @@ from kebab_eval_pipeline.metrics.stale import missing_documents, stale_reference
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
+from kebab_eval_pipeline.run_roles import MANUAL, RunRole, decide_role, role_of
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_bounds
 from kebab_eval_pipeline.store.runs import RUN_ASSETS, RunStore
@@ -597,18 +599,23 @@ def summarize(
     retrieval: RetrievalArtifact,
     scores: QueryScoresArtifact,
     judged: JudgeArtifact | None = None,
+    role: RunRole | None = None,
 ) -> RunMetricsArtifact:
     """Aggregate metrics (None for empty denominators), their denominators and breakdowns, plus
     the system's indexing coverage as ``index_*`` metrics (None when it reports none) and, when the
     run was judged, the run-level judge metrics (``judge.metrics.judge_run_metrics``). ``info`` has
-    the run's identity, its ``system_health`` verdict (:func:`metrics.health.system_health`) and its
-    ``gates`` (every absolute gate's result, :func:`gates.evaluate.evaluate_gates`); ``report`` is
-    the rendered run report (``run.md``)."""
+    the run's identity, its ``role`` (``role``, else :func:`run_role` without tags: a sweep variant
+    or ``manual``), its ``system_health`` verdict (:func:`metrics.health.system_health`), its
+    ``gates`` (every absolute gate's result, :func:`gates.evaluate.evaluate_gates`) and its
+    ``outcome`` as far as these tell (:func:`compare.outcome.metrics_outcome`); ``report`` is the
+    rendered run report (``run.md``)."""
     summary = scores.summary or summarize_scores(scores.scores, settings.k)  # runs stored before summaries
     metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
     denominators = dict(summary.denominators)
     info = run_identity(run_id, settings, golden, retrieval)
     lacks = run_lacks(retrieval)
+    # What the run is (how it was started): an automatic baseline is a run of the same role family.
+    info["role"] = (role or run_role(settings, run_id)).as_dict()
     # Whether the system under test worked: the system_health check fails the run on it.
     info["system_health"] = system_health(retrieval.results.outcomes, settings.system_health).as_dict()
     # How the hits were matched (absent from query_scores stored before it was recorded).
@@ -634,6 +641,9 @@ def summarize(
     # The gates, evaluated once: the asset checks and the CLI read these results. A default gate
     # on a metric the run could not measure is left out (not listed as skipped).
     info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns, lacks)]
+    # Passed or failed, as far as the system health and absolute gates tell (the regression gates
+    # come with the comparison, which records the whole outcome).
+    info["outcome"] = metrics_outcome(info)
     return RunMetricsArtifact(
         metrics=metrics,
         denominators=denominators,
@@ -641,6 +651,17 @@ def summarize(
         info=info,
         report=render_run_markdown(run_id, info, metrics, summary.breakdowns, info["gates"], denominators),
     )
+
+
+def run_role(
+    settings: RunSettings, run_id: str, tags: Mapping[str, str] | None = None, default: str = MANUAL
+) -> RunRole:
+    """The role of run ``run_id`` (:func:`run_roles.decide_role`): a variant of ``settings.sweep``
+    when its id names one, else what its Dagster run ``tags`` say, else ``default``. Raises
+    InputError for a ``kebab-eval/role`` tag that is not a role."""
+    sweep = settings.sweep
+    variant = None if sweep is None else find_variant(sweep.name, sweep.grid, run_id)
+    return decide_role(tags or {}, None if variant is None else sweep.name, default)
 
 
 def judge_identity(info: dict[str, Any]) -> dict[str, Any]:
@@ -670,27 +691,32 @@ def compare(
     (:func:`compare.runs.compare_runs`, reading both runs from ``store``), its regression and verdict
     gates evaluated once (``info["gates"]``) and its report files rendered (``files``). Raises
     InputError when the chunker versions differ and ``compare.strict_chunker_version`` is set."""
-    baseline, note = choose_baseline(
+    role = role_of(run_id, metrics.info)
+    choice = resolve_baseline(
         store,
         run_id,
         settings.baseline,
         metrics.info["golden"],
         metrics.info["created_at"],
         system=metrics.info.get("system"),
+        role=role,
     )
-    if baseline is None:
-        report = no_baseline(run_id, note, metrics)
+    if choice.run_id is None:
+        report = no_baseline(run_id, choice.note, metrics)
     else:
         report = compare_runs(
-            store.stored_run(baseline),
+            store.stored_run(choice.run_id),
             store.stored_run(run_id),
-            baseline_note=note,
+            baseline_note=choice.note,
             options=settings.compare,
             gated=list(settings.regression_gates),
             margins=comparison_margins(settings),
             judge_suspects=suspect_judge(settings, store),
+            warnings=list(choice.warnings),
         )
-    return with_gates_and_files(report, settings)
+    report.info["role"] = role.as_dict()
+    report.info["baseline_skipped"] = [s.as_dict() for s in choice.skipped]
+    return with_gates_and_files(report, settings, metrics.info)
 
 
 def compare_stored(
@@ -698,15 +724,26 @@ def compare_stored(
 ) -> ComparisonArtifact:
     """Two stored runs compared (delta = b − a; ``kebab-eval compare A B``), with the regression and
     verdict gates of ``settings`` and the report files, as :func:`compare` makes them."""
+    run_a, run_b = store.stored_run(a), store.stored_run(b)
+    # What an automatic baseline never is (a failed run, another role family): said, not refused.
+    stored = store.manifest("comparison_report", a)
+    flags = flag_baseline(
+        a,
+        "given",
+        run_a.metrics.info,
+        None if stored is None else stored.get("info") or {},
+        role_of(b, run_b.metrics.info),
+    )
     report = compare_runs(
-        store.stored_run(a),
-        store.stored_run(b),
+        run_a,
+        run_b,
         strict_chunker_version=strict_chunker_version,
-        baseline_note=f"baseline {a!r} (given on the command line)",
+        baseline_note=f"baseline {a!r} (given on the command line" + "".join(f"; {f}" for f in flags) + ")",
         options=settings.compare,
         gated=list(settings.regression_gates),
         margins=comparison_margins(settings),
         judge_suspects=suspect_judge(settings, store),
+        warnings=flags,
     )
     return with_gates_and_files(report, settings)
 
@@ -779,10 +816,16 @@ def rank_stored(
     return ranking
 
 
-def with_gates_and_files(report: ComparisonArtifact, settings: RunSettings) -> ComparisonArtifact:
-    """``report`` with its regression and verdict gate results (``info["gates"]``) and, rendered
-    from both, its report files (``files``: Markdown, standalone HTML, JSON)."""
+def with_gates_and_files(
+    report: ComparisonArtifact, settings: RunSettings, metrics_info: Mapping[str, Any] | None = None
+) -> ComparisonArtifact:
+    """``report`` with its regression and verdict gate results (``info["gates"]``), the whole
+    outcome of run b when its ``metrics_info`` is given (``info["outcome"]``: the comparison of a
+    run's own chain, :func:`compare.outcome.run_outcome`) and, rendered from all that, its report
+    files (``files``: Markdown, standalone HTML, JSON)."""
     report.info["gates"] = [g.as_dict() for g in evaluate_comparison_gates(settings, report)]
+    if metrics_info is not None:
+        report.info["outcome"] = run_outcome(metrics_info, report.info).as_dict()
     report.files = report_files(report)
     return report
 
@@ -844,23 +887,48 @@ def stored_variants(store: RunStore, settings: RunSettings) -> tuple[list[Varian
     return whole, [v for v in variants if v not in whole]
 
 
-def rank_sweep(store: RunStore, settings: RunSettings) -> Leaderboard:
+def rank_sweep(store: RunStore, settings: RunSettings, outcome: str | None = None) -> Leaderboard:
     """The leaderboard of ``settings.sweep``: its stored variants ranked on :func:`sweep_metric` by
-    :func:`rank_stored` (the compare settings' seed and resamples), the variants not stored listed
-    as ``missing``. InputError without a sweep, with fewer than two stored variants, or when the
-    runs cannot be ranked on the metric (naming it)."""
+    :func:`rank_stored` (the compare settings' seed and resamples), each with its role and outcome
+    (:func:`run_roles.role_of`, :func:`compare.outcome.run_outcome`), the variants not stored listed
+    as ``missing``; with ``outcome`` (passed | failed) only the variants of that outcome are ranked,
+    the others listed as ``left_out``. InputError without a sweep, for an unknown outcome, with fewer
+    than two variants to rank, or when the runs cannot be ranked on the metric (naming it)."""
+    if outcome is not None and outcome not in OUTCOMES:
+        raise InputError(
+            "bad outcome", [Offender("--outcome", f"{outcome!r}: expected one of {', '.join(OUTCOMES)}")]
+        )
     stored, missing = stored_variants(store, settings)
+    standing, left_out = {}, []
+    for variant in list(stored):
+        info = (store.manifest("run_metrics", variant.run_id) or {}).get("info") or {}
+        comparison = store.manifest("comparison_report", variant.run_id)
+        judged = run_outcome(info, None if comparison is None else comparison.get("info") or {})
+        standing[variant.run_id] = (role_of(variant.run_id, info).label, judged.label())
+        if outcome is not None and judged.outcome != outcome:
+            stored.remove(variant)
+            left_out.append(f"{variant.slug}: {judged.label()}")
     if len(stored) < 2:
+        kept = f" with outcome {outcome}" if outcome is not None else ""
         raise InputError(
             "nothing to rank",
             [
                 Offender(
                     f"sweep {settings.sweep.name}",
-                    f"{len(stored)} of {len(stored) + len(missing)} variants stored: a leaderboard needs two",
+                    f"{len(stored)} of {len(stored) + len(missing) + len(left_out)} variants stored{kept}: "
+                    "a leaderboard needs two",
                     field="sweep",
                 )
             ],
         )
     metric = sweep_metric(settings)
     ranking = rank_stored(store, [v.run_id for v in stored], settings, metrics=[metric])
-    return build_leaderboard(settings.sweep.name, metric, ranking, stored, [v.slug for v in missing])
+    return build_leaderboard(
+        settings.sweep.name,
+        metric,
+        ranking,
+        stored,
+        [v.slug for v in missing],
+        standing=standing,
+        left_out=left_out,
+    )

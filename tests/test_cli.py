@@ -12,6 +12,7 @@ import pytest
 
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
+from kebab_eval_pipeline.run_ids import in_ci
 from tests.conftest import write
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
@@ -55,9 +56,12 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
     history = cli(env, "history", "--metric", "mrr", "--metric", "hit@1", "--csv")
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
-    assert lines[0] == "run_id,created_at,chunker_version,golden,mrr,hit@1"
+    assert lines[0] == "run_id,created_at,chunker_version,golden,role,outcome,failed,mrr,hit@1"
     assert (
-        lines[1].startswith("demo-1,") and ",md-heading-2:size=400:overlap=0,demo-fermentation," in lines[1]
+        lines[1].startswith("demo-1,")
+        # the role follows CI detection (run_roles): ci where CI is set, else manual
+        and f",md-heading-2:size=400:overlap=0,demo-fermentation,{'ci' if in_ci() else 'manual'},passed,,"
+        in lines[1]
     )
     assert lines[2].startswith("demo-2,") and len(lines) == 3
     assert "demo-2" in cli(env, "history").stdout

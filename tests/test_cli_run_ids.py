@@ -4,10 +4,12 @@ and `runs list` in time order. CI machines set CI=true, so every environment her
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import dagster as dg
 
 from kebab_eval_pipeline.run_ids import TRIGGER_TAG
+from kebab_eval_pipeline.store.runs import RunStore
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
 
 
@@ -76,6 +78,28 @@ def test_generated_ids_registered_run_tagged_and_listed_in_time_order(env):  # n
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         triggers = {r.tags.get("dagster/partition"): r.tags.get(TRIGGER_TAG) for r in instance.get_runs()}
     assert triggers == {ci_run: "ci", "manual": "cli"}
+    # what each run records it is: its trigger decides, unless --role says otherwise (CI or not)
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    assert store.manifest("run_metrics", ci_run)["info"]["role"]["role"] == "ci"
+    assert store.manifest("run_metrics", "manual")["info"]["role"] == {
+        "role": "manual",
+        "source": "run tag kebab-eval/trigger=cli",
+        "sweep": None,
+    }
+    tried = cli(in_ci(env, "ab" * 20), "run", "--run-id", "tried", "--role", "experiment")
+    assert tried.returncode == 0, tried.stderr
+    assert store.manifest("run_metrics", "tried")["info"]["role"]["role"] == "experiment"
+    assert (
+        "comparison: no baseline: no pinned baseline for golden set 'demo-fermentation', and no earlier "
+        in (" ".join(tried.stdout.split()))
+        and "experiment of reference demo corpus" in " ".join(tried.stdout.split())
+    )
+    typo = cli(env, "run", "--run-id", "typo", "--role", "nighty")
+    assert typo.returncode == 2 and "--role: 'nighty': expected one of ci, nightly" in " ".join(
+        typo.stderr.split()
+    )
+    no_traceback(typo)
+    assert not store.exists("run_metrics", "typo")
 
 
 def test_a_run_id_with_a_trailing_newline_is_refused_not_trimmed(env, tmp_path):  # noqa: F811

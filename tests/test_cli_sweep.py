@@ -116,10 +116,22 @@ def test_stored_variants_are_skipped_and_text_leaderboard(env, config, swept):
         "CI",
         "better",
         "than",
+        "role",
+        "outcome",
     ]
     first = board["variants"][0]
     assert lines[4].split()[:5] == ["1", "1", first["letters"], first["settings"]["system.chunk_size"],
                                     f"{first['mean']:.4f}"]  # fmt: skip
+    assert lines[4].split()[-3:] == ["sweep-variant", "(sizes)", "passed"]
+    assert [(v["role"], v["outcome"]) for v in board["variants"]] == [("sweep-variant (sizes)", "passed")] * 2
+    # only the variants of one outcome: none failed, so nothing to rank — a note, not an error
+    failed = cli(env, "sweep", str(config), "--outcome", "failed")
+    assert (failed.returncode, failed.stdout) == (0, ""), failed.stderr
+    assert (
+        "no leaderboard: 0 of 2 variants stored with outcome failed: a leaderboard needs two" in failed.stderr
+    )
+    passed = cli(env, "sweep", str(config), "--outcome", "passed", "--format", "json")
+    assert passed.returncode == 0 and strict_json(passed.stdout)["left_out"] == []
 
 
 def test_bad_input_exits_2_naming_every_offender(env, tmp_path):
@@ -141,6 +153,8 @@ def test_bad_input_exits_2_naming_every_offender(env, tmp_path):
     assert proc.returncode == 2
     no_traceback(proc)
     assert "'yaml': expected one of text, markdown, json" in proc.stderr
+    proc = cli(env, "sweep", str(good), "--outcome", "green")
+    assert proc.returncode == 2 and "--outcome: 'green': expected one of passed, failed" in proc.stderr
     proc = cli(env, "sweep", str(good), "--only", "chunk_size-300")
     assert proc.returncode == 2
     assert "'chunk_size-300': not a variant of sweep 'sizes'" in " ".join(proc.stderr.split())

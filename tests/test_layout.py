@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "json_records",
         "config_suggest",
         "run_ids",
+        "run_roles",
         "markdown_text",
         "location",
         "net",

@@ -302,7 +302,9 @@ def test_failed_run_is_never_the_previous_baseline(env, tmp_path):
     again = cli(env, "run", "--run-id", "h2", "--config", str(healthy))
     assert again.returncode == 0, again.stderr[-3000:]
     assert "comparison: baseline 'h1'" in flat(again.stdout)
-    assert "skipped 1 later run(s) whose system under test failed" in flat(again.stdout)
+    assert "skipped 1 later run(s): 'd1' failed system_health (its system under test failed)" in flat(
+        again.stdout
+    )
 
 
 def test_dagster_asset_materialize_fails_on_a_dead_system(env, tmp_path):

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli.instance import open_store
+from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption
 from kebab_eval_pipeline.errors import InputError, Offender
 
 
@@ -59,6 +60,8 @@ def bisect(
         Path | None,
         typer.Option("--config", help="Run config: storage, and compare settings (seed, resamples)."),
     ] = None,
+    role: RoleFilterOption = None,
+    outcome: OutcomeOption = None,
 ) -> None:
     """Find where METRIC changed over the stored runs on one golden set, oldest first.
 
@@ -66,7 +69,10 @@ def bisect(
     with the p-values adjusted over all steps; a change is a step whose adjusted p is below --alpha.
     For each change: the recorded settings that differ between its two runs (versions, system
     settings, pipeline version, golden hash) and the queries whose value moved, worst first. Also
-    a first-vs-last test (a slow drift). Runs are ordered by start time, run id breaking ties."""
+    a first-vs-last test (a slow drift). Runs are ordered by start time, run id breaking ties. Each
+    run's role and outcome are listed; a change whose run before it failed its blocking checks, or
+    whose runs are of two role families (a sweep variant beside a regular run), says so; --role and
+    --outcome keep only some runs."""
     from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
     from kebab_eval_pipeline.reporting.bisect_report import FORMATS, render
     from kebab_eval_pipeline.settings import load_settings
@@ -89,5 +95,7 @@ def bisect(
         adjust_by=adjust,
         tolerance=tolerance,
         options=settings.compare,
+        roles=role or [],
+        outcome=outcome,
     )
     sys.stdout.write(render(result, fmt, max_flips))

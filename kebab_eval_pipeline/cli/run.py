@@ -75,6 +75,15 @@ def run(
             "mean over repeats, and the run reports its noise floor and flaky queries.",
         ),
     ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            "--role",
+            help="What this run is: ci | nightly | system-change | golden-change | manual | team-check | "
+            "experiment (default: ci when CI is set, else manual). An automatic baseline is a passing run "
+            "of the same family: experiments are compared with experiments only.",
+        ),
+    ] = None,
     junit: JunitOption = None,
     pr_comment: PrCommentOption = None,
     github_summary: GithubSummaryOption = True,
@@ -82,6 +91,7 @@ def run(
 ) -> None:
     """Register a run partition and materialize the whole chain in-process."""
     from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
+    from kebab_eval_pipeline.run_roles import check_role
     from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 
     if system not in (None, *SYSTEM_KINDS):
@@ -89,6 +99,8 @@ def run(
             "unknown system kind",
             [Offender("--system", f"{system!r}: expected one of {', '.join(SYSTEM_KINDS)}")],
         )
+    if role is not None:
+        check_role(role)
     run_id = check_run_id(new_run_id() if run_id is None else run_id)
     overrides = {
         k: v
@@ -105,7 +117,7 @@ def run(
         if v is not None
     }
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
-    run_partition(config, overrides, run_id, outputs=outputs)
+    run_partition(config, overrides, run_id, outputs=outputs, role=role)
 
 
 def run_partition(
@@ -116,15 +128,19 @@ def run_partition(
     storage: str | None = None,
     outputs: ci_outputs.CiOutputs | None = None,
     show: bool = True,
+    role: str | None = None,
 ) -> None:
     """``kebab-eval run``'s run of partition ``run_id`` (also each variant of ``kebab-eval
     sweep``): the settings of ``config`` with the CLI's ``overrides`` — a sweep variant's for a
     sweep run id (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`, as every step
     resolves them) — checked, the partition registered and the chain materialized in-process;
     ``storage`` replaces the config's storage; ``show`` prints the stored numbers, ``outputs``
-    writes the CI outputs. Raises what a run raises (InputError, GateFailure, …)."""
+    writes the CI outputs; ``role`` (checked by the caller) is the run's explicit role tag, else
+    its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.run_roles`).
+    Raises what a run raises (InputError, GateFailure, …)."""
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci
     from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
+    from kebab_eval_pipeline.run_roles import ROLE_TAG
 
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
@@ -161,7 +177,7 @@ def run_partition(
             instance,
             run_id,
             total=total * settings.repeat,  # every query is asked once per repeat
-            tags={TRIGGER_TAG: "ci" if in_ci() else "cli"},
+            tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
             prepare=register,
             show=shown,
         )
@@ -236,6 +252,7 @@ def rejudge(
     from kebab_eval_pipeline.definitions import build_definitions, run_settings
     from kebab_eval_pipeline.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id
+    from kebab_eval_pipeline.run_roles import ROLE_TAG, SETTABLE_ROLES, role_of
     from kebab_eval_pipeline.store.runs import RunStore
 
     run_id = check_run_id(run_id)
@@ -263,12 +280,14 @@ def rejudge(
     ]
     if differs:
         raise InputError(f"run {run_id} was scored with other settings: pass the config it ran with", differs)
+    # Judged again, the run stays what it was (a nightly run is not made a manual one).
+    role = role_of(run_id, stored)
     drive(
         defs,
         instance,
         run_id,
         total=stored.get("golden", {}).get("queries", 0),
-        tags={TRIGGER_TAG: "rejudge"},
+        tags={TRIGGER_TAG: "rejudge", **({ROLE_TAG: role.role} if role.role in SETTABLE_ROLES else {})},
         asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
         show=lambda store: print_run(store, run_id, settings.k, headline, settings),
     )

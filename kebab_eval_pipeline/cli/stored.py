@@ -21,6 +21,7 @@ from kebab_eval_pipeline.cli.ci_outputs import (
 )
 from kebab_eval_pipeline.cli.console import err, fmt, out
 from kebab_eval_pipeline.cli.instance import open_store
+from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption, check_filters
 from kebab_eval_pipeline.cli.show import print_runs_table
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
 
@@ -235,26 +236,34 @@ def history(
     as_csv: Annotated[
         bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
     ] = False,
+    role: RoleFilterOption = None,
+    outcome: OutcomeOption = None,
 ) -> None:
-    """Headline metrics across stored runs, oldest first."""
+    """Headline metrics across stored runs, oldest first, with each run's role and outcome."""
+    roles, outcome = check_filters(role, outcome)
     from kebab_eval_pipeline.reporting.history import metric_history
 
-    frame = metric_history(open_store(config), metric)
+    frame = metric_history(open_store(config), metric, roles=roles, outcome=outcome)
     if as_csv:
         sys.stdout.write(frame.to_csv(index=False, na_rep="null"))
         return
     if frame.empty:
-        out.print("no stored runs")
+        out.print("no stored runs" + (" match the filters" if roles or outcome else ""))
         return
     from kebab_eval_pipeline.cli.tables import Field
+    from kebab_eval_pipeline.reporting.history import RUN_COLUMNS
 
     def cells(column: str) -> list[str]:
         return [fmt(None if (isinstance(v, float) and v != v) else v) for v in frame[column]]
 
-    fixed = ("run_id", "created_at", "golden", "chunker_version")
+    # a failed run names what failed it: "failed (gate_mrr_min)"
+    outcomes = [o if not f else f"{o} ({f})" for o, f in zip(frame["outcome"], frame["failed"], strict=True)]
     print_runs_table(
         Field("run_id", cells("run_id")),
         Field("created_at", cells("created_at")),
-        labels=[Field(c, cells(c)) for c in ("golden", "chunker_version")],
-        numbers=[Field(str(c), cells(c)) for c in frame.columns if c not in fixed],
+        labels=[
+            *(Field(c, cells(c)) for c in ("golden", "chunker_version", "role")),
+            Field("outcome", outcomes),
+        ],
+        numbers=[Field(str(c), cells(c)) for c in frame.columns if c not in RUN_COLUMNS],
     )

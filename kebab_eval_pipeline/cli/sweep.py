@@ -33,20 +33,34 @@ def sweep(
         bool, typer.Option("--rerun", help="Run variants again even when their runs are stored.")
     ] = False,
     output: Annotated[str, typer.Option("--format", help="Leaderboard as text, markdown or json.")] = "text",
+    outcome: Annotated[
+        str | None,
+        typer.Option(
+            "--outcome",
+            help="Rank only the variants that passed (system healthy, every blocking gate passed) or "
+            "failed; the others are listed, not ranked. Default: every stored variant.",
+        ),
+    ] = None,
 ) -> None:
     """Run every variant of the config's sweep (each a stored run with id sweep-<name>-<variant>;
     variants already stored are skipped), then print the leaderboard: the variants ranked on the
     sweep's metric with pairwise paired tests (Holm-adjusted) and their settings as columns.
 
-    Exit 1 when a variant's blocking gate or system health failed (the other variants still run),
-    2 for a bad config or option."""
+    Each variant's role and outcome (passed, or the checks that failed it) are columns of the
+    leaderboard. Exit 1 when a variant's blocking gate or system health failed (the other variants
+    still run), 2 for a bad config or option."""
     from kebab_eval_pipeline.cli.instance import dagster_home
     from kebab_eval_pipeline.cli.run import run_partition
+    from kebab_eval_pipeline.cli.run_filters import check_filters
     from kebab_eval_pipeline.location import check_storage, default_storage_base
     from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.sweep.grid import expand, select
 
     problems = []
+    try:
+        check_filters(None, outcome)
+    except InputError as exc:
+        problems += exc.offenders
     if output not in FORMATS:
         problems.append(Offender("--format", f"{output!r}: expected one of {', '.join(FORMATS)}"))
     if storage is not None:
@@ -100,7 +114,16 @@ def sweep(
     if len(stored_variants(store, settings)[0]) < 2:
         err.print("no leaderboard: fewer than two variants are stored", markup=False, highlight=False)
     else:
-        _print_leaderboard(rank_sweep(store, settings), output)
+        try:
+            board = rank_sweep(store, settings, outcome)
+        except InputError as exc:
+            if outcome is None or exc.summary != "nothing to rank":
+                raise
+            board = None  # the variants ran; too few of them have that outcome to rank
+            reason = exc.offenders[0].reason
+            err.print(f"no leaderboard: {reason}", markup=False, highlight=False)
+        if board is not None:
+            _print_leaderboard(board, output)
     if failures:
         kind = GateFailure if any(isinstance(e, GateFailure) for _, e in failures) else SystemHealthFailure
         raise kind(f"{len(failures)} variant(s) failed: " + "; ".join(f"{r}: {e}" for r, e in failures))

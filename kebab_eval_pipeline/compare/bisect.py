@@ -83,6 +83,10 @@ STEP_COLUMNS: dict[str, str] = {
     "matching": "string",  # exact, or fallback_<criterion> when the chunkers differ
     "changed_fields": "object",  # recorded settings that differ between a and b (list)
     "note": "string",
+    "role_a": "string",  # what each run is (run_roles: nightly, sweep-variant (chunks), …)
+    "outcome_a": "string",  # passed | failed (compare.outcome)
+    "role_b": "string",
+    "outcome_b": "string",
 }
 #: One row per change (a step with adjusted p < alpha), in history order.
 CHANGE_COLUMNS: dict[str, str] = {
@@ -99,6 +103,13 @@ CHANGE_COLUMNS: dict[str, str] = {
     "n_flipped": "Int64",
     "n_worse": "Int64",
     "n_better": "Int64",
+    "role_a": "string",
+    "outcome_a": "string",
+    "role_b": "string",
+    "outcome_b": "string",
+    # what makes a step's runs no clean before/after: a run that failed (the run before a change
+    # for the worse is then no known-good run), runs of two role families; null when none
+    "caution": "string",
 }
 #: Every recorded setting that differs between the two runs of a step (every step, not only changes).
 DIFF_COLUMNS: dict[str, str] = {
@@ -132,13 +143,33 @@ _EPS = 1e-9
 @dataclass(frozen=True)
 class HistoryRun:
     """One run of the history: its id, its ``query_scores`` table (unique ``query_id``), the
-    settings it recorded (:func:`recorded_settings`; field → text or None) and when it started
-    (ISO text, for the report)."""
+    settings it recorded (:func:`recorded_settings`; field → text or None), when it started (ISO
+    text, for the report), and what it is: its role (label), role family, outcome (``passed`` |
+    ``failed``) and the checks that failed it — None when not known."""
 
     run_id: str
     scores: pd.DataFrame
     settings: Mapping[str, str | None] = field(default_factory=dict)
     started: str | None = None
+    role: str | None = None
+    family: str | None = None
+    outcome: str | None = None
+    failed: tuple[str, ...] = ()
+
+
+def _caution(a: HistoryRun, b: HistoryRun, direction: str | None) -> str | None:
+    """Why a step's two runs are no clean before/after (None when they are): a run that failed its
+    blocking checks — the run before a change for the worse is then no known-good run — and runs of
+    two role families (a sweep variant beside a regular run: a change of kind, not a regression)."""
+    parts = []
+    for side, run in (("before", a), ("after", b)):
+        if run.outcome == "failed":
+            what = ", ".join(run.failed) or "its blocking checks"
+            known = ": it is not a known-good run" if side == "before" and direction == "worse" else ""
+            parts.append(f"the run {side} this step, {run.run_id!r}, failed {what}{known}")
+    if a.family is not None and b.family is not None and a.family != b.family:
+        parts.append(f"{a.run_id!r} is {a.role} and {b.run_id!r} is {b.role}: runs of two role families")
+    return "; ".join(parts) or None
 
 
 @dataclass(frozen=True)
@@ -293,6 +324,10 @@ def bisect_history(
             "matching": [t["matching"] for t in tests],
             "changed_fields": [[f for f, _, _ in d] for d in diffs_by_step],
             "note": ["; ".join(x for x in (t["plan_note"], t["note"]) if x) for t in tests],
+            "role_a": [r.role for r in runs[:-1]],
+            "outcome_a": [r.outcome for r in runs[:-1]],
+            "role_b": [r.role for r in runs[1:]],
+            "outcome_b": [r.outcome for r in runs[1:]],
         }
     )
     steps = _typed(steps, STEP_COLUMNS)
@@ -336,6 +371,9 @@ def bisect_history(
     changes["n_flipped"] = [count(s, None) for s in changes["step"]]
     changes["n_worse"] = [count(s, "worse") for s in changes["step"]]
     changes["n_better"] = [count(s, "better") for s in changes["step"]]
+    changes["caution"] = [
+        _caution(runs[s - 1], runs[s], d) for s, d in zip(changes["step"], changes["direction"], strict=True)
+    ]
     changes = _typed(changes.reset_index(drop=True)[list(CHANGE_COLUMNS)], CHANGE_COLUMNS)
 
     first_last = overall or (tables(0) if len(runs) == 2 else PairScores(runs[0].scores, runs[-1].scores))
@@ -364,6 +402,9 @@ def bisect_history(
         "higher_is_better": not lower,
         "runs": ids,
         "started": [r.started for r in runs],
+        "roles": [r.role for r in runs],
+        "outcomes": [r.outcome for r in runs],
+        "failed": [list(r.failed) for r in runs],
         "alpha": alpha,
         "adjust": adjust_by,
         "tolerance": tolerance,

@@ -36,11 +36,13 @@ from kebab_eval_pipeline.compare.bisect import (
     recorded_settings,
 )
 from kebab_eval_pipeline.compare.fallback import plan_matching, rescore
+from kebab_eval_pipeline.compare.outcome import OUTCOMES, run_outcome
 from kebab_eval_pipeline.compare.runs import current_scores
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.run_ids import run_started
+from kebab_eval_pipeline.run_roles import check_role_filter, family_words, matches_role, role_of
 from kebab_eval_pipeline.store.runs import RunStore, StoredRun
 
 __all__ = ["ORDER_NOTE", "bisect_stored", "known_metrics", "ordered_runs"]
@@ -54,15 +56,20 @@ _HASH = re.compile(r"^[0-9a-fA-F]{6,64}$")
 
 def ordered_runs(store: RunStore) -> list[dict[str, Any]]:
     """Every run with stored metrics, oldest first (see the module docstring): dicts with
-    ``run_id``, ``started`` (aware datetime or None) and ``info`` (its run_metrics info)."""
+    ``run_id``, ``started`` (aware datetime or None), ``info`` (its run_metrics info), ``role``
+    (:func:`~kebab_eval_pipeline.run_roles.role_of`) and ``outcome``
+    (:func:`~kebab_eval_pipeline.compare.outcome.run_outcome`, with its stored comparison)."""
     rows = []
     for manifest in store.runs("run_metrics"):
         info = manifest.get("info") or {}
+        comparison = store.manifest("comparison_report", manifest["run_id"])
         rows.append(
             {
                 "run_id": manifest["run_id"],
                 "started": run_started(manifest["run_id"], info.get("created_at")),
                 "info": info,
+                "role": role_of(manifest["run_id"], info),
+                "outcome": run_outcome(info, None if comparison is None else comparison.get("info") or {}),
             }
         )
     far = datetime.max.replace(tzinfo=UTC)
@@ -115,10 +122,52 @@ def _golden_label(info: dict) -> str:
     return f"{g.get('name')} (sha256 {str(g.get('sha256'))[:12]})"
 
 
+def _kept(window: list[dict], roles: Sequence[str], outcome: str | None) -> tuple[list[dict], list[str]]:
+    """The runs of ``window`` the ``--role`` / ``--outcome`` filters keep, and a note saying what
+    they left out (none without filters)."""
+    if not roles and outcome is None:
+        return window, []
+    kept = [
+        r
+        for r in window
+        if (not roles or any(matches_role(r["role"], want) for want in roles))
+        and (outcome is None or r["outcome"].outcome == outcome)
+    ]
+    what = ", ".join([*(f"role {r}" for r in roles), *([f"outcome {outcome}"] if outcome else [])])
+    return kept, [f"kept {len(kept)} of {len(window)} run(s) in the window: {what}"]
+
+
+def _kind_notes(chosen: list[dict]) -> list[str]:
+    """What the bisected runs are, when it matters: several role families (a change between a sweep
+    variant and a regular run is a change of kind), and runs that failed their blocking checks."""
+    notes = []
+    families = pd.Series([r["role"].family for r in chosen]).value_counts(sort=False)
+    if len(families) > 1:
+        notes.append(
+            "runs of several role families: "
+            + ", ".join(f"{n} {family_words(f)}" for f, n in families.items())
+            + " (a step between two families is a change of kind, not a regression; --role regular "
+            "follows the regular runs only)"
+        )
+    failed = [r["run_id"] for r in chosen if not r["outcome"].passed]
+    if failed:
+        notes.append(
+            f"{len(failed)} run(s) failed their blocking checks: {', '.join(failed)} (a failed run "
+            "before a change is no known-good run; --outcome passed leaves them out)"
+        )
+    return notes
+
+
 def _select(
-    rows: list[dict], since: str | None, until: str | None, golden: str | None
+    rows: list[dict],
+    since: str | None,
+    until: str | None,
+    golden: str | None,
+    roles: Sequence[str] = (),
+    outcome: str | None = None,
 ) -> tuple[list[dict], list[str]]:
-    """The runs in the window on the chosen golden set, and the notes saying what was chosen."""
+    """The runs in the window, kept by the role and outcome filters, on the chosen golden set, and
+    the notes saying what was chosen."""
     ids = [r["run_id"] for r in rows]
     offenders: list[Offender] = []
     bounds = {}
@@ -136,7 +185,8 @@ def _select(
         for i, r in enumerate(rows)
         if _inside(rows, i, bounds.get("--since"), False) and _inside(rows, i, bounds.get("--until"), True)
     ]
-    notes = [ORDER_NOTE]
+    window, notes = _kept(window, roles, outcome)
+    notes = [ORDER_NOTE, *notes]
     if not window:
         return [], notes
     shas = {r["run_id"]: (r["info"].get("golden") or {}).get("sha256") for r in window}
@@ -198,12 +248,18 @@ def bisect_stored(
     adjust_by: str = "holm",
     tolerance: float = 0.0,
     options: CompareSettings | None = None,
+    roles: Sequence[str] = (),
+    outcome: str | None = None,
 ) -> Bisect:
-    """:func:`~.bisect.bisect_history` over the stored runs chosen by the window and golden set
-    (module docstring), with ``options``' seed, resamples and chunker strictness (a comparison's).
+    """:func:`~.bisect.bisect_history` over the stored runs chosen by the window, the role and
+    outcome filters (``roles``: :func:`~kebab_eval_pipeline.run_roles.matches_role` values, any of
+    them; ``outcome``: passed | failed) and golden set (module docstring), with ``options``' seed,
+    resamples and chunker strictness (a comparison's). Each run carries its role and outcome into
+    the steps; a change whose runs failed or are of two role families says so (``caution``).
 
     ``info`` gains ``order`` (how the runs were ordered), ``notes`` (the golden set chosen, runs
-    left out), ``window`` and ``golden``. Raises :class:`InputError` naming every offender: a bad
+    left out, the role families and failed runs among those bisected), ``window``, ``golden`` and
+    ``filters``. Raises :class:`InputError` naming every offender: a bad
     alpha, correction, tolerance, window bound or golden set, fewer than two runs, an unknown
     metric or one without a paired per-query test (listing the metrics these runs can follow), a
     metric some run did not score, a run not stored whole."""
@@ -215,12 +271,26 @@ def bisect_stored(
         offenders.append(Offender("--adjust", f"{adjust_by!r}: expected one of {', '.join(ADJUSTMENTS)}"))
     if not tolerance >= 0.0:
         offenders.append(Offender("--tolerance", f"{tolerance!r}: must be 0 or more"))
+    try:
+        check_role_filter(list(roles), "--role")
+    except InputError as exc:
+        offenders += exc.offenders
+    if outcome is not None and outcome not in OUTCOMES:
+        offenders.append(Offender("--outcome", f"{outcome!r}: expected one of {', '.join(OUTCOMES)}"))
     if offenders:
         raise InputError("bad bisect options", offenders)
-    chosen, notes = _select(ordered_runs(store), since, until, golden)
+    chosen, notes = _select(ordered_runs(store), since, until, golden, roles, outcome)
     if len(chosen) < 2:
         where = ", ".join(
-            f"{o} {v!r}" for o, v in (("--since", since), ("--until", until), ("--golden", golden)) if v
+            f"{o} {v!r}"
+            for o, v in (
+                ("--since", since),
+                ("--until", until),
+                ("--golden", golden),
+                ("--role", ", ".join(roles)),
+                ("--outcome", outcome),
+            )
+            if v
         )
         raise InputError(
             "fewer than 2 runs to bisect",
@@ -234,6 +304,7 @@ def bisect_stored(
                 )
             ],
         )
+    notes += _kind_notes(chosen)
     runs = [store.stored_run(r["run_id"]) for r in chosen]
     _check_metric(metric, runs)
     pairs, cache = {}, {}
@@ -248,6 +319,10 @@ def bisect_stored(
             _own(run, cache),
             recorded_settings(r["info"]),
             None if r["started"] is None else r["started"].astimezone(UTC).isoformat(),
+            role=r["role"].label,
+            family=r["role"].family,
+            outcome=r["outcome"].outcome,
+            failed=r["outcome"].failed,
         )
         for r, run in zip(chosen, runs, strict=True)
     ]
@@ -263,7 +338,13 @@ def bisect_stored(
         overall=overall,
     )
     result.info.update(
-        {"order": ORDER_NOTE, "notes": notes, "window": {"since": since, "until": until}, "golden": golden}
+        {
+            "order": ORDER_NOTE,
+            "notes": notes,
+            "window": {"since": since, "until": until},
+            "golden": golden,
+            "filters": {"roles": list(roles), "outcome": outcome},
+        }
     )
     return result
 

@@ -7,7 +7,9 @@ skipped gate does not fail a run. It is *of the current version* when it evaluat
 system (its identity, as the automatic baseline matches runs: :mod:`..systems.identity`) and
 recorded the same value for every version the system reports now
 (:func:`..systems.version_changes.watched_versions`; a version the system does not report now is
-not compared). Its age is counted from when its ``comparison_report`` was written.
+not compared) and it is a regular run (:mod:`kebab_eval_pipeline.run_roles`: a sweep variant or an
+experiment ran other settings than the system's own). Its age is counted from when its
+``comparison_report`` was written.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kebab_eval_pipeline.compare.baseline import created_time
-from kebab_eval_pipeline.metrics.health import failed_run
+from kebab_eval_pipeline.compare.outcome import run_outcome
+from kebab_eval_pipeline.run_roles import REGULAR, role_of
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
 from kebab_eval_pipeline.systems.version_changes import stored_versions
@@ -51,17 +54,10 @@ class Freshness:
         )
 
 
-def _blocking_failure(gates: list[Mapping[str, Any]] | None) -> bool:
-    return any(g.get("blocking") and not g.get("passed") and not g.get("skipped") for g in gates or [])
-
-
 def run_passed(metrics_info: Mapping[str, Any], comparison_info: Mapping[str, Any]) -> bool:
-    """Whether a finished run passed: system under test healthy, no blocking gate failed."""
-    return not (
-        failed_run(metrics_info.get("system_health") or {})
-        or _blocking_failure(metrics_info.get("gates"))
-        or _blocking_failure(comparison_info.get("gates"))
-    )
+    """Whether a finished run passed: system under test healthy, no blocking gate failed
+    (:func:`~kebab_eval_pipeline.compare.outcome.run_outcome`, the rule baselines follow too)."""
+    return run_outcome(metrics_info, comparison_info).passed
 
 
 def freshness(
@@ -85,6 +81,8 @@ def freshness(
         info = manifest.get("info") or {}
         if not same_system(identity, derive_identity(info.get("system") or {})):
             continue
+        if role_of(manifest["run_id"], info).family != REGULAR:
+            continue  # a sweep variant or an experiment evaluated other settings than the system's own
         theirs = stored_versions(info)
         if any(theirs.get(field) != value for field, value in current.items()):
             continue

@@ -160,6 +160,7 @@ def compare_runs(
     gated: Sequence[str] = (),
     margins: Sequence[tuple[str, str, float]] = (),
     judge_suspects: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]] | None = None,
+    warnings: Sequence[str] = (),
 ) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
@@ -171,8 +172,10 @@ def compare_runs(
     changes and query labels. The suspect-gold queue (:mod:`.suspect_gold`: b's unjudged hits
     above its first relevant hit in each loss and regression) is stored with the report, passed
     through ``judge_suspects`` first when given (the judge's relevance verdicts, and what to record
-    of the judge in ``info["suspect_judge"]``). Raises :class:`InputError` when the chunkers differ
-    and strictness (argument, else ``options.strict_chunker_version``) is on."""
+    of the judge in ``info["suspect_judge"]``). ``warnings`` come first among the report's warnings
+    (what the baseline choice knows: a pinned baseline that failed its gates). Raises
+    :class:`InputError` when the chunkers differ and strictness (argument, else
+    ``options.strict_chunker_version``) is on."""
     options = options or CompareSettings()
     strict = options.strict_chunker_version if strict_chunker_version is None else strict_chunker_version
     plan = plan_matching(a, b, strict)
@@ -242,7 +245,7 @@ def compare_runs(
     }
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
-    info["warnings"] = _warnings(a, b, plan, n_common, verdicts, options)
+    info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options)]
     floor = _monte_carlo_floor(per_metric, families, options)
     if floor is not None:
         info["warnings"].append(floor)

@@ -26,6 +26,7 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.compare.runs import (
     COMPARE_VERSION,
 )
@@ -53,6 +54,7 @@ from kebab_eval_pipeline.reporting.per_query import (
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
 from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.run_overrides import variant_settings
+from kebab_eval_pipeline.run_roles import RunRole, role_of
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import build_system, live_info
@@ -246,6 +248,15 @@ def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = D
     instance.report_runless_asset_event(system_observation(build_system(settings).info(), names))
 
 
+def _run_role(context, settings: RunSettings) -> RunRole:
+    """The role of the partition's run (:func:`pipeline.run_role`: its sweep variant, else its Dagster
+    run's tags); a ``kebab-eval/role`` tag that is no role is bad input (the step fails, not retried)."""
+    try:
+        return pipeline.run_role(settings, context.partition_key, context.run.tags)
+    except InputError as exc:
+        raise input_failure(exc) from None
+
+
 def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     """The chain's assets and ops under ``names`` (asset keys, op names, resource keys, partitions)."""
     settings_keys = ("eval_settings", "system_under_test")
@@ -315,6 +326,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     ) -> dg.Output[GoldenArtifact]:
         progress.stage("golden_set")
         settings = chain_settings(context, names)
+        _run_role(context, settings)  # a kebab-eval/role tag that is no role: refused before any query runs
         art = pipeline.load_golden_artifact(settings)
         # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
         # tables, and no later step reads the files again.
@@ -673,8 +685,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     ) -> dg.Output[RunMetricsArtifact]:
         progress.stage("run_metrics")
         settings = chain_settings(context, names)
+        role = _run_role(context, settings)
         art = pipeline.summarize(
-            context.partition_key, settings, golden_set, retrieval_results, query_scores, judge
+            context.partition_key, settings, golden_set, retrieval_results, query_scores, judge, role=role
         )
         gates = art.info["gates"]
         headline = pipeline.headline(art.metrics, settings.k)
@@ -686,6 +699,14 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             # numeric entries: the asset's Plots tab draws each across run partitions
             **{f"metric/{k}": _number(v) for k, v in headline.items()},
             **{f"gates/{k}": dg.MetadataValue.int(v) for k, v in gate_tally(gates).items()},
+            # what the run is, and whether it passed so far: an automatic baseline is a passing run
+            # of the same role family
+            "role": dg.MetadataValue.text(role.label),
+            "role_source": dg.MetadataValue.text(role.source),
+            "outcome": dg.MetadataValue.text(
+                f"{run_outcome(art.info).label()}: system health and absolute gates "
+                "(the regression and verdict gates: comparison_report)"
+            ),
             **_identity_metadata(retrieval_results.results.system, golden_set),
             # which system this run evaluated: an automatic baseline is a run of the same one
             "system_identity": dg.MetadataValue.text(system_label(art.info)),
@@ -730,6 +751,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             "report": dg.MetadataValue.md(art.markdown),
             "baseline_run": dg.MetadataValue.text(str(baseline)),
             "baseline_note": note,
+            # the later runs `previous` passed over (failed, another role family) and why
+            "baseline_skipped": dg.MetadataValue.json(art.info.get("baseline_skipped") or []),
+            "role": dg.MetadataValue.text(role_of(context.partition_key, run_metrics.info).label),
+            # the run's whole outcome: its metrics' part and this comparison's gates
+            "outcome": dg.MetadataValue.text(run_outcome(run_metrics.info, art.info).label()),
             "systems": dg.MetadataValue.text(str(art.info.get("systems_note") or "")),
             "chunker_version_match": dg.MetadataValue.text(str(art.info.get("chunker_version_match"))),
             **{f"verdict/{k}": dg.MetadataValue.int(v) for k, v in counts.items()},

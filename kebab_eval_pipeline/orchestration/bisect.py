@@ -24,7 +24,7 @@ from kebab_eval_pipeline.reporting.bisect_report import render_json, render_mark
 ASSET = "regression_bisect"
 #: Columns of the per-step table shown in the UI (the stored table has them all).
 STEP_SHOWN = ("step", "run_a", "run_b", "n_paired", "mean_a", "mean_b", "delta", "p_raw", "p_adjusted")
-STEP_SHOWN += ("changed", "changed_fields")
+STEP_SHOWN += ("changed", "changed_fields", "outcome_a", "outcome_b", "role_a", "role_b")
 
 
 class BisectConfig(dg.Config):
@@ -46,6 +46,14 @@ class BisectConfig(dg.Config):
     )
     alpha: float = Field(default=0.05, description="Significance level of the adjusted p-values.")
     adjust: str = Field(default="holm", description="Correction over the steps: holm or bh.")
+    role: list[str] = Field(
+        default=[],
+        description="Only runs of these roles (ci, nightly, system-change, golden-change, manual, "
+        "team-check, experiment, sweep-variant, unknown; regular; sweep:NAME). Empty: every run.",
+    )
+    outcome: str | None = Field(
+        default=None, description="Only runs that passed or failed (system health and blocking gates)."
+    )
     name: str = Field(
         default="latest",
         description="Where the bisect is stored: {storage}/regression_bisect/{name}/ (a run-id-like name).",
@@ -86,6 +94,8 @@ def build_bisect_asset(names: ChainNames = DEFAULT_NAMES) -> dg.AssetsDefinition
                 alpha=config.alpha,
                 adjust_by=config.adjust,
                 options=settings.compare,
+                roles=config.role,
+                outcome=config.outcome,
             )
             markdown = render_markdown(result)
             files = {

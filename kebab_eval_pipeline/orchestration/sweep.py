@@ -16,6 +16,7 @@ Built only when the config has a ``sweep:`` block; every name comes from :class:
 # No `from __future__ import annotations`: Dagster reads the context annotations at definition time.
 
 import dagster as dg
+from pydantic import Field
 
 from kebab_eval_pipeline import pipeline
 from kebab_eval_pipeline.errors import InputError
@@ -29,6 +30,16 @@ from kebab_eval_pipeline.sweep.leaderboard import render_json, render_markdown
 ASSET = "sweep_leaderboard"
 REGISTER_JOB = "register_sweep"
 REGISTER_OP = "register_sweep_partitions"
+
+
+class LeaderboardConfig(dg.Config):
+    """Which variants the leaderboard ranks (set in the launchpad)."""
+
+    outcome: str | None = Field(
+        default=None,
+        description="Rank only the variants that passed (system healthy, every blocking gate passed) or "
+        "failed; the others are listed, not ranked. Empty: every stored variant.",
+    )
 
 
 def build_sweep_definitions(settings: RunSettings, names: ChainNames = DEFAULT_NAMES) -> dg.Definitions:
@@ -77,15 +88,19 @@ def build_sweep_definitions(settings: RunSettings, names: ChainNames = DEFAULT_N
         description=f"The leaderboard of sweep {sweep.name!r}: its stored variant runs ranked on "
         f"{pipeline.sweep_metric(settings)} (means over the queries common to all, pairwise paired "
         "tests Holm-adjusted, letters of the variants not significantly different), each variant's "
-        "swept settings as columns. Variants not stored yet are listed, not ranked.",
+        "swept settings, role and outcome (passed, or the checks that failed it) as columns. Variants "
+        "not stored yet, and with `outcome` in its config those of the other outcome, are listed, not "
+        "ranked.",
     )
-    def sweep_leaderboard(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def sweep_leaderboard(
+        context: dg.AssetExecutionContext, config: LeaderboardConfig
+    ) -> dg.MaterializeResult:
         storage = getattr(context.resources, storage_key)
         store = storage.store()
         try:
             # The settings as the location loads them now (the launchpad may override them).
             current = getattr(context.resources, settings_key).load()
-            board = pipeline.rank_sweep(store, current)
+            board = pipeline.rank_sweep(store, current, config.outcome)
             files = {
                 "leaderboard.md": render_markdown(board).encode("utf-8"),
                 "leaderboard.json": render_json(board).encode("utf-8"),
@@ -95,6 +110,8 @@ def build_sweep_definitions(settings: RunSettings, names: ChainNames = DEFAULT_N
                 "metric": board.metric,
                 "best": board.best(),
                 "missing": board.missing,
+                "left_out": board.left_out,
+                "outcome_filter": config.outcome,
             }
             attempt = store.write(
                 ASSET,
@@ -121,6 +138,7 @@ def build_sweep_definitions(settings: RunSettings, names: ChainNames = DEFAULT_N
                 "variants": _table_metadata(board.table.drop(columns=["row"])),
                 "variants_ranked": dg.MetadataValue.int(len(board.table)),
                 "variants_missing": dg.MetadataValue.json(board.missing),
+                "variants_left_out": dg.MetadataValue.json(board.left_out),
                 "queries_in_common": dg.MetadataValue.int(int(board.ranking.info["n_common"])),
                 "warnings": dg.MetadataValue.json(board.ranking.info["warnings"]),
                 "storage_path": folder,

@@ -31,8 +31,10 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.evaluation import Evaluation, evaluate
 from kebab_eval_pipeline.location import default_storage_base
 from kebab_eval_pipeline.orchestration import run_lock
+from kebab_eval_pipeline.pipeline import run_role
 from kebab_eval_pipeline.reporting.summary import gate_outcome
 from kebab_eval_pipeline.run_ids import asset_check_run_id
+from kebab_eval_pipeline.run_roles import TEAM_CHECK
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -184,8 +186,12 @@ def evaluation_check(
                 config_file, replace={**replace, **({"system": block} if block else {})}
             )
             run_id = asset_check_run_id(name, datetime.now(UTC), context.run.run_id)
+            # a team-check run, unless the team's Dagster run says otherwise (a kebab-eval/role tag)
+            role = run_role(run_settings, run_id, context.run.tags, default=TEAM_CHECK)
             with run_lock.holding(base, run_id, context.run.run_id, context.instance):
-                evaluation = evaluate(run_settings, run_id, RunStore(base), dagster_run_id=context.run.run_id)
+                evaluation = evaluate(
+                    run_settings, run_id, RunStore(base), dagster_run_id=context.run.run_id, role=role
+                )
         except InputError as exc:
             return dg.AssetCheckResult(
                 passed=False,

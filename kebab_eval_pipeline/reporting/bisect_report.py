@@ -88,6 +88,22 @@ def _overall_line(info: dict) -> str:
     return line
 
 
+def _runs(info: dict) -> list[tuple[str, str, str]]:
+    """Each run's id, role and outcome (``failed (gate_mrr_min)``), oldest first; ``–`` where a
+    bisect made without them does not know."""
+    n = len(info["runs"])
+    roles, outcomes = info.get("roles") or [None] * n, info.get("outcomes") or [None] * n
+    failed = info.get("failed") or [[]] * n
+    return [
+        (
+            run_id,
+            role or "–",
+            "–" if outcome is None else outcome + (f" ({', '.join(f)})" if f else ""),
+        )
+        for run_id, role, outcome, f in zip(info["runs"], roles, outcomes, failed, strict=True)
+    ]
+
+
 def _flips_of(b: Bisect, step: int) -> pd.DataFrame:
     return b.flips[b.flips["step"] == step]
 
@@ -120,6 +136,8 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             f"delta {_signed(change['delta'])} [{_num(change['ci_low'])}, {_num(change['ci_high'])}]  "
             f"p {_p(change['p_raw'])}  adjusted {_p(change['p_adjusted'])}",
         ]
+        if not _null(change.get("caution")):
+            lines.append(f"  caution: {change['caution']}")
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
             lines.append("  settings changed:")
@@ -144,6 +162,10 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             )
         if len(flips) > max_flips:
             lines.append(f"    … and {len(flips) - max_flips} more")
+    lines += ["", "runs (oldest first):"]
+    listed = _runs(info)
+    widths = [max(len(r[i]) for r in listed) for i in range(3)]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in listed]
     lines += ["", "steps (delta = b − a):"]
     header = (
         "step",
@@ -207,6 +229,8 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             f"p {_p(change['p_raw'])}, adjusted p {_p(change['p_adjusted'])}",
             "",
         ]
+        if not _null(change.get("caution")):
+            lines += [f"> ⚠ **caution**: {md_text(change['caution'])}", ""]
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
             lines += [
@@ -241,7 +265,13 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             if len(flips) > max_flips:
                 lines += ["", f"… and {len(flips) - max_flips} more."]
             lines.append("")
+    lines += ["## Runs (oldest first)", "", "| run | role | outcome |", "|---|---|---|"]
     lines += [
+        f"| {md_code(run_id, in_table=True)} | {md_cell(role)} | {md_cell(outcome)} |"
+        for run_id, role, outcome in _runs(info)
+    ]
+    lines += [
+        "",
         "## Steps (delta = b − a)",
         "",
         "| step | a | b | n | mean a | mean b | delta | p | adjusted p | change | settings changed |",

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.json_records import json_records, plain_value
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
@@ -30,6 +31,7 @@ from kebab_eval_pipeline.metrics.retrieval import (
     assign_judgements,
     query_codes,
 )
+from kebab_eval_pipeline.run_roles import role_of
 from kebab_eval_pipeline.store.runs import RunStore
 
 _HIT_FIELDS = (
@@ -68,6 +70,7 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     """The whole run as one JSON-ready mapping (metrics null where denominators are empty)."""
     b = store.stored_run(run_id)
     info = b.metrics.info
+    comparison = store.manifest("comparison_report", run_id)
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in json_records(b.metrics.breakdowns):
         breakdowns.setdefault(str(row["dimension"]), {}).setdefault(str(row["value"]), {})[row["metric"]] = (
@@ -126,6 +129,9 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         "pipeline_version": info.get("pipeline_version"),
         "versions": info.get("versions", {}),
         "system": info.get("system", {}),
+        # what the run is and whether it passed (its stored comparison's gates included)
+        "role": role_of(run_id, info).as_dict(),
+        "outcome": run_outcome(info, None if comparison is None else comparison.get("info") or {}).as_dict(),
         "golden": {k: info.get("golden", {}).get(k) for k in ("path", "sha256", "queries")},
         "match": {
             "configured": b.scores.info.get("match", info.get("match")),

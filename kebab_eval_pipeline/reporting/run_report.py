@@ -14,6 +14,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
 from kebab_eval_pipeline.reporting.spend import spend_parts, usd
+from kebab_eval_pipeline.run_roles import role_of
 from kebab_eval_pipeline.systems.identity import label as system_label
 
 
@@ -43,6 +44,8 @@ def render_run_markdown(
         f"{md_code(str(golden.get('sha256'))[:12])}).",
         "",
     ]
+    role = role_of(run_id, info)  # what the run is: an automatic baseline shares its role family
+    lines += [f"Role **{md_text(role.label)}** ({md_text(role.source)}).", ""]
     lines += health_markdown(info.get("system_health") or {})
     lines += ["| version | value |", "|---|---|"]
     lines += [f"| {md_cell(k)} | {md_cell(_fmt(v))} |" for k, v in info.get("versions", {}).items()]

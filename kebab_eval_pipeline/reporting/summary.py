@@ -13,6 +13,7 @@ from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
+from kebab_eval_pipeline.run_roles import role_of
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
@@ -84,6 +85,9 @@ def render_run_summary(
         "",
         f"golden **{md_text(golden.get('name'))}** · {md_text(golden.get('queries'))} queries · "
         f"{md_code(str(golden.get('sha256'))[:12])}",
+        "",
+        # what the run is: an automatic baseline is a passing run of the same role family
+        f"role **{md_text(role_of(run_id, info).label)}**",
         "",
         *[
             f"{key.removesuffix('_version')} {md_code(versions.get(key) or 'none')}  "

@@ -8,7 +8,7 @@ Dagster UI) and JSON.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +34,17 @@ LEADERBOARD_COLUMNS: dict[str, str] = {
     "ci_high": "float64",
     "n": "Int64",  # queries common to all variants where every one defines the metric
     "better_than": "object",  # rows of the variants this one is significantly better than
+    "role": "string",  # what the run is (run_roles): sweep-variant (<name>); null when not given
+    "outcome": "string",  # passed | failed (<checks>) (compare.outcome); null when not given
 }
 
 
 @dataclass
 class Leaderboard:
     """``table`` (:data:`LEADERBOARD_COLUMNS` + one column per swept setting), the ``ranking`` it
-    comes from (its pairs, warnings, matching), and the variants with no stored run (``missing``:
-    slugs; they are not ranked)."""
+    comes from (its pairs, warnings, matching), the variants with no stored run (``missing``:
+    slugs; they are not ranked) and those stored but left out by an outcome filter (``left_out``:
+    ``<slug>: <outcome>``)."""
 
     name: str
     metric: str
@@ -49,6 +52,7 @@ class Leaderboard:
     table: pd.DataFrame
     ranking: Ranking
     missing: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
 
     def best(self) -> list[str]:
         """The slugs of the variants ranked 1 (several on a tie; empty when nothing was ranked)."""
@@ -61,12 +65,20 @@ class Leaderboard:
 
 
 def build_leaderboard(
-    name: str, metric: str, ranking: Ranking, variants: Sequence[Variant], missing: Sequence[str] = ()
+    name: str,
+    metric: str,
+    ranking: Ranking,
+    variants: Sequence[Variant],
+    missing: Sequence[str] = (),
+    standing: Mapping[str, tuple[str, str]] | None = None,
+    left_out: Sequence[str] = (),
 ) -> Leaderboard:
     """The leaderboard of ``ranking`` (over the runs of ``variants``, ranked on ``metric`` among
     others) — its rows in the ranking's report order (by rank on its first metric, so give
-    ``metric`` first), the swept settings of each variant as columns. ValueError when a ranked run
-    is not one of ``variants`` or ``metric`` was not ranked."""
+    ``metric`` first), the swept settings of each variant as columns, and each run's role and
+    outcome from ``standing`` (run id → (role, outcome) labels; null when absent). ValueError when
+    a ranked run is not one of ``variants`` or ``metric`` was not ranked."""
+    standing = standing or {}
     by_run = {v.run_id: v for v in variants}
     per_run = ranking.per_run[ranking.per_run["metric"] == metric].sort_values("row", kind="stable")
     if per_run.empty:
@@ -89,9 +101,11 @@ def build_leaderboard(
             "ci_high": per_run["ci_high"].to_numpy(),
             "n": per_run["n"].to_numpy(),
             "better_than": per_run["better_than_rows"].to_numpy(),
+            "role": [standing.get(r, (None, None))[0] for r in per_run["run_id"]],
+            "outcome": [standing.get(r, (None, None))[1] for r in per_run["run_id"]],
         }
     ).astype({**LEADERBOARD_COLUMNS, **dict.fromkeys(keys, "string")})
-    return Leaderboard(name, metric, keys, table, ranking, list(missing))
+    return Leaderboard(name, metric, keys, table, ranking, list(missing), list(left_out))
 
 
 def _num(x: Any) -> str:
@@ -100,7 +114,7 @@ def _num(x: Any) -> str:
 
 def _cells(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     """The table as a person reads it: header and rows of text."""
-    header = ["#", "rank", "group", *board.settings, board.metric, "95% CI", "better than"]
+    header = ["#", "rank", "group", *board.settings, board.metric, "95% CI", "better than", "role", "outcome"]
     rows = [
         [
             str(r["row"]),
@@ -110,6 +124,8 @@ def _cells(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
             _num(r["mean"]),
             f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
             superscript(list(r["better_than"])) or "–",
+            "–" if pd.isna(r["role"]) else r["role"],
+            "–" if pd.isna(r["outcome"]) else r["outcome"],
         ]
         for r in board.table.to_dict("records")
     ]
@@ -141,6 +157,8 @@ def render_text(board: Leaderboard) -> str:
     ]
     if board.missing:
         lines += ["", "not stored (not ranked): " + ", ".join(board.missing)]
+    if board.left_out:
+        lines += ["", "left out by --outcome (not ranked): " + "; ".join(board.left_out)]
     lines += [f"warning: {w}" for w in board.ranking.info.get("warnings", [])]
     return "\n".join(lines) + "\n"
 
@@ -155,6 +173,8 @@ def render_markdown(board: Leaderboard) -> str:
     # Only the swept names and values come from the config: the rest are this module's own words
     # and numbers, written as they are.
     header = [*header[:3], *(md_cell(h) for h in header[3 : 3 + n]), *header[3 + n :], "run"]
+    # the role and outcome cells name user-chosen sweep names and gate names: escaped
+    rows = [[*row[:-2], md_cell(row[-2]), md_cell(row[-1])] for row in rows]
     lines = [
         f"# Sweep {md_code(board.name)}: leaderboard on {md_code(board.metric)}",
         "",
@@ -172,6 +192,8 @@ def render_markdown(board: Leaderboard) -> str:
     ]
     if board.missing:
         lines += [f"Not stored, not ranked: {', '.join(md_code(m) for m in board.missing)}", ""]
+    if board.left_out:
+        lines += [f"Left out by the outcome filter, not ranked: {md_text('; '.join(board.left_out))}", ""]
     return "\n".join(lines) + "\n" + board.ranking.markdown
 
 
@@ -195,6 +217,7 @@ def leaderboard_document(board: Leaderboard) -> dict[str, Any]:
         "variants": variants,
         "pairs": json_records(board.pairs()),
         "missing": board.missing,
+        "left_out": board.left_out,
         "warnings": list(info.get("warnings", [])),
     }
 

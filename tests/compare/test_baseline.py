@@ -9,8 +9,16 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.artifacts import RunMetricsArtifact
-from kebab_eval_pipeline.compare.baseline import choose_baseline
+from kebab_eval_pipeline.compare.baseline import (
+    Skipped,
+    choose_baseline,
+    flag_baseline,
+    previous_run,
+    resolve_baseline,
+)
+from kebab_eval_pipeline.compare.outcome import RunOutcome, metrics_outcome, run_outcome
 from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.run_roles import role_of
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.store.layout import PINS_FILE
 from kebab_eval_pipeline.store.pins import pin_baseline, read_pins, unpin_baseline
@@ -40,9 +48,13 @@ def put(
     name: str = "demo-fermentation",
     sha: str = SHA_V1,
     system: dict | None = None,
+    compared: bool = True,
+    **extra,
 ):
     """Store run_metrics for ``run_id`` the way the run_metrics asset does; returns its info.
-    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity)."""
+    ``system`` is its ``info["system"]`` (default: the demo reference system with its identity);
+    ``extra`` more info entries (``role``, ``gates``, ``system_health``…); ``compared``: also a
+    comparison_report (without gates), as a run whose chain finished has."""
     info = {
         "run_id": run_id,
         "created_at": created_at,
@@ -51,12 +63,15 @@ def put(
         "system": system or {"kind": "reference", "mode": "lexical", "identity": DEMO},
         "golden": golden(name, sha),
         "k": [1, 3, 5, 10],
+        **extra,
     }
     breakdowns = pd.DataFrame(
         {"dimension": ["lang"], "value": ["en"], "metric": ["mrr"], "score": [0.5], "n": [3]}
     )
     artifact = RunMetricsArtifact({"mrr": 0.5, "hit@1": None}, {"mrr": 3, "hit@1": 0}, breakdowns, info)
     store.write("run_metrics", run_id, *artifact.to_tables())
+    if compared:
+        store.write("comparison_report", run_id, {}, {"run_b": run_id, "gates": []})
     return info
 
 
@@ -256,6 +271,7 @@ def test_pin_is_read_back_by_a_new_store_and_overwritten(store, tmp_path):
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [
         f".{PINS_FILE}.lock",
         PINS_FILE,
+        "comparison_report",
         "run_metrics",
     ]
 
@@ -395,7 +411,9 @@ def test_failed_runs_of_other_systems_are_other_systems_and_of_this_one_are_skip
         store.write("run_metrics", run_id, *RunMetricsArtifact({}, {}, pd.DataFrame(), info).to_tables())
     me = put(store, "me", t(4), system={"kind": "http", "identity": DEAD_HTTP})
     chosen, note = choose(store, "me", "previous", me)
-    assert chosen == "ok" and "skipped 1 later run(s) whose system under test failed" in note
+    assert chosen == "ok" and note.endswith(
+        "; skipped 1 later run(s): 'down' failed system_health (its system under test failed))"
+    )
     # The dead server's run gets no baseline from the demo: "regression 88" was a wrong answer.
     put(store, "demo", t(5))
     dead = put(
@@ -413,3 +431,253 @@ def test_explicit_and_pinned_baselines_of_another_system_are_used(store):
     assert choose(store, "cmd-1", "pinned", me)[0] == "demo-1"
     assert choose(store, "cmd-1", "auto", me)[0] == "demo-1"  # the pin is a deliberate choice
     assert choose(store, "cmd-1", "previous", me)[0] is None
+
+
+# --- outcome and role family (run_roles, compare.outcome) ----------------------------------------
+
+
+def gate(name: str, passed: bool, blocking: bool = True, skipped: bool = False) -> dict:
+    return {"name": name, "passed": passed, "blocking": blocking, "skipped": skipped}
+
+
+MISSED_MIN = [gate("gate_mrr_min", False)]
+DOWN = {"failed": 3, "healthy": False, "blocking": True, "message": "3 of 3 queries failed"}
+
+
+def role(name: str, sweep: str | None = None) -> dict:
+    return {"role": name, "source": "test", "sweep": sweep}
+
+
+def comparison(store, run_id: str, gates: list[dict]) -> None:
+    store.write("comparison_report", run_id, {}, {"run_b": run_id, "gates": gates})
+
+
+def test_run_outcome_is_judged_from_the_stored_verdicts_and_gates():
+    ok = {"system_health": {"healthy": True, "blocking": True}, "gates": [gate("gate_mrr_min", True)]}
+    assert run_outcome(ok, {"gates": []}) == RunOutcome("passed", (), True, "")
+    # a non-blocking miss, a skipped gate and an unhealthy system that does not block: all pass
+    lenient = {
+        "system_health": {"healthy": False, "blocking": False},
+        "gates": [gate("gate_chr_min", False, blocking=False), gate("gate_hit_at_1_min", True, skipped=True)],
+    }
+    assert run_outcome(lenient, {"gates": [gate("gate_mrr_max_drop", True, skipped=True)]}).passed
+    failed = run_outcome(
+        {"system_health": DOWN, "gates": MISSED_MIN}, {"gates": [gate("gate_mrr_max_p", False)]}
+    )
+    assert failed.failed == ("system_health", "gate_mrr_min", "gate_mrr_max_p")
+    assert failed.reason() == (
+        "failed system_health (its system under test failed), gate_mrr_min, gate_mrr_max_p"
+    )
+    assert failed.label() == "failed (system_health, gate_mrr_min, gate_mrr_max_p)"
+    # no comparison stored: judged on the metrics alone, and it says so
+    alone = run_outcome(ok)
+    assert alone.passed and not alone.compared and "comparison never ran" in alone.note
+    assert metrics_outcome({"gates": MISSED_MIN}) == {
+        "outcome": "failed",
+        "system_healthy": None,  # not recorded (a run stored before system-health checks)
+        "failed": ["gate_mrr_min"],
+        "covers": "system health and absolute gates (the regression gates: comparison_report)",
+    }
+
+
+def test_previous_skips_a_run_that_failed_a_blocking_gate_and_names_it(store):
+    """The issue's max_drop false pass: the run after a failed one was compared with it."""
+    put(store, "good", t(1))
+    put(store, "bad", t(2), compared=False, gates=MISSED_MIN)  # a failed gate stops the chain
+    put(store, "regressed", t(3), gates=[gate("gate_mrr_min", True)])
+    comparison(store, "regressed", [gate("gate_mrr_max_drop", False)])  # failed against 'good'
+    me = put(store, "me", t(4), compared=False)
+    for mode in ("previous", "auto"):
+        choice = resolve_baseline(store, "me", mode, me["golden"], me["created_at"], me["system"])
+        assert choice.run_id == "good"
+        assert choice.note.endswith(
+            "; skipped 2 later run(s): 'regressed' failed gate_mrr_max_drop; 'bad' failed gate_mrr_min)"
+        )
+        assert [s.as_dict() for s in choice.skipped] == [
+            {"run_id": "regressed", "reason": "failed gate_mrr_max_drop"},
+            {"run_id": "bad", "reason": "failed gate_mrr_min"},
+        ]
+
+
+def test_a_non_blocking_miss_or_a_skipped_gate_does_not_make_a_run_skipped(store):
+    put(store, "warned", t(1), gates=[gate("gate_chr_min", False, blocking=False)])
+    me = put(store, "me", t(2))
+    assert choose(store, "me", "previous", me) == (
+        "warned",
+        f"baseline 'warned' (the most recent earlier run of {DEMO_LABEL} {ON_V1})",
+    )
+
+
+def test_no_passing_run_is_a_note_naming_every_skipped_run(store):
+    put(store, "down", t(1), system_health=DOWN)
+    put(store, "bad", t(2), gates=MISSED_MIN)
+    put(store, "variant", t(3), role=role("sweep-variant", "sizes"))
+    me = put(store, "me", t(4))
+    chosen, note = choose(store, "me", "previous", me)
+    assert chosen is None
+    assert note == (
+        f"no baseline: no earlier run of {DEMO_LABEL} {ON_V1} that passed its blocking gates; "
+        "skipped 2 earlier run(s): 'bad' failed gate_mrr_min; "
+        "'down' failed system_health (its system under test failed); "
+        "1 earlier run(s) of other role families skipped (1 variant(s) of sweep 'sizes': "
+        "regular runs are compared with each other)"
+    )
+
+
+def test_a_long_list_of_skipped_runs_is_cut_and_counted(store):
+    put(store, "good", t(0))
+    for minute in range(1, 9):
+        put(store, f"bad-{minute}", t(minute), gates=MISSED_MIN)
+    me = put(store, "me", t(10))
+    choice = resolve_baseline(store, "me", "previous", me["golden"], me["created_at"], me["system"])
+    assert choice.run_id == "good" and len(choice.skipped) == 8
+    assert "skipped 8 later run(s): 'bad-8' failed gate_mrr_min; 'bad-7'" in choice.note
+    assert choice.note.endswith("'bad-4' failed gate_mrr_min; and 3 more)")
+
+
+def test_a_named_systems_sweep_variant_is_never_a_regular_runs_baseline(store):
+    """The issue: with ``system.name`` every variant is 'the same system' as production runs."""
+    named = {"kind": "command", "identity": make_identity("command", None, None, name="search")}
+    put(store, "prod-1", t(1), system=named, role=role("nightly"))
+    put(store, "sweep-sizes-a", t(2), system=named, role=role("sweep-variant", "sizes"))
+    put(store, "sweep-other-a", t(3), system=named, role=role("sweep-variant", "other"))
+    prod = put(store, "prod-2", t(4), system=named, role=role("ci"))
+    chosen, note = choose(store, "prod-2", "previous", prod)
+    assert chosen == "prod-1"  # a nightly run baselines a CI run: one family
+    assert note.endswith(
+        "; skipped 2 later run(s): 'sweep-other-a' is a variant of sweep 'other'; "
+        "'sweep-sizes-a' is a variant of sweep 'sizes')"
+    )
+    # a sweep's variants are compared with each other: never with production, nor another sweep
+    variant = put(store, "sweep-sizes-b", t(5), system=named, role=role("sweep-variant", "sizes"))
+    got = resolve_baseline(
+        store, "sweep-sizes-b", "previous", variant["golden"], variant["created_at"], variant["system"],
+        role_of("sweep-sizes-b", variant),
+    )  # fmt: skip
+    assert got.run_id == "sweep-sizes-a" and got.skipped == ()
+    assert got.note == (
+        "baseline 'sweep-sizes-a' (the most recent earlier variant of sweep 'sizes' on golden set "
+        f"'demo-fermentation' at sha256 {SHA_V1[:12]}…)"
+    )
+
+
+def test_variants_of_one_sweep_are_compared_whatever_they_vary_and_the_first_gets_none(store):
+    # an unnamed system: a swept mode changes the identity, yet the variants are one sweep's
+    lexical = {"kind": "reference", "identity": make_identity("reference", "demo corpus", "lexical")}
+    hybrid = {"kind": "reference", "identity": make_identity("reference", "demo corpus", "hybrid")}
+    put(store, "prod", t(1), system=lexical)
+    first = put(store, "v-lexical", t(2), system=lexical, role=role("sweep-variant", "modes"))
+    second = put(store, "v-hybrid", t(3), system=hybrid, role=role("sweep-variant", "modes"))
+
+    def pick(run_id, info):
+        return resolve_baseline(
+            store, run_id, "auto", info["golden"], info["created_at"], info["system"], role_of(run_id, info)
+        )
+
+    assert pick("v-hybrid", second).run_id == "v-lexical"
+    none = pick("v-lexical", first)
+    assert none.run_id is None and none.note.endswith(
+        "no earlier variant of sweep 'modes' on golden set 'demo-fermentation' at sha256 "
+        f"{SHA_V1[:12]}…; 1 earlier run(s) on this set that are not variants of the sweep skipped "
+        "(a variant is compared with the sweep's other variants)"
+    )
+
+
+def test_experiments_are_compared_with_experiments_only(store):
+    put(store, "prod-1", t(1))
+    exp_1 = put(store, "exp-1", t(2), role=role("experiment"))
+    prod = put(store, "prod-2", t(3))
+    exp_2 = put(store, "exp-2", t(4), role=role("experiment"))
+    assert choose(store, "prod-2", "previous", prod)[0] == "prod-1"
+    got = resolve_baseline(
+        store,
+        "exp-2",
+        "previous",
+        exp_2["golden"],
+        exp_2["created_at"],
+        exp_2["system"],
+        role_of("exp-2", exp_2),
+    )
+    assert got.run_id == "exp-1" and "the most recent earlier experiment of " in got.note
+    assert got.skipped == (Skipped("prod-2", "is a regular run (unknown)"),)
+    first = resolve_baseline(
+        store,
+        "exp-1",
+        "previous",
+        exp_1["golden"],
+        exp_1["created_at"],
+        exp_1["system"],
+        role_of("exp-1", exp_1),
+    )
+    assert first.run_id is None and first.note.endswith(
+        "; 1 earlier run(s) of other role families skipped (1 regular run(s): experiments are compared "
+        "with each other)"
+    )
+    assert first.skipped == (Skipped("prod-1", "is a regular run (unknown)"),)  # every one, for the JSON
+
+
+def test_a_pinned_or_explicit_failed_run_is_used_and_flagged(store):
+    put(store, "release", t(1), gates=MISSED_MIN)
+    pin_baseline(store, "release")
+    put(store, "variant", t(2), role=role("sweep-variant", "sizes"))
+    me = put(store, "me", t(3))
+    for mode in ("auto", "pinned"):
+        choice = resolve_baseline(store, "me", mode, me["golden"], me["created_at"], me["system"])
+        assert choice.run_id == "release"
+        assert choice.note.endswith("; pinned baseline 'release' failed its blocking checks: gate_mrr_min)")
+        assert choice.warnings == ("pinned baseline 'release' failed its blocking checks: gate_mrr_min",)
+    explicit = resolve_baseline(store, "me", "variant", me["golden"], me["created_at"], me["system"])
+    assert explicit.run_id == "variant" and explicit.warnings == (
+        "configured baseline 'variant' is a variant of sweep 'sizes'; this run is a regular run (manual)",
+    )
+    assert explicit.note == f"baseline 'variant' (configured explicitly; {explicit.warnings[0]})"
+    # a passing pin of the same family: nothing to say
+    unpin_baseline(store, None)
+    put(store, "good", t(0))
+    assert resolve_baseline(store, "me", "good", me["golden"], me["created_at"], me["system"]).warnings == ()
+
+
+def test_runs_stored_before_roles_and_outcomes_still_chain_by_their_stored_gates(store):
+    # no role, no outcome recorded: regular runs, judged on the gates and verdict they stored
+    put(store, "old-good", t(1))
+    put(store, "old-bad", t(2), gates=MISSED_MIN)
+    put(store, "sweep-sizes-x", t(3), sweep={"name": "sizes", "variant": "x"})  # an old variant
+    me = put(store, "me", t(4), role=role("ci"))
+    choice = resolve_baseline(
+        store, "me", "previous", me["golden"], me["created_at"], me["system"], role_of("me", me)
+    )
+    assert choice.run_id == "old-good"
+    assert [s.run_id for s in choice.skipped] == ["sweep-sizes-x", "old-bad"]
+
+
+def test_a_run_whose_comparison_never_ran_is_judged_on_its_metrics_and_the_note_says_so(store):
+    put(store, "crashed", t(1), compared=False)
+    me = put(store, "me", t(2))
+    chosen, note = choose(store, "me", "previous", me)
+    assert chosen == "crashed" and note.endswith(
+        "; 'crashed': its comparison never ran: judged on its system health and absolute gates only)"
+    )
+
+
+def test_previous_run_is_pure_and_reads_a_comparison_only_for_a_run_that_could_be_chosen():
+    def manifest(run_id, minute, **extra):
+        info = {"created_at": t(minute), "golden": golden(), "system": {"identity": DEMO}, **extra}
+        return {"run_id": run_id, "written_at": t(minute), "info": info}
+
+    runs = [manifest("a", 1), manifest("b", 2), manifest("c", 3, gates=MISSED_MIN)]
+    comparisons = {"a": {"gates": []}, "b": {"gates": [gate("gate_mrr_max_drop", False)]}}
+    asked = []
+
+    def comparison_of(run_id):
+        asked.append(run_id)
+        return comparisons.get(run_id)
+
+    chosen, why, skipped = previous_run(
+        "me", golden(), t(5), {"identity": DEMO}, role_of("me", {}), runs, comparison_of
+    )
+    assert chosen == "a" and [s.run_id for s in skipped] == ["c", "b"]
+    assert why.endswith("; skipped 2 later run(s): 'c' failed gate_mrr_min; 'b' failed gate_mrr_max_drop")
+    assert asked == ["b", "a"]  # 'c' failed on its metrics: its comparison was never read
+    assert flag_baseline("c", "pinned", runs[2]["info"], None, role_of("me", {})) == [
+        "pinned baseline 'c' failed its blocking checks: gate_mrr_min"
+    ]

@@ -211,6 +211,40 @@ def test_pure_core_on_hand_made_tables():
         bisect_history(runs[:1], "mrr")
 
 
+def test_a_change_after_a_failed_run_says_it_is_no_known_good_run():
+    # 30 queries: the first run finds 20, the second (which failed a blocking gate) all 30, the
+    # third 5 — a drop from a run that is no known-good one; the fourth is another sweep's variant.
+    queries = [f"q{i:02d}" for i in range(30)]
+
+    def table(found: int) -> pd.DataFrame:
+        return pd.DataFrame({"query_id": queries, "mrr": [1.0] * found + [0.0] * (30 - found)})
+
+    runs = [
+        HistoryRun("a", table(20), role="nightly", family="regular", outcome="passed"),
+        HistoryRun("b", table(30), role="ci", family="regular", outcome="failed", failed=("gate_mrr_max_p",)),
+        HistoryRun("c", table(5), role="ci", family="regular", outcome="passed"),
+        HistoryRun("d", table(30), role="sweep-variant (x)", family="sweep x", outcome="passed"),
+    ]
+    out = bisect_history(runs, "mrr")
+    cautions = dict(zip(out.changes["run_b"], out.changes["caution"], strict=True))
+    assert cautions == {
+        "b": "the run after this step, 'b', failed gate_mrr_max_p",  # better, yet not a clean after
+        "c": "the run before this step, 'b', failed gate_mrr_max_p: it is not a known-good run",
+        "d": "'c' is ci and 'd' is sweep-variant (x): runs of two role families",
+    }
+    assert out.steps["outcome_a"].tolist() == ["passed", "failed", "passed"]
+    assert out.steps["role_b"].tolist() == ["ci", "ci", "sweep-variant (x)"]
+    assert out.info["outcomes"] == ["passed", "failed", "passed", "passed"]
+    text = render_text(out)
+    assert (
+        "  caution: the run before this step, 'b', failed gate_mrr_max_p: it is not a known-good run" in text
+    )
+    assert "  b  ci                 failed (gate_mrr_max_p)" in text  # the runs list
+    md = render_markdown(out)
+    assert "> ⚠ **caution**: the run before this step, 'b', failed gate_mrr_max_p" in md
+    assert "| `b` | ci | failed (gate_mrr_max_p) |" in md
+
+
 def test_a_slow_drift_is_caught_by_first_vs_last():
     # Ten runs of twelve queries: each run loses one more query (1 → 0). No step can be a change
     # (one discordant query: p = 1), but first vs last lost nine: exact p = 2 / 2^9.

@@ -46,6 +46,7 @@ def store_run(
     gates: list | None = None,
     comparison_gates: list | None = None,
     healthy: bool = True,
+    role: dict | None = None,
 ) -> None:
     """A run's run_metrics (and, when ``finished``, its comparison_report written at that time)."""
     versions = {"chunker_version": "c2", "index_version": None} if versions is None else versions
@@ -56,6 +57,7 @@ def store_run(
         "system": system,
         "system_health": {"blocking": True, "healthy": healthy},
         "gates": gates or [gate("gate_mrr_min", True)],
+        **({"role": role} if role else {}),
     }
     store.write("run_metrics", run_id, {}, info)
     if finished is not None:
@@ -79,6 +81,9 @@ def store(tmp_path_factory) -> ArtifactStore:
     store_run(s, "other-chunker", hours(0.5), versions={"chunker_version": "c1"})
     store_run(s, "other-build", hours(0.5), reported={"reported_build": "b6"})
     store_run(s, "other-system", hours(0.5), identity=OTHER)
+    # of the current version and passing, but not a run of the system's own settings
+    store_run(s, "a-variant", hours(0.2), role={"role": "sweep-variant", "source": "", "sweep": "sizes"})
+    store_run(s, "an-experiment", hours(0.2), role={"role": "experiment", "source": "", "sweep": None})
     store_run(s, "unfinished", None)
     store_run(s, "finishes-later", NOW + timedelta(hours=1))
     return s

@@ -106,6 +106,17 @@ def test_a_good_index_deploys_and_a_headingless_one_is_stopped_by_the_blocking_c
     assert json.loads(live.read_text())["chunker_version"] == "sections-1"
     # the second run's baseline is the first (the same system identity: the team's callable)
     assert meta["baseline"] == run_id
+    # each check's run records what it is, and whether it passed
+    stored = RunStore(str(base))
+    for check_run, outcome in ((run_id, "passed"), (meta["run_id"], "failed")):
+        recorded = stored.manifest("run_metrics", check_run)["info"]
+        assert recorded["role"]["role"] == "team-check" and recorded["outcome"]["outcome"] == outcome
+    # a good index again: compared with the last index that passed, never with the stopped one
+    again = _build(team_defs, instance, drop_headings=False)
+    [check] = again.get_asset_check_evaluations()
+    assert again.success and check.metadata["baseline"].value == run_id
+    skipped = stored.manifest("comparison_report", check.metadata["run_id"].value)["info"]["baseline_skipped"]
+    assert skipped == [{"run_id": meta["run_id"], "reason": "failed gate_mrr_min, gate_hit_at_5_min"}]
 
 
 def test_two_chains_live_side_by_side_with_their_own_keys_resources_and_runs(team_defs, instance, tmp_path):

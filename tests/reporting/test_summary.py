@@ -119,8 +119,13 @@ def test_summary_header_names_the_run_system_golden_set_and_versions(run):
     golden = art.info["golden"]
     sha = golden["sha256"][:12]
     assert lines[2] == f"golden **{golden['name']}** · {golden['queries']} queries · `{sha}`"
+    assert lines[4] == "role **manual**"  # summarized without run tags: made by hand
+    sweep = {**art.info, "role": {"role": "sweep-variant", "source": "its run id", "sweep": "sizes"}}
+    assert render_run_summary(RUN_ID, sweep, headline, {}, []).splitlines()[4] == (
+        "role **sweep-variant (sizes)**"
+    )
     versions = art.info["versions"]
-    assert lines[4:8] == [
+    assert lines[6:10] == [
         f"chunker `{versions['chunker_version']}`  ",
         "embedding_model `none`  ",  # the lexical reference system embeds nothing
         f"prompt_template `{versions['prompt_template_version']}`  ",
@@ -178,7 +183,7 @@ def test_summary_says_which_criterion_matched_and_why_it_may_score_zero(run):
     n = len(pipeline.load_golden_artifact(settings_from_dict({})).queries)
     # The demo anchors by path + heading path and its hits carry heading paths: auto → anchor.
     assert art.info["match_by_query"] == {"anchor": 92} and n > 92  # unanswerable queries: no supports
-    assert lines[8] == "match `auto → anchor (92 queries)`  "
+    assert lines[10] == "match `auto → anchor (92 queries)`  "
     warned = {
         **art.info,
         "matching_warnings": [
@@ -186,7 +191,7 @@ def test_summary_says_which_criterion_matched_and_why_it_may_score_zero(run):
         ],
     }
     lines = render_run_summary(RUN_ID, warned, headline, art.denominators, gates).splitlines()
-    assert lines[9] == "⚠ matching (doc_path): no hit's doc_path matches any gold rel_path  "
+    assert lines[11] == "⚠ matching (doc_path): no hit's doc_path matches any gold rel_path  "
     # A run stored before the criterion was recorded shows no match line.
     old = {k: v for k, v in art.info.items() if k != "match_by_query"}
     assert not any(

@@ -35,7 +35,15 @@ def board():
     }
     ranking = rank_scores(scores, ["mrr"], n_resamples=200)
     ranking.markdown = render_ranking(ranking)
-    return build_leaderboard("sizes", "mrr", ranking, variants, missing=["gone-123456"]), variants
+    standing = {
+        v.run_id: ("sweep-variant (sizes)", "failed (gate_mrr_min)" if i == 2 else "passed")
+        for i, v in enumerate(variants)
+    }
+    board = build_leaderboard(
+        "sizes", "mrr", ranking, variants, missing=["gone-123456"], standing=standing,
+        left_out=["big-123456: failed (system_health)"],
+    )  # fmt: skip
+    return board, variants
 
 
 def test_rows_in_rank_order_with_settings_columns(board):
@@ -43,13 +51,15 @@ def test_rows_in_rank_order_with_settings_columns(board):
     table = board.table
     assert list(table.columns) == [
         "row", "rank", "letters", "variant", "run_id", "system.chunk_size", "answers",
-        "mean", "ci_low", "ci_high", "n", "better_than",
+        "mean", "ci_low", "ci_high", "n", "better_than", "role", "outcome",
     ]  # fmt: skip
     assert {c: str(table[c].dtype) for c in LEADERBOARD_COLUMNS} == LEADERBOARD_COLUMNS
     assert list(table["system.chunk_size"]) == ["400", "200", "800"] and set(table["answers"]) == {"false"}
     assert list(table["run_id"]) == [variants[1].run_id, variants[0].run_id, variants[2].run_id]
     assert list(table["mean"]) == [1.0, 0.625, 0.125] and list(table["rank"]) == [1, 2, 3]
     assert list(table["n"]) == [4, 4, 4]
+    assert set(table["role"]) == {"sweep-variant (sizes)"}
+    assert list(table["outcome"]) == ["passed", "passed", "failed (gate_mrr_min)"]  # 800 ranks last
     # Four queries: no pair is significant, so one group and nobody better than anybody.
     assert list(table["letters"]) == ["a", "a", "a"] and [list(b) for b in table["better_than"]] == [
         [],
@@ -66,18 +76,27 @@ def test_text_markdown_and_json(board):
     assert lines[0] == "sweep sizes: leaderboard"
     assert lines[1].startswith("3 variants ranked on mrr (higher is better) over 4 queries common to all")
     assert lines[3].split() == ["#", "rank", "group", "system.chunk_size", "answers", "mrr", "95%", "CI",
-                                "better", "than"]  # fmt: skip
+                                "better", "than", "role", "outcome"]  # fmt: skip
     assert lines[4].split()[:6] == ["1", "1", "a", "400", "false", "1.0000"]
+    assert lines[4].split()[-3:] == ["sweep-variant", "(sizes)", "passed"]
     assert lines[6].split()[:6] == ["3", "3", "a", "800", "false", "0.1250"]
+    assert lines[6].split()[-2:] == ["failed", "(gate_mrr_min)"]
     assert lines[8] == "not stored (not ranked): gone-123456"
+    assert lines[10] == "left out by --outcome (not ranked): big-123456: failed (system_health)"
 
     md = render_markdown(board)
     assert md.startswith("# Sweep `sizes`: leaderboard on `mrr`\n")
     assert "| 2 | 2 | a | 200 | false | 0.6250 | " in md and f"`{variants[0].run_id}` |" in md
+    assert "| – | sweep-variant (sizes) | failed (gate_mrr_min) | " in md
     assert "Not stored, not ranked: `gone-123456`" in md and "# Ranking of 3 runs" in md
 
     doc = json.loads(render_json(board))
     assert doc["best"] == [variants[1].slug] and doc["missing"] == ["gone-123456"]
+    assert [(v["role"], v["outcome"]) for v in doc["variants"]][2] == (
+        "sweep-variant (sizes)",
+        "failed (gate_mrr_min)",
+    )
+    assert doc["left_out"] == ["big-123456: failed (system_health)"]
     assert [v["settings"] for v in doc["variants"]] == [
         {"system.chunk_size": "400", "answers": "false"},
         {"system.chunk_size": "200", "answers": "false"},
