@@ -11,6 +11,7 @@ import math
 
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
+from kebab_eval_pipeline.reporting.gate_text import TALLY_WORDS, outcome, tally, tally_text
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 from kebab_eval_pipeline.run_roles import role_of
@@ -28,25 +29,15 @@ def _value(x: float | None) -> str:
 def gate_outcome(gate: dict) -> str:
     """The word the CLI, the summary table and the gate's asset check use for a gate result (a
     ``GateResult.as_dict()``): pass, warn (a non-blocking gate missed), FAIL (a blocking one
-    did) or skipped."""
-    if gate["skipped"]:
-        return "skipped"
-    if gate["passed"]:
-        return "pass"
-    return "FAIL" if gate["blocking"] else "warn"
+    did) or skipped (:func:`.gate_text.outcome`, the one place that decides it)."""
+    return outcome(gate)
 
 
 def gate_tally(gates: list[dict]) -> dict[str, int]:
-    """Counts of gate outcomes: passed, failed (blocking), warned (non-blocking), skipped."""
-    tally = {"passed": 0, "failed": 0, "warned": 0, "skipped": 0}
-    for gate in gates:
-        if gate["skipped"]:
-            tally["skipped"] += 1
-        elif gate["passed"]:
-            tally["passed"] += 1
-        else:
-            tally["failed" if gate["blocking"] else "warned"] += 1
-    return tally
+    """Counts of gate outcomes: passed, failed (blocking), warned (non-blocking), skipped — the
+    :func:`.gate_text.tally` of the gates alone (the ``gates/…`` numbers of the UI)."""
+    counts = tally(gates, None)
+    return {TALLY_WORDS[k]: counts[k] for k in ("pass", "FAIL", "warn", "skipped")}
 
 
 def _matching(info: dict) -> list[str]:
@@ -134,7 +125,9 @@ def render_run_summary(
             value = by_metric[metric][0]["value"]
             noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
             lines.append(f"| {md_cell(metric)} | {_value(value)} | |{noise} {bounds(metric)} |")
-    if gates:
-        tally = gate_tally(gates)
-        lines += ["", "Gates: " + " · ".join(f"{n} {what}" for what, n in tally.items() if n)]
+    health = info.get("system_health")
+    if gates or health:
+        # the words every CI output and the CLI count checks in; the comparison's regression and
+        # verdict gates are counted on comparison_report, which runs after this asset
+        lines += ["", "Checks: " + tally_text(gates, health)]
     return "\n".join(lines) + "\n"

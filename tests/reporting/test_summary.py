@@ -108,7 +108,10 @@ def test_summary_table_has_one_row_per_headline_metric_then_the_other_gates(run)
     assert by_metric["mrr[lang=ko]"] == [f"{ko:.4f}", "", "≥0.4 pass"]
     assert by_metric["recall@10"] == [f"{art.metrics['recall@10']:.4f}", "", "≥0.5 pass"]
 
-    assert markdown.endswith("\n\nGates: 5 passed · 2 failed · 5 warned · 1 skipped\n")
+    # the words every CI output counts checks in: 13 gates and the system-health verdict
+    assert markdown.endswith(
+        "\n\nChecks: 14 checks (13 gates + system health): 6 passed · 2 failed · 5 warned · 1 skipped\n"
+    )
 
 
 def test_summary_header_names_the_run_system_golden_set_and_versions(run):
