@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.errors import InputError, Offender
 
@@ -59,6 +60,8 @@ def bisect(
         Path | None,
         typer.Option("--config", help="Run config: storage, and compare settings (seed, resamples)."),
     ] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Find where METRIC changed over the stored runs on one golden set, oldest first.
 
@@ -80,7 +83,7 @@ def bisect(
         raise InputError("bad bisect options", offenders)
     settings = load_settings(config)
     result = bisect_stored(
-        open_store(config),
+        open_store(config, chain, gate),
         metric,
         since=since,
         until=until,

@@ -90,12 +90,20 @@ def _mentions_telemetry(config: Path) -> bool:
     return isinstance(doc, dict) and "telemetry" in doc
 
 
-def open_store(config: Path | None = None) -> RunStore:
-    """The run store of ``config``'s ``storage`` (default: beside the Dagster instance), without
-    opening the instance."""
-    from kebab_eval_pipeline.location import default_storage_base
+def open_store(config: Path | None = None, chain: str | None = None, gate: str | None = None) -> RunStore:
+    """The run store of ``config``'s ``storage`` (default: beside the Dagster instance) — or, with
+    ``chain`` / ``gate`` (``--chain`` / ``--gate``), of the chain or the gate that config belongs
+    to (:mod:`.address`) — without opening the instance. When it holds no runs but folders beside
+    it do, a note on stderr names them."""
+    from kebab_eval_pipeline.cli.address import address, elsewhere_note
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.store.runs import RunStore
 
+    where = address(chain, gate)
     dagster_home()  # anchors the default storage beside the instance (without opening it)
-    return RunStore(default_storage_base(load_settings(config).storage))
+    configured = load_settings(config).storage
+    store = RunStore(where.storage(configured))
+    note = elsewhere_note(store, where, configured)
+    if note is not None:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    return store

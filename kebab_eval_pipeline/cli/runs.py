@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import out
 from kebab_eval_pipeline.cli.instance import dagster_home, open_instance, open_store
 from kebab_eval_pipeline.cli.show import print_runs_table
@@ -56,20 +57,27 @@ def runs_add(
 
 def runs_list(
     config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Registered run partitions, oldest first, and whether their metrics are stored.
 
     `started` is the UTC time in a generated id, else the run's created_at; runs with neither
-    follow in the order they were registered.
+    follow in the order they were registered. With --chain: the chain's partitions
+    (NAME__eval_runs) and its store; with --gate: the check's stored runs (a check's runs are not
+    partitions).
     """
     from kebab_eval_pipeline.cli.tables import Field
-    from kebab_eval_pipeline.orchestration.registered_runs import registered_runs
+    from kebab_eval_pipeline.orchestration.registered_runs import partitions_name, registered_runs
     from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
 
-    store = open_store(config)
+    store = open_store(config, chain, gate)
     created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
-    # the registered ids straight from a default SQLite instance: no Dagster import for a listing
-    keys = sort_run_ids(registered_runs(dagster_home()[0], open_instance), created)
+    if gate is not None:
+        registered: list[str] = list(created)
+    else:  # the registered ids straight from a default SQLite instance: no Dagster import for a listing
+        registered = list(registered_runs(dagster_home()[0], open_instance, partitions_name(chain)))
+    keys = sort_run_ids(registered, created)
     starts = [run_started(key, created.get(key)) for key in keys]
     shown = ["" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M:%S}" for t in starts]
     print_runs_table(

@@ -26,7 +26,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
-from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.location import default_storage_base, run_storage
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
 from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
@@ -191,9 +191,8 @@ def evaluation_chain(
         settings_json=json.dumps(dict(settings), sort_keys=True) if settings else None,
     )
     system = SystemUnderTestResource(kind=system_kind, mode=mode, chunk_size=chunk_size)
-    if storage is None:
-        loaded = resource.load(system)
-        storage = f"{default_storage_base(loaded.storage).rstrip('/')}/{name}"
+    if storage is None:  # where `kebab-eval … --chain NAME --config FILE` finds the runs too
+        storage = run_storage(resource.load(system).storage, chain=name)
     # The chain's job holds each run id's lock for the whole run (one writer per run id), as the
     # package's own location's executor does; ad-hoc materializations take the team's executor and
     # the IO manager still checks the lock before every write.
