@@ -22,6 +22,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.location import CHAIN_NAME, run_storage
 
 if TYPE_CHECKING:
+    from kebab_eval_pipeline.orchestration.names import ChainNames
     from kebab_eval_pipeline.store.runs import RunStore
 
 ChainOption = Annotated[
@@ -86,6 +87,23 @@ def address(chain: str | None = None, gate: str | None = None) -> Address:
     if offenders:
         raise InputError("bad run address", offenders)
     return Address(chain=chain, gate=parts)
+
+
+def chain_names(chain: str | None, config) -> ChainNames:
+    """The names of the chain a writing command (``run``, ``sweep``, ``rejudge``, ``runs add``)
+    works on: ``--chain``'s (which needs the chain's ``--config``), else the package's own
+    location's. InputError (exit 2) for a bad name or a missing config."""
+    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+
+    if chain is None:
+        return DEFAULT_NAMES
+    address(chain)
+    if config is None:
+        raise InputError(
+            "--chain needs the chain's config",
+            [Offender("--config", f"give the file evaluation_chain({chain!r}, config=…) names")],
+        )
+    return ChainNames(chain)
 
 
 def holding_runs(base: str) -> dict[str, int]:
