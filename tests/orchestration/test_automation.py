@@ -35,10 +35,55 @@ def berlin_config(tmp_path_factory):
     )
 
 
-def tick(defs: dg.Definitions, instance, when: datetime) -> dg.RunRequest | str:
-    """One evaluation of the nightly schedule as the scheduler makes it: the run request with its
+def scheduler_started_tick(instance, schedule: dg.ScheduleDefinition, when: datetime) -> None:
+    """What Dagster's scheduler records before it evaluates a tick (dagster/_scheduler/scheduler.py):
+    the running schedule's state and a STARTED tick at the tick's time. The daemon test
+    (test_schedule_daemon.py) runs the scheduler itself; these tests evaluate the function directly."""
+    from dagster._core.remote_origin import (
+        GrpcServerCodeLocationOrigin,
+        RemoteInstigatorOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.scheduler.instigation import (
+        InstigatorState,
+        InstigatorStatus,
+        InstigatorType,
+        ScheduleInstigatorData,
+        TickData,
+        TickStatus,
+    )
+
+    location = GrpcServerCodeLocationOrigin(host="localhost", port=4266, location_name="kebab-eval")
+    origin = RemoteInstigatorOrigin(RemoteRepositoryOrigin(location, "__repository__"), schedule.name)
+    state = next(
+        (s for s in instance.all_instigator_state() if s.instigator_name == schedule.name), None
+    ) or instance.add_instigator_state(
+        InstigatorState(
+            origin,
+            InstigatorType.SCHEDULE,
+            InstigatorStatus.RUNNING,
+            ScheduleInstigatorData(schedule.cron_schedule, when.timestamp() - 60),
+        )
+    )
+    instance.create_tick(
+        TickData(
+            instigator_origin_id=state.instigator_origin_id,
+            instigator_name=schedule.name,
+            instigator_type=InstigatorType.SCHEDULE,
+            status=TickStatus.STARTED,
+            timestamp=when.timestamp(),
+            selector_id=state.selector_id,
+        )
+    )
+
+
+def tick(defs: dg.Definitions, instance, when: datetime, preview: bool = False) -> dg.RunRequest | str:
+    """One evaluation of the nightly schedule as the scheduler makes it (its STARTED tick recorded
+    first; ``preview``: as "Test schedule" makes it, with none): the run request with its
     partition resolved against the instance (so the partition must exist by then), or the skip."""
     schedule = defs.resolve_schedule_def("nightly_eval_schedule")
+    if not preview:
+        scheduler_started_tick(instance, schedule, when)
     context = dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, repository_def=defs.get_repository_def()
     )
@@ -112,6 +157,26 @@ def test_schedule_registers_and_requests_once_a_day_of_its_timezone(instance, be
         "nightly-20250301-003000",
         "nightly-20250301-233000",
     ]
+
+
+def test_a_preview_of_the_schedule_changes_nothing_and_says_what_the_tick_will_do(instance, berlin_config):
+    defs = build_definitions(berlin_config)
+    when = datetime(2025, 3, 1, 1, 30, tzinfo=BERLIN)
+    preview = tick(defs, instance, when, preview=True)
+    assert preview == (
+        "preview, nothing changed: the tick at 2025-03-01T01:30:00+01:00 will register run "
+        "nightly-20250301-003000 in eval_runs, record the golden hash and the system's versions, and "
+        "launch the evaluation chain for it"
+    )
+    assert instance.get_dynamic_partitions("eval_runs") == []
+    assert not instance.fetch_observations(dg.AssetKey("golden_file"), limit=1).records
+    # so the day's tick registers its run
+    request = tick(defs, instance, when)
+    assert isinstance(request, dg.RunRequest) and request.partition_key == "nightly-20250301-003000"
+    # once the tick has run, a preview of it shows the tick's request and adds nothing
+    again = tick(defs, instance, when, preview=True)
+    assert isinstance(again, dg.RunRequest) and again.run_key == request.run_key
+    assert instance.get_dynamic_partitions("eval_runs") == ["nightly-20250301-003000"]
 
 
 def test_other_runs_and_old_nightly_ids(instance):
