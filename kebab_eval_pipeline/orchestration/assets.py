@@ -123,7 +123,11 @@ def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them: the chain's
     ``eval_settings`` resource with its ``system_under_test`` overrides applied, and — for a sweep
     variant's run id (the partition key says which: a backfill cannot tag each partition) — the
-    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`)."""
+    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`). A run config
+    naming an op or resource the run does not have fails the step first (:mod:`.run_config`)."""
+    from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
+
+    refuse_ignored_run_config(context)
     resources = context.resources
     settings = getattr(resources, names.resource("eval_settings")).load(
         getattr(resources, names.resource("system_under_test"))
