@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,16 @@ def python(team: dict, code: str) -> str:
     return proc.stdout
 
 
+def readme_address_commands() -> list[str]:
+    """The commands of the README's "Where a chain's runs are" (its ```bash block)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n### Where a chain's runs are\n", 1)[1].split("\n#", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [line.strip() for line in block.splitlines() if line.strip()]
+    assert commands and all(c.startswith("kebab-eval ") for c in commands), commands
+    return commands
+
+
 STAGING = ("--chain", "staging", "--config", "eval/staging.yaml")
 GATE = ("--gate", "search_index", "--config", "eval/gate.yaml")
 
@@ -196,6 +207,11 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
     assert bisected.returncode == 0, bisected.stderr
     steps = json.loads(bisected.stdout)["steps"]
     assert [(s["run_a"], s["run_b"]) for s in steps] == [("r1", "r2")]
+    # the README's commands of "Where a chain's runs are", as written, from the project's folder
+    for line in readme_address_commands():
+        proc = kebab(team, *shlex.split(line)[1:])
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        assert "no runs" not in proc.stdout + proc.stderr and "0 stored run" not in proc.stderr, line
     # without the address: exit 2 as before, now saying where the runs are
     lost = kebab(team, "bisect", "mrr", "--config", "eval/staging.yaml")
     assert lost.returncode == 2
