@@ -121,7 +121,7 @@ def raise_run_failure(result, run_id: str) -> None:
     RunInProgress (another process runs this partition) or, for anything else, RuntimeError
     (exit 3) naming the step and its error."""
     from kebab_eval_pipeline.metrics.health import CHECK_NAME
-    from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
+    from kebab_eval_pipeline.orchestration.failures import INPUT_ERROR_KEY
 
     failed_checks = {
         e.check_name: e

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.orchestration.failures import input_failure
 from kebab_eval_pipeline.orchestration.registered_runs import SEPARATOR
 
 
@@ -58,8 +59,6 @@ def ignored_entries(
 def refuse_ignored_run_config(context) -> None:
     """Fail the step (a bad-input failure: exit 2 from the CLI) when the run's config names an op
     or a resource the run does not have (:func:`ignored_entries`)."""
-    from kebab_eval_pipeline.orchestration.assets import input_failure
-
     job = context.job_def
     offenders = ignored_entries(
         context.run.run_config or {}, [n.name for n in job.nodes], list(job.resource_defs)
