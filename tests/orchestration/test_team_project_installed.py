@@ -143,6 +143,16 @@ def readme_address_commands() -> list[str]:
     return commands
 
 
+def example_readme_commands() -> list[str]:
+    """The ``kebab-eval`` lines of the example project's README (its ```bash block)."""
+    block = re.search(r"```bash\n(.*?)```", (PROJECT / "README.md").read_text(encoding="utf-8"), re.S).group(
+        1
+    )
+    commands = [line.strip() for line in block.splitlines() if line.startswith("kebab-eval ")]
+    assert len(commands) == 3, commands
+    return commands
+
+
 STAGING = ("--chain", "staging", "--config", "eval/staging.yaml")
 GATE = ("--gate", "search_index", "--config", "eval/gate.yaml")
 
@@ -212,10 +222,14 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
         proc = kebab(team, *shlex.split(line)[1:])
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
         assert "no runs" not in proc.stdout + proc.stderr and "0 stored run" not in proc.stderr, line
+    # and the kebab-eval commands of the example project's own README
+    for line in example_readme_commands():
+        proc = kebab(team, *shlex.split(line.split("#", 1)[0])[1:])
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     # without the address: exit 2 as before, now saying where the runs are
     lost = kebab(team, "bisect", "mrr", "--config", "eval/staging.yaml")
     assert lost.returncode == 2
-    assert "search_index (1 run), staging (2 runs)" in lost.stderr and "--chain NAME" in lost.stderr
+    assert "search_index (1 run), staging (3 runs)" in lost.stderr and "--chain NAME" in lost.stderr
 
     # golden health reads the chain's store: the suspects staging/golden_health finds
     health_asset = dagster(
@@ -267,8 +281,11 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
             "'bisect.json').decode())",
         )
     )
+    # what `kebab-eval bisect --chain staging` prints over the same runs (r1, r2, the README's run)
+    printed = json.loads(kebab(team, "bisect", "mrr", "--format", "json", *STAGING).stdout)["steps"]
+    assert len(printed) == 2
     assert [(s["run_a"], s["run_b"], s["delta"]) for s in stored["steps"]] == [
-        (s["run_a"], s["run_b"], s["delta"]) for s in steps
+        (s["run_a"], s["run_b"], s["delta"]) for s in printed
     ]
 
     # -- the team's instance gets only its own workspace's runs ------------------------------------
