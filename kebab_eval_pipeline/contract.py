@@ -209,6 +209,9 @@ class SystemInfo(BaseModel):
     details: dict[str, str] = Field(default_factory=dict)
     # Indexing coverage the system reports (COVERAGE_KEYS); None when it cannot tell.
     coverage: dict[str, float] | None = None
+    # What the run's system could carry, as systems.capabilities.Capabilities.as_dict() stores it
+    # ({"carries": [...], "lacks": {capability: reason}}); None for a run stored before it was recorded.
+    capabilities: dict[str, Any] | None = None
 
     def versions(self) -> dict[str, str | None]:
         return {

@@ -3,6 +3,8 @@ findings.golden_health` reads, gathered from the configured golden set, system a
 
 - the golden set: the config's ``golden`` (loaded and validated as a run loads it);
 - the index catalogue (stale supports): the system under test's, when it can list its chunks;
+  else the gold documents are looked for under the config's ``source_root`` (where its hits are
+  verified); with neither, the check is skipped and says why (the system's capabilities);
 - the corpus (leakage): ``golden_health.corpus`` when set, else the reference system's chunks
   (every chunk's text, per document, in chunk order); none for other systems;
 - sentence embeddings (semantic duplicates): the ``vectors`` extra's model, per
@@ -26,6 +28,7 @@ from kebab_eval_pipeline.pipeline import load_golden_artifact
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.protocol import system_capabilities
 
 
 def corpus_documents(folder: str | Path, exclude: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -108,9 +111,20 @@ def health_inputs(
     system = build_system(settings)
     catalogue = system.catalogue()
     if catalogue is None:
-        notes["stale_supports"] = (
-            f"stale supports not checked: the {settings.system.kind} system cannot list its index"
+        capabilities = system_capabilities(system)
+        why = (capabilities.reason("index_catalogue") if capabilities else None) or (
+            f"the {settings.system.kind} system cannot list its index"
         )
+        if settings.source_root:
+            notes["stale_supports"] = (
+                f"stale supports checked on disk: gold documents looked for under source_root "
+                f"({why}: chunk ids, doc ids and sections not checked)"
+            )
+        else:
+            notes["stale_supports"] = (
+                f"stale supports not checked: {why} (set source_root to check gold documents on disk, "
+                "or give the system a catalogue)"
+            )
     if options.corpus is not None:
         documents = corpus_documents(options.corpus)
     else:
@@ -130,6 +144,7 @@ def health_inputs(
         relevance_level=settings.relevance_level,
         min_slice_queries=options.min_slice_queries or settings.compare.slice_min_queries,
         catalogue=catalogue,
+        source_root=settings.source_root if catalogue is None else None,
         documents=documents,
         encode=_encoder(settings, notes),
         suspect_gold=None if suspects is None else suspects[0],

@@ -36,7 +36,11 @@ from kebab_eval_pipeline.compare.ranking_report import ranking_files
 from kebab_eval_pipeline.compare.ranking_report import render_markdown as render_ranking_markdown
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates, evaluate_gates
+from kebab_eval_pipeline.gates.evaluate import (
+    check_gate_capabilities,
+    evaluate_comparison_gates,
+    evaluate_gates,
+)
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
@@ -49,6 +53,7 @@ from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.indexing import indexing_metrics
 from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
+from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
 from kebab_eval_pipeline.metrics.repeats import (
     RepeatAccumulator,
     RepeatedScores,
@@ -56,7 +61,7 @@ from kebab_eval_pipeline.metrics.repeats import (
     repeats_info,
 )
 from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
-from kebab_eval_pipeline.metrics.stale import stale_references
+from kebab_eval_pipeline.metrics.stale import missing_documents, stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
 from kebab_eval_pipeline.revision import pipeline_revision
@@ -68,7 +73,7 @@ from kebab_eval_pipeline.sweep.leaderboard import Leaderboard, build_leaderboard
 from kebab_eval_pipeline.systems.costs import price_outcomes
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
-from kebab_eval_pipeline.systems.protocol import SystemUnderTest
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.repeats import REPEAT_TABLES, merge_repeat_tables, repeat_tables
 from kebab_eval_pipeline.systems.runner import error_class_counts, merge_pieces, run_piece
 
@@ -93,14 +98,19 @@ def check_golden_against_system(
     """Stale-golden check (before any query runs): gold chunk ids, doc ids, paths and sections
     the system's index does not hold. ``stale_golden: fail`` raises InputError listing every
     unresolvable one (a chunk id whose document is still indexed only warns: chunker iteration
-    re-keys chunks); ``warn`` returns them all as warnings; ``off`` (or a system without a
-    catalogue) skips. Returns the warnings."""
+    re-keys chunks); ``warn`` returns them all as warnings; ``off`` skips. A system without a
+    catalogue (it cannot list its index) has its gold documents looked for under ``source_root``
+    when one is set (:func:`metrics.stale.missing_documents`), else nothing is checked. Returns
+    the warnings."""
     if settings.stale_golden == "off":
         return []
     catalogue = system.catalogue()
-    if catalogue is None:
+    if catalogue is not None:
+        stale = stale_references(golden.queries, golden.supports, catalogue)
+    elif settings.source_root:
+        stale = missing_documents(golden.queries, golden.supports, settings.source_root)
+    else:
         return []
-    stale = stale_references(golden.queries, golden.supports, catalogue)
     if stale.empty:
         return []
 
@@ -123,6 +133,18 @@ def check_golden_against_system(
     return [o.render() for o in errors] + warnings
 
 
+def check_gates_against_system(
+    settings: RunSettings, system: SystemUnderTest, source: str = "<config>"
+) -> None:
+    """Refuse (InputError, every field named) the gates the user wrote on metrics the built
+    ``system`` cannot measure — what only the built system can tell (a python object without
+    ``ask``, a replay file read as OpenInference traces); what its kind declares is refused when
+    the config loads (:func:`gates.evaluate.check_gate_names`)."""
+    from kebab_eval_pipeline.systems.capabilities import run_lacks as system_lacks
+
+    check_gate_capabilities(settings, system_lacks(system_capabilities(system), settings.answers), source)
+
+
 def plan_retrieval(
     settings: RunSettings, golden: GoldenArtifact, shard_queries: int | None = None
 ) -> list[QueryShard]:
@@ -131,6 +153,7 @@ def plan_retrieval(
     at least one shard, the first carrying the stale-golden warnings)."""
     check_source_root(settings)
     system = build_system(settings)
+    check_gates_against_system(settings, system)
     stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
     queries = golden.queries[["query_id", "query"]]
@@ -406,16 +429,22 @@ def score(
     rounded to 4 decimals, plus the run-level summary computed from the unrounded scores. With an
     enabled judge artifact, the judge columns (``judge.metrics.judge_query_columns``) are added."""
     r = retrieval.results
+    # What the run could not carry (citations in OpenInference traces, answers from a search-only
+    # system): those metrics' per-query columns are null, not the 0 a kernel writes for "none".
+    lacks = run_lacks(retrieval)
     verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
-    scores = score_results(
-        golden.queries,
-        golden.supports,
-        r,
-        settings.k,
-        settings.mrr_cutoff,
-        settings.match,
-        verification,
-        relevance_level=settings.relevance_level,
+    scores, _ = null_unmeasured(
+        score_results(
+            golden.queries,
+            golden.supports,
+            r,
+            settings.k,
+            settings.mrr_cutoff,
+            settings.match,
+            verification,
+            relevance_level=settings.relevance_level,
+        ),
+        lacks,
     )
     repeated = None
     if retrieval.repeats is not None:  # per-query means over repeats, modal ranks, flakiness
@@ -425,7 +454,7 @@ def score(
         from kebab_eval_pipeline.judge.metrics import judge_query_columns
 
         columns = judge_query_columns(scores["query_id"], judged.judgements, scores["groundedness_rule"])
-        scores = pd.concat([scores, columns], axis=1)
+        scores, _ = null_unmeasured(pd.concat([scores, columns], axis=1), lacks)
     info = {
         "k": settings.k,
         "mrr_cutoff": settings.mrr_cutoff,
@@ -462,22 +491,32 @@ def score_repeats(
         raise ValueError("score_repeats needs a retrieval with repeats")
     accumulator = RepeatAccumulator(settings.k)
     accumulator.add(first, retrieval.results.outcomes)
+    lacks = run_lacks(retrieval)
     for repeat in range(2, retrieval.repeat_count + 1):
         results = repeats.results_of(repeat, retrieval.results)
         verification = verify_hits(results.hits, settings.source_root) if settings.source_root else None
-        scores = score_results(
-            golden.queries,
-            golden.supports,
-            results,
-            settings.k,
-            settings.mrr_cutoff,
-            settings.match,
-            verification,
-            relevance_level=settings.relevance_level,
+        scores, _ = null_unmeasured(
+            score_results(
+                golden.queries,
+                golden.supports,
+                results,
+                settings.k,
+                settings.mrr_cutoff,
+                settings.match,
+                verification,
+                relevance_level=settings.relevance_level,
+            ),
+            lacks,
         )
         accumulator.add(scores, results.outcomes)
         del results, scores, verification
     return accumulator.finish()
+
+
+def run_lacks(retrieval: RetrievalArtifact) -> dict[str, str]:
+    """What a run could not carry (capability → reason): its system's recorded capabilities, and
+    answers when it did not ask for them (:func:`metrics.measurable.lacks_of`)."""
+    return lacks_of(retrieval.results.system, bool(retrieval.info.get("answers", True)))
 
 
 def match_details(
@@ -532,6 +571,8 @@ def run_identity(
             **system.details,
             **({"coverage": system.coverage} if system.coverage else {}),
             **({"identity": identity} if identity else {}),
+            # what its runs could carry (systems/capabilities.py), as the built system declared it
+            **({"capabilities": system.capabilities} if system.capabilities else {}),
         },
         "golden": {
             "name": g["name"],
@@ -567,6 +608,7 @@ def summarize(
     metrics = {**summary.metrics, **indexing_metrics(retrieval.results.system.coverage)}
     denominators = dict(summary.denominators)
     info = run_identity(run_id, settings, golden, retrieval)
+    lacks = run_lacks(retrieval)
     # Whether the system under test worked: the system_health check fails the run on it.
     info["system_health"] = system_health(retrieval.results.outcomes, settings.system_health).as_dict()
     # How the hits were matched (absent from query_scores stored before it was recorded).
@@ -585,8 +627,13 @@ def summarize(
     info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)
     if scores.repeat_metrics is not None:  # asked N > 1 times: noise floor and flaky queries
         info["repeats"] = repeats_info(scores.scores, scores.repeat_metrics, int(scores.info["repeat"]))
-    # The gates, evaluated once: the asset checks and the CLI read these results.
-    info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns)]
+    # What the run could not measure, and why: null, never 0 (metrics/measurable.py).
+    info["not_measured"] = catalogue.not_measured(metrics, lacks)
+    for name in info["not_measured"]:
+        metrics[name] = None
+    # The gates, evaluated once: the asset checks and the CLI read these results. A default gate
+    # on a metric the run could not measure is left out (not listed as skipped).
+    info["gates"] = [g.as_dict() for g in evaluate_gates(settings, metrics, summary.breakdowns, lacks)]
     return RunMetricsArtifact(
         metrics=metrics,
         denominators=denominators,

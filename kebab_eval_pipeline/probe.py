@@ -1,8 +1,10 @@
-"""``golden validate --config`` against a command or http system: what can be checked without a run.
+"""``golden validate --config`` against a command, http or python system: what can be checked
+without a run.
 
-Such a system cannot list what its index holds, so a golden set cannot be checked against it the
-way the reference system's catalogue allows. What can be checked, and is: the system's own
-version report (``version_url`` / ``version_argv``: versions and indexing coverage), and one probe
+Such a system usually cannot list what its index holds (a python object can, with
+``catalogue()``: its gold references are then looked up like the reference system's). What can be
+checked, and is: the system's own version report (``version_url`` / ``version_argv`` / a python
+object's ``versions()``: versions and indexing coverage), and one probe
 query — the golden set's first — whose hits show which fields the system fills (document paths,
 heading paths, line ranges, chunk ids), whether any hit names a gold document, what ``match:
 auto`` would resolve to on such hits, and the matching warnings a run would give. What could not
@@ -21,7 +23,7 @@ from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import hits_carry, normalise_paths, resolve_auto
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.systems.protocol import SystemUnderTest
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.runner import run_golden
 
 __all__ = ["ProbeReport", "probe_system"]
@@ -49,7 +51,7 @@ class ProbeReport:
 
 
 def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUnderTest) -> ProbeReport:
-    """Check ``system`` (a command or http adapter) against ``golden`` with one probe query.
+    """Check ``system`` (a command, http or python adapter) against ``golden`` with one probe query.
 
     Inputs: the run settings (``match``, ``k``, ``mrr_cutoff``, the system block), the loaded
     golden set and the built adapter. Never raises for a failing system: an unreachable server, a
@@ -60,7 +62,7 @@ def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUn
     kind = settings.system.kind
     queries = golden.queries
     if len(queries) == 0:
-        _version_check(report, settings, system.info())
+        _version_check(report, settings, system.info(), system)
         report.error = "the golden set has no query to probe with"
         return report
     first = queries.iloc[:1]
@@ -69,7 +71,7 @@ def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUn
     # The probe first: a persistent (jsonl) system reports its versions from the process this
     # starts, so asking for them before would start (and pay for) a process of its own.
     results = run_golden(system, first, k=k, answers=False)
-    _version_check(report, settings, results.system)
+    _version_check(report, settings, results.system, system)
     outcome = results.outcomes.iloc[0]
     if isinstance(outcome["error"], str):
         report.error = f"probe query {qid!r} failed: {outcome['error']}"
@@ -98,20 +100,40 @@ def probe_system(settings: RunSettings, golden: GoldenArtifact, system: SystemUn
             report.warnings.append(f"matching ({w['field']}): {w['message']}")
     else:
         report.warnings.append(f"probe query {qid!r} returned no hits: the fields a run needs were not seen")
-    report.not_checked += [
-        "that the gold references (paths, heading paths, chunk ids, lines) exist in the system's "
-        f"index: a {kind} system does not list what it holds",
+    capabilities = system_capabilities(system)
+    no_index = capabilities.reason("index_catalogue") if capabilities is not None else None
+    if capabilities is None or no_index:
+        report.not_checked.append(
+            "that the gold references (paths, heading paths, chunk ids, lines) exist in the system's "
+            f"index: {no_index or f'a {kind} system does not list what it holds'}"
+            + (" (gold documents were looked for under source_root)" if settings.source_root else "")
+        )
+    else:
+        report.checked.append("the gold references against the system's catalogue (its index's chunks)")
+    report.not_checked.append(
         f"the other {len(queries) - 1} quer{'y' if len(queries) == 2 else 'ies'} and the answers (ask): "
-        "a run does that",
-    ]
+        "a run does that"
+    )
+    if capabilities is not None:
+        report.not_checked += [
+            f"{name.replace('_', ' ')}: {why}"
+            for name, why in capabilities.lacks.items()
+            if name in ("answers", "citations", "token_counts")
+        ]
     return report
 
 
-def _version_check(report: ProbeReport, settings: RunSettings, info: SystemInfo) -> None:
+def _version_check(
+    report: ProbeReport, settings: RunSettings, info: SystemInfo, system: SystemUnderTest | None = None
+) -> None:
     """What the system's version report said (or why it could not be read), into ``report``."""
     kind = settings.system.kind
+    capabilities = system_capabilities(system) if system is not None else None
     if getattr(settings.system, "protocol", None) == "jsonl" and not settings.system.version_argv:
         version_source, configured = "version line", True  # the process answers it at start
+    elif kind == "python":
+        version_source = "versions()"
+        configured = capabilities is None or capabilities.carries("live_versions")
     else:
         version_source = "version_url" if kind == "http" else "version_argv"
         configured = bool(getattr(settings.system, version_source, None))
@@ -127,6 +149,7 @@ def _version_check(report: ProbeReport, settings: RunSettings, info: SystemInfo)
             )
             report.checked.append(f"version report ({version_source}): {versions}; {coverage}")
     else:
+        why = capabilities.reason("live_versions") if capabilities is not None and kind == "python" else None
         report.not_checked.append(
-            f"the system's versions and indexing coverage (no {version_source} configured)"
+            f"the system's versions and indexing coverage ({why or f'no {version_source} configured'})"
         )

@@ -8,6 +8,7 @@ file's folder. Unknown keys are errors (a typo must not silently change a run).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,9 +35,11 @@ from kebab_eval_pipeline.golden.source import GoldenSource
 from kebab_eval_pipeline.golden_health.settings import GoldenHealthSettings
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
+from kebab_eval_pipeline.metrics.catalogue import not_measured
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
 from kebab_eval_pipeline.sweep.config import SweepSettings
 from kebab_eval_pipeline.sweep.grid import KEY_PATTERN, apply_variant, expand, grid_problems, value_text
+from kebab_eval_pipeline.systems.capabilities import run_lacks
 from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
@@ -214,12 +217,22 @@ class RunSettings(StrictSettings):
             return self.golden.paths(), self.golden.format, self.golden.options()
         return [self.golden_path()], "auto", None
 
-    def effective_gates(self) -> dict[str, GateSettings]:
-        """Configured gates plus, unless disabled, the WFGY defaults for metrics not configured."""
+    def run_lacks(self) -> dict[str, str]:
+        """What a run of this config cannot carry, as far as the config tells (capability →
+        reason): what the system's kind declares (``system.capabilities()``), and answers when
+        ``answers`` is false. The built system may lack more (``systems.protocol.system_capabilities``)."""
+        return run_lacks(self.system.capabilities(), self.answers)
+
+    def effective_gates(self, lacks: Mapping[str, str] | None = None) -> dict[str, GateSettings]:
+        """Configured gates plus, unless disabled, the WFGY defaults for metrics not configured —
+        but not on a metric a run lacking ``lacks`` cannot measure (default: :meth:`run_lacks`): a
+        default gate that cannot run is left out, not listed as skipped."""
         gates = dict(self.gates)
         if self.default_gates:
+            lacks = self.run_lacks() if lacks is None else lacks
             for name, gate in WFGY_DEFAULT_GATES.items():
-                gates.setdefault(name, gate)
+                if name not in gates and not not_measured([name], lacks):
+                    gates[name] = gate
         return gates
 
 

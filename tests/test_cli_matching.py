@@ -92,7 +92,7 @@ def test_hits_without_lines_are_matched_by_anchor_and_the_run_says_so(env, tmp_p
     proc = cli(env, "run", "--run-id", "forced-span", "--config", str(forced))
     assert proc.returncode == 0, proc.stderr
     out = flat(proc.stdout)
-    assert "match: span (span (3 queries))" in out and "│ mrr │ 0.0000 │ 3 │" in out
+    assert "match: span (3 queries)" in out and "│ mrr │ 0.0000 │ 3 │" in out
     assert "span matching cannot match these hits: 6 of 6 hits carry no line range" in out
 
 

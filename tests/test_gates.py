@@ -140,7 +140,7 @@ def test_regression_max_drop():
     [ok] = evaluate_regression_gate("mrr", g, {"mrr": 0.60}, {"mrr": 0.61})
     assert ok.passed and ok.kind == "max_drop" and ok.name == "gate_mrr_max_drop"
     [r] = evaluate_regression_gate("mrr", g, {"mrr": 0.55}, {"mrr": 0.61})
-    assert not r.passed and math.isclose(r.delta, -0.06) and r.threshold == -0.02
+    assert not r.passed and math.isclose(r.delta, -0.06) and r.threshold == 0.02  # as configured
     [s] = evaluate_regression_gate("mrr", g, {"mrr": 0.1}, None)
     assert s.skipped and s.passed
     [n] = evaluate_regression_gate("mrr", g, {"mrr": None}, {"mrr": 0.5})

@@ -139,12 +139,11 @@ def write(outputs: CiOutputs, view: CiView) -> None:
         err.print(f"appended the job summary to ${SUMMARY_VARIABLE}", markup=False, highlight=False)
 
 
-def run_outputs(outputs: CiOutputs, store, run_id: str, settings) -> None:
-    """The CI outputs of a stored run: its gates, health and — when this same Dagster run stored
-    it — its comparison (a blocking check can stop the chain before the comparison; an older
-    attempt's comparison is then not this run's, and its regression gates show as not evaluated)."""
-    if not outputs.wanted:
-        return
+def stored_view(store, run_id: str, settings) -> CiView:
+    """A stored run as its CI outputs and ``kebab-eval run``'s text show it: its gates, health
+    and — when this same Dagster run stored it — its comparison (a blocking check can stop the
+    chain before the comparison; an older attempt's comparison is then not this run's, and its
+    regression gates show as not evaluated)."""
     from kebab_eval_pipeline.reporting.ci_view import run_view
 
     stored = store.stored_run(run_id)
@@ -155,4 +154,10 @@ def run_outputs(outputs: CiOutputs, store, run_id: str, settings) -> None:
         and (store.manifest("comparison_report", run_id) or {}).get("dagster_run_id") != writer
     ):
         comparison = None
-    write(outputs, run_view(run_id, stored.metrics, comparison, settings))
+    return run_view(run_id, stored.metrics, comparison, settings)
+
+
+def run_outputs(outputs: CiOutputs, store, run_id: str, settings) -> None:
+    """The CI outputs of a stored run (:func:`stored_view`)."""
+    if outputs.wanted:
+        write(outputs, stored_view(store, run_id, settings))

@@ -36,6 +36,11 @@ QueryFieldOption = Annotated[
 ]
 
 
+#: The system kinds `golden validate --config` probes with a query: those whose index it cannot
+#: read itself (the reference system's index is read whole; a replay has nothing to ask).
+PROBED_KINDS = ("command", "http", "python")
+
+
 def _options(split: str, query_field: str):
     from kebab_eval_pipeline.golden.datasets import DatasetOptions
 
@@ -53,10 +58,11 @@ def golden_validate(
 ) -> None:
     """Validate golden files; every offender is listed at once (exit 2 when any).
 
-    With --config: the reference system's index is checked for every gold reference; a command or
-    http system is probed with the first query (its version report, the fields its hits carry,
-    whether they name gold documents, the matching warnings a run would give), and what could not
-    be checked is listed. A system that cannot be reached (or whose probe fails) exits 1."""
+    With --config: the reference system's index (or a python system's catalogue()) is checked for
+    every gold reference; a command, http or python system is built and probed with the first
+    query (its version report, the fields its hits carry, whether they name gold documents, the
+    matching warnings a run would give), and what could not be checked is listed. A system that
+    cannot be built exits 2; one that cannot be reached (or whose probe fails) exits 1."""
     from kebab_eval_pipeline.artifacts import GoldenArtifact
     from kebab_eval_pipeline.golden.load import load_golden
     from kebab_eval_pipeline.golden.summary import golden_summary, summary_line
@@ -72,7 +78,7 @@ def golden_validate(
         settings = load_settings(config)
         system = build_system(settings)
         warnings += check_golden_against_system(settings, artifact, system)
-        if settings.system.kind in ("command", "http"):
+        if settings.system.kind in PROBED_KINDS:
             from kebab_eval_pipeline.probe import probe_system
 
             probe = probe_system(settings, artifact, system)
@@ -178,6 +184,7 @@ def golden_suggest(
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.compare.golden_patch import render_patch
     from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
+    from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
     from kebab_eval_pipeline.settings import load_settings
 
     if out_path is not None and out_path.suffix not in (".yaml", ".yml"):
@@ -208,6 +215,16 @@ def golden_suggest(
                 ],
             )
     queue = report.suspect_gold.astype(SUSPECT_COLUMNS)
+    # Queues stored before shortened heading paths were left out: leave them out here too.
+    _, shortened = shortened_headings(queue, store.stored_run(run_id).golden.supports)
+    if shortened.any():
+        queue = queue[~shortened].reset_index(drop=True)
+        err.print(
+            f"left out {int(shortened.sum())} hits whose heading path is a proper prefix of a gold heading "
+            "in the same document (chunks that lost their own section: see the run's matching warnings)",
+            markup=False,
+            highlight=False,
+        )
     if only_judged_relevant:
         if queue["judge_relevant"].isna().all() and len(queue):
             raise InputError(

@@ -159,7 +159,7 @@ def run_partition(
 
         def shown(store) -> None:
             if show:
-                print_run(store, run_id, settings.k, headline)
+                print_run(store, run_id, settings.k, headline, settings)
             if outputs is not None:
                 ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
 
@@ -198,6 +198,7 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None) -> in
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.location import check_storage_reachable, run_storage
     from kebab_eval_pipeline.pipeline import (
+        check_gates_against_system,
         check_golden_against_system,
         check_run_inputs,
         load_golden_artifact,
@@ -209,9 +210,11 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None) -> in
     check_storage_reachable(run_storage(settings.storage, chain=chain))
     progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
     loaded = load_golden_artifact(settings, golden_file)
+    system = build_system(settings)
+    check_gates_against_system(settings, system, source=config_path(config) or "<defaults>")
     for warning in [
         *loaded.info["warnings"],
-        *check_golden_against_system(settings, loaded, build_system(settings)),
+        *check_golden_against_system(settings, loaded, system),
     ]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     return len(loaded.queries)
@@ -283,6 +286,6 @@ def rejudge(
         total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge"},
         asset_selection=[names.key(name) for name in JUDGED_ASSETS],
-        show=lambda store: print_run(store, run_id, settings.k, headline),
+        show=lambda store: print_run(store, run_id, settings.k, headline, settings),
         names=names,
     )

@@ -48,12 +48,17 @@ def print_matching(info: dict) -> None:
         )
 
 
-def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
-    """A stored run: its headline metrics, matching, system health and gate results (as
-    ``run_metrics`` stored them), its comparison's note and warnings, and where its reports are —
-    copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/`` of a local base."""
+def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=None) -> None:
+    """A stored run: its headline metrics, matching, system health, every check — its gates (as
+    ``run_metrics`` and this run's comparison stored them, or not evaluated: the CI outputs' view,
+    :func:`~kebab_eval_pipeline.cli.ci_outputs.stored_view`) and their tally, the words and counts
+    of the JUnit file and the Markdown summaries — its comparison's note and warnings, and where
+    its reports are: copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/``
+    of a local base."""
     from kebab_eval_pipeline.artifacts import REPORT_FILE
+    from kebab_eval_pipeline.cli.ci_outputs import stored_view
     from kebab_eval_pipeline.compare.systems import verdict_count_text
+    from kebab_eval_pipeline.reporting.gate_text import tally_text
     from kebab_eval_pipeline.systems.label import system_label
 
     run = store.stored_run(run_id)
@@ -73,8 +78,12 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
     repeats = metrics.info.get("repeats")  # asked N > 1 times: the noise floor beside each value
     if repeats:
         table.add_column("noise floor", justify="right")
+    from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, not_measured, not_measured_lines
+
+    unmeasured = not_measured(metrics.info)
     for name, value in headline(metrics.metrics, ks).items():
-        row = [name, fmt(value), str(metrics.denominators.get(name, ""))]
+        shown = NOT_MEASURED if name in unmeasured else fmt(value)
+        row = [name, shown, str(metrics.denominators.get(name, ""))]
         table.add_row(*row, *([noise_cell(repeats, name)] if repeats else []))
     out.print(table)
     if repeats:
@@ -90,6 +99,8 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
     spent = spend_line(metrics.metrics, metrics.denominators)  # the system's answers beside the judge
     if spent is not None:
         out.print(spent, markup=False, highlight=False)
+    for line in not_measured_lines(metrics.info):  # null with the reason, never 0
+        out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     print_matching(metrics.info)
     if metrics.info.get("judged_warning"):
         out.print(
@@ -97,10 +108,12 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline) -> None:
             highlight=False,
         )
     print_health(metrics.info)
-    for g in metrics.info.get("gates", []):
+    view = stored_view(store, run_id, settings)
+    for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
         out.print(f"  gate [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
+    out.print(f"  checks: {tally_text(view.gates, view.health)}", markup=False, highlight=False)
     reports = {REPORT_FILE: store.read_file("run_metrics", run_id, REPORT_FILE).decode("utf-8")}
     comparison = run.comparison()
     if comparison is not None:

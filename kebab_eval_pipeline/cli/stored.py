@@ -126,6 +126,10 @@ def compare(
     for g in gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         err.print(f"gate {state:4} {g['name']}: {g['reason']}", markup=False, highlight=False)
+    if gates:
+        from kebab_eval_pipeline.reporting.gate_text import tally_text
+
+        err.print(f"checks: {tally_text(gates, None)}", markup=False, highlight=False)
     if outputs.wanted:
         from kebab_eval_pipeline.reporting.ci_view import comparison_view
 

@@ -124,7 +124,7 @@ FLIP_COLUMNS: dict[str, str] = {
 #: Scoring settings of a run's identity that change what a metric means.
 _SCORING_KEYS = ("k", "mrr_cutoff", "match", "relevance_level", "scoring_version", "answers")
 #: System entries that are measurements or labels, not settings.
-_SYSTEM_SKIPS = ("coverage", "identity")
+_SYSTEM_SKIPS = ("coverage", "identity", "capabilities")
 # Stored per-query scores have 4 decimals: a difference at the 12th is rounding, not a flip.
 _EPS = 1e-9
 

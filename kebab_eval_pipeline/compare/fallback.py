@@ -32,6 +32,7 @@ import pandas as pd
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, support_flags
+from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
 from kebab_eval_pipeline.store.runs import StoredRun
 
 MATCH_MODES = ("exact", "fallback_anchor", "fallback_span", "fallback_doc")
@@ -71,6 +72,15 @@ def scored_by(bundle: StoredRun) -> str | None:
     if configured != "auto":
         return configured
     return info.get("match_resolved")
+
+
+def one_criterion(bundle: StoredRun) -> str | None:
+    """The single criterion that matched every query of a stored run — forced, or what ``auto``
+    resolved to — or None when its queries were matched by different criteria or it was stored
+    before the resolution was recorded. Two runs with the same one criterion were matched alike,
+    however each chose it (``match: auto`` resolved to anchor is anchor)."""
+    criterion = scored_by(bundle)
+    return None if criterion in (None, "mixed") else criterion
 
 
 def plan_matching(a: StoredRun, b: StoredRun, strict: bool = False) -> MatchPlan:
@@ -173,5 +183,10 @@ def rescore(bundle: StoredRun, criterion: str) -> tuple[pd.DataFrame, ScoreSumma
         criterion,
         bundle.scores.verification,
         relevance_level=int(info.get("relevance_level") or 1),  # runs stored before it: level 1
+    )
+    # what the run could not carry stays null when re-scored (citations of replayed traces, …)
+    retrieval = bundle.retrieval
+    scores, _ = null_unmeasured(
+        scores, lacks_of(retrieval.results.system, bool(retrieval.info.get("answers", True)))
     )
     return round_scores(scores), summarize_scores(scores, ks)

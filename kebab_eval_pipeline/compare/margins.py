@@ -115,7 +115,8 @@ def margin_verdict(
         bound = bound_high if lower_better else bound_low
         text = (
             f"{verdict}{' within ' + _g(margin) if passed else ''}: {worse_side} one-sided {level} bound of "
-            f"b − a = {bound:+.4f} (delta {delta:+.4f}) vs margin {'+' if lower_better else '−'}{_g(margin)}"
+            f"b − a = {bound:+.4f} (delta {delta:+.4f}) vs margin {_g(margin)} "
+            f"(non-inferior when {'below +' if lower_better else 'above −'}{_g(margin)})"
         )
     else:
         if bound_low > -margin and bound_high < margin:

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.common_plan import CommonPlan, plan_common_matching
-from kebab_eval_pipeline.compare.fallback import rescore
+from kebab_eval_pipeline.compare.fallback import one_criterion, rescore
 from kebab_eval_pipeline.compare.letters import better_than, letters
 from kebab_eval_pipeline.compare.multiple_testing import holm
 from kebab_eval_pipeline.compare.runs import current_scores
@@ -45,6 +45,7 @@ from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.significance import binary_test, bootstrap_ci, paired_test
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.metrics import catalogue, legacy
+from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
 __all__ = [
@@ -210,10 +211,12 @@ def _warnings(
             + "): their binary retrieval metrics count different supports as relevant"
         )
     matches = {r.run_id: r.scores.info.get("match") for r in runs}
-    if plan.mode == "exact" and len(set(matches.values())) > 1:
+    # One criterion for every query of every run is one criterion, forced or resolved by auto alike.
+    alike = {one_criterion(r) for r in runs}
+    if plan.mode == "exact" and len(set(matches.values())) > 1 and (len(alike) > 1 or None in alike):
         out.append(
             "the runs were scored with different match criteria ("
-            + ", ".join(f"{run}: {m}" for run, m in matches.items())
+            + "; ".join(f"{r.run_id}: {match_line(r.scores.info) or matches[r.run_id]}" for r in runs)
             + ")"
         )
     old = [r.run_id for r in runs if not legacy.is_current(r.scores.info) and r.run_id not in plan.rescored]

@@ -17,7 +17,7 @@ from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
-from kebab_eval_pipeline.compare.fallback import MatchPlan, plan_matching, rescore
+from kebab_eval_pipeline.compare.fallback import MatchPlan, one_criterion, plan_matching, rescore
 from kebab_eval_pipeline.compare.margins import margin_rows
 from kebab_eval_pipeline.compare.repeats import (
     draws_within_repeats,
@@ -131,12 +131,14 @@ def _warnings(
             "their binary retrieval metrics count different supports as relevant"
         )
     ma, mb = a.scores.info.get("match"), b.scores.info.get("match")
-    if plan.mode == "exact" and ma != mb:
-        out.append(f"the runs were scored with different match criteria (a: {ma}, b: {mb})")
-    elif plan.mode == "exact" and a.scores.info.get("match_by_query") != b.scores.info.get("match_by_query"):
-        la, lb = match_line(a.scores.info), match_line(b.scores.info)
-        if la is not None and lb is not None:
-            out.append(f"the runs' hits were matched by different criteria (a: {la}; b: {lb})")
+    la, lb = match_line(a.scores.info), match_line(b.scores.info)
+    same = one_criterion(a) is not None and one_criterion(a) == one_criterion(b)
+    if plan.mode != "exact" or same:
+        pass  # re-scored under one criterion, or both matched every query alike (auto → anchor is anchor)
+    elif ma != mb:
+        out.append(f"the runs were scored with different match criteria (a: {la or ma}; b: {lb or mb})")
+    elif a.scores.info.get("match_by_query") != b.scores.info.get("match_by_query") and None not in (la, lb):
+        out.append(f"the runs' hits were matched by different criteria (a: {la}; b: {lb})")
     return out
 
 
@@ -233,6 +235,10 @@ def compare_runs(
         "margins": [v.as_dict() for v in margin_rows(per_metric, margins, options.alpha)],
         "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
         "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
+        # metrics a run could not measure (null with the reason, metrics/measurable.py): never
+        # compared as if they were 0
+        "not_measured_a": dict(a.metrics.info.get("not_measured") or {}),
+        "not_measured_b": dict(b.metrics.info.get("not_measured") or {}),
     }
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
@@ -342,6 +348,7 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "warnings": [],
         "metrics_a": {},
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
+        "not_measured_b": dict(metrics.info.get("not_measured") or {}),
     }
     from kebab_eval_pipeline.markdown_text import md_code, md_text
 

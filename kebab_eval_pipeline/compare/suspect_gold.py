@@ -6,7 +6,10 @@ A comparison counts every hit the golden set never labelled as irrelevant, so a 
 ranked above its first relevant hit — all of b's hits within the MRR cutoff when b found nothing
 relevant there. "Unjudged" is exactly what ``judged@k`` counts as not judged: the hit matches no
 support of its query, whatever the grade, under the criterion b's scores in this comparison were
-matched by (:func:`~kebab_eval_pipeline.metrics.matching.judged_hits`).
+matched by (:func:`~kebab_eval_pipeline.metrics.matching.judged_hits`). A hit whose heading path is
+a proper prefix of a gold heading in the same document is never queued: that is a system whose
+chunks lost their own section (:func:`~kebab_eval_pipeline.metrics.matching_diagnostics.shortened_headings`),
+and its parent path as a support would make the gold too broad.
 
 One row per (query, hit), worst first: regressions before losses, then by how far the first relevant
 hit fell (``rank_drop``: b rank − a rank; for a regression, cutoff + 1 − a rank), then by query and
@@ -25,6 +28,7 @@ from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.markdown_text import md_cell, md_code
 from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits, resolve_auto
+from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
 from kebab_eval_pipeline.store.runs import StoredRun
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
@@ -110,7 +114,11 @@ def suspect_gold(verdicts: pd.DataFrame, b: StoredRun, criterion: str | None = N
     hits = hits[hits["rank"].to_numpy(dtype=np.int64) <= cutoff].reset_index(drop=True)
     supports = _rows_of(b.golden.supports, ids).reset_index(drop=True)
     matches = match_hits(hits, supports, criterion=crit, resolved=resolved)
-    unjudged = hits.loc[~judged_hits(hits, matches)]
+    # A hit whose heading path stops short of a gold heading in the same document is a mapping that
+    # lost the chunk's own section, not a gap in the gold: suggesting its parent path as a support
+    # would make the gold too broad (matching_warnings says so by count).
+    _, shortened = shortened_headings(hits, supports)
+    unjudged = hits.loc[~judged_hits(hits, matches) & ~shortened]
     fields = {f: unjudged[f] if f in unjudged.columns else None for f in _HIT_FIELDS}
     rows = pd.DataFrame(
         {"query_id": unjudged["query_id"].astype("string"), "hit_rank": unjudged["rank"], **fields}

@@ -42,7 +42,9 @@ class GatedRun(Protocol):
     regression_gates: Mapping[str, RegressionGateSettings]
     verdict_gates: Mapping[str, VerdictGateSettings]
 
-    def effective_gates(self) -> dict[str, GateSettings]: ...
+    def effective_gates(self, lacks: Mapping[str, str] | None = None) -> dict[str, GateSettings]: ...
+
+    def run_lacks(self) -> dict[str, str]: ...
 
 
 def worsening(metric: str, delta: float) -> float:
@@ -124,6 +126,38 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
             bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")
     if offenders:
         raise InputError("run config is invalid", offenders)
+    check_gate_capabilities(settings, settings.run_lacks(), source)
+
+
+def unmeasurable_gates(settings: GatedRun, lacks: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(field, reason)`` of every gate the user wrote (``gates.<key>``, ``gates.regression.<key>``)
+    on a metric a run lacking ``lacks`` cannot measure (``metrics.catalogue.not_measured``)."""
+    found = []
+    for key in settings.gates:
+        try:
+            metric = parse_gate_key(key).metric
+        except ValueError:
+            continue  # check_gate_names reports it
+        for name, why in catalogue.not_measured([metric], lacks).items():
+            found.append((f"gates.{key}", f"{name} cannot be measured: {why}"))
+    for key in settings.regression_gates:
+        for name, why in catalogue.not_measured([key], lacks).items():
+            found.append((f"gates.regression.{key}", f"{name} cannot be measured: {why}"))
+    return found
+
+
+def check_gate_capabilities(settings: GatedRun, lacks: Mapping[str, str], source: str = "<config>") -> None:
+    """Refuse (InputError naming every field) the gates the user wrote on metrics a run lacking
+    ``lacks`` cannot measure — a gate that could never pass or fail is a mistake in the config.
+    Called at load with what the system's kind declares (:func:`check_gate_names`), and again once
+    the system is built with what it refines (a python object without ``ask``, a replay file whose
+    format was read). The default gates are never refused: they are left out."""
+    offenders = [
+        Offender(source, reason + " (remove the gate, or evaluate a system that carries it)", field=field)
+        for field, reason in unmeasurable_gates(settings, lacks)
+    ]
+    if offenders:
+        raise InputError("run config gates metrics this system cannot measure", offenders)
 
 
 @dataclass(frozen=True)
@@ -135,7 +169,7 @@ class GateResult:
     skipped: bool
     blocking: bool
     value: float | None  # the metric (absolute, max_drop), the p-value (max_p) or the bound (margins)
-    threshold: float  # the bound: min/max, −max_drop, max_p, −δ (non_inferior), δ (equivalent)
+    threshold: float  # the bound as configured: min, max, max_drop, max_p, δ (non_inferior, equivalent)
     delta: float | None  # value − threshold (absolute gates) or b − a (regression gates)
     reason: str
     p_value: float | None = None  # regression gates: the p-value the gate read (adjusted, unless raw)
@@ -191,10 +225,15 @@ def evaluate_gate(
     gate: GateSettings,
     metrics: Mapping[str, float | None],
     breakdowns: pd.DataFrame | None = None,
+    lacks: Mapping[str, str] | None = None,
 ) -> list[GateResult]:
-    """One result per configured bound (``min`` and/or ``max``) of the gate keyed ``key``."""
+    """One result per configured bound (``min`` and/or ``max``) of the gate keyed ``key``. A
+    metric the run could not measure (``lacks``: what it could not carry) is null with that reason."""
     target = parse_gate_key(key)
     value, null_reason = gate_value(target, metrics, breakdowns)
+    unmeasured = catalogue.not_measured([target.metric], lacks or {})
+    if unmeasured:
+        value, null_reason = None, f"{target.label} not measured: {unmeasured[target.metric]}"
     results = []
     for kind, threshold in (("min", gate.min), ("max", gate.max)):
         if threshold is None:
@@ -245,6 +284,14 @@ class PairedEvidence:
     bound_high: float | None = None
     noise_floor: float | None = None  # repeated runs: the larger per-repeat spread of the two runs
     within_noise: bool | None = None  # |delta| ≤ noise_floor
+
+
+def regression_bound(gate: RegressionGateSettings, kind: str) -> float:
+    """A regression gate's bound ``kind`` as the user wrote it — the ``threshold`` every result and
+    output carries: ``max_drop: 0.02`` is 0.02 (the largest drop allowed; the direction is the
+    bound's name), never −0.02 beside a reason saying 0.02. (Results stored before this convention
+    hold −max_drop and −δ; readers show them through :func:`abs`, see ``reporting.gate_text``.)"""
+    return float(getattr(gate, kind))
 
 
 def regression_kinds(gate: RegressionGateSettings) -> list[str]:
@@ -301,12 +348,7 @@ def evaluate_regression_gate(
         else:
             verdict, label = _margin_gate_verdict(metric, kind, gate, evidence, compare.alpha)
         passed, skipped, shown, delta, reason, p = verdict
-        threshold = {
-            "max_drop": -(gate.max_drop or 0.0),
-            "max_p": gate.max_p,
-            "non_inferior": -(gate.non_inferior or 0.0),
-            "equivalent": gate.equivalent,
-        }[kind]
+        threshold = regression_bound(gate, kind)
         name = check_name(metric, kind)
         results.append(
             GateResult(
@@ -518,11 +560,18 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
 
 
 def evaluate_gates(
-    settings: GatedRun, metrics: Mapping[str, float | None], breakdowns: pd.DataFrame | None = None
+    settings: GatedRun,
+    metrics: Mapping[str, float | None],
+    breakdowns: pd.DataFrame | None = None,
+    lacks: Mapping[str, str] | None = None,
 ) -> list[GateResult]:
-    """Every absolute gate (configured + defaults) against one run's metrics and breakdowns."""
+    """Every absolute gate (configured + defaults) against one run's metrics and breakdowns.
+    ``lacks``: what the run could not carry (capability → reason; default: what the config's
+    system kind declares): a default gate on a metric it cannot measure is left out, a configured
+    one is null with the reason (and so fails unless ``skip_if_null``)."""
+    lacks = settings.run_lacks() if lacks is None else lacks
     return [
         r
-        for key, gate in settings.effective_gates().items()
-        for r in evaluate_gate(key, gate, metrics, breakdowns)
+        for key, gate in settings.effective_gates(lacks).items()
+        for r in evaluate_gate(key, gate, metrics, breakdowns, lacks)
     ]

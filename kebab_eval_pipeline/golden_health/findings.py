@@ -35,7 +35,7 @@ from kebab_eval_pipeline.golden_health.leakage import leaked_questions
 from kebab_eval_pipeline.golden_health.settings import GoldenHealthSettings
 from kebab_eval_pipeline.golden_health.text import normalise
 from kebab_eval_pipeline.metrics.aggregate import dimension_labels
-from kebab_eval_pipeline.metrics.stale import stale_references
+from kebab_eval_pipeline.metrics.stale import missing_documents, stale_references
 
 FINDING_COLUMNS: dict[str, str] = {
     "kind": "string",
@@ -61,7 +61,9 @@ KIND_ORDER = [kind for kinds in CHECK_KINDS.values() for kind in kinds]
 @dataclass
 class HealthInputs:
     """What a health check reads. ``catalogue``: the index's chunks (``CATALOGUE_COLUMNS``), None
-    when the system cannot list them (stale supports not checked); ``documents``: the corpus as
+    when the system cannot list them; ``source_root``: where the system's documents live (the run
+    config's), for gold documents checked on disk when there is no catalogue (neither: stale
+    supports not checked); ``documents``: the corpus as
     ``document, text`` rows, None when unknown (leakage not checked); ``encode``: sentence
     embeddings of texts (unit rows), None when semantic duplicates are off; ``suspect_gold``: the
     latest stored comparison's queue (``query_id, verdict`` at least), None when none is stored,
@@ -73,6 +75,7 @@ class HealthInputs:
     relevance_level: int = 1
     min_slice_queries: int = 10
     catalogue: pd.DataFrame | None = None
+    source_root: str | None = None
     documents: pd.DataFrame | None = None
     encode: Callable[[list[str]], np.ndarray] | None = None
     suspect_gold: pd.DataFrame | None = None
@@ -143,10 +146,20 @@ def unsupported_answerable(
 
 
 def stale_support_findings(
-    queries: pd.DataFrame, supports: pd.DataFrame, catalogue: pd.DataFrame
+    queries: pd.DataFrame,
+    supports: pd.DataFrame,
+    catalogue: pd.DataFrame | None,
+    source_root: str | None = None,
 ) -> pd.DataFrame:
-    """One finding per support reference the index does not hold (:func:`stale_references`)."""
-    stale = stale_references(queries, supports, catalogue)
+    """One finding per support reference the index does not hold (:func:`stale_references`) —
+    or, without a catalogue, per gold document missing under ``source_root``
+    (:func:`missing_documents`)."""
+    if catalogue is not None:
+        stale = stale_references(queries, supports, catalogue)
+    elif source_root is not None:
+        stale = missing_documents(queries, supports, source_root)
+    else:
+        raise ValueError("stale supports need the index's catalogue or the source root")
     detail = (
         "supports["
         + stale["support_idx"].astype(str)
@@ -293,8 +306,9 @@ def golden_health(inputs: HealthInputs, settings: GoldenHealthSettings) -> Healt
         small_slice_findings(q, list(settings.slice_dimensions), inputs.min_slice_queries),
     ]
     summary: dict[str, Any] = {"queries": len(q)}
-    if inputs.catalogue is not None:
-        frames.append(stale_support_findings(q, s, inputs.catalogue))
+    stale_checked = inputs.catalogue is not None or inputs.source_root is not None
+    if stale_checked:
+        frames.append(stale_support_findings(q, s, inputs.catalogue, inputs.source_root))
     if inputs.documents is not None:
         frames.append(leakage_findings(q, inputs.documents, settings))
     if inputs.suspect_gold is not None:
@@ -312,7 +326,7 @@ def golden_health(inputs: HealthInputs, settings: GoldenHealthSettings) -> Healt
     summary["semantic_duplicates"] = (
         None if inputs.encode is None else int(counts.get("semantic_duplicate", 0))
     )
-    if inputs.catalogue is None:
+    if not stale_checked:
         summary["stale_supports"] = None
     if inputs.documents is None:
         summary["leakage"] = None

@@ -47,6 +47,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from kebab_eval_pipeline.systems.capabilities import CAPABILITIES
+
 __all__ = [
     "EXTENSIONS",
     "FAMILIES",
@@ -66,6 +68,8 @@ __all__ = [
     "measures",
     "metric_column",
     "metric_names",
+    "needs",
+    "not_measured",
     "parse",
     "register",
     "registered",
@@ -89,6 +93,19 @@ FAMILIES: tuple[str, ...] = (
 )
 #: Families that say how good the results are (not what they cost or how the system behaved).
 QUALITY_FAMILIES: tuple[str, ...] = ("retrieval", "refusal", "answer", "judge", "verification")
+#: What a run must carry (systems/capabilities.py) for a metric of each family, unless the measure
+#: says otherwise (``Measure.needs``): a metric whose needs the run lacks is null with the reason.
+FAMILY_NEEDS: dict[str, tuple[str, ...]] = {
+    "count": (),
+    "retrieval": ("hits",),
+    "refusal": ("answers",),
+    "answer": ("answers",),
+    "judge": ("answers",),
+    "verification": ("hits",),
+    "operations": (),
+    "indexing": (),
+    "judge_run": (),
+}
 #: Modules that register measures of their own (imported once, on the first catalogue query).
 EXTENSIONS: tuple[str, ...] = ("kebab_eval_pipeline.judge.metrics",)
 
@@ -120,6 +137,9 @@ class Measure:
     - ``card``: position among the comparison report's headline cards (same form).
     - ``trec_eval`` / ``ir_measures``: the equivalent measure's name, ``{k}`` for the cut-off.
     - ``relevance_level``: the metric honours the run's relevance level (trec_eval's ``-l``).
+    - ``needs``: what a run must carry (``systems.capabilities.CAPABILITIES``) for the metric to be
+      measured; default: its family's (:data:`FAMILY_NEEDS`). A run lacking one reports the metric
+      null with the reason (:func:`not_measured`), never 0.
     """
 
     name: str
@@ -140,10 +160,18 @@ class Measure:
     trec_eval: str | None = None
     ir_measures: str | None = None
     relevance_level: bool = False
+    needs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"measure {self.name!r}: unknown family {self.family!r}; expected {FAMILIES}")
+        if self.needs is None:
+            object.__setattr__(self, "needs", FAMILY_NEEDS[self.family])
+        unknown = [n for n in self.needs or () if n not in CAPABILITIES]
+        if unknown:
+            raise ValueError(
+                f"measure {self.name!r}: unknown needs {unknown}; expected some of {CAPABILITIES}"
+            )
         if not _NAME.fullmatch(self.name):
             raise ValueError(f"measure name {self.name!r} must match {_NAME.pattern}")
         if self.direction not in ("higher", "lower", "none"):
@@ -328,6 +356,26 @@ def metric_column(name: str) -> str | None:
     """The per-query column whose mean is metric ``name`` (None: not a per-query mean, or unknown)."""
     entry = measure(name)
     return None if entry is None else entry.column_for(parse(name).k)
+
+
+def needs(name: str) -> tuple[str, ...]:
+    """What a run must carry for metric ``name`` (``()`` for an unknown name)."""
+    entry = measure(name)
+    return () if entry is None else tuple(entry.needs or ())
+
+
+def not_measured(names: Iterable[str], lacks: Mapping[str, str]) -> dict[str, str]:
+    """``{metric: reason}`` for each of ``names`` whose needs a run lacks (``lacks``: capability →
+    why the run cannot carry it, ``systems.capabilities``): the reason of its first lacking need.
+    Names keep their order; slices (``chr[lang=ko]``) are read as their metric."""
+    if not lacks:
+        return {}
+    out = {}
+    for name in names:
+        missing = [n for n in needs(name) if n in lacks]
+        if missing:
+            out[name] = lacks[missing[0]]
+    return out
 
 
 def lower_is_better(name: str) -> bool:
@@ -670,6 +718,7 @@ _CORE: tuple[Measure, ...] = (
         "answered queries (an answer, not refused)",
         column="citation_ok",
         test="binary",
+        needs=("answers", "citations"),
     ),
     Measure(
         "chr",
@@ -679,6 +728,7 @@ _CORE: tuple[Measure, ...] = (
         column="chr",
         test="binary",
         headline=10,
+        needs=("answers", "citations"),
     ),
     Measure(
         "answer_precision",
@@ -689,6 +739,7 @@ _CORE: tuple[Measure, ...] = (
         test="binary",
         headline=9,
         card=5,
+        needs=("answers", "citations"),
     ),
     Measure(
         "attribution_hit_rate",
@@ -697,6 +748,7 @@ _CORE: tuple[Measure, ...] = (
         "answerable, answered queries",
         column="attribution_hit",
         test="binary",
+        needs=("answers", "citations"),
     ),
     Measure(
         "groundedness_rule",
@@ -713,6 +765,7 @@ _CORE: tuple[Measure, ...] = (
         "queries with a recency rule, ≥1 gold support and an answer (a refusal scores 0)",
         column="recency_ok",
         test="binary",
+        needs=("answers", "citations"),
     ),
     Measure(
         "hallucination_rate",
@@ -762,6 +815,7 @@ _CORE: tuple[Measure, ...] = (
         reads=("empty_response",),
         untestable="an operational rate",
         direction="lower",
+        needs=("answers",),
     ),
     Measure(
         "mixed_version_rate",
@@ -782,6 +836,7 @@ _CORE: tuple[Measure, ...] = (
             reads=(column,),
             untestable="a latency percentile/maximum",
             direction="lower",
+            needs=("hits",) if column == "retrieval_ms" else ("answers",),
         )
         for column in ("retrieval_ms", "answer_ms")
         for stat in ("p50", "p95", "max")
@@ -804,6 +859,7 @@ _CORE: tuple[Measure, ...] = (
         untestable="a run total",
         direction="lower",
         sliceable=False,
+        needs=("answers", "token_counts"),
     ),
     Measure(
         "system_completion_tokens",
@@ -814,6 +870,7 @@ _CORE: tuple[Measure, ...] = (
         untestable="a run total",
         direction="lower",
         sliceable=False,
+        needs=("answers", "token_counts"),
     ),
     Measure(
         "system_cost_usd",
@@ -825,6 +882,7 @@ _CORE: tuple[Measure, ...] = (
         untestable="a run total",
         direction="lower",
         sliceable=False,
+        needs=("answers",),
     ),
     *(
         Measure(

@@ -4,8 +4,10 @@ A system whose hits cannot support what the golden set needs — hits without li
 gold line spans, without heading paths against gold heading paths, without chunk ids against gold
 chunk ids, or with document paths that match no gold path (e.g. basenames where the golden set has
 relative paths) — scores 0 on the affected queries without anything being wrong with the
-system's retrieval. :func:`matching_warnings` finds those cases from the hits and the supports
-alone (no system call), so every run, and ``golden validate --config``, can say so.
+system's retrieval. So does a system whose chunks carry a heading path cut short — the parent's
+instead of their own section's, as a splitter that drops sub-headings leaves them
+(:func:`shortened_headings`). :func:`matching_warnings` finds those cases from the hits and the
+supports alone (no system call), so every run, and ``golden validate --config``, can say so.
 """
 
 from __future__ import annotations
@@ -18,19 +20,29 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.metrics.columns import string_column
+from kebab_eval_pipeline.metrics.columns import (
+    concat_strings,
+    equi_join,
+    sorted_unique,
+    starts_with_each,
+    string_column,
+    take_rows,
+)
 from kebab_eval_pipeline.metrics.matching import (
     CARRY_SHARE,
+    HEADING_SEPARATOR,
     RESOLVED_CRITERIA,
     criteria_for,
+    heading_set,
     hits_carry,
     match_hits,
+    normalise_headings,
     normalise_paths,
     resolve_auto,
     support_flags,
 )
 
-__all__ = ["match_line", "matching_warnings", "summarize_criteria"]
+__all__ = ["match_line", "matching_warnings", "shortened_headings", "summarize_criteria"]
 
 #: Per hit field: the criteria that need it when a gold support sets it, and how it is named.
 _FIELDS = {
@@ -58,19 +70,26 @@ def summarize_criteria(criteria: pd.Series) -> tuple[str | None, dict[str, int]]
 
 
 def match_line(info: dict[str, Any]) -> str | None:
-    """One line saying which criterion matched the run: ``auto → anchor (60 queries)``, or per
-    criterion counts when they differ (None for runs stored before this was recorded); a
-    relevance level other than the default 1 follows (``; relevant: grade ≥ 2``)."""
+    """One line saying which criterion matched the run: ``auto → anchor (60 queries)`` or, for a
+    forced criterion, ``anchor (52 queries)`` — per criterion counts when they differ (None for
+    runs stored before this was recorded); a relevance level other than the default 1 follows
+    (``; relevant: grade ≥ 2``)."""
     by_query = info.get("match_by_query")
     if by_query is None:
         return None
     configured = info.get("match", "auto")
-    counts = ", ".join(f"{c} ({n} quer{'y' if n == 1 else 'ies'})" for c, n in by_query.items())
+    counts = ", ".join(f"{c} ({_queries(n)})" for c, n in by_query.items())
     level = int(info.get("relevance_level") or 1)
     relevant = f"; relevant: grade ≥ {level}" if level != 1 else ""
     if configured != "auto":
+        if set(by_query) == {configured}:  # a forced criterion applies to every query: name it once
+            return f"{configured} ({_queries(by_query[configured])})" + relevant
         return f"{configured}" + (f" ({counts})" if counts else "") + relevant
     return (f"auto → {counts}" if counts else "auto (no query has gold supports)") + relevant
+
+
+def _queries(n: int) -> str:
+    return f"{n} quer{'y' if n == 1 else 'ies'}"
 
 
 def matching_warnings(
@@ -108,7 +127,11 @@ def matching_warnings(
     - document paths: no hit's ``doc_path`` (nor ``doc_id``) equals any gold ``rel_path`` after
       normalisation — with the likely cause when hits carry basenames (``x.md`` for ``docs/x.md``)
       or prefixed paths (``/srv/docs/x.md``); likewise for supports named by ``doc_id`` only;
-    - catch-all: the hits are non-empty, positive supports exist, and no hit matches any of them.
+    - catch-all: the hits are non-empty, positive supports exist, and no hit matches any of them;
+    - shortened heading paths: at least :data:`SHORTENED_SHARE` of the hits inside gold documents
+      carry a heading path that is a proper prefix of a gold one (:func:`shortened_headings`; field
+      ``heading_path``, ``hits_lacking`` the shortened hits, ``hits_total`` the hits inside gold
+      documents that carry a heading path).
 
     Empty when nothing is wrong, when there are no hits (an empty run is reported elsewhere) or
     no positive supports. Forced ``chunk`` skips the document checks (paths are not compared).
@@ -174,7 +197,112 @@ def matching_warnings(
         out += _path_warnings(hits, supports, by_document, hits_carry(hits, ("doc_path", "doc_id")))
     if not out and not matched_any:
         out += _nothing_matched(hits, supports, criterion, resolved, matches, int(positive.sum()))
+    out += _shortened_warnings(hits, supports)
     return out
+
+
+def shortened_headings(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Hits whose heading path stops short of the gold section they lie in: ``(inside, shortened)``,
+    two bool arrays aligned with ``hits``' rows.
+
+    Inputs: the run's hits table (``query_id``, ``doc_path``/``doc_id``, ``heading_path``) and the
+    golden supports table; only positive supports (grade > 0) that name a document and set a
+    heading path count.
+
+    - ``inside``: the hit carries a heading path and lies in a document such a support of its
+      query names (``rel_path`` ↔ the hit's normalised ``doc_path`` or ``doc_id``, ``doc_id`` ↔
+      ``doc_id``);
+    - ``shortened``: inside, its heading path is a *proper* whole-heading prefix of such a
+      support's heading path (``A`` or ``A > B`` for gold ``A > B > C``), and it lies under none
+      of those supports' headings (a hit on a gold section or below it matches; it is not short).
+
+    A splitter that drops sub-headings — a section cut into pieces where only the first keeps the
+    section's own heading, the rest carrying the parent's path — leaves many such hits; a correct
+    one leaves only the parent sections' own text (the lines above their first sub-heading).
+    Vectorised: a hash join on (query, document), headings compared only on the joined pairs.
+    """
+    n = len(hits)
+    inside = np.zeros(n, dtype=bool)
+    shortened = np.zeros(n, dtype=bool)
+    if n == 0 or len(supports) == 0 or "heading_path" not in hits.columns:
+        return inside, shortened
+    flags = support_flags(supports)
+    rows = np.flatnonzero(flags["positive"] & flags["heading"] & flags["document"])
+    if len(rows) == 0:
+        return inside, shortened
+    carrying = np.flatnonzero(heading_set(hits))
+    if len(carrying) == 0:
+        return inside, shortened
+    take_s = pa.array(rows)
+    s_qid = string_column(supports, "query_id").take(take_s)
+    s_path = normalise_paths(string_column(supports, "rel_path").take(take_s))
+    s_doc = string_column(supports, "doc_id").take(take_s)
+    h_qid = take_rows(string_column(hits, "query_id"), carrying)
+    h_doc = take_rows(string_column(hits, "doc_id"), carrying)
+    pairs = [
+        equi_join(
+            [h_qid, normalise_paths(take_rows(string_column(hits, "doc_path"), carrying))], [s_qid, s_path]
+        ),
+        equi_join([h_qid, normalise_paths(h_doc)], [s_qid, s_path]),
+        equi_join([h_qid, h_doc], [s_qid, s_doc]),
+    ]
+    h = np.concatenate([p[0] for p in pairs])
+    s = np.concatenate([p[1] for p in pairs])
+    if len(h) == 0:
+        return inside, shortened
+    key = sorted_unique(h * np.int64(len(rows)) + s)  # a document named twice is one pair
+    h, s = key // len(rows), key % len(rows)
+    hit_rows = carrying[h]
+    inside[hit_rows] = True
+    hit_heads = concat_strings(
+        normalise_headings(hits["heading_path"].to_numpy(dtype=object)[hit_rows]), HEADING_SEPARATOR
+    )
+    gold_heads = concat_strings(
+        normalise_headings(supports["heading_path"].to_numpy(dtype=object)[rows[s]]), HEADING_SEPARATOR
+    )
+    under = starts_with_each(hit_heads, gold_heads)  # on or below the gold section
+    short = starts_with_each(gold_heads, hit_heads) & ~under  # strictly above it
+    under_any = np.zeros(n, dtype=bool)
+    under_any[hit_rows[under]] = True
+    shortened[hit_rows[short]] = True
+    shortened &= ~under_any
+    return inside, shortened
+
+
+#: Warn about shortened heading paths when at least this share of the hits inside gold documents
+#: (that carry a heading path) have one. Not at the first one: a correct splitter still returns the
+#: parent sections' own text (the lines above their first sub-heading). Measured over kebab's
+#: documents with the 52 answerable golden queries (tests/frameworks/test_heading_recipes.py): the
+#: README's Haystack, LlamaIndex and LangChain recipes, every chunk with its full path, left 1.9-7.8 %
+#: (at two chunk sizes each); LlamaIndex's split nodes with the heading read from the text (only a
+#: section's first piece keeps it) left 18.8 % at 512 tokens and 60 % at 128.
+SHORTENED_SHARE = 0.12
+
+
+def _shortened_warnings(hits: pd.DataFrame, supports: pd.DataFrame) -> list[dict[str, Any]]:
+    inside, shortened = shortened_headings(hits, supports)
+    n_short, n_inside = int(shortened.sum()), int(inside.sum())
+    if n_short == 0 or n_short < SHORTENED_SHARE * n_inside:
+        return []
+    i = int(np.flatnonzero(shortened)[0])
+    example = HEADING_SEPARATOR.join(map(str, hits["heading_path"].iloc[i]))
+    message = (
+        f"{n_short} of {n_inside} hits inside gold documents carry a heading path that is a proper prefix "
+        f"of a gold heading path (e.g. {example!r} in {hits['doc_path'].iloc[i]!r}): the signature of a "
+        "splitter that drops sub-headings — a section cut into pieces where only the first keeps its own "
+        "heading and the rest carry their parent's. Those hits cannot match the section they come from "
+        "under anchor matching, and golden suggest leaves them out; fix the system's response mapping "
+        "(or its splitter) so every chunk carries its full section path"
+    )
+    return [_warning("heading_path", n_short, n_inside, _supports_above(hits, supports, shortened), message)]
+
+
+def _supports_above(hits: pd.DataFrame, supports: pd.DataFrame, shortened: np.ndarray) -> int:
+    """How many positive gold supports of the queries with a shortened hit set a heading path."""
+    flags = support_flags(supports)
+    queries = set(hits["query_id"].to_numpy(dtype=object)[shortened])
+    named = np.isin(supports["query_id"].to_numpy(dtype=object), list(queries))
+    return int((named & flags["positive"].to_numpy() & flags["heading"].to_numpy()).sum())
 
 
 def _warning(field: str, lacking: int, total: int, needing: int, message: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.metrics.matching import HEADING_SEPARATOR, normalise_headings, normalise_paths
+from kebab_eval_pipeline.metrics.verification import files_exist
 
 STALE_COLUMNS: dict[str, str] = {
     "query_id": "string",
@@ -115,3 +116,35 @@ def stale_references(queries: pd.DataFrame, supports: pd.DataFrame, catalogue: p
         return typed_frame([], STALE_COLUMNS)
     out = pd.concat(found, ignore_index=True).astype(STALE_COLUMNS)
     return out.sort_values(["query_id", "support_idx", "field"], kind="stable", ignore_index=True)
+
+
+def missing_documents(queries: pd.DataFrame, supports: pd.DataFrame, source_root: str) -> pd.DataFrame:
+    """Gold documents missing from the source tree, for a system that cannot list its index.
+
+    A system that cannot list what it holds (a command, a service, a python object without
+    ``catalogue()``) still has its documents somewhere: the run config's ``source_root``, where its
+    hits are verified. Each non-pending support's ``rel_path`` that names no regular file under
+    ``source_root`` (a path escaping it, or a symlink out of it, names none) is one row of
+    :data:`STALE_COLUMNS` (field ``rel_path``, severity ``error``): the query can never be found
+    again. Chunk ids, doc ids and sections cannot be checked this way and are not."""
+    pending = queries.loc[queries["pending"].astype(bool), "query_id"]
+    s = supports[~supports["query_id"].isin(pending)]
+    s = s[s["rel_path"].notna() & (s["rel_path"] != "")]
+    if not len(s):
+        return typed_frame([], STALE_COLUMNS)
+    paths = _paths(s["rel_path"])
+    exists = files_exist(source_root, paths.fillna("").tolist())
+    rows = s[~exists]
+    if not len(rows):
+        return typed_frame([], STALE_COLUMNS)
+    out = pd.DataFrame(
+        {
+            "query_id": rows["query_id"],
+            "support_idx": rows["support_idx"],
+            "field": "rel_path",
+            "value": rows["rel_path"].astype("string"),
+            "reason": "no file at this path under source_root",
+            "severity": "error",
+        }
+    ).astype(STALE_COLUMNS)
+    return out.sort_values(["query_id", "support_idx"], kind="stable", ignore_index=True)

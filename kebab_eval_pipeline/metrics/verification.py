@@ -503,6 +503,18 @@ def _nfc_utf8(data: bytes) -> bytes:
     return unicodedata.normalize("NFC", text).encode()
 
 
+def files_exist(source_root: str | Path, rel_paths: list[str]) -> np.ndarray:
+    """Per path of ``rel_paths`` (relative, ``/``-separated): True when it names a regular file
+    inside ``source_root`` (resolved as hits are: a path escaping the root, or a symlink out of it,
+    names none). InputError when ``source_root`` is not a directory."""
+    root = _real_root(source_root)
+    out = np.zeros(len(rel_paths), dtype=bool)
+    for i, rel in enumerate(rel_paths):
+        full = _resolve(root, rel) if rel else None
+        out[i] = full is not None and full != _UNNAMEABLE and os.path.isfile(full)
+    return out
+
+
 def _real_root(source_root: str | Path) -> str:
     root = real_root(source_root)
     if not os.path.isdir(root):

@@ -43,6 +43,7 @@ from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
+from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
     SUSPECT_SHOWN,
     column_description,
@@ -56,7 +57,7 @@ from kebab_eval_pipeline.revision import pipeline_revision
 from kebab_eval_pipeline.run_overrides import variant_settings
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
-from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.factory import build_system, live_info
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
@@ -175,6 +176,24 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
+def _not_run_metadata(context, meta: dict, info: dict, system: SystemInfo | None = None) -> None:
+    """What the asset could not measure or check, in its metadata and the run's log: the metrics
+    the run could not carry the inputs of (``not_measured``), the system's capabilities, and the
+    gate checks that could not run (``skipped_checks``: check name → reason; Dagster shows such a
+    check as skipped, the reason is here)."""
+    for line in not_measured_lines(info):
+        context.log.info(line)
+    if system is not None and system.capabilities is not None:
+        meta["capabilities"] = dg.MetadataValue.json(system.capabilities)
+    if "not_measured" in info:
+        meta["not_measured"] = dg.MetadataValue.json(info["not_measured"])
+    skipped = {g["name"]: g["reason"] for g in info.get("gates") or [] if g.get("skipped")}
+    for name, reason in skipped.items():
+        context.log.info(f"check {name} skipped: {reason}")
+    if skipped:
+        meta["skipped_checks"] = dg.MetadataValue.json(skipped)
+
+
 def headline_columns(ks: list[int]) -> list[str]:
     """Per-query columns of the headline metrics for the configured cutoffs (hit@1, mrr, ndcg@10, …)."""
     return catalogue.headline_names(ks)
@@ -210,7 +229,8 @@ def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = D
 
     Dagster reads an asset's input data versions when its step starts, so observing here
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
-    then shows the run as stale.
+    then shows the run as stale. The system is the one this process builds for its run (the CLI
+    runs the chain in this process, on that object); the sensors read live instead.
     """
     instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
     instance.report_runless_asset_event(system_observation(build_system(settings).info(), names))
@@ -262,7 +282,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         "marks results stale.",
     )
     def system_under_test(context) -> dg.ObserveResult:
-        info = build_system(chain_settings(context, names)).info()
+        # read live: an observation says what a run started now would read, whatever this process
+        # built before (a python system is imported and built in a process of its own for it)
+        info = live_info(chain_settings(context, names))
         return dg.ObserveResult(
             asset_key=names.key("system_under_test"),
             data_version=dg.DataVersion(system_data_version(info)),
@@ -665,6 +687,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
+        _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
         return dg.Output(art, metadata=meta)
 
     @_chain_asset(
@@ -728,6 +751,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
+        _not_run_metadata(context, meta, art.info)
         return dg.Output(art, metadata=meta)
 
     return ChainAssets(

@@ -39,7 +39,7 @@ from kebab_eval_pipeline.run_ids import (
     system_change_run_id,
 )
 from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.factory import live_info
 from kebab_eval_pipeline.systems.identity import identity_from_settings
 from kebab_eval_pipeline.systems.version_changes import (
     change_tags,
@@ -53,6 +53,7 @@ WATCHED_ASSET_TAG = "kebab-eval/watched-asset"
 FRESHNESS_CHECK = "fresh_passing_evaluation"
 FRESHNESS_INTERVAL_S = 30 * 60
 VERSION_INTERVAL_S = 5 * 60
+WATCH_INTERVAL_S = 60
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,15 @@ def _rekeyed(event: dg.AssetObservation, names: ChainNames) -> dg.AssetObservati
 
 def _input_observations(settings: RunSettings, names: ChainNames, info=None) -> list[dg.AssetObservation]:
     """What a run will read (golden hash, system version), recorded before it starts so its
-    provenance is exact; an input that cannot be read is left out (the run reports it)."""
+    provenance is exact; an input that cannot be read is left out (the run reports it). The
+    system's version is ``info`` (the tick's own reading) or read live now: the run starts in a
+    process of its own and builds the system afresh, so a version cached in this long-lived one
+    would not be what it reads."""
     events = []
     with contextlib.suppress(InputError, OSError):
         events.append(_rekeyed(golden_file_observation(_golden_sha256(settings)), names))
     with contextlib.suppress(InputError):
-        events.append(_rekeyed(system_observation(info or build_system(settings).info()), names))
+        events.append(_rekeyed(system_observation(info or live_info(settings)), names))
     return events
 
 
@@ -186,6 +190,13 @@ def build_golden_change_sensor(
     return golden_change_sensor
 
 
+def _every(seconds: int) -> str:
+    """``every 5 minutes``, ``every minute``, ``every 30 s``."""
+    if seconds % 60:
+        return f"every {seconds} s"
+    return "every minute" if seconds == 60 else f"every {seconds // 60} minutes"
+
+
 def _read_cursor(cursor: str | None) -> dict | None:
     if not cursor:
         return None
@@ -201,25 +212,31 @@ def build_system_version_sensor(
     settings: RunSettings,
     names: ChainNames = DEFAULT_NAMES,
     watch_asset: dg.AssetKey | None = None,
+    minimum_interval_seconds: int | None = None,
 ) -> dg.SensorDefinition:
     """A run whenever the system under test changes.
 
-    Without ``watch_asset``: every 5 minutes asks the system for its versions (``info()``: the
-    reference index's versions, a ``version_url``/``version_argv`` report); the cursor is their
-    JSON. The first evaluation only records; a change launches ``system-change-…`` tagged with
-    the changed fields (:func:`~kebab_eval_pipeline.systems.version_changes.change_tags`).
+    Without ``watch_asset``: every 5 minutes asks the system for its versions, read live
+    (:func:`~kebab_eval_pipeline.systems.factory.live_info`: the reference index's versions as on
+    disk now, a ``version_url``/``version_argv`` report, a python system built afresh and asked);
+    the cursor is their JSON. The first evaluation only records; a change launches
+    ``system-change-…`` tagged with the changed fields
+    (:func:`~kebab_eval_pipeline.systems.version_changes.change_tags`).
 
     With ``watch_asset`` (a team's own asset, e.g. the index its pipeline builds): a new
     materialization of that asset launches the run instead (cursor: ``{"storage_id", "versions"}``),
-    tagged with the asset and whatever versions changed meanwhile.
+    tagged with the asset and whatever versions changed meanwhile; checked every minute, the
+    versions read only when there is a new materialization (or on the first evaluation).
 
-    Either way the run is preceded by an observation of ``system_under_test``, and a system that
-    cannot be built or cannot report its versions gives a SkipReason saying why.
+    Either way the run key carries the digest of the versions read in that tick, the run is preceded
+    by an observation of ``system_under_test`` recording the same reading, and a system that cannot
+    be built or cannot report its versions gives a SkipReason saying why.
+    ``minimum_interval_seconds`` overrides the interval (300 s polling, 60 s watching).
     """
 
     def current() -> tuple[SystemInfo, dict[str, str]] | dg.SkipReason:
         try:
-            info = build_system(settings).info()
+            info = live_info(settings)  # never a system object this long-lived process kept
         except InputError as exc:
             return dg.SkipReason(f"the system under test is not available: {exc.render()}")
         reason = unreachable_reason(info)
@@ -238,38 +255,43 @@ def build_system_version_sensor(
             asset_events=_input_observations(settings, names, info),
         )
 
+    if minimum_interval_seconds is None:
+        minimum_interval_seconds = VERSION_INTERVAL_S if watch_asset is None else WATCH_INTERVAL_S
+    every = _every(minimum_interval_seconds)
     if watch_asset is None:
         description = (
-            "Polls the system under test's versions every 5 minutes (the reference index's versions, "
-            "or what system.version_url / version_argv reports) and launches run system-change-… when "
-            "they change, tagged kebab-eval/changed (the changed fields) and kebab-eval/changed.<field> "
-            "(old→new). The first evaluation only records; an unreachable system is skipped."
+            f"Reads the system under test's versions {every}, live (the reference index as on disk, what "
+            "system.version_url / version_argv reports, a python system imported and built afresh in a "
+            "process of its own) and launches run system-change-… when they change, tagged "
+            "kebab-eval/changed (the changed fields) and kebab-eval/changed.<field> (old→new). The first "
+            "evaluation only records; an unreachable system is skipped."
         )
     else:
         description = (
             f"Launches run system-change-… on each new materialization of {watch_asset.to_user_string()} "
-            "(tagged kebab-eval/watched-asset, and kebab-eval/changed… for versions that changed since). "
-            "The first evaluation only records."
+            f"(checked {every}; tagged kebab-eval/watched-asset, and kebab-eval/changed… for versions, "
+            "read live, that changed since). The first evaluation only records."
         )
 
     @dg.sensor(
         name=names.name("system_version_sensor"),
         job=job,
-        minimum_interval_seconds=VERSION_INTERVAL_S if watch_asset is None else 60,
+        minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description=description,
     )
     def system_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        state = current()
-        if isinstance(state, dg.SkipReason):
-            return state
-        info, versions = state
         previous = _read_cursor(context.cursor)
         if watch_asset is None:
+            state = current()
+            if isinstance(state, dg.SkipReason):
+                return state
+            info, versions = state
             if not versions:
                 return dg.SkipReason(
                     "the system under test reports no versions to watch (set system.version_url or "
-                    "system.version_argv, or give the sensor an asset to watch)"
+                    "system.version_argv, give a python system a versions() method, or give the sensor "
+                    "an asset to watch)"
                 )
             cursor = json.dumps(versions, sort_keys=True)
             if previous is None:
@@ -282,11 +304,16 @@ def build_system_version_sensor(
             return launch(info, versions, change_tags(changes), cursor)
         records = context.instance.fetch_materializations(watch_asset, limit=1).records
         latest = records[0].storage_id if records else None
+        if previous is not None and (latest is None or latest == previous.get("storage_id")):
+            # nothing to launch: the system is not built (a python system's factory is not called)
+            return dg.SkipReason(f"no new materialization of {watch_asset.to_user_string()}")
+        state = current()
+        if isinstance(state, dg.SkipReason):
+            return state
+        info, versions = state
         cursor = json.dumps({"storage_id": latest, "versions": versions}, sort_keys=True)
         if previous is None:
             return dg.SensorResult(cursor=cursor)
-        if latest is None or latest == previous.get("storage_id"):
-            return dg.SkipReason(f"no new materialization of {watch_asset.to_user_string()}")
         changes = changed_versions(previous.get("versions") or {}, versions)
         tags = {WATCHED_ASSET_TAG: watch_asset.to_user_string()[:63], **change_tags(changes)}
         return launch(info, versions, tags, cursor)
@@ -339,7 +366,7 @@ def build_freshness(settings: RunSettings, names: ChainNames = DEFAULT_NAMES):
 
     def evaluation(store, now: datetime | None = None) -> dg.AssetCheckEvaluation:
         try:
-            info = build_system(settings).info()
+            info = live_info(settings)
             problem = unreachable_reason(info)
         except InputError as exc:
             info, problem = None, f"the system under test is not available: {exc.render()}"

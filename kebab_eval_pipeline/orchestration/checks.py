@@ -5,6 +5,13 @@ The gates are evaluated once, where the chain makes the numbers they bound
 their info); these checks publish the stored results. Blocking gates fail with ERROR severity,
 which fails the Dagster run, so ``dagster asset materialize`` exits non-zero in CI. Non-blocking
 gates warn. Every result carries value, threshold and delta as metadata.
+
+A check that could not run — a gate skipped on a null metric (``skip_if_null``), a regression gate
+without a baseline, a default gate on a metric the run could not measure, the judge's spot check
+without a judge — yields no result: the checks are multi-checks that can subset (their results are
+optional outputs), and Dagster shows a check planned but not evaluated in a run that succeeded as
+*skipped*, never as passed. The reason is logged in the run and stored in the asset's metadata
+(``skipped_checks``, ``not_measured``); the CLI and JUnit still list the gate as skipped with it.
 """
 
 from __future__ import annotations
@@ -60,15 +67,32 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
     )
 
 
-def _stored_results(info: dict, names: list[str]) -> Iterator[dg.AssetCheckResult]:
-    """The check result of each gate named ``names`` from the gate results an asset stored
-    (``info["gates"]``). A check whose gate the asset did not evaluate — an artifact stored by
-    another configuration, or before gates were stored with it — fails, saying so: a gate is never
+def _selected(context, specs: list[dg.AssetCheckSpec]) -> dict[str, str]:
+    """The specs of the checks this step runs (a job may select some), as check name → gate key."""
+    chosen = {key.name for key in context.selected_asset_check_keys}
+    return {spec.name: (spec.metadata or {}).get("gate", spec.name) for spec in specs if spec.name in chosen}
+
+
+def _stored_results(
+    context: dg.AssetCheckExecutionContext, info: dict, names: dict[str, str]
+) -> Iterator[dg.AssetCheckResult]:
+    """The check result of each gate of ``names`` (check name → gate key) from the gate results an
+    asset stored (``info["gates"]``). A gate that could not run — skipped (a null metric skipped as
+    configured, no baseline), or a default gate left out on a metric the run could not measure
+    (``info["not_measured"]``) — yields nothing, its reason logged: Dagster shows it skipped. A
+    check whose gate the asset did not evaluate otherwise — an artifact stored by another
+    configuration, or before gates were stored with it — fails, saying so: a gate is never
     silently green."""
     stored = {g["name"]: GateResult(**g) for g in info.get("gates") or []}
-    for name in names:
-        if name in stored:
+    unmeasured = info.get("not_measured") or {}
+    for name, key in names.items():
+        metric = key.split("[", 1)[0].strip()
+        if name in stored and stored[name].skipped:
+            context.log.info(f"check {name} skipped: {stored[name].reason}")
+        elif name in stored:
             yield _result(stored[name])
+        elif metric in unmeasured:
+            context.log.info(f"check {name} skipped: {metric} not measured: {unmeasured[metric]}")
         else:
             yield dg.AssetCheckResult(
                 check_name=name,
@@ -104,19 +128,22 @@ def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecks
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
+            metadata={"gate": metric},
         )
         for metric, kind, gate in bounds
     ]
 
     # One step evaluates every bound: each gate still reports its own check result, and the
-    # run avoids a step (and its event-log writes) per gate.
+    # run avoids a step (and its event-log writes) per gate. It can subset: a gate that could not
+    # run yields no result, and Dagster shows it skipped.
     @dg.multi_asset_check(
         specs=specs,
         name=chain.names.name("ship_gates"),
         ins={"run_metrics": dg.AssetIn(key=chain.run_metrics.key)},
+        can_subset=True,
     )
-    def ship_gates(run_metrics: RunMetricsArtifact):
-        yield from _stored_results(run_metrics.info, [spec.name for spec in specs])
+    def ship_gates(context, run_metrics: RunMetricsArtifact):
+        yield from _stored_results(context, run_metrics.info, _selected(context, specs))
 
     return ship_gates
 
@@ -152,6 +179,7 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
+            metadata={"gate": metric},
         )
         for metric, gate in settings.regression_gates.items()
         for kind in regression_kinds(gate)
@@ -162,6 +190,7 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=f"at most {gate.max} query verdict(s) {key} against the baseline",
+            metadata={"gate": key},
         )
         for key, gate in settings.verdict_gates.items()
     ]
@@ -170,9 +199,10 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
         specs=specs,
         name=chain.names.name("regression_gates"),
         ins={"comparison_report": dg.AssetIn(key=chain.comparison_report.key)},
+        can_subset=True,  # a gate without a baseline yields nothing: skipped, not passed
     )
-    def regression_gates(comparison_report: ComparisonArtifact):
-        yield from _stored_results(comparison_report.info, [spec.name for spec in specs])
+    def regression_gates(context, comparison_report: ComparisonArtifact):
+        yield from _stored_results(context, comparison_report.info, _selected(context, specs))
 
     return regression_gates
 
@@ -180,35 +210,48 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
 def _judge_spot_check(chain: ChainAssets) -> dg.AssetChecksDefinition:
     """The judge's spot-check warning on the chain's ``judge`` asset."""
 
-    @dg.asset_check(
+    spec = dg.AssetCheckSpec(
+        "judge_spot_check",
         asset=chain.judge,
-        name="judge_spot_check",
         blocking=False,
         partitions_def=chain.names.partitions,
         description="The judge's reliability: the share of spot-checked queries whose second judgement moved "
         "a score by more than 1 point stays at or below judge.disagreement_warn (default 20%). A warning, "
-        "never blocking; passes with a note when the judge is off or nothing was spot-checked.",
+        "never blocking; skipped, saying why in the run's log, when the judge is off or nothing was "
+        "spot-checked.",
     )
-    def judge_spot_check(judge: JudgeArtifact) -> dg.AssetCheckResult:
+
+    @dg.multi_asset_check(
+        specs=[spec],
+        # the step's name as a single @asset_check named it (runs, concurrency keys, tests see it)
+        name=f"{chain.judge.key.to_python_identifier()}_judge_spot_check",
+        ins={"judge": dg.AssetIn(key=chain.judge.key)},
+        can_subset=True,  # nothing to check yields no result: skipped, not passed
+    )
+    def judge_spot_check(context, judge: JudgeArtifact):
         threshold = float(judge.info.get("disagreement_warn", 0.2))
         disagreeing, compared = disagreement(judge.judgements) if judge.enabled else (0, 0)
         rate = disagreeing / compared if compared else None
-        if not judge.enabled:
-            reason = "judge off (judge: null): nothing to check"
-        elif rate is None:
-            reason = "no spot-checked query was scored by both judges"
-        else:
-            reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
-        return dg.AssetCheckResult(
-            passed=rate is None or rate <= threshold,
+        if rate is None:
+            why = (
+                "judge off (judge: null): nothing to check"
+                if not judge.enabled
+                else "no spot-checked query was scored by both judges"
+            )
+            context.log.info(f"check judge_spot_check skipped: {why}")
+            return
+        reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
+        yield dg.AssetCheckResult(
+            check_name="judge_spot_check",
+            passed=rate <= threshold,
             severity=dg.AssetCheckSeverity.WARN,
             description=reason,
             metadata={
-                "value": dg.MetadataValue.null() if rate is None else dg.MetadataValue.float(rate),
+                "value": dg.MetadataValue.float(rate),
                 "threshold": dg.MetadataValue.float(threshold),
                 "spot_check_n": compared,
                 "disagreeing": disagreeing,
-                "skipped": rate is None,
+                "skipped": False,
                 "reason": reason,
             },
         )
@@ -232,24 +275,29 @@ def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetC
             "" if blocking else " (warning only: blocking: false)"
         )
 
-    @dg.asset_check(
+    spec = dg.AssetCheckSpec(
+        SYSTEM_HEALTH,
         asset=chain.run_metrics,
-        name=SYSTEM_HEALTH,
         blocking=blocking,
         partitions_def=chain.names.partitions,
         description=f"The system under test answered: {rule}.",
     )
-    def system_health(run_metrics: RunMetricsArtifact) -> dg.AssetCheckResult:
+
+    @dg.multi_asset_check(
+        specs=[spec],
+        name=f"{chain.run_metrics.key.to_python_identifier()}_{SYSTEM_HEALTH}",
+        ins={"run_metrics": dg.AssetIn(key=chain.run_metrics.key)},
+        can_subset=True,  # a verdict not recorded yields no result: skipped, not passed
+    )
+    def system_health(context, run_metrics: RunMetricsArtifact):
         verdict = run_metrics.info.get("system_health")
         if verdict is None:  # metrics stored before this check existed, checked on their own
-            return dg.AssetCheckResult(
-                passed=True,
-                severity=dg.AssetCheckSeverity.WARN,
-                description="not recorded for this run (stored before system-health checks)",
-                metadata={"skipped": True},
-            )
+            why = "not recorded for this run (stored before system-health checks)"
+            context.log.info(f"check {SYSTEM_HEALTH} skipped: {why}")
+            return
         rate = verdict["error_rate"]
-        return dg.AssetCheckResult(
+        yield dg.AssetCheckResult(
+            check_name=SYSTEM_HEALTH,
             passed=bool(verdict["healthy"]),
             severity=dg.AssetCheckSeverity.ERROR if verdict["blocking"] else dg.AssetCheckSeverity.WARN,
             description=verdict["message"],

@@ -13,7 +13,10 @@ golden_health``, a schedule).
 
 Checks (computed in the asset's step, from the same report): ``unsupported_answerable`` blocks
 (fails the run) unless ``golden_health.unsupported_answerable: warn``; the others warn when their
-count exceeds ``golden_health.max_findings``. Pure logic: :mod:`kebab_eval_pipeline.golden_health`.
+count exceeds ``golden_health.max_findings``. A check that could not run (no catalogue and no
+``source_root`` for stale supports, no corpus for leakage, no stored comparison) yields no result:
+Dagster shows it skipped, never passed; the reason is logged and in ``skipped_checks`` metadata.
+Pure logic: :mod:`kebab_eval_pipeline.golden_health`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the context annotation at definition time.
@@ -71,20 +74,14 @@ def _check_description(settings: RunSettings, check: str) -> str:
 
 def _check_result(
     key: dg.AssetKey, report: HealthReport, check: str, limit: int, blocking: bool
-) -> dg.AssetCheckResult:
+) -> dg.AssetCheckResult | None:
+    """The check's result; None when it could not run (its note says why): no result is yielded,
+    and Dagster shows the check skipped, never passed."""
     count = report.summary[check]
     passed = report.passed(check)
     state = outcome(report, check)
     if passed is None:
-        note = report.notes.get(check, "not checked")
-        return dg.AssetCheckResult(
-            asset_key=key,
-            check_name=check,
-            passed=True,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=note,
-            metadata={"outcome": state, "skipped": True},
-        )
+        return None
     tolerated = 0 if check == "unsupported_answerable" else getattr(report.settings.max_findings, check)
     reason = f"{CHECK_TITLES[check]}: {count} (tolerated: {tolerated})"
     return dg.AssetCheckResult(
@@ -173,6 +170,7 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
             raise input_failure(exc) from None
         for note in report.notes.values():
             context.log.info(note)
+        skipped = {c: report.notes.get(c, "not checked") for c in CHECK_KINDS if report.passed(c) is None}
         limit = current.golden_health.max_shown
         identity = {"name": golden.name, "sha256": golden.sha256}
         meta = {
@@ -198,15 +196,20 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
             ),
             "findings": _table_metadata(report.findings),
             "notes": dg.MetadataValue.json(report.notes),
+            # the checks that could not run, and why (Dagster shows them skipped)
+            "skipped_checks": dg.MetadataValue.json(skipped),
             "storage_path": dg.MetadataValue.path(store.attempt_location(ASSET, table_key, attempt)),
         }
         selected = {c.name for c in context.selected_asset_check_keys}
         # blocking as the definitions declared it (their settings), thresholds as the step read them
         checks = [
-            _check_result(key, report, check, limit, _blocking(settings, check))
+            result
             for check in CHECK_KINDS
             if check in selected
+            and (result := _check_result(key, report, check, limit, _blocking(settings, check))) is not None
         ]
+        for check in selected & set(skipped):
+            context.log.info(f"check {check} skipped: {skipped[check]}")
         if key not in context.selected_asset_keys:  # only some checks selected: no materialization
             yield from checks
             return

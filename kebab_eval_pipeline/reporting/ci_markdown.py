@@ -2,7 +2,8 @@
 PR comment (:data:`COMMENT`, which starts with :data:`MARKER` so a workflow can find and update
 its own comment instead of adding one per push).
 
-Both say, in this order: the verdict (blocking gates failed or not) with the gate tally, the
+Both say, in this order: the verdict (blocking gates failed or not) with the checks' tally (the
+gates and the system-health verdict, counted as JUnit counts its testcases), the
 headline metrics (with the baseline, delta, adjusted p and significance marks when there is a
 comparison), the gates, the queries that got worse, and a link to the full report. Every list is
 capped and every user- or system-supplied text is escaped and cut (:mod:`kebab_eval_pipeline.markdown_text`),
@@ -22,11 +23,16 @@ from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,
     exact,
     gate_title,
+    health_outcome,
+    health_title,
     outcome,
     p_text,
     shown,
     signed,
+    tally,
+    tally_text,
 )
+from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED
 
 MARKER = "<!-- kebab-eval -->"
 #: A cell's text is cut to this many characters (a note or query id can be any length).
@@ -48,7 +54,7 @@ class Size:
 SUMMARY = Size(max_metrics=18, max_gates=60, max_regressions=10, all_gates=True, marker=False)
 COMMENT = Size(max_metrics=6, max_gates=15, max_regressions=5, all_gates=False, marker=True)
 
-_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "warn": "⚠️ warn", "skipped": "⏭️ skipped"}
+_ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "error": "❌ error", "warn": "⚠️ warn", "skipped": "⏭️ skipped"}
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
 
 
@@ -57,37 +63,26 @@ def _cut(text: object) -> str:
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
-def tally(gates: list[dict]) -> dict[str, int]:
-    counts = {"pass": 0, "FAIL": 0, "warn": 0, "skipped": 0}
-    for gate in gates:
-        counts[outcome(gate)] += 1
-    return counts
-
-
 def _health_failed(view: CiView) -> bool:
-    h = view.health
-    return bool(h) and bool(h.get("blocking")) and h.get("healthy") is False
+    return health_outcome(view.health) == "error"
 
 
 def _headline(view: CiView) -> list[str]:
-    counts = tally(view.gates)
-    failed = counts["FAIL"] + int(_health_failed(view))
+    counts = tally(view.gates, view.health)
     verdict = (
         f"❌ {counts['FAIL']} blocking gate(s) failed"
         if counts["FAIL"]
         else "❌ the system under test failed"
-        if failed
+        if counts["error"]
         else "✅ no blocking gate failed"
     )
     what = f"run {md_code(_cut(view.run_id))}" + (
         f" vs baseline {md_code(_cut(view.baseline))}" if view.baseline else " (no baseline)"
     )
-    words = ("passed", "failed", "warned", "skipped")
-    shown_tally = " · ".join(f"{n} {w}" for (k, n), w in zip(counts.items(), words, strict=True) if n)
     lines = [f"### kebab-eval {md_text(view.command)}: {verdict}", "", what]
     if view.golden:
         lines[-1] += f" on golden set {md_code(_cut(view.golden))}"
-    lines[-1] += f" — gates: {shown_tally or 'none configured'}"
+    lines[-1] += f" — {tally_text(view.gates, view.health)}"
     if _health_failed(view):
         lines += ["", f"> ❌ {md_text(_cut(view.health.get('message')))}"]  # "system health: …"
     for note in view.notes:
@@ -96,16 +91,33 @@ def _headline(view: CiView) -> list[str]:
     return lines
 
 
+def _value(view: CiView, metric: str, value) -> str:
+    """A value cell: ``not measured`` for a metric the run could not measure, else the number."""
+    return NOT_MEASURED if metric in view.not_measured else shown(_num(value))
+
+
+def _not_measured_lines(view: CiView) -> list[str]:
+    """One quoted line per reason: the metrics the run could not measure (null, never 0)."""
+    groups: dict[str, list[str]] = {}
+    for metric, reason in view.not_measured.items():
+        groups.setdefault(reason, []).append(metric)
+    return [
+        line
+        for reason, metrics in groups.items()
+        for line in ("", f"> {NOT_MEASURED} ({md_text(_cut(reason))}): {md_text(_cut(', '.join(metrics)))}")
+    ]
+
+
 def _metric_lines(view: CiView, size: Size) -> list[str]:
     table = view.metrics.head(size.max_metrics)
     if not len(table):
-        return []
+        return _not_measured_lines(view)
     if view.baseline is None:
         lines = ["", "| metric | value | n |", "|---|---:|---:|"]
         for row in table.itertuples(index=False):
             n = "" if pd.isna(row.n) else str(row.n)
-            lines.append(f"| {md_cell(row.metric)} | {shown(_num(row.b))} | {n} |")
-        return lines
+            lines.append(f"| {md_cell(row.metric)} | {_value(view, row.metric, row.b)} | {n} |")
+        return lines + _not_measured_lines(view)
     lines = [
         "",
         "| metric | baseline | this run | delta | p (adjusted) | sig |",
@@ -117,7 +129,7 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         p = p_text(_num(row.p_adjusted)) + (by if not pd.isna(row.p_adjusted) else "")
         sig = "" if pd.isna(row.significance) else str(row.significance).replace("*", "\\*")
         lines.append(
-            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {shown(_num(row.b))} "
+            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {_value(view, row.metric, row.b)} "
             f"| {signed(_num(row.delta))} {arrow} | {p} | {sig} |".replace("  |", " |")
         )
     lines += [
@@ -125,33 +137,51 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         "Marks: \\* p < 0.05, \\*\\* < 0.01, \\*\\*\\* < 0.001 on the adjusted p (Holm over the gated "
         "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse.",
     ]
-    return lines
+    return lines + _not_measured_lines(view)
 
 
 def _num(x) -> float | None:
     return None if x is None or pd.isna(x) else float(x)
 
 
+def _check_rows(view: CiView) -> list[tuple[str, str, str, str, str, str]]:
+    """One row per check the tally counts — each gate result, then the system-health verdict —
+    as ``(title, outcome, value, threshold, delta, reason)`` texts."""
+    rows = [
+        (gate_title(g), outcome(g), shown(g.get("value")), exact(configured_bound(g)), signed(g.get("delta")),
+         str(g["reason"]))
+        for g in view.gates
+    ]  # fmt: skip
+    state = health_outcome(view.health)
+    if state is not None:
+        h = view.health or {}
+        rate, limit = h.get("error_rate"), h.get("max_error_rate")
+        delta = None if rate is None or limit is None else round(float(rate) - float(limit), 4)
+        reason = h.get("message") or f"{h.get('failed', 0)} of {h.get('queries', 0)} queries failed"
+        rows.append((health_title(h), state, shown(rate), exact(limit), signed(delta), str(reason)))
+    return rows
+
+
 def _gate_lines(view: CiView, size: Size) -> list[str]:
-    gates = view.gates if size.all_gates else [g for g in view.gates if outcome(g) != "pass"]
-    if not gates:
+    rows = [r for r in _check_rows(view) if size.all_gates or r[1] != "pass"]
+    if not rows:
         return []
-    order = {"FAIL": 0, "warn": 1, "skipped": 2, "pass": 3}
-    gates = sorted(gates, key=lambda g: order[outcome(g)])  # stable: config order within each
+    order = {"FAIL": 0, "error": 0, "warn": 1, "skipped": 2, "pass": 3}
+    rows = sorted(rows, key=lambda r: order[r[1]])  # stable: config order within each
     lines = [
         "",
-        "#### Gates" if size.all_gates else "#### Gates that did not pass",
+        "#### Checks" if size.all_gates else "#### Checks that did not pass",
         "",
-        "| gate | outcome | value | threshold | delta | reason |",
+        "| check | outcome | value | threshold | delta | reason |",
         "|---|---|---:|---:|---:|---|",
     ]
-    for g in gates[: size.max_gates]:
+    for title, state, value, threshold, delta, reason in rows[: size.max_gates]:
         lines.append(
-            f"| {md_cell(_cut(gate_title(g)))} | {_ICONS[outcome(g)]} | {shown(g.get('value'))} "
-            f"| {exact(configured_bound(g))} | {signed(g.get('delta'))} | {md_cell(_cut(g['reason']))} |"
+            f"| {md_cell(_cut(title))} | {_ICONS[state]} | {value} | {threshold} | {delta} "
+            f"| {md_cell(_cut(reason))} |"
         )
-    if len(gates) > size.max_gates:
-        lines.append(f"| … {len(gates) - size.max_gates} more in the JUnit report | | | | | |")
+    if len(rows) > size.max_gates:
+        lines.append(f"| … {len(rows) - size.max_gates} more in the JUnit report | | | | | |")
     return lines
 
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.gates.evaluate import check_name, regression_kinds
+from kebab_eval_pipeline.gates.evaluate import check_name, regression_bound, regression_kinds
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.reporting.not_measured import not_measured
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
@@ -51,7 +52,8 @@ class CiView:
     ``command`` is ``run`` or ``compare``; ``run_id`` is the evaluated run (b), ``baseline`` its
     baseline (a; None without one). ``gates`` are ``GateResult.as_dict()`` records, each with
     ``suite`` — ``run`` (absolute gates, on the run's metrics) or ``comparison`` (regression and
-    verdict gates). ``health`` is the stored system-health verdict (None for ``compare``)."""
+    verdict gates). ``health`` is the stored system-health verdict (None for ``compare``).
+    ``not_measured``: the metrics run b could not measure, with the reason (null, never 0)."""
 
     command: str
     run_id: str
@@ -64,6 +66,7 @@ class CiView:
     verdict_counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     golden: str | None = None
+    not_measured: dict[str, str] = field(default_factory=dict)
 
 
 def _typed(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
@@ -126,6 +129,7 @@ def comparison_view(report: ComparisonArtifact, command: str = "compare") -> CiV
         notes=([] if info.get("run_a") else [str(info.get("baseline_note") or "")])
         + [str(w) for w in info.get("warnings", [])[:MAX_NOTES]],
         golden=(info.get("golden_b") or {}).get("name"),
+        not_measured=not_measured({"not_measured": info.get("not_measured_b")}),
     )
 
 
@@ -152,6 +156,7 @@ def run_view(
                 "gates": gates + view.gates,
                 "health": metrics.info.get("system_health"),
                 "golden": (metrics.info.get("golden") or {}).get("name"),
+                "not_measured": not_measured(metrics.info),
             }
         )
     if comparison is not None:
@@ -176,6 +181,7 @@ def run_view(
         health=metrics.info.get("system_health"),
         notes=notes,
         golden=(metrics.info.get("golden") or {}).get("name"),
+        not_measured=not_measured(metrics.info),
     )
 
 
@@ -187,14 +193,8 @@ def not_evaluated(settings) -> list[dict[str, Any]]:
     with the reason :data:`NOT_EVALUATED`: a run stopped before its comparison still lists them."""
     out = []
     for metric, gate in settings.regression_gates.items():
-        thresholds = {
-            "max_drop": -(gate.max_drop or 0.0),
-            "max_p": gate.max_p,
-            "non_inferior": -(gate.non_inferior or 0.0),
-            "equivalent": gate.equivalent,
-        }
         out += [
-            _skipped(check_name(metric, kind), metric, kind, gate.blocking, thresholds[kind])
+            _skipped(check_name(metric, kind), metric, kind, gate.blocking, regression_bound(gate, kind))
             for kind in regression_kinds(gate)
         ]
     for key, gate in settings.verdict_gates.items():

@@ -136,6 +136,8 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         # a support is relevant from this grade up (trec_eval -l); runs stored before it: 1
         "relevance_level": _relevance_level(b.scores.info),
         "metrics": {k: plain_value(v) for k, v in b.metrics.metrics.items()},
+        # metrics null because the run could not carry their inputs: metric → reason
+        "not_measured": dict(info.get("not_measured") or {}),
         "breakdowns": breakdowns,
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
         "per_query": per_query,

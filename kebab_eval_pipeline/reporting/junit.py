@@ -10,9 +10,14 @@ One ``<testsuites>`` with one ``<testsuite>`` (the command: ``kebab-eval run r2`
 - a failed non-blocking gate passes, its ``<system-out>`` starting ``WARNING``;
 - a failing system-health verdict is an ``<error>`` (the system under test broke: not a gate).
 
+``tests``, ``failures``, ``errors`` and ``skipped`` are :func:`.gate_text.tally` of the gates and the
+system-health verdict: the counts the Markdown outputs and ``kebab-eval run`` print. A bound is
+written as configured everywhere (``max_drop: 0.001`` is ``0.001``, also as the suite property).
+
 Every testcase's ``<system-out>`` carries its numbers in the report's formats; the suite's
 ``<properties>`` carry them exactly (``<check name>.value`` = the stored float's shortest text),
-beside the run, baseline and golden set. Per-testcase ``<properties>`` are not in the Jenkins
+beside the run, baseline and golden set, and ``not_measured.<metric>`` = the reason for each metric
+the run could not measure. Per-testcase ``<properties>`` are not in the Jenkins
 xunit ``junit-10.xsd`` schema (pytest's ``xunit2`` leaves them out for the same reason), so the
 numbers are suite properties keyed by check name. Valid against that schema.
 
@@ -31,10 +36,13 @@ from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,
     exact,
     gate_title,
+    health_outcome,
+    health_title,
     outcome,
     p_text,
     shown,
     signed,
+    tally,
 )
 
 # Characters XML 1.0 cannot carry at all (control characters but tab, LF, CR; lone surrogates;
@@ -80,19 +88,14 @@ def gate_lines(gate: dict[str, Any]) -> list[str]:
 
 
 def _counts(view: CiView) -> dict[str, int]:
-    failures = sum(outcome(g) == "FAIL" for g in view.gates)
-    skipped = sum(outcome(g) == "skipped" for g in view.gates)
-    errors = int(_health_failed(view.health))
+    """The suite's counts from the one tally every CI output prints (:func:`.gate_text.tally`)."""
+    counts = tally(view.gates, view.health)
     return {
-        "tests": len(view.gates) + (1 if view.health is not None else 0),
-        "failures": failures,
-        "errors": errors,
-        "skipped": skipped,
+        "tests": sum(counts.values()),
+        "failures": counts["FAIL"],
+        "errors": counts["error"],
+        "skipped": counts["skipped"],
     }
-
-
-def _health_failed(health: dict[str, Any] | None) -> bool:
-    return bool(health) and bool(health.get("blocking")) and health.get("healthy") is False
 
 
 def render_junit(view: CiView, started: datetime, seconds: float) -> bytes:
@@ -125,7 +128,10 @@ def render_junit(view: CiView, started: datetime, seconds: float) -> bytes:
         _element(properties, "property", name=key, value=value)
     for gate in view.gates:
         for key in GATE_NUMBERS:
-            _element(properties, "property", name=f"{gate['name']}.{key}", value=exact(gate.get(key)))
+            value = configured_bound(gate) if key == "threshold" else gate.get(key)
+            _element(properties, "property", name=f"{gate['name']}.{key}", value=exact(value))
+    for metric, reason in view.not_measured.items():  # null with the reason, never 0
+        _element(properties, "property", name=f"not_measured.{metric}", value=reason)
     for gate in view.gates:
         case = _element(suite, "testcase", classname=f"{gate['suite']}.{gate['kind']}", name=gate_title(gate))
         case.set("time", "0")
@@ -135,26 +141,31 @@ def render_junit(view: CiView, started: datetime, seconds: float) -> bytes:
         elif state == "skipped":
             _element(case, "skipped", message=gate["reason"])
         _element(case, "system-out", "\n".join(gate_lines(gate)) + "\n")
-    if view.health is not None:
-        _health_case(suite, view.health)
+    if health_outcome(view.health) is not None:
+        _health_case(suite, view.health)  # type: ignore[arg-type]
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
 def _health_case(suite: ET.Element, health: dict[str, Any]) -> None:
-    """The system-health verdict as a testcase: ``<error>`` when it fails the run."""
+    """The system-health verdict as a testcase: ``<error>`` when it fails the run; a verdict that
+    does not block passes, its output starting ``WARNING`` (as a missed non-blocking gate's)."""
     limit = exact(health.get("max_error_rate"))
-    case = _element(
-        suite, "testcase", classname="run.system_health", name=f"system_health max_error_rate {limit}"
-    )
+    case = _element(suite, "testcase", classname="run.system_health", name=health_title(health))
     case.set("time", "0")
     message = health.get("message") or (
         f"{health.get('failed', 0)} of {health.get('queries', 0)} queries failed"
     )
-    if _health_failed(health):
+    state = health_outcome(health)
+    if state == "error":
         _element(case, "error", message, message=message, type="system_health")
+    head = {
+        "error": "error (the system under test failed)",
+        "warn": "WARNING (not healthy; system_health does not block, the run goes on)",
+        "pass": "pass",
+    }[state or "pass"]
     lines = [
-        f"outcome: {'error (the system under test failed)' if _health_failed(health) else 'pass'}",
+        f"outcome: {head}",
         f"error_rate: {shown(health.get('error_rate'))}",
         f"max_error_rate: {limit}",
         f"failed queries: {health.get('failed', 0)} of {health.get('queries', 0)}",

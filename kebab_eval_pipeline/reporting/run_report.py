@@ -11,6 +11,7 @@ from kebab_eval_pipeline.compare.report import CATEGORY_METRICS
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
 from kebab_eval_pipeline.reporting.spend import spend_parts, usd
 from kebab_eval_pipeline.systems.identity import label as system_label
@@ -48,11 +49,21 @@ def render_run_markdown(
     lines += _matching_lines(info)
     if info.get("judged_warning"):  # much of the ranking was never judged (metrics.judged_coverage)
         lines += ["", f"> ⚠ **judgement coverage**: {md_text(info['judged_warning'])}"]
+    unmeasured = not_measured(info)
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
-    lines += [
-        f"| {md_cell(k)} | {_fmt(int(v) if k.startswith('n_') and v is not None else v, k)} |"
-        for k, v in metrics.items()
-    ]
+
+    def value(k: str, v) -> str:
+        if k in unmeasured:  # null because the run could not carry its inputs
+            return NOT_MEASURED
+        return _fmt(int(v) if k.startswith("n_") and v is not None else v, k)
+
+    lines += [f"| {md_cell(k)} | {value(k, v)} |" for k, v in metrics.items()]
+    if unmeasured:  # null because the run could not carry their inputs: say why, never 0
+        lines += ["", "## Not measured", ""]
+        lines += [
+            f"- {md_text(reason)}: {', '.join(md_code(m) for m in metrics_)}"
+            for reason, metrics_ in by_reason(info)
+        ]
     lines += repeats_markdown(info.get("repeats"), list(metrics))
     spent = spend_parts(metrics, denominators or {})
     if spent:

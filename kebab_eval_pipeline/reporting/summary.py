@@ -11,6 +11,7 @@ import math
 
 from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics.health import health_markdown
+from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 
 _OPS = {"min": "≥", "max": "≤"}
@@ -97,6 +98,12 @@ def render_run_summary(
         "",
         *health_markdown(info.get("system_health") or {}),
     ]
+    unmeasured = not_measured(info)
+    if unmeasured:  # null because the run could not carry their inputs: why, before the numbers
+        lines += [
+            f"{NOT_MEASURED} ({md_text(reason)}): {md_text(', '.join(metrics))}  "
+            for reason, metrics in by_reason(info)
+        ] + [""]
     repeats = info.get("repeats")  # asked N > 1 times: a noise floor column and a flakiness line
     if repeats:
         lines += [f"{repeats['count']} repeats · {flakiness_line(repeats)}  ", ""]
@@ -116,9 +123,8 @@ def render_run_summary(
     for metric, value in headline.items():
         n = denominators.get(metric)
         noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
-        lines.append(
-            f"| {md_cell(metric)} | {_value(value)} | {'' if n is None else n} |{noise} {bounds(metric)} |"
-        )
+        shown = NOT_MEASURED if metric in unmeasured else _value(value)
+        lines.append(f"| {md_cell(metric)} | {shown} | {'' if n is None else n} |{noise} {bounds(metric)} |")
     for metric in by_metric:
         if metric not in headline:
             value = by_metric[metric][0]["value"]

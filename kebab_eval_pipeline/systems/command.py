@@ -43,6 +43,7 @@ import orjson
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -207,6 +208,10 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
             return json.loads(stdout)
         except ValueError:
             return stdout
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: the settings' declaration (``CommandSystemSettings.capabilities``)."""
+        return self.settings.capabilities()
 
     def info(self) -> SystemInfo:
         """Kind, mode, the argv templates and, when ``version_argv`` is set, what it reports

@@ -1,13 +1,30 @@
-"""Build the configured system under test from run settings."""
+"""Build the configured system under test from run settings, and read its versions live.
+
+Two uses, two lifetimes. A run builds its system once per process (:func:`build_system`): the CLI's
+checks, the plan and every shard step share it. A version reading — the system-version sensor, the
+nightly schedule's and the sensors' observations of ``system_under_test``, the freshness check — asks
+the system as it is *now* (:func:`live_info`), however long the process (a code server) has lived:
+
+* reference — the index is reloaded when its manifest (or, built from a corpus, any corpus file)
+  changed: the stat fingerprint of :mod:`kebab_eval_pipeline.read_once` (inode and change time
+  included, so an index replaced with its old timestamps still counts as changed);
+* command / http — a new adapter per call, so ``version_argv`` is run and ``version_url`` fetched again;
+* replay — the trace is parsed again once its file changed (:mod:`kebab_eval_pipeline.read_once`);
+* python — built afresh in a process of its own (:mod:`.python_versions`): the module imported
+  again, the factory called, ``versions()`` asked; the object a run in this process uses is left
+  alone, and nothing the reading loads stays in this process.
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 from pathlib import Path
 from typing import Protocol
 
+from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.read_once import fingerprint
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.settings import (
     CommandSystemSettings,
@@ -27,13 +44,15 @@ class ConfiguredSystem(Protocol):
 
 
 def _corpus_fingerprint(corpus: Path, exclude: tuple[str, ...]) -> tuple:
-    # Cheap change detector for the in-process cache (names, sizes, mtimes of what the ingest would
-    # read, and the symlinks it would skip); the index's own corpus hash remains the authority for
-    # index_version. The ingest's own walk, so a symlink out of the corpus is not even stat'ed.
+    # Cheap change detector for the in-process cache (names and stat fingerprints — inode, size,
+    # modification and change time — of what the ingest would read, and the symlinks it would skip);
+    # the index's own corpus hash remains the authority for index_version. The change time catches a
+    # file replaced with its old size and timestamps (an archive with normalised times). The ingest's
+    # own walk, so a symlink out of the corpus is not even stat'ed.
     from kebab_eval_pipeline.reference.beir import scan_files
 
     scan = scan_files(corpus, exclude)
-    files = tuple((rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in scan.files)
+    files = tuple((rel, fingerprint(p)) for rel, p in scan.files)
     return files, tuple((s.path, s.reason) for s in scan.skipped_symlinks)
 
 
@@ -43,8 +62,32 @@ def _is_beir_corpus(path: Path) -> bool:
     return beir_corpus_file(path) is not None
 
 
-@lru_cache(maxsize=8)
-def _reference(settings: ReferenceSystemSettings, fingerprint: tuple) -> SystemUnderTest:
+#: The reference system last loaded per configuration, with the inputs it was loaded from (at most
+#: ``_LOADED_SIZE`` configurations): a rebuilt index replaces its configuration's entry, so a
+#: long-lived process keeps one copy of each index, not one per rebuild.
+_LOADED: dict[ReferenceSystemSettings, tuple[tuple, SystemUnderTest]] = {}
+_LOADED_SIZE = 8
+_LOADED_LOCK = threading.Lock()
+
+
+def _cached_reference(settings: ReferenceSystemSettings, inputs: tuple) -> SystemUnderTest:
+    """The reference system of ``settings``, loaded again when ``inputs`` — the stat fingerprint of a
+    prebuilt index's manifest (written last by ``ref index``: a rebuilt index has a new one), or
+    :func:`_corpus_fingerprint` — changed."""
+    with _LOADED_LOCK:
+        kept = _LOADED.get(settings)
+        if kept is not None and kept[0] == inputs:
+            return kept[1]
+    system = _reference(settings)
+    with _LOADED_LOCK:
+        _LOADED.pop(settings, None)  # the configuration's older index goes now, not when evicted
+        while len(_LOADED) >= _LOADED_SIZE:
+            _LOADED.pop(next(iter(_LOADED)))  # the configuration loaded longest ago
+        _LOADED[settings] = (inputs, system)
+    return system
+
+
+def _reference(settings: ReferenceSystemSettings) -> SystemUnderTest:
     from kebab_eval_pipeline.reference.cache import cached_index
     from kebab_eval_pipeline.reference.index import VECTOR_MODES, ReferenceIndex
     from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
@@ -103,6 +146,23 @@ def _check_index_model(index, settings: ReferenceSystemSettings) -> None:
         )
 
 
+def live_info(settings: ConfiguredSystem) -> SystemInfo:
+    """The system's info — its versions — read from it now (see the module docstring): what a run
+    started at this moment would record. For a python system, a Python process is started each
+    time (its cost: the interpreter, the system's imports and its factory); the object a run in
+    this process uses is not touched.
+
+    Raises InputError when the system cannot be built (a missing index, a factory that raises, a
+    python reading past its time limit); a version endpoint, command or ``versions()`` that fails
+    is ``details["version_error"]``."""
+    system = settings.system
+    if isinstance(system, PythonSystemSettings):
+        from kebab_eval_pipeline.systems.python_versions import live_python_info
+
+        return live_python_info(system)
+    return build_system(settings).info()
+
+
 def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
     """The system under test for ``settings``. The reference system is cached per process while
     its inputs are unchanged; a python system is built (its factory called) once per process and
@@ -117,10 +177,6 @@ def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
                     "reference index not found",
                     [Offender(str(source), "no such index folder", field="system.index")],
                 )
-            key = (
-                str(source),
-                (source / "manifest.json").stat().st_mtime_ns if (source / "manifest.json").exists() else 0,
-            )
         else:
             corpus = Path(system.corpus) if system.corpus else DEMO_CORPUS
             if not corpus.is_dir() and not _is_beir_corpus(corpus):
@@ -128,9 +184,10 @@ def build_system(settings: ConfiguredSystem) -> SystemUnderTest:
                     "reference corpus not found",
                     [Offender(str(corpus), "no such folder (or BEIR corpus.jsonl)", field="system.corpus")],
                 )
-            key = _corpus_fingerprint(corpus, tuple(system.exclude))
         try:
-            return _reference(system, key)
+            if system.index:
+                return _cached_reference(system, (str(source), fingerprint(source / "manifest.json")))
+            return _cached_reference(system, _corpus_fingerprint(corpus, tuple(system.exclude)))
         except (ValueError, OSError) as exc:  # not an index, unsupported mode, unreadable corpus
             raise InputError(
                 "cannot start the reference system",

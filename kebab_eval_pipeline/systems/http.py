@@ -35,6 +35,7 @@ import httpx
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
 from kebab_eval_pipeline.net.secrets import redact_url, resolve_headers, scrub_text
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.http_body import (
     ACCEPT_ENCODING,
     MIB,
@@ -126,6 +127,10 @@ class HttpSystem(OpaqueSystem):
         return headers
 
     # -- info -----------------------------------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: the settings' declaration (``HttpSystemSettings.capabilities``)."""
+        return self.settings.capabilities()
 
     def info(self) -> SystemInfo:
         """Kind, mode, redacted URLs and retry settings; with ``version_url``, what it reports

@@ -340,7 +340,7 @@ def records_from_spans(
         problems: list[tuple[str, str]] = []
         hits = _documents(retriever, problems) if retriever is not None else []
         offenders += [
-            Offender(path, reason, position=retriever.where, field=attr)  # type: ignore[union-attr]
+            Offender(path, reason, position=retriever.position(attr), field=attr)  # type: ignore[union-attr]
             for attr, reason in problems
         ]
         question = question_of(query) or (question_of(retriever) if retriever is not None else None)
@@ -350,7 +350,7 @@ def records_from_spans(
                     Offender(
                         path,
                         "no question: the query span's input.value holds no text (match_by: question)",
-                        position=query.where,
+                        position=query.position("input.value"),
                         field="input.value",
                     )
                 )
@@ -371,13 +371,13 @@ def records_from_spans(
                     if found is None
                     else f"expected a query id (a string or an integer), got {str(found)[:60]!r}"
                 )
-                offenders.append(Offender(path, reason, position=query.where, field=match_by))
+                offenders.append(Offender(path, reason, position=query.position(match_by), field=match_by))
                 continue
             key = str(found)
         token_problems: list[tuple[str, str, str]] = []
         usage = _usage(trace, llms, token_problems)
         offenders += [
-            Offender(path, reason, position=trace.by_id[sid].where, field=attr)
+            Offender(path, reason, position=trace.by_id[sid].position(attr), field=attr)
             for sid, attr, reason in token_problems
         ]
         text = _root_answer(query)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 
 if TYPE_CHECKING:  # annotations only: `kebab-eval ref search` must start without pandas
@@ -44,10 +45,22 @@ class SystemUnderTest(Protocol):
         None when the system cannot tell."""
         ...
 
+    # Every adapter of the package also has ``capabilities() -> Capabilities``: what its runs can
+    # carry (:mod:`.capabilities`), its kind's declaration refined by what only the built system
+    # knows (a replayed file's format, a python object's methods). Not part of the protocol: a
+    # system without it is read by :func:`system_capabilities` as carrying everything.
+
+
+def system_capabilities(system: object) -> Capabilities | None:
+    """``system.capabilities()``, or None for an adapter that declares none (a test's own system
+    under test): every metric is then taken as measurable, as before capabilities existed."""
+    declared = getattr(system, "capabilities", None)
+    return declared() if callable(declared) else None
+
 
 class OpaqueSystem:
     """Mixin for systems that cannot list what they hold (external services, CLIs, traces):
-    citation resolution and stale-golden checks are then skipped, not guessed."""
+    citation resolution and stale-golden checks are then skipped with the reason, not guessed."""
 
     def known_chunk_ids(self) -> None:
         return None

@@ -1,11 +1,12 @@
 """The python adapter: a system written in Python, called in-process (``kind: python``).
 
 ``system.callable`` is imported and built by :mod:`.python_load` — once per process and
-configuration (:func:`python_system`), so a sharded run's steps and the checks before it share one
-built system; the factory is never called per query. Each query then calls ``search(query, k)``
-(and, for answers, ``ask(query, k)``); what they return — dicts, or framework objects turned into
-plain data by :mod:`.plain_data` — is read by the same code and ``response`` mapping as a command's
-or a service's JSON (:mod:`.wire`).
+configuration for runs (:func:`python_system`), so a sharded run's steps and the checks before it
+share one built system; the factory is never called per query. Reading the live versions builds it
+afresh in a process of its own each time (:mod:`.python_versions`). Each query then calls
+``search(query, k)`` (and, for answers, ``ask(query, k)``); what they return — dicts, or framework
+objects turned into plain data by :mod:`.plain_data` — is read by the same code and ``response``
+mapping as a command's or a service's JSON (:mod:`.wire`).
 
 Per call: at most ``timeout_s``, in a thread of its own (:mod:`.thread_calls`): a late call becomes a
 ``timeout`` row and the run moves on, the call left running and its result discarded; an
@@ -14,6 +15,8 @@ exception is an ``exception`` row with its type and first line (no traceback). `
 
 System info: ``callable``, ``args``, the installed packages the system is made of
 (:mod:`.package_versions`) and what its ``versions()`` reports (read like a version command's).
+An object with ``catalogue()`` lists its index (returned like ``search``'s hits, read with the same
+``response`` mapping): the stale-golden checks and citation resolution then use it.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
+from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure, QueryRequest
 from kebab_eval_pipeline.systems.package_versions import object_packages
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
@@ -35,7 +41,12 @@ from kebab_eval_pipeline.systems.thread_calls import CallLimiter
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 _ARGS_SHOWN = 500  # characters of system.args kept in the system info
+#: The most chunks a ``catalogue()`` is read for (far above any index this tool evaluates).
+MAX_CATALOGUE = 50_000_000
 
 
 class PythonSystem(OpaqueSystem, PerQueryAdapter):
@@ -82,6 +93,53 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
                 payload = {**payload, "usage": usage}
         return parse_answer(payload, self.settings.response), 1
 
+    def capabilities(self) -> Capabilities:
+        """The declared capabilities (``PythonSystemSettings.capabilities``), refined by what the
+        built object has: no ``ask``, no answers; no ``catalogue()``, no index catalogue; no
+        ``versions()``, no live versions."""
+        what = f"the python system {self.settings.callable}"
+        return self.settings.capabilities().lacking(
+            answers=None if self.loaded.ask is not None else f"{what} has no ask method",
+            index_catalogue=None
+            if self.loaded.catalogue is not None
+            else f"{what} has no catalogue() method to list its index",
+            live_versions=None if self.loaded.versions is not None else f"{what} has no versions() method",
+        )
+
+    def catalogue(self) -> pd.DataFrame | None:
+        """What the object's ``catalogue()`` returns, read like ``search``'s hits with the
+        ``response`` mapping, as ``CATALOGUE_COLUMNS`` (one row per chunk); None without the
+        method. Called each time (the index may have changed). InputError (``system.callable``)
+        when it raises or returns something that is not hits."""
+        if self.loaded.catalogue is None:
+            return None
+        from kebab_eval_pipeline.golden.tables import typed_frame
+
+        where = f"{self.settings.callable}: catalogue()"
+        try:
+            payload = as_response(self.loaded.catalogue())
+            block, _ = parse_hit_block(payload, MAX_CATALOGUE, self.settings.response)
+        except QueryFailure as failure:
+            reason = f"returned what cannot be read as hits: {failure.message}"
+            raise InputError(
+                "cannot read the python system's catalogue",
+                [Offender(where, reason, field="system.callable")],
+            ) from None
+        except Exception as exc:  # the user's code
+            reason = f"raised {type(exc).__name__}: {str(exc).strip()[:300]}"
+            raise InputError(
+                "cannot read the python system's catalogue",
+                [Offender(where, reason, field="system.callable")],
+            ) from None
+        return typed_frame({name: block.column(name) for name in CATALOGUE_COLUMNS}, CATALOGUE_COLUMNS)
+
+    def known_chunk_ids(self) -> frozenset[str] | None:
+        """The chunk ids ``catalogue()`` lists; None without the method."""
+        catalogue = self.catalogue()
+        if catalogue is None:
+            return None
+        return frozenset(catalogue["chunk_id"].dropna().astype(str))
+
     def info(self) -> SystemInfo:
         """Kind, mode, the callable and its args, the packages the system comes from and what its
         ``versions()`` reports (called once, within ``timeout_s``; a failure is recorded in
@@ -121,7 +179,8 @@ _BUILD_LOCK = threading.Lock()
 def python_system(settings: PythonSystemSettings) -> PythonSystem:
     """The system for ``settings``, built on first use and kept for the life of the process: the
     CLI's checks, the plan and every shard step of a run share it (a step in a process of its own
-    builds it once there). Edited code or a rebuilt index is picked up by a new process only."""
+    builds it once there). A version reading does not use it: it imports and builds the system in
+    a process of its own (:mod:`.python_versions`), so a rebuilt index or edited code is seen."""
     key = settings.model_dump_json()
     with _BUILD_LOCK:  # two steps building at once must not call the factory twice
         system = _BUILT.get(key)

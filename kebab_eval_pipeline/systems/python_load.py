@@ -13,6 +13,8 @@ The contract (README "python"):
   positional arguments, plus the keywords ``mode`` (only when ``system.mode`` is set; then the
   method must take it) and ``query_id`` (only when the method takes it, by name or ``**kwargs``).
 * Optionally ``versions()``: a dict (or a line of text) of versions, read like a version command's.
+* Optionally ``catalogue()``: every chunk the index holds, returned as ``search`` returns hits (and
+  read with the same ``response`` mapping), for the stale-golden checks.
 
 Everything that can be checked before a query runs is checked here, and a problem raises
 :class:`~kebab_eval_pipeline.errors.FieldValueError` naming ``system.callable`` (or ``system.args``,
@@ -56,6 +58,7 @@ class LoadedSystem:
     search: Method
     ask: Method | None
     versions: Callable[[], Any] | None
+    catalogue: Callable[[], Any] | None = None
 
 
 def _problem(field: str, spec: str, reason: str) -> FieldValueError:
@@ -202,9 +205,18 @@ def load_system(spec: str, args: dict[str, Any], path: tuple[str, ...], mode: st
         return LoadedSystem(system, _method(spec, owner, name, search, mode), None, None)
     ask = getattr(system, "ask", None)
     versions = getattr(system, "versions", None)
+    catalogue = getattr(system, "catalogue", None)
+    if callable(catalogue) and _bindable(catalogue) is False:
+        raise _problem(
+            "system.callable",
+            spec,
+            f"{owner}catalogue{_signature(catalogue)} cannot be called without arguments: it returns "
+            "every chunk the index holds",
+        )
     return LoadedSystem(
         system,
         _method(spec, owner, "search", search, mode),
         _method(spec, owner, "ask", ask, mode) if callable(ask) else None,
         versions if callable(versions) else None,
+        catalogue if callable(catalogue) else None,
     )

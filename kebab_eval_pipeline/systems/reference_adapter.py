@@ -13,8 +13,10 @@ from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, GATE_FEAT
 from kebab_eval_pipeline.reference.fusion import FusionSpec
 from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
+from kebab_eval_pipeline.systems.settings import REFERENCE_CAPABILITIES
 
 
 class ReferenceSystem(PerQueryAdapter):
@@ -57,6 +59,10 @@ class ReferenceSystem(PerQueryAdapter):
     ) -> ReferenceSystem:
         """Load a saved index (see :meth:`ReferenceIndex.load`) and wrap it."""
         return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
+
+    def capabilities(self) -> Capabilities:
+        """What its runs carry (``settings.REFERENCE_CAPABILITIES``)."""
+        return REFERENCE_CAPABILITIES
 
     def info(self) -> SystemInfo:
         """Versions and settings; ``details["gate_threshold"]`` and ``["gate_feature"]`` are this

@@ -39,9 +39,9 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.read_once import ReadOnce
-from kebab_eval_pipeline.systems import trec_run
+from kebab_eval_pipeline.systems import otlp, trec_run
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.openinference import normalise_question, records_from_spans
-from kebab_eval_pipeline.systems.otlp import looks_like_otlp, read_otlp
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
@@ -52,7 +52,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
+from kebab_eval_pipeline.systems.settings import REPLAY_FORMATS, ReplaySystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (
@@ -226,17 +226,24 @@ def detect_format(path: Path, text: str) -> str:
     """``kebab`` / ``wfgy`` / ``export`` / ``openinference`` from the content; ValueError when none
     fits."""
     stripped = text.lstrip()
+    whole = None  # the file as one JSON object, when it is one (read once: exports are large)
     if stripped.startswith("{"):
         try:
-            doc = json.loads(text)
+            whole = json.loads(text)
         except (ValueError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("per_query"), list):
+            whole = None
+        if isinstance(whole, dict) and isinstance(whole.get("per_query"), list):
             return "export"
-        if looks_like_otlp(doc):
+        if otlp.looks_like_otlp(whole):
             return "openinference"
-        if trec_run.looks_like_ranx_run(doc):
+        if trec_run.looks_like_ranx_run(whole):
             return "ranx"
+    # OTLP requests one per line or one after another, an array of them; the SDK's console spans
+    sniffed = otlp.sniff(text) if whole is None or otlp.looks_like_console_span(whole) else None
+    if sniffed is not None:
+        if sniffed == "otlp":
+            return "openinference"
+        raise ValueError(otlp.CONSOLE_HINT)
     for line in _lines(text):
         if not line.strip():
             continue
@@ -249,8 +256,6 @@ def detect_format(path: Path, text: str) -> str:
                 return "wfgy"
             if any(key in first for key in ("hits", "hits_top_k", "query_id")):
                 return "kebab"
-            if looks_like_otlp(first):  # OTLP JSON lines (the collector's file exporter)
-                return "openinference"
         break
     first_line = next((line for line in _lines(text[:65536]) if line.strip()), "")
     if trec_run.looks_like_trec_run(first_line):
@@ -476,9 +481,10 @@ def _read_openinference(
 ) -> tuple[dict[str, _Record], list[str]]:
     """Records of an OTLP JSON trace file by match key, and the read warnings; InputError listing
     every span that cannot be read and every impossible number (span, attribute, reason)."""
-    spans, offenders = read_otlp(text, str(path))
-    traces, warnings, more = records_from_spans(spans, str(path), match_by, retriever_span)
+    spans, offenders, warnings = otlp.read_otlp(text, str(path))
+    traces, more_warnings, more = records_from_spans(spans, str(path), match_by, retriever_span)
     offenders += more
+    warnings += more_warnings
     surrogates = may_hold_surrogates(text)
     records: dict[str, _Record] = {}
     for trace in traces:
@@ -637,6 +643,11 @@ class ReplaySystem(OpaqueSystem):
         )
         # OpenInference traces matched by question are keyed by the normalised question text
         self._by_question = self.format == "openinference" and settings.match_by == "question"
+
+    def capabilities(self) -> Capabilities:
+        """What the file's format can hold (``REPLAY_FORMATS``; an ``auto`` file's format is known
+        once read)."""
+        return REPLAY_FORMATS[self.format]
 
     def info(self) -> SystemInfo:
         """Kind, trace path, format and hash; versions the trace itself records (exports)."""

@@ -21,7 +21,7 @@ from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTC
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
-from kebab_eval_pipeline.systems.protocol import SystemUnderTest
+from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.versions import (
     HIT_VERSION_FIELDS,
     count_in_tables,
@@ -187,6 +187,14 @@ class RetrievalPiece:
     warnings_dropped: int = 0
 
 
+def _with_capabilities(info: SystemInfo, system: SystemUnderTest) -> SystemInfo:
+    """The adapter's info with its effective capabilities recorded (unless it declares none)."""
+    capabilities = system_capabilities(system)
+    if capabilities is not None:
+        info.capabilities = capabilities.as_dict()
+    return info
+
+
 def _known_chunks(system: SystemUnderTest | None) -> pd.DataFrame:
     known = system.known_chunk_ids() if system is not None else None
     return typed_frame({"chunk_id": sorted(known or [])}, {"chunk_id": "string"})
@@ -239,7 +247,7 @@ def run_piece(
         hits=hits,
         citations=typed_frame(citation_rows, CITATION_COLUMNS),
         known_chunks=_known_chunks(system if known_chunks else None),
-        system=system.info(),
+        system=_with_capabilities(system.info(), system),
         run_warnings=run_warnings,
         warnings=warnings[:MAX_WARNINGS],
         warnings_dropped=max(0, len(warnings) - MAX_WARNINGS),

@@ -14,6 +14,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
 from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.wire import ResponseMap
 
 #: ``system.name``: when set, runs of the same kind and name are one system for baseline choice,
@@ -49,6 +50,13 @@ class FusionSettings(StrictSettings):
         return FusionSpec(**self.model_dump())
 
 
+#: The reference system: its hits, extractive answers with citations, its index's chunks and
+#: manifest versions; an extractive answer calls no model, so it has no token counts.
+REFERENCE_CAPABILITIES = Capabilities(
+    {"token_counts": "the reference system's extractive answers call no model (no token counts)"}
+)
+
+
 class ReferenceSystemSettings(StrictSettings):
     """The built-in reference RAG system (SPEC §4.1)."""
 
@@ -71,6 +79,10 @@ class ReferenceSystemSettings(StrictSettings):
     # what the threshold applies to (reference/answer.py GATE_FEATURES); None: the default
     refusal_feature: Literal["top_hit", "best_of_top3", "top3_union"] | None = None
     fusion: FusionSettings = Field(default_factory=FusionSettings)
+
+    def capabilities(self) -> Capabilities:
+        """What its runs carry (systems/capabilities.py): everything but token counts."""
+        return REFERENCE_CAPABILITIES
 
     @model_validator(mode="after")
     def _one_source(self) -> ReferenceSystemSettings:
@@ -132,6 +144,18 @@ class CommandSystemSettings(StrictSettings):
     # One response (per_query: a process's stdout; jsonl: one reply line), checked while reading.
     max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
     response: ResponseMap = Field(default_factory=ResponseMap)
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: hits; answers (with citations and token counts, when its JSON
+        has them) with ``ask_argv`` or protocol jsonl; versions read live from ``version_argv`` or
+        the jsonl process's version line. A command cannot list its index."""
+        jsonl = self.protocol == "jsonl"
+        return Capabilities({"index_catalogue": "a command system cannot list what its index holds"}).lacking(
+            answers=None if jsonl or self.ask_argv else "the command system has no ask_argv",
+            live_versions=None
+            if jsonl or self.version_argv
+            else "the command system has no version_argv to read its versions from",
+        )
 
     @model_validator(mode="before")
     @classmethod
@@ -212,6 +236,15 @@ class HttpSystemSettings(StrictSettings):
     max_response_mb: Annotated[float, Field(gt=0, le=4096)] = DEFAULT_MAX_RESPONSE_MB
     response: ResponseMap = Field(default_factory=ResponseMap)
 
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry: hits; answers (with citations and token counts, when its JSON
+        has them) with ``ask_url``; versions read live from ``version_url``. A service cannot list
+        its index."""
+        return Capabilities({"index_catalogue": "an http system cannot list what its index holds"}).lacking(
+            answers=None if self.ask_url else "the http system has no ask_url",
+            live_versions=None if self.version_url else "the http system has no version_url",
+        )
+
     @field_validator("search_url", "ask_url", "version_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
@@ -270,6 +303,49 @@ class HttpSystemSettings(StrictSettings):
         return self
 
 
+_NO_INDEX = "a replayed trace cannot list the index it came from"
+_RECORDED = "a replayed trace holds the versions recorded with it, not live ones"
+
+#: What each replay format's records can hold (systems/replay.py reads them).
+REPLAY_FORMATS: dict[str, Capabilities] = {
+    # kebab per_query.jsonl: hits, the answer object with citations and usage
+    "kebab": Capabilities({"index_catalogue": _NO_INDEX, "live_versions": _RECORDED}),
+    # WFGY trace.jsonl: retrieved_ids and answer_json {claim, citations}
+    "wfgy": Capabilities(
+        {
+            "token_counts": "WFGY traces record no token counts",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
+    ),
+    # this project's own export: everything a run stored
+    "export": Capabilities({"index_catalogue": _NO_INDEX, "live_versions": _RECORDED}),
+    # OpenInference spans: retrieval documents, the LLM's output and token counts — no citations
+    "openinference": Capabilities(
+        {
+            "citations": "OpenInference traces carry no citations",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
+    ),
+    # run files: rankings of document ids only
+    "trec": Capabilities(
+        {
+            "answers": "a TREC run file holds rankings only",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
+    ),
+    "ranx": Capabilities(
+        {
+            "answers": "a ranx run holds rankings only",
+            "index_catalogue": _NO_INDEX,
+            "live_versions": _RECORDED,
+        }
+    ),
+}
+
+
 class ReplaySystemSettings(StrictSettings):
     """Recorded traces instead of a live system (SPEC §4 "replay")."""
 
@@ -284,6 +360,17 @@ class ReplaySystemSettings(StrictSettings):
     retriever_span: str | None = None
     # each line's recorded hits / answer in a framework's own shape: only the field mappings apply
     response: ResponseMap = Field(default_factory=ResponseMap)
+
+    def capabilities(self) -> Capabilities:
+        """What the configured format's records can hold (:data:`REPLAY_FORMATS`); for ``auto``
+        only what every format lacks, until the built system has read the file and knows its format
+        (``ReplaySystem.capabilities``)."""
+        if self.format != "auto":
+            return REPLAY_FORMATS[self.format]
+        every = [set(c.lacks) for c in REPLAY_FORMATS.values()]
+        common = set.intersection(*every)
+        first = next(iter(REPLAY_FORMATS.values()))
+        return Capabilities({name: first.lacks[name] for name in common})
 
     @field_validator("response")
     @classmethod
@@ -340,6 +427,12 @@ class PythonSystemSettings(StrictSettings):
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # per call; a late call is abandoned
     concurrency: Annotated[int, Field(ge=1, le=64)] = 1  # calls at once (threads): needs a thread-safe system
     response: ResponseMap = Field(default_factory=ResponseMap)
+
+    def capabilities(self) -> Capabilities:
+        """What its runs can carry before the object is built: hits, and answers with citations and
+        token counts (when ``ask`` returns them). Whether it has ``ask``, ``catalogue()`` and
+        ``versions()`` is known once built (``PythonSystem.capabilities``)."""
+        return Capabilities()
 
     @field_validator("callable")
     @classmethod

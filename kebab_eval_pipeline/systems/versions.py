@@ -13,9 +13,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: reading a version report needs neither (python_versions.py)
+    import pandas as pd
     import pyarrow as pa
 
 from kebab_eval_pipeline.contract import COVERAGE_KEYS, SystemInfo

@@ -3,9 +3,9 @@ runs them: real subprocesses on the demo golden set, real exit codes.
 
 Two stored runs, made once for the module: `base` (the example CI config: chunk size 800) and
 `cand` (chunk size 300) run with a config whose gates give every outcome at once — a passing
-gate, a failing blocking regression gate (mrr may drop 0.001; it drops 0.0084), a failing
-non-blocking gate and skipped gates (a null metric, and a slice named with XML-special
-characters and Korean that no query has). The JUnit XML is validated against Jenkins' xunit
+gate, a failing blocking regression gate (mrr may drop 0.001; it drops 0.0084), a passing
+non-inferiority gate, a failing non-blocking gate and skipped gates (a null metric, and a slice named
+with XML-special characters and Korean that no query has). The JUnit XML is validated against Jenkins' xunit
 `junit-10.xsd` (the `junit_xsd` fixture, tests/ci/conftest.py) with xmlschema and read back with
 junitparser.
 """
@@ -43,6 +43,7 @@ gates:
   '{SLICE}': {{min: 0.5, skip_if_null: true}}
   regression:
     mrr: {{max_drop: 0.001}}
+    hit@5: {{non_inferior: 0.05}}
 """
 
 
@@ -126,12 +127,13 @@ def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env, j
         "hallucination_rate max 0.1",
         f"{SLICE} min 0.5",
         "regression: mrr max_drop 0.001",
+        "regression: hit@5 non_inferior 0.05",
         "system_health max_error_rate 0.1",
     ]
-    # Counts: 6 tests, 1 failure (the blocking regression gate), 2 skipped, 0 errors; a missed
+    # Counts: 7 tests, 1 failure (the blocking regression gate), 2 skipped, 0 errors; a missed
     # non-blocking gate passes.
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (6, 1, 0, 2)
-    assert (xml.tests, xml.failures, xml.errors) == (6, 1, 0)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (7, 1, 0, 2)
+    assert (xml.tests, xml.failures, xml.errors) == (7, 1, 0)
     assert suite.name == "kebab-eval run cand"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", suite.timestamp)
     assert 0 < float(suite.time) < 300
@@ -172,7 +174,9 @@ def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env, j
     value, threshold = float(props["gate_mrr_min.value"]), float(props["gate_mrr_min.threshold"])
     assert (value, threshold) == (0.6901, 0.6)
     assert float(props["gate_mrr_min.delta"]) == round(value - threshold, 4) == 0.0901
-    assert props["gate_mrr_max_drop.threshold"] == "-0.001" and props["gate_mrr_max_drop.delta"] == "-0.0084"
+    # A bound is the number configured, as in the testcase's name and output and the reason.
+    assert props["gate_mrr_max_drop.threshold"] == "0.001" and props["gate_mrr_max_drop.delta"] == "-0.0084"
+    assert props["gate_hit_at_5_non_inferior.threshold"] == "0.05"
     assert props["gate_hallucination_rate_max.value"] == "null"
 
     # The same values as the stored run: `kebab-eval export` reads them independently.
@@ -207,6 +211,71 @@ def test_pr_comment_and_job_summary(cand, out):
     assert 'hit@5\\[category=발효 \\<\\&\\> "x"\\] min 0.5' in summary
 
 
+TALLY = re.compile(r"(\d+) checks? \((\d+) gates?( \+ system health)?\): ((?:\d+ \w+(?: · )?)+)")
+
+
+def _tally(text: str) -> dict:
+    """The tally a Markdown output or the CLI prints, as numbers: total, gates, health, outcomes."""
+    [(total, gates, health, parts)] = TALLY.findall(text)
+    outcomes = {word: int(n) for n, word in (p.split(" ") for p in parts.split(" · "))}
+    return {"total": int(total), "gates": int(gates), "health": bool(health), **outcomes}
+
+
+def test_every_output_counts_the_same_checks(cand, out, junit_xsd):
+    """One run with absolute, regression, skipped and failing gates: JUnit's counts, the job
+    summary's and the PR comment's tallies and ``kebab-eval run``'s text count the same checks —
+    the six gates and the system-health verdict — the same way; the CLI lists each gate, the
+    summary lists each check. (Before, this run's Markdown tallied "2 passed · 1 failed · 1 warned ·
+    2 skipped" — 6 gates — where JUnit counted 7 tests, the system-health testcase among them; the
+    CLI listed only the run's own 4 gates.)"""
+    _, suite = suite_of(out / "new" / "junit-run.xml", junit_xsd)
+    expected = {"total": 7, "gates": 6, "health": True, "passed": 3, "failed": 1, "warned": 1, "skipped": 2}
+    junit = {"total": suite.tests, "failed": suite.failures, "skipped": suite.skipped, "errors": suite.errors}
+    assert junit == {"total": 7, "failed": 1, "skipped": 2, "errors": 0}
+    summary = (out / "step_summary.md").read_text(encoding="utf-8")
+    comment = (out / "comment.md").read_text(encoding="utf-8")
+    for text in (summary, comment, cand.stdout):
+        assert _tally(text) == expected, text
+    assert (
+        "  checks: 7 checks (6 gates + system health): 3 passed · 1 failed · 1 warned · 2 skipped\n"
+        in cand.stdout
+    )
+    # Each gate once in the CLI's text; each check once in the summary's table, and as a testcase.
+    listed = re.findall(r"^  gate (?:pass|FAIL|warn|skip) (\S+):", cand.stdout, re.M)
+    assert len(listed) == len(set(listed)) == 6 and "gate_hit_at_5_non_inferior" in listed
+    table = summary.split("#### Checks\n", 1)[1].split("\n#### ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| check ")]
+    titles = [re.sub(r"\\(.)", r"\1", r.split(" | ")[0].removeprefix("| ")) for r in rows]  # unescaped
+    assert sorted(titles) == sorted(c.name for c in suite)
+    # The comment lists the checks that did not pass; its tally counts the rest.
+    assert "#### Checks that did not pass" in comment and "| mrr min 0.6 |" not in comment
+
+
+def test_every_output_gives_a_bound_as_configured(cand, out, env, junit_xsd):
+    """``max_drop: 0.001`` and ``non_inferior: 0.05`` are 0.001 and 0.05 in the JUnit property, the
+    testcase's output, the Markdown rows, the reasons, the stored result and the export: never the
+    negated number beside the configured one."""
+    _, suite = suite_of(out / "new" / "junit-run.xml", junit_xsd)
+    props = {p.name: p.value for p in suite.properties()}
+    cases = cases_by_name(suite)
+    summary = (out / "step_summary.md").read_text(encoding="utf-8")
+    for name, title, bound in (
+        ("gate_mrr_max_drop", "regression: mrr max_drop 0.001", "0.001"),
+        ("gate_hit_at_5_non_inferior", "regression: hit@5 non_inferior 0.05", "0.05"),
+    ):
+        assert props[f"{name}.threshold"] == bound
+        assert f"threshold: {bound} (" in cases[title].system_out
+        [row] = [line for line in summary.splitlines() if line.startswith(f"| {title} |")]
+        assert row.split(" | ")[3] == bound, row
+        [line] = [x for x in cand.stdout.splitlines() if f" {name}: " in x]
+        assert bound in line and f"-{bound}" not in line.replace(f"−{bound}", ""), line
+    compared = strict_json(
+        cli(env, "compare", "base", "cand", "--json", "--config", str(out / "gates.yaml")).stdout
+    )
+    stored = {g["name"]: g["threshold"] for g in compared["gates"]}
+    assert stored == {"gate_mrr_max_drop": 0.001, "gate_hit_at_5_non_inferior": 0.05}
+
+
 def test_no_secret_reaches_any_output(cand, out):
     for path in out.rglob("*"):
         if path.is_file():
@@ -236,8 +305,12 @@ def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gat
     assert summary.read_text() == "kept\n"
     _, suite = suite_of(out / "junit-compare.xml", junit_xsd)
     assert suite.name == "kebab-eval compare cand vs base"
-    assert [c.name for c in suite] == ["regression: mrr max_drop 0.001"]
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (1, 1, 0, 0)
+    assert [c.name for c in suite] == [
+        "regression: mrr max_drop 0.001",
+        "regression: hit@5 non_inferior 0.05",
+    ]
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 1, 0, 0)
+    assert "checks: 2 checks (2 gates): 1 passed · 1 failed" in proc.stderr
     [failure] = next(iter(suite)).result
     assert failure.message == "mrr moved -0.0084 (0.6985 → 0.6901); allowed drop 0.001"
     comment = (out / "compare-comment.md").read_text(encoding="utf-8")
@@ -323,3 +396,7 @@ def test_a_failed_system_is_an_error_testcase(env, tmp_path, junit_xsd):
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("### kebab-eval run: ❌ 1 blocking gate(s) failed")
     assert f"\n> ❌ system health: {N} of {N} queries failed" in text
+    # One tally: the health verdict is the JUnit <error>, the summary's and the CLI's "1 error".
+    tally = "2 checks (1 gate + system health): 1 failed · 1 error"
+    assert f"— {tally}\n" in text and f"  checks: {tally}\n" in proc.stdout
+    assert "| system_health max_error_rate 0.1 | ❌ error | 1.0000 | 0.1 | +0.9000 |" in text

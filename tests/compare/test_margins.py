@@ -173,8 +173,9 @@ def test_non_inferiority_gate_on_a_real_comparison(runs):
     # mrr: sd 0.10989, se 0.014187, t(0.95; 59) 1.6711 → lower bound −0.04871 > −0.05: non-inferior.
     assert low == pytest.approx(-0.04871, abs=1e-5)
     assert gates["mrr"].passed and gates["mrr"].verdict == "non-inferior"
-    assert gates["mrr"].value == pytest.approx(low) and gates["mrr"].threshold == -0.05
+    assert gates["mrr"].value == pytest.approx(low) and gates["mrr"].threshold == 0.05  # δ as configured
     assert "non-inferior within 0.05" in gates["mrr"].reason
+    assert "vs margin 0.05 (non-inferior when above −0.05)" in gates["mrr"].reason
     # hit@1: 3 of 60 lost, d = −1 on 3: mean −0.05, sd 0.21978, se 0.028374, bounds −0.05 ∓ 0.04741 =
     # [−0.0974, −0.0026]: not shown within 0.01, nor shown worse by more than 0.01 → inconclusive.
     assert not gates["hit@1"].passed and gates["hit@1"].verdict == "inconclusive"

@@ -2,8 +2,13 @@
 in-process evaluation — nothing in here knows about kebab-eval.
 
     Document per Markdown file (metadata ``file_path`` absolute, ``file_name``)
-      → MarkdownNodeParser (one node per heading section; ``header_path`` = the parent headings)
+      → MarkdownNodeParser (one node per heading section; ``header_path`` = the parent headings,
+        joined by a newline: ``header_path_separator="\\n"``, as the README's recipe sets it)
+      → the section's own heading (its first line) as metadata ``header``, as the recipe does
       → BM25Retriever (llama-index-retrievers-bm25: bm25s, English stemming)
+
+Sections are not cut to size here (the README's recipe adds a SentenceSplitter; see
+test_heading_recipes.py).
 
 ``build(corpus)`` is the factory: ``search(query, k)`` returns ``{"nodes": [NodeWithScore, …]}`` —
 LlamaIndex's own objects, unconverted, under the key the documented mapping reads
@@ -15,6 +20,7 @@ its ``Response`` (``response`` text, ``source_nodes``). ``versions()`` names the
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +42,10 @@ class LlamaIndexBM25:
             Document(text=p.read_text(encoding="utf-8"), metadata={"file_path": str(p), "file_name": p.name})
             for p in files
         ]
-        nodes = MarkdownNodeParser().get_nodes_from_documents(documents)
+        nodes = MarkdownNodeParser(header_path_separator="\n").get_nodes_from_documents(documents)
+        for node in nodes:
+            own = re.match(r"#+\s(.*)", node.text)
+            node.metadata["header"] = own.group(1).strip() if own else ""
         self.retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=TOP_K)
         self.engine = RetrieverQueryEngine.from_args(self.retriever, llm=MockLLM(max_tokens=16))
         digest = hashlib.sha256(f"llama-index-core {llama_index.core.__version__}".encode())

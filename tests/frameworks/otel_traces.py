@@ -18,7 +18,10 @@ encoded as OTLP protobuf by ``opentelemetry-exporter-otlp-proto-common`` and wri
 * ``*_b64.json``: ``MessageToJson`` of the whole ExportTraceServiceRequest (ids in base64, enums
   by name: protobuf's generic JSON mapping);
 * ``*_hex.jsonl``: one request per trace per line, ids in hex and enums as integers (the OTLP/JSON
-  spec, as the collector's file exporter writes).
+  spec, as the collector's file exporter writes);
+* ``*_sdk.json``: one pretty-printed ``MessageToJson`` request per span, one after another, in the
+  order the spans ended: byte for byte what the README's exporter writes under
+  ``SimpleSpanProcessor`` (which exports each span as it ends).
 
 ``python tests/frameworks/otel_traces.py fixtures OUT_DIR`` writes the fixtures committed in
 ``tests/systems/adapters/data/otlp/`` and ``expected.json``: per framework and question, the hits
@@ -233,9 +236,12 @@ def _hex_ids(request: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
-def write_otlp(spans: list, stem: Path) -> tuple[Path, Path]:
-    """``STEM_b64.json`` (one request, protobuf JSON) and ``STEM_hex.jsonl`` (a request per trace
-    per line, hex ids, integer enums)."""
+def write_otlp(spans: list, stem: Path) -> tuple[Path, Path, Path]:
+    """``STEM_b64.json`` (one request, protobuf JSON), ``STEM_hex.jsonl`` (a request per trace
+    per line, hex ids, integer enums) and ``STEM_sdk.json`` (a pretty-printed request per span)."""
+    from google.protobuf.json_format import MessageToJson
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
     b64 = stem.with_name(stem.name + "_b64.json")
     b64.write_text(json.dumps(otlp_dict(spans), ensure_ascii=False) + "\n", encoding="utf-8")
     by_trace: dict[int, list] = {}
@@ -248,7 +254,9 @@ def write_otlp(spans: list, stem: Path) -> tuple[Path, Path]:
         ),
         encoding="utf-8",
     )
-    return b64, hexed
+    sdk = stem.with_name(stem.name + "_sdk.json")
+    sdk.write_text("".join(MessageToJson(encode_spans([span])) + "\n" for span in spans), encoding="utf-8")
+    return b64, hexed, sdk
 
 
 def generate(out: Path, k: int = 3) -> dict[str, Any]:
@@ -274,8 +282,8 @@ def generate(out: Path, k: int = 3) -> dict[str, Any]:
 def generate_golden(corpus: Path, golden: Path, chunk_size: int, out: Path, k: int = 10) -> dict[str, Any]:
     """The golden set's questions through a traced Haystack pipeline over ``haystack_app.App``'s
     index of ``corpus`` (the same documents, hence the same ids, as the http/jsonl system test):
-    writes ``haystack_b64.json``, ``haystack_hex.jsonl`` and ``direct.json`` (what the pipeline
-    returned) into ``out``."""
+    writes ``haystack_b64.json``, ``haystack_hex.jsonl``, ``haystack_sdk.json`` and ``direct.json``
+    (what the pipeline returned) into ``out``."""
     import yaml
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))

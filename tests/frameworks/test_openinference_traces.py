@@ -2,8 +2,9 @@
 
 ``otel_traces.py`` traces offline LlamaIndex and Haystack 2 pipelines with
 ``openinference-instrumentation-llama-index`` / ``-haystack`` and writes OTLP JSON (protobuf's
-base64 JSON and hex JSON lines). Here, in subprocesses (the instrumentors patch the libraries
-globally, so they stay out of the test process):
+base64 JSON, hex JSON lines, and a pretty-printed request per span as the SDK exports them).
+Here, in subprocesses (the instrumentors patch the libraries globally, so they stay out of the
+test process):
 
 * the committed fixtures are regenerated and the replay reader gives, per query, the hits (ids,
   scores, in order) and answers each pipeline returned directly — so CI exercises whatever
@@ -106,7 +107,7 @@ def test_regenerated_fixtures_read_as_the_pipelines_returned(tmp_path):
     expected = json.loads((tmp_path / "expected.json").read_text(encoding="utf-8"))
     print("traced with", expected["versions"])
     for framework in ("llamaindex", "haystack"):
-        for encoding in ("b64.json", "hex.jsonl"):
+        for encoding in ("b64.json", "hex.jsonl", "sdk.json"):
             path = tmp_path / f"{framework}_{encoding}"
             by_question, *_ = read_trace(path, "auto", "question")
             by_id, *_ = read_trace(path, "auto", "metadata.query_id")

@@ -7,7 +7,7 @@
   with the engine's text, cited by its source nodes; versions and packages are recorded.
 * **LangChain** (``InMemoryVectorStore`` with langchain-core's ``DeterministicFakeEmbedding``, and a
   fake chat model reporting token usage), in-process through the pipeline functions: the
-  ``(Document, score)`` pairs read with docs/examples/frameworks/langchain.yaml's mapping unchanged,
+  retriever's documents read with docs/examples/frameworks/langchain.yaml's mapping unchanged,
   and the chat model's ``usage_metadata`` as the answer's token counts.
 
 (Haystack in-process is in test_haystack_system.py, beside its http and command runs.) Skips
@@ -71,7 +71,7 @@ def _norm(headings: list[str]) -> list[str]:
 def llamaindex_ranks(corpus: Path) -> dict[str, int | None]:
     """Per answerable golden query: the rank (1..10) of the first raw LlamaIndex hit under the gold
     file and heading path, None when no top-10 hit is — from the NodeWithScore objects themselves
-    (``metadata["file_path"]``, ``header_path`` + the text's heading line), not the mapping."""
+    (``metadata["file_path"]``, ``header_path`` + ``header``), not the mapping."""
     sys.path.insert(0, str(HERE))
     try:
         from llamaindex_app import build
@@ -86,9 +86,9 @@ def llamaindex_ranks(corpus: Path) -> dict[str, int | None]:
         for rank, scored in enumerate(system.search(q["query"], 10)["nodes"], start=1):
             node = scored.node
             rel = Path(node.metadata["file_path"]).relative_to(corpus).as_posix()
-            parents = [h for h in node.metadata["header_path"].split("/") if h.strip()]
-            own = re.match(r"^#{1,6}[ \t]+(.+)", node.text)
-            path = _norm(parents + ([own.group(1)] if own else []))
+            parents = [h for h in node.metadata["header_path"].split("\n") if h.strip()]
+            own = node.metadata["header"]
+            path = _norm(parents + ([own] if own else []))
             if any(
                 rel == s["rel_path"] and path[: len(s["heading_path"])] == _norm(s["heading_path"])
                 for s in q["supports"]
@@ -161,7 +161,7 @@ class LangChainRAG:
         from langchain_core.vectorstores import InMemoryVectorStore
         from langchain_text_splitters import MarkdownHeaderTextSplitter
 
-        splitter = MarkdownHeaderTextSplitter([("#", "Header 1"), ("##", "Header 2"), ("###", "Header 3")])
+        splitter = MarkdownHeaderTextSplitter([("#" * n, f"Header {n}") for n in range(1, 7)])
         docs = splitter.split_text(MARKDOWN)
         for d in docs:
             d.metadata["source"] = source
@@ -174,7 +174,7 @@ class LangChainRAG:
 
     def search(self, query: str, k: int) -> dict:
         # under "results", as the documented http body: the langchain.yaml mapping applies unchanged
-        return {"results": self.store.similarity_search_with_score(query, k=k)}
+        return {"results": self.store.as_retriever(search_kwargs={"k": k}).invoke(query)}
 
     def ask(self, query: str, k: int):
         return self.llm.invoke(query)  # an AIMessage, usage_metadata included
@@ -248,7 +248,7 @@ def test_langchain_pairs_and_usage_in_process(tmp_path):
         ("Install", "From source"),
         ("Install", "From source", "Windows"),
     ]
-    assert set(hits["score_kind"]) == {"cosine"} and hits["score"].notna().all()
+    assert hits["score"].isna().all()  # a retriever's documents carry no score
     # the AIMessage's usage_metadata (input/output tokens) as the answer's token counts
     assert outcomes["answer_text"].str.startswith("answer ").all()
     assert outcomes["prompt_tokens"].tolist() == [40, 40] and outcomes["completion_tokens"].tolist() == [7, 7]

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import yaml
@@ -108,7 +109,7 @@ def test_http_system_is_probed_and_the_basenames_named(env, tmp_path, server):  
         in out
     )
     assert "not checked: that the gold references (paths, heading paths, chunk ids, lines) exist" in out
-    assert "a http system does not list what it holds" in out
+    assert "an http system cannot list what its index holds" in out
     assert server.requests == 1  # one probe query, not the golden set
 
 
@@ -144,3 +145,70 @@ def test_unreachable_system_exits_1_and_says_why(env, tmp_path):  # noqa: F811
     no_traceback(proc)
     assert proc.stdout.startswith("ok: 2 queries")  # the golden file itself is valid
     assert "error: system check failed: probe query 'q1' failed: connection" in flat(proc.stderr)
+
+
+PYTHON_SYSTEMS = str(Path(__file__).parents[1] / "systems")
+
+
+def test_python_system_is_built_probed_and_its_catalogue_checked(env, tmp_path):  # noqa: F811
+    golden, cfg = configs(
+        tmp_path, {"kind": "python", "callable": "python_systems:Guide", "path": [PYTHON_SYSTEMS]}
+    )
+    proc = cli(env, "golden", "validate", golden, "--config", cfg)
+    assert proc.returncode == 0, proc.stderr
+    no_traceback(proc)
+    out = flat(proc.stdout)
+    assert "system check (python):" in out
+    assert "checked: version report (versions()): chunker_version=guide-parts; docs_processed=2" in out
+    assert "checked: probe query 'q1': 2 hit(s); hits carry doc paths 2/2, heading paths 2/2" in out
+    assert "checked: 2 of 2 probe hit(s) name a document of the golden set" in out
+    assert "checked: the gold references against the system's catalogue (its index's chunks)" in out
+    assert "not checked: answers: the python system python_systems:Guide has no ask method" in out
+    assert "exist in the system's index" not in out
+
+
+def test_python_system_whose_catalogue_lacks_a_gold_document_exits_2(env, tmp_path):  # noqa: F811
+    golden, cfg = configs(
+        tmp_path,
+        {
+            "kind": "python",
+            "callable": "python_systems:Guide",
+            "args": {"parts": [1]},
+            "path": [PYTHON_SYSTEMS],
+        },
+    )
+    proc = cli(env, "golden", "validate", golden, "--config", cfg)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    no_traceback(proc)
+    err = flat(proc.stderr)
+    assert "golden set is stale" in err
+    assert "query 'q2'" in err and "supports[0].rel_path" in err
+    assert "no document at this path in the index ('docs/guide-2.md')" in err
+
+
+def test_python_search_function_says_what_it_could_not_check(env, tmp_path):  # noqa: F811
+    golden, cfg = configs(
+        tmp_path, {"kind": "python", "callable": "python_systems:search_fn", "path": [PYTHON_SYSTEMS]}
+    )
+    proc = cli(env, "golden", "validate", golden, "--config", cfg)
+    assert proc.returncode == 0, proc.stderr
+    out = flat(proc.stdout)
+    assert "checked: probe query 'q1': 10 hit(s)" in out
+    assert (
+        "not checked: the system's versions and indexing coverage (the python system "
+        "python_systems:search_fn has no versions() method)" in out
+    )
+    assert (
+        "not checked: that the gold references (paths, heading paths, chunk ids, lines) exist in the "
+        "system's index: the python system python_systems:search_fn has no catalogue() method" in out
+    )
+
+
+def test_python_system_that_cannot_be_built_exits_2(env, tmp_path):  # noqa: F811
+    golden, cfg = configs(
+        tmp_path, {"kind": "python", "callable": "python_systems:broken_factory", "path": [PYTHON_SYSTEMS]}
+    )
+    proc = cli(env, "golden", "validate", golden, "--config", cfg)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    no_traceback(proc)
+    assert "system.callable" in proc.stderr and "the factory raised" in proc.stderr

@@ -141,7 +141,7 @@ def test_query_scores_carry_the_criterion_and_aggregation_ignores_it() -> None:
     assert summarize_criteria(qs["match_criterion"]) == ("mixed", {"anchor": 1, "doc": 1})
     assert summarize_criteria(forced["match_criterion"]) == ("doc", {"doc": 2})
     assert match_line({"match": "auto", "match_by_query": {"anchor": 60}}) == "auto → anchor (60 queries)"
-    assert match_line({"match": "span", "match_by_query": {"span": 1}}) == "span (span (1 query))"
+    assert match_line({"match": "span", "match_by_query": {"span": 1}}) == "span (1 query)"
     assert match_line({"match": "auto"}) is None  # a run stored before the criterion was recorded
 
 

@@ -194,8 +194,10 @@ def test_watched_asset_materializations_trigger_runs(instance, tmp_path, version
     instance.report_runless_asset_event(dg.AssetMaterialization(team_index))
     first = tick()
     assert not first.run_requests  # the first evaluation records the latest materialization
+    asked = version_server.hits
     nothing_new = tick(first.cursor)
     assert nothing_new.skip_message == "no new materialization of search_team/index"
+    assert version_server.hits == asked  # no new materialization: the system is not even asked
 
     version_server.report = {"chunker_version": "c2"}
     instance.report_runless_asset_event(dg.AssetMaterialization(team_index))

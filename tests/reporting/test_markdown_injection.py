@@ -146,7 +146,7 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return reports, home
 
 
-RUN_HEADINGS = {"Evaluation run", "Matching", "Metrics", "Gates", "By category"}
+RUN_HEADINGS = {"Evaluation run", "Matching", "Metrics", "Not measured", "Gates", "By category"}
 COMPARISON_HEADINGS = {
     "Comparison", "Versions", "Per-query verdicts", "Metrics (delta", "Delta by category",
     "Notable queries", "Answer flips", "Golden-set drift", "Slices that changed",

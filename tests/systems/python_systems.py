@@ -139,3 +139,23 @@ class BadVersions:
 
     def versions(self):
         raise RuntimeError("version file unreadable")
+
+
+class Guide:
+    """A system over two guide documents that lists its index (``catalogue()``, returned like its
+    hits) and reports its versions; ``parts`` says which guide parts the index holds."""
+
+    def __init__(self, parts: tuple[int, ...] = (1, 2)) -> None:
+        self.chunks = [
+            {"chunk_id": f"c{i}", "doc_path": f"docs/guide-{i}.md", "heading_path": ["Guide", f"Part {i}"]}
+            for i in parts
+        ]
+
+    def search(self, query: str, k: int) -> dict:
+        return {"hits": self.chunks[:k]}
+
+    def catalogue(self) -> dict:
+        return {"hits": self.chunks}
+
+    def versions(self) -> dict:
+        return {"chunker_version": "guide-parts", "coverage": {"docs_processed": len(self.chunks)}}

@@ -128,12 +128,14 @@ def test_haystack_documents_from_to_dict():
 def test_llamaindex_nodes_with_score_from_to_dict():
     frameworks_or_skip("llama_index.core")
     from llama_index.core import Document
-    from llama_index.core.node_parser import MarkdownNodeParser
+    from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
     from llama_index.core.schema import NodeWithScore
 
     doc = Document(text=MARKDOWN, metadata={"file_path": FILE_PATH, "file_name": "install.md"})
-    nodes = MarkdownNodeParser().get_nodes_from_documents([doc])
-    assert [n.metadata["header_path"] for n in nodes] == ["/", "/Install/", "/Install/From source/"]
+    nodes = MarkdownNodeParser(header_path_separator="\n").get_nodes_from_documents([doc])
+    assert [n.metadata["header_path"] for n in nodes] == ["\n", "\nInstall\n", "\nInstall\nFrom source\n"]
+    for n in nodes:  # the README recipe's OwnHeading: the section's own heading (its first line) as metadata
+        n.metadata["header"] = n.text.split("\n", 1)[0].lstrip("#").strip()
     scored = [NodeWithScore(node=n, score=s) for n, s in zip(reversed(nodes), (0.9, 0.5, 0.25), strict=True)]
 
     mapping = example_mapping("llamaindex")
@@ -150,10 +152,10 @@ def test_llamaindex_nodes_with_score_from_to_dict():
             ["Install", "From source", "Windows"],
             nodes[2].text,
             0.9,
-            "cosine",
+            "bm25",
         ),
-        (2, nodes[1].node_id, "guide/install.md", ["Install", "From source"], nodes[1].text, 0.5, "cosine"),
-        (3, nodes[0].node_id, "guide/install.md", ["Install"], nodes[0].text, 0.25, "cosine"),
+        (2, nodes[1].node_id, "guide/install.md", ["Install", "From source"], nodes[1].text, 0.5, "bm25"),
+        (3, nodes[0].node_id, "guide/install.md", ["Install"], nodes[0].text, 0.25, "bm25"),
     ]
     assert nodes[2].text == "### Windows\n\nUse WSL to build on windows."
     # pydantic's model_dump gives the same JSON
@@ -161,9 +163,25 @@ def test_llamaindex_nodes_with_score_from_to_dict():
         hits,
         [],
     )
+    # SentenceSplitter copies the metadata to every piece of a section: the later pieces, whose text
+    # no longer starts with the heading, keep the section's full path; a heading holding "/" is whole
+    long = "# Build / test\n\n" + " ".join(f"Sentence number {i} about the build." for i in range(60))
+    section = MarkdownNodeParser(header_path_separator="\n").get_nodes_from_documents(
+        [Document(text=long, metadata={"file_path": FILE_PATH})]
+    )
+    section[0].metadata["header"] = "Build / test"
+    pieces = SentenceSplitter(chunk_size=128, chunk_overlap=0).get_nodes_from_documents(section)
+    assert len(pieces) > 2 and not pieces[1].text.startswith("#")
+    split, _ = parse_hits(
+        on_the_wire({"nodes": [NodeWithScore(node=n, score=1.0).to_dict() for n in pieces]}), 10, mapping
+    )
+    assert [h.heading_path for h in split] == [["Build / test"]] * len(pieces)
     # a reader that records only the file name: the second path of `first`
     bare = NodeWithScore(
-        node=type(nodes[0])(text="# Install\n\nx", metadata={"file_name": "install.md"}), score=1.0
+        node=type(nodes[0])(
+            text="x", metadata={"file_name": "install.md", "header_path": "\n", "header": "Install"}
+        ),
+        score=1.0,
     )
     (hit,), _ = parse_hits(on_the_wire({"nodes": [bare.to_dict()]}), 10, mapping)
     assert (hit.doc_path, hit.heading_path) == ("install.md", ["Install"])
@@ -176,7 +194,7 @@ def test_langchain_documents_with_scores_from_model_dump():
     from langchain_core.vectorstores import InMemoryVectorStore
     from langchain_text_splitters import MarkdownHeaderTextSplitter
 
-    splitter = MarkdownHeaderTextSplitter([("#", "Header 1"), ("##", "Header 2"), ("###", "Header 3")])
+    splitter = MarkdownHeaderTextSplitter([("#" * n, f"Header {n}") for n in range(1, 7)])
     docs = splitter.split_text(MARKDOWN)
     for d in docs:
         d.metadata["source"] = FILE_PATH  # what a document loader records
@@ -184,50 +202,45 @@ def test_langchain_documents_with_scores_from_model_dump():
     store.add_documents(docs)
     found = store.similarity_search_with_score("build on windows", k=3)
     assert len(found) == 3 and all(d.id for d, _ in found)
-
-    mapping = example_mapping("langchain")
-    body = on_the_wire({"results": [[d.model_dump(), score] for d, score in found]})
-    hits, warnings = parse_hits(body, 10, mapping)
-    assert warnings == []
     by_content = {
         "Run pip install kebab.": ["Install"],
         "Clone the repository and build it.": ["Install", "From source"],
         "Use WSL to build on windows.": ["Install", "From source", "Windows"],
     }
-    assert [
-        (h.rank, h.chunk_id, h.doc_path, h.heading_path, h.snippet, h.score, h.score_kind) for h in hits
-    ] == [
-        (i, d.id, "guide/install.md", by_content[d.page_content], d.page_content, score, "cosine")
-        for i, (d, score) in enumerate(found, start=1)
+
+    # a retriever's documents (retriever.invoke), as the documented mapping reads them
+    mapping = example_mapping("langchain")
+    plain, warnings = parse_hits(on_the_wire({"results": [d.model_dump() for d, _ in found]}), 10, mapping)
+    assert warnings == []
+    assert [(h.rank, h.chunk_id, h.doc_path, h.heading_path, h.snippet, h.score) for h in plain] == [
+        (i, d.id, "guide/install.md", by_content[d.page_content], d.page_content, None)
+        for i, (d, _) in enumerate(found, start=1)
     ]
 
-    # a plain document list (retriever.invoke): the README's "drop the 0. prefixes"
-    plain_fields = {
-        name: (
-            spec[2:]
-            if isinstance(spec, str)
-            else {**spec, "path": spec["path"][2:]}
-            if "path" in spec
-            else {"concat": [p[2:] for p in spec["concat"]]}
-            if "concat" in spec
-            else spec
-        )
-        for name, spec in mapping.hit_fields.items()
-        if name != "score"
-    }
-    plain_map = mapping.model_copy(update={"hit_fields": plain_fields})
-    plain_map = ResponseMap.model_validate(plain_map.model_dump())
-    plain, _ = parse_hits(on_the_wire({"results": [d.model_dump() for d, _ in found]}), 10, plain_map)
-    assert plain == [h.model_copy(update={"score": None}) for h in hits]
+    # similarity_search_with_score's pairs: the README's "0." before each path, score "1", cosine
+    def pair_path(spec):
+        if isinstance(spec, str):
+            return "0." + spec
+        if "concat" in spec:
+            return {**spec, "concat": [pair_path(p) for p in spec["concat"]]}
+        return {**spec, "path": "0." + spec["path"]}
+
+    pair_fields = {name: pair_path(spec) for name, spec in mapping.hit_fields.items()}
+    pair_fields |= {"score": "1", "score_kind": {"const": "cosine"}}
+    pair_map = ResponseMap.model_validate({**mapping.model_dump(), "hit_fields": pair_fields})
+    pairs, _ = parse_hits(on_the_wire({"results": [[d.model_dump(), s] for d, s in found]}), 10, pair_map)
+    assert pairs == [
+        h.model_copy(update={"score": s, "score_kind": "cosine"})
+        for h, (_, s) in zip(plain, found, strict=True)
+    ]
     # langchain's own serialisation (dumpd) nests the same fields under "kwargs"
     kwargs_map = ResponseMap(
         hits="results",
         hit_fields={
             "chunk_id": "kwargs.id",
             "doc_path": {"path": "kwargs.metadata.source", "relative_to": "/srv/corpus"},
-            "heading_path": {"concat": [f"kwargs.metadata.Header {n}" for n in (1, 2, 3)]},
+            "heading_path": {"concat": [f"kwargs.metadata.Header {n}" for n in range(1, 7)]},
             "snippet": "kwargs.page_content",
-            "score_kind": {"const": "cosine"},
         },
     )
     dumped, _ = parse_hits(on_the_wire({"results": [dumpd(d) for d, _ in found]}), 10, kwargs_map)

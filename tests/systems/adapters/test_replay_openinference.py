@@ -4,9 +4,11 @@ The fixtures in ``data/otlp/`` were written by the real instrumentors — LlamaI
 MockLLM) and Haystack 2 (BM25 retriever, prompt builder, an offline generator reporting token
 usage) traced by ``openinference-instrumentation-*``, exported by the OTel SDK and encoded by
 ``opentelemetry-exporter-otlp-proto-common`` (``tests/frameworks/otel_traces.py``) — in protobuf's
-JSON (base64 ids) and as OTLP/JSON lines (hex ids, integer enums). ``expected.json`` holds what
-each pipeline returned directly. Odd cases (a hybrid trace, duplicates, bad input) are edits of
-those real traces, not hand-written spans. No framework is needed to run this module.
+JSON (base64 ids), as OTLP/JSON lines (hex ids, integer enums) and as the README's exporter writes
+them under ``SimpleSpanProcessor`` (a pretty-printed ``MessageToJson`` request per span, one after
+another). ``expected.json`` holds what each pipeline returned directly. Odd cases (a hybrid trace,
+duplicates, bad input) are edits of those real traces, not hand-written spans. No framework is
+needed to run this module.
 """
 
 from __future__ import annotations
@@ -30,15 +32,25 @@ from tests.systems.adapters.test_replay_adapter import Scored, replay, write_jso
 
 OTLP = Path(__file__).parent / "data" / "otlp"
 EXPECTED = json.loads((OTLP / "expected.json").read_text(encoding="utf-8"))
-FILES = {
-    (fw, enc): OTLP / f"{fw}_{enc}" for fw in ("llamaindex", "haystack") for enc in ("b64.json", "hex.jsonl")
-}
+ENCODINGS = ("b64.json", "hex.jsonl", "sdk.json")
+FILES = {(fw, enc): OTLP / f"{fw}_{enc}" for fw in ("llamaindex", "haystack") for enc in ENCODINGS}
+
+
+def documents_of(path: Path) -> list[dict[str, Any]]:
+    """Every export request of an OTLP JSON file, as written (one after another: the stdlib's
+    raw_decode, independent of the reader)."""
+    text = path.read_text(encoding="utf-8")
+    decoder, pos, docs = json.JSONDecoder(), 0, []
+    while pos < len(text.rstrip()):
+        doc, end = decoder.raw_decode(text, pos)
+        docs.append(doc)
+        pos = end + len(text[end:]) - len(text[end:].lstrip())
+    return docs
 
 
 def spans_of(path: Path) -> list[dict[str, Any]]:
-    """Every span object in an OTLP JSON (or JSON lines) file, as written."""
-    text = path.read_text(encoding="utf-8")
-    docs = [json.loads(text)] if path.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x]
+    """Every span object in an OTLP JSON file, as written."""
+    docs = documents_of(path)
     return [s for d in docs for r in d["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
 
 
@@ -68,7 +80,7 @@ def gold(path: Path, rows: list[tuple[str, str, list[str]]]) -> Path:
 
 
 @pytest.mark.parametrize("framework", ["llamaindex", "haystack"])
-@pytest.mark.parametrize("encoding", ["b64.json", "hex.jsonl"])
+@pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("match_by", ["question", "metadata.query_id"])
 def test_fixture_hits_and_answers_are_what_the_pipeline_returned(framework, encoding, match_by):
     path = FILES[framework, encoding]
@@ -126,13 +138,110 @@ def test_latencies_are_the_span_durations():
     assert records["q-doner"].answer_ms == ms(root)
 
 
+def _read(path: Path) -> dict:
+    records, *_ = read_trace(path, "auto", "metadata.query_id")
+    return {k: (r.raw_hits, r.raw_answer, r.retrieval_ms, r.answer_ms, r.error) for k, r in records.items()}
+
+
 def test_hex_and_base64_files_read_the_same():
     for framework in ("llamaindex", "haystack"):
-        a, *_ = read_trace(FILES[framework, "b64.json"], "auto", "metadata.query_id")
-        b, *_ = read_trace(FILES[framework, "hex.jsonl"], "auto", "metadata.query_id")
-        assert {k: (r.raw_hits, r.raw_answer, r.retrieval_ms, r.error) for k, r in a.items()} == {
-            k: (r.raw_hits, r.raw_answer, r.retrieval_ms, r.error) for k, r in b.items()
-        }
+        assert _read(FILES[framework, "b64.json"]) == _read(FILES[framework, "hex.jsonl"])
+
+
+def test_the_sdk_file_is_a_pretty_printed_request_per_span_and_reads_as_one_request():
+    """The README's exporter under SimpleSpanProcessor: every span its own indented request, a
+    trace's spans spread over as many requests (children first: a span is exported as it ends)."""
+    for framework in ("llamaindex", "haystack"):
+        path = FILES[framework, "sdk.json"]
+        text = path.read_text(encoding="utf-8")
+        docs = documents_of(path)
+        assert len(docs) == len(spans_of(FILES[framework, "b64.json"])) > 10
+        assert all(len(d["resourceSpans"][0]["scopeSpans"][0]["spans"]) == 1 for d in docs)
+        assert text.startswith('{\n  "resourceSpans": [\n') and text.count("\n{\n") == len(docs) - 1
+        assert _read(path) == _read(FILES[framework, "b64.json"])
+
+
+def _pretty(doc: dict) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "array",
+        "array-one-line",
+        "no-separator",
+        "blank-lines",
+        "crlf",
+        "byte-order-mark",
+        "mixed-encodings",
+        "empty-requests",
+    ],
+)
+def test_every_layout_of_several_requests_reads_the_same(tmp_path, layout):
+    """The SDK's requests (one per span) laid out as exporters and people write them: a JSON array,
+    requests with nothing between them, blank lines or CRLF between them, a byte-order mark first
+    (Windows tools), hex and base64 requests mixed in one file (the collector's lines appended to
+    the SDK's), empty requests ``{}``."""
+    docs = documents_of(FILES["haystack", "sdk.json"])
+    hexed = documents_of(FILES["haystack", "hex.jsonl"])
+    text = {
+        "array": lambda: _pretty(docs),
+        "array-one-line": lambda: json.dumps(docs),
+        "no-separator": lambda: "".join(_pretty(d) for d in docs),
+        "blank-lines": lambda: "\n\n\n".join(_pretty(d) for d in docs) + "\n\n",
+        "crlf": lambda: "\r\n".join(_pretty(d).replace("\n", "\r\n") for d in docs),
+        "byte-order-mark": lambda: "\ufeff" + "".join(_pretty(d) + "\n" for d in docs),
+        "mixed-encodings": lambda: (
+            "".join(_pretty(d) + "\n" for d in docs[:5]) + "".join(json.dumps(d) + "\n" for d in hexed)
+        ),
+        "empty-requests": lambda: "{}\n" + "".join(_pretty(d) + "\n{}\n" for d in docs),
+    }[layout]()
+    path = tmp_path / "traces.json"
+    path.write_text(text, encoding="utf-8")
+    assert detect_format(path, text) == "openinference"
+    _, _, _, warnings, _ = read_trace(path, "auto", "metadata.query_id")
+    assert _read(path) == _read(FILES["haystack", "b64.json"])
+    if layout == "mixed-encodings":  # the first five spans twice: read once, with a warning
+        assert warnings == [
+            "5 spans written more than once (same trace and span id: an exporter added twice, or a "
+            "file appended to twice?): each read once, its last copy"
+        ]
+    else:
+        assert warnings == []
+
+
+def test_a_file_appended_to_twice_counts_each_span_once(tmp_path):
+    """The same export written twice: tokens are not counted twice, retrievers not doubled."""
+    text = FILES["haystack", "sdk.json"].read_text(encoding="utf-8")
+    path = tmp_path / "twice.json"
+    path.write_text(text + text, encoding="utf-8")
+    _, _, _, warnings, _ = read_trace(path, "auto", "metadata.query_id")
+    assert _read(path) == _read(FILES["haystack", "sdk.json"])
+    n = len(spans_of(FILES["haystack", "sdk.json"]))
+    assert warnings == [
+        f"{n} spans written more than once (same trace and span id: an exporter added twice, or a "
+        "file appended to twice?): each read once, its last copy"
+    ]
+
+
+def test_ids_read_as_hex_exactly_at_the_hex_length():
+    """Hex and base64 never share a length (span ids: 16 hex digits; base64 of 8 bytes is 12
+    characters padded, 11 not), so "0123456789abcdef" — also valid base64, of 12 bytes — is hex;
+    base64 is read standard or URL-safe, padded or not, as protobuf's JSON parsers accept it."""
+    from kebab_eval_pipeline.systems.otlp import _id
+
+    assert _id("0123456789ABCDEF", 8) == "0123456789abcdef"
+    raw = bytes.fromhex("fbff3e00a1b2c3d4")
+    standard = base64.b64encode(raw).decode()
+    assert standard == "+/8+AKGyw9Q=" and len(standard) == 12
+    for text in (standard, standard.rstrip("="), standard.replace("+", "-").replace("/", "_")):
+        assert _id(text, 8) == raw.hex()
+    trace = bytes(range(16))
+    assert _id(base64.b64encode(trace).decode(), 16) == _id(trace.hex(), 16) == trace.hex()
+    for bad in ("0123456789abcdeg", "AAAAAAAAAAAAAAAZ", "0123", "", "+/8+AKGyw9Q==="):
+        with pytest.raises(ValueError, match="expected 16 hex digits or base64 of 8 bytes"):
+            _id(bad, 8)
 
 
 # -- through the run: rows, matching, warnings ------------------------------------------------------
@@ -309,8 +418,13 @@ def test_every_unreadable_span_is_listed(tmp_path):
         ('{"resourceSpans": [{"scopeSpans": [{"spans": [\n{"oops"}]}]}]}', "line 2, column 8: not JSON"),
         (
             '{"resourceSpans": []}\n{"resource_spans": "x"}\n[1]\n',
-            "line 3: expected an OTLP JSON export request",
+            "line 3 (request 1 of the array): expected an OTLP JSON export request",
         ),
+        (
+            '{"resourceSpans": []}\n{"resource_spans": "x"}\n',
+            "line 2: expected a list of resourceSpans, got str",
+        ),
+        ("\n \n", "empty: no OTLP JSON export request"),
     ],
 )
 def test_files_that_are_not_otlp(tmp_path, text, reason):
@@ -319,6 +433,114 @@ def test_files_that_are_not_otlp(tmp_path, text, reason):
     with pytest.raises(InputError) as info:
         read_trace(path, "openinference")
     assert reason in str(info.value)
+
+
+def _line_of(text: str, needle: str) -> int:
+    assert text.count(needle) == 1, needle
+    return text[: text.index(needle)].count("\n") + 1
+
+
+def _sdk_file_with_problems() -> tuple[str, dict[str, int]]:
+    """The SDK's Haystack requests (a pretty-printed request per span), with a document score that
+    is not a number (request 5, a retriever span), request 10 cut short halfway (a process killed
+    while writing it), and a span id and an attribute value that cannot be read (request 14).
+    Returns the text and, worked out from the pieces, the lines the offenders must name."""
+    docs = copy.deepcopy(documents_of(FILES["haystack", "sdk.json"]))
+
+    def span(i: int) -> dict:
+        return docs[i]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+
+    assert attr(span(4), "openinference.span.kind") == "RETRIEVER"
+    for a in span(4)["attributes"]:
+        if a["key"] == "retrieval.documents.1.document.score":
+            a["value"] = {"stringValue": "high"}
+    assert span(9)["name"] == span(13)["name"] == "PromptBuilder.run"  # not a root, not a retriever
+    span(13)["spanId"] = "nope"
+    span(13)["attributes"].append({"key": "app.retries", "value": {"intValue": "many"}})
+    pieces = [json.dumps(d, indent=2) + "\n" for d in docs]
+    pieces[9] = "".join(pieces[9].splitlines(keepends=True)[:40])  # cut after 40 lines
+    starts = [1]
+    for piece in pieces:
+        starts.append(starts[-1] + piece.count("\n"))
+    text = "".join(pieces)
+    lines = {f"request {i + 1}": n for i, n in enumerate(starts[:-1])}
+    lines["score"] = _line_of(text, '"stringValue": "high"')
+    lines["span id"] = _line_of(text, '"spanId": "nope"')
+    lines["retries"] = _line_of(text, '"intValue": "many"')
+    lines["retriever"] = base64.b64decode(span(4)["spanId"]).hex()  # type: ignore[assignment]
+    return text, lines
+
+
+def test_offenders_in_pretty_printed_requests_name_their_own_line_and_their_requests(tmp_path):
+    """Every offender at once, each at the line of the value itself and the line its request
+    starts on; a request cut short is named where the JSON breaks, and reading goes on at the next
+    request (whose spans are read: their problems are listed too)."""
+    text, at = _sdk_file_with_problems()
+    path = tmp_path / "traces.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_trace(path, "auto", "metadata.query_id")
+    rendered = sorted(o.render().removeprefix(f"{path}:") for o in info.value.offenders)
+    assert rendered == sorted(
+        [
+            f"line {at['request 11']}, column 1: not JSON: Expecting property name enclosed in double "
+            f"quotes (in the request from line {at['request 10']})",
+            f"line {at['span id']}, span nope (request from line {at['request 14']}) — field 'spanId': "
+            "expected 16 hex digits or base64 of 8 bytes, got 'nope'",
+            f"line {at['retries']}, span nope (request from line {at['request 14']}) — field "
+            "'app.retries': expected an integer (or its decimal string), got 'many'",
+            f"line {at['score']}, span {at['retriever']} (request from line {at['request 5']}) — field "
+            "'retrieval.documents.1.document.score': expected a number, got 'high'",
+        ]
+    ), "\n".join(rendered)
+
+
+def test_offenders_in_a_json_array_of_requests_name_the_request(tmp_path):
+    docs = documents_of(FILES["haystack", "sdk.json"])
+    docs[4]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "zz"
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps(docs, indent=1), encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    requests = [n for n, line in enumerate(text.split("\n"), start=1) if line == " {"]  # indent 1
+    assert len(requests) == len(docs)
+    with pytest.raises(InputError) as info:
+        read_trace(path, "auto", "metadata.query_id")
+    [offender] = info.value.offenders
+    zz_line = _line_of(text, '"traceId": "zz"')
+    span_id = base64.b64decode(docs[4]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"]).hex()
+    assert offender.position == (
+        f"line {zz_line}, span {span_id} (request 5 of the array, from line {requests[4]})"
+    )
+    assert offender.field == "traceId"
+
+
+def test_a_broken_pretty_printed_trace_exits_2_through_the_cli_naming_every_offender(
+    tmp_path, monkeypatch, capsys
+):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.delenv("KEBAB_EVAL_STORAGE", raising=False)
+    text, at = _sdk_file_with_problems()
+    trace = tmp_path / "traces.json"
+    trace.write_text(text, encoding="utf-8")
+    golden = gold(tmp_path / "gold.jsonl", [("G1", "How is doner kebab cooked?", ["c"])])
+    config = tmp_path / "cfg.yaml"
+    system = {"kind": "replay", "path": str(trace)}
+    config.write_text(yaml.safe_dump({"golden": str(golden), "system": system, "baseline": "none"}))
+    monkeypatch.setattr("sys.argv", ["kebab-eval", "run", "--config", str(config), "--run-id", "bad-sdk"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main()
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.err.startswith(
+        "error: replay trace traces.json (openinference) cannot be read (4 problems):"
+    )
+    assert f"{trace}:line {at['score']}, span {at['retriever']} (request from line {at['request 5']})" in (
+        captured.err
+    )
 
 
 def test_a_span_ending_before_it_starts_is_refused(tmp_path):
