@@ -19,6 +19,7 @@ from kebab_eval_pipeline.orchestration.automation import FRESHNESS_CHECK
 from kebab_eval_pipeline.run_ids import new_run_id, run_id_time
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
+from tests.orchestration.scheduler_ticks import scheduler_started_tick
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -32,48 +33,6 @@ def berlin_config(tmp_path_factory):
     return write(
         tmp_path_factory.mktemp("cfg") / "nightly.yaml",
         'nightly: {cron: "30 1 * * *", timezone: Europe/Berlin}\n',
-    )
-
-
-def scheduler_started_tick(instance, schedule: dg.ScheduleDefinition, when: datetime) -> None:
-    """What Dagster's scheduler records before it evaluates a tick (dagster/_scheduler/scheduler.py):
-    the running schedule's state and a STARTED tick at the tick's time. The daemon test
-    (test_schedule_daemon.py) runs the scheduler itself; these tests evaluate the function directly."""
-    from dagster._core.remote_origin import (
-        GrpcServerCodeLocationOrigin,
-        RemoteInstigatorOrigin,
-        RemoteRepositoryOrigin,
-    )
-    from dagster._core.scheduler.instigation import (
-        InstigatorState,
-        InstigatorStatus,
-        InstigatorType,
-        ScheduleInstigatorData,
-        TickData,
-        TickStatus,
-    )
-
-    location = GrpcServerCodeLocationOrigin(host="localhost", port=4266, location_name="kebab-eval")
-    origin = RemoteInstigatorOrigin(RemoteRepositoryOrigin(location, "__repository__"), schedule.name)
-    state = next(
-        (s for s in instance.all_instigator_state() if s.instigator_name == schedule.name), None
-    ) or instance.add_instigator_state(
-        InstigatorState(
-            origin,
-            InstigatorType.SCHEDULE,
-            InstigatorStatus.RUNNING,
-            ScheduleInstigatorData(schedule.cron_schedule, when.timestamp() - 60),
-        )
-    )
-    instance.create_tick(
-        TickData(
-            instigator_origin_id=state.instigator_origin_id,
-            instigator_name=schedule.name,
-            instigator_type=InstigatorType.SCHEDULE,
-            status=TickStatus.STARTED,
-            timestamp=when.timestamp(),
-            selector_id=state.selector_id,
-        )
     )
 
 
