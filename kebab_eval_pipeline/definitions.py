@@ -14,8 +14,8 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.location import default_storage_base
-from kebab_eval_pipeline.orchestration.factory import JOB_NAME, build_chain_definitions
-from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
+from kebab_eval_pipeline.orchestration.factory import JOB_NAME, build_chain_definitions, chain_definitions
+from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import (
     CONFIG_ENV,
     EvalSettingsResource,
@@ -33,15 +33,22 @@ EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 
 
 def build_definitions(
-    config_file: str | Path | None = None, storage: str | None = None, overrides: dict | None = None
+    config_file: str | Path | None = None,
+    storage: str | None = None,
+    overrides: dict | None = None,
+    chain: str | None = None,
 ) -> dg.Definitions:
     """Definitions for one configuration. ``overrides`` are CLI flags: EvalSettingsResource fields
-    plus ``system_kind``, ``mode`` and ``chunk_size`` for the system under test."""
+    plus ``system_kind``, ``mode`` and ``chunk_size`` for the system under test. ``chain``: the
+    definitions of ``evaluation_chain(chain, config=config_file)`` instead of the package's own
+    location (``kebab-eval … --chain``), its folder under ``storage`` when given."""
     config = str(config_file) if config_file else None
     overrides = dict(overrides or {})
     chosen = {SYSTEM_OVERRIDES[key]: overrides.pop(key) for key in list(overrides) if key in SYSTEM_OVERRIDES}
-    resource = EvalSettingsResource(config_file=config, **overrides)
     system = SystemUnderTestResource(**chosen)
+    if chain is not None:
+        return chain_definitions(chain, config, system=system, overrides=overrides, base=storage)
+    resource = EvalSettingsResource(config_file=config, **overrides)
     base = default_storage_base(storage or resource.load(system).storage)
     # The run worker holds the partition's lock for the whole run (one writer per run id).
     executor = locking_executor(executor_from_environment(), base)
@@ -103,9 +110,12 @@ def _k8s_executor(limit: int | None) -> dg.ExecutorDefinition:
     )
 
 
-def run_settings(defs: dg.Definitions) -> RunSettings:
-    """The effective run settings of ``defs`` (its settings and system-under-test resources)."""
-    return defs.resources["eval_settings"].load(defs.resources["system_under_test"])
+def run_settings(defs: dg.Definitions, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
+    """The effective run settings of ``defs`` (the settings and system-under-test resources of the
+    chain ``names``: the package's own by default)."""
+    return defs.resources[names.resource("eval_settings")].load(
+        defs.resources[names.resource("system_under_test")]
+    )
 
 
 def defs_from_environment() -> dg.Definitions:

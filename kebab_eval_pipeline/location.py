@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path, PurePath
 from urllib.parse import unquote, urlsplit
 
@@ -182,3 +183,43 @@ def default_storage_base(configured: str | None = None) -> str:
     if os.environ.get("DAGSTER_HOME"):
         return str(Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     return str(Path.cwd() / ".kebab-eval" / "artifacts")
+
+
+#: An evaluation chain's name: it becomes part of asset keys, resource keys, definition names and
+#: the chain's storage folder (letters, digits, underscore; a letter first).
+CHAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+
+
+def chain_folder(name: str) -> str:
+    """The folder, under the artifact base, of the runs of ``evaluation_chain(name, …)``: ``name``."""
+    return name
+
+
+def gate_folder(asset_path: Sequence[str]) -> str:
+    """The folder, under the artifact base, of the runs of ``evaluation_check`` on the asset whose
+    key is ``asset_path`` (``["search_index"]`` → ``search_index``; ``["team", "index-v2"]`` →
+    ``team__index_v2``: the key as Dagster writes it as a Python identifier)."""
+    return "__".join(asset_path).replace("-", "_").replace(".", "_")
+
+
+def run_storage(
+    configured: str | None = None, *, chain: str | None = None, gate: Sequence[str] | None = None
+) -> str:
+    """Where a set of runs is stored — the one answer for the code that writes them and the CLI that
+    reads them:
+
+    - neither ``chain`` nor ``gate``: the package's own code location and ``kebab-eval run``: the
+      artifact base (:func:`default_storage_base` of the config's ``storage``);
+    - ``chain``: the runs of ``evaluation_chain(chain, config=…)``: the folder ``chain`` under that
+      base;
+    - ``gate``: the runs of ``evaluation_check(asset, config=…)`` whose asset key is ``gate``: the
+      folder :func:`gate_folder` under that base.
+
+    ``configured`` is the config's ``storage`` (None: ``$KEBAB_EVAL_STORAGE``, else beside the
+    Dagster instance). A chain or check given ``storage=`` in Python stores exactly there instead.
+    """
+    base = default_storage_base(configured)
+    if chain is None and gate is None:
+        return base
+    folder = chain_folder(chain) if chain is not None else gate_folder(gate or ())
+    return f"{base.rstrip('/')}/{folder}"

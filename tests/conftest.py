@@ -202,6 +202,8 @@ SLOWEST_FIRST = (
     "judge-model",
     # mostly waiting (Celery's 1 s polling, worker start-up): started early, it overlaps the rest
     "tests/orchestration/test_celery.py",
+    # an installed team project driven through Dagster's CLI and kebab-eval: about 3 minutes
+    "tests/orchestration/test_team_project_installed.py",
     "tests/test_cli_output.py",
     "tests/test_cli_fuzz.py",
     "tests/frameworks/test_haystack_system.py",

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import out
 from kebab_eval_pipeline.cli.instance import open_store
 
@@ -17,7 +18,10 @@ ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config 
 
 
 def baseline_set(
-    run_id: Annotated[str, typer.Argument(help="The stored run to pin.")], config: ConfigOption = None
+    run_id: Annotated[str, typer.Argument(help="The stored run to pin.")],
+    config: ConfigOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Pin a stored run as the baseline of its golden set (replacing any earlier pin).
 
@@ -25,7 +29,7 @@ def baseline_set(
     """
     from kebab_eval_pipeline.store.pins import pin_baseline
 
-    pin = pin_baseline(open_store(config), run_id)
+    pin = pin_baseline(open_store(config, chain, gate), run_id)
     replaced = f" (replaces {pin['replaced']})" if pin["replaced"] not in (None, run_id) else ""
     out.print(
         f"pinned {run_id} as the baseline of golden set {pin['golden']!r} "
@@ -37,12 +41,14 @@ def baseline_set(
 
 def baseline_show(
     config: ConfigOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the pins as JSON.")] = False,
 ) -> None:
     """The pinned baseline of each golden set."""
     from kebab_eval_pipeline.store.pins import read_pins
 
-    store = open_store(config)
+    store = open_store(config, chain, gate)
     pins = read_pins(store)
     if as_json:
         sys.stdout.write(json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -62,11 +68,13 @@ def baseline_clear(
         str | None, typer.Option("--golden", help="Golden set name (needed when several are pinned).")
     ] = None,
     config: ConfigOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Remove a pinned baseline; runs with `baseline: auto` then compare with the previous run."""
     from kebab_eval_pipeline.store.pins import unpin_baseline
 
-    cleared = unpin_baseline(open_store(config), golden)
+    cleared = unpin_baseline(open_store(config, chain, gate), golden)
     if not cleared:
         out.print("no pinned baselines")
     for name in cleared:

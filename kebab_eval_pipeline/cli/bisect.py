@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption
 from kebab_eval_pipeline.errors import InputError, Offender
@@ -62,6 +63,8 @@ def bisect(
     ] = None,
     role: RoleFilterOption = None,
     outcome: OutcomeOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Find where METRIC changed over the stored runs on one golden set, oldest first.
 
@@ -86,7 +89,7 @@ def bisect(
         raise InputError("bad bisect options", offenders)
     settings = load_settings(config)
     result = bisect_stored(
-        open_store(config),
+        open_store(config, chain, gate),
         metric,
         since=since,
         until=until,

@@ -121,7 +121,7 @@ def raise_run_failure(result, run_id: str) -> None:
     RunInProgress (another process runs this partition) or, for anything else, RuntimeError
     (exit 3) naming the step and its error."""
     from kebab_eval_pipeline.metrics.health import CHECK_NAME
-    from kebab_eval_pipeline.orchestration.assets import INPUT_ERROR_KEY
+    from kebab_eval_pipeline.orchestration.failures import INPUT_ERROR_KEY
 
     failed_checks = {
         e.check_name: e
@@ -168,24 +168,28 @@ def drive(
     show: Callable[[RunStore], None],
     asset_selection=None,
     prepare: Callable[[], None] | None = None,
+    names=None,
 ) -> None:
     """Materialize partition ``run_id`` of ``defs``' job in-process (all of it, or
     ``asset_selection``) holding the partition's lock — one writer per run id: RunInProgress (exit
     4) while another run of it is in progress — from ``prepare`` (registering the partition) until
     ``show`` has printed the stored numbers, so they are this run's. Then a failed run raises its
-    exit code's error (:func:`raise_run_failure`)."""
+    exit code's error (:func:`raise_run_failure`). ``names``: the chain whose job and storage
+    ``defs`` holds (a ``ChainNames``; default: the package's own location's)."""
     from kebab_eval_pipeline.definitions import JOB_NAME
     from kebab_eval_pipeline.orchestration import run_lock
+    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
     from kebab_eval_pipeline.store.runs import RunStore
 
-    base = defs.resources["artifact_storage"].base
+    names = names or DEFAULT_NAMES
+    base = defs.resources[names.resource("artifact_storage")].base
     store = RunStore(base)
     dagster_run_id = str(uuid.uuid4())
     with run_lock.holding(base, run_id, dagster_run_id, instance):
         if prepare is not None:
             prepare()
         result = execute(
-            defs.resolve_job_def(JOB_NAME),
+            defs.resolve_job_def(names.name(JOB_NAME)),
             instance,
             run_id,
             total,

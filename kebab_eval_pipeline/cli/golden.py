@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import err, out
 from kebab_eval_pipeline.cli.show import print_probe
 from kebab_eval_pipeline.errors import InputError, Offender
@@ -173,6 +174,8 @@ def golden_suggest(
             "--config", help="Run config: storage, compare settings and the judge (with --baseline)."
         ),
     ] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Write the suspect-gold queue of a comparison as candidate supports: for each unjudged hit the
     run ranked above its first relevant hit in a loss or regression, a support for its query (a
@@ -186,7 +189,7 @@ def golden_suggest(
 
     if out_path is not None and out_path.suffix not in (".yaml", ".yml"):
         raise InputError("unsupported patch file", [Offender(str(out_path), "use .yaml or .yml")])
-    store = open_store(config)
+    store = open_store(config, chain, gate)
     if baseline is not None:
         from kebab_eval_pipeline.pipeline import compare_stored
 
@@ -364,6 +367,8 @@ def golden_health(
         ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="text (default) | json.")] = "text",
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Check the golden set's health: answerable queries with no relevant support, supports the
     index no longer holds, duplicate questions, questions quoting the corpus, breakdown slices too
@@ -378,7 +383,7 @@ def golden_health(
     from kebab_eval_pipeline.settings import load_settings
 
     settings = load_settings(config)
-    golden, report = check_golden_health(settings, open_store(config))
+    golden, report = check_golden_health(settings, open_store(config, chain, gate))
     identity = {"name": golden.name, "sha256": golden.sha256, "source": golden.info["source"]}
     if fmt == "json":
         sys.stdout.write(json.dumps(json_document(report, identity), ensure_ascii=False, indent=2) + "\n")

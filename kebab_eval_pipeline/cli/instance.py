@@ -90,12 +90,80 @@ def _mentions_telemetry(config: Path) -> bool:
     return isinstance(doc, dict) and "telemetry" in doc
 
 
-def open_store(config: Path | None = None) -> RunStore:
-    """The run store of ``config``'s ``storage`` (default: beside the Dagster instance), without
-    opening the instance."""
-    from kebab_eval_pipeline.location import default_storage_base
+def open_store(config: Path | None = None, chain: str | None = None, gate: str | None = None) -> RunStore:
+    """The run store of ``config``'s ``storage`` (default: beside the Dagster instance) — or, with
+    ``chain`` / ``gate`` (``--chain`` / ``--gate``), of the chain or the gate that config belongs
+    to (:mod:`.address`) — without opening the instance. When it holds no runs but folders beside
+    it do, a note on stderr names them."""
+    from kebab_eval_pipeline.cli.address import address, elsewhere_note
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.store.runs import RunStore
 
+    where = address(chain, gate)
     dagster_home()  # anchors the default storage beside the instance (without opening it)
-    return RunStore(default_storage_base(load_settings(config).storage))
+    configured = load_settings(config).storage
+    store = RunStore(where.storage(configured))
+    note = elsewhere_note(store, where, configured)
+    if note is not None:
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    return store
+
+
+#: Names the package's own code location goes by: ``workspace.yaml`` / ``[tool.dagster]``, and
+#: ``dagster dev -m kebab_eval_pipeline[.definitions]``.
+OWN_LOCATIONS = frozenset({"kebab_eval_pipeline", "kebab_eval_pipeline.definitions"})
+#: Runs of the instance read for the test below (newest first): enough to see a workspace's.
+RECENT_RUNS = 500
+
+
+def foreign_locations(instance) -> list[str]:
+    """The code locations the instance's recent runs were launched from (by the UI, a schedule or
+    a sensor), when none of them is this package's own location — a team's instance whose
+    workspace does not hold it; [] when one is, or when no run came from a code location (an
+    instance only the CLI used, or a new one). The package's location is known by its names,
+    its jobs (``evaluation_run``, ``register_sweep``) or its unprefixed assets."""
+    from kebab_eval_pipeline.orchestration.factory import JOB_NAME, chain_assets
+    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
+    from kebab_eval_pipeline.orchestration.sweep import REGISTER_JOB
+
+    chain = chain_assets(DEFAULT_NAMES)
+    own_keys = {key for a in [*chain.source_assets, *chain.eval_assets] for key in a.keys}
+    own_jobs = {JOB_NAME, REGISTER_JOB}
+    seen: set[str] = set()
+    for run in instance.get_runs(limit=RECENT_RUNS):
+        origin = run.remote_job_origin
+        if origin is None:  # run in-process (the CLI, tests): says nothing of a workspace
+            continue
+        if (
+            origin.location_name in OWN_LOCATIONS
+            or run.job_name in own_jobs
+            or own_keys & set(run.asset_selection or ())
+        ):
+            return []
+        seen.add(origin.location_name)
+    return sorted(seen)
+
+
+def check_own_location(instance, command: str) -> None:
+    """Refuse (InputError, exit 2) to add runs of the package's own location to an instance whose
+    workspace does not hold it (:func:`foreign_locations`): there they would be runs of a job no
+    code location has. The fix is named: ``--chain`` with the chain's config (its runs are that
+    workspace's own), or another ``DAGSTER_HOME``."""
+    locations = foreign_locations(instance)
+    if not locations:
+        return
+    home = os.environ.get("DAGSTER_HOME", "")
+    raise InputError(
+        f"DAGSTER_HOME is the instance of a Dagster workspace without this package's code location: "
+        f"`kebab-eval {command}` would add runs of its job evaluation_run, which no code location "
+        "there has",
+        [
+            Offender(
+                "DAGSTER_HOME",
+                f"{home}: its runs come from {', '.join(locations)}. To evaluate a chain of that "
+                "workspace, pass --chain NAME and the chain's --config (the runs are then the chain's "
+                "own: NAME__evaluation_run, NAME__eval_runs); otherwise use another DAGSTER_HOME "
+                "(unset, the CLI keeps its own in .kebab-eval/dagster_home)",
+            )
+        ],
+    )

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli import ci_outputs
+from kebab_eval_pipeline.cli.address import ChainOption, chain_names
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
     JunitOption,
@@ -18,7 +19,7 @@ from kebab_eval_pipeline.cli.ci_outputs import (
 )
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.driver import drive
-from kebab_eval_pipeline.cli.instance import dagster_home, open_instance
+from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance
 from kebab_eval_pipeline.cli.show import print_run
 from kebab_eval_pipeline.errors import InputError, Offender
 
@@ -88,8 +89,12 @@ def run(
     pr_comment: PrCommentOption = None,
     github_summary: GithubSummaryOption = True,
     report_url: ReportUrlOption = None,
+    chain: ChainOption = None,
 ) -> None:
-    """Register a run partition and materialize the whole chain in-process."""
+    """Register a run partition and materialize the whole chain in-process.
+
+    With --chain NAME (and the chain's --config): a run of a team's evaluation_chain(NAME, …), as
+    its own job would make it — partition of NAME__eval_runs, stored in the chain's folder."""
     from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
     from kebab_eval_pipeline.run_roles import check_role
     from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
@@ -117,7 +122,7 @@ def run(
         if v is not None
     }
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
-    run_partition(config, overrides, run_id, outputs=outputs, role=role)
+    run_partition(config, overrides, run_id, outputs=outputs, role=role, chain=chain)
 
 
 def run_partition(
@@ -129,6 +134,8 @@ def run_partition(
     outputs: ci_outputs.CiOutputs | None = None,
     show: bool = True,
     role: str | None = None,
+    chain: str | None = None,
+    command: str = "run",
 ) -> None:
     """``kebab-eval run``'s run of partition ``run_id`` (also each variant of ``kebab-eval
     sweep``): the settings of ``config`` with the CLI's ``overrides`` — a sweep variant's for a
@@ -136,12 +143,15 @@ def run_partition(
     resolves them) — checked, the partition registered and the chain materialized in-process;
     ``storage`` replaces the config's storage; ``show`` prints the stored numbers, ``outputs``
     writes the CI outputs; ``role`` (checked by the caller) is the run's explicit role tag, else
-    its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.run_roles`).
-    Raises what a run raises (InputError, GateFailure, …)."""
+    its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.run_roles`);
+    ``chain``: a run of that chain (its definitions built from ``config`` as
+    ``evaluation_chain(chain, config=config)`` builds them); ``command`` names the command in
+    messages. Raises what a run raises (InputError, GateFailure, …)."""
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci
     from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
     from kebab_eval_pipeline.run_roles import ROLE_TAG
 
+    names = chain_names(chain, config)
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
@@ -149,7 +159,7 @@ def run_partition(
     settings = variant_settings(settings_for_run(config, overrides), run_id)
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
-    total = _check_inputs(settings, config)
+    total = _check_inputs(settings, config, chain)
     # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
     # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
     # full passes need not scan it again while Dagster starts (seconds at 1M queries).
@@ -157,10 +167,11 @@ def run_partition(
     try:
         from kebab_eval_pipeline.definitions import build_definitions
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
-        from kebab_eval_pipeline.orchestration.partitions import eval_runs
         from kebab_eval_pipeline.pipeline import headline
 
         instance = open_instance()
+        if chain is None:
+            check_own_location(instance, command)
 
         def shown(store) -> None:
             if show:
@@ -169,23 +180,24 @@ def run_partition(
                 ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
 
         def register() -> None:
-            instance.add_dynamic_partitions(eval_runs.name, [run_id])
-            observe_inputs(instance, settings)
+            instance.add_dynamic_partitions(names.partitions_name, [run_id])
+            observe_inputs(instance, settings, names)
 
         drive(
-            build_definitions(config, storage=storage, overrides=overrides),
+            build_definitions(config, storage=storage, overrides=overrides, chain=chain),
             instance,
             run_id,
             total=total * settings.repeat,  # every query is asked once per repeat
             tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
             prepare=register,
             show=shown,
+            names=names,
         )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
 
 
-def _check_inputs(settings, config: Path | None) -> int:
+def _check_inputs(settings, config: Path | None, chain: str | None = None) -> int:
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
     the golden file (parsed once: the golden_set step reuses the parse), the source root and judge
     model, the storage, the stale-golden check against the system. Prints the warnings; returns the
@@ -200,7 +212,7 @@ def _check_inputs(settings, config: Path | None) -> int:
     golden_file = load_golden_once(*settings.golden_input())
 
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
-    from kebab_eval_pipeline.location import check_storage_reachable, default_storage_base
+    from kebab_eval_pipeline.location import check_storage_reachable, run_storage
     from kebab_eval_pipeline.pipeline import (
         check_gates_against_system,
         check_golden_against_system,
@@ -211,7 +223,7 @@ def _check_inputs(settings, config: Path | None) -> int:
 
     check_gate_names(settings, source=config_path(config) or "<defaults>")
     check_run_inputs(settings)
-    check_storage_reachable(default_storage_base(settings.storage))
+    check_storage_reachable(run_storage(settings.storage, chain=chain))
     progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
     loaded = load_golden_artifact(settings, golden_file)
     system = build_system(settings)
@@ -242,13 +254,12 @@ def rejudge(
     prompt_version: Annotated[
         str | None, typer.Option("--prompt-version", help="Another judge prompt version (v1, v1-alt).")
     ] = None,
+    chain: ChainOption = None,
 ) -> None:
     """Judge a stored run again — with the current judge or another model or prompt version — from
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
-    from dagster import AssetKey
-
     from kebab_eval_pipeline.definitions import build_definitions, run_settings
     from kebab_eval_pipeline.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id
@@ -256,12 +267,17 @@ def rejudge(
     from kebab_eval_pipeline.store.runs import RunStore
 
     run_id = check_run_id(run_id)
+    names = chain_names(chain, config)
     instance = open_instance()
+    if chain is None:
+        check_own_location(instance, "rejudge")
     overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
-    defs = build_definitions(config, overrides={k: v for k, v in overrides.items() if v is not None})
-    settings = run_settings(defs)
+    defs = build_definitions(
+        config, overrides={k: v for k, v in overrides.items() if v is not None}, chain=chain
+    )
+    settings = run_settings(defs, names)
     check_run_inputs(settings)
-    store = RunStore(defs.resources["artifact_storage"].base)
+    store = RunStore(defs.resources[names.resource("artifact_storage")].base)
     if not store.exists("retrieval_results", run_id) or not store.exists("run_metrics", run_id):
         raise InputError(
             "nothing to re-judge",
@@ -288,6 +304,7 @@ def rejudge(
         run_id,
         total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge", **({ROLE_TAG: role.role} if role.role in SETTABLE_ROLES else {})},
-        asset_selection=[AssetKey(name) for name in JUDGED_ASSETS],
+        asset_selection=[names.key(name) for name in JUDGED_ASSETS],
         show=lambda store: print_run(store, run_id, settings.k, headline, settings),
+        names=names,
     )

@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import out
-from kebab_eval_pipeline.cli.instance import dagster_home, open_instance, open_store
+from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance, open_store
 from kebab_eval_pipeline.cli.show import print_runs_table
 
 
@@ -27,28 +28,57 @@ def runs_add(
         bool,
         typer.Option("--quiet", "-q", help="Print only the run id (for RUN_ID=$(kebab-eval runs add -q))."),
     ] = False,
+    chain: ChainOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="With --chain: the chain's own config file. (The package's own location reads "
+            "$KEBAB_EVAL_CONFIG, as Dagster loads it.)",
+        ),
+    ] = None,
 ) -> None:
     """Register a run partition only (then `dagster asset materialize --partition ID`).
 
     Without ID a new one is made (`kebab-eval runs add -q` prints just that id). Also records the
     golden hash and index version the run will read (config from $KEBAB_EVAL_CONFIG, as the code
-    location loads it).
+    location loads it). With --chain NAME and the chain's --config: a partition of a team's
+    evaluation_chain(NAME, …) (NAME__eval_runs; then `dagster asset materialize -m <your project>
+    --select 'NAME/*' --partition ID`).
     """
+    from kebab_eval_pipeline.cli.address import chain_names
     from kebab_eval_pipeline.definitions import CONFIG_ENV
+    from kebab_eval_pipeline.errors import InputError, Offender
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
-    from kebab_eval_pipeline.orchestration.partitions import eval_runs
     from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
     from kebab_eval_pipeline.settings import load_settings
 
-    instance = open_instance()
+    if config is not None and chain is None:
+        raise InputError(
+            "--config without --chain",
+            [
+                Offender(
+                    "--config",
+                    "the package's own location reads $KEBAB_EVAL_CONFIG (as `dagster` loads it): "
+                    "export it, or pass --chain NAME for a chain's partition",
+                )
+            ],
+        )
+    names = chain_names(chain, config)
     run_id = check_run_id(new_run_id() if run_id is None else run_id)
-    observe_inputs(instance, load_settings(os.environ.get(CONFIG_ENV) or None))
-    if instance.has_dynamic_partition(eval_runs.name, run_id):
+    instance = open_instance()
+    if chain is None:
+        check_own_location(instance, "runs add")
+    observe_inputs(
+        instance, load_settings(str(config) if chain else os.environ.get(CONFIG_ENV) or None), names
+    )
+    if instance.has_dynamic_partition(names.partitions_name, run_id):
         out.print(run_id if quiet else f"run {run_id} is already registered", highlight=False)
         return
-    instance.add_dynamic_partitions(eval_runs.name, [run_id])
+    instance.add_dynamic_partitions(names.partitions_name, [run_id])
+    home = os.environ["DAGSTER_HOME"]
     out.print(
-        run_id if quiet else f"registered run {run_id} (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+        run_id if quiet else f"registered run {run_id} in {names.partitions_name} (DAGSTER_HOME={home})",
         soft_wrap=True,
         highlight=False,
     )
@@ -56,20 +86,27 @@ def runs_add(
 
 def runs_list(
     config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Registered run partitions, oldest first, and whether their metrics are stored.
 
     `started` is the UTC time in a generated id, else the run's created_at; runs with neither
-    follow in the order they were registered.
+    follow in the order they were registered. With --chain: the chain's partitions
+    (NAME__eval_runs) and its store; with --gate: the check's stored runs (a check's runs are not
+    partitions).
     """
     from kebab_eval_pipeline.cli.tables import Field
-    from kebab_eval_pipeline.orchestration.registered_runs import registered_runs
+    from kebab_eval_pipeline.orchestration.registered_runs import partitions_name, registered_runs
     from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
 
-    store = open_store(config)
+    store = open_store(config, chain, gate)
     created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
-    # the registered ids straight from a default SQLite instance: no Dagster import for a listing
-    keys = sort_run_ids(registered_runs(dagster_home()[0], open_instance), created)
+    if gate is not None:
+        registered: list[str] = list(created)
+    else:  # the registered ids straight from a default SQLite instance: no Dagster import for a listing
+        registered = list(registered_runs(dagster_home()[0], open_instance, partitions_name(chain)))
+    keys = sort_run_ids(registered, created)
     starts = [run_started(key, created.get(key)) for key in keys]
     shown = ["" if t is None else f"{t.astimezone(UTC):%Y-%m-%d %H:%M:%S}" for t in starts]
     print_runs_table(

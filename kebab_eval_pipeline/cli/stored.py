@@ -12,6 +12,7 @@ import typer
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli import ci_outputs
+from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.baseline import ConfigOption
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
@@ -70,6 +71,8 @@ def compare(
         Path | None,
         typer.Option("--config", help="Run config: storage, compare settings and regression gates."),
     ] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
     junit: JunitOption = None,
     pr_comment: PrCommentOption = None,
     github_summary: GithubSummaryOption = True,
@@ -98,7 +101,7 @@ def compare(
                 "CI outputs of a ranking",
                 [Offender(name, "has gates to report only for two runs (compare A B)") for name in given],
             )
-        _rank(runs, as_json, html, out_dir, metric, alpha, strict_chunker_version, config)
+        _rank(runs, as_json, html, out_dir, metric, alpha, strict_chunker_version, config, chain, gate)
         return
     a, b = runs
     from kebab_eval_pipeline.compare.document import render_json
@@ -110,7 +113,7 @@ def compare(
     check_gate_names(settings, str(config) if config else "<config>")
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
     report = compare_stored(
-        open_store(config), a, b, settings, strict_chunker_version=strict_chunker_version or None
+        open_store(config, chain, gate), a, b, settings, strict_chunker_version=strict_chunker_version or None
     )
     gates = report.info["gates"]
     if html is not None:
@@ -146,6 +149,8 @@ def _rank(
     alpha: float | None,
     strict_chunker_version: bool,
     config: Path | None,
+    chain: str | None = None,
+    gate: str | None = None,
 ) -> None:
     """``compare A B C …``: the ranking, printed (Markdown or JSON) and written where asked."""
     from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA
@@ -154,7 +159,7 @@ def _rank(
 
     settings = load_settings(config)
     ranking = rank_stored(
-        open_store(config),
+        open_store(config, chain, gate),
         runs,
         settings,
         metrics=metric,
@@ -190,6 +195,8 @@ def export(
         Path | None, typer.Option("--out", help="File to write (json: default stdout).")
     ] = None,
     config: ConfigOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
 ) -> None:
     """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
     file + qrels (a repeated run: one TREC run file per repeat; JSON is refused)."""
@@ -197,7 +204,7 @@ def export(
     from kebab_eval_pipeline.reporting.export import export_json, export_trec
     from kebab_eval_pipeline.reporting.export_repeats import export_trec_repeats, refuse_json, repeat_count
 
-    store = open_store(config)
+    store = open_store(config, chain, gate)
     repeats = repeat_count(store, run_id)
     if repeats > 1 and fmt == "trec":  # one run file per repeat, never one repeat as the run
         for run_file, qrels, _ in export_trec_repeats(store, run_id, out_path or Path(f"{run_id}.trec")):
@@ -233,6 +240,8 @@ def history(
         list[str] | None, typer.Option("--metric", help="Metric(s) to show (repeatable).")
     ] = None,
     config: ConfigOption = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
     as_csv: Annotated[
         bool, typer.Option("--csv", help="Print CSV (for scripts and CI) instead of a table.")
     ] = False,
@@ -243,7 +252,7 @@ def history(
     roles, outcome = check_filters(role, outcome)
     from kebab_eval_pipeline.reporting.history import metric_history
 
-    frame = metric_history(open_store(config), metric, roles=roles, outcome=outcome)
+    frame = metric_history(open_store(config, chain, gate), metric, roles=roles, outcome=outcome)
     if as_csv:
         sys.stdout.write(frame.to_csv(index=False, na_rep="null"))
         return

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kebab_eval_pipeline.cli.address import ChainOption
 from kebab_eval_pipeline.cli.console import err, fmt
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
 
@@ -41,18 +42,23 @@ def sweep(
             "failed; the others are listed, not ranked. Default: every stored variant.",
         ),
     ] = None,
+    chain: ChainOption = None,
 ) -> None:
     """Run every variant of the config's sweep (each a stored run with id sweep-<name>-<variant>;
     variants already stored are skipped), then print the leaderboard: the variants ranked on the
     sweep's metric with pairwise paired tests (Holm-adjusted) and their settings as columns.
 
     Each variant's role and outcome (passed, or the checks that failed it) are columns of the
-    leaderboard. Exit 1 when a variant's blocking gate or system health failed (the other variants
-    still run), 2 for a bad config or option."""
+    leaderboard. With --chain NAME (CONFIG being the chain's own config): the sweep of a team's
+    evaluation_chain(NAME, …), its variants runs of that chain (NAME__eval_runs, its storage folder).
+
+    Exit 1 when a variant's blocking gate or system health failed (the other variants still run),
+    2 for a bad config or option."""
+    from kebab_eval_pipeline.cli.address import chain_names
     from kebab_eval_pipeline.cli.instance import dagster_home
     from kebab_eval_pipeline.cli.run import run_partition
     from kebab_eval_pipeline.cli.run_filters import check_filters
-    from kebab_eval_pipeline.location import check_storage, default_storage_base
+    from kebab_eval_pipeline.location import check_storage, run_storage
     from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.sweep.grid import expand, select
 
@@ -72,6 +78,7 @@ def sweep(
             problems += exc.offenders
     if problems:
         raise InputError("invalid options", problems)
+    chain_names(chain, config)
     settings = settings_for_run(config)
     if settings.sweep is None:
         raise InputError(
@@ -94,10 +101,14 @@ def sweep(
     from kebab_eval_pipeline.store.runs import RunStore
 
     dagster_home()  # the default storage lies beside the instance
-    store = RunStore(default_storage_base(settings.storage))
+    store = RunStore(run_storage(settings.storage, chain=chain))
     metric = sweep_metric(settings)
     stored = {v.run_id for v in stored_variants(store, settings)[0]}
     failures: list[tuple[str, Exception]] = []
+    if chain is None and (rerun or any(v.run_id not in stored for v in chosen)):
+        from kebab_eval_pipeline.cli.instance import check_own_location, open_instance
+
+        check_own_location(open_instance(), "sweep")  # before the first variant, not inside it
     for i, variant in enumerate(chosen, 1):
         step = f"[{i}/{len(chosen)}] {variant.run_id} ({variant.label()})"
         if variant.run_id in stored and not rerun:
@@ -105,7 +116,9 @@ def sweep(
             continue
         err.print(f"{step}: running", markup=False, highlight=False)
         try:
-            run_partition(config, {}, variant.run_id, storage=storage, show=False)
+            run_partition(
+                config, {}, variant.run_id, storage=storage, show=False, chain=chain, command="sweep"
+            )
         except (GateFailure, SystemHealthFailure) as exc:  # stored; the other variants still run
             failures.append((variant.run_id, exc))
             err.print(f"{step}: {exc}", markup=False, highlight=False)

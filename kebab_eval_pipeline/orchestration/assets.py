@@ -39,8 +39,10 @@ from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+from kebab_eval_pipeline.orchestration.failures import input_failure
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
+from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
 from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
@@ -74,20 +76,6 @@ DATA_VERSION_TAG = "dagster/data_version"
 TABLE_ROW_LIMIT = 1000  # the UI table stays responsive; the full table is in Parquet
 STAGE = "stage"  # asset tag: where in the chain an asset sits (filter the catalog by it)
 TABLE_KINDS = {"python", "pandas", "parquet"}
-
-
-#: Metadata key of a :func:`input_failure`: the CLI reads it to exit 2 with the message alone.
-INPUT_ERROR_KEY = "input_error"
-
-
-def input_failure(exc: InputError) -> dg.Failure:
-    """A step failure that is bad input, not a crash: its description is the InputError's message
-    (one line per offender), its metadata says so (``input_error``), and it is never retried."""
-    return dg.Failure(
-        description=exc.render(),
-        metadata={INPUT_ERROR_KEY: dg.MetadataValue.json({"summary": exc.summary})},
-        allow_retries=False,
-    )
 
 
 #: The retrieval_results tables run_metrics does not read (pipeline.summarize uses outcomes + system).
@@ -126,7 +114,9 @@ def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them: the chain's
     ``eval_settings`` resource with its ``system_under_test`` overrides applied, and — for a sweep
     variant's run id (the partition key says which: a backfill cannot tag each partition) — the
-    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`)."""
+    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`). A run config
+    naming an op or resource the run does not have fails the step first (:mod:`.run_config`)."""
+    refuse_ignored_run_config(context)
     resources = context.resources
     settings = getattr(resources, names.resource("eval_settings")).load(
         getattr(resources, names.resource("system_under_test"))

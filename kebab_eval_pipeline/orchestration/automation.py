@@ -6,7 +6,10 @@ starts STOPPED; turn them on in the UI (Automation tab) or with ``dagster schedu
 The nightly schedule registers its run's partition itself (through the instance) before it asks
 for the run: Dagster 1.13 lets only sensors return ``dynamic_partitions_requests`` (a schedule may
 return only run requests and skip reasons; dagster-io/dagster#14921), but the schedule's context
-has the instance, and the partition must exist before the scheduler resolves the run request.
+has the instance, and the partition must exist before the scheduler resolves the run request. It
+does so only on the scheduler's own tick: a preview ("Test schedule" in the UI, ``dagster schedule
+preview``, a call of the function) changes nothing in the instance and says, as its skip reason,
+what the tick will register and launch (:func:`scheduler_tick`).
 """
 
 from __future__ import annotations
@@ -89,17 +92,39 @@ def _input_observations(settings: RunSettings, names: ChainNames, info=None) -> 
     return events
 
 
+def scheduler_tick(context: dg.ScheduleEvaluationContext, schedule_name: str, when: datetime) -> bool:
+    """Whether this evaluation of schedule ``schedule_name`` is the scheduler's own tick at
+    ``when``. The scheduler records a tick (status STARTED, at the tick's time) in the instance
+    before it evaluates the schedule, so a tick can be resumed after a crash; a preview — "Test
+    schedule" in the UI, ``dagster schedule preview``, a call of the function — records none. Only
+    the scheduler's tick may change the instance."""
+    instance = context.instance
+    stamp = when.timestamp()
+    for state in instance.all_instigator_state():
+        if state.instigator_name != schedule_name:
+            continue
+        tick = instance.get_tick(state.instigator_origin_id, state.selector_id, stamp)
+        if tick is not None and tick.status.value == "STARTED":
+            return True
+    return False
+
+
 def build_nightly_schedule(
     job: dg.UnresolvedAssetJobDefinition, settings: RunSettings, names: ChainNames = DEFAULT_NAMES
 ) -> dg.ScheduleDefinition:
     """The nightly evaluation: ``settings.nightly.cron`` in ``settings.nightly.timezone``. At most
     one nightly run per day of that time zone; its id is ``nightly-YYYYMMDD-HHMMSS`` of the
-    scheduled time (UTC), so a re-evaluated tick asks for the same run (the run key dedups it)."""
+    scheduled time (UTC), so a re-evaluated tick asks for the same run (the run key dedups it).
+
+    The scheduler's tick registers the partition and records the inputs' versions, then asks for
+    the run. A preview of a tick not yet made (:func:`scheduler_tick`) changes nothing: its skip
+    reason says what the tick will do; a preview of a tick already made shows that tick's request."""
     nightly = settings.nightly
     zone = nightly.zone()
+    schedule_name = names.name("nightly_eval_schedule")
 
     @dg.schedule(
-        name=names.name("nightly_eval_schedule"),
+        name=schedule_name,
         job=job,
         cron_schedule=nightly.cron,
         execution_timezone=nightly.timezone,
@@ -107,7 +132,8 @@ def build_nightly_schedule(
         description=f"Nightly evaluation at `{nightly.cron}` ({nightly.timezone}): registers run "
         "nightly-YYYYMMDD-HHMMSS (the scheduled time in UTC), records the golden hash and the system's "
         "versions, and materializes the evaluation chain for it. At most one nightly run per day "
-        f"({nightly.timezone}). Set with `nightly: {{cron, timezone}}` in the run config.",
+        f"({nightly.timezone}). Set with `nightly: {{cron, timezone}}` in the run config. Testing the "
+        "schedule registers nothing: the preview says what its tick will register and launch.",
     )
     def nightly_eval_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         when = context.scheduled_execution_time or datetime.now(UTC)
@@ -117,6 +143,12 @@ def build_nightly_schedule(
         if done is not None and done != key:  # the same tick evaluated again asks for its run again
             return dg.SkipReason(f"{done} already registered today ({nightly.timezone})")
         if done is None:
+            if not scheduler_tick(context, schedule_name, when):
+                return dg.SkipReason(
+                    f"preview, nothing changed: the tick at {when.isoformat()} will register run {key} "
+                    f"in {names.partitions_name}, record the golden hash and the system's versions, and "
+                    "launch the evaluation chain for it"
+                )
             for event in _input_observations(settings, names):
                 context.instance.report_runless_asset_event(event)
             # A schedule cannot return dynamic_partitions_requests (only sensors can): register here.

@@ -19,6 +19,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, _number, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 from kebab_eval_pipeline.reporting.bisect_report import render_json, render_markdown
 
 ASSET = "regression_bisect"
@@ -79,6 +80,7 @@ def build_bisect_asset(names: ChainNames = DEFAULT_NAMES) -> dg.AssetsDefinition
         "named in the config.",
     )
     def regression_bisect(context: dg.AssetExecutionContext, config: BisectConfig):
+        refuse_ignored_run_config(context)  # `ops: {regression_bisect: …}` meant for another chain
         if not config.metric:
             context.log.info(f"{ASSET}: no metric in its config, so nothing is bisected or materialized")
             return

@@ -26,7 +26,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
-from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.location import default_storage_base, run_storage
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
 from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
@@ -119,15 +119,17 @@ def build_chain_definitions(
 
 
 def chain_settings_resource(
-    names: ChainNames, config_file: str | None, settings_json: str | None
+    names: ChainNames, config_file: str | None, settings_json: str | None, **fields: Any
 ) -> EvalSettingsResource:
-    """The chain's ``eval_settings``: its config file and settings as the resource type's defaults.
+    """The chain's ``eval_settings``: its config file and settings as the resource type's defaults
+    (``fields``: other fields set on it, the CLI's flags for one run).
 
     Dagster replaces a resource's whole config when a run's config (the launchpad) sets any of its
     fields, and fields left out take the type's defaults — for the package's own resource, "the
     file ``$KEBAB_EVAL_CONFIG`` names". A chain's file must survive such an override (setting
     ``golden`` for one run must not quietly evaluate another configuration), so each chain gets a
-    subclass whose defaults are its own file and settings."""
+    subclass whose defaults are its own file and settings; a chain never reads
+    ``$KEBAB_EVAL_CONFIG`` (that is the package's own location's)."""
     cls = type(
         f"EvalSettingsResource_{names.prefix}",
         (EvalSettingsResource,),
@@ -137,9 +139,15 @@ def chain_settings_resource(
             "__annotations__": {"config_file": str | None, "settings_json": str | None},
             "config_file": config_file,
             "settings_json": settings_json,
+            "config_path": _own_config_path,
         },
     )
-    return cls()
+    return cls(**fields)
+
+
+def _own_config_path(self: EvalSettingsResource) -> str | None:
+    """A chain's config file: its own, never ``$KEBAB_EVAL_CONFIG``."""
+    return self.config_file
 
 
 def evaluation_chain(
@@ -162,17 +170,53 @@ def evaluation_chain(
         partitions ``name__eval_runs``.
       - ``config``: the run config file (the same YAML ``kebab-eval run --config`` reads). Unlike the
         package's own location, ``$KEBAB_EVAL_CONFIG`` is not consulted: a chain names its file.
+        ``kebab-eval … --chain name --config FILE`` reads and writes this chain's runs.
       - ``settings``: top-level config keys that replace the file's (``system``, ``golden``,
         ``gates``, ``baseline``, …), validated as if written in the file; relative paths in them
-        are relative to the file's folder. With no ``config``, the whole config.
+        are relative to the file's folder. With no ``config``, the whole config. The CLI sees only
+        the file: keep a chain's settings there when its runs are also read or made by the CLI.
       - ``storage``: where this chain's runs are stored. Default: a folder named ``name`` under
-        the config's ``storage`` (else the default base), so two chains never share run ids.
+        the config's ``storage`` (else the default base), so two chains never share run ids —
+        :func:`kebab_eval_pipeline.location.run_storage`, where ``--chain name`` looks.
       - ``system_kind`` / ``mode`` / ``chunk_size``: the ``system_under_test`` resource's overrides.
       - ``watch_asset``: a team's asset (its index): each new materialization starts a run of this
         chain (the ``system_version_sensor``, stopped until turned on).
 
     Raises InputError (naming the field) for a bad name or invalid settings, at load time.
     """
+    watched = None
+    if watch_asset is not None:
+        watched = (
+            watch_asset.key
+            if isinstance(watch_asset, dg.AssetsDefinition)
+            else dg.AssetKey.from_coercible(watch_asset)
+        )
+    return chain_definitions(
+        name,
+        config,
+        settings=settings,
+        storage=storage,
+        system=SystemUnderTestResource(kind=system_kind, mode=mode, chunk_size=chunk_size),
+        watch_asset=watched,
+    )
+
+
+def chain_definitions(
+    name: str,
+    config: str | Path | None = None,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    storage: str | None = None,
+    system: SystemUnderTestResource | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    base: str | None = None,
+    watch_asset: dg.AssetKey | None = None,
+) -> dg.Definitions:
+    """:func:`evaluation_chain`'s definitions — also what ``kebab-eval run|sweep|rejudge --chain
+    name`` runs in-process, so its runs are the chain's own (job ``name__evaluation_run``, partitions
+    ``name__eval_runs``, the chain's storage folder). ``overrides``: ``eval_settings`` fields for one
+    run (the CLI's flags); ``base``: the artifact base the chain's folder goes under instead of the
+    config's ``storage`` (``kebab-eval sweep --storage``). InputError as :func:`evaluation_chain`."""
     names = ChainNames(name)
     if config is None and not settings:
         raise InputError(
@@ -189,26 +233,19 @@ def evaluation_chain(
         # the absolute file, so the chain loads from any working directory
         config_file=str(Path(config).resolve()) if config is not None else None,
         settings_json=json.dumps(dict(settings), sort_keys=True) if settings else None,
+        **dict(overrides or {}),
     )
-    system = SystemUnderTestResource(kind=system_kind, mode=mode, chunk_size=chunk_size)
-    if storage is None:
-        loaded = resource.load(system)
-        storage = f"{default_storage_base(loaded.storage).rstrip('/')}/{name}"
+    system = system or SystemUnderTestResource()
+    if storage is None:  # where `kebab-eval … --chain NAME --config FILE` finds the runs too
+        storage = run_storage(base or resource.load(system).storage, chain=name)
     # The chain's job holds each run id's lock for the whole run (one writer per run id), as the
     # package's own location's executor does; ad-hoc materializations take the team's executor and
     # the IO manager still checks the lock before every write.
-    watched = None
-    if watch_asset is not None:
-        watched = (
-            watch_asset.key
-            if isinstance(watch_asset, dg.AssetsDefinition)
-            else dg.AssetKey.from_coercible(watch_asset)
-        )
     return build_chain_definitions(
         names,
         resource,
         system,
         storage=storage,
         job_executor=locking_executor(dg.in_process_executor, storage),
-        watch_asset=watched,
+        watch_asset=watch_asset,
     )

@@ -31,6 +31,7 @@ from kebab_eval_pipeline.golden_health.render import CHECK_TITLES, markdown_tabl
 from kebab_eval_pipeline.golden_health_run import check_golden_health
 from kebab_eval_pipeline.orchestration.assets import STAGE, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 from kebab_eval_pipeline.settings import RunSettings
 
 ASSET = "golden_health"
@@ -145,6 +146,7 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
         required_resource_keys={settings_key, system_key, storage_key},
     )
     def golden_health(context: dg.AssetExecutionContext):
+        refuse_ignored_run_config(context)
         if context.run.tags.get(PARTITION_TAG) is not None:
             context.log.info(
                 "golden_health describes the golden set, not one run: not materialized in a run of "

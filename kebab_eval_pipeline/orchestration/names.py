@@ -11,19 +11,18 @@ asks it for names, so two chains never clash.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
 import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.location import CHAIN_NAME
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
-from kebab_eval_pipeline.orchestration.registered_runs import EVAL_RUNS
+from kebab_eval_pipeline.orchestration.registered_runs import SEPARATOR, partitions_name
 
-#: A prefix is used in asset keys, resource keys and definition names: letters, digits, underscore.
-PREFIX_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
-SEPARATOR = "__"
+#: A prefix is used in asset keys, resource keys, definition names and the chain's storage folder.
+PREFIX_PATTERN = CHAIN_NAME
 DEFAULT_GROUP = "evaluation"
 
 
@@ -68,7 +67,7 @@ class ChainNames:
 
     @property
     def partitions_name(self) -> str:
-        return self.name(EVAL_RUNS)
+        return partitions_name(self.prefix)
 
     @cached_property
     def partitions(self) -> dg.DynamicPartitionsDefinition:

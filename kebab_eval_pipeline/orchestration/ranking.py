@@ -19,6 +19,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 
 ASSET = "run_ranking"
 
@@ -69,6 +70,7 @@ def build_run_ranking(names: ChainNames = DEFAULT_NAMES) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext,
         config: RankingConfig,
     ):
+        refuse_ignored_run_config(context)  # `ops: {run_ranking: …}` meant for another chain
         if not config.run_ids:
             context.log.info("run_ranking: no run_ids in its config, so nothing is ranked or materialized")
             return

@@ -17,6 +17,15 @@ from pathlib import Path
 
 #: The dynamic partitions definition of evaluation runs (one partition per run id).
 EVAL_RUNS = "eval_runs"
+#: Between a chain's name and a definition's: ``staging__eval_runs`` (orchestration/names.py).
+SEPARATOR = "__"
+
+
+def partitions_name(chain: str | None = None) -> str:
+    """The run partitions of the package's own location (``eval_runs``) or of chain ``chain``
+    (``staging__eval_runs``)."""
+    return f"{chain}{SEPARATOR}{EVAL_RUNS}" if chain else EVAL_RUNS
+
 
 #: dagster.yaml keys that leave the instance's event log on the default SQLite storage under
 #: DAGSTER_HOME; any other key (storage, run_storage, event_log_storage, instance_class, …) may move
@@ -77,12 +86,12 @@ def read_sqlite_partitions(index: Path, name: str = EVAL_RUNS) -> list[str] | No
     return [row[0] for row in rows]
 
 
-def registered_runs(home: Path, instance: Callable[[], object]) -> Sequence[str]:
-    """The registered run ids of the instance at ``home``, in registration order: read from its
-    SQLite index when it is on default storage, else from ``instance()`` (a DagsterInstance,
-    created only then)."""
+def registered_runs(home: Path, instance: Callable[[], object], name: str = EVAL_RUNS) -> Sequence[str]:
+    """The registered run ids (dynamic partitions ``name``) of the instance at ``home``, in
+    registration order: read from its SQLite index when it is on default storage, else from
+    ``instance()`` (a DagsterInstance, created only then)."""
     index = default_sqlite_index(home)
-    keys = read_sqlite_partitions(index) if index is not None else None
+    keys = read_sqlite_partitions(index, name) if index is not None else None
     if keys is not None:
         return keys
-    return instance().get_dynamic_partitions(EVAL_RUNS)  # type: ignore[attr-defined]
+    return instance().get_dynamic_partitions(name)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.sweep.grid import expand
 from kebab_eval_pipeline.sweep.leaderboard import render_json, render_markdown
@@ -95,6 +96,7 @@ def build_sweep_definitions(settings: RunSettings, names: ChainNames = DEFAULT_N
     def sweep_leaderboard(
         context: dg.AssetExecutionContext, config: LeaderboardConfig
     ) -> dg.MaterializeResult:
+        refuse_ignored_run_config(context)
         storage = getattr(context.resources, storage_key)
         store = storage.store()
         try:

@@ -29,7 +29,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.evaluation import Evaluation, evaluate
-from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.location import run_storage
 from kebab_eval_pipeline.orchestration import run_lock
 from kebab_eval_pipeline.pipeline import run_role
 from kebab_eval_pipeline.reporting.summary import gate_outcome
@@ -163,9 +163,8 @@ def evaluation_check(
     base_settings = load_settings(
         config_file, replace={**replace, **({"system": fixed_system} if fixed_system else {})}
     )
-    base = (
-        storage or f"{default_storage_base(base_settings.storage).rstrip('/')}/{key.to_python_identifier()}"
-    )
+    # where `kebab-eval … --gate ASSET --config FILE` finds the runs too
+    base = storage or run_storage(base_settings.storage, gate=key.path)
     gates = ", ".join(sorted(base_settings.effective_gates())) or "none"
 
     @dg.asset_check(

@@ -19,6 +19,7 @@ from kebab_eval_pipeline.orchestration.automation import FRESHNESS_CHECK
 from kebab_eval_pipeline.run_ids import new_run_id, run_id_time
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
+from tests.orchestration.scheduler_ticks import scheduler_started_tick
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -35,10 +36,13 @@ def berlin_config(tmp_path_factory):
     )
 
 
-def tick(defs: dg.Definitions, instance, when: datetime) -> dg.RunRequest | str:
-    """One evaluation of the nightly schedule as the scheduler makes it: the run request with its
+def tick(defs: dg.Definitions, instance, when: datetime, preview: bool = False) -> dg.RunRequest | str:
+    """One evaluation of the nightly schedule as the scheduler makes it (its STARTED tick recorded
+    first; ``preview``: as "Test schedule" makes it, with none): the run request with its
     partition resolved against the instance (so the partition must exist by then), or the skip."""
     schedule = defs.resolve_schedule_def("nightly_eval_schedule")
+    if not preview:
+        scheduler_started_tick(instance, schedule, when)
     context = dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, repository_def=defs.get_repository_def()
     )
@@ -112,6 +116,26 @@ def test_schedule_registers_and_requests_once_a_day_of_its_timezone(instance, be
         "nightly-20250301-003000",
         "nightly-20250301-233000",
     ]
+
+
+def test_a_preview_of_the_schedule_changes_nothing_and_says_what_the_tick_will_do(instance, berlin_config):
+    defs = build_definitions(berlin_config)
+    when = datetime(2025, 3, 1, 1, 30, tzinfo=BERLIN)
+    preview = tick(defs, instance, when, preview=True)
+    assert preview == (
+        "preview, nothing changed: the tick at 2025-03-01T01:30:00+01:00 will register run "
+        "nightly-20250301-003000 in eval_runs, record the golden hash and the system's versions, and "
+        "launch the evaluation chain for it"
+    )
+    assert instance.get_dynamic_partitions("eval_runs") == []
+    assert not instance.fetch_observations(dg.AssetKey("golden_file"), limit=1).records
+    # so the day's tick registers its run
+    request = tick(defs, instance, when)
+    assert isinstance(request, dg.RunRequest) and request.partition_key == "nightly-20250301-003000"
+    # once the tick has run, a preview of it shows the tick's request and adds nothing
+    again = tick(defs, instance, when, preview=True)
+    assert isinstance(again, dg.RunRequest) and again.run_key == request.run_key
+    assert instance.get_dynamic_partitions("eval_runs") == ["nightly-20250301-003000"]
 
 
 def test_other_runs_and_old_nightly_ids(instance):

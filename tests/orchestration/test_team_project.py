@@ -22,8 +22,10 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.location import run_storage
 from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.orchestration.names import ChainNames
+from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
 
@@ -34,9 +36,10 @@ DEPLOY = dg.AssetKey("deploy_index")
 
 @pytest.fixture
 def team_defs(instance, tmp_path, monkeypatch):
-    """The team project's Definitions, imported as Dagster would (its folder on sys.path)."""
+    """The team project's Definitions, imported as Dagster would (its folder on sys.path); runs are
+    stored where they are by default (beside the instance), found by their chain's or gate's address.
+    (test_team_project_installed.py installs the project and this package as a user would.)"""
     monkeypatch.setenv("TEAM_INDEX_ROOT", str(tmp_path / "index"))
-    monkeypatch.setenv("KEBAB_EVAL_STORAGE", str(tmp_path / "artifacts"))
     monkeypatch.syspath_prepend(str(PROJECT))
     for name in [m for m in sys.modules if m == "team_search" or m.startswith("team_search.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -79,6 +82,10 @@ def test_a_good_index_deploys_and_a_headingless_one_is_stopped_by_the_blocking_c
     meta = {k: v.value for k, v in passed.metadata.items()}
     run_id = meta["run_id"]
     base = Path(meta["storage"])
+    # the check's runs are where `--gate search_index --config eval/gate.yaml` looks
+    assert str(base) == run_storage(
+        load_settings(PROJECT / "eval" / "gate.yaml").storage, gate=["search_index"]
+    )
     # the check's run is a stored run like any other: its MRR is the mean of its per-query rows
     assert meta["metric/mrr"] == pytest.approx(_mrr_from_scores(base, run_id), abs=1e-4)
     assert meta["metric/mrr"] >= 0.5 and meta["metric/hit@5"] >= 0.7
@@ -146,13 +153,14 @@ def test_two_chains_live_side_by_side_with_their_own_keys_resources_and_runs(tea
             if e.asset_key == names.key("run_metrics")
         ]
         assert metrics["chunker_version"].value == f"md-heading-2:size={chunk_size}:overlap=0"
-        assert metrics["k"].value == [1, 5, 10]  # eval/reference.yaml's, not the defaults'
-        assert "no baseline" in str(
-            RunStore(str(tmp_path / "artifacts" / chain)).read("comparison_report", "r1")[1]["baseline_note"]
-        )
+        assert metrics["k"].value == [1, 5, 10]  # eval/<chain>.yaml's, not the defaults'
+        # the chain's runs are where `--chain <chain> --config eval/<chain>.yaml` looks
+        store = Path(run_storage(load_settings(PROJECT / "eval" / f"{chain}.yaml").storage, chain=chain))
+        assert store == Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts" / chain
+        assert "no baseline" in str(RunStore(str(store)).read("comparison_report", "r1")[1]["baseline_note"])
     # one run id, two chains, two stores: each MRR is its own store's per-query mean
     for chain, mrr in runs.items():
-        assert mrr == pytest.approx(_mrr_from_scores(tmp_path / "artifacts" / chain, "r1"), abs=1e-4)
+        assert mrr == pytest.approx(_mrr_from_scores(Path(run_storage(chain=chain)), "r1"), abs=1e-4)
     assert runs["staging"] != runs["production"]  # 300- vs 800-character chunks: two systems, two numbers
 
 

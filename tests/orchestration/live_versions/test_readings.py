@@ -16,6 +16,7 @@ from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.factory import build_system
 from tests.conftest import write
 from tests.orchestration.live_versions.indexed_system import write_index
+from tests.orchestration.scheduler_ticks import scheduler_started_tick
 
 HERE = Path(__file__).parent
 DOCS = [{"id": "brine-c1", "path": "brine.md", "text": "salt water for pickles"}]
@@ -44,6 +45,7 @@ def test_schedule_observation_asset_and_freshness_read_the_rebuilt_index(instanc
 
     def nightly(day: int) -> None:
         when = datetime(2025, 3, day, 2, tzinfo=UTC)
+        scheduler_started_tick(instance, schedule, when)  # the scheduler's tick: it registers and observes
         context = dg.build_schedule_context(
             instance=instance, scheduled_execution_time=when, repository_def=defs.get_repository_def()
         )

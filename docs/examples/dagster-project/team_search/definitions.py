@@ -6,6 +6,10 @@ evaluation chains side by side.
   keeps ``deploy_index`` from running in that run.
 - ``staging/…`` and ``production/…``: two whole evaluation chains (run partitions, gates,
   comparisons) of two chunker settings of the reference system, without key clashes.
+
+Each chain's and the check's whole configuration is its own file under ``eval/``, so the
+``kebab-eval`` CLI finds their runs from that file: ``--chain staging --config eval/staging.yaml``,
+``--gate search_index --config eval/gate.yaml``.
 """
 
 import os
@@ -14,7 +18,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.orchestration import evaluation_chain, evaluation_check
 from team_search.index import build_index
 
@@ -49,8 +53,7 @@ def deploy_index(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 
 index_quality = evaluation_check(
     search_index,
-    config=HERE / "eval" / "gate.yaml",
-    settings={"golden": str(DEMO_GOLDEN)},
+    config=HERE / "eval" / "gate.yaml",  # the demo golden set, the gates, match: anchor
     # the system the asset describes: the team's search over the index just built
     system=lambda meta: {
         "kind": "python",
@@ -64,23 +67,9 @@ index_quality = evaluation_check(
 )
 
 
-def _reference(chunk_size: int, **more) -> dict:
-    system = {"kind": "reference", "corpus": str(DEMO_CORPUS), "mode": "lexical", "chunk_size": chunk_size}
-    return {"golden": str(DEMO_GOLDEN), "system": system, **more}
-
-
-# staging also tries chunk sizes: the register_sweep job adds a partition per size, a backfill of
-# them runs each, staging/sweep_leaderboard ranks them
-NIGHTLY = {"cron": "0 2 * * *", "timezone": "Europe/Berlin"}  # the team's night, not UTC's
-CHUNKING = {"name": "chunking", "grid": {"system.chunk_size": [200, 800]}, "metric": "mrr"}
-
 defs = dg.Definitions.merge(
     dg.Definitions(assets=[search_index, deploy_index], asset_checks=[index_quality]),
-    # staging tries a smaller chunker than production runs
-    evaluation_chain(
-        "staging",
-        config=HERE / "eval" / "reference.yaml",
-        settings=_reference(300, sweep=CHUNKING, nightly=NIGHTLY),
-    ),
-    evaluation_chain("production", config=HERE / "eval" / "reference.yaml", settings=_reference(800)),
+    # staging tries a smaller chunker than production runs, and a chunking sweep (eval/staging.yaml)
+    evaluation_chain("staging", config=HERE / "eval" / "staging.yaml"),
+    evaluation_chain("production", config=HERE / "eval" / "production.yaml"),
 )

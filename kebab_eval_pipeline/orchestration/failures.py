@@ -1,0 +1,21 @@
+"""A step failure that is bad input, not a crash: what every asset of a chain raises for an
+InputError, and what the CLI turns into exit 2 with the message alone."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from kebab_eval_pipeline.errors import InputError
+
+#: Metadata key of a :func:`input_failure`: the CLI reads it to exit 2 with the message alone.
+INPUT_ERROR_KEY = "input_error"
+
+
+def input_failure(exc: InputError) -> dg.Failure:
+    """A step failure that is bad input, not a crash: its description is the InputError's message
+    (one line per offender), its metadata says so (``input_error``), and it is never retried."""
+    return dg.Failure(
+        description=exc.render(),
+        metadata={INPUT_ERROR_KEY: dg.MetadataValue.json({"summary": exc.summary})},
+        allow_retries=False,
+    )
