@@ -7,9 +7,10 @@ ranked above its first relevant hit — all of b's hits within the MRR cutoff wh
 relevant there. "Unjudged" is exactly what ``judged@k`` counts as not judged: the hit matches no
 support of its query, whatever the grade, under the criterion b's scores in this comparison were
 matched by (:func:`~kebab_eval_pipeline.metrics.matching.judged_hits`). A hit whose heading path is
-a proper prefix of a gold heading in the same document is never queued: that is a system whose
-chunks lost their own section (:func:`~kebab_eval_pipeline.metrics.matching_diagnostics.shortened_headings`),
-and its parent path as a support would make the gold too broad.
+a proper prefix of a gold heading in the same document is never queued
+(:func:`~kebab_eval_pipeline.metrics.matching_diagnostics.shortened_headings`): whether it is a
+parent section's own text or a piece of a sub-section that lost its heading, its parent path as a
+support would make the gold too broad.
 
 One row per (query, hit), worst first: regressions before losses, then by how far the first relevant
 hit fell (``rank_drop``: b rank − a rank; for a regression, cutoff + 1 − a rank), then by query and

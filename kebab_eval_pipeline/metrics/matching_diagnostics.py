@@ -5,9 +5,11 @@ gold line spans, without heading paths against gold heading paths, without chunk
 chunk ids, or with document paths that match no gold path (e.g. basenames where the golden set has
 relative paths) — scores 0 on the affected queries without anything being wrong with the
 system's retrieval. So does a system whose chunks carry a heading path cut short — the parent's
-instead of their own section's, as a splitter that drops sub-headings leaves them
-(:func:`shortened_headings`). :func:`matching_warnings` finds those cases from the hits and the
-supports alone (no system call), so every run, and ``golden validate --config``, can say so.
+instead of their own section's, as a splitter that drops sub-headings leaves them: told from a
+parent section's own text (which rightly carries the parent's path) by how many different chunks
+of a document carry that path (:func:`shortened_headings`, :func:`lost_pieces`).
+:func:`matching_warnings` finds those cases from the hits and the supports alone (no system
+call), so every run, and ``golden validate --config``, can say so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pyarrow.compute as pc
 from kebab_eval_pipeline.metrics.columns import (
     concat_strings,
     equi_join,
+    int_column,
+    lookup_codes,
     sorted_unique,
     starts_with_each,
     string_column,
@@ -42,7 +46,7 @@ from kebab_eval_pipeline.metrics.matching import (
     support_flags,
 )
 
-__all__ = ["match_line", "matching_warnings", "shortened_headings", "summarize_criteria"]
+__all__ = ["lost_pieces", "match_line", "matching_warnings", "shortened_headings", "summarize_criteria"]
 
 #: Per hit field: the criteria that need it when a gold support sets it, and how it is named.
 _FIELDS = {
@@ -128,10 +132,12 @@ def matching_warnings(
       normalisation — with the likely cause when hits carry basenames (``x.md`` for ``docs/x.md``)
       or prefixed paths (``/srv/docs/x.md``); likewise for supports named by ``doc_id`` only;
     - catch-all: the hits are non-empty, positive supports exist, and no hit matches any of them;
-    - shortened heading paths: at least :data:`SHORTENED_SHARE` of the hits inside gold documents
-      carry a heading path that is a proper prefix of a gold one (:func:`shortened_headings`; field
-      ``heading_path``, ``hits_lacking`` the shortened hits, ``hits_total`` the hits inside gold
-      documents that carry a heading path).
+    - pieces that lost their heading: at least :data:`LOST_MIN` hits, and :data:`LOST_SHARE` of
+      the hits inside gold documents, carry a heading path that is a proper prefix of a gold one
+      (:func:`shortened_headings`) which other chunks of the same document carry too
+      (:func:`lost_pieces`; field ``heading_path``, ``hits_lacking`` those hits, ``hits_total``
+      the hits inside gold documents that carry a heading path). A parent section's own text,
+      one chunk, is not counted.
 
     Empty when nothing is wrong, when there are no hits (an empty run is reported elsewhere) or
     no positive supports. Forced ``chunk`` skips the document checks (paths are not compared).
@@ -218,7 +224,8 @@ def shortened_headings(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[np.n
 
     A splitter that drops sub-headings — a section cut into pieces where only the first keeps the
     section's own heading, the rest carrying the parent's path — leaves many such hits; a correct
-    one leaves only the parent sections' own text (the lines above their first sub-heading).
+    one leaves the parent sections' own text (the lines above their first sub-heading), which can
+    be as many hits where several queries share a document: :func:`lost_pieces` tells them apart.
     Vectorised: a hash join on (query, document), headings compared only on the joined pairs.
     """
     n = len(hits)
@@ -269,32 +276,147 @@ def shortened_headings(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[np.n
     return inside, shortened
 
 
-#: Warn about shortened heading paths when at least this share of the hits inside gold documents
-#: (that carry a heading path) have one. Not at the first one: a correct splitter still returns the
-#: parent sections' own text (the lines above their first sub-heading). Measured over kebab's
-#: documents with the 52 answerable golden queries (tests/frameworks/test_heading_recipes.py): the
-#: README's Haystack, LlamaIndex and LangChain recipes, every chunk with its full path, left 1.9-7.8 %
-#: (at two chunk sizes each); LlamaIndex's split nodes with the heading read from the text (only a
-#: section's first piece keeps it) left 18.8 % at 512 tokens and 60 % at 128.
-SHORTENED_SHARE = 0.12
+#: Warn about lost pieces (:func:`lost_pieces`) when there are at least this many of them, and at
+#: least :data:`LOST_SHARE` of the hits inside gold documents (that carry a heading path). The floor
+#: keeps a handful of queries from warning about one parent section's own text cut in two.
+LOST_MIN = 5
+#: Measured (benchmarks/bench_heading_diagnostic.py): correct splitters leave 0-0.7 % lost pieces —
+#: the reference system over the demo and kebab's documents at chunk sizes 50-1,600 (lexical and
+#: hybrid), the README's Haystack, LlamaIndex and LangChain recipes at two or three sizes each —
+#: while 9.6-14.2 % of the demo's hits inside gold documents are shortened (its parents' own text).
+#: A splitter that drops sub-headings leaves 12.5-64.6 % (LlamaIndex's split nodes read with the
+#: heading from their text, at 512 and 128 tokens, with and without line spans) and 8.4-15.8 %
+#: (Haystack's and LangChain's Markdown splitters told two heading levels; 4 % for LangChain's at
+#: 2,000 characters, where most deeper sections fold whole into one chunk of their parent).
+LOST_SHARE = 0.05
+
+
+def lost_pieces(hits: pd.DataFrame, shortened: np.ndarray) -> np.ndarray:
+    """Which shortened hits are pieces of a sub-section that lost its heading: a bool array
+    aligned with ``hits``' rows, True only where ``shortened`` is.
+
+    Inputs: the run's hits table — all of it, every query: the test counts chunks across the run
+    — and ``shortened`` (:func:`shortened_headings`'s second array).
+
+    A shortened hit is either a parent section's own text (the lines above its first sub-heading,
+    which a correct splitter labels with the parent's path) or a piece of a sub-section whose
+    heading the splitter dropped. The first is one chunk, or a few at small chunk sizes, however
+    many queries retrieve it; the second comes in as many different chunks as that parent's
+    sub-sections were cut into. So a shortened hit is a lost piece when **more than one different
+    chunk of its document carries exactly its heading path** among the run's hits — unless its
+    line span shows it is the parent's own text: it starts above the first line of a chunk of the
+    same document whose path lies below its path.
+
+    - Documents: the normalised ``doc_path``, else ``doc_id``.
+    - Chunks are told apart by ``chunk_id``, else ``snippet``, else the line span; hits with none
+      of them cannot be told apart and count as one chunk per document and path (never lost).
+    - The line test needs the hit's ``line_start`` and, in the same document, a hit with a
+      ``line_start`` carrying a path below its own; without them it does not apply.
+
+    Vectorised: codes per (document, path) and per chunk, distinct pairs counted with one
+    bincount; the line test joins the shortened hits' sections to the sections of their
+    documents (distinct sections, not hits).
+    """
+    lost, _ = _lost_pieces(hits, shortened)
+    return lost
+
+
+def _lost_pieces(hits: pd.DataFrame, shortened: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lost, chunks)``: :func:`lost_pieces`, and per hit the number of different chunks of its
+    document that carry its heading path (0 for hits without a heading path or a document)."""
+    n = len(hits)
+    lost = np.zeros(n, dtype=bool)
+    chunks = np.zeros(n, dtype=np.int64)
+    if n == 0 or not shortened.any():
+        return lost, chunks
+    rows = np.flatnonzero(heading_set(hits))
+    doc = pc.coalesce(
+        normalise_paths(take_rows(string_column(hits, "doc_path"), rows)),
+        take_rows(string_column(hits, "doc_id"), rows),
+    )
+    # only the documents that hold a shortened hit matter: the rest are never compared
+    in_question = _is_in(doc, pc.unique(doc.filter(pa.array(shortened[rows]))))
+    rows, doc = rows[in_question], doc.filter(pa.array(in_question))
+    # the trailing separator makes a prefix test whole-heading: "A > " is above "A > B > ", not "Ab > "
+    head = concat_strings(
+        normalise_headings(hits["heading_path"].to_numpy(dtype=object)[rows]), HEADING_SEPARATOR
+    )
+    section = concat_strings(doc, "\x1f", head)  # null without a document
+    sections = pc.unique(section).drop_null()
+    code = lookup_codes(section, sections, runs=False)
+    has = code >= 0
+    chunk = _chunk_identity(hits, rows)
+    chunk_code = lookup_codes(chunk, pc.unique(chunk), runs=False)
+    width = np.int64(chunk_code.max() + 1)
+    pairs = sorted_unique(code[has].astype(np.int64) * width + chunk_code[has])
+    per_section = np.bincount(pairs // width, minlength=len(sections))
+    counted = np.where(has, per_section[np.maximum(code, 0)], 0)
+    chunks[rows] = counted
+
+    # The line test: the first line of a chunk below each shortened hit's path, in its document.
+    start = int_column(hits, "line_start")[rows]
+    lined = has & ~np.isnan(start)
+    first_line = np.full(len(sections), np.inf)
+    np.fmin.at(first_line, code[lined], start[lined])
+    first_row = np.full(len(sections), -1, dtype=np.int64)
+    first_row[code[has][::-1]] = np.flatnonzero(has)[::-1]  # one row per section (its first)
+    suspects = shortened[rows] & (counted >= 2)
+    targets = sorted_unique(code[suspects & lined])
+    known = np.flatnonzero(np.isfinite(first_line))
+    below_start = np.full(len(sections), np.inf)
+    if len(targets) and len(known):
+        t_rows, k_rows = pa.array(first_row[targets]), pa.array(first_row[known])
+        i, j = equi_join([doc.take(t_rows)], [doc.take(k_rows)])
+        below = starts_with_each(head.take(k_rows).take(pa.array(j)), head.take(t_rows).take(pa.array(i)))
+        below &= known[j] != targets[i]
+        np.fmin.at(below_start, targets[i[below]], first_line[known[j[below]]])
+    first_below = below_start[np.maximum(code, 0)]
+    # no line, or no chunk below the path seen in its document (inf): the line test does not apply
+    above = lined & np.isfinite(first_below) & (start < first_below)
+    lost[rows] = suspects & ~above
+    return lost, chunks
+
+
+def _chunk_identity(hits: pd.DataFrame, rows: np.ndarray) -> pa.Array:
+    """What tells ``hits``' chunks (at ``rows``) apart: ``chunk_id``, else ``snippet``, else the
+    line span; ``""`` when a hit has none of them."""
+    lines = [
+        pc.cast(pa.array(int_column(hits, c)[rows], from_pandas=True), pa.int64()).cast(pa.large_string())
+        for c in ("line_start", "line_end")
+    ]
+    return pc.fill_null(
+        pc.coalesce(
+            concat_strings("id\x1f", take_rows(string_column(hits, "chunk_id"), rows)),
+            concat_strings("text\x1f", take_rows(string_column(hits, "snippet"), rows)),
+            concat_strings("lines\x1f", lines[0], "-", pc.coalesce(lines[1], lines[0])),
+        ),
+        "",
+    )
 
 
 def _shortened_warnings(hits: pd.DataFrame, supports: pd.DataFrame) -> list[dict[str, Any]]:
     inside, shortened = shortened_headings(hits, supports)
-    n_short, n_inside = int(shortened.sum()), int(inside.sum())
-    if n_short == 0 or n_short < SHORTENED_SHARE * n_inside:
+    lost, chunks = _lost_pieces(hits, shortened)
+    n_lost, n_inside = int(lost.sum()), int(inside.sum())
+    if n_lost < LOST_MIN or n_lost < LOST_SHARE * n_inside:
         return []
-    i = int(np.flatnonzero(shortened)[0])
+    # the example: the lost piece whose path the most chunks of its document carry
+    i = int(np.flatnonzero(lost)[np.argmax(chunks[lost])])
     example = HEADING_SEPARATOR.join(map(str, hits["heading_path"].iloc[i]))
+    document = hits["doc_path"].iloc[i] if "doc_path" in hits.columns else None
+    if document is None or document is pd.NA:
+        document = hits["doc_id"].iloc[i]
     message = (
-        f"{n_short} of {n_inside} hits inside gold documents carry a heading path that is a proper prefix "
-        f"of a gold heading path (e.g. {example!r} in {hits['doc_path'].iloc[i]!r}): the signature of a "
+        f"{n_lost} of {n_inside} hits inside gold documents carry a heading path that is a proper prefix "
+        f"of a gold heading path and that other chunks of the same document carry too (e.g. {example!r} "
+        f"in {document!r}, carried by {int(chunks[i])} different chunks of the run): the signature of a "
         "splitter that drops sub-headings — a section cut into pieces where only the first keeps its own "
-        "heading and the rest carry their parent's. Those hits cannot match the section they come from "
-        "under anchor matching, and golden suggest leaves them out; fix the system's response mapping "
-        "(or its splitter) so every chunk carries its full section path"
+        "heading and the rest carry their parent's (a parent section's own text, above its first "
+        "sub-heading, is one chunk and is not counted). Those hits cannot match the section they come "
+        "from under anchor matching, and golden suggest leaves them out; fix the system's response "
+        "mapping (or its splitter) so every chunk carries its full section path"
     )
-    return [_warning("heading_path", n_short, n_inside, _supports_above(hits, supports, shortened), message)]
+    return [_warning("heading_path", n_lost, n_inside, _supports_above(hits, supports, lost), message)]
 
 
 def _supports_above(hits: pd.DataFrame, supports: pd.DataFrame, shortened: np.ndarray) -> int:
