@@ -89,21 +89,28 @@ def address(chain: str | None = None, gate: str | None = None) -> Address:
     return Address(chain=chain, gate=parts)
 
 
-def chain_names(chain: str | None, config) -> ChainNames:
-    """The names of the chain a writing command (``run``, ``sweep``, ``rejudge``, ``runs add``)
-    works on: ``--chain``'s (which needs the chain's ``--config``), else the package's own
-    location's. InputError (exit 2) for a bad name or a missing config."""
-    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
-
+def check_chain(chain: str | None, config) -> None:
+    """``--chain`` checked without importing Dagster (a writing command refuses bad input before
+    it starts Dagster): InputError (exit 2) for a bad name or a chain without its config."""
     if chain is None:
-        return DEFAULT_NAMES
+        return
     address(chain)
     if config is None:
         raise InputError(
             "--chain needs the chain's config",
             [Offender("--config", f"give the file evaluation_chain({chain!r}, config=…) names")],
         )
-    return ChainNames(chain)
+
+
+def chain_names(chain: str | None, config) -> ChainNames:
+    """The names of the chain a writing command (``run``, ``sweep``, ``rejudge``, ``runs add``)
+    works on: ``--chain``'s (which needs the chain's ``--config``), else the package's own
+    location's. InputError (exit 2) for a bad name or a missing config (:func:`check_chain`).
+    Imports Dagster: call it once the command's input is known to be good."""
+    check_chain(chain, config)
+    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
+
+    return DEFAULT_NAMES if chain is None else ChainNames(chain)
 
 
 def holding_runs(base: str) -> dict[str, int]:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli import ci_outputs
-from kebab_eval_pipeline.cli.address import ChainOption, chain_names
+from kebab_eval_pipeline.cli.address import ChainOption, chain_names, check_chain
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
     JunitOption,
@@ -151,7 +151,7 @@ def run_partition(
     from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
     from kebab_eval_pipeline.run_roles import ROLE_TAG
 
-    names = chain_names(chain, config)
+    check_chain(chain, config)
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
     # judge model, storage that cannot be reached — before any run exists, and before Dagster is
@@ -165,6 +165,7 @@ def run_partition(
     # full passes need not scan it again while Dagster starts (seconds at 1M queries).
     gc.freeze()
     try:
+        names = chain_names(chain, config)
         from kebab_eval_pipeline.definitions import build_definitions
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
         from kebab_eval_pipeline.pipeline import headline

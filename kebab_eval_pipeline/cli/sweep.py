@@ -54,7 +54,7 @@ def sweep(
 
     Exit 1 when a variant's blocking gate or system health failed (the other variants still run),
     2 for a bad config or option."""
-    from kebab_eval_pipeline.cli.address import chain_names
+    from kebab_eval_pipeline.cli.address import check_chain
     from kebab_eval_pipeline.cli.instance import dagster_home
     from kebab_eval_pipeline.cli.run import run_partition
     from kebab_eval_pipeline.cli.run_filters import check_filters
@@ -78,7 +78,7 @@ def sweep(
             problems += exc.offenders
     if problems:
         raise InputError("invalid options", problems)
-    chain_names(chain, config)
+    check_chain(chain, config)
     settings = settings_for_run(config)
     if settings.sweep is None:
         raise InputError(

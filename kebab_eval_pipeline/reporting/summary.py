@@ -26,6 +26,10 @@ def _value(x: float | None) -> str:
     return f"{x:.4f}"
 
 
+def _row(cells: list[str]) -> str:
+    return "|" + "|".join(cells) + "|"
+
+
 def gate_outcome(gate: dict) -> str:
     """The word the CLI, the summary table and the gate's asset check use for a gate result (a
     ``GateResult.as_dict()``): pass, warn (a non-blocking gate missed), FAIL (a blocking one
@@ -95,16 +99,25 @@ def render_run_summary(
     ]
     unmeasured = not_measured(info)
     if unmeasured:  # null because the run could not carry their inputs: why, before the numbers
+        # Only for the metrics this table shows (headline and gated): the UI shows a Markdown entry
+        # inline below 1,000 characters only; the run report lists the rest with their reasons.
+        shown = set(headline) | {g["metric"] for g in gates}
         lines += [
-            f"{NOT_MEASURED} ({md_text(reason)}): {md_text(', '.join(metrics))}  "
+            f"{NOT_MEASURED} ({md_text(reason)}): {md_text(', '.join(m for m in metrics if m in shown))}  "
             for reason, metrics in by_reason(info)
-        ] + [""]
+            if any(m in shown for m in metrics)
+        ]
+        others = len([m for m in unmeasured if m not in shown])
+        if others:
+            lines.append(f"{NOT_MEASURED}: {others} more (see report)  ")
+        lines.append("")
     repeats = info.get("repeats")  # asked N > 1 times: a noise floor column and a flakiness line
     if repeats:
         lines += [f"{repeats['count']} repeats · {flakiness_line(repeats)}  ", ""]
-        lines += ["| metric | value | n | noise floor | gate |", "|---|---:|---:|---|---|"]
-    else:
-        lines += ["| metric | value | n | gate |", "|---|---:|---:|---|"]
+    # Cells without padding: the UI shows the entry inline only below 1,000 characters (above it a
+    # "[Show Markdown]" button hides the table), and padding is a tenth of the table's length.
+    header = ["metric", "value", "n", *(["noise floor"] if repeats else []), "gate"]
+    lines += [_row(header), "|---|---:|---:|" + ("---|" if repeats else "") + "---|"]
     by_metric: dict[str, list[dict]] = {}
     for gate in gates:
         by_metric.setdefault(gate["metric"], []).append(gate)
@@ -115,16 +128,19 @@ def render_run_summary(
             for g in by_metric.get(metric, [])
         )
 
+    def noise(metric: str) -> list[str]:
+        return [noise_cell(repeats, metric)] if repeats else []
+
     for metric, value in headline.items():
         n = denominators.get(metric)
-        noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
         shown = NOT_MEASURED if metric in unmeasured else _value(value)
-        lines.append(f"| {md_cell(metric)} | {shown} | {'' if n is None else n} |{noise} {bounds(metric)} |")
+        lines.append(
+            _row([md_cell(metric), shown, "" if n is None else str(n), *noise(metric), bounds(metric)])
+        )
     for metric in by_metric:
         if metric not in headline:
             value = by_metric[metric][0]["value"]
-            noise = f" {noise_cell(repeats, metric)} |" if repeats else ""
-            lines.append(f"| {md_cell(metric)} | {_value(value)} | |{noise} {bounds(metric)} |")
+            lines.append(_row([md_cell(metric), _value(value), "", *noise(metric), bounds(metric)]))
     health = info.get("system_health")
     if gates or health:
         # the words every CI output and the CLI count checks in; the comparison's regression and

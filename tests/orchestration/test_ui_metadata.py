@@ -129,7 +129,7 @@ def test_materializations_lead_with_what_a_person_reads_first(instance, tmp_path
     assert keys[0] == "summary" and keys[1].startswith("metric/")
     mrr = meta["metric/mrr"].value
     summary = meta["summary"].value
-    assert f"| mrr | {mrr:.4f} | " in summary and "≥0.3 pass" in summary and "≥0.99 warn" in summary
+    assert f"|mrr|{mrr:.4f}|" in summary and "≥0.3 pass" in summary and "≥0.99 warn" in summary
     assert "chunker `md-heading-2:size=300:overlap=0`" in summary
     evaluations = [
         e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"

@@ -200,3 +200,30 @@ def test_summary_says_which_criterion_matched_and_why_it_may_score_zero(run):
     assert not any(
         line.startswith("match ") for line in render_run_summary(RUN_ID, old, headline, {}, []).splitlines()
     )
+
+
+# The Dagster UI shows a Markdown metadata entry inline only below this many characters; above it,
+# a "[Show Markdown]" button hides the table (dagster-webserver's MetadataEntry).
+UI_INLINE_LIMIT = 1000
+
+
+def test_the_summary_stays_inline_in_the_ui_and_says_what_was_not_measured(demo_run):
+    # the UI test's gates (tests/ui): two of the user's and the default answer gates
+    settings = settings_from_dict({"gates": {"mrr": {"min": 0.3}, "hit@1": {"min": 0.99, "blocking": False}}})
+    art = demo_run.metrics
+    gates = [g.as_dict() for g in evaluate_gates(settings, art.metrics, art.breakdowns)]
+    headline = pipeline.headline(art.metrics, settings.k)
+    markdown = render_run_summary(RUN_ID, art.info, headline, art.denominators, gates)
+    assert len(markdown) < UI_INLINE_LIMIT, len(markdown)
+    # the reference system counts no tokens: not in the table, so only counted here
+    assert art.info["not_measured"].keys() >= {"system_prompt_tokens", "system_completion_tokens"}
+    assert "not measured: 2 more (see report)  " in markdown.splitlines()
+
+    # a headline metric the run cannot measure: "not measured" in its cell, and why above the table
+    reason = "OpenInference traces carry no citations"
+    info = {**art.info, "not_measured": {"chr": reason, "citation_coverage": reason}}
+    markdown = render_run_summary(RUN_ID, info, headline, art.denominators, gates)
+    assert f"not measured ({reason}): chr  " in markdown.splitlines()
+    assert "not measured: 1 more (see report)  " in markdown.splitlines()
+    assert dict((r[0], r[1]) for r in table_rows(markdown)[1:])["chr"] == "not measured"
+    assert len(markdown) < UI_INLINE_LIMIT, len(markdown)
