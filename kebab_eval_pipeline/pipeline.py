@@ -77,7 +77,7 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.repeats import REPEAT_TABLES, merge_repeat_tables, repeat_tables
-from kebab_eval_pipeline.systems.runner import error_class_counts, merge_pieces, run_piece
+from kebab_eval_pipeline.systems.runner import RetrievalResults, error_class_counts, merge_pieces, run_piece
 
 RUNNER_VERSION = "runner-1"
 # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2); 3: map, map@k, rprec, bpref,
@@ -421,6 +421,25 @@ def with_stored_hits(
     return dataclasses.replace(retrieval, results=dataclasses.replace(retrieval.results, hits=tables["hits"]))
 
 
+def _scored(
+    settings: RunSettings, golden: GoldenArtifact, results: RetrievalResults, lacks: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """One pass of results scored (``(scores, verification)``): the hits verified against the source
+    root when one is configured, every query scored, the metrics the run cannot measure nulled."""
+    verification = verify_hits(results.hits, settings.source_root) if settings.source_root else None
+    scores = score_results(
+        golden.queries,
+        golden.supports,
+        results,
+        settings.k,
+        settings.mrr_cutoff,
+        settings.match,
+        verification,
+        relevance_level=settings.relevance_level,
+    )
+    return null_unmeasured(scores, lacks)[0], verification
+
+
 def score(
     settings: RunSettings,
     golden: GoldenArtifact,
@@ -430,24 +449,10 @@ def score(
     """Per-query scores: one row per golden query (nulls where a metric does not apply), stored
     rounded to 4 decimals, plus the run-level summary computed from the unrounded scores. With an
     enabled judge artifact, the judge columns (``judge.metrics.judge_query_columns``) are added."""
-    r = retrieval.results
     # What the run could not carry (citations in OpenInference traces, answers from a search-only
     # system): those metrics' per-query columns are null, not the 0 a kernel writes for "none".
     lacks = run_lacks(retrieval)
-    verification = verify_hits(r.hits, settings.source_root) if settings.source_root else None
-    scores, _ = null_unmeasured(
-        score_results(
-            golden.queries,
-            golden.supports,
-            r,
-            settings.k,
-            settings.mrr_cutoff,
-            settings.match,
-            verification,
-            relevance_level=settings.relevance_level,
-        ),
-        lacks,
-    )
+    scores, verification = _scored(settings, golden, retrieval.results, lacks)
     repeated = None
     if retrieval.repeats is not None:  # per-query means over repeats, modal ranks, flakiness
         repeated = score_repeats(settings, golden, retrieval, scores)
@@ -496,20 +501,7 @@ def score_repeats(
     lacks = run_lacks(retrieval)
     for repeat in range(2, retrieval.repeat_count + 1):
         results = repeats.results_of(repeat, retrieval.results)
-        verification = verify_hits(results.hits, settings.source_root) if settings.source_root else None
-        scores, _ = null_unmeasured(
-            score_results(
-                golden.queries,
-                golden.supports,
-                results,
-                settings.k,
-                settings.mrr_cutoff,
-                settings.match,
-                verification,
-                relevance_level=settings.relevance_level,
-            ),
-            lacks,
-        )
+        scores, verification = _scored(settings, golden, results, lacks)
         accumulator.add(scores, results.outcomes)
         del results, scores, verification
     return accumulator.finish()
