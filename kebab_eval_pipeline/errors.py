@@ -72,6 +72,12 @@ class SystemHealthFailure(GateFailure):
     them, errored (CLI exit code 1, like a gate)."""
 
 
+class Interrupted(Exception):
+    """The work was interrupted (Ctrl-C; :mod:`kebab_eval_pipeline.cancellation`): raised where a
+    run stops handing out queries or publishing results, and by the CLI with a message saying what
+    was (not) stored (exit code 130, the shell's code for SIGINT)."""
+
+
 class RunInProgress(Exception):
     """Another run of the same run id (partition) is in progress, or replaced this run's results
     while it ran (CLI exit code 4)."""

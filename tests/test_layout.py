@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "gc_pause",
         "read_once",
         "parquet_parts",
+        "cancellation",
     ),
     ("golden",),
     ("contract",),  # what every system under test returns: hits, answers, citations, system info

@@ -4,9 +4,39 @@
 :mod:`.stored`; the reference system's ``ref`` and the judge's ``judge`` sub-CLIs) and maps every
 outcome to an exit code; :mod:`.driver` runs a partition in-process; :mod:`.instance` opens the
 Dagster instance and the run store; :mod:`.show`, :mod:`.console`, :mod:`.tables`,
-:mod:`.terminal` and :mod:`.progress_display` are what the CLI prints.
+:mod:`.terminal` and :mod:`.progress_display` are what the CLI prints; :mod:`.interrupt` is Ctrl-C.
+
+Importing this package imports nothing heavy: the console script takes over Ctrl-C
+(:func:`console_main`) before typer, pandas or Dagster load, so an interrupt during start-up
+ends with exit 130 and one line rather than a traceback. ``app`` and ``main`` load on first use.
 """
 
-from kebab_eval_pipeline.cli.main import app, console_main, main
+from __future__ import annotations
+
+
+def console_main() -> None:
+    """The ``kebab-eval`` console script (and ``python -m kebab_eval_pipeline.cli``): Ctrl-C taken
+    over first, then :func:`kebab_eval_pipeline.cli.main.console_main`."""
+    from kebab_eval_pipeline.cli import interrupt
+
+    interrupt.install()
+    _load().console_main()
+
+
+def _load():
+    """The :mod:`.main` module, with this package's ``app`` and ``main`` bound to its objects (the
+    import binds the package's ``main`` to the submodule; the function is what callers mean)."""
+    import importlib
+
+    module = importlib.import_module("kebab_eval_pipeline.cli.main")
+    globals().update(app=module.app, main=module.main)
+    return module
+
+
+def __getattr__(name: str) -> object:
+    if name in ("app", "main"):
+        return getattr(_load(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["app", "console_main", "main"]

@@ -3,11 +3,15 @@
 :func:`execute` runs the job with the progress display and without Dagster's own stack traces for
 what the CLI states itself; :func:`check_own_results` makes sure the stored numbers are this run's;
 :func:`raise_run_failure` turns a failed run into the CLI's exit codes (bad input 2, a failed gate
-or system 1, another run of the same id 4, anything else 3).
+or system 1, another run of the same id 4, anything else 3). Ctrl-C during the run
+(:mod:`.interrupt`): the run's in-flight calls are cancelled, it stops within about
+:data:`~.interrupt.GRACE_S`, and :func:`settle_interrupted` makes sure nothing of it passes for a
+finished run (exit 130).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
@@ -15,8 +19,15 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from kebab_eval_pipeline.cli import interrupt
 from kebab_eval_pipeline.cli.console import err
-from kebab_eval_pipeline.errors import GateFailure, InputError, RunInProgress, SystemHealthFailure
+from kebab_eval_pipeline.errors import (
+    GateFailure,
+    InputError,
+    Interrupted,
+    RunInProgress,
+    SystemHealthFailure,
+)
 
 if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
     from kebab_eval_pipeline.store.runs import RunStore
@@ -158,6 +169,60 @@ def raise_run_failure(result, run_id: str) -> None:
     raise RuntimeError(f"run {run_id} failed")
 
 
+#: The chain's stored assets, in chain order (what an interrupted run may have written).
+CHAIN_ASSETS = (
+    "golden_set",
+    "retrieval_results",
+    "judge",
+    "query_scores",
+    "run_metrics",
+    "comparison_report",
+)
+
+
+def settle_interrupted(store, instance, run_id: str, dagster_run_id: str, ran: interrupt.Ran) -> str:
+    """After Ctrl-C: make sure nothing of Dagster run ``dagster_run_id`` passes for a finished run
+    of ``run_id``, and say what was stored (the message of the exit-130 line).
+
+    - ``run_metrics`` not stored by this run (the usual case: the interrupt came before them): the
+      run is in no history, comparison or baseline choice; its earlier assets are named.
+    - ``run_metrics`` stored, the Dagster run not finished successfully (the interrupt came during
+      the comparison or the reports): its ``run_metrics`` info is marked ``interrupted``, so
+      history shows it failed (interrupted) and no automatic baseline chooses it.
+    - the Dagster run finished successfully (the interrupt came while the results were printed):
+      stored complete, as it is.
+
+    A run still going after the grace period is reported canceled to the instance (its record
+    would otherwise stay "started"); nothing it could still publish is published (the artifact
+    store publishes nothing once cancellation is requested)."""
+    if not ran.finished:
+        with contextlib.suppress(Exception):  # best effort: the process is about to end
+            record = instance.get_run_by_id(dagster_run_id)
+            if record is not None and not record.is_finished:
+                instance.report_run_canceled(record, message="interrupted (Ctrl-C) in kebab-eval run")
+    written = [a for a in CHAIN_ASSETS if written_by(store, a, run_id, dagster_run_id)]
+    if "run_metrics" not in written:
+        kept = (
+            f" (written so far: {', '.join(written)}; without run_metrics a run is in no history,"
+            " comparison or baseline)"
+            if written
+            else ""
+        )
+        return f"run {run_id} stopped; nothing of it was stored as a finished run{kept}"
+    if ran.finished and ran.error is None and getattr(ran.value, "success", False):
+        return f"run {run_id} had finished: it is stored complete (its summary was not shown)"
+    note = {"by": "Ctrl-C", "missing": [a for a in CHAIN_ASSETS if a not in written]}
+    # compare/outcome.py judges a run so marked failed: never an automatic baseline
+    from kebab_eval_pipeline.compare.outcome import interrupted_info
+
+    store.mark("run_metrics", run_id, dagster_run_id, lambda info: interrupted_info(info, note))
+    return (
+        f"run {run_id} stopped after its metrics were stored: stored marked interrupted "
+        f"(without {', '.join(note['missing']) or 'its checks'}); history shows it failed "
+        "(interrupted), and no automatic baseline chooses it"
+    )
+
+
 def drive(
     defs,
     instance,
@@ -185,18 +250,29 @@ def drive(
     base = defs.resources[names.resource("artifact_storage")].base
     store = RunStore(base)
     dagster_run_id = str(uuid.uuid4())
+    interrupt.set_note(f"run {run_id} had not started: nothing of it was stored")
     with run_lock.holding(base, run_id, dagster_run_id, instance):
         if prepare is not None:
             prepare()
-        result = execute(
-            defs.resolve_job_def(names.name(JOB_NAME)),
-            instance,
-            run_id,
-            total,
-            tags=tags,
-            asset_selection=asset_selection,
-            dagster_run_id=dagster_run_id,
+        ran = interrupt.run_in_thread(
+            lambda: execute(
+                defs.resolve_job_def(names.name(JOB_NAME)),
+                instance,
+                run_id,
+                total,
+                tags=tags,
+                asset_selection=asset_selection,
+                dagster_run_id=dagster_run_id,
+            )
         )
+        if ran.interrupted:
+            with interrupt.mode(interrupt.CANCEL):  # a second Ctrl-C: the run is settled first
+                raise Interrupted(settle_interrupted(store, instance, run_id, dagster_run_id, ran))
+        if ran.error is not None:
+            raise ran.error
+        result = ran.value
+        # the run is over: a Ctrl-C while its results are shown stops the printing only
+        interrupt.set_note(f"run {run_id} had finished: it is stored complete")
         check_own_results(store, run_id, result)
         if not written_by(store, "run_metrics", run_id, result.run_id):
             raise_run_failure(result, run_id)

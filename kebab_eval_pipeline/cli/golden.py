@@ -334,6 +334,8 @@ def golden_record(
 def _asker():
     """Prompts on stdout, answers from stdin: with line editing and history on a terminal
     (readline), line by line from a pipe (a scripted session)."""
+    import signal
+
     from rich.text import Text
 
     terminal = sys.stdin.isatty()
@@ -341,12 +343,12 @@ def _asker():
         # imported for its effect on input(); not every platform has it: plain input() then
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401
-        # Ctrl-C must end an interactive session even when the parent started this process with
-        # SIGINT ignored (Python then installs no KeyboardInterrupt handler, and a ^C does nothing)
-        import signal
-
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The session ends itself on Ctrl-C (KeyboardInterrupt: the entry being typed dropped, the
+    # summary printed), not at once as the CLI's own handler would (cli/interrupt.py). On a
+    # terminal even when the parent started this process with SIGINT ignored (Python then installs
+    # no KeyboardInterrupt handler, and a ^C does nothing); from a pipe, an ignored SIGINT stays so.
+    if terminal or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def ask(label: str) -> str:
         line = out.input(Text(label, style="bold"))

@@ -4,7 +4,8 @@ Exit codes: 0 success; 1 a blocking gate failed or the system under test failed 
 2 bad input or usage — a message naming each offender (file, position, query id, field, reason);
 3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the traceback);
 4 refused because another run of the same run id is in progress (or replaced this run's
-results while it ran). Never a traceback otherwise.
+results while it ran); 130 interrupted (Ctrl-C: one line saying what was stored, :mod:`.interrupt`).
+Never a traceback otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import sys
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline.cli import baseline, golden, runs, stored, sweep
+from kebab_eval_pipeline import cancellation
+from kebab_eval_pipeline.cli import baseline, golden, interrupt, runs, stored, sweep
 from kebab_eval_pipeline.cli import bisect as bisect_command
 from kebab_eval_pipeline.cli import calibrate as calibrate_command
 from kebab_eval_pipeline.cli import run as run_commands
@@ -26,6 +28,7 @@ from kebab_eval_pipeline.cli.help import tidy
 from kebab_eval_pipeline.errors import (
     GateFailure,
     InputError,
+    Interrupted,
     Offender,
     RunInProgress,
     SystemHealthFailure,
@@ -109,8 +112,10 @@ def main() -> None:
 
     0 success; 1 a blocking gate or the system-health check failed; 2 bad input or usage (one line
     per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
-    it with its traceback); 4 another run of the same run id is in progress.
+    it with its traceback); 4 another run of the same run id is in progress; 130 interrupted.
     """
+    cancellation.reset()  # a request belongs to one command (tests call main in one process)
+    interrupt.set_note("the command stopped")  # start-up is over: a command may say more
     try:
         empty = empty_option_values(sys.argv[1:])
         if empty:
@@ -134,8 +139,12 @@ def main() -> None:
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
-        sys.exit(130)
+    except Interrupted as exc:  # Ctrl-C during a run: the driver says what was stored
+        interrupt.say(str(exc))
+        sys.exit(interrupt.EXIT_CODE)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
+        interrupt.say("the command stopped")
+        sys.exit(interrupt.EXIT_CODE)
     except Exception as exc:
         # Usage errors: typer vendors its own click, whose ClickException is a TyperException.
         if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):

@@ -10,9 +10,11 @@ A run's outcome is known in two parts, where the chain makes them:
 :func:`run_outcome` judges a run from both stored infos — always from the stored verdicts and gate
 results, never from a recorded ``outcome`` entry, so runs stored before outcomes were recorded are
 judged by the same rule. A run *failed* when its system under test failed a blocking
-``system_health`` check or a blocking gate did not pass; a skipped gate (no baseline, a null
-metric configured ``skip_if_null``) fails nothing. A run whose comparison never ran (a blocking
-check stopped the chain, the comparison crashed) is judged on its metrics alone, and says so.
+``system_health`` check or a blocking gate did not pass, or when it was interrupted (Ctrl-C)
+after its ``run_metrics`` were stored (``info["interrupted"]``, set by the CLI: its comparison
+never ran); a skipped gate (no baseline, a null metric configured ``skip_if_null``) fails
+nothing. A run whose comparison never ran (a blocking check stopped the chain, the comparison
+crashed) is judged on its metrics alone, and says so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from kebab_eval_pipeline.metrics.health import CHECK_NAME, failed_run
 PASSED = "passed"
 FAILED = "failed"
 OUTCOMES = (PASSED, FAILED)
+#: What failed in a run interrupted after storing its metrics (``info["interrupted"]``).
+INTERRUPTED = "interrupted"
 #: Shown for a run judged without its comparison.
 NOT_COMPARED = "its comparison never ran: judged on its system health and absolute gates only"
 
@@ -57,9 +61,11 @@ class RunOutcome:
     def failures(self) -> str:
         """What failed, in words: ``gate_mrr_min, gate_mrr_max_drop``, ``system_health (its system
         under test failed)``; "" for a run that passed."""
-        return ", ".join(
-            f"{name} (its system under test failed)" if name == CHECK_NAME else name for name in self.failed
-        )
+        said = {
+            CHECK_NAME: "(its system under test failed)",
+            INTERRUPTED: "(Ctrl-C: stopped before it finished)",
+        }
+        return ", ".join(f"{name} {said[name]}" if name in said else name for name in self.failed)
 
     def reason(self) -> str:
         """Why it failed, as a clause after a run id: ``failed gate_mrr_min``; "" when it passed."""
@@ -93,7 +99,8 @@ def run_outcome(
     """The outcome of a stored run from its ``run_metrics`` info and its ``comparison_report`` info
     (None when no comparison is stored: judged on the metrics alone, ``compared`` False, with
     :data:`NOT_COMPARED` as its note)."""
-    failed = [CHECK_NAME] if failed_run(metrics_info.get("system_health") or {}) else []
+    failed = [INTERRUPTED] if metrics_info.get(INTERRUPTED) else []
+    failed += [CHECK_NAME] if failed_run(metrics_info.get("system_health") or {}) else []
     failed += blocking_failures(metrics_info.get("gates"))
     if comparison_info is not None:
         failed += blocking_failures(comparison_info.get("gates"))
@@ -103,3 +110,10 @@ def run_outcome(
         compared=comparison_info is not None,
         note="" if comparison_info is not None else NOT_COMPARED,
     )
+
+
+def interrupted_info(info: Mapping[str, Any], note: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ``run_metrics`` info gains when its run was interrupted after storing it: the
+    ``interrupted`` note and the recorded ``outcome`` judged again with it (failed)."""
+    marked = {**info, INTERRUPTED: dict(note)}
+    return {INTERRUPTED: dict(note), "outcome": metrics_outcome(marked)}

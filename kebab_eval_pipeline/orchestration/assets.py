@@ -31,7 +31,7 @@ from kebab_eval_pipeline.compare.runs import (
     COMPARE_VERSION,
 )
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.errors import InputError, Interrupted
 from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
@@ -39,7 +39,7 @@ from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.orchestration.failures import input_failure
+from kebab_eval_pipeline.orchestration.failures import input_failure, interrupted_failure
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
@@ -401,7 +401,10 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             settings = chain_settings(context, names)
         except InputError as exc:  # bad input is not retried
             raise input_failure(exc) from None
-        return pipeline.retrieve_shard(settings, shard)
+        try:
+            return pipeline.retrieve_shard(settings, shard)
+        except Interrupted as exc:  # Ctrl-C: stop, not retry
+            raise interrupted_failure(exc) from None
 
     @dg.op(
         name=names.name("collect_retrieval"),
@@ -525,6 +528,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             return pipeline.judge_shard(settings, storage_of(context).store(), shard)
         except InputError as exc:  # a missing judge model or API key: bad input, not retried
             raise input_failure(exc) from None
+        except Interrupted as exc:  # Ctrl-C: stop, not retry
+            raise interrupted_failure(exc) from None
 
     @dg.op(
         name=names.name("collect_judgements"),

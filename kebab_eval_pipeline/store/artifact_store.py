@@ -19,7 +19,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
-from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline import atomic, cancellation
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.location import is_local, local_path
 from kebab_eval_pipeline.parquet_parts import ParquetParts
@@ -105,9 +105,33 @@ class ArtifactStore:
             # Publishing and clean-up are serialised per run folder (several writers of one
             # partition: a retried run racing a stale one).
             with atomic.locked(run_dir / MANIFEST):
+                # Ctrl-C (cancellation.py): an interrupted run publishes nothing after the moment
+                # of the interrupt, so what the CLI reports as stored stays true (see mark()).
+                cancellation.check(f"publishing {asset} of run {run_id}")
                 atomic.write_bytes(run_dir / MANIFEST, payload)
                 self._remove_dead_attempts(run_dir, published=attempt)
         return attempt
+
+    def mark(
+        self,
+        asset: str,
+        run_id: str,
+        dagster_run_id: str,
+        update: Callable[[dict[str, Any]], Mapping[str, Any]],
+    ) -> bool:
+        """Merge ``update(info)`` into the ``info`` of the published ``asset`` of ``run_id`` when Dagster
+        run ``dagster_run_id`` published it (True); else change nothing (False). Serialised with
+        publishing (the manifest's lock): a write racing the mark is either marked or refused."""
+        run_dir = self._run_dir(asset, run_id)
+        with atomic.locked(run_dir / MANIFEST):
+            manifest = self.manifest(asset, run_id)
+            if manifest is None or manifest.get("dagster_run_id") != dagster_run_id:
+                return False
+            info = dict(manifest.get("info") or {})
+            manifest["info"] = {**info, **update(info)}
+            payload = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode("utf-8")
+            atomic.write_bytes(run_dir / MANIFEST, payload)
+        return True
 
     def _remove_dead_attempts(self, run_dir: UPath, published: str) -> None:
         """Delete every other attempt whose writer is gone — killed mid-write, or published

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
 from kebab_eval_pipeline.systems.capabilities import Capabilities
@@ -274,6 +276,23 @@ def _forget_spawner() -> None:
 os.register_at_fork(after_in_child=_forget_spawner)
 
 
+#: Every system process alive (a weak set: a process forgotten by its caller leaves it). Ctrl-C
+#: (kebab_eval_pipeline.cancellation) kills their groups at once: the calls in flight end now,
+#: not when the system answers.
+_live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
+
+
+def _kill_live() -> None:
+    """Kill every live system process's group (a cancellation hook: no lock, never raises)."""
+    for proc in list(_live):  # list(): one C call, no other thread runs meanwhile
+        if proc.returncode is None:  # not reaped: its pid is still its own
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+cancellation.register(_kill_live)
+
+
 def _popen(args: list[str], kwargs: dict[str, Any]) -> subprocess.Popen:
     global _spawner
     with _spawner_lock:
@@ -291,6 +310,7 @@ def spawn(argv: list[str], cwd: str | None, stdin: int, timeout_s: float | None 
     Raises OSError (``strerror`` says why) when the command cannot be executed, TimeoutError when
     the supervisor does not report within ``timeout_s`` (a machine too loaded to start Python).
     """
+    cancellation.check()  # Ctrl-C: no new system process
     status_read, status_write = os.pipe()
     try:
         proc = _popen(
@@ -310,6 +330,9 @@ def spawn(argv: list[str], cwd: str | None, stdin: int, timeout_s: float | None 
         raise
     finally:
         os.close(status_write)
+    _live.add(proc)
+    if cancellation.requested():  # requested while it started: the hook did not see it
+        kill_group(proc)
     try:
         with os.fdopen(status_read, "rb") as status_pipe:
             # the guard writes once, then closes: ~12 ms

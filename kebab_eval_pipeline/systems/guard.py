@@ -56,6 +56,9 @@ def _main(argv: list[str]) -> None:
     if pid == 0:
         os.close(read_end)
         signal.signal(GUARD_SIGNAL, signal.SIG_DFL)
+        # kebab-eval's run thread blocks SIGINT (cli/interrupt.py) and a signal mask is inherited:
+        # the system's command starts with none blocked, as from a shell
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
         try:
             os.execvp(command[0], command)
         except OSError as exc:

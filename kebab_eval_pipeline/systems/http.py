@@ -32,7 +32,9 @@ from typing import Any
 
 import httpx
 
+from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import SystemInfo
+from kebab_eval_pipeline.errors import Interrupted
 from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
 from kebab_eval_pipeline.net.secrets import redact_url, resolve_headers, scrub_text
 from kebab_eval_pipeline.systems.capabilities import Capabilities
@@ -216,7 +218,19 @@ class HttpSystem(OpaqueSystem):
                     if progress:
                         progress(done, len(requests))
 
-        await asyncio.gather(*(worker() for _ in range(min(s.concurrency, len(requests)))))
+        loop = asyncio.get_running_loop()
+        tasks = [asyncio.ensure_future(worker()) for _ in range(min(s.concurrency, len(requests)))]
+
+        def cancel() -> None:  # Ctrl-C (cancellation.py), from the main thread: abort the requests
+            loop.call_soon_threadsafe(lambda: [t.cancel() for t in tasks])
+
+        with cancellation.on_cancel(cancel):
+            try:
+                await asyncio.gather(*tasks)
+            except asyncio.CancelledError:
+                if cancellation.requested():
+                    raise Interrupted("the run was interrupted") from None
+                raise
         return [r for r in results if r is not None]
 
     def _values(self, request: QueryRequest, k: int) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Answer, Hit
+from kebab_eval_pipeline.errors import Interrupted
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block
 from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
 
@@ -55,7 +57,7 @@ class PerQueryAdapter:
         raise NotImplementedError
 
     def run_one(self, request: QueryRequest, k: int, answers: bool) -> QueryOutcome:
-        """Search (and ask) one query; never raises."""
+        """Search (and ask) one query; raises only Interrupted (Ctrl-C: the run is over)."""
         outcome = QueryOutcome(query_id=request.query_id)
 
         def search() -> int:
@@ -79,11 +81,14 @@ class PerQueryAdapter:
         answers: bool,
         progress: Progress | None = None,
     ) -> list[QueryOutcome]:
-        """One outcome per request, in request order; at most ``concurrency`` at a time."""
+        """One outcome per request, in request order; at most ``concurrency`` at a time.
+        Interrupted (Ctrl-C, :mod:`kebab_eval_pipeline.cancellation`): no further query is started
+        and the queries not started are dropped; the calls in flight are the adapter's to end."""
         total = len(requests)
         if self.concurrency <= 1 or total <= 1:
             outcomes = []
             for n, request in enumerate(requests, start=1):
+                cancellation.check()
                 outcomes.append(self.run_one(request, k, answers))
                 if progress:
                     progress(n, total)
@@ -93,6 +98,7 @@ class PerQueryAdapter:
 
         def work(request: QueryRequest) -> QueryOutcome:
             nonlocal done
+            cancellation.check()
             outcome = self.run_one(request, k, answers)
             if progress:
                 with lock:
@@ -100,8 +106,12 @@ class PerQueryAdapter:
                     progress(done, total)
             return outcome
 
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kebab-eval-query") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="kebab-eval-query")
+        try:
             return list(pool.map(work, requests))
+        finally:  # interrupted: the queries not started are dropped, not started one by one
+            stop = cancellation.requested()
+            pool.shutdown(wait=not stop, cancel_futures=stop)
 
 
 def timed_call(outcome: QueryOutcome, call: Callable[[], int]) -> float:
@@ -113,6 +123,8 @@ def timed_call(outcome: QueryOutcome, call: Callable[[], int]) -> float:
     except QueryFailure as failure:
         outcome.attempts += 1
         outcome.fail(failure)
+    except Interrupted:  # Ctrl-C: not this query's failure; the run is over
+        raise
     except Exception as exc:  # the system under test may fail in any way: record, don't crash
         outcome.attempts += 1
         outcome.fail(exception_failure(exc))

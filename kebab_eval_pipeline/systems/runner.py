@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Citation, SystemInfo
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.tables import typed_frame
@@ -231,6 +232,7 @@ def run_piece(
     pieces = []
     done = 0
     for batch in _batches(system, requests):
+        cancellation.check()  # Ctrl-C: no further batch
         raw = system.run_queries(batch, k=k, answers=answers, progress=_offset(progress, done, len(requests)))
         outcomes, repaired = collect_outcomes(batch, raw, answers)
         del raw

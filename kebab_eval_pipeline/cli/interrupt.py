@@ -1,0 +1,141 @@
+"""Ctrl-C in the CLI, at any moment: exit 130 (the shell's code for SIGINT) with one line saying
+what was (not) stored, never a traceback.
+
+SIGINT comes from a terminal to the whole process group, or from ``kill -INT`` to the pid. The
+handler installed first thing (:func:`install`, by the console script before any heavy import)
+requests cancellation (:mod:`kebab_eval_pipeline.cancellation`: in-flight system calls end, no query
+is handed out, nothing more is published) and then, by the mode the command is in:
+
+- ``exit`` (the default: start-up, imports, config loading, commands that only read or write
+  atomically): one line on stderr and the process ends at once — nothing is half done that a
+  later reader could take for finished (every file the tool writes is published atomically);
+- ``raise``: ``KeyboardInterrupt``, for code that ends itself in order (``golden record``'s summary);
+- ``cancel``: nothing more — :func:`run_in_thread` is waiting on a run and settles it itself: the
+  run's thread gets :data:`GRACE_S` to record its failure, then the driver says what was stored.
+
+A process started with SIGINT ignored (``nohup``, a parent that ignores it) keeps ignoring it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kebab_eval_pipeline import cancellation
+
+EXIT_CODE = 130
+EXIT, RAISE, CANCEL = "exit", "raise", "cancel"
+#: How long an interrupted run's thread gets to end (its failure recorded in the Dagster instance,
+#: its in-flight calls cancelled) before the CLI ends without it: the CLI exits within about this
+#: long after Ctrl-C (the test allows GRACE_S + 1.5 s on a loaded machine).
+GRACE_S = 1.5
+
+_state = {"mode": EXIT, "note": "before the command started: nothing was run or stored"}
+
+
+def say(message: str) -> None:
+    """``message`` as one line on stderr, written straight to the file descriptor: safe inside a
+    signal handler (no lock a print in progress may hold) and never raising."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"interrupted (Ctrl-C): {message}\n".encode("utf-8", "replace"))
+
+
+def _handler(signum: int, frame: Any) -> None:
+    cancellation.request()
+    if _state["mode"] == EXIT:
+        say(_state["note"])
+        os._exit(EXIT_CODE)
+    if _state["mode"] == RAISE:
+        raise KeyboardInterrupt
+    # CANCEL: run_in_thread sees the request and settles the run
+
+
+def install() -> None:
+    """Take over SIGINT (unless it is ignored, or this is not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
+    signal.signal(signal.SIGINT, _handler)
+
+
+@contextlib.contextmanager
+def mode(new: str, note: str | None = None) -> Iterator[None]:
+    """Handle Ctrl-C as ``new`` while the block runs (``note``: what the ``exit`` line says)."""
+    before = dict(_state)
+    _state["mode"] = new
+    if note is not None:
+        _state["note"] = note
+    try:
+        yield
+    finally:
+        _state.update(before)
+
+
+def set_note(note: str) -> None:
+    """What the ``exit`` line says from now on (``"nothing was stored"``)."""
+    _state["note"] = note
+
+
+@dataclass
+class Ran:
+    """How :func:`run_in_thread` ended: ``value`` or ``error`` of the work when it finished;
+    ``interrupted`` when cancellation was requested meanwhile; ``finished`` False when the work
+    was still running after the grace period (abandoned: the process is about to end)."""
+
+    value: Any = None
+    error: BaseException | None = None
+    interrupted: bool = False
+    finished: bool = True
+
+
+def run_in_thread(work: Callable[[], Any], grace_s: float = GRACE_S) -> Ran:
+    """Run ``work()`` in a thread of its own while this (main) thread waits for it or for Ctrl-C.
+
+    The thread blocks SIGINT, and so does every process it starts (a blocked signal mask is
+    inherited): Dagster's compute-log ``tail`` and its orphan watcher — which printed
+    ``KeyboardInterrupt`` tracebacks of their own when the terminal's Ctrl-C reached them — and
+    the systems' processes (which unblock it again before running the system's command). SIGINT
+    reaches this thread only, and running off the main thread keeps Dagster's own interrupt
+    handling (which turns a signal into a flag nobody reads in an in-process run) out of the way.
+
+    On Ctrl-C (the handler in ``cancel`` mode, or KeyboardInterrupt where no handler of ours is
+    installed) cancellation is requested and the work gets ``grace_s`` to end. When it has not,
+    stdout and stderr are given back to the terminal (Dagster points them at its compute-log files
+    while a step runs) and it is abandoned (a daemon thread)."""
+    ran = Ran()
+
+    def target() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            ran.value = work()
+        except BaseException as exc:  # handed to the caller, raised there
+            ran.error = exc
+
+    saved = (os.dup(1), os.dup(2))
+    try:
+        thread = threading.Thread(target=target, name="kebab-eval-run", daemon=True)
+        with mode(CANCEL):
+            thread.start()
+            while thread.is_alive() and not cancellation.requested():
+                try:
+                    thread.join(0.1)  # short waits: the handler runs between them
+                except KeyboardInterrupt:  # no handler of ours (SIGINT ignored at start, a test)
+                    cancellation.request()
+            if cancellation.requested():
+                ran.interrupted = True
+                with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still settle
+                    thread.join(grace_s)
+                if thread.is_alive():
+                    ran.finished = False
+                    os.dup2(saved[0], 1)
+                    os.dup2(saved[1], 2)
+            return ran
+    finally:
+        for fd in saved:
+            os.close(fd)
