@@ -31,7 +31,7 @@ from kebab_eval_pipeline.artifacts import (
 )
 from kebab_eval_pipeline.compare.baseline import flag_baseline, resolve_baseline
 from kebab_eval_pipeline.compare.document import report_files
-from kebab_eval_pipeline.compare.outcome import OUTCOMES, metrics_outcome, run_outcome
+from kebab_eval_pipeline.compare.outcome import INTERRUPTED, OUTCOMES, metrics_outcome, run_outcome
 from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA, Ranking, metric_name_offenders, rank_runs
 from kebab_eval_pipeline.compare.ranking_report import ranking_files
 from kebab_eval_pipeline.compare.ranking_report import render_markdown as render_ranking_markdown
@@ -871,11 +871,18 @@ def sweep_metric(settings: RunSettings) -> str:
 
 def stored_variants(store: RunStore, settings: RunSettings) -> tuple[list[Variant], list[Variant]]:
     """The variants of ``settings.sweep`` (grid order) split into those with a whole stored run
-    (every asset a comparison reads) and the others. InputError (field ``sweep``) without a sweep."""
+    (every asset a comparison reads, not interrupted: a variant stopped by Ctrl-C after its metrics
+    were stored is run again) and the others. InputError (field ``sweep``) without a sweep."""
     if settings.sweep is None:
         raise InputError("no sweep", [Offender("<config>", "the config has no sweep: block", field="sweep")])
     variants = expand(settings.sweep.name, settings.sweep.grid)
-    whole = [v for v in variants if all(store.exists(asset, v.run_id) for asset in RUN_ASSETS)]
+
+    def whole_run(run_id: str) -> bool:
+        if not all(store.exists(asset, run_id) for asset in RUN_ASSETS):
+            return False
+        return not ((store.manifest("run_metrics", run_id) or {}).get("info") or {}).get(INTERRUPTED)
+
+    whole = [v for v in variants if whole_run(v.run_id)]
     return whole, [v for v in variants if v not in whole]
 
 

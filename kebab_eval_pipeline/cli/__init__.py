@@ -17,6 +17,15 @@ from __future__ import annotations
 def console_main() -> None:
     """The ``kebab-eval`` console script (and ``python -m kebab_eval_pipeline.cli``): Ctrl-C taken
     over first, then :func:`kebab_eval_pipeline.cli.main.console_main`."""
+    import os
+    import signal
+
+    def early(signum, frame) -> None:  # until interrupt.py is imported: nothing has started
+        os.write(2, b"interrupted (Ctrl-C): before the command started: nothing was run or stored\n")
+        os._exit(130)
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # an ignored SIGINT stays ignored
+        signal.signal(signal.SIGINT, early)
     from kebab_eval_pipeline.cli import interrupt
 
     interrupt.install()

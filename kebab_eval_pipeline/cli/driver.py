@@ -104,25 +104,34 @@ def quiet_stated_failures():
         logging.setLoggerClass(previous)
 
 
-def execute(job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None):
+def execute(
+    job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None
+) -> interrupt.Ran:
     """Run ``job`` for partition ``run_id`` in-process (as Dagster run ``dagster_run_id``, the owner
     of the partition's lock) with its progress on stderr (stage name, queries done; progress_display.py:
     live on a terminal, periodic lines otherwise; ``total`` is unused: each stage reports its own
     count); Dagster's DEBUG event stream stays in the instance
-    (and the UI), the terminal gets the progress and warnings only."""
+    (and the UI), the terminal gets the progress and warnings only.
+
+    The job runs in a thread of its own while this thread waits for it or for Ctrl-C
+    (:func:`.interrupt.run_in_thread`: the returned ``Ran`` holds its result, or says it was
+    interrupted); the progress display is this thread's, so it is closed (a terminal's cursor
+    given back) before anything is said about an interrupted run."""
     from kebab_eval_pipeline.cli.progress_display import progress_display
     from kebab_eval_pipeline.orchestration.in_process import execute_in_process
 
     with progress_display(err), quiet_stated_failures():
-        return execute_in_process(  # Dagster's, minus keeping every step's output in memory
-            job,
-            partition_key=run_id,
-            instance=instance,
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags=tags,
-            asset_selection=asset_selection,
-            run_id=dagster_run_id,
+        return interrupt.run_in_thread(
+            lambda: execute_in_process(  # Dagster's, minus keeping every step's output in memory
+                job,
+                partition_key=run_id,
+                instance=instance,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                tags=tags,
+                asset_selection=asset_selection,
+                run_id=dagster_run_id,
+            )
         )
 
 
@@ -254,16 +263,14 @@ def drive(
     with run_lock.holding(base, run_id, dagster_run_id, instance):
         if prepare is not None:
             prepare()
-        ran = interrupt.run_in_thread(
-            lambda: execute(
-                defs.resolve_job_def(names.name(JOB_NAME)),
-                instance,
-                run_id,
-                total,
-                tags=tags,
-                asset_selection=asset_selection,
-                dagster_run_id=dagster_run_id,
-            )
+        ran = execute(
+            defs.resolve_job_def(names.name(JOB_NAME)),
+            instance,
+            run_id,
+            total,
+            tags=tags,
+            asset_selection=asset_selection,
+            dagster_run_id=dagster_run_id,
         )
         if ran.interrupted:
             with interrupt.mode(interrupt.CANCEL):  # a second Ctrl-C: the run is settled first

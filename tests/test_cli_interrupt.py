@@ -1,0 +1,292 @@
+"""Ctrl-C at any moment of a real ``kebab-eval run``: exit 130, one line, no traceback, the system's
+processes gone, nothing half-written presented as a finished run.
+
+Each case is a real ``kebab-eval run`` subprocess in a session (and process group) of its own, with
+its own Dagster home and store, against a slow real command system (each query starts a child
+process of its own and takes 0.6 s). SIGINT goes to the process group (what a terminal's Ctrl-C
+does) or to the pid alone, at seeded random moments:
+
+- start-up: 0.5–1.5 s after the process starts (imports, config loading; Python's own start-up,
+  before kebab-eval's code runs, takes ~0.1 s here);
+- during the run: 0–2 s after the system's first call (retrieval takes 2.4 s or more);
+- late, placed exactly: while ``comparison_report`` is being written, after ``run_metrics`` was
+  stored (``tests/orchestration/fake_systems/pause_hook`` holds the write, as an in-process call
+  that cannot be stopped would).
+
+The cases run side by side (threads), so the module takes one run's wall time, not seven.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kebab_eval_pipeline.cli.interrupt import GRACE_S
+from kebab_eval_pipeline.compare.baseline import choose_baseline
+from kebab_eval_pipeline.compare.outcome import run_outcome
+from kebab_eval_pipeline.run_roles import RunRole
+from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import REPO, write
+
+N = 16
+#: Exit within this long after the signal: the run's grace period plus settling it, on a loaded
+#: machine (measured: 0.02 s at start-up, 0.4–1.3 s during retrieval, 1.7 s late).
+BOUND_S = GRACE_S + 1.5
+PAUSE_HOOK = REPO / "tests" / "orchestration" / "fake_systems" / "pause_hook"
+# A query: a child process of its own (a model server, a pipeline), 0.6 s, then the gold document.
+SLOW = (
+    "import json, subprocess, sys, time\n"
+    "q, marker = sys.argv[1], sys.argv[2]\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', marker])\n"
+    "time.sleep(0.6)\n"
+    "child.kill()\n"
+    "print(json.dumps({'hits': [{'rank': 1, 'chunk_id': 'doc-' + q, 'doc_id': 'doc-' + q}]}))\n"
+)
+
+
+@dataclass
+class Case:
+    name: str
+    to_group: bool
+    phase: str  # "start-up", "run" (from the system's first call) or "late"
+    delay: float = 0.0
+    command: str = "run"  # or another long command: "sweep", "validate" (against the system), "compare"
+    code: int | None = None
+    after_signal: float | None = None
+    output: str = ""
+    left: list[str] = field(default_factory=list)
+    folder: Path | None = None
+
+    @property
+    def marker(self) -> str:
+        return f"kebab-sigint-{os.getpid()}-{self.name}"
+
+
+def _cases() -> list[Case]:
+    rng = random.Random(44)
+    cases = [
+        Case(f"start-{who}", who == "group", "start-up", rng.uniform(0.5, 1.5)) for who in ("group", "pid")
+    ]
+    cases += [
+        Case(f"run-{i}-{who}", who == "group", "run", rng.uniform(0.0, 2.0))
+        for i in (1, 2)
+        for who in ("group", "pid")
+    ]
+    cases.append(Case("late", True, "late"))
+    # the other long commands: exit 130, one line, no traceback, the system's processes gone
+    cases.append(Case("sweep", False, "run", rng.uniform(0.0, 1.0), command="sweep"))
+    cases.append(Case("validate", True, "run", 0.1, command="validate"))  # during its probe call
+    # compare reads the late case's stored run (once that case is over): 2.5–8 s of reading and
+    # testing, interrupted after its start-up
+    cases.append(Case("compare", True, "start-up", rng.uniform(0.8, 1.6), command="compare"))
+    return cases
+
+
+def _argv(case: Case, root: Path, config: Path) -> list[str]:
+    cli = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
+    if case.command == "sweep":
+        return [*cli, "sweep", str(config)]
+    if case.command == "validate":
+        return [*cli, "golden", "validate", str(root / "golden.yaml"), "--config", str(config)]
+    if case.command == "compare":
+        return [*cli, "compare", "late", "late", "--config", str(config)]
+    return [*cli, "run", "--config", str(config), "--run-id", case.name]
+
+
+def _processes_with(marker: str) -> list[str]:
+    """Command lines of the live processes whose arguments include ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        if marker.encode() in argv:
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+def _run_case(case: Case, root: Path, env: dict[str, str], late_done: threading.Event) -> None:
+    if case.command == "compare":  # the late case's home and store
+        late_done.wait(timeout=180)
+        case.folder = root / "late"
+        _interrupt(
+            case, root, case.folder / "eval.yaml", {**env, "DAGSTER_HOME": str(case.folder / "dagster_home")}
+        )
+        return
+    try:
+        _start_case(case, root, env)
+    finally:
+        if case.name == "late":
+            late_done.set()
+
+
+def _start_case(case: Case, root: Path, env: dict[str, str]) -> None:
+    folder = case.folder = root / case.name
+    home = folder / "dagster_home"
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text("")
+    config = write(
+        folder / "eval.yaml",
+        yaml.safe_dump(
+            {
+                "golden": str(root / "golden.yaml"),
+                "storage": str(folder / "store"),
+                "answers": False,
+                "system": {
+                    "kind": "command",
+                    "name": "slow",
+                    "search_argv": [sys.executable, str(root / "slow.py"), "{query}", case.marker],
+                    "concurrency": 4,
+                },
+                "sweep": {"name": "k", "grid": {"system.concurrency": [4, 2]}},
+            }
+        ),
+    )
+    env = {**env, "DAGSTER_HOME": str(home)}
+    if case.phase == "late":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PAUSE_HOOK), env.get("PYTHONPATH")]))
+        env["KEBAB_TEST_PAUSE_RENAME"] = f"*/comparison_report/{case.name}/*"
+        env["KEBAB_TEST_PAUSE_MARKER"] = str(folder / "paused")
+    _interrupt(case, root, config, env)
+
+
+def _interrupt(case: Case, root: Path, config: Path, env: dict[str, str]) -> None:
+    """Start the case's command, SIGINT it at its moment, record how it ended."""
+    folder = case.folder
+    log = folder / f"output-{case.name}.txt"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            _argv(case, root, config),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        if case.phase == "run":  # the moment counts from the system's first call
+            while proc.poll() is None and not _processes_with(case.marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if case.phase == "late":
+            while proc.poll() is None and not (folder / "paused").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        time.sleep(case.delay)
+        if proc.poll() is None:
+            sent = time.monotonic()
+            if case.to_group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                os.kill(proc.pid, signal.SIGINT)
+            case.code = proc.wait(timeout=60)
+            case.after_signal = time.monotonic() - sent
+        else:
+            case.code = proc.returncode
+        deadline = time.monotonic() + 2.0  # killed groups go at once; give the kernel a moment
+        while (left := _processes_with(case.marker)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        case.left = left
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    case.output = log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> dict[str, Case]:
+    root = tmp_path_factory.mktemp("sigint")
+    queries = [
+        {"id": f"q{i:02d}", "query": f"q{i:02d}", "supports": [{"doc_id": f"doc-q{i:02d}"}]} for i in range(N)
+    ]
+    write(root / "golden.yaml", yaml.safe_dump({"schema_version": "1", "queries": queries}))
+    write(root / "slow.py", SLOW)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    chosen = _cases()
+    late_done = threading.Event()
+    threads = [threading.Thread(target=_run_case, args=(c, root, env, late_done)) for c in chosen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {c.name: c for c in chosen}
+
+
+@pytest.mark.parametrize("name", [c.name for c in _cases()])
+def test_ctrl_c_exits_130_promptly_with_one_line_and_no_traceback(cases, name):
+    case = cases[name]
+    assert case.after_signal is not None, f"the run ended before the signal:\n{case.output[-2000:]}"
+    assert case.code == 130, case.output[-3000:]
+    assert "Traceback" not in case.output and "KeyboardInterrupt" not in case.output, case.output[-3000:]
+    assert case.output.count("interrupted (Ctrl-C): ") == 1, case.output[-3000:]
+    assert case.after_signal <= BOUND_S, f"exited {case.after_signal:.2f} s after the signal"
+    assert case.left == [], f"the system's processes outlived the run: {case.left}"
+
+
+@pytest.mark.parametrize("name", [c.name for c in _cases() if c.phase != "late" and c.command == "run"])
+def test_an_interrupted_run_is_not_stored_as_finished(cases, name):
+    case = cases[name]
+    store = RunStore(case.folder / "store")
+    line = next(x for x in case.output.splitlines() if x.startswith("interrupted (Ctrl-C): "))
+    manifest = store.manifest("run_metrics", name)
+    if manifest is None:  # the usual case: stopped before its metrics
+        assert "nothing" in line, line
+    else:  # stopped between its metrics and its comparison: marked, judged failed
+        assert manifest["info"]["interrupted"], manifest["info"]
+        assert not run_outcome(manifest["info"]).passed
+        assert "marked interrupted" in line, line
+    if case.phase == "start-up":
+        assert manifest is None and not store.exists("retrieval_results", name)
+
+
+def test_interrupted_after_its_metrics_the_run_is_marked_and_never_a_baseline(cases):
+    case = cases["late"]
+    store = RunStore(case.folder / "store")
+    info = store.manifest("run_metrics", "late")["info"]
+    assert info["interrupted"] == {"by": "Ctrl-C", "missing": ["comparison_report"]}
+    assert info["outcome"]["outcome"] == "failed" and info["outcome"]["failed"] == ["interrupted"]
+    assert store.manifest("comparison_report", "late") is None
+    assert run_outcome(info).label() == "failed (interrupted)"
+    assert "stored marked interrupted (without comparison_report)" in case.output
+    # the next run of the same system on the same set: no automatic baseline chooses it
+    chosen, note = choose_baseline(
+        store,
+        "next",
+        "previous",
+        info["golden"],
+        "2999-01-01T00:00:00+00:00",
+        info["system"],
+        RunRole(**info["role"]),
+    )
+    assert chosen is None and "late" in note, note
+    # history lists it, failed (interrupted)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
+    env["DAGSTER_HOME"] = str(case.folder / "dagster_home")
+    history = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kebab_eval_pipeline.cli",
+            "history",
+            "--config",
+            str(case.folder / "eval.yaml"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert history.returncode == 0, history.stderr
+    row = next(line for line in history.stdout.splitlines() if " late " in line)
+    assert "failed (interrupted)" in row, history.stdout
