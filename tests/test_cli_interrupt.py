@@ -18,15 +18,19 @@ The cases run side by side (threads), so the module takes one run's wall time, n
 
 from __future__ import annotations
 
+import http.server
 import os
 import random
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -54,6 +58,34 @@ SLOW = (
 )
 
 
+class SlowSearch(http.server.BaseHTTPRequestHandler):
+    """A search service that never answers in time: it holds each request up to 30 s, noting when
+    the client gives up on it (the connection closed under it)."""
+
+    started: ClassVar[list[float]] = []
+    aborted: ClassVar[list[float]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        SlowSearch.started.append(time.monotonic())
+        until = time.monotonic() + 30
+        while time.monotonic() < until:
+            if select.select([self.connection], [], [], 0.05)[0]:
+                try:
+                    gone = self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    gone = True
+                if gone:
+                    SlowSearch.aborted.append(time.monotonic())
+                    return
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"hits": []}')
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
 @dataclass
 class Case:
     name: str
@@ -61,6 +93,7 @@ class Case:
     phase: str  # "start-up", "run" (from the system's first call) or "late"
     delay: float = 0.0
     command: str = "run"  # or another long command: "sweep", "validate" (against the system), "compare"
+    system: str = "command"  # or "http": the SlowSearch service
     code: int | None = None
     after_signal: float | None = None
     output: str = ""
@@ -83,6 +116,7 @@ def _cases() -> list[Case]:
         for who in ("group", "pid")
     ]
     cases.append(Case("late", True, "late"))
+    cases.append(Case("http", True, "run", rng.uniform(0.2, 1.0), system="http"))
     # the other long commands: exit 130, one line, no traceback, the system's processes gone
     cases.append(Case("sweep", False, "run", rng.uniform(0.0, 1.0), command="sweep"))
     cases.append(Case("validate", True, "run", 0.1, command="validate"))  # during its probe call
@@ -114,6 +148,15 @@ def _processes_with(marker: str) -> list[str]:
         if marker.encode() in argv:
             found.append(b" ".join(argv).decode(errors="replace"))
     return found
+
+
+def _leftovers(case: Case) -> list[str]:
+    """What the case's system still has going: its processes (command), its requests (http)."""
+    if case.system == "http":
+        return [
+            f"a request made at {t:.1f} still held" for t in SlowSearch.started[len(SlowSearch.aborted) :]
+        ]
+    return _processes_with(case.marker)
 
 
 def _run_case(case: Case, root: Path, env: dict[str, str], late_done: threading.Event) -> None:
@@ -148,7 +191,9 @@ def _start_case(case: Case, root: Path, env: dict[str, str]) -> None:
                     "name": "slow",
                     "search_argv": [sys.executable, str(root / "slow.py"), "{query}", case.marker],
                     "concurrency": 4,
-                },
+                }
+                if case.system == "command"
+                else {"kind": "http", "search_url": env["SLOW_SEARCH_URL"], "retries": 0, "concurrency": 4},
                 "sweep": {"name": "k", "grid": {"system.concurrency": [4, 2]}},
             }
         ),
@@ -176,7 +221,13 @@ def _interrupt(case: Case, root: Path, config: Path, env: dict[str, str]) -> Non
     try:
         deadline = time.monotonic() + 120
         if case.phase == "run":  # the moment counts from the system's first call
-            while proc.poll() is None and not _processes_with(case.marker) and time.monotonic() < deadline:
+
+            def called() -> bool:
+                if case.system == "http":
+                    return bool(SlowSearch.started)
+                return bool(_processes_with(case.marker))
+
+            while proc.poll() is None and not called() and time.monotonic() < deadline:
                 time.sleep(0.05)
         if case.phase == "late":
             while proc.poll() is None and not (folder / "paused").exists() and time.monotonic() < deadline:
@@ -193,7 +244,7 @@ def _interrupt(case: Case, root: Path, config: Path, env: dict[str, str]) -> Non
         else:
             case.code = proc.returncode
         deadline = time.monotonic() + 2.0  # killed groups go at once; give the kernel a moment
-        while (left := _processes_with(case.marker)) and time.monotonic() < deadline:
+        while (left := _leftovers(case)) and time.monotonic() < deadline:
             time.sleep(0.1)
         case.left = left
     finally:
@@ -213,14 +264,30 @@ def cases(tmp_path_factory) -> dict[str, Case]:
     write(root / "slow.py", SLOW)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowSearch)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env["SLOW_SEARCH_URL"] = f"http://127.0.0.1:{server.server_address[1]}/search"
     chosen = _cases()
     late_done = threading.Event()
     threads = [threading.Thread(target=_run_case, args=(c, root, env, late_done)) for c in chosen]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        server.shutdown()
     return {c.name: c for c in chosen}
+
+
+def _run_status(case: Case) -> str | None:
+    """The status of the case's Dagster run (None: no run was created)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(case.folder / "dagster_home")) as instance:
+        runs = instance.get_runs()
+        return runs[0].status.value if runs else None
 
 
 @pytest.mark.parametrize("name", [c.name for c in _cases()])
@@ -248,6 +315,8 @@ def test_an_interrupted_run_is_not_stored_as_finished(cases, name):
         assert "marked interrupted" in line, line
     if case.phase == "start-up":
         assert manifest is None and not store.exists("retrieval_results", name)
+    else:  # the run ended by itself within the grace period: its calls in flight were cancelled
+        assert _run_status(case) == "FAILURE", case.output[-2000:]
 
 
 def test_interrupted_after_its_metrics_the_run_is_marked_and_never_a_baseline(cases):
@@ -257,6 +326,9 @@ def test_interrupted_after_its_metrics_the_run_is_marked_and_never_a_baseline(ca
     assert info["interrupted"] == {"by": "Ctrl-C", "missing": ["comparison_report"]}
     assert info["outcome"]["outcome"] == "failed" and info["outcome"]["failed"] == ["interrupted"]
     assert store.manifest("comparison_report", "late") is None
+    # its step was held past the grace period (an in-process call cannot be stopped): the Dagster
+    # run is recorded canceled, not left "started"
+    assert _run_status(case) == "CANCELED"
     assert run_outcome(info).label() == "failed (interrupted)"
     assert "stored marked interrupted (without comparison_report)" in case.output
     # the next run of the same system on the same set: no automatic baseline chooses it
