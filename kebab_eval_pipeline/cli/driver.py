@@ -218,13 +218,20 @@ def settle_interrupted(store, instance, run_id: str, dagster_run_id: str, ran: i
             else ""
         )
         return f"run {run_id} stopped; nothing of it was stored as a finished run{kept}"
-    if ran.finished and ran.error is None and getattr(ran.value, "success", False):
+    if not ran.before_end or (ran.error is None and getattr(ran.value, "success", False)):
+        # the run ended before Ctrl-C was seen, or ended whole after it: as it is stored
         return f"run {run_id} had finished: it is stored complete (its summary was not shown)"
     note = {"by": "Ctrl-C", "missing": [a for a in CHAIN_ASSETS if a not in written]}
     # compare/outcome.py judges a run so marked failed: never an automatic baseline
     from kebab_eval_pipeline.compare.outcome import interrupted_info
 
-    store.mark("run_metrics", run_id, dagster_run_id, lambda info: interrupted_info(info, note))
+    try:
+        store.mark("run_metrics", run_id, dagster_run_id, lambda info: interrupted_info(info, note))
+    except Exception as exc:  # said, not raised: the line is the last word of an interrupted run
+        return (
+            f"run {run_id} stopped after its metrics were stored, which could not be marked "
+            f"interrupted ({type(exc).__name__}: {exc}): `kebab-eval history` shows it as finished"
+        )
     return (
         f"run {run_id} stopped after its metrics were stored: stored marked interrupted "
         f"(without {', '.join(note['missing']) or 'its checks'}); history shows it failed "

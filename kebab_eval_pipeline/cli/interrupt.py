@@ -85,12 +85,15 @@ def set_note(note: str) -> None:
 @dataclass
 class Ran:
     """How :func:`run_in_thread` ended: ``value`` or ``error`` of the work when it finished;
-    ``interrupted`` when cancellation was requested meanwhile; ``finished`` False when the work
-    was still running after the grace period (abandoned: the process is about to end)."""
+    ``interrupted`` when cancellation was requested meanwhile — ``before_end`` True when the work
+    was still running then (else Ctrl-C came as it ended: it was not cut short); ``finished``
+    False when the work was still running after the grace period (abandoned: the process is
+    about to end)."""
 
     value: Any = None
     error: BaseException | None = None
     interrupted: bool = False
+    before_end: bool = False
     finished: bool = True
 
 
@@ -128,7 +131,7 @@ def run_in_thread(work: Callable[[], Any], grace_s: float = GRACE_S) -> Ran:
                 except KeyboardInterrupt:  # no handler of ours (SIGINT ignored at start, a test)
                     cancellation.request()
             if cancellation.requested():
-                ran.interrupted = True
+                ran.interrupted, ran.before_end = True, thread.is_alive()
                 with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still settle
                     thread.join(grace_s)
                 if thread.is_alive():
