@@ -9,6 +9,8 @@ does) or to the pid alone, at seeded random moments:
 - start-up: 0.5–1.5 s after the process starts (imports, config loading; Python's own start-up,
   before kebab-eval's code runs, takes ~0.1 s here);
 - during the run: 0–2 s after the system's first call (retrieval takes 2.4 s or more);
+- on a real (pseudo-)terminal, ^C typed: the terminal driver signals the foreground group while
+  the live progress display runs (cleared, the cursor given back, then the line);
 - late, placed exactly: while ``comparison_report`` is being written, after ``run_metrics`` was
   stored (``tests/orchestration/fake_systems/pause_hook`` holds the write, as an in-process call
   that cannot be stopped would).
@@ -18,6 +20,7 @@ The cases run side by side (threads), so the module takes one run's wall time, n
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import random
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import pexpect
 import pytest
 import yaml
 
@@ -94,6 +98,7 @@ class Case:
     delay: float = 0.0
     command: str = "run"  # or another long command: "sweep", "validate" (against the system), "compare"
     system: str = "command"  # or "http": the SlowSearch service
+    terminal: bool = False  # on a pseudo-terminal (the live progress display), ^C typed
     code: int | None = None
     after_signal: float | None = None
     output: str = ""
@@ -112,9 +117,10 @@ def _cases() -> list[Case]:
     ]
     cases += [
         Case(f"run-{i}-{who}", who == "group", "run", rng.uniform(0.0, 2.0))
-        for i in (1, 2)
-        for who in ("group", "pid")
+        for i, who in ((1, "group"), (1, "pid"), (2, "pid"))
     ]
+    # a real terminal: ^C typed on a pseudo-terminal, its driver signals the foreground group
+    cases.append(Case("terminal", True, "run", rng.uniform(0.0, 2.0), terminal=True))
     cases.append(Case("late", True, "late"))
     cases.append(Case("http", True, "run", rng.uniform(0.2, 1.0), system="http"))
     # the other long commands: exit 130, one line, no traceback, the system's processes gone
@@ -210,14 +216,11 @@ def _interrupt(case: Case, root: Path, config: Path, env: dict[str, str]) -> Non
     """Start the case's command, SIGINT it at its moment, record how it ended."""
     folder = case.folder
     log = folder / f"output-{case.name}.txt"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            _argv(case, root, config),
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = (
+        _Terminal(_argv(case, root, config), env)
+        if case.terminal
+        else _Piped(_argv(case, root, config), env, log)
+    )
     try:
         deadline = time.monotonic() + 120
         if case.phase == "run":  # the moment counts from the system's first call
@@ -228,30 +231,100 @@ def _interrupt(case: Case, root: Path, config: Path, env: dict[str, str]) -> Non
                 return bool(_processes_with(case.marker))
 
             while proc.poll() is None and not called() and time.monotonic() < deadline:
-                time.sleep(0.05)
+                proc.idle(0.05)
         if case.phase == "late":
             while proc.poll() is None and not (folder / "paused").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-        time.sleep(case.delay)
+                proc.idle(0.05)
+        proc.idle(case.delay)
         if proc.poll() is None:
             sent = time.monotonic()
-            if case.to_group:
-                os.killpg(proc.pid, signal.SIGINT)
-            else:
-                os.kill(proc.pid, signal.SIGINT)
-            case.code = proc.wait(timeout=60)
+            proc.interrupt(case.to_group)
+            case.code = proc.wait()
             case.after_signal = time.monotonic() - sent
         else:
-            case.code = proc.returncode
+            case.code = proc.poll()
         deadline = time.monotonic() + 2.0  # killed groups go at once; give the kernel a moment
         while (left := _leftovers(case)) and time.monotonic() < deadline:
             time.sleep(0.1)
         case.left = left
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    case.output = log.read_text(errors="replace")
+        proc.kill()
+    case.output = proc.output()
+
+
+class _Piped:
+    """The command in a session of its own, its output to ``log``; SIGINT by ``kill``."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def idle(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def interrupt(self, to_group: bool) -> None:
+        if to_group:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        else:
+            os.kill(self.proc.pid, signal.SIGINT)
+
+    def wait(self) -> int:
+        return self.proc.wait(timeout=60)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class _Terminal:
+    """The command on a pseudo-terminal (its own session, the terminal's foreground group); ^C is
+    typed, and the terminal driver sends SIGINT to the group. Output is read as it comes (a full
+    terminal buffer would block the command)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(40, 200), encoding="utf-8")
+        self.seen: list[str] = []
+
+    def poll(self) -> int | None:
+        if self.child.isalive():
+            return None
+        return self.child.exitstatus if self.child.exitstatus is not None else -self.child.signalstatus
+
+    def idle(self, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while True:
+            with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):  # nothing more yet; ended
+                left = max(0.0, until - time.monotonic())
+                self.seen.append(self.child.read_nonblocking(65536, timeout=left))
+            if time.monotonic() >= until:
+                return
+
+    def interrupt(self, to_group: bool) -> None:
+        self.child.sendintr()
+
+    def wait(self) -> int:
+        self.child.expect(pexpect.EOF, timeout=60)
+        self.seen.append(self.child.before or "")
+        self.child.close()
+        return self.poll()
+
+    def kill(self) -> None:
+        if self.child.isalive():
+            os.killpg(self.child.pid, signal.SIGKILL)
+            self.child.close(force=True)
+
+    def output(self) -> str:
+        return "".join(self.seen)
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +378,8 @@ def test_ctrl_c_exits_130_promptly_with_one_line_and_no_traceback(cases, name):
 def test_an_interrupted_run_is_not_stored_as_finished(cases, name):
     case = cases[name]
     store = RunStore(case.folder / "store")
-    line = next(x for x in case.output.splitlines() if x.startswith("interrupted (Ctrl-C): "))
+    said = case.output
+    line = said[said.index("interrupted (Ctrl-C): ") :].splitlines()[0]  # after a terminal's ^C echo
     manifest = store.manifest("run_metrics", name)
     if manifest is None:  # the usual case: stopped before its metrics
         assert "nothing" in line, line
