@@ -15,7 +15,7 @@ does) or to the pid alone, at seeded random moments:
   stored (``tests/orchestration/fake_systems/pause_hook`` holds the write, as an in-process call
   that cannot be stopped would).
 
-The cases run side by side (threads), so the module takes one run's wall time, not seven.
+The cases run side by side (threads), so the module takes about one run's wall time, not twelve.
 """
 
 from __future__ import annotations

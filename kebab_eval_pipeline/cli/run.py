@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline.cli import ci_outputs
+from kebab_eval_pipeline.cli import ci_outputs, interrupt
 from kebab_eval_pipeline.cli.address import ChainOption, chain_names, check_chain
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
@@ -151,6 +151,7 @@ def run_partition(
     from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
     from kebab_eval_pipeline.run_roles import ROLE_TAG
 
+    interrupt.set_note(f"run {run_id} had not started: nothing of it was stored")  # Ctrl-C from here
     check_chain(chain, config)
     dagster_home()  # anchors the default storage beside the instance (opened only once the inputs are good)
     # Fail fast on a bad config, bad golden input, a stale golden set, a missing source_root or
