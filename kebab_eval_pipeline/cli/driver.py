@@ -279,9 +279,8 @@ def drive(
             asset_selection=asset_selection,
             dagster_run_id=dagster_run_id,
         )
-        if ran.interrupted:
-            with interrupt.mode(interrupt.CANCEL):  # a second Ctrl-C: the run is settled first
-                raise Interrupted(settle_interrupted(store, instance, run_id, dagster_run_id, ran))
+        if ran.interrupted:  # (Ctrl-C again changes nothing now: the run is settled first)
+            raise Interrupted(settle_interrupted(store, instance, run_id, dagster_run_id, ran))
         if ran.error is not None:
             raise ran.error
         result = ran.value

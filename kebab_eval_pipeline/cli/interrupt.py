@@ -9,9 +9,12 @@ is handed out, nothing more is published) and then, by the mode the command is i
 - ``exit`` (the default: start-up, imports, config loading, commands that only read or write
   atomically): one line on stderr and the process ends at once — nothing is half done that a
   later reader could take for finished (every file the tool writes is published atomically);
-- ``raise``: ``KeyboardInterrupt``, for code that ends itself in order (``golden record``'s summary);
 - ``cancel``: nothing more — :func:`run_in_thread` is waiting on a run and settles it itself: the
-  run's thread gets :data:`GRACE_S` to record its failure, then the driver says what was stored.
+  run's thread gets :data:`GRACE_S` to record its failure, then the driver says what was stored
+  (a second Ctrl-C changes nothing meanwhile).
+
+``golden record`` puts Python's own handler back: its session ends itself on KeyboardInterrupt
+(the entry being typed dropped, its summary printed).
 
 A process started with SIGINT ignored (``nohup``, a parent that ignores it) keeps ignoring it.
 """
@@ -22,14 +25,14 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kebab_eval_pipeline import cancellation
 
 EXIT_CODE = 130
-EXIT, RAISE, CANCEL = "exit", "raise", "cancel"
+EXIT, CANCEL = "exit", "cancel"
 #: How long an interrupted run's thread gets to end (its failure recorded in the Dagster instance,
 #: its in-flight calls cancelled) before the CLI ends without it: the CLI exits within about this
 #: long after Ctrl-C (the test allows GRACE_S + 1.5 s on a loaded machine).
@@ -50,8 +53,6 @@ def _handler(signum: int, frame: Any) -> None:
     if _state["mode"] == EXIT:
         say(_state["note"])
         os._exit(EXIT_CODE)
-    if _state["mode"] == RAISE:
-        raise KeyboardInterrupt
     # CANCEL: run_in_thread sees the request and settles the run
 
 
@@ -64,17 +65,9 @@ def install() -> None:
     signal.signal(signal.SIGINT, _handler)
 
 
-@contextlib.contextmanager
-def mode(new: str, note: str | None = None) -> Iterator[None]:
-    """Handle Ctrl-C as ``new`` while the block runs (``note``: what the ``exit`` line says)."""
-    before = dict(_state)
-    _state["mode"] = new
-    if note is not None:
-        _state["note"] = note
-    try:
-        yield
-    finally:
-        _state.update(before)
+def reset() -> None:
+    """A command begins (``main``): ``exit`` mode, saying the command stopped."""
+    _state.update(mode=EXIT, note="the command stopped")
 
 
 def set_note(note: str) -> None:
@@ -121,24 +114,27 @@ def run_in_thread(work: Callable[[], Any], grace_s: float = GRACE_S) -> Ran:
             ran.error = exc
 
     saved = (os.dup(1), os.dup(2))
+    before = _state["mode"]
+    _state["mode"] = CANCEL
     try:
         thread = threading.Thread(target=target, name="kebab-eval-run", daemon=True)
-        with mode(CANCEL):
-            thread.start()
-            while thread.is_alive() and not cancellation.requested():
-                try:
-                    thread.join(0.1)  # short waits: the handler runs between them
-                except KeyboardInterrupt:  # no handler of ours (SIGINT ignored at start, a test)
-                    cancellation.request()
-            if cancellation.requested():
-                ran.interrupted, ran.before_end = True, thread.is_alive()
-                with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still settle
-                    thread.join(grace_s)
-                if thread.is_alive():
-                    ran.finished = False
-                    os.dup2(saved[0], 1)
-                    os.dup2(saved[1], 2)
-            return ran
+        thread.start()
+        while thread.is_alive() and not cancellation.requested():
+            try:
+                thread.join(0.1)  # short waits: the handler runs between them
+            except KeyboardInterrupt:  # no handler of ours (SIGINT ignored at start, a test)
+                cancellation.request()
+        if cancellation.requested():
+            ran.interrupted, ran.before_end = True, thread.is_alive()
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: still settle
+                thread.join(grace_s)
+            if thread.is_alive():
+                ran.finished = False
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+        return ran
     finally:
         for fd in saved:
             os.close(fd)
+        if not ran.interrupted:  # interrupted: Ctrl-C again changes nothing until the line is said
+            _state["mode"] = before

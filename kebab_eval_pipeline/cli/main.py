@@ -115,7 +115,7 @@ def main() -> None:
     it with its traceback); 4 another run of the same run id is in progress; 130 interrupted.
     """
     cancellation.reset()  # a request belongs to one command (tests call main in one process)
-    interrupt.set_note("the command stopped")  # start-up is over: a command may say more
+    interrupt.reset()  # start-up is over: a command may say more
     try:
         empty = empty_option_values(sys.argv[1:])
         if empty:
