@@ -72,6 +72,17 @@ def jsonl_objects(
         yield n, line, entry
 
 
+def quote_it(value: Any, written: str) -> str:
+    """Why the unquoted YAML scalar ``written`` cannot stand where text is expected: YAML 1.1 read it
+    as ``value`` (``010`` → 8, ``no`` → false, ``2024-01-02`` → a date)."""
+    kind = {bool: "a bool", int: "a number", float: "a number"}.get(type(value), f"a {type(value).__name__}")
+    shown = str(value).lower() if isinstance(value, bool) else str(value)
+    return (
+        f"YAML reads the unquoted {written} as {kind} ({shown}), not as the text written: "
+        f"quote it ('{written}')"
+    )
+
+
 def _raise(what: str, path: Path, position: str | None, reason: str):
     raise InputError(f"{what} is malformed", [Offender(str(path), reason, position=position)])
 
@@ -112,11 +123,16 @@ def _loader(text: str) -> type:
     return yaml.CSafeLoader
 
 
-def parse_yaml(text: str, path: Path, what: str) -> Any:
-    """Parse YAML; a syntax error names the file and the parser's 1-based line and column."""
+def parse_yaml(text: str, path: Path, what: str, typed_keys: frozenset[str] | None = None) -> Any:
+    """Parse YAML; a syntax error names the file and the parser's 1-based line and column.
+
+    ``typed_keys``: read every unquoted scalar as the text written (``010`` stays ``"010"``, ``no``
+    stays ``"no"``) except in the values of these keys, which YAML 1.1 types as usual — for files
+    whose values are mostly identifiers (golden sets). None: YAML's typing everywhere."""
     loader = _loader(text)
     try:
-        return yaml.load(text, Loader=strict_loader(loader, text))  # safe: no Python object tags
+        # safe: no Python object tags
+        return yaml.load(text, Loader=strict_loader(loader, text, typed_keys))
     except DuplicateKeys as exc:  # every one at once, with both lines
         offenders = duplicate_offenders(str(path), exc.duplicates)
         raise InputError(f"{what} has duplicate keys", offenders) from None
@@ -274,6 +290,34 @@ class YamlPositions:
         self._text = text
         self._root: yaml.Node | None = None
         self._composed = False
+
+    def scalar_text(self, key_path: list[str | int]) -> str | None:
+        """The text written for the unquoted scalar at ``key_path`` (``010`` where YAML built 8);
+        None when there is none there (a quoted value, a collection, a missing key)."""
+        node = self._node_at(key_path)
+        if isinstance(node, yaml.ScalarNode) and not node.style:
+            return node.value
+        return None
+
+    def _node_at(self, key_path: list[str | int]) -> yaml.Node | None:
+        self._compose()
+        node = self._root
+        for key in key_path:
+            if isinstance(node, yaml.MappingNode):
+                node = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+                node = node.value[key]
+            else:
+                return None
+        return node
+
+    def _compose(self) -> None:
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self._text, Loader=_loader(self._text))
+            except (yaml.YAMLError, RecursionError):
+                self._root = None
 
     def line_of(self, key_path: list[str | int], at_key: bool = False) -> int | None:
         """The 1-based line where the value at ``key_path`` starts (a missing key: its mapping's
