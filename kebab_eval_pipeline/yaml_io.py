@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -45,10 +46,26 @@ def read_text_and_sha256(
     before they are opened (:func:`kebab_eval_pipeline.limits.read_limited`)."""
     data = read_limited(path, what, env, field)
     try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+        return decode_text(data), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _raise(what, path, f"line {line}", f"not valid UTF-8 (byte {exc.start})")
+
+
+def decode_text(data: bytes) -> str:
+    """The UTF-8 text of a file's bytes, without the byte-order mark some editors write at the
+    start (Notepad, Excel's "CSV UTF-8", PowerShell): every format reads a file through here, so a
+    BOM never ends up inside a first query id (``"\\ufeff301"``) nor makes JSON unreadable. The
+    sha256 of a file stays the hash of its bytes. Raises ``UnicodeDecodeError`` (``start``: the
+    offset in ``data``) for bytes that are not UTF-8."""
+    if not data.startswith(codecs.BOM_UTF8):
+        return data.decode("utf-8")
+    try:
+        return str(memoryview(data)[len(codecs.BOM_UTF8) :], "utf-8")  # no copy of the bytes
+    except UnicodeDecodeError as exc:  # offsets into the whole file, as without a BOM
+        raise UnicodeDecodeError(
+            exc.encoding, data, exc.start + len(codecs.BOM_UTF8), exc.end + len(codecs.BOM_UTF8), exc.reason
+        ) from None
 
 
 def jsonl_objects(

@@ -24,7 +24,7 @@ from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.readers import qrels as qrels_reader
 from kebab_eval_pipeline.golden.readers import topics as topics_reader
 from kebab_eval_pipeline.limits import INPUT_ENV
-from kebab_eval_pipeline.yaml_io import TOP, parse_json_checked, read_text_and_sha256
+from kebab_eval_pipeline.yaml_io import TOP, decode_text, parse_json_checked, read_text_and_sha256
 
 DATASET_FORMATS = ("beir", "trec", "ranx")
 DEFAULT_SPLIT = "test"
@@ -89,9 +89,13 @@ def _peek(path: Path) -> str:
         return ""
     try:
         with path.open("rb") as fh:
-            return fh.read(_PEEK).decode("utf-8", errors="replace")
+            head = fh.read(_PEEK)
     except OSError:
         return ""
+    try:
+        return decode_text(head)  # the reader's own decoding: a BOM is not part of the content
+    except UnicodeDecodeError as exc:  # a character cut at the window's end, or not UTF-8 at all
+        return decode_text(head[: exc.start]) if exc.start else ""
 
 
 def role_of(path: Path, head: str, fmt: str = "auto") -> tuple[str, str] | None:

@@ -56,6 +56,7 @@ from kebab_eval_pipeline.systems.settings import REPLAY_FORMATS, ReplaySystemSet
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (
+    decode_text,
     duplicate_offenders,
     id_problem,
     json_duplicates,
@@ -318,7 +319,7 @@ def _read(path: Path) -> tuple[str, str]:
     (by size before reading, and on the bytes read); devices and FIFOs are refused unopened."""
     data = read_limited(path, "replay trace", field="system.path")
     try:
-        text = data.decode("utf-8")
+        text = decode_text(data)  # a BOM at the start is dropped, as in every input
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(
