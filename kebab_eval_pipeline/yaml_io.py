@@ -72,8 +72,12 @@ def jsonl_objects(
     text: str, path: Path, offenders: list[Offender], shape: str
 ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """``(line number, line, object)`` for every non-blank line of the JSON-lines ``text`` that holds
-    a JSON object. A line that is not JSON, or not an object (``expected an object {shape}``), is added to
-    ``offenders`` instead, so a reader lists every bad line at once."""
+    a JSON object. A line that is not JSON, or not an object (``expected an object {shape}``), is
+    added to ``offenders`` instead, so a reader lists every bad line at once. A line writing a key
+    twice (a parser keeps the last value) is an offender too — the key and its line, as every JSON
+    reader here refuses it — and still yielded, so the reader knows its id (a query refused for
+    a doubled key is not also "missing" from the qrels' point of view); readers refuse the file
+    whenever ``offenders`` is not empty."""
     for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -86,6 +90,8 @@ def jsonl_objects(
         if not isinstance(entry, dict):
             offenders.append(Offender(str(path), f"expected an object {shape}", position=where))
             continue
+        if may_have_duplicate_keys(line, entry) and (duplicates := json_duplicates(line, n)):
+            offenders += duplicate_offenders(str(path), duplicates)
         yield n, line, entry
 
 

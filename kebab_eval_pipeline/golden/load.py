@@ -44,6 +44,7 @@ from kebab_eval_pipeline.golden.readers import (
     supports,
     wfgy,
 )
+from kebab_eval_pipeline.golden.syntax import syntax_of
 from kebab_eval_pipeline.golden.validate import QueryChecks
 from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
 from kebab_eval_pipeline.read_once import ReadOnce
@@ -280,10 +281,10 @@ def _jsonl_raws(state: _FileState, lines: list[str], early: tuple[list[Offender]
 
 
 def _read_document(
-    state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str]
+    state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str], syntax: str
 ) -> None:
     path = state.path
-    if path.suffix == ".json":
+    if syntax == "json":
         doc = parse_json_checked(text, path, "golden set")
     else:
         doc = parse_yaml(text, path, "golden set", TYPED_KEYS)
@@ -529,10 +530,11 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str, options: Da
             # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
             text, digest = read_text_and_sha256(path, "golden set")
             digests.append((path.name, digest))
-            if path.suffix == ".jsonl":
+            syntax = syntax_of(path, text)  # by name, else content: a JSONL file named gold.txt
+            if syntax == "jsonl":
                 _read_jsonl(state, text, fmt, early)
             else:
-                _read_document(state, text, fmt, offenders, warnings)
+                _read_document(state, text, fmt, offenders, warnings, syntax)
         except InputError as exc:
             offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
             continue
