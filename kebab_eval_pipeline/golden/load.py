@@ -284,9 +284,15 @@ def _read_document(
     state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str], syntax: str
 ) -> None:
     path = state.path
-    if syntax == "json":
+    doc: Any = None
+    if syntax == "json-or-yaml":  # a name that says nothing, text opening like JSON
+        try:
+            doc, syntax = parse_json_checked(text, path, "golden set"), "json"
+        except InputError:  # not JSON (a comment, a YAML flow mapping): YAML, a superset, says why
+            syntax = "yaml"
+    elif syntax == "json":
         doc = parse_json_checked(text, path, "golden set")
-    else:
+    if syntax == "yaml":
         doc = parse_yaml(text, path, "golden set", TYPED_KEYS)
         state.positions = YamlPositions(text)  # composed lazily, only if an offender needs a line
     if doc is None:

@@ -7,8 +7,9 @@ Editors and pipelines name files as they like: a JSONL export saved as ``gold.tx
 * a name ending ``.jsonl`` / ``.json`` / ``.yaml`` / ``.yml`` says it (for a symlink without such a
   suffix, its target's name counts);
 * any other name: the content decides (:func:`syntax_of`);
-* whatever the name, a file whose first line is a whole JSON object followed by more lines is JSON
-  lines — neither a JSON nor a YAML document can be that, so a ``.json`` holding JSONL is read too.
+* a ``.json`` (or unnamed) file whose first line is a whole JSON object and whose next line opens
+  another is JSON lines — no JSON document can be that, so a ``.json`` holding JSONL is read too.
+  A ``.yaml`` file is always YAML.
 """
 
 from __future__ import annotations
@@ -56,21 +57,22 @@ def _json_object(line: str) -> dict | None:
 
 
 def syntax_of(path: Path, text: str) -> str:
-    """``"jsonl"``, ``"json"`` or ``"yaml"``: how to read the golden file ``path`` holding ``text``.
+    """``"jsonl"``, ``"json"``, ``"yaml"`` or ``"json-or-yaml"`` (JSON when it parses, else YAML):
+    how to read the golden file ``path`` holding ``text``.
 
-    The name decides (:func:`named_suffix`) unless the content is JSON lines (a whole JSON object
-    on the first line, more lines after it); a name that says nothing: a lone JSON object line
-    without ``queries`` is JSON lines too (one query), text starting with ``{`` or ``[`` is JSON,
-    anything else YAML."""
+    The name decides (:func:`named_suffix`) unless a ``.json`` or unnamed file is JSON lines (a
+    whole JSON object on the first line, the next line opening another); a name that says
+    nothing: a lone JSON object line without ``queries`` is JSON lines too (one query), text
+    starting with ``{`` or ``[`` is JSON or else YAML, anything else YAML."""
     suffix = named_suffix(path)
-    if suffix == ".jsonl":
-        return "jsonl"
+    if suffix in (".jsonl", ".yaml", ".yml"):
+        return SYNTAXES[suffix]
     first, rest = first_line(text)
-    more = first_line(text, rest)[0] != ""
-    if first.lstrip().startswith("{") and (more or suffix not in SYNTAXES):
+    second = first_line(text, rest)[0].lstrip()
+    if first.lstrip().startswith("{") and (second.startswith("{") or (not second and suffix != ".json")):
         entry = _json_object(first)
-        if entry is not None and (more or "queries" not in entry):
+        if entry is not None and (second or "queries" not in entry):
             return "jsonl"
     if suffix in SYNTAXES:
         return SYNTAXES[suffix]
-    return "json" if first.lstrip()[:1] in ("{", "[") else "yaml"
+    return "json-or-yaml" if first.lstrip()[:1] in ("{", "[") else "yaml"

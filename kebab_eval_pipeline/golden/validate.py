@@ -17,10 +17,11 @@ MATCHED_FIELDS = ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start"
 
 
 def match_key(support: Support) -> tuple:
-    """What a hit is matched against, as written: two supports of one query with the same key are
-    the same evidence under every match criterion (a hit matching one matches the other)."""
+    """What a hit is matched against, as written (an empty text or heading list is unset, as the
+    matcher reads it): two supports of one query with the same key are the same evidence under
+    every match criterion (a hit matching one matches the other)."""
     return tuple(
-        tuple(value) if isinstance(value, list) else value
+        tuple(value) if isinstance(value, list) and value else None if value in ("", []) else value
         for value in (getattr(support, name) for name in MATCHED_FIELDS)
     )
 

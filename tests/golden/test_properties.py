@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.convert import render_canonical
 from kebab_eval_pipeline.golden.load import FORMATS, READERS, LoadedGolden, load_golden
-from kebab_eval_pipeline.golden.model import GoldenQuery
+from kebab_eval_pipeline.golden.model import GoldenQuery, Support
+from kebab_eval_pipeline.golden.validate import match_key
 
 SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -476,11 +477,17 @@ def valid_support(draw, pending: bool) -> dict:
     return fields
 
 
+def _match_key(support: dict) -> tuple:
+    return match_key(Support.model_validate(support))
+
+
 @st.composite
 def valid_query(draw, qid: str) -> dict:
     pending = draw(st.booleans())
     answerable = draw(st.booleans()) or draw(st.booleans())
-    supports = draw(st.lists(valid_support(pending), min_size=1, max_size=3)) if answerable else []
+    # distinct evidence: a support given twice is refused (golden/validate.py)
+    unique = st.lists(valid_support(pending), min_size=1, max_size=3, unique_by=_match_key)
+    supports = draw(unique) if answerable else []
     q: dict[str, Any] = {"id": qid, "query": draw(NONBLANK)}
     if draw(st.booleans()):
         q["lang"] = draw(st.sampled_from(["en", "ko", "de-CH", ""]))

@@ -34,7 +34,7 @@ def ids(path: Path | list[Path], fmt: str = "auto") -> list[tuple[str, str | Non
 
 def test_jsonl_is_read_whatever_the_name(tmp_path: Path):
     expected = [("q1", "d1"), ("q2", "d2")]
-    for name in ("gold.txt", "gold", "gold.json", "gold.data", "gold.yaml"):
+    for name in ("gold.txt", "gold", "gold.json", "gold.data"):
         (tmp_path / name).write_text(JSONL)
         assert ids(tmp_path / name) == expected, name
     (tmp_path / "one.txt").write_text(json.dumps(LINES[0]) + "\n")  # one query on one line
@@ -50,12 +50,17 @@ def test_documents_in_unnamed_files_are_still_documents(tmp_path: Path):
     (tmp_path / "a.txt").write_text(json.dumps(doc))  # one line, but a document with queries
     (tmp_path / "b.txt").write_text(json.dumps(doc, indent=2))
     (tmp_path / "c.txt").write_text("- id: q1\n  query: a\n  expected_doc_ids: [d1]\n")
+    # a YAML flow mapping then a comment: YAML, not JSON lines, whatever the name
+    flow = '{"schema_version": "1", "queries": [{"id": "q1", "query": "a", "supports": [{"doc_id": "d1"}]}]}'
+    for name in ("d.yaml", "d.txt", "d.json"):
+        (tmp_path / name).write_text(flow + "\n# reviewed\n")
+    assert ids(tmp_path / "d.yaml") == ids(tmp_path / "d.txt") == [("q1", "d1")]
     for name in ("a.txt", "b.txt"):
         assert ids(tmp_path / name) == [("q1", "d1"), ("q2", "d2")]
     assert ids(tmp_path / "c.txt") == [("q1", "d1")]
     assert [syntax_of(tmp_path / n, (tmp_path / n).read_text()) for n in ("a.txt", "b.txt", "c.txt")] == [
-        "json",
-        "json",
+        "json-or-yaml",
+        "json-or-yaml",
         "yaml",
     ]
 
