@@ -23,7 +23,7 @@ from pathlib import Path
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.readers import qrels as qrels_reader
 from kebab_eval_pipeline.golden.readers import topics as topics_reader
-from kebab_eval_pipeline.golden.syntax import SYNTAXES, first_line, named_suffix
+from kebab_eval_pipeline.golden.syntax import SYNTAXES, first_line, named_suffix, syntax_of
 from kebab_eval_pipeline.limits import INPUT_ENV
 from kebab_eval_pipeline.yaml_io import TOP, decode_text, parse_json_checked, read_text_and_sha256
 
@@ -111,7 +111,8 @@ def role_of(path: Path, head: str, fmt: str = "auto", first: str | None = None) 
     if suffix in (".yaml", ".yml"):
         return None
     if suffix not in SYNTAXES and first.lstrip().startswith("{"):
-        suffix = ".jsonl" if topics_reader.looks_like_beir_queries(first) else ".json"
+        lines = topics_reader.looks_like_beir_queries(first) or syntax_of(path, head) == "jsonl"
+        suffix = ".jsonl" if lines else ".json"
     if suffix == ".json":
         return ("qrels", "ranx") if _RANX_START.match(head) or fmt == "ranx" else None
     if suffix == ".jsonl":
