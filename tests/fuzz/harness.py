@@ -306,7 +306,7 @@ def classify(
         return HANG, f"timed out after {case.timeout:.0f}s"
     if case.secrets and (leaks := find_secrets(case.secrets, folder, stdout + stderr)):
         return WRONG, "a secret written out: " + "; ".join(leaks[:4])
-    if case.check == "sigint":
+    if case.check == "sigint" and ran.sigint_at is not None:  # else: it ended first, judged as is
         return check_sigint(case, ran, stdout, stderr, folder, env)
     if case.check == "process-end":
         return check_process_end(case, code, stdout, stderr, folder, env)
@@ -536,8 +536,6 @@ def check_process_end(
 def check_sigint(case: Case, ran: Ran, stdout: str, stderr: str, folder: Path, env: dict) -> tuple[str, str]:
     """Ctrl-C during a run: exit 130, within :data:`SIGINT_GRACE` s, no traceback, and no run
     stored as complete (``run_metrics`` for the run id)."""
-    if ran.sigint_at is None:
-        return WRONG, f"the run ended (exit {ran.code}) before the SIGINT: the case is too short"
     at = f"SIGINT to the {case.interrupt[1]} at {ran.sigint_at:.1f}s"
     if case.interrupt[2]:
         at += " (after the first system call)"
