@@ -82,6 +82,9 @@ def process_end_case(case_id: str, rng: random.Random, index: int) -> Case:
     )
 
 
+#: (where the SIGINT goes, whether it waits for the first system call), cycled by case index.
+SIGINT_KINDS = [("group", True), ("pid", False), ("pid", True), ("group", False)]
+
 SLOW_COMMAND = """import json, os, sys, time
 open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "started"), "a").close()
 time.sleep(1.0)
@@ -90,8 +93,8 @@ print(json.dumps([{"doc_id": "d1.md", "rank": 1}]))
 
 
 def sigint_case(case_id: str, rng: random.Random, index: int) -> Case:
-    target = ("group", "pid")[index % 2]
-    anchored = index % 4 < 2  # half while queries run, half from the start (start-up included)
+    # half while queries run, half from the start (start-up included); group and pid each
+    target, anchored = SIGINT_KINDS[index % len(SIGINT_KINDS)]
     delay = round(rng.uniform(0.1, 3.0) if anchored else rng.uniform(0.3, 4.0), 2)
     moment = "first query" if anchored else "start"
     qs = base_queries(rng, 8)
@@ -104,7 +107,7 @@ def sigint_case(case_id: str, rng: random.Random, index: int) -> Case:
     config = 'golden: "{dir}/g.yaml"\nbaseline: none\nsystem: ' + json.dumps(system) + "\n"
     return Case(
         id=case_id,
-        kind=f"sigint/{target}",
+        kind=f"sigint/{target}-{'queries' if anchored else 'start'}",
         command="run",
         expect=EITHER,
         check="sigint",
