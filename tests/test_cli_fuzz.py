@@ -18,8 +18,8 @@ CPU — Python, pandas and pydantic imports — a ``run`` refused at load ~2 s, 
 ~3.5 s, Dagster import dominating, a secrets run with its export ~5 s; a Ctrl-C case mostly waits.
 So golden files get the largest share, and each of issue 44's families a few cases, cycling
 through its kinds, see :data:`DEFAULT_COUNTS`). Locally, ``KEBAB_EVAL_FUZZ_CASES=600`` tries a
-few hundred more. ``KEBAB_EVAL_FUZZ_SEED`` changes the inputs; ``KEBAB_EVAL_FUZZ_ONLY=id,id`` reruns the named cases
-only (a case is a function of seed, family and index: its id reproduces it), and
+few hundred more. ``KEBAB_EVAL_FUZZ_SEED`` changes the inputs; ``KEBAB_EVAL_FUZZ_ONLY=id,id``
+reruns the named cases only (a case is a function of seed, family and index: its id reproduces it), and
 ``KEBAB_EVAL_FUZZ_FAMILIES=secrets,sigint`` runs only those families.
 """
 
