@@ -12,7 +12,7 @@ Whole runs of a good golden set and replay trace, with one edge:
   type, a storage module that does not exist): exit 2 naming ``dagster.yaml``, never exit 3;
 * ``output-full`` — ``--pr-comment`` or ``--junit`` to ``/dev/full``: exit 2 naming it (exit 1
   naming it passes too); exit 0 with the file unwritten is ``wrong``, exit 3 ``internal``;
-* ``full-disk`` — the storage folder or ``DAGSTER_HOME`` on a tmpfs of 48–512 KiB that fills up
+* ``full-disk`` — the storage folder or ``DAGSTER_HOME`` on a tmpfs of 32–512 KiB that fills up
   mid-run: exit 2 naming the folder, or a correct run when it fitted; exit 3 is ``internal``.
   Mounting needs root and a kernel that permits it: without, these cases are ``skipped``, with why.
 """
@@ -74,7 +74,8 @@ def edges_case(case_id: str, rng: random.Random, index: int) -> Case:
         note = f"{option} /dev/full"
     else:
         where = rng.choice(["storage", "home"])
-        size = rng.choice([48, 96, 160, 256, 512]) * 1024
+        # measured: a run's artifacts take ~440 KiB of storage, DAGSTER_HOME ~1.2 MiB (SQLite)
+        size = rng.choice([32, 96, 160, 256] if where == "storage" else [48, 128, 256, 512]) * 1024
         if where == "storage":
             extra_cfg = 'storage: "{dir}/tiny"\n'
             kw = {"tmpfs": {"tiny": size}, "storage": "{dir}/tiny"}
