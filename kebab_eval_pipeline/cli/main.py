@@ -143,6 +143,12 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             raise
+        from kebab_eval_pipeline.cli.write_failures import cannot_write, write_failure
+
+        failure = write_failure(exc)  # a full disk, a read-only folder: named, with the remedy
+        if failure is not None:
+            err.print(f"error: {cannot_write(failure)}", markup=False, highlight=False)
+            sys.exit(2)
         if isinstance(exc, OSError) and exc.filename is not None:
             # A path that cannot be written or read (permissions, a full disk, a folder in the
             # way): bad input, named with the file, not an internal failure.
