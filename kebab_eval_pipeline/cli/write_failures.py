@@ -183,8 +183,11 @@ def cannot_write(
     lines = [f"cannot write {subject}: {why}"]
     if failure.text and why not in failure.text.lower():
         lines[0] += f" ({failure.text.splitlines()[0][:200]})"
-    moves = " or ".join(p.setting for p in ([place] if place else candidates)) or "DAGSTER_HOME"
-    lines.append(f"remedy: {fix}, or point {moves} at a folder that can be written")
+    if failure.path and place is None:  # an output file the command was asked to write
+        lines.append(f"remedy: {fix}, or write it to another path")
+    else:
+        moves = " or ".join(p.setting for p in ([place] if place else candidates)) or "DAGSTER_HOME"
+        lines.append(f"remedy: {fix}, or point {moves} at a folder that can be written")
     if run_id is not None:
         where = f" in step {step}" if step else ""
         lines.append(
@@ -192,3 +195,32 @@ def cannot_write(
             "published whole or not at all); run it again once the path can be written"
         )
     return InputError("\n".join(lines))
+
+
+def output_failure(option: str, path: Path | str, exc: OSError, stored: str | None = None) -> InputError:
+    """An output option's file that could not be written (``--pr-comment /dev/full``) as an
+    InputError naming the option, the path, why and the remedy; ``stored``: how to write the output
+    again from what the command already stored (the run's results are not lost)."""
+    why, fix = _ERRNOS.get(exc.errno or 0, (exc.strerror or str(exc), "check the path"))
+    other = "leave it out (--no-github-summary)" if option.startswith("$") else f"give {option} another path"
+    lines = [f"cannot write {option} {path}: {why}", f"remedy: {fix}, or {other}"]
+    if stored:
+        lines.append(stored)
+    return InputError("\n".join(lines))
+
+
+def output_problem(path: Path) -> str | None:
+    """Why an output file cannot be written, known before anything runs: the filesystem that would
+    hold it is read-only or has no space left (None: it may be written; the write itself can still
+    fail, and is then reported by :func:`output_failure`)."""
+    try:
+        stats = os.statvfs(_existing(path if path.exists() else path.parent))
+    except OSError:
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return "on a read-only file system"
+    if path.exists() and not path.is_file():  # a device or FIFO: its filesystem says nothing
+        return None
+    if stats.f_bavail == 0 and stats.f_blocks > 0:
+        return "no space left on the file system that would hold it"
+    return None
