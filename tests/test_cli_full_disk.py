@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.cli.write_failures import WriteFailure, cannot_write, write_failure
+from kebab_eval_pipeline.cli.write_failures import WriteFailure, cannot_write, is_write_failure, write_failure
 from tests.replay_case import clean_env, cli, write_case
 
 
@@ -186,3 +186,9 @@ def test_permission_denied_names_the_file_and_the_setting(tmp_path, monkeypatch)
     assert text.startswith(f"cannot write {target} (the Dagster instance): permission denied")
     assert "remedy: give this user write permission there, or point DAGSTER_HOME at a folder" in text
     assert "run r1 stopped: what was stored before is unchanged" in text
+    assert is_write_failure(failure)
+    # a file elsewhere refused for permission may be one the command was reading: not called a write
+    elsewhere = write_failure(PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "gold.yaml")))
+    assert elsewhere is not None and not is_write_failure(elsewhere)
+    full = write_failure(OSError(errno.ENOSPC, "No space left on device", "/dev/full"))
+    assert full is not None and is_write_failure(full)

@@ -121,7 +121,7 @@ def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
     run's artifact base), SystemHealthFailure (the system under test failed), GateFailure (a
     blocking gate or check, named with its reason), RunInProgress (another process runs this
     partition) or, for anything else, RuntimeError (exit 3) naming the step and its error."""
-    from kebab_eval_pipeline.cli.write_failures import cannot_write, step_write_failure
+    from kebab_eval_pipeline.cli.write_failures import cannot_write, is_write_failure, step_write_failure
     from kebab_eval_pipeline.metrics.health import CHECK_NAME
     from kebab_eval_pipeline.orchestration.failures import INPUT_ERROR_KEY
 
@@ -157,7 +157,7 @@ def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
             if ours is not None:
                 raise ours(e.message.split(": ", 1)[-1].strip())
         failure = step_write_failure((e.cls_name, e.message) for e in chain)
-        if failure is not None:  # a full disk, a read-only folder: the user's to fix (exit 2)
+        if failure is not None and is_write_failure(failure, storage):  # a full disk: the user's (exit 2)
             raise cannot_write(failure, storage, run_id, event.step_key)
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")

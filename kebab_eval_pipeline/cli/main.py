@@ -144,10 +144,10 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             raise
-        from kebab_eval_pipeline.cli.write_failures import cannot_write, write_failure
+        from kebab_eval_pipeline.cli.write_failures import cannot_write, is_write_failure, write_failure
 
         failure = write_failure(exc)  # a full disk, a read-only folder: named, with the remedy
-        if failure is not None:
+        if failure is not None and is_write_failure(failure):
             err.print(f"error: {cannot_write(failure)}", markup=False, highlight=False)
             sys.exit(2)
         if isinstance(exc, OSError) and exc.filename is not None:

@@ -160,6 +160,15 @@ def _place_of(path: str, candidates: Sequence[Place]) -> Place | None:
     return None
 
 
+def is_write_failure(failure: WriteFailure, storage: str | None = None) -> bool:
+    """Whether ``failure`` is a write the tool could not make: always for a full disk, a read-only
+    file system or SQLite's words; permission denied only for a file under the storage or
+    DAGSTER_HOME (elsewhere it may be a file the command was reading: reported as it was)."""
+    if failure.code not in (errno.EACCES, errno.EPERM) or failure.sqlite:
+        return True
+    return failure.path is not None and _place_of(failure.path, places(storage)) is not None
+
+
 def cannot_write(
     failure: WriteFailure, storage: str | None = None, run_id: str | None = None, step: str | None = None
 ) -> InputError:
