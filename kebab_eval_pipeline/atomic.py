@@ -48,9 +48,13 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # write() and fsync() name no file (a full disk: "[Errno 28] No space left on device"):
+            # the error names the file it could not write, so the user knows which place is full.
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
         raise
 
 

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -281,6 +282,36 @@ class DuplicateKeys(yaml.YAMLError):
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+#: What YAML 1.1 turns an unquoted scalar into besides text: ``010`` → 8, ``1:30`` → 90, ``0x1F`` →
+#: 31, ``1_000`` → 1000, ``no``/``on`` → a bool, ``2024-01-02`` → a date, ``.inf`` → a float.
+#: ``=`` and ``<<`` as values (not keys) have tags the safe constructor refuses. Null (``null``,
+#: ``~``, nothing) is not in the list: it stays "no value".
+_RETYPED_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "timestamp", "value", "merge")
+)
+
+
+def keep_plain_text(root: yaml.Node, typed_keys: frozenset[str]) -> None:
+    """Retag, in the composed document ``root``, every unquoted scalar YAML would read as a number,
+    bool or date as text — the exact text written — except in the values of ``typed_keys``
+    (mapping keys whose values are meant as numbers or bools: ``grade``, ``answerable`` …).
+
+    Why: a golden set is mostly identifiers and text, and YAML 1.1 silently renames them (``id:
+    010`` became ``"8"``, colliding with ``id: 8``; ``lang: no`` became ``False``). Typed values are
+    few and known by key, so the default is the user's text. Mapping keys themselves are left as
+    they are (they are field names). Iterative (documents nest ~1000 deep); a node shared through
+    an alias is visited once per use (the alias guard has bounded that, and refused cycles)."""
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is yaml.ScalarNode:
+            if not node.style and node.tag in _RETYPED_TAGS:  # plain: None (PyYAML) or "" (libyaml)
+                node.tag = _STR_TAG
+        elif kind is yaml.SequenceNode:
+            stack += node.value
+        elif kind is yaml.MappingNode:
+            stack += [v for k, v in node.value if not (type(k) is yaml.ScalarNode and k.value in typed_keys)]
 
 
 def _key_text(node: yaml.Node) -> str:
@@ -315,13 +346,18 @@ class _StrictConstruction:
     keys are compared, as written, before the merge is applied."""
 
     _guard_aliases = False
+    #: None: every plain scalar typed as YAML 1.1 says. A set of keys: plain scalars keep the text
+    #: written, except under these keys (see :func:`keep_plain_text`).
+    _typed_keys: frozenset[str] | None = None
 
     def get_single_data(self):  # overrides yaml.constructor.BaseConstructor.get_single_data
         node = self.get_single_node()  # type: ignore[attr-defined]
         if node is None:
             return None
         if self._guard_aliases:
-            check_alias_expansion(node)
+            check_alias_expansion(node)  # first: a recursive document never reaches the walk below
+        if self._typed_keys is not None:
+            keep_plain_text(node, self._typed_keys)
         self._duplicates: list[tuple[yaml.Node, str, int, int]] = []
         self._own_checked: set[yaml.Node] = set()
         data = self.construct_document(node)  # type: ignore[attr-defined]
@@ -396,9 +432,17 @@ for _strict, _ in _STRICT.values():
     _strict.add_constructor("tag:yaml.org,2002:binary", _refuse_binary)  # copies the table: ours only
 
 
-def strict_loader(loader: type, text: str) -> type:
+def strict_loader(loader: type, text: str, typed_keys: frozenset[str] | None = None) -> type:
     """The loader to parse ``text`` with, for ``loader`` = ``yaml.SafeLoader`` or ``yaml.CSafeLoader``:
     its strict subclass (no ``!!binary``), with the alias guard when ``text`` may hold aliases
-    (skipped — no walk to pay for — when it provably holds none)."""
+    (skipped — no walk to pay for — when it provably holds none). With ``typed_keys``, unquoted
+    scalars keep their text outside those keys' values (:func:`keep_plain_text`)."""
     strict, guarded = _STRICT[loader]
-    return guarded if _MAY_ALIAS(text) and _MAY_ANCHOR(text) else strict
+    chosen = guarded if _MAY_ALIAS(text) and _MAY_ANCHOR(text) else strict
+    return chosen if typed_keys is None else _text_keeping(chosen, typed_keys)
+
+
+@functools.lru_cache(maxsize=16)
+def _text_keeping(loader: type, typed_keys: frozenset[str]) -> type:
+    """``loader`` keeping unquoted scalars' text outside ``typed_keys`` (one class per pair)."""
+    return type(f"TextKeeping{loader.__name__}", (loader,), {"_typed_keys": typed_keys})

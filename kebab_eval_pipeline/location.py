@@ -134,7 +134,12 @@ def _local_storage_problem(path: Path) -> str | None:
     except OSError as exc:
         return f"not a usable path: {exc.strerror or exc}"
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} cannot be written (permission denied)"
+        try:  # access() says EROFS too: name a read-only file system as one
+            read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        why = "read-only file system" if read_only else "permission denied"
+        return f"{existing} cannot be written ({why}); use a folder that can be written"
     return None
 
 

@@ -49,7 +49,7 @@ from kebab_eval_pipeline.systems.settings import (
     ReplaySystemSettings,
     SystemSettings,
 )
-from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, read_text
+from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, quote_it, read_text
 
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
@@ -416,7 +416,14 @@ def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = N
                 loc.append(cause.key)
             # pydantic prefixes our validators' messages with "Value error, ": noise to a user
             msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
+            written = (
+                positions.scalar_text(loc)
+                if positions and err["type"] == "string_type" and err.get("input") is not None
+                else None
+            )
+            if written is not None:  # `baseline: 010` is 8 to YAML: never a silent other id
+                reason = quote_it(err["input"], written)
+            elif err["type"] == "extra_forbidden":
                 # "did you mean": keys of the model at that place (under system, also k/answers)
                 also = ("k", "answers") if loc[:-1] == ["system"] else ()
                 reason = unknown_key_reason(RunSettings, err["loc"], also)

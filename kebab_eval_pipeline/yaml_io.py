@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -45,18 +46,38 @@ def read_text_and_sha256(
     before they are opened (:func:`kebab_eval_pipeline.limits.read_limited`)."""
     data = read_limited(path, what, env, field)
     try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+        return decode_text(data), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return _raise(what, path, f"line {line}", f"not valid UTF-8 (byte {exc.start})")
+
+
+def decode_text(data: bytes) -> str:
+    """The UTF-8 text of a file's bytes, without the byte-order mark some editors write at the
+    start (Notepad, Excel's "CSV UTF-8", PowerShell): every format reads a file through here, so a
+    BOM never ends up inside a first query id (``"\\ufeff301"``) nor makes JSON unreadable. The
+    sha256 of a file stays the hash of its bytes. Raises ``UnicodeDecodeError`` (``start``: the
+    offset in ``data``) for bytes that are not UTF-8."""
+    if not data.startswith(codecs.BOM_UTF8):
+        return data.decode("utf-8")
+    try:
+        return str(memoryview(data)[len(codecs.BOM_UTF8) :], "utf-8")  # no copy of the bytes
+    except UnicodeDecodeError as exc:  # offsets into the whole file, as without a BOM
+        raise UnicodeDecodeError(
+            exc.encoding, data, exc.start + len(codecs.BOM_UTF8), exc.end + len(codecs.BOM_UTF8), exc.reason
+        ) from None
 
 
 def jsonl_objects(
     text: str, path: Path, offenders: list[Offender], shape: str
 ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """``(line number, line, object)`` for every non-blank line of the JSON-lines ``text`` that holds
-    a JSON object. A line that is not JSON, or not an object (``expected an object {shape}``), is added to
-    ``offenders`` instead, so a reader lists every bad line at once."""
+    a JSON object. A line that is not JSON, or not an object (``expected an object {shape}``), is
+    added to ``offenders`` instead, so a reader lists every bad line at once. A line writing a key
+    twice (a parser keeps the last value) is an offender too — the key and its line, as every JSON
+    reader here refuses it — and still yielded, so the reader knows its id (a query refused for
+    a doubled key is not also "missing" from the qrels' point of view); readers refuse the file
+    whenever ``offenders`` is not empty."""
     for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -69,7 +90,20 @@ def jsonl_objects(
         if not isinstance(entry, dict):
             offenders.append(Offender(str(path), f"expected an object {shape}", position=where))
             continue
+        if may_have_duplicate_keys(line, entry) and (duplicates := json_duplicates(line, n)):
+            offenders += duplicate_offenders(str(path), duplicates)
         yield n, line, entry
+
+
+def quote_it(value: Any, written: str) -> str:
+    """Why the unquoted YAML scalar ``written`` cannot stand where text is expected: YAML 1.1 read it
+    as ``value`` (``010`` → 8, ``no`` → false, ``2024-01-02`` → a date)."""
+    kind = {bool: "a bool", int: "a number", float: "a number"}.get(type(value), f"a {type(value).__name__}")
+    shown = str(value).lower() if isinstance(value, bool) else str(value)
+    return (
+        f"YAML reads the unquoted {written} as {kind} ({shown}), not as the text written: "
+        f"quote it ('{written}')"
+    )
 
 
 def _raise(what: str, path: Path, position: str | None, reason: str):
@@ -112,11 +146,16 @@ def _loader(text: str) -> type:
     return yaml.CSafeLoader
 
 
-def parse_yaml(text: str, path: Path, what: str) -> Any:
-    """Parse YAML; a syntax error names the file and the parser's 1-based line and column."""
+def parse_yaml(text: str, path: Path, what: str, typed_keys: frozenset[str] | None = None) -> Any:
+    """Parse YAML; a syntax error names the file and the parser's 1-based line and column.
+
+    ``typed_keys``: read every unquoted scalar as the text written (``010`` stays ``"010"``, ``no``
+    stays ``"no"``) except in the values of these keys, which YAML 1.1 types as usual — for files
+    whose values are mostly identifiers (golden sets). None: YAML's typing everywhere."""
     loader = _loader(text)
     try:
-        return yaml.load(text, Loader=strict_loader(loader, text))  # safe: no Python object tags
+        # safe: no Python object tags
+        return yaml.load(text, Loader=strict_loader(loader, text, typed_keys))
     except DuplicateKeys as exc:  # every one at once, with both lines
         offenders = duplicate_offenders(str(path), exc.duplicates)
         raise InputError(f"{what} has duplicate keys", offenders) from None
@@ -274,6 +313,34 @@ class YamlPositions:
         self._text = text
         self._root: yaml.Node | None = None
         self._composed = False
+
+    def scalar_text(self, key_path: list[str | int]) -> str | None:
+        """The text written for the unquoted scalar at ``key_path`` (``010`` where YAML built 8);
+        None when there is none there (a quoted value, a collection, a missing key)."""
+        node = self._node_at(key_path)
+        if isinstance(node, yaml.ScalarNode) and not node.style:
+            return node.value
+        return None
+
+    def _node_at(self, key_path: list[str | int]) -> yaml.Node | None:
+        self._compose()
+        node = self._root
+        for key in key_path:
+            if isinstance(node, yaml.MappingNode):
+                node = next((v for k, v in node.value if getattr(k, "value", None) == str(key)), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+                node = node.value[key]
+            else:
+                return None
+        return node
+
+    def _compose(self) -> None:
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self._text, Loader=_loader(self._text))
+            except (yaml.YAMLError, RecursionError):
+                self._root = None
 
     def line_of(self, key_path: list[str | int], at_key: bool = False) -> int | None:
         """The 1-based line where the value at ``key_path`` starts (a missing key: its mapping's

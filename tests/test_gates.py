@@ -1,5 +1,6 @@
 """Gates as pure functions (SPEC §7): absolute bounds on metrics and slices, regression bounds."""
 
+import json
 import math
 
 import pandas as pd
@@ -21,6 +22,7 @@ from kebab_eval_pipeline.gates.evaluate import (
 )
 from kebab_eval_pipeline.gates.settings import GateSettings, RegressionGateSettings, VerdictGateSettings
 from kebab_eval_pipeline.settings import settings_from_dict
+from tests.replay_case import cli, write_case
 
 
 def test_min_gate_pass_and_fail_carry_numbers():
@@ -328,3 +330,80 @@ def test_a_drop_within_the_repeats_noise_floor_is_not_a_regression():
     beyond = PairedEvidence(-0.02, 0.4, 100, "randomization", noise_floor=0.01, within_noise=False)
     assert not evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.52}, beyond)[0].passed
     assert not evaluate_regression_gate("mrr", g, {"mrr": 0.5}, {"mrr": 0.52}, None)[0].passed
+
+
+# ------------------------------------------------------------------------------ the (none) slice
+
+
+def test_an_empty_slice_value_selects_the_none_slice_the_breakdowns_name():
+    """``mrr[lang=]`` and ``mrr[lang=(none)]`` both gate the queries without a lang — the slice the
+    breakdowns list as ``lang=(none)`` — keeping the check names they always had."""
+    none = GateTarget("mrr", "lang", "(none)")
+    assert parse_gate_key("mrr[lang=]") == parse_gate_key("mrr[lang=(none)]") == none
+    assert parse_gate_key("mrr[lang= ]").label == "mrr[lang=(none)]"
+    breakdowns = pd.concat(
+        [
+            BREAKDOWNS,
+            pd.DataFrame(
+                {"dimension": ["lang"], "value": ["(none)"], "metric": ["mrr"], "score": [0.3], "n": [4]}
+            ),
+        ],
+        ignore_index=True,
+    )
+    [empty] = evaluate_gate("mrr[lang=]", GateSettings(min=0.5), {"mrr": 0.9}, breakdowns)
+    assert not empty.passed and empty.value == 0.3 and empty.name == "gate_mrr_lang_none_min"
+    assert "mrr[lang=(none)] = 0.3000 misses ≥ 0.5" in empty.reason
+    [written] = evaluate_gate("mrr[lang=(none)]", GateSettings(max=0.5), {"mrr": 0.9}, breakdowns)
+    assert written.passed and written.value == 0.3 and written.name.startswith("gate_mrr_lang__none__")
+    [everyone] = evaluate_gate("mrr[lang=]", GateSettings(min=0.5), {"mrr": 0.9}, BREAKDOWNS)
+    assert (
+        not everyone.passed and "every query has a lang (no query is in the (none) slice)" in everyone.reason
+    )
+
+
+def test_a_verdict_gate_on_the_none_slice_counts_the_queries_without_a_value():
+    per_query = _per_query()
+    per_query["lang"] = ["en", None, "", "en", "ko"]  # crit-2 and plain-1 have no lang
+    result = evaluate_verdict_gate("regression[lang=]", VerdictGateSettings(), per_query, has_baseline=True)
+    assert result.value == 1.0 and "among queries without a lang" in result.reason
+    assert "plain-1" in result.reason and "crit-1" not in result.reason
+
+
+def test_an_empty_tag_or_one_slice_written_twice_is_refused_at_load():
+    settings = settings_from_dict(
+        {
+            "gates": {
+                "mrr[tag=]": {"min": 0.5},
+                "mrr[lang=]": {"min": 0.5},
+                "mrr[lang=(none)]": {"min": 0.6},
+                "regression": {"regression[lang=]": {"max": 0}, "regression[lang=(none)]": {"max": 1}},
+            }
+        }
+    )
+    with pytest.raises(InputError) as caught:
+        check_gate_names(settings, "cfg.yaml")
+    text = str(caught.value)
+    assert "'gates.mrr[tag=]': 'mrr[tag=]' names no tag" in text and "mrr[tag=critical]" in text
+    assert (
+        "'gates.mrr[lang=(none)]': gates the same slice as gates.mrr[lang=] (mrr[lang=(none)]); keep one"
+        in text
+    )
+    assert "'gates.regression.regression[lang=(none)]': gates the same slice as" in text
+
+
+def test_a_gate_on_an_empty_slice_value_through_the_cli(tmp_path):
+    """Issue 44: ``mrr[lang=]`` loaded, then failed the run with "no query has lang = ''" while the
+    breakdowns listed those queries as lang=(none). Now it gates that slice: Q2 (MRR 1) and Q3 (0)."""
+    write_case(tmp_path, gates={"mrr[lang=]": {"min": 0.6}, "mrr[lang=ko]": {"min": 0.5}})
+    run = cli(tmp_path, "run", "--config", "cfg.yaml", "--run-id", "sliced")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "gate FAIL gate_mrr_lang_none_min: mrr[lang=(none)] = 0.5000 misses ≥ 0.6" in run.stdout
+    assert "gate pass gate_mrr_lang_ko_min: mrr[lang=ko] = 1.0000 meets ≥ 0.5" in run.stdout
+    export = cli(tmp_path, "export", "sliced", "--format", "json", "--out", "run.json")
+    assert export.returncode == 0, export.stderr
+    doc = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert doc["breakdowns"]["lang"]["(none)"]["mrr"] == 0.5  # the slice the gate read
+    write_case(tmp_path, gates={"mrr[tag=]": {"min": 0.6}})
+    refused = cli(tmp_path, "run", "--config", "cfg.yaml", "--run-id", "refused")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "cfg.yaml — field 'gates.mrr[tag=]': 'mrr[tag=]' names no tag" in refused.stderr

@@ -21,6 +21,7 @@ import typer
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli.console import err
+from kebab_eval_pipeline.cli.write_failures import output_failure, output_problem
 from kebab_eval_pipeline.errors import InputError, Offender
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def prepare(
         ("--pr-comment", pr_comment),
         (f"${SUMMARY_VARIABLE}", summary),
     ):
-        why = None if path is None else _unwritable(path)
+        why = None if path is None else (_unwritable(path) or output_problem(path))
         if why is not None:
             offenders.append(Offender(str(path), f"cannot be written: {why}", field=option))
     if offenders:
@@ -118,25 +119,51 @@ def prepare(
     return CiOutputs(junit, pr_comment, summary, link, datetime.now(UTC), time.monotonic())
 
 
-def write(outputs: CiOutputs, view: CiView) -> None:
-    """Write the outputs of ``view`` where ``outputs`` says, naming each on stderr."""
+def write(outputs: CiOutputs, view: CiView, again: str | None = None) -> None:
+    """Write the outputs of ``view`` where ``outputs`` says, naming each on stderr. One that cannot
+    be written (a full disk, /dev/full) does not stop the others: then InputError (exit 2) names
+    each option, path and reason, and ``again`` — how to write them again from what is stored."""
     from kebab_eval_pipeline.reporting.ci_markdown import COMMENT, SUMMARY, render_ci_markdown
     from kebab_eval_pipeline.reporting.junit import render_junit
 
+    failed: list[InputError] = []
+
+    def attempt(option: str, path: Path, write_it) -> None:
+        try:
+            write_it()
+        except OSError as exc:
+            failed.append(output_failure(option, path, exc))
+
     if outputs.junit is not None:
         seconds = time.monotonic() - outputs.clock
-        atomic.write_bytes(outputs.junit, render_junit(view, outputs.started, seconds))
-        err.print(f"wrote {outputs.junit}", markup=False, highlight=False, soft_wrap=True)
+        junit = outputs.junit
+        attempt(
+            "--junit", junit, lambda: atomic.write_bytes(junit, render_junit(view, outputs.started, seconds))
+        )
+        if not failed:
+            err.print(f"wrote {junit}", markup=False, highlight=False, soft_wrap=True)
     if outputs.pr_comment is not None:
-        atomic.write_text(outputs.pr_comment, render_ci_markdown(view, COMMENT, outputs.report_url))
-        err.print(f"wrote {outputs.pr_comment}", markup=False, highlight=False, soft_wrap=True)
+        comment, before = outputs.pr_comment, len(failed)
+        text = render_ci_markdown(view, COMMENT, outputs.report_url)
+        attempt("--pr-comment", comment, lambda: atomic.write_text(comment, text))
+        if len(failed) == before:
+            err.print(f"wrote {comment}", markup=False, highlight=False, soft_wrap=True)
     if outputs.summary is not None:
+        summary, before = outputs.summary, len(failed)
         text = render_ci_markdown(view, SUMMARY, outputs.report_url)
-        outputs.summary.parent.mkdir(parents=True, exist_ok=True)
-        # Appended, never replaced: the step summary file collects every step's Markdown.
-        with open(outputs.summary, "a", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        err.print(f"appended the job summary to ${SUMMARY_VARIABLE}", markup=False, highlight=False)
+
+        def append() -> None:
+            summary.parent.mkdir(parents=True, exist_ok=True)
+            # Appended, never replaced: the step summary file collects every step's Markdown.
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+
+        attempt(f"${SUMMARY_VARIABLE}", summary, append)
+        if len(failed) == before:
+            err.print(f"appended the job summary to ${SUMMARY_VARIABLE}", markup=False, highlight=False)
+    if failed:
+        lines = [str(f) for f in failed] + ([again] if again else [])
+        raise InputError("\n".join(lines))
 
 
 def stored_view(store, run_id: str, settings) -> CiView:
@@ -157,7 +184,18 @@ def stored_view(store, run_id: str, settings) -> CiView:
     return run_view(run_id, stored.metrics, comparison, settings)
 
 
-def run_outputs(outputs: CiOutputs, store, run_id: str, settings) -> None:
-    """The CI outputs of a stored run (:func:`stored_view`)."""
+def run_outputs(outputs: CiOutputs, store, run_id: str, settings, config: Path | None = None) -> None:
+    """The CI outputs of a stored run (:func:`stored_view`); one that cannot be written says how
+    to write it again (``kebab-eval runs outputs``) — the run's results are stored."""
     if outputs.wanted:
-        write(outputs, stored_view(store, run_id, settings))
+        options = " ".join(
+            f"{option} PATH"
+            for option, path in (("--junit", outputs.junit), ("--pr-comment", outputs.pr_comment))
+            if path
+        )
+        again = (
+            f"the results of run {run_id} are stored; write its CI outputs again with "
+            f"`kebab-eval runs outputs {run_id}{f' --config {config}' if config else ''} {options}`".rstrip()
+            + (" (the job summary: --github-summary)" if outputs.summary else "")
+        )
+        write(outputs, stored_view(store, run_id, settings), again)

@@ -135,11 +135,13 @@ def execute(
         )
 
 
-def raise_run_failure(result, run_id: str) -> None:
-    """Turn a failed in-process run into InputError (bad input), SystemHealthFailure (the system
-    under test failed), GateFailure (a blocking gate or check, named with its reason),
-    RunInProgress (another process runs this partition) or, for anything else, RuntimeError
-    (exit 3) naming the step and its error."""
+def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
+    """Turn a failed in-process run into InputError (bad input; also a path that could not be
+    written — a full disk, a read-only filesystem — named with the remedy, ``storage`` being the
+    run's artifact base), SystemHealthFailure (the system under test failed), GateFailure (a
+    blocking gate or check, named with its reason), RunInProgress (another process runs this
+    partition) or, for anything else, RuntimeError (exit 3) naming the step and its error."""
+    from kebab_eval_pipeline.cli.write_failures import cannot_write, is_write_failure, step_write_failure
     from kebab_eval_pipeline.metrics.health import CHECK_NAME
     from kebab_eval_pipeline.orchestration.failures import INPUT_ERROR_KEY
 
@@ -174,6 +176,9 @@ def raise_run_failure(result, run_id: str) -> None:
             ours = _RAISED_IN_STEPS.get(e.cls_name)  # RunInProgress: another process holds it (exit 4)
             if ours is not None:
                 raise ours(e.message.split(": ", 1)[-1].strip())
+        failure = step_write_failure((e.cls_name, e.message) for e in chain)
+        if failure is not None and is_write_failure(failure, storage):  # a full disk: the user's (exit 2)
+            raise cannot_write(failure, storage, run_id, event.step_key)
         raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {chain[-1].message.strip()}")
     raise RuntimeError(f"run {run_id} failed")
 
@@ -288,7 +293,7 @@ def drive(
         interrupt.set_note(f"run {run_id} had finished: it is stored complete")
         check_own_results(store, run_id, result)
         if not written_by(store, "run_metrics", run_id, result.run_id):
-            raise_run_failure(result, run_id)
+            raise_run_failure(result, run_id, str(base))
         show(store)
     if not result.success:
-        raise_run_failure(result, run_id)
+        raise_run_failure(result, run_id, str(base))

@@ -64,8 +64,10 @@ def open_instance():
     explicit ``telemetry:`` setting is obeyed.
     """
     home, own = dagster_home()
-    from dagster import DagsterInstance
+    from dagster import DagsterInstance, DagsterInvalidConfigError
     from dagster._core.instance.ref import InstanceRef
+
+    from kebab_eval_pipeline.cli import instance_config
 
     config = home / "dagster.yaml"
     # Dagster creates its SQLite tables on first use without a lock: several commands starting at
@@ -73,10 +75,32 @@ def open_instance():
     with atomic.locked(config):
         if not config.exists() or (own and config.read_text(encoding="utf-8").strip() in _OLD_OWN_CONFIGS):
             atomic.write_text(config, TELEMETRY_OFF)
-        if _mentions_telemetry(config):
-            return DagsterInstance.get()
-        ref = InstanceRef.from_dir(str(home), overrides={"telemetry": {"enabled": False}})
-        return DagsterInstance.from_ref(ref)
+        # A dagster.yaml Dagster cannot use is the user's to fix (exit 2, file, line, key, remedy),
+        # not an internal failure: read it first, then name what Dagster refuses in it.
+        problems = instance_config.read_problems(config)
+        if problems:
+            raise InputError(instance_config.SUMMARY, problems)
+        try:
+            if _mentions_telemetry(config):
+                instance = DagsterInstance.get()
+            else:
+                ref = InstanceRef.from_dir(str(home), overrides={"telemetry": {"enabled": False}})
+                instance = DagsterInstance.from_ref(ref)
+        except DagsterInvalidConfigError as exc:
+            raise instance_config.config_error(config, exc) from None
+        except Exception as exc:
+            if not instance_config.is_class_failure(exc):
+                raise
+            raise instance_config.class_error(config, exc) from None
+        try:
+            # Loaded lazily by Dagster, so a module that cannot be imported failed a run midway;
+            # every run of the CLI needs it, so it is loaded (and named when it fails) here.
+            instance.run_coordinator  # noqa: B018
+        except Exception as exc:
+            if not instance_config.is_class_failure(exc):
+                raise
+            raise instance_config.class_error(config, exc) from None
+        return instance
 
 
 def _mentions_telemetry(config: Path) -> bool:

@@ -55,6 +55,7 @@ app.command()(run_commands.run)
 app.command()(run_commands.rejudge)
 runs_app.command("add")(runs.runs_add)
 runs_app.command("list")(runs.runs_list)
+runs_app.command("outputs")(runs.runs_outputs)
 baseline_app.command("set")(baseline.baseline_set)
 baseline_app.command("show")(baseline.baseline_show)
 baseline_app.command("clear")(baseline.baseline_clear)
@@ -152,6 +153,12 @@ def main() -> None:
             sys.exit(exc.exit_code)
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             raise
+        from kebab_eval_pipeline.cli.write_failures import cannot_write, is_write_failure, write_failure
+
+        failure = write_failure(exc)  # a full disk, a read-only folder: named, with the remedy
+        if failure is not None and is_write_failure(failure):
+            err.print(f"error: {cannot_write(failure)}", markup=False, highlight=False)
+            sys.exit(2)
         if isinstance(exc, OSError) and exc.filename is not None:
             # A path that cannot be written or read (permissions, a full disk, a folder in the
             # way): bad input, named with the file, not an internal failure.

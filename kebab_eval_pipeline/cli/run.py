@@ -179,7 +179,9 @@ def run_partition(
             if show:
                 print_run(store, run_id, settings.k, headline, settings)
             if outputs is not None:
-                ci_outputs.run_outputs(outputs, store, run_id, settings)  # before a failed gate's exit 1
+                ci_outputs.run_outputs(
+                    outputs, store, run_id, settings, config
+                )  # before a failed gate's exit 1
 
         def register() -> None:
             instance.add_dynamic_partitions(names.partitions_name, [run_id])

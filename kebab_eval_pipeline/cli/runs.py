@@ -1,4 +1,5 @@
-"""``kebab-eval runs add`` and ``runs list``: run partitions, registered and listed."""
+"""``kebab-eval runs add``, ``runs list`` and ``runs outputs``: run partitions, registered and
+listed, and a stored run's CI outputs written again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli.address import ChainOption, GateOption
+from kebab_eval_pipeline.cli.ci_outputs import JunitOption, PrCommentOption, ReportUrlOption
 from kebab_eval_pipeline.cli.console import out
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance, open_store
 from kebab_eval_pipeline.cli.show import print_runs_table
@@ -114,3 +116,43 @@ def runs_list(
         Field("started (UTC)", shown),
         labels=[Field("metrics stored", ["yes" if key in created else "no" for key in keys])],
     )
+
+
+def runs_outputs(
+    run_id: Annotated[str, typer.Argument(metavar="ID", help="The stored run.", show_default=False)],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The run's config (its storage and gates).")
+    ] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
+    junit: JunitOption = None,
+    pr_comment: PrCommentOption = None,
+    github_summary: Annotated[
+        bool,
+        typer.Option(
+            "--github-summary/--no-github-summary",
+            help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set (default: off).",
+        ),
+    ] = False,
+    report_url: ReportUrlOption = None,
+) -> None:
+    """Write a stored run's CI outputs again — JUnit XML, the PR comment, the job summary — as
+    `kebab-eval run` wrote them, from what the run stored (nothing runs again). For when the run's
+    own --junit/--pr-comment could not be written (a full disk) or went elsewhere."""
+    from kebab_eval_pipeline.cli import ci_outputs
+    from kebab_eval_pipeline.errors import InputError, Offender
+    from kebab_eval_pipeline.settings import load_settings
+
+    outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
+    if not outputs.wanted:
+        raise InputError(
+            "no output asked for",
+            [Offender("runs outputs", "give --junit PATH, --pr-comment PATH or --github-summary")],
+        )
+    store = open_store(config, chain, gate)
+    if not store.exists("run_metrics", run_id):
+        raise InputError(
+            f"no stored metrics for run {run_id!r}",
+            [Offender(str(store.base), "not stored (or not under this storage path: --config)")],
+        )
+    ci_outputs.run_outputs(outputs, store, run_id, load_settings(config), config)

@@ -24,6 +24,7 @@ from kebab_eval_pipeline.cli.console import err, fmt, out
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption, check_filters
 from kebab_eval_pipeline.cli.show import print_runs_table
+from kebab_eval_pipeline.cli.write_failures import output_failure
 from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
 
 
@@ -134,7 +135,11 @@ def compare(
     if outputs.wanted:
         from kebab_eval_pipeline.reporting.ci_view import comparison_view
 
-        ci_outputs.write(outputs, comparison_view(report))
+        ci_outputs.write(
+            outputs,
+            comparison_view(report),
+            f"runs {a} and {b} are stored and unchanged; run `kebab-eval compare {a} {b}` again to write it",
+        )
     failed = [g["name"] for g in gates if g["blocking"] and not g["passed"]]
     if failed:
         raise GateFailure(f"{len(failed)} blocking gate(s) failed: " + ", ".join(failed))
@@ -224,12 +229,22 @@ def export(
             )
         text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         if out_path:
-            atomic.write_text(out_path, text)
+            try:
+                atomic.write_text(out_path, text)
+            except OSError as exc:  # a full disk, /dev/full: named with the option (the run is stored)
+                raise output_failure(
+                    "--out", out_path, exc, f"run {run_id} is stored and unchanged"
+                ) from None
             err.print(f"wrote {out_path}")
         else:
             sys.stdout.write(text)
     elif fmt == "trec":
-        run_file, qrels, docnos = export_trec(store, run_id, out_path or Path(f"{run_id}.trec"))
+        target = out_path or Path(f"{run_id}.trec")
+        try:
+            run_file, qrels, docnos = export_trec(store, run_id, target)
+        except OSError as exc:
+            shown = exc.filename or target
+            raise output_failure("--out", shown, exc, f"run {run_id} is stored and unchanged") from None
         err.print(f"wrote {run_file}, {qrels} and {docnos} (what each docno stands for)")
     else:
         raise InputError("unknown export format", [Offender("--format", f"{fmt!r}: use json or trec")])

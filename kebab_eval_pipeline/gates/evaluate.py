@@ -30,7 +30,7 @@ from kebab_eval_pipeline.gates.settings import (
     VerdictGateSettings,
 )
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, metric_names
+from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, NO_VALUE, metric_names
 
 
 class GatedRun(Protocol):
@@ -69,15 +69,28 @@ class GateTarget:
 def parse_gate_key(key: str) -> GateTarget:
     """``mrr`` → the run's mrr; ``mrr[lang=ko]`` → mrr over the ``lang = ko`` slice.
 
-    Raises ValueError for a malformed key or an unknown breakdown dimension (the catalogue's
-    parser: the one place metric names are parsed)."""
+    The queries without a value — the slice the breakdowns name ``(none)`` — are selected by
+    ``mrr[lang=(none)]`` or, the same slice, an empty value ``mrr[lang=]`` (the target's value is
+    :data:`~kebab_eval_pipeline.metrics.aggregate.NO_VALUE` for both).
+
+    Raises ValueError for a malformed key, an unknown breakdown dimension (the catalogue's
+    parser: the one place metric names are parsed), or a ``tag`` slice without a tag (a query
+    without tags is in no ``tag`` slice)."""
     try:
         name = catalogue.parse(key, dimensions=BREAKDOWN_DIMENSIONS)
     except catalogue.MetricNameError as exc:
         if "unknown breakdown dimension" in str(exc):
             raise
         raise ValueError(f"malformed gate key {key!r}: {str(exc).split(': ', 1)[-1]}") from None
-    return GateTarget(name.metric, name.dimension, name.value)
+    value = name.value
+    if name.dimension is not None and value in ("", NO_VALUE):
+        if name.dimension == "tag":
+            raise ValueError(
+                f"{key!r} names no tag: a query counts in the slice of each of its tags, and a query "
+                f"without tags is in none; name one tag ({name.metric}[tag=critical])"
+            )
+        value = NO_VALUE
+    return GateTarget(name.metric, name.dimension, value)
 
 
 def known_metric(name: str, ks: list[int]) -> bool:
@@ -99,10 +112,14 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
             bad(field, str(exc))
             return None
 
+    seen: dict[GateTarget, str] = {}  # one slice written two ways (lang= and lang=(none))
     for key in settings.gates:
         target = parsed(key, f"gates.{key}")
         if target is None:
             continue
+        if target in seen:
+            bad(f"gates.{key}", f"gates the same slice as gates.{seen[target]} ({target.label}); keep one")
+        seen.setdefault(target, key)
         if not known_metric(target.metric, settings.k):
             bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
         elif target.dimension is not None and not catalogue.is_sliceable(target.metric):
@@ -118,10 +135,17 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
                         f"{key} is not a mean of per-query scores, so it has no paired test or "
                         "confidence bound; use max_drop",
                     )
+    seen.clear()
     for key in settings.verdict_gates:
         target = parsed(key, f"gates.regression.{key}")
         if target is None:
             continue
+        if target in seen:
+            bad(
+                f"gates.regression.{key}",
+                f"gates the same slice as gates.regression.{seen[target]} ({target.label}); keep one",
+            )
+        seen.setdefault(target, key)
         if target.metric not in GATED_VERDICTS:
             bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")
     if offenders:
@@ -184,7 +208,9 @@ def check_name(key: str, kind: str) -> str:
     """A Dagster-safe, unique check name: ``hit@5`` + ``min`` → ``gate_hit_at_5_min``;
     ``mrr[lang=ko]`` → ``gate_mrr_lang_ko_min``. When a slice value loses characters to the
     sanitising (``lang=한국어``), a short hash of the key keeps names apart."""
-    target = parse_gate_key(key)
+    parse_gate_key(key)  # a key no gate accepts has no check name
+    # the key as written (mrr[lang=] and mrr[lang=(none)], one slice, keep the names they had)
+    target = catalogue.parse(key, dimensions=BREAKDOWN_DIMENSIONS)
     parts = [target.metric.replace("@", "_at_")]
     if target.dimension is not None:
         parts += [target.dimension, target.value or "none"]
@@ -212,6 +238,8 @@ def gate_value(
         & (breakdowns["value"] == target.value)
         & (breakdowns["metric"] == target.metric)
     ]
+    if len(rows) == 0 and target.value == NO_VALUE:
+        return None, f"{target.label}: every query has a {target.dimension} (no query is in the (none) slice)"
     if len(rows) == 0:
         return None, f"{target.label}: no query has {target.dimension} = {target.value!r}"
     score = rows["score"].iloc[0]
@@ -470,6 +498,9 @@ def verdict_slice(per_query: pd.DataFrame, target: GateTarget) -> np.ndarray:
         return np.ones(len(per_query), dtype=bool)
     if target.dimension == "tag":
         return per_query["tags"].map(lambda tags: target.value in list(tags)).to_numpy(dtype=bool)
+    if target.value == NO_VALUE:  # the breakdowns' (none): a null or empty value
+        values = per_query[target.dimension].astype("string")
+        return (values.isna() | (values == "")).to_numpy(dtype=bool)
     if target.dimension == "answerable":
         wanted = (target.value or "").lower() == "true"
         return (per_query["answerable"].astype("boolean") == wanted).fillna(False).to_numpy(dtype=bool)
@@ -489,7 +520,12 @@ def evaluate_verdict_gate(
     rows = verdict_slice(per_query, target) & (per_query["verdict"] == target.metric).to_numpy(dtype=bool)
     count = int(rows.sum())
     ids = per_query.loc[rows, "query_id"].astype(str).tolist()
-    where = "" if target.dimension is None else f" among queries with {target.dimension} = {target.value!r}"
+    if target.dimension is None:
+        where = ""
+    elif target.value == NO_VALUE:
+        where = f" among queries without a {target.dimension}"
+    else:
+        where = f" among queries with {target.dimension} = {target.value!r}"
     shown = ", ".join(ids[:10]) + (f", … ({len(ids) - 10} more)" if len(ids) > 10 else "")
     passed = count <= gate.max
     reason = f"{count} {target.metric} verdict(s){where} (allowed {gate.max})" + (f": {shown}" if ids else "")

@@ -3,8 +3,9 @@
 ``kebab-eval golden suggest`` writes candidate supports as a canonical golden file (a *patch*: each
 query with only its suggested supports). A reviewer deletes what is not relevant, then
 ``kebab-eval golden convert GOLDEN --accept PATCH --to canonical --out NEW`` merges what is left:
-each patch query's supports are appended to the golden query of the same id (a support equal to one
-the query already has is skipped), nothing else of the query changes (question, groups, labels).
+each patch query's supports are appended to the golden query of the same id (a support naming the
+same evidence as one the query already has is skipped, its grade included: a support given twice is
+refused), nothing else of the query changes (question, groups, labels).
 The merged set is validated as a loaded one is (an intent group whose members would now expect
 different documents is refused), so NEW always loads.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.model import GoldenSet
-from kebab_eval_pipeline.golden.validate import validate_queries
+from kebab_eval_pipeline.golden.validate import match_key, validate_queries
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,12 @@ def accept_supports(golden: GoldenSet, patches: list[tuple[str, GoldenSet]]) -> 
                     f"{name}: query {pq.id!r} asks {pq.query!r} in the patch but {target.query!r} in the "
                     "golden set (the patch was made from another version of it)"
                 )
+            held = {match_key(s) for s in target.supports}
             for support in pq.supports:
-                if support in target.supports:
+                if match_key(support) in held:  # the same evidence (whatever its grade): kept as it is
                     duplicates += 1
                     continue
+                held.add(match_key(support))
                 target.supports.append(support.model_copy())
                 added += 1
                 changed.add(pq.id)

@@ -23,8 +23,9 @@ from pathlib import Path
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.golden.readers import qrels as qrels_reader
 from kebab_eval_pipeline.golden.readers import topics as topics_reader
+from kebab_eval_pipeline.golden.syntax import SYNTAXES, first_line, named_suffix, syntax_of
 from kebab_eval_pipeline.limits import INPUT_ENV
-from kebab_eval_pipeline.yaml_io import TOP, parse_json_checked, read_text_and_sha256
+from kebab_eval_pipeline.yaml_io import TOP, decode_text, parse_json_checked, read_text_and_sha256
 
 DATASET_FORMATS = ("beir", "trec", "ranx")
 DEFAULT_SPLIT = "test"
@@ -81,7 +82,7 @@ def beir_files(folder: Path, split: str) -> list[Path]:
 
 
 def _first_line(text: str) -> str:
-    return next((line for line in text.split("\n", 200) if line.strip()), "")
+    return first_line(text)[0]
 
 
 def _peek(path: Path) -> str:
@@ -89,19 +90,29 @@ def _peek(path: Path) -> str:
         return ""
     try:
         with path.open("rb") as fh:
-            return fh.read(_PEEK).decode("utf-8", errors="replace")
+            head = fh.read(_PEEK)
     except OSError:
         return ""
+    try:
+        return decode_text(head)  # the reader's own decoding: a BOM is not part of the content
+    except UnicodeDecodeError as exc:  # a character cut at the window's end, or not UTF-8 at all
+        return decode_text(head[: exc.start]) if exc.start else ""
 
 
-def role_of(path: Path, head: str, fmt: str = "auto") -> tuple[str, str] | None:
+def role_of(path: Path, head: str, fmt: str = "auto", first: str | None = None) -> tuple[str, str] | None:
     """``("qrels", kind)`` or ``("queries", kind)`` for a standard-dataset file, from its name and
     first bytes ``head``; None for anything else (a golden file of the other formats). ``fmt``
-    (beir / trec / ranx) says which qrels layout to expect."""
-    suffix = path.suffix.lower()
-    first = _first_line(head)
+    (beir / trec / ranx) says which qrels layout to expect. ``first``: the file's whole first
+    non-blank line when known (a BEIR query line can be longer than any window), else it is
+    taken from ``head``. A name that says nothing (``queries.txt``, an extension-less symlink to
+    a ``.jsonl``) is read by content: a JSON object first is BEIR queries or ranx qrels."""
+    suffix = named_suffix(path)
+    first = _first_line(head) if first is None else first
     if suffix in (".yaml", ".yml"):
         return None
+    if suffix not in SYNTAXES and first.lstrip().startswith("{"):
+        lines = topics_reader.looks_like_beir_queries(first) or syntax_of(path, head) == "jsonl"
+        suffix = ".jsonl" if lines else ".json"
     if suffix == ".json":
         return ("qrels", "ranx") if _RANX_START.match(head) or fmt == "ranx" else None
     if suffix == ".jsonl":
@@ -120,7 +131,7 @@ def role_of(path: Path, head: str, fmt: str = "auto") -> tuple[str, str] | None:
 
 def sniff(files: list[Path]) -> bool:
     """True when any of ``files`` is a standard-dataset file (so all must form one dataset)."""
-    return any(role_of(f, _peek(f)) is not None for f in files if f.suffix.lower() not in (".yaml", ".yml"))
+    return any(role_of(f, _peek(f)) is not None for f in files if named_suffix(f) not in (".yaml", ".yml"))
 
 
 @dataclass
@@ -160,7 +171,8 @@ def read_dataset(files: list[Path], fmt: str, options: DatasetOptions, env: str 
         text, digest = read_text_and_sha256(path, "golden set", env)
         texts[path] = text
         digests.append((path.name, digest))
-    roles = {path: role_of(path, texts[path][:_PEEK], fmt) for path in files}
+    # the whole first line: a BEIR query longer than the window is still a query line
+    roles = {path: role_of(path, texts[path][:_PEEK], fmt, _first_line(texts[path])) for path in files}
     qrels = [p for p, r in roles.items() if r and r[0] == "qrels"]
     queries = [p for p, r in roles.items() if r and r[0] == "queries"]
     unknown = [p for p, r in roles.items() if r is None]

@@ -34,7 +34,17 @@ from kebab_eval_pipeline.golden.datasets import (
     sniff,
 )
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
-from kebab_eval_pipeline.golden.readers import EntryError, RawQuery, canonical, ckv, kebab, supports, wfgy
+from kebab_eval_pipeline.golden.readers import (
+    CANONICAL_TYPED_KEYS,
+    EntryError,
+    RawQuery,
+    canonical,
+    ckv,
+    kebab,
+    supports,
+    wfgy,
+)
+from kebab_eval_pipeline.golden.syntax import syntax_of
 from kebab_eval_pipeline.golden.validate import QueryChecks
 from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
 from kebab_eval_pipeline.read_once import ReadOnce
@@ -63,6 +73,9 @@ READERS: dict[str, ModuleType] = {
     "canonical": canonical,
 }
 FORMATS = ("auto", *READERS, *DATASET_FORMATS)
+#: The keys whose unquoted YAML values are numbers or bools, in any golden format; every other
+#: unquoted value is read as the text written (ids: ``010`` stays "010", never 8).
+TYPED_KEYS = CANONICAL_TYPED_KEYS.union(*(getattr(r, "TYPED_KEYS", ()) for r in READERS.values()))
 LINE_READERS = ("wfgy", "supports", "canonical")  # JSONL sniffing order: most specific keys first
 GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
@@ -268,13 +281,19 @@ def _jsonl_raws(state: _FileState, lines: list[str], early: tuple[list[Offender]
 
 
 def _read_document(
-    state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str]
+    state: _FileState, text: str, fmt: str, offenders: list[Offender], warnings: list[str], syntax: str
 ) -> None:
     path = state.path
-    if path.suffix == ".json":
+    doc: Any = None
+    if syntax == "json-or-yaml":  # a name that says nothing, text opening like JSON
+        try:
+            doc, syntax = parse_json_checked(text, path, "golden set"), "json"
+        except InputError:  # not JSON (a comment, a YAML flow mapping): YAML, a superset, says why
+            syntax = "yaml"
+    elif syntax == "json":
         doc = parse_json_checked(text, path, "golden set")
-    else:
-        doc = parse_yaml(text, path, "golden set")
+    if syntax == "yaml":
+        doc = parse_yaml(text, path, "golden set", TYPED_KEYS)
         state.positions = YamlPositions(text)  # composed lazily, only if an offender needs a line
     if doc is None:
         offenders.append(Offender(str(path), "empty document: no queries", position=TOP))
@@ -354,6 +373,25 @@ def _map_entry(state: _FileState, raw: RawQuery, offenders: list[Offender]) -> d
         seen = state.unknown.setdefault(str(name), [0, state.position(raw), qid])
         seen[0] += 1
     return fields
+
+
+def _validation_reason(err: Any) -> str:
+    """A pydantic error as a user reads it: text fields given something else say to quote it (an
+    unquoted ``null`` or ``~`` is YAML's empty value, a JSON number is not text)."""
+    if err["type"] == "string_type":
+        value = err.get("input")
+        if value is None:
+            return (
+                "no value: an unquoted null, ~ or nothing is YAML's empty value; write the text "
+                "(quote it if it is 'null' or '~')"
+            )
+        return f"expected text, got the {type(value).__name__} {_text(value, 50)}: quote it"
+    if err["type"] == "missing" and tuple(err["loc"]) == ("id",):
+        return (
+            "missing: every query needs an id (an unquoted null or ~ is no value: quote it to use it "
+            "as the id)"
+        )
+    return err["msg"].removeprefix("Value error, ")  # pydantic's prefix: noise
 
 
 _SUPPORT_KEY = re.compile(r"supports\[(\d+)\]\.(.*)", re.S)
@@ -469,7 +507,7 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str, options: Da
                     offenders.append(
                         Offender(
                             str(path),
-                            err["msg"].removeprefix("Value error, "),  # pydantic's prefix: noise
+                            _validation_reason(err),
                             position=state.position(raw, err["loc"]),
                             query_id=None if qid is None else _text(qid),
                             field=field_name,
@@ -498,10 +536,11 @@ def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str, options: Da
             # bounded: a 50 GB file, /dev/zero or a FIFO is refused, not loaded (or waited on)
             text, digest = read_text_and_sha256(path, "golden set")
             digests.append((path.name, digest))
-            if path.suffix == ".jsonl":
+            syntax = syntax_of(path, text)  # by name, else content: a JSONL file named gold.txt
+            if syntax == "jsonl":
                 _read_jsonl(state, text, fmt, early)
             else:
-                _read_document(state, text, fmt, offenders, warnings)
+                _read_document(state, text, fmt, offenders, warnings, syntax)
         except InputError as exc:
             offenders += exc.offenders or [Offender(str(path), exc.summary, position=TOP)]
             continue

@@ -267,7 +267,9 @@ class RecordFile:
     def _parse(path: Path, text: str) -> Any:
         if path.suffix == ".json":
             return parse_json_checked(text, path, "golden set")
-        return parse_yaml(text, path, "golden set")
+        from kebab_eval_pipeline.golden.load import TYPED_KEYS
+
+        return parse_yaml(text, path, "golden set", TYPED_KEYS)
 
     def ids(self) -> set[str]:
         return {q.id for q in self.queries}

@@ -5,11 +5,43 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kebab_eval_pipeline.errors import Offender
-from kebab_eval_pipeline.golden.model import GoldenQuery
+from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.yaml_io import id_problem
 
 # Maps a query's index in its file to a human position ("line 12" / "queries[3]").
 PositionOf = Callable[[int], str | None]
+
+#: The support fields a hit can be matched on (metrics/matching.py); ``grade`` says how relevant a
+#: match is, ``symbol``/``symbol_kind``/``section`` are never compared.
+MATCHED_FIELDS = ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "line_end", "snippet")
+
+
+def match_key(support: Support) -> tuple:
+    """What a hit is matched against, as written (an empty text or heading list is unset, as the
+    matcher reads it): two supports of one query with the same key are the same evidence under
+    every match criterion (a hit matching one matches the other)."""
+    return tuple(
+        tuple(value) if isinstance(value, list) and value else None if value in ("", []) else value
+        for value in (getattr(support, name) for name in MATCHED_FIELDS)
+    )
+
+
+def _given_twice(first: Support, again: Support, at: int) -> str:
+    """Why a support repeating ``supports[at]`` is refused (as a qrels judgment given twice is).
+
+    Not counted once instead: every support is one relevant item — R, the denominator of map,
+    R-precision, recall and bpref, and a gain in the ideal DCG — that one hit can be credited
+    with, so a gold document listed twice needs two hits of it and halves those scores; and a
+    repeat is most often a copy-paste slip (``d1`` written where ``d2`` was meant), which only the
+    author can resolve."""
+    values = ((name, getattr(again, name)) for name in MATCHED_FIELDS)
+    shown = ", ".join(f"{name} {value!r}" for name, value in values if value not in (None, [], ""))
+    grades = f" (grades {first.grade} and {again.grade})" if first.grade != again.grade else ""
+    return (
+        f"support given twice for this query (first at supports[{at}]: {shown}){grades}: each support "
+        "is one relevant item, so a repeat needs a second hit and halves map, recall and R-precision; "
+        "remove one"
+    )
 
 
 def validate_queries(
@@ -56,7 +88,10 @@ class QueryChecks:
             self.first_seen[q.id] = i
         if not q.query.strip():
             add(i, q.id, "query", "empty query")
+        first_at: dict[tuple, int] = {}
         for j, s in enumerate(q.supports):
+            if (earlier := first_at.setdefault(match_key(s), j)) != j:
+                add(i, q.id, f"supports[{j}]", _given_twice(q.supports[earlier], s, earlier))
             for name in ("chunk_id", "doc_id"):
                 value = getattr(s, name)
                 if value is not None and (problem := id_problem(value)) is not None:

@@ -76,21 +76,14 @@ class ArtifactStore:
         # The attempt's lock is held until it is published: clean-up by other writers removes only
         # attempts whose writer is gone (killed or finished and superseded), never one still writing.
         with atomic.locked(run_dir / attempt):
-            attempt_dir.mkdir(parents=True, exist_ok=True)
-            for name, frame in tables.items():
-                buffer = io.BytesIO()
-                if isinstance(frame, ParquetParts):  # a sharded run's hits: one shard at a time
-                    frame.write_parquet(buffer)
-                else:
-                    table = (
-                        frame
-                        if isinstance(frame, pa.Table)
-                        else pa.Table.from_pandas(frame, preserve_index=False)
-                    )
-                    pq.write_table(table, buffer)
-                atomic.write_bytes(attempt_dir / f"{name}.parquet", buffer.getvalue())
-            for name, content in (files or {}).items():
-                atomic.write_bytes(attempt_dir / _file_name(name), content)
+            try:
+                self._write_attempt(attempt_dir, tables, files)
+            except BaseException:
+                # Never published: its files are unreachable (its manifest is the old one), so they
+                # go at once — a full disk gets its space back, not only at the next publish.
+                with contextlib.suppress(OSError):
+                    attempt_dir.fs.rm(attempt_dir.path, recursive=True)
+                raise
             manifest = {
                 "asset": asset,
                 "run_id": run_id,
@@ -107,7 +100,10 @@ class ArtifactStore:
             with atomic.locked(run_dir / MANIFEST):
                 # Ctrl-C (cancellation.py): an interrupted run publishes nothing after the moment
                 # of the interrupt, so what the CLI reports as stored stays true (see mark()).
-                cancellation.check(f"publishing {asset} of run {run_id}")
+                if cancellation.requested():
+                    with contextlib.suppress(OSError):  # never published: gone at once
+                        attempt_dir.fs.rm(attempt_dir.path, recursive=True)
+                    cancellation.check(f"publishing {asset} of run {run_id}")
                 atomic.write_bytes(run_dir / MANIFEST, payload)
                 self._remove_dead_attempts(run_dir, published=attempt)
         return attempt
@@ -132,6 +128,29 @@ class ArtifactStore:
             payload = json.dumps(manifest, indent=2, sort_keys=True, default=str).encode("utf-8")
             atomic.write_bytes(run_dir / MANIFEST, payload)
         return True
+
+    @staticmethod
+    def _write_attempt(
+        attempt_dir: UPath,
+        tables: dict[str, pd.DataFrame | pa.Table | ParquetParts],
+        files: dict[str, bytes] | None,
+    ) -> None:
+        """An attempt's tables and report files, each written atomically into ``attempt_dir``."""
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        for name, frame in tables.items():
+            buffer = io.BytesIO()
+            if isinstance(frame, ParquetParts):  # a sharded run's hits: one shard at a time
+                frame.write_parquet(buffer)
+            else:
+                table = (
+                    frame
+                    if isinstance(frame, pa.Table)
+                    else pa.Table.from_pandas(frame, preserve_index=False)
+                )
+                pq.write_table(table, buffer)
+            atomic.write_bytes(attempt_dir / f"{name}.parquet", buffer.getvalue())
+        for name, content in (files or {}).items():
+            atomic.write_bytes(attempt_dir / _file_name(name), content)
 
     def _remove_dead_attempts(self, run_dir: UPath, published: str) -> None:
         """Delete every other attempt whose writer is gone — killed mid-write, or published

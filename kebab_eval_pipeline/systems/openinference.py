@@ -68,7 +68,9 @@ class TraceRecord:
     """One traced query as read: ``key`` (what it matches a golden query by), the raw ``hits``
     (dicts: ``id``, ``content``, ``score``, ``metadata`` and the default ``chunk_id`` /
     ``snippet`` / ``doc_path``), the ``answer`` object (``text``, ``model``, ``usage``) or None,
-    latencies in ms (None when the span has no times), the recorded ``error`` or None."""
+    latencies in ms (None when the span has no times), the recorded ``error`` or None, and whether
+    that error came after the search (``failed_after_search``: the failing span is not the retriever
+    span, not inside it, and ended after it: the retrieval itself succeeded)."""
 
     key: str
     trace_id: str
@@ -80,6 +82,7 @@ class TraceRecord:
     retrieval_ms: float | None
     answer_ms: float | None
     error: str | None
+    failed_after_search: bool = False
 
 
 def _json(value: Any) -> Any:
@@ -294,11 +297,27 @@ def _usage(trace: _Trace, llms: list[Span], problems: list[tuple[str, str, str]]
     return usage
 
 
-def _error(trace: _Trace) -> str | None:
+def _origin(trace: _Trace) -> Span | None:
+    """The span a trace's failure started in: the first span with status ERROR to end."""
     failed = [s for s in trace.spans if s.status == "ERROR"]
-    if not failed:
+    return min(failed, key=_end) if failed else None
+
+
+def _after_search(trace: _Trace, origin: Span | None, retriever: Span | None) -> bool:
+    """Whether the failure at ``origin`` came after a retrieval that succeeded: no span with status
+    ERROR is the retriever span or inside it, and the origin ended no earlier than the retriever."""
+    if origin is None or retriever is None:
+        return False
+    for span in trace.spans:
+        if span.status == "ERROR" and any(s is retriever for s in (span, *trace.ancestors(span))):
+            return False
+    return _end(retriever) <= _end(origin)
+
+
+def _error(trace: _Trace) -> str | None:
+    span = _origin(trace)
+    if span is None:
         return None
-    span = min(failed, key=_end)
     message = span.status_message
     if not message:
         for name, attrs in span.events:
@@ -417,6 +436,7 @@ def records_from_spans(
                 retrieval_ms=_ms(retriever),
                 answer_ms=_ms(query) if answer is not None else None,
                 error=_error(trace),
+                failed_after_search=_after_search(trace, _origin(trace), retriever),
             )
         )
     warnings = []

@@ -17,7 +17,11 @@ Formats (``format: auto`` tells them apart by content):
   (:mod:`kebab_eval_pipeline.systems.trec_run`).
 
 A golden query the trace does not mention is a row with error ``missing_in_trace``; a
-recorded error stays that query's error (its class kept when it names one). A trace
+recorded error (``error``, ``timed_out``, an OpenInference span with status ERROR) is that query's
+error as a live one is (its class kept when it names one; ``timed_out`` alone is a ``timeout``):
+the hits and answer the record also lists are not scored — the query scores 0 — unless the
+failure is known to have come after the search (an export's stored row; an OpenInference trace
+whose failing span is after its retriever), where the hits stay as a live failed ask's do. A trace
 that cannot be read raises InputError listing every bad line at once; a query recorded
 twice keeps its last record (as WFGY's scorer does) with a warning.
 """
@@ -46,6 +50,7 @@ from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
     MISSING_IN_TRACE,
     RECORDED_ERROR,
+    TIMEOUT,
     Progress,
     QueryFailure,
     QueryOutcome,
@@ -56,6 +61,7 @@ from kebab_eval_pipeline.systems.settings import REPLAY_FORMATS, ReplaySystemSet
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (
+    decode_text,
     duplicate_offenders,
     id_problem,
     json_duplicates,
@@ -81,6 +87,7 @@ class _Record:
     __slots__ = (
         "answer_ms",
         "error",
+        "failed_after_search",
         "line",
         "query_id",
         "raw_answer",
@@ -101,6 +108,7 @@ class _Record:
         self.answer_ms: float | None = None
         self.error: str | None = None
         self.timed_out = False
+        self.failed_after_search = False  # OpenInference: the failing span came after retrieval
         self.scope: list[str] | None = None
 
     def raw(self, fmt: str) -> tuple[Any, Any]:
@@ -318,7 +326,7 @@ def _read(path: Path) -> tuple[str, str]:
     (by size before reading, and on the bytes read); devices and FIFOs are refused unopened."""
     data = read_limited(path, "replay trace", field="system.path")
     try:
-        text = data.decode("utf-8")
+        text = decode_text(data)  # a BOM at the start is dropped, as in every input
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(
@@ -501,6 +509,7 @@ def _read_openinference(
         record.retrieval_ms = _latency(trace.retrieval_ms, "retrieval span duration (ms)", problems)
         record.answer_ms = _latency(trace.answer_ms, "query span duration (ms)", problems)
         record.error = trace.error
+        record.failed_after_search = trace.failed_after_search
         if problems:
             offenders += [Offender(str(path), p, position=trace.where) for p in problems]
             continue
@@ -622,7 +631,11 @@ def _error_text(error: dict) -> str:
         raise ValueError("error: an object nested too deeply to show") from None
 
 
-def _recorded_failure(error: str, timed_out: bool) -> QueryFailure:
+def _recorded_failure(error: str | None, timed_out: bool) -> QueryFailure:
+    """The failure a trace records: a known class named in ``error`` (``timeout: slow``) is kept;
+    ``timed_out`` without an error is a ``timeout``, as a live one."""
+    if not error:
+        return QueryFailure(TIMEOUT, "the trace records a timeout (timed_out: true)", timed_out=True)
     head, _, rest = error.partition(":")
     if head.strip() in ERROR_CLASSES and rest.strip():
         return QueryFailure(head.strip(), rest.strip(), timed_out=timed_out or head.strip() == "timeout")
@@ -732,6 +745,17 @@ class ReplaySystem(OpaqueSystem):
             outcome.hits, outcome.warnings = _ranked_block(record.raw_hits, k)
             return outcome
         raw_hits, raw_answer = record.raw(self.format)
+        if (record.error or record.timed_out) and not self._keeps_hits(record):
+            # A recorded failure of the query as a whole is that query's error as a live one is (a
+            # command system's reply with "error"): what the trace also lists is neither stored nor
+            # scored — the query scores 0 wherever it applies, and counts in error_rate.
+            if raw_hits:
+                shown = len(raw_hits) if isinstance(raw_hits, list) else "its"
+                outcome.warnings = [
+                    f"the trace records this query as failed; {shown} recorded hit"
+                    f"{'' if shown == 1 else 's'} not scored (a failed query scores 0, as in a live run)"
+                ]
+            return outcome.fail(_recorded_failure(record.error, record.timed_out))
         try:
             outcome.hits, outcome.warnings = parse_hit_block(raw_hits, k, self.settings.response)
             if answers and raw_answer is not None:
@@ -740,7 +764,15 @@ class ReplaySystem(OpaqueSystem):
                 outcome.answer = answer
         except QueryFailure as failure:
             outcome.fail(failure)
-        if record.error:
+        if record.error or record.timed_out:  # a failure after the search (see _keeps_hits)
+            outcome.answer = None
             outcome.fail(_recorded_failure(record.error, record.timed_out))
-        outcome.timed_out = outcome.timed_out or record.timed_out
         return outcome
+
+    def _keeps_hits(self, record: _Record) -> bool:
+        """Whether a recorded failure came after the search, so the hits stay (as a live system's
+        failed ask keeps the hits its search found): an export's rows are a stored run's own
+        outcomes, kept as stored; an OpenInference trace whose failing span is not the retriever
+        (nor inside it, nor ended before it) failed answering. Every other recorded failure is the
+        query's: a kebab trace's ``error`` / ``timed_out`` does not say which step failed."""
+        return self.format == "export" or record.failed_after_search

@@ -18,7 +18,8 @@ Families:
 Each case declares what it expects: :data:`REFUSE` for the defects issue 22 (or the golden-set
 validation rules) say the tool must catch; :data:`EITHER` for benign or ambiguous mutations;
 :data:`FLAG` for impossible replay numbers, which may be refused or dropped for their query only
-(stored as null). Text written into files may hold ``{dir}``, replaced by the case folder.
+(stored as null); :data:`READ` for valid input a user's tools write, which must not be refused.
+Text written into files may hold ``{dir}``, replaced by the case folder.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import yaml
 REFUSE = "refuse"  # exit 2 naming the input; a run (exit 0/1) is a failure
 EITHER = "either"  # exit 2 naming the input, or a correct run
 FLAG = "refuse-or-flag"  # exit 2, or a correct run where the impossible value is stored as null
+READ = "read"  # a correct run or conversion: the input is valid, a refusal is wrong (issue 44)
 
 WORDS = ["kimchi", "bulgogi", "sourdough starter", "miso", "yogurt incubation", "kombucha", "natto", "kefir"]
 
@@ -65,6 +67,18 @@ class Case:
     trec: bool = False  # also `export --format trec` and check every line has six fields
     markdown: bool = False  # check run.md shows no raw HTML, heading or table cell from the input
     note: str = ""
+    # Issue 44's families (see tests/fuzz/harness.py for how each is judged):
+    check: str = ""  # a family's own verdict: "convert", "process-end", "sigint", "dup-support", …
+    links: dict[str, str] = field(default_factory=dict)  # symlink name -> target (in the folder)
+    secrets: list[str] = field(default_factory=list)  # any of these in any output or file: a leak
+    server: bool = False  # needs the echo server of tests/fuzz/echo_server.py ("{port}" in files)
+    # SIGINT this many seconds after the start (or after the file anchor appears), to "group"/"pid"
+    interrupt: tuple[float, str, str | None] | None = None
+    tmpfs: dict[str, int] = field(default_factory=dict)  # folder name -> size of a tmpfs mounted there
+    after: list[list[str]] = field(default_factory=list)  # commands run after a run exiting 0/1
+    must_say: list[str] = field(default_factory=list)  # every one in a refusal (case-insensitive)
+    expected: dict[str, Any] = field(default_factory=dict)  # check-specific expectations
+    storage: str | None = None  # the run's storage base ({dir}); default DAGSTER_HOME/kebab-eval/…
 
     @property
     def run_id(self) -> str:
@@ -873,15 +887,3 @@ FAMILIES: dict[str, Callable[[str, random.Random, int], Case]] = {
     "config": config_case,
     "trace": trace_case,
 }
-
-
-def make_case(seed: int, family: str, index: int) -> Case:
-    """Case ``index`` of ``family`` for ``seed``: the same inputs every time."""
-    case_id = f"{family}-{index:04d}"
-    return FAMILIES[family](case_id, random.Random(f"{seed}:{family}:{index}"), index)
-
-
-def build_cases(seed: int, counts: dict[str, int]) -> list[Case]:
-    """``counts[family]`` cases of each family, then the special files."""
-    cases = [make_case(seed, family, i) for family, n in counts.items() for i in range(n)]
-    return cases + special_cases()

@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.golden.convert import render_canonical
 from kebab_eval_pipeline.golden.load import FORMATS, READERS, LoadedGolden, load_golden
-from kebab_eval_pipeline.golden.model import GoldenQuery
+from kebab_eval_pipeline.golden.model import GoldenQuery, Support
+from kebab_eval_pipeline.golden.validate import match_key
 
 SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -476,11 +477,17 @@ def valid_support(draw, pending: bool) -> dict:
     return fields
 
 
+def _match_key(support: dict) -> tuple:
+    return match_key(Support.model_validate(support))
+
+
 @st.composite
 def valid_query(draw, qid: str) -> dict:
     pending = draw(st.booleans())
     answerable = draw(st.booleans()) or draw(st.booleans())
-    supports = draw(st.lists(valid_support(pending), min_size=1, max_size=3)) if answerable else []
+    # distinct evidence: a support given twice is refused (golden/validate.py)
+    unique = st.lists(valid_support(pending), min_size=1, max_size=3, unique_by=_match_key)
+    supports = draw(unique) if answerable else []
     q: dict[str, Any] = {"id": qid, "query": draw(NONBLANK)}
     if draw(st.booleans()):
         q["lang"] = draw(st.sampled_from(["en", "ko", "de-CH", ""]))
@@ -569,7 +576,7 @@ def defect(draw) -> tuple[list[dict], int, str, str, str | None]:
     )  # fmt: skip
     if kind == "missing_id":
         del q["id"]
-        return queries, i, kind, "id", "Field required"
+        return queries, i, kind, "id", "missing: every query needs an id"
     if kind == "duplicate_id":
         j = (i + draw(st.integers(1, len(queries) - 1))) % len(queries)
         first, second = sorted((i, j))
@@ -627,6 +634,27 @@ def defect(draw) -> tuple[list[dict], int, str, str, str | None]:
     return queries, i, f"wrong {field}", field, None
 
 
+def yaml_text_value(queries: list[dict], index: int, kind: str) -> tuple[str, Any] | None:
+    """(field, the text YAML writes) when the defect is a number or bool written unquoted in a text
+    field: a YAML golden set reads it as that text (ids are the text the user wrote), not an error."""
+    field = kind.removeprefix("wrong ")
+    q = queries[index]
+    value = q["supports"][0][field.split(".", 1)[1]] if field.startswith("supports.") else q.get(field)
+    scalar = isinstance(value, int | float) and field in {"id", "query", "lang", "supports.snippet"}
+    listed = (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, int | float) for v in value)
+        and field in {"tags", "must_contain", "supports.heading_path"}
+    )
+    if not kind.startswith("wrong ") or not (scalar or listed):
+        return None
+    dumped = yaml.dump(value, Dumper=DUMPER).removesuffix("...\n").strip()
+    if listed:
+        return field, [yaml.dump(v, Dumper=DUMPER).removesuffix("...\n").strip() for v in value]
+    return field, dumped
+
+
 LINE_BAD = st.integers(-5, 0)
 
 
@@ -637,6 +665,15 @@ def test_semantic_defects_are_refused_and_pinpointed(workdir: Path, case, suffix
     note(kind)
     path = put(workdir, canonical_text(queries, suffix), suffix)
     result = check_contract(path)
+    as_text = yaml_text_value(queries, index, kind) if suffix in YAML_SUFFIXES else None
+    if as_text is not None:
+        assert isinstance(result, LoadedGolden), [o.render() for o in result.offenders]
+        field, text = as_text  # e.g. `snippet: 5` in YAML is the snippet "5"
+        loaded = result.golden.queries[index]
+        owner, name = (loaded.supports[0], field[9:]) if field.startswith("supports.") else (loaded, field)
+        held = getattr(owner, name)
+        assert held == text, (field, held, text)
+        return
     assert isinstance(result, InputError), f"{kind} was loaded"
     mine = [o for o in result.offenders if (o.field or "").startswith(field_prefix)]
     assert mine, [o.render() for o in result.offenders]
@@ -797,8 +834,9 @@ def test_schema_version_with_odd_digits_is_an_input_error(tmp_path: Path, versio
     ],
 )
 def test_yaml_scalar_that_cannot_be_built_is_an_input_error(tmp_path: Path, scalar: str):
+    # Under a key whose values are typed (a grade): in an id field the scalar is its text.
     path = tmp_path / "k.yaml"
-    path.write_text(f"- id: {scalar}\n  query: x\n  expected_doc_ids: [d]\n", encoding="utf-8")
+    path.write_text(f"queries:\n- id: a\n  query: x\n  supports: [{{doc_id: d, grade: {scalar}}}]\n", "utf-8")
     input_error(path)
 
 

@@ -224,7 +224,7 @@ OUTCOME_CASES = {
     "fact-003": "slow",
     "fact-004": "empty",
     "fact-005": "timeout",
-    "fact-006": "late",  # a replayed trace flagged timed_out, yet hits came back
+    "fact-006": "late",  # flagged timed_out without an error (a run stored before replay made it one)
     "fact-007": "medium",
     "fact-008": "medium-tie",
     "fact-009": "long-question",

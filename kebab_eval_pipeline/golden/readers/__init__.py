@@ -10,12 +10,34 @@ and error collection happen once, in :mod:`kebab_eval_pipeline.golden.load`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 
 QUERY_FIELDS = frozenset(GoldenQuery.model_fields)
 SUPPORT_FIELDS = frozenset(Support.model_fields)
+
+
+def _holds_numbers(annotation: Any) -> bool:
+    """Whether a field's type holds numbers or bools (``int``, ``list[list[int]]``, ``bool``); text,
+    Literals of text and nested models (their own fields decide) do not."""
+    if annotation in (int, float, bool):
+        return True
+    if get_origin(annotation) is Literal:
+        return False
+    return any(_holds_numbers(a) for a in get_args(annotation))
+
+
+#: Canonical fields meant as numbers or bools (``answerable``, ``grade``, ``line_start`` …): the only
+#: keys whose unquoted YAML values are typed. Every other value — ids, tags, lang, headings — is
+#: read as the text written (``yaml_io.parse_yaml``'s ``typed_keys``). A reader whose format has
+#: more such keys of its own lists them in its ``TYPED_KEYS``.
+CANONICAL_TYPED_KEYS = frozenset(
+    name
+    for model in (GoldenQuery, Support)
+    for name, info in model.model_fields.items()
+    if _holds_numbers(info.annotation)
+)
 
 
 @dataclass

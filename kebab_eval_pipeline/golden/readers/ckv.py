@@ -28,6 +28,8 @@ QUERY_KEYS = {
     "category",
 }
 EXPECTED_KEYS = {"file", "symbol", "kind", "line_range", "section", "expected_kind"}
+#: Keys of this format (beyond the canonical ones) whose values are numbers: ``[start, end]``.
+TYPED_KEYS = frozenset({"line_range"})
 
 
 def looks_like(doc: Any) -> bool:

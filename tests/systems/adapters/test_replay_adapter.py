@@ -385,7 +385,7 @@ KEBAB_TRACE = [
         "answer": {"text": "", "refused": True, "refusal_reason": "weak evidence", "grounded": False},
         "latency_ms": {"retrieval": 3, "answer": 40},
     },
-    {  # a recorded error naming a known class: the class is kept; hits found before are kept
+    {  # a recorded error naming a known class: the class is kept; the hits it lists are not scored
         "query_id": "Q3",
         "hits": [kebab_hit(1, "c3")],
         "answer": None,
@@ -477,7 +477,11 @@ def test_kebab_recorded_errors_keep_known_classes(kebab_run):
     out = kebab_run.outcomes
     assert out.loc["Q3", "error_class"] == "timeout" and out.loc["Q3", "error"] == "timeout: slow"
     assert out.loc["Q3", "timed_out"]  # a timeout is a timeout even when timed_out was not recorded
-    assert kebab_run.hits("Q3")["chunk_id"].tolist() == ["c3"]  # hits found before the failure stay
+    # a failed query is an error row as a live one is: its recorded hit (gold c3 at rank 1) is
+    # neither stored nor scored, so the query scores 0 (it scored 1.0 from its hits before)
+    assert kebab_run.hits("Q3").empty and out.loc["Q3", "n_hits"] == 0
+    assert kebab_run.per_query.loc["Q3", "mrr"] == 0.0 and kebab_run.per_query.loc["Q3", "hit@1"] == 0.0
+    assert not out.loc["Q3", "answered"]
     assert out.loc["Q4", "error_class"] == "recorded_error"
     assert out.loc["Q4", "error"] == "recorded_error: ranker crashed: segfault"
     assert out.loc["Q4", "timed_out"]  # recorded timed_out
@@ -495,7 +499,11 @@ def test_kebab_hits_beyond_k_are_cut_with_a_warning(kebab_run):
     k = kebab_run.retrieval.info["k_requested"]
     assert k == 10
     assert kebab_run.hits("Q6")["chunk_id"].tolist() == ["c6", *[f"y{i}" for i in range(9)]]
-    assert kebab_run.retrieval.results.warnings == ["Q6: returned 12 hits for k=10; kept the first 10"]
+    assert kebab_run.retrieval.results.warnings == [
+        "Q3: the trace records this query as failed; 1 recorded hit not scored "
+        "(a failed query scores 0, as in a live run)",
+        "Q6: returned 12 hits for k=10; kept the first 10",
+    ]
 
 
 def test_kebab_without_answers(tmp_path):
