@@ -535,7 +535,7 @@ def check_process_end(
 
 def check_sigint(case: Case, ran: Ran, stdout: str, stderr: str, folder: Path, env: dict) -> tuple[str, str]:
     """Ctrl-C during a run: exit 130, within :data:`SIGINT_GRACE` s, no traceback, and no run
-    stored as complete (``run_metrics`` for the run id)."""
+    stored as complete (``run_metrics`` for the run id, unless marked ``interrupted``)."""
     at = f"SIGINT to the {case.interrupt[1]} at {ran.sigint_at:.1f}s"
     if case.interrupt[2]:
         at += " (after the first system call)"
@@ -549,8 +549,10 @@ def check_sigint(case: Case, ran: Ran, stdout: str, stderr: str, folder: Path, e
         return INTERNAL, f"{at}: a traceback, exit {ran.code}"
     store, _ = _store(case, folder, env)
     try:
-        store.read("run_metrics", case.run_id)
-        complete = True
+        _, info = store.read("run_metrics", case.run_id)
+        # stopped after its metrics were stored: kept, marked interrupted (judged failed, never a
+        # baseline) — not stored as complete
+        complete = not info.get("interrupted")
     except Exception:
         complete = False
     if ran.code != SIGINT_EXIT:
