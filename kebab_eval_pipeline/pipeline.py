@@ -239,7 +239,8 @@ def merge_retrieval(
         "stale_golden": ordered[0].stale,
         "error_classes": error_class_counts(results.outcomes),
         "versions_reported": results.versions_reported,
-        "adapter_warnings": results.warnings,
+        # a credential too short to mask is said here, with the system's own warnings
+        "adapter_warnings": [*settings.secret_mask().warnings(), *results.warnings],
         # which system produced these hits: an automatic baseline must be a run of the same one
         "system_identity": identity_from_settings(settings.system),
     }

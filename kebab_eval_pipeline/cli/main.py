@@ -23,6 +23,7 @@ from kebab_eval_pipeline.cli import calibrate as calibrate_command
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
+from kebab_eval_pipeline.cli.terminal import mask_standard_streams
 from kebab_eval_pipeline.errors import (
     GateFailure,
     InputError,
@@ -112,6 +113,7 @@ def main() -> None:
     per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
     it with its traceback); 4 another run of the same run id is in progress.
     """
+    mask_standard_streams()  # nothing printed holds a secret of a config this process loads
     try:
         empty = empty_option_values(sys.argv[1:])
         if empty:

@@ -160,9 +160,12 @@ def _char(c: str) -> str:
 def _base64_runs(value: str) -> set[str]:
     """The characters a base64 encoding of ``value`` always contains, whatever surrounds it: for
     each of the three byte alignments, the encoded characters that only the value's bytes decide
-    (standard and urlsafe alphabets). The whole encoding of ``value`` alone contains the first."""
+    (standard and urlsafe alphabets), and the whole encoding of ``value`` alone (padding is
+    optional: it is matched as part of the longer form, or left)."""
     data = value.encode("utf-8")
-    runs = set()
+    # the value encoded alone, whole (its last characters and padding included)
+    whole = base64.b64encode(data).decode()
+    runs = {whole, whole.replace("+", "-").replace("/", "_")}
     for offset in range(3):
         encoded = base64.b64encode(b"\0" * offset + data).decode()
         start = -(-offset * 8 // 6)  # the first character with no bits of the bytes before
@@ -207,6 +210,15 @@ class SecretMask:
 
     def __bool__(self) -> bool:
         return self.pattern is not None
+
+    def warnings(self) -> list[str]:
+        """One warning per source of a value too short to mask (naming the source, never the value)."""
+        return [
+            f"the secret from {source} is shorter than {MIN_SECRET_CHARS} characters: it is not masked "
+            "in what the run stores and prints (masking so short a value would mask unrelated text); "
+            "use a longer credential"
+            for source in self.too_short
+        ]
 
     def __or__(self, other: SecretMask) -> SecretMask:
         if not other or set(other.secrets) <= set(self.secrets):
@@ -291,6 +303,18 @@ def active() -> SecretMask:
 def mask_text(text: str) -> str:
     """``text`` masked of every secret this process knows (the last-line pass)."""
     return _remembered.text(text)
+
+
+def mask_bytes(data: bytes) -> bytes:
+    """UTF-8 ``data`` masked of every secret this process knows; other bytes (Parquet) as given."""
+    if not _remembered or not data:
+        return data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    masked = _remembered.text(text)
+    return data if masked == text else masked.encode("utf-8")
 
 
 def header_secrets(refs: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[Secret]:
