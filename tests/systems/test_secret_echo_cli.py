@@ -13,6 +13,7 @@ The variants searched for are worked out here, independently of the package's ow
 from __future__ import annotations
 
 import base64
+import html
 import json
 import subprocess
 import sys
@@ -62,6 +63,21 @@ def echo(value: str) -> str:
     return " | ".join(f"{name}={form}" for name, form in encodings(value).items())
 
 
+def written(forms: dict[str, str]) -> dict[str, str]:
+    """``forms`` and each as a writer escapes it again: in XML/HTML (JUnit, the HTML report) and
+    in a JSON string (the export, a manifest) — the secret is still there to read."""
+    out = dict(forms)
+    for name, form in forms.items():
+        for how, again in (
+            ("xml", html.escape(form)),
+            ("xml-noquote", html.escape(form, quote=False)),
+            ("in-json", json.dumps(form)[1:-1]),
+        ):
+            if again not in out.values():
+                out[f"{name}+{how}"] = again
+    return out
+
+
 #: Every form of every secret, by a readable name: what must appear nowhere.
 BASIC = f"{URL_USER}:{URL_PASS}"
 FORBIDDEN: dict[str, str] = {
@@ -76,7 +92,7 @@ FORBIDDEN: dict[str, str] = {
         ("basic", BASIC),
         ("bearer", f"Bearer {TOKEN}"),
     )
-    for name, form in encodings(value).items()
+    for name, form in written(encodings(value)).items()
 }
 
 
@@ -344,3 +360,31 @@ def test_a_python_system_echoing_its_secret_everywhere_leaks_nothing(env, tmp_pa
 def test_the_oracle_covers_the_forms(value: str) -> None:
     forms = encodings(value)
     assert {"json-slash", "json-unicode", "url", "url-plus", "b64", "b64url-nopad"} <= set(forms)
+
+
+def test_a_factory_that_raises_with_its_secret_is_exit_2_and_masked(env, tmp_path: Path) -> None:
+    """The system's exception text becomes the error message: masked before it is printed."""
+    env = {**env, "ECHO_PY_SECRET": PY_SECRET}
+    folder = tmp_path / "code"
+    folder.mkdir()
+    write(
+        folder / "broken_system.py",
+        "import os\n\ndef build():\n"
+        "    raise RuntimeError('cannot log in with ' + os.environ['ECHO_PY_SECRET'])\n",
+    )
+    cfg = write(
+        tmp_path / "cfg.yaml",
+        yaml.safe_dump(
+            {
+                "golden": str(_golden(tmp_path / "golden.yaml")),
+                "system": {"kind": "python", "callable": "broken_system:build", "path": [str(folder)]},
+                "secrets_from_env": ["ECHO_PY_SECRET"],
+            }
+        ),
+    )
+    proc = cli(env, "run", "--config", str(cfg), "--run-id", "broken-1")
+    no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot log in with ***" in proc.stderr
+    files = [p for p in Path(env["DAGSTER_HOME"]).rglob("*") if p.is_file()]
+    assert leaks(files, {"stdout": proc.stdout, "stderr": proc.stderr}) == {}
