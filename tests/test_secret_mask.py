@@ -104,6 +104,9 @@ def test_header_and_url_secrets() -> None:
     values = {s.value for s in found}
     assert {TOKEN, f"Bearer {TOKEN}", "key-Hh4mN7rT2bYdQ5"} <= values and "Bearer" not in values
     assert {s.source for s in found} >= {"$TOK", "$KEY", "header Authorization"}
+    basic = base64.b64encode(b"svc:basic-pass-123").decode()
+    decoded = {s.value for s in header_secrets({"Authorization": "Basic ${B}"}, {"B": basic})}
+    assert {basic, "svc:basic-pass-123", "basic-pass-123"} <= decoded  # a Basic token, and what it holds
     url = "https://me:p%40ss-w0rd-long@h.example/x?access_token=qsT0kenValue99xx&fmt=json"
     by_source = {s.source: s.value for s in url_secrets(url, "system.search_url")}
     assert by_source["system.search_url password"] == "p@ss-w0rd-long"

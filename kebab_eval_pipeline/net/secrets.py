@@ -335,8 +335,22 @@ def header_secrets(refs: Mapping[str, str], env: Mapping[str, str] | None = None
             )
             source = f"header {header}"
             out.append(Secret(source, whole))
-            out += [Secret(source, p) for p in whole.split() if p.lower() not in AUTH_SCHEMES and p != whole]
+            tokens = [p for p in whole.split() if p.lower() not in AUTH_SCHEMES]
+            out += [Secret(source, p) for p in tokens if p != whole]
+            out += [Secret(f"{source} (decoded)", d) for p in tokens for d in _basic_credentials(p)]
     return out
+
+
+def _basic_credentials(token: str) -> list[str]:
+    """What a ``Basic`` token encodes — ``user:password``, and the password — when ``token`` is
+    base64 of printable text with a colon: a service may echo the decoded form."""
+    try:
+        text = base64.b64decode(token, validate=True).decode("utf-8")
+    except ValueError:  # not base64, or not UTF-8 text (binascii.Error is a ValueError)
+        return []
+    if ":" not in text or not text.isprintable():
+        return []
+    return [text, text.partition(":")[2]]
 
 
 def url_secrets(url: str | None, source: str) -> list[Secret]:
