@@ -39,6 +39,7 @@ from kebab_eval_pipeline.metrics.catalogue import not_measured
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
 from kebab_eval_pipeline.net.secrets import (
     SecretMask,
+    ambient_secrets,
     env_secrets,
     header_secrets,
     remember,
@@ -145,7 +146,10 @@ class RunSettings(StrictSettings):
         """Every secret this run uses, read from ``env`` (default: this process's environment):
         the http system's ``headers_from_env`` values and the credentials in its URLs, the judge's
         API keys (the spot-check judge's too) and the credentials in their base URLs, the values of
-        ``secrets_from_env``, and credentials in a ``storage`` URL (net/secrets.py)."""
+        ``secrets_from_env``, credentials in a ``storage`` URL, and the environment's variables named
+        like credentials whose values look like keys (net/secrets.py)."""
+        # configured first (a short one is warned about), then the environment's credential-named
+        # variables that look like keys: a command or python system may read one unannounced
         found = env_secrets(self.secrets_from_env, env)
         system = self.system
         if isinstance(system, HttpSystemSettings):
@@ -158,7 +162,7 @@ class RunSettings(StrictSettings):
                     found += env_secrets([judge.api_key_env], env)
                 found += url_secrets(judge.base_url, f"{where}.base_url")
         found += url_secrets(self.storage, "storage")
-        return SecretMask.of(found)
+        return SecretMask.of(found + ambient_secrets(env))
 
     @field_validator("owners")
     @classmethod

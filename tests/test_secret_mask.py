@@ -146,6 +146,18 @@ def test_the_run_config_names_every_secret_it_uses() -> None:
     values = {s.value for s in mask.secrets}
     assert {TOKEN, "pw-long-enough", "qsT0kenValue99xx", "judge-key-0123456", "own-secret-value"} <= values
     assert mask.too_short == ("$SHORT_ONE",)
+    # a variable named like a credential is masked unannounced when its value looks like a key
+    ambient = {
+        "SEARCH_TOKEN": "kfzAbc123/xyz+Q=",
+        "POSTGRES_PASSWORD": "postgres",
+        "CI_DB_PASSWORD": "changemeplease",
+        "MAX_TOKENS": "4096-and-more-tokens",
+        "TOKENIZERS_PARALLELISM": "false-or-true-1",
+    }
+    found = {s.source for s in settings.secret_mask(ambient).secrets}
+    assert "$SEARCH_TOKEN" in found
+    assert not found & {"$POSTGRES_PASSWORD", "$CI_DB_PASSWORD", "$MAX_TOKENS", "$TOKENIZERS_PARALLELISM"}
+    assert settings.secret_mask(ambient).too_short == ()  # an unset variable: nothing to mask or warn about
     with pytest.raises(Exception, match="environment variable names"):
         settings_from_dict({"secrets_from_env": ["not a name"]})
 

@@ -2,10 +2,12 @@
 prints or writes masked of them — in whatever form a system echoes them.
 
 Secrets come from the environment (the http adapter's ``headers_from_env``, the judge's
-``api_key_env``, the run config's ``secrets_from_env``) and from URLs (user info, query-string
-values). A run builds one :class:`SecretMask` of them (``RunSettings.secret_mask``); it replaces
-each secret by ``***`` in text, in table columns (one compiled pattern for every secret, applied
-column by column) and in nested values — raw, or in the forms a system echoes a value in:
+``api_key_env``, the run config's ``secrets_from_env`` — and any variable named like a credential,
+``*_TOKEN``, ``*_API_KEY``, ``*_PASSWORD``, whose value looks like a key: :func:`ambient_secrets`)
+and from URLs (user info, query-string values). A run builds one :class:`SecretMask` of them
+(``RunSettings.secret_mask``); it replaces each secret by ``***`` in text, in table columns (one
+compiled pattern for every secret, applied column by column) and in nested values — raw, or in
+the forms a system echoes a value in:
 
 * JSON-escaped: ``\\/``, ``\\"``, ``\\uXXXX`` (any character, any number of backslashes: an
   escape escaped again), Python's ``\\xXX``;
@@ -370,6 +372,35 @@ def url_secrets(url: str | None, source: str) -> list[Secret]:
         out.append(Secret(f"{source} user info", f"{unquote(user or '')}:{unquote(password)}"))
     out += [Secret(f"{source} query {k}", v) for k, v in parse_qsl(parts.query, keep_blank_values=False)]
     return out
+
+
+#: An environment variable named like a credential: ``SEARCH_TOKEN``, ``OPENAI_API_KEY``,
+#: ``DB_PASSWORD``, ``AWS_SECRET_ACCESS_KEY`` (not ``MAX_TOKENS`` or ``TOKENIZERS_PARALLELISM``).
+CREDENTIAL_ENV_RE = re.compile(
+    r"(^|_)(TOKEN|API_?KEY|SECRET|SECRET_KEY|SECRET_ACCESS_KEY|PASSWORD|PASSWD|ACCESS_KEY|"
+    r"CREDENTIALS?|AUTH)$",
+    re.I,
+)
+#: A credential-named variable nobody configured is masked only when its value looks like a key:
+#: this long, and of letters and digits or symbols (``postgres`` or ``changeme`` stay readable).
+AMBIENT_MIN_CHARS = 12
+
+
+def ambient_secrets(env: Mapping[str, str] | None = None) -> list[Secret]:
+    """The values of the environment's credential-named variables (:data:`CREDENTIAL_ENV_RE`)
+    that look like keys: a system under test may read one without the config naming it. A
+    value that is short or all letters is left (it would mask ordinary words), without a warning:
+    the config did not name it."""
+    env = os.environ if env is None else env
+    return [
+        Secret(f"${name}", value)
+        for name, value in env.items()
+        if CREDENTIAL_ENV_RE.search(name)
+        and len(value) >= AMBIENT_MIN_CHARS
+        and not value.isalpha()
+        and not value.isdigit()
+        and not value.isspace()
+    ]
 
 
 def env_secrets(names: Iterable[str], env: Mapping[str, str] | None = None) -> list[Secret]:
