@@ -193,6 +193,7 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
         return lambda done, _n: sink(before + done, shard.total * n)
 
     system = build_system(settings)
+    mask = settings.secret_mask()  # the system's output is masked of every secret as it enters
     piece = run_piece(
         system,
         shard.queries,
@@ -201,6 +202,7 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
         progress=report(1),
         known_chunks=shard.index == 0,
         run_warnings=shard.run_warnings,
+        mask=mask,
     )
     repeats = None
     if n > 1:  # the same system asked again, the whole shard per repeat (systems/repeats.py)
@@ -213,6 +215,7 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
                 progress=report(r),
                 known_chunks=False,
                 run_warnings=[],
+                mask=mask,
             )
             for r in range(2, n + 1)
         }
@@ -236,7 +239,8 @@ def merge_retrieval(
         "stale_golden": ordered[0].stale,
         "error_classes": error_class_counts(results.outcomes),
         "versions_reported": results.versions_reported,
-        "adapter_warnings": results.warnings,
+        # a credential too short to mask is said here, with the system's own warnings
+        "adapter_warnings": [*settings.secret_mask().warnings(), *results.warnings],
         # which system produced these hits: an automatic baseline must be a run of the same one
         "system_identity": identity_from_settings(settings.system),
     }

@@ -20,7 +20,7 @@ from pydantic import (
 
 from kebab_eval_pipeline.automation_settings import FreshnessSettings, NightlySettings
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.config_model import AtKey, StrictSettings
+from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
 from kebab_eval_pipeline.config_suggest import suggestion, unknown_key_reason
 from kebab_eval_pipeline.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.errors import InputError, Offender
@@ -37,6 +37,14 @@ from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.catalogue import not_measured
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
+from kebab_eval_pipeline.net.secrets import (
+    SecretMask,
+    ambient_secrets,
+    env_secrets,
+    header_secrets,
+    remember,
+    url_secrets,
+)
 from kebab_eval_pipeline.sweep.config import SweepSettings
 from kebab_eval_pipeline.sweep.grid import KEY_PATTERN, apply_variant, expand, grid_problems, value_text
 from kebab_eval_pipeline.systems.capabilities import run_lacks
@@ -44,6 +52,7 @@ from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.settings import (
     SYSTEM_KINDS,
     CommandSystemSettings,
+    HttpSystemSettings,
     PythonSystemSettings,
     ReferenceSystemSettings,
     ReplaySystemSettings,
@@ -117,6 +126,43 @@ class RunSettings(StrictSettings):
     freshness: FreshnessSettings = Field(default_factory=FreshnessSettings)
     # A grid of settings to try, each combination a run of its own (sweep/): null = no sweep.
     sweep: SweepSettings | None = None
+    # Environment variables holding credentials the system under test reads itself (a command's
+    # or a python factory's API key): their values are masked wherever the tool keeps, prints or
+    # writes text, like the http headers' and the judge's keys (net/secrets.py).
+    secrets_from_env: list[str] = Field(default_factory=list)
+
+    @field_validator("secrets_from_env")
+    @classmethod
+    def _env_names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not ENV_NAME_RE.fullmatch(n)]
+        if bad:
+            raise ValueError(
+                f"{', '.join(map(repr, bad))}: expected environment variable names "
+                "(the secret itself never goes in the file)"
+            )
+        return names
+
+    def secret_mask(self, env: Mapping[str, str] | None = None) -> SecretMask:
+        """Every secret this run uses, read from ``env`` (default: this process's environment):
+        the http system's ``headers_from_env`` values and the credentials in its URLs, the judge's
+        API keys (the spot-check judge's too) and the credentials in their base URLs, the values of
+        ``secrets_from_env``, credentials in a ``storage`` URL, and the environment's variables named
+        like credentials whose values look like keys (net/secrets.py)."""
+        # configured first (a short one is warned about), then the environment's credential-named
+        # variables that look like keys: a command or python system may read one unannounced
+        found = env_secrets(self.secrets_from_env, env)
+        system = self.system
+        if isinstance(system, HttpSystemSettings):
+            found += header_secrets(system.headers_from_env, env)
+            for name in ("search_url", "ask_url", "version_url"):
+                found += url_secrets(getattr(system, name), f"system.{name}")
+        if self.judge is not None:
+            for where, judge in (("judge", self.judge), ("judge.spot_check", self.judge.spot_check_judge())):
+                if judge.api_key_env:
+                    found += env_secrets([judge.api_key_env], env)
+                found += url_secrets(judge.base_url, f"{where}.base_url")
+        found += url_secrets(self.storage, "storage")
+        return SecretMask.of(found + ambient_secrets(env))
 
     @field_validator("owners")
     @classmethod
@@ -578,7 +624,7 @@ def load_settings(path: str | Path | None, replace: dict | None = None) -> RunSe
         if not replace:
             return RunSettings()
         settings = settings_from_dict(dict(replace), source="<evaluation_chain settings>")
-        return _resolve_relative(settings, Path.cwd(), "<evaluation_chain settings>")
+        return _remembered(_resolve_relative(settings, Path.cwd(), "<evaluation_chain settings>"))
     path = Path(path)
     text = read_text(path, "run config", CONFIG_LIMIT_ENV)  # bounded by KEBAB_EVAL_MAX_CONFIG_MB
     doc = parse_yaml(text, path, "run config")
@@ -596,9 +642,15 @@ def load_settings(path: str | Path | None, replace: dict | None = None) -> RunSe
         doc = {**(doc or {}), **replace}
         source = f"{path} (with evaluation_chain settings: {', '.join(sorted(replace))})"
         settings = settings_from_dict(doc, source=source)
-        return _resolve_relative(settings, path.resolve().parent, source)
+        return _remembered(_resolve_relative(settings, path.resolve().parent, source))
     settings = settings_from_dict(doc, source=str(path), text=text)
-    return _resolve_relative(settings, path.resolve().parent, str(path), text)
+    return _remembered(_resolve_relative(settings, path.resolve().parent, str(path), text))
+
+
+def _remembered(settings: RunSettings) -> RunSettings:
+    """``settings``, its secrets added to what this process masks in all it prints and writes."""
+    remember(settings.secret_mask())
+    return settings
 
 
 #: Keys whose default is somewhere else (the bundled demo, the instance's folder): written with no

@@ -23,6 +23,7 @@ from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.write_failures import output_failure, output_problem
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.net.secrets import mask_text
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.reporting.ci_view import CiView
@@ -156,7 +157,7 @@ def write(outputs: CiOutputs, view: CiView, again: str | None = None) -> None:
             summary.parent.mkdir(parents=True, exist_ok=True)
             # Appended, never replaced: the step summary file collects every step's Markdown.
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(text + "\n")
+                fh.write(mask_text(text) + "\n")
 
         attempt(f"${SUMMARY_VARIABLE}", summary, append)
         if len(failed) == before:

@@ -25,6 +25,7 @@ from kebab_eval_pipeline.cli import calibrate as calibrate_command
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
+from kebab_eval_pipeline.cli.terminal import mask_standard_streams
 from kebab_eval_pipeline.errors import (
     GateFailure,
     InputError,
@@ -115,6 +116,7 @@ def main() -> None:
     per offender); 3 an unexpected internal failure (one paragraph; ``KEBAB_EVAL_DEBUG=1`` raises
     it with its traceback); 4 another run of the same run id is in progress; 130 interrupted.
     """
+    mask_standard_streams()  # nothing printed holds a secret of a config this process loads
     cancellation.reset()  # a request belongs to one command (tests call main in one process)
     interrupt.reset()  # start-up is over: a command may say more
     try:

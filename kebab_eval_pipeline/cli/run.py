@@ -233,6 +233,7 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None) -> in
     system = build_system(settings)
     check_gates_against_system(settings, system, source=config_path(config) or "<defaults>")
     for warning in [
+        *settings.secret_mask().warnings(),
         *loaded.info["warnings"],
         *check_golden_against_system(settings, loaded, system),
     ]:

@@ -9,11 +9,14 @@ text is written as it is (one line stays one line) and a table takes its natural
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
+
+from kebab_eval_pipeline.net.secrets import mask_text
 
 #: The layout width when not on a terminal: wider than any line we print, so nothing is wrapped
 #: (a table is as wide as its content needs; nothing is padded to this width).
@@ -28,6 +31,35 @@ def make_console(stderr: bool = False, file: TextIO | None = None) -> Console:
     if console.is_terminal:
         return console
     return Console(stderr=stderr, file=file, width=PIPED_WIDTH, soft_wrap=True)
+
+
+class MaskedStream:
+    """A text stream that writes to ``stream`` with every secret of the run configs this process
+    loaded masked (:func:`~kebab_eval_pipeline.net.secrets.mask_text`): the last-line pass over
+    what the CLI prints, whoever prints it (rich consoles, ``print``, a library writing to
+    ``sys.stderr``). Everything else — ``fileno``, ``isatty``, ``encoding`` — is the stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_text(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def mask_standard_streams() -> None:
+    """Put :class:`MaskedStream` in front of ``sys.stdout`` and ``sys.stderr`` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, MaskedStream):
+            setattr(sys, name, MaskedStream(stream))
 
 
 @contextmanager
@@ -46,4 +78,4 @@ def direct_console(console: Console) -> Iterator[Console]:
         return
     encoding = getattr(console.file, "encoding", None) or "utf-8"
     with open(fd, "w", encoding=encoding, errors="replace", buffering=1) as stream:
-        yield make_console(file=stream)
+        yield make_console(file=MaskedStream(stream))  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCall
 from kebab_eval_pipeline.judge.config import JudgeModelSettings
 from kebab_eval_pipeline.net.checks import header_value_problem
 from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
-from kebab_eval_pipeline.net.secrets import redact_url, scrub_text
+from kebab_eval_pipeline.net.secrets import Secret, SecretMask, redact_url, scrub_text, url_secrets
 
 UNPINNED_PREFIX = "unpinned:"
 UNPINNED_NOTE = "the endpoint reports no immutable model digest: set judge.model_digest to pin it"
@@ -63,6 +63,13 @@ class OpenAICompatibleJudge:
         self.model: str = settings.model
         self.base_url: str = settings.base_url.rstrip("/")
         self._api_key = self._read_key(settings.api_key_env, os.environ if env is None else env)
+        # the key and the base URL's credentials, in any form the endpoint might echo them
+        self._mask = SecretMask.of(
+            [
+                Secret(f"${settings.api_key_env}", self._api_key or ""),
+                *url_secrets(self.base_url, "judge.base_url"),
+            ]
+        )
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(settings.timeout_s), headers=headers)
         self._lock = threading.Lock()  # the counters
@@ -111,7 +118,7 @@ class OpenAICompatibleJudge:
 
     def scrub(self, text: str) -> str:
         """``text`` without URL credentials and without the API key (should the endpoint echo it)."""
-        return scrub_text(text, [self._api_key] if self._api_key else [])
+        return scrub_text(text, self._mask)
 
     # -- pinning ----------------------------------------------------------------------------
 
@@ -176,6 +183,8 @@ class OpenAICompatibleJudge:
         except _Malformed as exc:
             raise self._failure(f"malformed chat completion: {exc}", 200, attempts) from None
         completion_ms = (time.perf_counter() - started) * 1000.0
+        # an endpoint that echoes its key in a verdict or rationale: masked before anything keeps it
+        completion = self._mask.value(completion)
         return Completion(**{**completion, "latency_ms": completion_ms})
 
     def _post(self, url: str, body: dict[str, Any]) -> tuple[Any, int]:

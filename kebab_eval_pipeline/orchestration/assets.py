@@ -59,7 +59,7 @@ from kebab_eval_pipeline.run_overrides import variant_settings
 from kebab_eval_pipeline.run_roles import RunRole, role_of
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
-from kebab_eval_pipeline.systems.factory import build_system, live_info
+from kebab_eval_pipeline.systems.factory import live_info, system_info
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
 
@@ -235,7 +235,7 @@ def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = D
     runs the chain in this process, on that object); the sensors read live instead.
     """
     instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
-    instance.report_runless_asset_event(system_observation(build_system(settings).info(), names))
+    instance.report_runless_asset_event(system_observation(system_info(settings), names))
 
 
 def _run_role(context, settings: RunSettings) -> RunRole:
@@ -328,7 +328,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             context.log.warning(warning)
         summary = golden_summary(art.queries)
         meta = {
-            **_identity_metadata(build_system(settings).info(), art),
+            **_identity_metadata(system_info(settings), art),
             "golden_path": dg.MetadataValue.path(art.info["source"]),
             "golden_format": art.info["format"],
             **{k: v for k, v in summary.items() if not k.startswith("per_")},

@@ -24,6 +24,7 @@ from typing import Protocol
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.demo import DEMO_CORPUS
 from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.net.secrets import SecretMask, active
 from kebab_eval_pipeline.read_once import fingerprint
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.settings import (
@@ -159,8 +160,21 @@ def live_info(settings: ConfiguredSystem) -> SystemInfo:
     if isinstance(system, PythonSystemSettings):
         from kebab_eval_pipeline.systems.python_versions import live_python_info
 
-        return live_python_info(system)
-    return build_system(settings).info()
+        return _masked(settings, live_python_info(system))
+    return system_info(settings)
+
+
+def system_info(settings: ConfiguredSystem) -> SystemInfo:
+    """``build_system(settings).info()`` with the run's secrets masked (a version report that
+    echoes a credential becomes an observation, a data version and metadata)."""
+    return _masked(settings, build_system(settings).info())
+
+
+def _masked(settings: ConfiguredSystem, info: SystemInfo) -> SystemInfo:
+    # RunSettings know their secrets; any configured system also gets what this process loaded
+    make = getattr(settings, "secret_mask", None)
+    mask = (make() if callable(make) else SecretMask()) | active()
+    return mask.model(info)
 
 
 def build_system(settings: ConfiguredSystem) -> SystemUnderTest:

@@ -36,7 +36,14 @@ from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import Interrupted
 from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
-from kebab_eval_pipeline.net.secrets import redact_url, resolve_headers, scrub_text
+from kebab_eval_pipeline.net.secrets import (
+    SecretMask,
+    header_secrets,
+    redact_url,
+    resolve_headers,
+    scrub_text,
+    url_secrets,
+)
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.http_body import (
     ACCEPT_ENCODING,
@@ -63,8 +70,6 @@ from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
-
-_AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey", "api-key", "negotiate"})
 
 
 def render_body(template: Any, values: dict[str, Any]) -> Any:
@@ -96,25 +101,24 @@ class HttpSystem(OpaqueSystem):
     def __init__(self, settings: HttpSystemSettings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
         self._secret_headers = resolve_headers(settings.headers_from_env, env)
-        self._secrets = sorted(
-            {v for v in self._secret_headers.values() if v} | self._secret_parts(), key=len, reverse=True
+        # every form of the header values (and their tokens) and of the URLs' credentials
+        self._secrets = SecretMask.of(
+            header_secrets(settings.headers_from_env, env)
+            + [
+                s
+                for name in ("search_url", "ask_url", "version_url")
+                for s in url_secrets(getattr(settings, name), name)
+            ]
         )
         self.can_answer = settings.ask_url is not None
         self._cap = int(settings.max_response_mb * MIB)
         self._info: SystemInfo | None = None
         self._info_lock = threading.Lock()
 
-    def _secret_parts(self) -> set[str]:
-        # "Bearer abc…": the token alone may be echoed back too (but not the scheme word, which
-        # would mangle every message that mentions it).
-        parts = set()
-        for value in self._secret_headers.values():
-            parts |= {p for p in value.split() if len(p) >= 6 and p.lower() not in _AUTH_SCHEMES}
-        return parts
-
     def scrub(self, text: str) -> str:
         """``text`` with URLs stripped of user info and query string (httpx names the URL in its
-        messages) and every secret header value (and its tokens) replaced by ``***``."""
+        messages) and every secret header value (and its tokens) and URL credential replaced by
+        ``***``, in any echoed form (:class:`~kebab_eval_pipeline.net.secrets.SecretMask`)."""
         return scrub_text(text, self._secrets)
 
     @property

@@ -17,6 +17,7 @@ from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Citation, SystemInfo
 from kebab_eval_pipeline.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.tables import typed_frame
+from kebab_eval_pipeline.net.secrets import SecretMask
 from kebab_eval_pipeline.parquet_parts import ParquetParts
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
@@ -209,6 +210,7 @@ def run_piece(
     progress: Progress | None = None,
     known_chunks: bool = True,
     run_warnings: list[str] | None = None,
+    mask: SecretMask | None = None,
 ) -> RetrievalPiece:
     """Search (and, when ``answers``, ask) every query of ``queries`` (columns ``query_id``,
     ``query``): the whole golden set, or one shard of it. ``k`` is how many hits to request;
@@ -219,7 +221,11 @@ def run_piece(
 
     One outcome row per query (``error`` is ``"error_class: message"``; a failed query keeps its
     row, with the hits found before the failure). Per-query adapters are called in batches
-    (:data:`BATCH_QUERIES`)."""
+    (:data:`BATCH_QUERIES`).
+
+    ``mask``: the run's secrets (``RunSettings.secret_mask``), masked here — where the system's
+    output enters the tool — in every text the piece holds: hits, answers, citations, error
+    messages, warnings and the system's info."""
     # tolist(): one conversion per column (iterating Arrow-backed strings goes value by value)
     with gc_paused():
         requests = [
@@ -244,7 +250,7 @@ def run_piece(
     # Adapters may also report warnings about the run as a whole (e.g. a trace's unknown queries);
     # read before the known chunks and the info, as an unsharded run always did.
     run_warnings = list(getattr(system, "run_warnings", ()) if run_warnings is None else run_warnings)
-    return RetrievalPiece(
+    piece = RetrievalPiece(
         outcomes=typed_frame(outcome_rows, OUTCOME_COLUMNS),
         hits=hits,
         citations=typed_frame(citation_rows, CITATION_COLUMNS),
@@ -253,6 +259,23 @@ def run_piece(
         run_warnings=run_warnings,
         warnings=warnings[:MAX_WARNINGS],
         warnings_dropped=max(0, len(warnings) - MAX_WARNINGS),
+    )
+    return mask_piece(piece, mask) if mask else piece
+
+
+def mask_piece(piece: RetrievalPiece, mask: SecretMask) -> RetrievalPiece:
+    """``piece`` with every secret of ``mask`` masked in its tables (each text column by one
+    vectorised replace), warnings and system info: everything downstream starts clean. A hit whose
+    ids hold no secret is unchanged, so it still matches its gold."""
+    return RetrievalPiece(
+        outcomes=mask.frame(piece.outcomes),
+        hits=mask.frame(piece.hits),
+        citations=mask.frame(piece.citations),
+        known_chunks=mask.frame(piece.known_chunks),
+        system=mask.model(piece.system),
+        run_warnings=mask.value(piece.run_warnings),
+        warnings=mask.value(piece.warnings),
+        warnings_dropped=piece.warnings_dropped,
     )
 
 
