@@ -30,7 +30,15 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
-from kebab_eval_pipeline.systems.outcome import Progress, QueryFailure, QueryOutcome, QueryRequest
+from kebab_eval_pipeline.systems.outcome import (
+    EXCEPTION,
+    PROCESS_ENDED,
+    TIMEOUT,
+    Progress,
+    QueryFailure,
+    QueryOutcome,
+    QueryRequest,
+)
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
 from kebab_eval_pipeline.systems.plain_data import find_usage
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
@@ -120,7 +128,12 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
             payload = self.backend.catalogue()
             block, _ = parse_hit_block(payload, MAX_CATALOGUE, self.settings.response)
         except QueryFailure as failure:
-            reason = f"returned what cannot be read as hits: {failure.message}"
+            if failure.error_class == EXCEPTION:  # it raised, in its worker process
+                reason = f"raised {failure.message[:300]}"
+            elif failure.error_class in (PROCESS_ENDED, TIMEOUT):
+                reason = failure.message
+            else:
+                reason = f"returned what cannot be read as hits: {failure.message}"
             raise InputError(
                 "cannot read the python system's catalogue",
                 [Offender(where, reason, field="system.callable")],
@@ -162,8 +175,9 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
                     try:
                         report = self.backend.versions()
                         info = apply_version_report(info, report)
-                    except QueryFailure as failure:
-                        info.details["version_error"] = str(failure)[:300]
+                    except QueryFailure as failure:  # late, ended; or raised in its worker process
+                        raised = failure.error_class == EXCEPTION
+                        info.details["version_error"] = (failure.message if raised else str(failure))[:300]
                     except Exception as exc:
                         info.details["version_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self._info = info

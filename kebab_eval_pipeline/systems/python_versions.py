@@ -119,6 +119,9 @@ def read_in_this_process(payload: str) -> None:
     os.dup2(2, 1)  # the system's own prints (Python's or a C library's) go to stderr
     data = json.loads(payload)
     settings = PythonSystemSettings.model_validate({**data["settings"], "args": yaml.safe_load(data["args"])})
+    # This process is the system's own already (its crash is reported by the caller): built here,
+    # not in a worker process of its own.
+    settings = settings.model_copy(update={"isolation": "in_process"})
     try:
         line = {"info": PythonSystem(settings).info().model_dump(mode="json")}
     except FieldValueError as exc:  # what load_system checks: import, factory, methods
