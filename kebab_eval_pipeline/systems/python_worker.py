@@ -164,6 +164,7 @@ def serve() -> None:
     reply(("ready", sorted(calls.has), calls.packages()))
 
     def handle(call_id: int, op: str, args: tuple) -> None:
+        what = args[0] if op == "query" else f"{op}()"
         try:
             value = getattr(calls, op)(*args)
         except BaseException as exc:  # the user's code: SystemExit too is this call's failure
@@ -175,7 +176,7 @@ def serve() -> None:
             text = str(exc).strip().splitlines()
             reason = f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
             message = (
-                f"{op} returned what cannot be sent from the python system's process ({reason}); "
+                f"{what} returned what cannot be sent from the python system's process ({reason}); "
                 "return plain data — dicts, lists, str, numbers — or objects it can be made of"
             )
             reply((call_id, "fail", BAD_RESPONSE, message, False))
@@ -319,9 +320,10 @@ class WorkerProcess:
             try:
                 return _loads_plain(rest[0])
             except Exception as exc:
+                what = args[0] if op == "query" else f"{op}()"
                 raise QueryFailure(
                     BAD_RESPONSE,
-                    f"{op} returned {exc}, which kebab-eval does not load from the python system's "
+                    f"{what} returned {exc}, which kebab-eval does not load from the python system's "
                     "process; return plain data — dicts, lists, str, numbers",
                 ) from None
         if kind == "ended":
