@@ -1,12 +1,15 @@
-"""The python adapter: a system written in Python, called in-process (``kind: python``).
+"""The python adapter: a system written in Python (``kind: python``).
 
 ``system.callable`` is imported and built by :mod:`.python_load` — once per process and
 configuration for runs (:func:`python_system`), so a sharded run's steps and the checks before it
-share one built system; the factory is never called per query. Reading the live versions builds it
-afresh in a process of its own each time (:mod:`.python_versions`). Each query then calls
-``search(query, k)`` (and, for answers, ``ask(query, k)``); what they return — dicts, or framework
-objects turned into plain data by :mod:`.plain_data` — is read by the same code and ``response``
-mapping as a command's or a service's JSON (:mod:`.wire`).
+share one built system; the factory is never called per query. Where it is built is
+``system.isolation``: by default in a supervised worker process of its own
+(:mod:`.python_worker`: a system that ends its process gives ``process_ended`` rows, not a dead
+run), or, opted in, in this process (:mod:`.python_calls`). Either answers the same calls:
+``search(query, k)`` (and, for answers, ``ask(query, k)``), what they return — dicts, or framework
+objects turned into plain data by :mod:`.plain_data` — read here by the same code and ``response``
+mapping as a command's or a service's JSON (:mod:`.wire`). Reading the live versions builds it
+afresh in a process of its own each time (:mod:`.python_versions`).
 
 Per call: at most ``timeout_s``, in a thread of its own (:mod:`.thread_calls`): a late call becomes a
 ``timeout`` row and the run moves on, the call left running and its result discarded; an

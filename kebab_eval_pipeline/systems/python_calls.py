@@ -65,11 +65,8 @@ class LocalCalls:
         self.loaded = load_system(settings.callable, dict(settings.args), settings.path, settings.mode)
         self.calls = CallLimiter(settings.concurrency)
         loaded = self.loaded
-        self.has = frozenset(
-            name
-            for name, fn in (("ask", loaded.ask), ("versions", loaded.versions), ("catalogue", loaded.catalogue))
-            if fn is not None
-        )
+        found = {"ask": loaded.ask, "versions": loaded.versions, "catalogue": loaded.catalogue}
+        self.has = frozenset(name for name, fn in found.items() if fn is not None)
 
     def packages(self) -> dict[str, str]:
         return object_packages(self.loaded.target)

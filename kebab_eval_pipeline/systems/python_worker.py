@@ -34,6 +34,7 @@ the OOM killer ends the run with it: no rows, nothing stored, and the exit code 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import itertools
 import json
@@ -336,17 +337,13 @@ class WorkerProcess:
         with self._lock:
             if self.ended is None and self._why is None:
                 self._why = why
-        try:
+        with contextlib.suppress(OSError):
             self.proc.kill()
-        except OSError:
-            pass
 
     def close(self) -> None:
         """Let the worker end: close its stdin (it ends at once), reap it."""
-        try:
+        with contextlib.suppress(OSError):
             self._requests.close()
-        except OSError:
-            pass
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -358,8 +355,10 @@ _LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
 
 
 @atexit.register
-def _close_workers() -> None:
-    # Each worker would end anyway when this process's end closes its stdin; closing first reaps them.
+def close_workers() -> None:
+    """End every worker this process started, and reap them: a process that ends with ``os._exit``
+    (the CLI does) calls this first, so no worker outlives it even for a moment (each would end
+    anyway once this process's end closes its stdin)."""
     for worker in list(_LIVE):
         worker.close()
 

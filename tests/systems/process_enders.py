@@ -2,11 +2,11 @@
 test_python_worker.py). Nothing here knows about kebab-eval: it is what a user's buggy system does.
 
 ``Ender(how, on)``: query ``on`` ends the process — ``exit0`` / ``exit3`` (``os._exit``), ``segv``
-(a read of address 0 in C: ``ctypes.string_at(0)``), ``sleep`` (1.5 s, then answers), ``wait_kill`` (writes
-``started`` then waits to be killed from outside), ``oom`` (allocates past the address-space limit the factory set with
-``RLIMIT_AS``: a MemoryError); ``local_str`` / ``module_str`` return a str subclass defined in a
-function / in this module. Every other query ``q`` gets the hit ``q-c1`` with the worker's pid as
-its snippet.
+(a read of address 0 in C: ``ctypes.string_at(0)``) — or ``sleep`` (1.5 s, then answers),
+``wait_kill`` (writes ``started`` then waits to be killed from outside), ``oom`` (allocates past
+the address-space limit the factory set with ``RLIMIT_AS``: a MemoryError); ``local_str`` /
+``module_str`` return a str subclass defined in a function / in this module. Every other query
+``q`` gets the hit ``q-c1`` with the worker's pid as its snippet.
 """
 
 from __future__ import annotations

@@ -161,7 +161,9 @@ def test_cli_an_allocation_past_rlimit_as_is_a_memory_error_row_and_the_worker_g
         ),
     ],
 )
-def test_cli_a_value_that_cannot_leave_the_worker_is_a_clear_error_row(tmp_path_factory, tmp_path, how, error):
+def test_cli_a_value_that_cannot_leave_the_worker_is_a_clear_error_row(
+    tmp_path_factory, tmp_path, how, error
+):
     env = clean_cli_env(tmp_path_factory, f"ender-{how}")
     proc = cli(env, "run", "--config", str(run_yaml(tmp_path, how)), "--run-id", how)
     no_traceback(proc)
@@ -206,9 +208,9 @@ def test_dagster_materialization_survives_the_system_and_fails_system_health(ins
 
 def test_dagster_fatal_class_fails_health_even_under_the_error_rate(instance, tmp_path):
     """One crash in five queries with max_error_rate 0.5: the rate passes, the crash does not."""
+    doc = yaml.safe_load(run_yaml(tmp_path, "exit0").read_text())
     config = write(
-        tmp_path / "lenient.yaml",
-        yaml.safe_dump({**yaml.safe_load(run_yaml(tmp_path, "exit0").read_text()), "system_health": {"max_error_rate": 0.5}}),
+        tmp_path / "lenient.yaml", yaml.safe_dump({**doc, "system_health": {"max_error_rate": 0.5}})
     )
     result, _ = run_config(instance, config, "lenient")
     health = next(e for e in result.get_asset_check_evaluations() if e.check_name == "system_health")
@@ -293,7 +295,6 @@ def test_a_factory_that_ends_the_process_is_a_config_error_naming_the_callable(t
     proc = cli(env, "run", "--config", str(config))
     no_traceback(proc)
     assert proc.returncode == 2, proc.stderr
-    assert (
-        "dies:build: the python system's process ended while building the system: exit code 7"
-        in " ".join(proc.stderr.split())
+    assert "dies:build: the python system's process ended while building the system: exit code 7" in " ".join(
+        proc.stderr.split()
     )
