@@ -115,13 +115,20 @@ def _read(stream: BinaryIO) -> Any:
 # -- the worker process --------------------------------------------------------------------------
 
 
-def _settings_payload(settings: PythonSystemSettings) -> dict[str, Any]:
-    """The settings as the worker reads them. ``args`` travel as YAML — the form they were written
-    in — so a value YAML gave (a date) reaches the factory as the same type it gets in-process."""
+def settings_payload(settings: PythonSystemSettings) -> dict[str, Any]:
+    """The settings as another process reads them (:func:`settings_from_payload`): ``args`` travel
+    as YAML — the form they were written in — so a value YAML gave (a date) reaches the factory as
+    the same type it gets in-process; the rest as JSON. yaml.YAMLError for ``args`` given in Python
+    that YAML cannot hold."""
     return {
         "settings": settings.model_dump(mode="json", exclude={"args"}, exclude_unset=True),
         "args": yaml.safe_dump(dict(settings.args), sort_keys=False, allow_unicode=True),
     }
+
+
+def settings_from_payload(data: dict[str, Any]) -> PythonSystemSettings:
+    """The settings :func:`settings_payload` sent."""
+    return PythonSystemSettings.model_validate({**data["settings"], "args": yaml.safe_load(data["args"])})
 
 
 def _failure(exc: BaseException) -> tuple:
@@ -155,8 +162,7 @@ def serve() -> None:
         os._exit(0)
     from kebab_eval_pipeline.systems.python_calls import LocalCalls
 
-    data = first
-    settings = PythonSystemSettings.model_validate({**data["settings"], "args": yaml.safe_load(data["args"])})
+    settings = settings_from_payload(first)
     try:
         calls = LocalCalls(settings)
     except FieldValueError as exc:  # what load_system checks: import, factory, methods
@@ -239,6 +245,12 @@ class WorkerProcess:
         self._send_lock = threading.Lock()  # the frames of two calls must not interleave
         self._calls: dict[int, _Call] = {}
         self._ids = itertools.count(1)
+        try:
+            payload = settings_payload(settings)
+        except yaml.YAMLError as exc:  # args given in Python (not from a file) that YAML cannot hold
+            raise FieldValueError(
+                "system.args", f"{settings.callable}: cannot be passed to its process: {exc}"
+            ) from None
         path = json.dumps([p for p in sys.path if isinstance(p, str)])
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -247,7 +259,7 @@ class WorkerProcess:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._requests, self._replies = self.proc.stdin, self.proc.stdout
         try:
-            _write(self._requests, _settings_payload(settings))
+            _write(self._requests, payload)
             first = _read(self._replies)
         except OSError:
             first = None

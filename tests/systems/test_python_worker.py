@@ -221,6 +221,20 @@ def test_dagster_fatal_class_fails_health_even_under_the_error_rate(instance, tm
     )
 
 
+def test_dagster_repeats_each_get_their_rows_and_their_own_restarts(instance, tmp_path):
+    doc = yaml.safe_load(run_yaml(tmp_path, "exit0").read_text())
+    config = write(tmp_path / "repeat.yaml", yaml.safe_dump({**doc, "repeat": 2}))
+    result, store = run_config(instance, config, "repeated")
+    assert not result.success
+    tables, info = store.read("retrieval_results", "repeated")
+    assert info["repeat"] == 2
+    for outcomes in (tables["outcomes"], tables["repeat_outcomes"]):
+        assert outcomes["query_id"].tolist() == IDS
+        errors = dict(zip(outcomes["query_id"], outcomes["error"], strict=True))
+        assert errors.pop("q3") == ENDED + "exit code 0 during query q3"
+        assert all(e is None or e != e for e in errors.values()), errors  # answered (null)
+
+
 def test_dagster_in_process_opt_in(instance, tmp_path):
     result, store = run_config(instance, run_yaml(tmp_path, "none", isolation="in_process"), "mat-inproc")
     assert result.success
