@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -180,6 +181,23 @@ def test_cli_in_process_opt_in_runs_the_system_in_kebab_evals_own_process(tmp_pa
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert set(snippets(env, "inproc").values()) == {str(pid)}
+
+
+def test_cli_sweep_variants_each_get_a_worker_of_their_own(tmp_path_factory, tmp_path):
+    env = clean_cli_env(tmp_path_factory, "ender-sweep")
+    doc = yaml.safe_load(run_yaml(tmp_path, "exit0").read_text())
+    doc["sweep"] = {"name": "enders", "grid": {"system.concurrency": [1, 2]}}
+    proc = cli(env, "sweep", str(write(tmp_path / "sweep.yaml", yaml.safe_dump(doc))))
+    no_traceback(proc)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert "gate failed: 2 variant(s) failed" in text
+    runs = set(re.findall(r"\bsweep-enders-[\w.-]+-[0-9a-f]{6}\b", text))
+    assert len(runs) == 2, text
+    for run_id in runs:
+        rows = exported(env, run_id)
+        assert list(rows) == IDS and rows["q3"]["error"].startswith(ENDED + "exit code 0 during ")
+        assert rows["q1"]["error"] is None and rows["q5"]["error"] is None
 
 
 # -- a real Dagster materialization, in this process ----------------------------------------------
