@@ -131,6 +131,37 @@ def test_cli_a_worker_killed_from_outside_mid_run(tmp_path_factory, tmp_path):
     assert [rows[q]["error"] for q in ("q1", "q2", "q4", "q5")] == [None] * 4
 
 
+def test_cli_ctrl_c_to_the_process_group_leaves_the_decision_to_kebab_eval(tmp_path_factory, tmp_path):
+    """A terminal's Ctrl-C reaches kebab-eval and the worker alike: the worker, mid-call, ignores it
+    without a word, and ends once kebab-eval has (its stdin closed). What kebab-eval itself does
+    with SIGINT (exit 130) is tested with the CLI's interruption."""
+    env = clean_cli_env(tmp_path_factory, "ender-sigint")
+    started = tmp_path / "started"
+    config = run_yaml(tmp_path, "wait_kill", args={"how": "wait_kill", "on": "q3", "started": str(started)})
+    proc = subprocess.Popen(
+        [*CLI, "run", "--config", str(config), "--run-id", "interrupted"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job has
+    )
+    deadline = time.monotonic() + 120
+    while not started.exists() or not started.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    worker_pid = int(started.read_text())
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-2000:]  # not a green run (how kebab-eval stops: its own tests)
+    # the worker says nothing: no traceback of it, nor of the system's code it was running
+    assert "python_worker" not in err and "process_enders" not in err, err[-3000:]
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{worker_pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{worker_pid}").exists()  # the worker did not outlive the run
+
+
 def test_cli_an_allocation_past_rlimit_as_is_a_memory_error_row_and_the_worker_goes_on(
     tmp_path_factory, tmp_path
 ):
