@@ -318,9 +318,11 @@ class WorkerProcess:
             pass
         limit = None if timeout_s is None else timeout_s + UNRESPONSIVE_GRACE_S
         if not call.done.wait(limit):
+            with self._lock:
+                self._calls.pop(call_id, None)  # this call's row is the timeout below
             self.stop(
-                f"ended by kebab-eval: no answer within {limit:g} s (timeout_s {timeout_s:g} + "
-                f"{UNRESPONSIVE_GRACE_S:g}) {_during([query_id])}"
+                f"kebab-eval ended it, stuck with no answer for {query_id} within {limit:g} s "
+                f"(timeout_s {timeout_s:g} + {UNRESPONSIVE_GRACE_S:g}),"
             )
             raise QueryFailure(
                 TIMEOUT,
@@ -345,10 +347,11 @@ class WorkerProcess:
         raise QueryFailure(error_class, message, timed_out=timed_out)
 
     def stop(self, why: str) -> None:
-        """End the worker now (it is stuck); the calls in flight get ``process_ended``."""
+        """End the worker now (it is stuck): taken as ended at once, so the next call starts a new
+        one; the calls in flight get ``process_ended`` once it is gone."""
         with self._lock:
-            if self.ended is None and self._why is None:
-                self._why = why
+            if self.ended is None:
+                self.ended = self._why = why
         with contextlib.suppress(OSError):
             self.proc.kill()
 

@@ -2,7 +2,8 @@
 test_python_worker.py). Nothing here knows about kebab-eval: it is what a user's buggy system does.
 
 ``Ender(how, on)``: query ``on`` ends the process — ``exit0`` / ``exit3`` (``os._exit``), ``segv``
-(a read of address 0 in C: ``ctypes.string_at(0)``) — or ``sleep`` (1.5 s, then answers),
+(a read of address 0 in C: ``ctypes.string_at(0)``) — or ``gil`` (blocks the whole process 20 s),
+``sleep`` (1.5 s, then answers),
 ``wait_kill`` (writes ``started`` then waits to be killed from outside), ``oom`` (allocates past
 the address-space limit the factory set with ``RLIMIT_AS``: a MemoryError); ``local_str`` /
 ``module_str`` return a str subclass defined in a function / in this module. Every other query
@@ -39,6 +40,8 @@ class Ender:
                 os._exit(3)
             if self.how == "segv":
                 ctypes.string_at(0)
+            if self.how == "gil":  # C's sleep(20) called holding the interpreter lock: nothing else runs
+                ctypes.PyDLL(None).sleep(20)
             if self.how == "sleep":
                 time.sleep(1.5)
             if self.how == "wait_kill":

@@ -26,6 +26,7 @@ import yaml
 
 from kebab_eval_pipeline.artifacts import RetrievalArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.python_worker import MAX_RESTARTS, WorkerCalls
 from tests.conftest import clean_cli_env, echo_golden, write
 from tests.systems.adapters.conftest import run_config
@@ -325,6 +326,42 @@ def test_restarts_are_bounded_per_batch_then_the_rest_are_rows_without_a_call():
     )
     calls.begin()  # a new batch (the next step, a repeat) gets the worker started again
     assert calls.query("search", "q1", 1, "q1")[0]["chunk_id"] == "q1-c1"
+
+
+def test_a_worker_stuck_in_native_code_is_ended_and_replaced():
+    calls = worker("gil", timeout_s=0.5)
+    calls.begin()
+    started = time.monotonic()
+    with pytest.raises(QueryFailure) as late:
+        calls.query("search", "q3", 1, "q3")
+    assert 10.5 <= time.monotonic() - started < 15  # timeout_s + UNRESPONSIVE_GRACE_S, not 20 s
+    assert (late.value.error_class, late.value.timed_out) == ("timeout", True)
+    assert late.value.message == "the python system's process gave no answer within 10.5 s and was ended"
+    assert calls.query("search", "q4", 1, "q4")[0]["chunk_id"] == "q4-c1"  # a new worker
+
+
+def test_calls_in_flight_with_a_stuck_one_name_it():
+    calls = worker("gil", timeout_s=0.5, concurrency=2)
+    calls.begin()
+    errors: dict[str, QueryFailure] = {}
+
+    def ask(query: str) -> None:
+        try:
+            calls.query("search", query, 1, query)
+        except QueryFailure as failure:
+            errors[query] = failure
+
+    stuck = threading.Thread(target=ask, args=("q3",))
+    stuck.start()
+    time.sleep(1)  # q3 holds the interpreter: q1 sent now gets no answer either
+    ask("q1")
+    stuck.join(30)
+    assert errors["q3"].error_class == "timeout"
+    assert (errors["q1"].error_class, errors["q1"].message) == (
+        "process_ended",
+        "the python system's process ended: kebab-eval ended it, stuck with no answer for q3 within "
+        "10.5 s (timeout_s 0.5 + 10), during query q1",
+    )
 
 
 def test_sigint_to_the_worker_is_ignored_quietly_and_closing_ends_it(capfd):
