@@ -195,6 +195,9 @@ def console_main() -> None:
         else:  # sys.exit("message"): printed as the interpreter would
             print(exc.code, file=sys.stderr)
             code = 1
+    workers = sys.modules.get("kebab_eval_pipeline.systems.python_worker")
+    if workers is not None:  # a python system's worker processes end with the run, not after it
+        workers.close_workers()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing left to flush into

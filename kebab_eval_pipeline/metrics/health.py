@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from kebab_eval_pipeline.metrics.settings import SystemHealthSettings
+from kebab_eval_pipeline.systems.outcome import FATAL_CLASSES
 from kebab_eval_pipeline.systems.runner import error_class_counts
 
 CHECK_NAME = "system_health"  # the asset check on run_metrics that enforces the verdict
@@ -24,8 +25,9 @@ EXAMPLE_CHARS = 200  # the first error's text, cut to this length
 class HealthVerdict:
     """The system-health verdict of one run.
 
-    ``healthy`` is False when every query errored (and there was at least one query) or when
-    ``error_rate`` exceeds ``max_error_rate``; ``blocking`` says whether that fails the run (False
+    ``healthy`` is False when every query errored (and there was at least one query), when
+    ``error_rate`` exceeds ``max_error_rate``, or when any query has a fatal class (``FATAL_CLASSES``:
+    the system's process ended); ``blocking`` says whether that fails the run (False
     when the check is configured off). ``classes`` counts failed queries per error class, most
     frequent first; ``example`` is the first failed query's error ("query_id: class: message").
     """
@@ -105,9 +107,12 @@ def system_health(outcomes: pd.DataFrame, settings: SystemHealthSettings | None)
         detail = first.get("error") if "error" in outcomes else None
         example = f"{first['query_id']}: {detail if isinstance(detail, str) else first['error_class']}"
         example = example if len(example) <= EXAMPLE_CHARS else example[: EXAMPLE_CHARS - 1] + "…"
-    healthy = not (every or exceeded)
+    fatal = [name for name in classes if name in FATAL_CLASSES]
+    healthy = not (every or exceeded or fatal)
     if rate is None:
         why = "no queries"
+    elif fatal and not (every or exceeded):
+        why = f"{', '.join(fatal)}: the system's process ended, which fails the run whatever the error rate"
     elif every and not exceeded:
         why = "every query failed"
     else:

@@ -28,6 +28,7 @@ MISSING_IN_TRACE: Final = "missing_in_trace"  # replay: the trace has no record 
 RECORDED_ERROR: Final = "recorded_error"  # replay: the trace records that this query failed
 MISSING_OUTCOME: Final = "missing_outcome"  # the adapter returned no outcome (a bug; still a row)
 EXCEPTION: Final = "exception"  # an in-process system raised
+PROCESS_ENDED: Final = "process_ended"  # a python system's worker process ended (exit, signal, OOM)
 
 ERROR_CLASSES: Final = (
     TIMEOUT,
@@ -43,7 +44,11 @@ ERROR_CLASSES: Final = (
     RECORDED_ERROR,
     MISSING_OUTCOME,
     EXCEPTION,
+    PROCESS_ENDED,
 )
+#: Classes that fail ``system_health`` whatever the error rate: the system itself is gone, so the
+#: rows after it (and the run's other results) are not what the system would have given.
+FATAL_CLASSES: Final = (PROCESS_ENDED,)
 
 #: ``progress(done, total)``, called as queries complete (from any worker thread).
 Progress = Callable[[int, int], None]

@@ -1,12 +1,15 @@
-"""The python adapter: a system written in Python, called in-process (``kind: python``).
+"""The python adapter: a system written in Python (``kind: python``).
 
 ``system.callable`` is imported and built by :mod:`.python_load` — once per process and
 configuration for runs (:func:`python_system`), so a sharded run's steps and the checks before it
-share one built system; the factory is never called per query. Reading the live versions builds it
-afresh in a process of its own each time (:mod:`.python_versions`). Each query then calls
-``search(query, k)`` (and, for answers, ``ask(query, k)``); what they return — dicts, or framework
-objects turned into plain data by :mod:`.plain_data` — is read by the same code and ``response``
-mapping as a command's or a service's JSON (:mod:`.wire`).
+share one built system; the factory is never called per query. Where it is built is
+``system.isolation``: by default in a supervised worker process of its own
+(:mod:`.python_worker`: a system that ends its process gives ``process_ended`` rows, not a dead
+run), or, opted in, in this process (:mod:`.python_calls`). Either answers the same calls:
+``search(query, k)`` (and, for answers, ``ask(query, k)``), what they return — dicts, or framework
+objects turned into plain data by :mod:`.plain_data` — read here by the same code and ``response``
+mapping as a command's or a service's JSON (:mod:`.wire`). Reading the live versions builds it
+afresh in a process of its own each time (:mod:`.python_versions`).
 
 Per call: at most ``timeout_s``, in a thread of its own (:mod:`.thread_calls`): a late call becomes a
 ``timeout`` row and the run moves on, the call left running and its result discarded; an
@@ -30,14 +33,21 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
-from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure, QueryRequest
-from kebab_eval_pipeline.systems.package_versions import object_packages
+from kebab_eval_pipeline.systems.outcome import (
+    EXCEPTION,
+    PROCESS_ENDED,
+    TIMEOUT,
+    Progress,
+    QueryFailure,
+    QueryOutcome,
+    QueryRequest,
+)
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
-from kebab_eval_pipeline.systems.plain_data import PlainDataError, as_response, find_usage, plain
+from kebab_eval_pipeline.systems.plain_data import find_usage
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.python_load import LoadedSystem, Method, load_system
+from kebab_eval_pipeline.systems.python_calls import LocalCalls, PythonCalls, QueryMethod
+from kebab_eval_pipeline.systems.python_worker import WorkerCalls
 from kebab_eval_pipeline.systems.settings import PythonSystemSettings
-from kebab_eval_pipeline.systems.thread_calls import CallLimiter
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
@@ -50,43 +60,43 @@ MAX_CATALOGUE = 50_000_000
 
 
 class PythonSystem(OpaqueSystem, PerQueryAdapter):
-    """Calls an in-process Python system per query (see the module docstring)."""
+    """Calls a Python system per query (see the module docstring), in its worker process or, with
+    ``isolation: in_process``, in this one."""
 
-    def __init__(self, settings: PythonSystemSettings, loaded: LoadedSystem | None = None) -> None:
+    def __init__(self, settings: PythonSystemSettings, calls: PythonCalls | None = None) -> None:
         self.settings = settings
-        self.loaded = loaded or load_system(
-            settings.callable, dict(settings.args), settings.path, settings.mode
-        )
+        if calls is None:
+            calls = LocalCalls(settings) if settings.isolation == "in_process" else WorkerCalls(settings)
+        self.backend = calls
         self.concurrency = settings.concurrency
-        self.can_answer = self.loaded.ask is not None
-        self.calls = CallLimiter(settings.concurrency)
+        self.can_answer = "ask" in calls.has
         self._info: SystemInfo | None = None
         self._info_lock = threading.Lock()
 
-    def _payload(self, method: Method, request: QueryRequest, k: int) -> Any:
-        """What ``method`` returned for ``request``, as plain data (QueryFailure when it cannot be).
-        The conversion runs in the call's thread, within its time limit: it runs the framework's
-        own code (``to_dict``, a generator of hits)."""
-        keywords = method.keywords(self.settings.mode, request.query_id)
+    def run_queries(
+        self,
+        requests: Sequence[QueryRequest],
+        k: int,
+        answers: bool,
+        progress: Progress | None = None,
+    ) -> list[QueryOutcome]:
+        """One outcome per request (:class:`~.per_query.PerQueryAdapter`); a worker process that
+        ended is restarted at most :data:`~.python_worker.MAX_RESTARTS` times per call."""
+        self.backend.begin()
+        return super().run_queries(requests, k, answers, progress)
 
-        def call() -> Any:
-            value = method.fn(request.query, k, **keywords)
-            try:
-                return as_response(value)
-            except PlainDataError as exc:  # nested too deep, a cycle
-                raise QueryFailure(BAD_RESPONSE, f"the returned {type(value).__name__}: {exc}") from None
-
-        return self.calls.call(call, self.settings.timeout_s)
+    def _payload(self, method: QueryMethod, request: QueryRequest, k: int) -> Any:
+        """What ``method`` returned for ``request``, as plain data (QueryFailure when it cannot be)."""
+        return self.backend.query(method, request.query, k, request.query_id)
 
     def search_one(self, request: QueryRequest, k: int) -> SearchReply:
-        payload = self._payload(self.loaded.search, request, k)
+        payload = self._payload("search", request, k)
         response = self.settings.response
         hits, warnings = parse_hit_block(payload, k, response)
         return SearchReply(hits, warnings, 1, parse_scope(payload, response))
 
     def ask_one(self, request: QueryRequest, k: int, hits: Sequence[Hit]) -> tuple[Answer, int]:
-        assert self.loaded.ask is not None
-        payload = self._payload(self.loaded.ask, request, k)
+        payload = self._payload("ask", request, k)
         if isinstance(payload, dict) and not isinstance(payload.get("usage"), dict):
             usage = find_usage(payload)  # a framework's own report (LangChain usage_metadata, …)
             if usage:
@@ -98,12 +108,13 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
         built object has: no ``ask``, no answers; no ``catalogue()``, no index catalogue; no
         ``versions()``, no live versions."""
         what = f"the python system {self.settings.callable}"
+        has = self.backend.has
         return self.settings.capabilities().lacking(
-            answers=None if self.loaded.ask is not None else f"{what} has no ask method",
+            answers=None if "ask" in has else f"{what} has no ask method",
             index_catalogue=None
-            if self.loaded.catalogue is not None
+            if "catalogue" in has
             else f"{what} has no catalogue() method to list its index",
-            live_versions=None if self.loaded.versions is not None else f"{what} has no versions() method",
+            live_versions=None if "versions" in has else f"{what} has no versions() method",
         )
 
     def catalogue(self) -> pd.DataFrame | None:
@@ -111,16 +122,21 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
         ``response`` mapping, as ``CATALOGUE_COLUMNS`` (one row per chunk); None without the
         method. Called each time (the index may have changed). InputError (``system.callable``)
         when it raises or returns something that is not hits."""
-        if self.loaded.catalogue is None:
+        if "catalogue" not in self.backend.has:
             return None
         from kebab_eval_pipeline.golden.tables import typed_frame
 
         where = f"{self.settings.callable}: catalogue()"
         try:
-            payload = as_response(self.loaded.catalogue())
+            payload = self.backend.catalogue()
             block, _ = parse_hit_block(payload, MAX_CATALOGUE, self.settings.response)
         except QueryFailure as failure:
-            reason = f"returned what cannot be read as hits: {failure.message}"
+            if failure.error_class == EXCEPTION:  # it raised, in its worker process
+                reason = f"raised {failure.message[:300]}"
+            elif failure.error_class in (PROCESS_ENDED, TIMEOUT):
+                reason = failure.message
+            else:
+                reason = f"returned what cannot be read as hits: {failure.message}"
             raise InputError(
                 "cannot read the python system's catalogue",
                 [Offender(where, reason, field="system.callable")],
@@ -154,16 +170,17 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
                 }
                 if s.args:
                     details["args"] = json.dumps(s.args, sort_keys=True, default=str)[:_ARGS_SHOWN]
-                packages = object_packages(self.loaded.target)
+                packages = self.backend.packages()
                 if packages:
                     details["packages"] = ", ".join(f"{n}=={v}" for n, v in packages.items())
                 info = SystemInfo(kind="python", mode=s.mode, details=details)
-                if self.loaded.versions is not None:
+                if "versions" in self.backend.has:
                     try:
-                        report = self.calls.call(lambda: plain(self.loaded.versions()), s.timeout_s)
+                        report = self.backend.versions()
                         info = apply_version_report(info, report)
-                    except QueryFailure as failure:
-                        info.details["version_error"] = str(failure)[:300]
+                    except QueryFailure as failure:  # late, ended; or raised in its worker process
+                        raised = failure.error_class == EXCEPTION
+                        info.details["version_error"] = (failure.message if raised else str(failure))[:300]
                     except Exception as exc:
                         info.details["version_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 self._info = info

@@ -38,6 +38,7 @@ from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError, InputError, Offender
 from kebab_eval_pipeline.systems.command import run_to_exit, tail
 from kebab_eval_pipeline.systems.outcome import QueryFailure
+from kebab_eval_pipeline.systems.python_worker import settings_from_payload, settings_payload
 from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 
 #: The longest a reading may take, factory included (Dagster gives a sensor evaluation 60 s).
@@ -53,16 +54,9 @@ _BOOT = (
 
 
 def _payload(settings: PythonSystemSettings) -> str:
-    """What the reading process needs: the caller's ``sys.path`` and the settings. ``args`` travel
-    as YAML — the form they were written in — so a value YAML gave (a date) reaches the factory as
-    the same type it gets in a run; the rest as JSON."""
-    return json.dumps(
-        {
-            "sys_path": [p for p in sys.path if isinstance(p, str)],
-            "settings": settings.model_dump(mode="json", exclude={"args"}, exclude_unset=True),
-            "args": yaml.safe_dump(dict(settings.args), sort_keys=False, allow_unicode=True),
-        }
-    )
+    """What the reading process needs: the caller's ``sys.path`` and the settings, as a worker
+    process gets them (:func:`.python_worker.settings_payload`)."""
+    return json.dumps({"sys_path": [p for p in sys.path if isinstance(p, str)], **settings_payload(settings)})
 
 
 def _unreadable(settings: PythonSystemSettings, reason: str) -> InputError:
@@ -117,8 +111,10 @@ def read_in_this_process(payload: str) -> None:
 
     result = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the system's own prints (Python's or a C library's) go to stderr
-    data = json.loads(payload)
-    settings = PythonSystemSettings.model_validate({**data["settings"], "args": yaml.safe_load(data["args"])})
+    settings = settings_from_payload(json.loads(payload))
+    # This process is the system's own already (its crash is reported by the caller): built here,
+    # not in a worker process of its own.
+    settings = settings.model_copy(update={"isolation": "in_process"})
     try:
         line = {"info": PythonSystem(settings).info().model_dump(mode="json")}
     except FieldValueError as exc:  # what load_system checks: import, factory, methods

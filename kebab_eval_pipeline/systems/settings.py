@@ -413,10 +413,14 @@ CALLABLE_RE = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A
 
 
 class PythonSystemSettings(StrictSettings):
-    """A system written in Python, called in-process (systems/python_adapter.py): ``callable`` names
-    a factory (called once per process, with ``args`` as keyword arguments) or the system object /
-    search function itself. Its results — dicts or framework objects, converted to plain data —
-    are read with the same ``response`` mapping as a command's or a service's JSON."""
+    """A system written in Python (systems/python_adapter.py): ``callable`` names a factory (called
+    once per worker process, with ``args`` as keyword arguments) or the system object / search
+    function itself. Its results — dicts or framework objects, converted to plain data — are read
+    with the same ``response`` mapping as a command's or a service's JSON. ``isolation``: where it
+    runs — ``process`` (the default), a supervised worker process of its own, so a system that ends
+    its process (``os._exit``, a crash in a native library, the OOM killer) gives error rows and a
+    failed ``system_health`` (systems/python_worker.py); ``in_process``, in kebab-eval's own process
+    (no start-up cost; a system that ends the process ends the run with it)."""
 
     kind: Literal["python"]
     name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
@@ -427,6 +431,7 @@ class PythonSystemSettings(StrictSettings):
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0  # per call; a late call is abandoned
     concurrency: Annotated[int, Field(ge=1, le=64)] = 1  # calls at once (threads): needs a thread-safe system
     response: ResponseMap = Field(default_factory=ResponseMap)
+    isolation: Literal["process", "in_process"] = "process"  # a worker process of its own, or ours
 
     def capabilities(self) -> Capabilities:
         """What its runs can carry before the object is built: hits, and answers with citations and

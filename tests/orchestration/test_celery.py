@@ -316,3 +316,40 @@ def test_celery_without_a_broker_is_refused_naming_the_variable(monkeypatch, tmp
     # with a broker the executor is dagster-celery's, wrapped by the run lock
     monkeypatch.setenv("KEBAB_EVAL_CELERY_BROKER", "redis://127.0.0.1:1/0")
     assert build_definitions().executor.name == "celery"
+
+
+def test_a_python_system_that_ends_its_process_on_celery_keeps_every_row(cluster, tmp_path) -> None:
+    """A python system's worker process, started by a Celery pool process, ends with os._exit(0) on
+    q3: the step records q3 as a ``process_ended`` row, a new worker answers q4 and q5, and the run
+    fails ``system_health`` with every row stored."""
+    ids = ["q1", "q2", "q3", "q4", "q5"]
+    doc = {
+        "golden": str(echo_golden(tmp_path / "golden.yaml", "enders", ids)),
+        "system": {
+            "kind": "python",
+            "callable": "process_enders:Ender",
+            "path": [str(Path(__file__).parents[1] / "systems")],
+            "args": {"how": "exit0", "on": "q3"},
+        },
+        "k": [1],
+        "baseline": "none",
+    }
+    env = {**cluster["env"], "KEBAB_EVAL_CONFIG": str(write(tmp_path / "run.yaml", yaml.safe_dump(doc)))}
+    assert cli(env, "runs", "add", "cel-python").returncode == 0
+    with _workers(env) as workers:
+        proc = _materialize(env, "cel-python")
+        _out, err = proc.communicate(timeout=300)
+        pool_pids = set().union(*(w.pool_pids() for w in workers))
+    assert proc.returncode != 0 and "system_health" in err, err[-4000:]
+    run, events = _events(env, "cel-python")
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    step_pids = {e.pid for e in events if e.event_type == dg.DagsterEventType.STEP_SUCCESS}
+    assert step_pids <= pool_pids, (step_pids, pool_pids)  # the steps ran on the Celery workers
+    with deployment_environ(env):
+        tables, _ = RunStore(env["KEBAB_EVAL_STORAGE"]).read("retrieval_results", "cel-python")
+    errors = tables["outcomes"].set_index("query_id")["error"]
+    assert errors.index.tolist() == ids
+    assert errors["q3"] == "process_ended: the python system's process ended: exit code 0 during query q3"
+    assert errors.drop("q3").isna().all()
+    answered_in = set(tables["hits"]["snippet"].astype(int))
+    assert len(answered_in) == 2 and not answered_in & (pool_pids | {proc.pid})  # two workers of its own

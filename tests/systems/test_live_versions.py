@@ -54,12 +54,12 @@ def test_python_system_is_built_afresh_and_the_runs_object_is_left_alone(tmp_pat
     assert live(settings) == {"chunker_version": "lines-1", "index_version": old}
 
     write_index(index_file, MORE_DOCS)  # rebuilt in place; the system remembers what it loaded
-    assert running.loaded.versions()["index_version"] == old  # asking the kept object again: stale
+    assert running.backend.versions()["index_version"] == old  # asking the kept object again: stale
     assert live(settings) == {"chunker_version": "lines-1", "index_version": new}
     # a run going on in this process keeps its object and the versions it started with
     assert build_system(settings) is running
     assert running.info().index_version == old
-    assert running.loaded.target.search("miso soy", 5) == {"hits": []}  # the index it loaded
+    assert running.backend.query("search", "miso soy", 5, "q") == {"hits": []}  # the index it loaded
 
 
 def test_python_system_that_cannot_be_built_now_is_an_input_error(tmp_path):

@@ -1,4 +1,4 @@
-"""``kind: python``: plain-Python systems (tests/systems/python_systems.py) called in-process.
+"""``kind: python``: plain-Python systems (tests/systems/python_systems.py), in their worker process.
 
 Through the pipeline's own functions (settings → build_system → run_golden) and, once, a real
 ``kebab-eval run`` subprocess over a sharded run: one row per query whatever the system does
