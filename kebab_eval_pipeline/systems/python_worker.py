@@ -50,7 +50,9 @@ from typing import Any, BinaryIO
 
 import yaml
 
+from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.errors import FieldValueError
+from kebab_eval_pipeline.net.secrets import mask_text
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, PROCESS_ENDED, TIMEOUT, QueryFailure
 from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 
@@ -253,10 +255,19 @@ class WorkerProcess:
             ) from None
         path = json.dumps([p for p in sys.path if isinstance(p, str)])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-c", _BOOT, path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         _LIVE.add(self)
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        threading.Thread(
+            target=_forward_stderr,
+            args=(self.proc.stderr,),
+            name="kebab-eval-python-worker-stderr",
+            daemon=True,
+        ).start()
         self._requests, self._replies = self.proc.stdin, self.proc.stdout
         try:
             _write(self._requests, payload)
@@ -369,6 +380,32 @@ class WorkerProcess:
 _LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
 
 
+def _forward_stderr(stream: BinaryIO | None) -> None:
+    """What the system prints, passed on to this process's stderr line by line — through
+    :func:`mask_text`, as everything the tool prints is: a system that prints its credential must
+    not get it past the masking by writing to an inherited descriptor."""
+    if stream is None:
+        return
+    for line in iter(stream.readline, b""):
+        with contextlib.suppress(Exception):  # a closed or replaced stderr must not end the reader
+            sys.stderr.write(mask_text(line.decode("utf-8", "replace")))
+            sys.stderr.flush()
+    stream.close()
+
+
+def _kill_live() -> None:
+    """Ctrl-C (:mod:`kebab_eval_pipeline.cancellation`): end every worker now, so calls in flight
+    end with it instead of running on past the run (a cancellation hook: never raises)."""
+    for worker in list(_LIVE):  # no lock: a hook may run in a signal handler on any thread's behalf
+        if worker.ended is None:
+            worker.ended = worker._why = "kebab-eval ended it: the run was interrupted (Ctrl-C)"
+        with contextlib.suppress(OSError):
+            worker.proc.kill()
+
+
+cancellation.register(_kill_live)
+
+
 @atexit.register
 def close_workers() -> None:
     """End every worker this process started, and reap them: a process that ends with ``os._exit``
@@ -422,6 +459,7 @@ class WorkerCalls:
             return self._worker
 
     def query(self, method: str, query: str, k: int, query_id: str) -> Any:
+        cancellation.check()  # Ctrl-C: no new call, and no worker started again
         return self._live().call("query", (method, query, k, query_id), query_id, self.settings.timeout_s)
 
     def versions(self) -> Any:

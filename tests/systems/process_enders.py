@@ -3,7 +3,7 @@ test_python_worker.py). Nothing here knows about kebab-eval: it is what a user's
 
 ``Ender(how, on)``: query ``on`` ends the process — ``exit0`` / ``exit3`` (``os._exit``), ``segv``
 (a read of address 0 in C: ``ctypes.string_at(0)``) — or ``gil`` (blocks the whole process 20 s),
-``sleep`` (1.5 s, then answers),
+``sleep`` (1.5 s, then answers), ``print`` (prints ``$SEARCH_TOKEN`` to stdout and stderr),
 ``wait_kill`` (writes ``started`` then waits to be killed from outside), ``oom`` (allocates past
 the address-space limit the factory set with ``RLIMIT_AS``: a MemoryError); ``local_str`` /
 ``module_str`` return a str subclass defined in a function / in this module. Every other query
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,9 @@ class Ender:
                 ctypes.PyDLL(None).sleep(20)
             if self.how == "sleep":
                 time.sleep(1.5)
+            if self.how == "print":  # a system that prints its credential (stdout and stderr)
+                print("printed by the system:", os.environ["SEARCH_TOKEN"])
+                print("printed by the system:", os.environ["SEARCH_TOKEN"], file=sys.stderr, flush=True)
             if self.how == "wait_kill":
                 Path(self.started).write_text(str(os.getpid()))
                 time.sleep(60)

@@ -134,8 +134,7 @@ def test_cli_a_worker_killed_from_outside_mid_run(tmp_path_factory, tmp_path):
 
 def test_cli_ctrl_c_to_the_process_group_leaves_the_decision_to_kebab_eval(tmp_path_factory, tmp_path):
     """A terminal's Ctrl-C reaches kebab-eval and the worker alike: the worker, mid-call, ignores it
-    without a word, and ends once kebab-eval has (its stdin closed). What kebab-eval itself does
-    with SIGINT (exit 130) is tested with the CLI's interruption."""
+    without a word; kebab-eval ends it (the call in flight cannot hold the run) and exits 130."""
     env = clean_cli_env(tmp_path_factory, "ender-sigint")
     started = tmp_path / "started"
     config = run_yaml(tmp_path, "wait_kill", args={"how": "wait_kill", "on": "q3", "started": str(started)})
@@ -153,8 +152,12 @@ def test_cli_ctrl_c_to_the_process_group_leaves_the_decision_to_kebab_eval(tmp_p
         time.sleep(0.05)
     worker_pid = int(started.read_text())
     os.killpg(proc.pid, signal.SIGINT)
+    signalled = time.monotonic()
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0, out[-2000:]  # not a green run (how kebab-eval stops: its own tests)
+    # kebab-eval ends the worker (the call in flight with it) and stops at once: exit 130, one line
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert time.monotonic() - signalled < 5, "the call in flight held the run past Ctrl-C"
+    assert "interrupted (Ctrl-C)" in err and "Traceback" not in out + err, err[-3000:]
     # the worker says nothing: no traceback of it, nor of the system's code it was running
     assert "python_worker" not in err and "process_enders" not in err, err[-3000:]
     deadline = time.monotonic() + 10
@@ -398,3 +401,15 @@ def test_a_factory_that_ends_the_process_is_a_config_error_naming_the_callable(t
     assert "dies:build: the python system's process ended while building the system: exit code 7" in " ".join(
         proc.stderr.split()
     )
+
+
+def test_cli_what_the_system_prints_is_masked_of_its_secret(tmp_path_factory, tmp_path):
+    """The worker's stdout and stderr reach the user through kebab-eval's own stderr, masked: a
+    system printing its credential does not get it past the masking by an inherited descriptor."""
+    env = clean_cli_env(tmp_path_factory, "ender-print")
+    secret = "tok-Zq81/xYv+secret"
+    env["SEARCH_TOKEN"] = secret  # named like a credential: masked with no config line
+    proc = cli(env, "run", "--config", str(run_yaml(tmp_path, "print")), "--run-id", "printed")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "printed by the system: ***" in proc.stderr  # it is passed on, masked
+    assert secret not in proc.stdout + proc.stderr
