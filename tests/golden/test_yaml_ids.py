@@ -171,7 +171,11 @@ def plain_scalar(text: str, line: str) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.style is None and node.value == text
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(text=st.text(ID_CHARS, min_size=1, max_size=12) | st.sampled_from(RENAMED))
 def test_any_id_written_unquoted_reads_back_as_the_same_id(tmp_path: Path, text: str):
     assume(id_problem(text, query_id=True) is None)
