@@ -346,12 +346,7 @@ class YamlPositions:
         """The 1-based line where the value at ``key_path`` starts (a missing key: its mapping's
         line); ``at_key``: the line of the last mapping key itself (where a block value starts on
         the next line, the key's own line names it better). None when the text does not compose."""
-        if not self._composed:
-            self._composed = True
-            try:
-                self._root = yaml.compose(self._text, Loader=_loader(self._text))
-            except (yaml.YAMLError, RecursionError):
-                self._root = None
+        self._compose()
         node = self._root
         if node is None:
             return None
