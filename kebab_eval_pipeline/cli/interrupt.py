@@ -37,6 +37,8 @@ EXIT, CANCEL = "exit", "cancel"
 #: its in-flight calls cancelled) before the CLI ends without it: the CLI exits within about this
 #: long after Ctrl-C (the test allows GRACE_S + 1.5 s on a loaded machine).
 GRACE_S = 1.5
+#: What Ctrl-C says in a command that has not said more (see :func:`reset`).
+STOPPED = "the command stopped; nothing was left half-written"
 
 _state = {"mode": EXIT, "note": "before the command started: nothing was run or stored"}
 
@@ -66,8 +68,10 @@ def install() -> None:
 
 
 def reset() -> None:
-    """A command begins (``main``): ``exit`` mode, saying the command stopped."""
-    _state.update(mode=EXIT, note="the command stopped")
+    """A command begins (``main``): ``exit`` mode, saying the command stopped. Until a command says
+    more (``run``: nothing of the run was stored), what is true of every command is said: the files
+    the tool writes are published whole or not at all."""
+    _state.update(mode=EXIT, note=STOPPED)
 
 
 def set_note(note: str) -> None:

@@ -146,7 +146,7 @@ def main() -> None:
         interrupt.say(str(exc))
         sys.exit(interrupt.EXIT_CODE)
     except (typer.Abort, KeyboardInterrupt):  # Ctrl-C: the shell's code for SIGINT, not 1 (a failed gate)
-        interrupt.say("the command stopped")
+        interrupt.say(interrupt.STOPPED)
         sys.exit(interrupt.EXIT_CODE)
     except Exception as exc:
         # Usage errors: typer vendors its own click, whose ClickException is a TyperException.
