@@ -232,7 +232,12 @@ def test_cli_sweep_variants_each_get_a_worker_of_their_own(tmp_path_factory, tmp
     for run_id in runs:
         rows = exported(env, run_id)
         assert list(rows) == IDS and rows["q3"]["error"].startswith(ENDED + "exit code 0 during ")
-        assert rows["q1"]["error"] is None and rows["q5"]["error"] is None
+        # with concurrency 2 a query in flight beside q3 ends with it (and says so); q5 comes after
+        # the restart, from a new worker
+        for q in ("q1", "q2", "q4"):
+            error = rows[q]["error"]
+            assert error is None or (error.startswith(ENDED) and "q3" in error and q in error), error
+        assert rows["q5"]["error"] is None
 
 
 # -- a real Dagster materialization, in this process ----------------------------------------------
