@@ -105,10 +105,14 @@ class Daemon:
 
     @contextmanager
     def running(self) -> Iterator[dg.DagsterInstance]:
-        """Start the code server and the daemon together (their start-ups overlap), then turn every
+        """Start the code server and the daemon together (their start-ups overlap) on an instance whose
+        storage already exists (as a deployment's does), then turn every
         sensor of the location on in the instance, as ``dagster sensor start`` would."""
         module = "tests.orchestration.live_versions.location"
         server = ["api", "grpc", "--socket", str(self.socket), "-m", module, "-a", "defs", "-d", str(REPO)]
+        # the storage is created here, once: two processes creating a fresh SQLite schedule store at
+        # the same moment can each stamp an alembic head, and the next to open it refuses it
+        dg.DagsterInstance.from_config(str(self.home)).dispose()
         try:
             self._start("code_server", [str(BIN / "dagster"), *server])
             self._start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace)])
