@@ -70,8 +70,8 @@ import httpx
 from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.systems.http import HttpSystem, render_body
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
-from kebab_eval_pipeline.systems.settings import HttpSystemSettings
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hits
 
 ROOT = Path(__file__).resolve().parents[1]

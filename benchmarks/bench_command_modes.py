@@ -49,8 +49,9 @@ from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryOutcome, QueryRequest
-from kebab_eval_pipeline.systems.settings import CommandSystemSettings, HttpSystemSettings
 
 K = 10
 Factory = Callable[[], object]

@@ -331,9 +331,9 @@ def time_parsing(paths: dict[str, Path], n_hits: int) -> dict:
     from kebab_eval_pipeline.systems.command import parse_json_output
     from kebab_eval_pipeline.systems.hits import HitBlock, hits_frame
     from kebab_eval_pipeline.systems.http_body import parse_body
+    from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
     from kebab_eval_pipeline.systems.replay import ReplaySystem
     from kebab_eval_pipeline.systems.runner import run_golden
-    from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
     from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hit_block, parse_hits
 
     bodies = []

@@ -93,7 +93,7 @@ def _passages(corpus: Path) -> list[tuple[str, list[str], int, list[str]]]:
 
     from kebab_eval_pipeline.reference.chunk import chunk_corpus
     from kebab_eval_pipeline.reference.ingest import read_corpus
-    from kebab_eval_pipeline.systems.settings import ReferenceSystemSettings
+    from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
 
     defaults = ReferenceSystemSettings()
     chunks = chunk_corpus(read_corpus(corpus), defaults.chunk_size, defaults.chunk_overlap).chunks

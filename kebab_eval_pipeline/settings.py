@@ -41,7 +41,6 @@ from kebab_eval_pipeline.net.secrets import (
     SecretMask,
     ambient_secrets,
     env_secrets,
-    header_secrets,
     remember,
     url_secrets,
 )
@@ -49,15 +48,8 @@ from kebab_eval_pipeline.sweep.config import SweepSettings
 from kebab_eval_pipeline.sweep.grid import KEY_PATTERN, apply_variant, expand, grid_problems, value_text
 from kebab_eval_pipeline.systems.capabilities import run_lacks
 from kebab_eval_pipeline.systems.costs import SystemCostSettings
-from kebab_eval_pipeline.systems.settings import (
-    SYSTEM_KINDS,
-    CommandSystemSettings,
-    HttpSystemSettings,
-    PythonSystemSettings,
-    ReferenceSystemSettings,
-    ReplaySystemSettings,
-    SystemSettings,
-)
+from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
+from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS, SystemSettings, kind_of
 from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, quote_it, read_text
 
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
@@ -151,11 +143,7 @@ class RunSettings(StrictSettings):
         # configured first (a short one is warned about), then the environment's credential-named
         # variables that look like keys: a command or python system may read one unannounced
         found = env_secrets(self.secrets_from_env, env)
-        system = self.system
-        if isinstance(system, HttpSystemSettings):
-            found += header_secrets(system.headers_from_env, env)
-            for name in ("search_url", "ask_url", "version_url"):
-                found += url_secrets(getattr(system, name), f"system.{name}")
+        found += kind_of(self.system.kind).secrets(self.system, env)  # an http system's headers and URLs
         if self.judge is not None:
             for where, judge in (("judge", self.judge), ("judge.spot_check", self.judge.spot_check_judge())):
                 if judge.api_key_env:
@@ -356,31 +344,7 @@ def _resolve_relative(
             problems.append(_offender(source, positions, list(loc), f"not a usable path: {exc}"))
             return value
 
-    system = settings.system
-    if isinstance(system, ReferenceSystemSettings):
-        system = system.model_copy(
-            update={
-                "corpus": fix(system.corpus, "system", "corpus"),
-                "index": fix(system.index, "system", "index"),
-            }
-        )
-    elif isinstance(system, CommandSystemSettings):
-        # A program given as a relative path ("./bin/search") is relative to the config file,
-        # like every other path in it — unless cwd is set, where the process then starts.
-        if system.cwd:
-            system = system.model_copy(update={"cwd": fix(system.cwd, "system", "cwd")})
-        else:
-            argvs = {}
-            for name in ("search_argv", "ask_argv", "argv", "version_argv"):
-                argv = getattr(system, name)
-                if argv and "/" in argv[0] and not _is_absolute(argv[0]):
-                    argvs[name] = [fix(argv[0], "system", name), *argv[1:]]
-            system = system.model_copy(update=argvs)
-    elif isinstance(system, ReplaySystemSettings):
-        system = system.model_copy(update={"path": fix(system.path, "system", "path")})
-    elif isinstance(system, PythonSystemSettings):  # the folders put on sys.path
-        folders = tuple(fix(p, "system", "path", str(i)) for i, p in enumerate(system.path))
-        system = system.model_copy(update={"path": folders})
+    system = kind_of(settings.system.kind).resolve_paths(settings.system, fix)  # its own path settings
     judge = settings.judge
     if judge is not None:
         update = {"cache_dir": fix(judge.cache_dir, "judge", "cache_dir")}
@@ -429,13 +393,6 @@ def _resolve_relative(
     if problems:
         raise InputError("run config is invalid", problems)
     return resolved
-
-
-def _is_absolute(program: str) -> bool:
-    try:
-        return Path(program).expanduser().is_absolute()
-    except RuntimeError:  # "~nobody/bin": fix() reports it
-        return False
 
 
 def settings_from_dict(doc: dict, source: str = "<config>", text: str | None = None) -> RunSettings:

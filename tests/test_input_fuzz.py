@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.settings import RunSettings, load_settings
+from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.replay import FORMATS, ReplaySystem
-from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
 from tests.golden.test_properties import (
     DUMPER,
     HUGE_TEXT,

@@ -38,8 +38,8 @@ from kebab_eval_pipeline.limits import (
     strict_loader,
 )
 from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
 from kebab_eval_pipeline.systems.replay import ReplaySystem
-from kebab_eval_pipeline.systems.settings import ReplaySystemSettings
 from tests.conftest import write
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
 

@@ -10,12 +10,10 @@ import pytest
 from kebab_eval_pipeline.errors import InputError
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource, SystemUnderTestResource
 from kebab_eval_pipeline.settings import load_settings, settings_from_dict
-from kebab_eval_pipeline.systems.settings import (
-    CommandSystemSettings,
-    HttpSystemSettings,
-    ReferenceSystemSettings,
-    ReplaySystemSettings,
-)
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
+from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
+from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
 from tests.conftest import write
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"

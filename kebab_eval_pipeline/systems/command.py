@@ -46,6 +46,7 @@ from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError
 from kebab_eval_pipeline.systems.capabilities import Capabilities
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -58,7 +59,7 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, CommandSystemSettings
+from kebab_eval_pipeline.systems.templates import PLACEHOLDER_RE
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 

@@ -57,6 +57,7 @@ from kebab_eval_pipeline.systems.command import (
     tail,
     too_large,
 )
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -71,7 +72,6 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
-from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import _kind, dig, parse_answer, parse_hit_block, parse_scope
 

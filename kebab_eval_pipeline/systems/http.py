@@ -53,6 +53,7 @@ from kebab_eval_pipeline.systems.http_body import (
     read_body,
     read_body_sync,
 )
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -67,7 +68,7 @@ from kebab_eval_pipeline.systems.outcome import (
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.settings import PLACEHOLDER_RE, HttpSystemSettings
+from kebab_eval_pipeline.systems.templates import PLACEHOLDER_RE
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 

@@ -5,20 +5,11 @@ thing that may change between versions of it stays out of the identity (chunk si
 index, chunker, embedding and prompt versions, timeouts, concurrency, corpus *content*, what a
 version command or endpoint reports).
 
-The identity of a run, by system kind:
-
-- ``reference``: the corpus it indexes (``demo`` for the bundled demo corpus, else the corpus
-  folder's absolute path; ``index <path>`` for a prebuilt index) and the retrieval ``mode``;
-- ``command``: the argv the pipeline runs (``search_argv``, or ``argv`` for protocol jsonl) as
-  configured — relative program paths already resolved against the config file — and ``mode``;
-- ``http``: the search URL without user info and query string (either may carry a credential),
-  and ``mode``. Header values never enter it;
-- ``replay``: the trace file's absolute path (re-recording the same file is a new version);
-- ``python``: the callable (``package.module:attribute``) with its ``args`` (as sorted JSON: a
-  factory's arguments are what argv flags are to a command), and ``mode``; the folders put on
-  ``sys.path`` are left out (where the code is found, like a command's ``cwd``);
-- any ``system.name`` set in the config replaces all of that: runs of the same kind and name are
-  one system, whatever their argv, URL, corpus or mode.
+What identifies a system is its kind's declaration (``SystemKind.identity``, in the kind's module
+of :mod:`.kinds`): the *target* — the corpus or index a reference system reads, the argv a command
+runs, an http service's redacted search URL, a replayed trace's path, a python callable and its
+args — and, but for replay, the ``mode``. Any ``system.name`` set in the config replaces all of
+that: runs of the same kind and name are one system, whatever their argv, URL, corpus or mode.
 
 The identity is a small JSON-ready mapping ``{"kind", "target", "mode", "name", "label"}``:
 ``label`` is for people ("command `python search.py {query}`"), the rest is compared.
@@ -29,11 +20,10 @@ corpus folder was not stored) and has none.
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from kebab_eval_pipeline.systems.settings import kind_of
 
 #: The keys two identities are compared on (``label`` is only for display).
 COMPARED = ("kind", "target", "mode", "name")
@@ -44,42 +34,20 @@ def make_identity(kind: str, target: str | None, mode: str | None, name: str | N
     whole system (target and mode are then dropped, so they cannot make two runs differ)."""
     if name:
         return {"kind": kind, "target": None, "mode": None, "name": name, "label": f"{kind} {name!r}"}
-    shown = {"command": f"`{target}`", "python": f"`{target}`"}.get(kind, target or "?")
+    declared = kind_of(kind)
+    shown = f"`{target}`" if declared is not None and declared.code_target else target or "?"
     label = f"{kind} {shown}" + (f" ({mode})" if mode else "")
     return {"kind": kind, "target": target, "mode": mode, "name": None, "label": label}
-
-
-def python_target(spec: str, args_json: str | None) -> str:
-    """A python system's target: its callable, and its args (sorted JSON) when it has any."""
-    return spec if not args_json or args_json == "{}" else f"{spec} {args_json}"
 
 
 def identity_from_settings(system: Any) -> dict:
     """The identity of a configured system (a ``settings.SystemSettings``; paths are the
     resolved ones ``load_settings`` returns)."""
-    from kebab_eval_pipeline.demo import DEMO_CORPUS
-
-    kind, mode, name = system.kind, getattr(system, "mode", None), getattr(system, "name", None)
-    if kind == "reference":
-        if system.index:
-            target = f"index {Path(system.index).resolve()}"
-        elif system.corpus is None or Path(system.corpus).resolve() == DEMO_CORPUS.resolve():
-            target = "demo corpus"
-        else:
-            target = f"corpus {Path(system.corpus).resolve()}"
-    elif kind == "command":
-        target = shlex.join(system.argv if system.protocol == "jsonl" else system.search_argv)
-    elif kind == "http":
-        from kebab_eval_pipeline.net.secrets import redact_url
-
-        target = redact_url(system.search_url)
-    elif kind == "replay":
-        target, mode = str(Path(system.path).resolve()), None
-    elif kind == "python":
-        target = python_target(system.callable, json.dumps(system.args, sort_keys=True, default=str))
-    else:  # a kind added later: its kind alone, until it says what identifies it
-        target = None
-    return make_identity(kind, target, mode, name)
+    kind = kind_of(system.kind)
+    if kind is None:  # not a registered kind (a test's own settings): its kind alone
+        return make_identity(system.kind, None, getattr(system, "mode", None), getattr(system, "name", None))
+    mode = getattr(system, "mode", None) if kind.identity_mode else None
+    return make_identity(kind.name, kind.identity(system), mode, getattr(system, "name", None))
 
 
 def derive_identity(system: Mapping[str, Any]) -> dict | None:
@@ -91,15 +59,10 @@ def derive_identity(system: Mapping[str, Any]) -> dict | None:
     if isinstance(recorded, Mapping) and recorded.get("kind"):
         return dict(recorded)
     kind, mode = system.get("kind"), system.get("mode")
-    target = None
-    if kind == "command":
-        target = system.get("argv") if system.get("protocol") == "jsonl" else system.get("search_argv")
-    elif kind == "http":
-        target = system.get("search_url")
-    elif kind == "replay":
-        target, mode = system.get("trace"), None
-    elif kind == "python" and system.get("callable"):
-        target = python_target(str(system["callable"]), system.get("args"))
+    declared = kind_of(str(kind)) if kind else None
+    target = declared.stored_target(system) if declared is not None else None
+    if declared is not None and not declared.identity_mode:
+        mode = None
     if not kind or not target:
         return None
     return make_identity(str(kind), str(target), None if mode is None else str(mode))

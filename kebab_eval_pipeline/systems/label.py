@@ -12,49 +12,23 @@ A system without a mode (a command or http system need not have one) shows none,
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Mapping
-from pathlib import PurePath
 from typing import Any
 
-#: Executables that run a script named by their next argument (then that argument is shown too).
-_INTERPRETERS = re.compile(r"(python|pypy|node|deno|bun|ruby|perl|php|bash|sh|zsh|uv|java)[\d.]*(\.exe)?")
-
-
-def _command(argv_text: str) -> str:
-    """The executable of a shell-joined argv (its base name when an absolute path), and the script
-    after an interpreter: ``/usr/bin/python3 tools/sys.py {query}`` → ``python3 tools/sys.py``."""
-    try:
-        argv = shlex.split(argv_text)
-    except ValueError:  # not shell-quoted after all: the first word is still the executable
-        argv = argv_text.split()
-    if not argv:
-        return ""
-    first = PurePath(argv[0]).name if PurePath(argv[0]).is_absolute() else argv[0]
-    if _INTERPRETERS.fullmatch(PurePath(first).name) and len(argv) > 1 and not argv[1].startswith("-"):
-        return f"{first} {argv[1]}"
-    return first
+from kebab_eval_pipeline.systems.settings import kind_of
 
 
 def system_label(system: Mapping[str, Any]) -> str:
     """``kind[: what][, mode M]`` of a system description: a run's stored ``info["system"]``
     (kind, mode and the details side by side) or ``SystemInfo.model_dump()`` (details nested).
-    *What* is the command's executable (``search_argv``, or ``argv`` of the jsonl protocol), the
-    http search URL (stored with credentials redacted) or the replayed trace's file name; the mode
-    only when there is one. Missing fields are left out, so any stored run (older ones too) gets a
+    *What* is the kind's declared label (``SystemKind.label``): the command's executable
+    (``search_argv``, or ``argv`` of the jsonl protocol), the http search URL (stored with
+    credentials redacted), the replayed trace's file name, the python callable; the mode only when
+    there is one. Missing fields are left out, so any stored run (older ones too) gets a
     label."""
     kind = str(system.get("kind") or "system")
     details = {**system, **(system.get("details") or {})}  # stored runs hold the details flattened
-    what = ""
-    argv = details.get("search_argv") or details.get("argv")  # argv: the jsonl protocol's one process
-    if kind == "command" and argv:
-        what = _command(str(argv))
-    elif kind == "http" and details.get("search_url"):
-        what = str(details["search_url"])
-    elif kind == "replay" and details.get("trace"):
-        what = PurePath(str(details["trace"])).name
-    elif kind == "python" and details.get("callable"):
-        what = str(details["callable"])
+    declared = kind_of(kind)
+    what = declared.label(details) if declared is not None else ""
     mode = system.get("mode")
     return kind + (f": {what}" if what else "") + (f", mode {mode}" if mode else "")

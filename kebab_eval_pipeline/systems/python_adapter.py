@@ -33,6 +33,7 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.errors import InputError, Offender
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
+from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
     EXCEPTION,
     PROCESS_ENDED,
@@ -47,7 +48,6 @@ from kebab_eval_pipeline.systems.plain_data import find_usage
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.python_calls import LocalCalls, PythonCalls, QueryMethod
 from kebab_eval_pipeline.systems.python_worker import WorkerCalls
-from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 

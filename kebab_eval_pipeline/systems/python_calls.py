@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol
 
+from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, QueryFailure
 from kebab_eval_pipeline.systems.package_versions import object_packages
 from kebab_eval_pipeline.systems.plain_data import PlainDataError, as_response, plain
 from kebab_eval_pipeline.systems.python_load import load_system
-from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 from kebab_eval_pipeline.systems.thread_calls import CallLimiter
 
 #: The query methods: ``search`` always, ``ask`` when the system has it.

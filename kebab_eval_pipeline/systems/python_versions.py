@@ -37,9 +37,9 @@ import yaml
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.errors import FieldValueError, InputError, Offender
 from kebab_eval_pipeline.systems.command import run_to_exit, tail
+from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.python_worker import settings_from_payload, settings_payload
-from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 
 #: The longest a reading may take, factory included (Dagster gives a sensor evaluation 60 s).
 READ_LIMIT_S = 50.0

@@ -53,8 +53,8 @@ import yaml
 from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.errors import FieldValueError
 from kebab_eval_pipeline.net.secrets import mask_text
+from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, PROCESS_ENDED, TIMEOUT, QueryFailure
-from kebab_eval_pipeline.systems.settings import PythonSystemSettings
 
 #: Restarts of an ended worker per batch of queries (a run's step, a repeat): a system that crashes
 #: on one query still answers the others; one that crashes on every query fails fast.

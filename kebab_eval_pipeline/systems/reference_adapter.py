@@ -14,9 +14,9 @@ from kebab_eval_pipeline.reference.fusion import FusionSpec
 from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
+from kebab_eval_pipeline.systems.kinds.reference import REFERENCE_CAPABILITIES
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply
-from kebab_eval_pipeline.systems.settings import REFERENCE_CAPABILITIES
 
 
 class ReferenceSystem(PerQueryAdapter):
@@ -61,7 +61,7 @@ class ReferenceSystem(PerQueryAdapter):
         return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
 
     def capabilities(self) -> Capabilities:
-        """What its runs carry (``settings.REFERENCE_CAPABILITIES``)."""
+        """What its runs carry (``kinds.reference.REFERENCE_CAPABILITIES``)."""
         return REFERENCE_CAPABILITIES
 
     def info(self) -> SystemInfo:

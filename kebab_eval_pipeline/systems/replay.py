@@ -45,6 +45,7 @@ from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.read_once import ReadOnce
 from kebab_eval_pipeline.systems import otlp, trec_run
 from kebab_eval_pipeline.systems.capabilities import Capabilities
+from kebab_eval_pipeline.systems.kinds.replay import REPLAY_FORMATS, ReplaySystemSettings
 from kebab_eval_pipeline.systems.openinference import normalise_question, records_from_spans
 from kebab_eval_pipeline.systems.outcome import (
     ERROR_CLASSES,
@@ -57,7 +58,6 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryRequest,
 )
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
-from kebab_eval_pipeline.systems.settings import REPLAY_FORMATS, ReplaySystemSettings
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 from kebab_eval_pipeline.yaml_io import (

@@ -163,7 +163,7 @@ def test_fusion_matches_a_direct_computation(lex, vec, k, method, w_vec, trust) 
 
 def test_config_defaults_are_the_reference_systems_default_fusion() -> None:
     from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION
-    from kebab_eval_pipeline.systems.settings import FusionSettings, ReferenceSystemSettings
+    from kebab_eval_pipeline.systems.kinds.reference import FusionSettings, ReferenceSystemSettings
 
     assert FusionSettings().spec() == DEFAULT_FUSION
     assert ReferenceSystemSettings().fusion.spec() == DEFAULT_FUSION

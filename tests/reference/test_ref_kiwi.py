@@ -24,8 +24,8 @@ from kebab_eval_pipeline.reference.tokenize import tokenize as words_bigrams_tok
 from kebab_eval_pipeline.reference.tokenizers import get_tokenizer, tokenizer_for_manifest
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
-from kebab_eval_pipeline.systems.settings import ReferenceSystemSettings
 from tests.conftest import korean_or_skip
 
 runner = CliRunner()

@@ -29,7 +29,7 @@ from kebab_eval_pipeline.reference.vectors import (
     install_hint,
     short_name,
 )
-from kebab_eval_pipeline.systems.settings import ReferenceSystemSettings
+from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
 from tests.conftest import multilingual_or_skip
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
@@ -192,7 +192,7 @@ def test_cached_index_builds_then_loads_the_multilingual_entry(needs_me5: None, 
 def test_prebuilt_index_with_another_model_is_an_input_error(
     me5_index: ReferenceIndex, tmp_path: Path
 ) -> None:
-    from kebab_eval_pipeline.systems.factory import _check_index_model
+    from kebab_eval_pipeline.systems.kinds.reference import _check_index_model
 
     me5_index.save(tmp_path / "idx")
     index = ReferenceIndex.load(tmp_path / "idx")

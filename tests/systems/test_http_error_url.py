@@ -7,8 +7,8 @@ import pandas as pd
 
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
-from kebab_eval_pipeline.systems.settings import HttpSystemSettings
 from tests.systems.adapters.conftest import free_port
 from tests.systems.adapters.fault_server import FaultServer, Reply
 

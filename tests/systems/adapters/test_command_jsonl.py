@@ -24,9 +24,9 @@ from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
-from kebab_eval_pipeline.systems.settings import CommandSystemSettings
 from tests.conftest import demo_golden_subset
 from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
 

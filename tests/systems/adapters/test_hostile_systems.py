@@ -27,8 +27,9 @@ from kebab_eval_pipeline.net.secrets import redact_url
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import ERROR_CLASSES, TOO_LARGE, QueryRequest
-from kebab_eval_pipeline.systems.settings import CommandSystemSettings, HttpSystemSettings
 from tests.conftest import write
 from tests.systems.adapters.fault_server import FaultServer, Reply
 from tests.systems.adapters.test_command_adapter import _alive

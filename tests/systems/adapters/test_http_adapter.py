@@ -20,8 +20,8 @@ from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
-from kebab_eval_pipeline.systems.settings import HttpSystemSettings
 from tests.conftest import write
 from tests.systems.adapters.conftest import run_config, stored_metrics, timing_free
 from tests.systems.adapters.fault_server import FaultServer, Received, Reply

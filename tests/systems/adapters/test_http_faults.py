@@ -14,8 +14,8 @@ import yaml
 
 from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
 from kebab_eval_pipeline.systems.http import HttpSystem
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
-from kebab_eval_pipeline.systems.settings import HttpSystemSettings
 from tests.conftest import write
 from tests.systems.adapters.conftest import free_port, run_config, stored_metrics
 from tests.systems.adapters.fault_server import Close, FaultServer, Hang, Received, Reply
