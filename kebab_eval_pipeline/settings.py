@@ -253,9 +253,9 @@ class RunSettings(StrictSettings):
 
     def run_lacks(self) -> dict[str, str]:
         """What a run of this config cannot carry, as far as the config tells (capability →
-        reason): what the system's kind declares (``system.capabilities()``), and answers when
+        reason): what the system's kind declares (``SystemKind.capabilities``), and answers when
         ``answers`` is false. The built system may lack more (``systems.protocol.system_capabilities``)."""
-        return run_lacks(self.system.capabilities(), self.answers)
+        return run_lacks(kind_of(self.system.kind).capabilities(self.system), self.answers)
 
     def effective_gates(self, lacks: Mapping[str, str] | None = None) -> dict[str, GateSettings]:
         """Configured gates plus, unless disabled, the WFGY defaults for metrics not configured —

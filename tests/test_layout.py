@@ -194,14 +194,19 @@ LATE_BOUND = {
 
 
 def test_modules_named_by_string_follow_the_grain_too():
-    """A module loaded by name (importlib, a preload list) is an import all the same."""
+    """A module loaded by name (importlib, a preload list, a kind's ``adapter("module:Name")``) is an
+    import all the same."""
     layer = _layer_of()
     modules = _modules()
     climbs = []
     for module, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules:
-                target = node.value
+            # a module's name, or an object in it as "package.module:attribute" (a system kind's
+            # late-bound adapter, systems/kind.py)
+            text = node.value if isinstance(node, ast.Constant) else None
+            named = text.partition(":")[0] if isinstance(text, str) else None
+            if named in modules:
+                target = named
                 if (module, target) in LATE_BOUND or target == module:
                     continue
                 if layer[_top(target)] > layer[_top(module)]:
