@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,17 +32,9 @@ from kebab_eval_pipeline.golden.datasets import (
     read_dataset,
     sniff,
 )
+from kebab_eval_pipeline.golden.formats import FORMATS, LINE_READERS, READERS
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
-from kebab_eval_pipeline.golden.readers import (
-    CANONICAL_TYPED_KEYS,
-    EntryError,
-    RawQuery,
-    canonical,
-    ckv,
-    kebab,
-    supports,
-    wfgy,
-)
+from kebab_eval_pipeline.golden.readers import CANONICAL_TYPED_KEYS, EntryError, RawQuery
 from kebab_eval_pipeline.golden.syntax import syntax_of
 from kebab_eval_pipeline.golden.validate import QueryChecks
 from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
@@ -65,18 +56,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 GOLDEN_PARSER_VERSION = "golden-2"
-READERS: dict[str, ModuleType] = {
-    "ckv": ckv,
-    "kebab": kebab,
-    "wfgy": wfgy,
-    "supports": supports,
-    "canonical": canonical,
-}
-FORMATS = ("auto", *READERS, *DATASET_FORMATS)
 #: The keys whose unquoted YAML values are numbers or bools, in any golden format; every other
 #: unquoted value is read as the text written (ids: ``010`` stays "010", never 8).
 TYPED_KEYS = CANONICAL_TYPED_KEYS.union(*(getattr(r, "TYPED_KEYS", ()) for r in READERS.values()))
-LINE_READERS = ("wfgy", "supports", "canonical")  # JSONL sniffing order: most specific keys first
 GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 

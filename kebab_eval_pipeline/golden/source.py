@@ -16,8 +16,10 @@ from pydantic import model_validator
 
 from kebab_eval_pipeline.config_model import StrictSettings
 from kebab_eval_pipeline.golden.datasets import DEFAULT_SPLIT, DatasetOptions
+from kebab_eval_pipeline.golden.formats import FORMATS
 
-GoldenFormat = Literal["auto", "canonical", "kebab", "ckv", "supports", "wfgy", "beir", "trec", "ranx"]
+#: ``golden.format``: ``auto`` or a format a reader declares (:mod:`.formats`).
+GoldenFormat = Literal[FORMATS]  # type: ignore[valid-type]
 
 
 class GoldenSource(StrictSettings):

@@ -18,6 +18,12 @@ from kebab_eval_pipeline.golden.readers import (
     split_known,
 )
 
+#: The golden format this module reads (``--format canonical``, ``golden.format``).
+FORMAT = "canonical"
+#: Its place when a file's format is sniffed, most specific first:
+#: the model itself: tried last, it fits the most.
+SNIFF_RANK = 4
+
 TOP_LEVEL_KEYS = {"schema_version", "name", "queries", "description"}
 UNKNOWN_FIELDS_ARE_ERRORS = True  # per query and per support (golden.load reads this flag)
 #: Keys of the other formats, so the error can say which --format reads the file.

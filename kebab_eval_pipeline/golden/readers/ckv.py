@@ -13,6 +13,12 @@ from typing import Any
 
 from kebab_eval_pipeline.golden.readers import EntryError, listing, mapping
 
+#: The golden format this module reads (``--format ckv``, ``golden.format``).
+FORMAT = "ckv"
+#: Its place when a file's format is sniffed, most specific first:
+#: a mapping whose queries have 'expected': tried first.
+SNIFF_RANK = 0
+
 TOP_LEVEL_KEYS = {"schema_version", "queries", "name", "description"}
 QUERY_KEYS = {
     "id",

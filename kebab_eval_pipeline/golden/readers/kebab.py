@@ -12,6 +12,12 @@ from typing import Any
 
 from kebab_eval_pipeline.golden.readers import EntryError, listing
 
+#: The golden format this module reads (``--format kebab``, ``golden.format``).
+FORMAT = "kebab"
+#: Its place when a file's format is sniffed, most specific first:
+#: a list of queries with expected_doc_ids / expected_chunk_ids.
+SNIFF_RANK = 1
+
 PASSED_THROUGH = (
     "id",
     "query",

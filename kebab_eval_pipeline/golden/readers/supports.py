@@ -13,6 +13,12 @@ from typing import Any
 
 from kebab_eval_pipeline.golden.readers import EntryError, listing, mapping
 
+#: The golden format this module reads (``--format supports``, ``golden.format``).
+FORMAT = "supports"
+#: Its place when a file's format is sniffed, most specific first:
+#: support-anchor queries ('question' / 'gold_supports').
+SNIFF_RANK = 3
+
 # Fields copied to the canonical query as they are (when set).
 PASSED_THROUGH = (
     "tags",

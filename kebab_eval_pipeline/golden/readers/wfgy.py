@@ -8,6 +8,12 @@ from typing import Any
 
 from kebab_eval_pipeline.golden.readers import listing
 
+#: The golden format this module reads (``--format wfgy``, ``golden.format``).
+FORMAT = "wfgy"
+#: Its place when a file's format is sniffed, most specific first:
+#: a list (or JSONL lines) of queries with 'qid'.
+SNIFF_RANK = 2
+
 KNOWN_KEYS = {
     "qid",
     "question",
