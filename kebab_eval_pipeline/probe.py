@@ -25,6 +25,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, 
 from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.runner import run_golden
+from kebab_eval_pipeline.systems.settings import kind_of
 
 __all__ = ["ProbeReport", "probe_system"]
 
@@ -127,16 +128,17 @@ def _version_check(
     report: ProbeReport, settings: RunSettings, info: SystemInfo, system: SystemUnderTest | None = None
 ) -> None:
     """What the system's version report said (or why it could not be read), into ``report``."""
-    kind = settings.system.kind
     capabilities = system_capabilities(system) if system is not None else None
+    # where the kind reads its versions (SystemKind.version_source): a setting, or the built system
+    declared = kind_of(settings.system.kind)
+    version_source = (declared.version_source if declared is not None else None) or "version report"
+    a_setting = version_source in type(settings.system).model_fields
     if getattr(settings.system, "protocol", None) == "jsonl" and not settings.system.version_argv:
         version_source, configured = "version line", True  # the process answers it at start
-    elif kind == "python":
-        version_source = "versions()"
-        configured = capabilities is None or capabilities.carries("live_versions")
-    else:
-        version_source = "version_url" if kind == "http" else "version_argv"
+    elif a_setting:
         configured = bool(getattr(settings.system, version_source, None))
+    else:  # the built system knows (a python object with or without versions())
+        configured = capabilities is None or capabilities.carries("live_versions")
     if configured:
         if info.details.get("version_error"):
             report.warnings.append(
@@ -149,7 +151,7 @@ def _version_check(
             )
             report.checked.append(f"version report ({version_source}): {versions}; {coverage}")
     else:
-        why = capabilities.reason("live_versions") if capabilities is not None and kind == "python" else None
+        why = capabilities.reason("live_versions") if capabilities is not None and not a_setting else None
         report.not_checked.append(
             f"the system's versions and indexing coverage ({why or f'no {version_source} configured'})"
         )

@@ -36,11 +36,6 @@ QueryFieldOption = Annotated[
 ]
 
 
-#: The system kinds `golden validate --config` probes with a query: those whose index it cannot
-#: read itself (the reference system's index is read whole; a replay has nothing to ask).
-PROBED_KINDS = ("command", "http", "python")
-
-
 def _options(split: str, query_field: str):
     from kebab_eval_pipeline.golden.datasets import DatasetOptions
 
@@ -69,6 +64,7 @@ def golden_validate(
     from kebab_eval_pipeline.pipeline import check_golden_against_system
     from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.systems.factory import build_system
+    from kebab_eval_pipeline.systems.settings import kind_of
 
     loaded = load_golden(files, fmt=fmt, options=_options(split, query_field))
     artifact = GoldenArtifact.from_loaded(loaded)
@@ -78,7 +74,7 @@ def golden_validate(
         settings = load_settings(config)
         system = build_system(settings)
         warnings += check_golden_against_system(settings, artifact, system)
-        if settings.system.kind in PROBED_KINDS:
+        if kind_of(settings.system.kind).probed:  # a kind whose index cannot be read whole
             from kebab_eval_pipeline.probe import probe_system
 
             probe = probe_system(settings, artifact, system)

@@ -78,6 +78,10 @@ class SystemKind:
     - ``identity_mode``: the ``mode`` is part of the identity (False: a replayed trace, whose
       recorded mode is a property of the file, not of a system).
     - ``code_target``: the identity's label shows the target as code (``command `argv` ``).
+    - ``probed``: ``golden validate --config`` asks it one query (a system whose index the
+      validation cannot read whole; the reference index is read, a replay has nothing to ask).
+    - ``version_source``: where its live versions come from, for messages: the setting that names
+      it (``version_argv``, ``version_url``) or what the built system is asked (``versions()``).
     """
 
     name: str
@@ -92,6 +96,8 @@ class SystemKind:
     live_info: Callable[[Any], SystemInfo] | None = None
     identity_mode: bool = True
     code_target: bool = False
+    probed: bool = False
+    version_source: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):

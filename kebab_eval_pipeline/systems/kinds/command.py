@@ -191,5 +191,7 @@ KIND = register(
         stored_target=stored_target,
         resolve_paths=resolve_paths,
         code_target=True,
+        probed=True,
+        version_source="version_argv",
     )
 )

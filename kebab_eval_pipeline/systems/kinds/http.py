@@ -158,5 +158,7 @@ KIND = register(
         capabilities=HttpSystemSettings.capabilities,
         stored_target=stored_target,
         secrets=secrets,
+        probed=True,
+        version_source="version_url",
     )
 )

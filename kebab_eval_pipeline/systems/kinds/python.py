@@ -135,5 +135,7 @@ KIND = register(
         resolve_paths=resolve_paths,
         live_info=live_info,
         code_target=True,
+        probed=True,
+        version_source="versions()",
     )
 )
