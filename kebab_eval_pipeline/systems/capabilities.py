@@ -1,5 +1,5 @@
 """What a system's runs can carry: hits, answers, citations, token counts, an index catalogue, live
-versions — declared once per system kind (its settings model, :mod:`.settings`) and per replay
+versions — declared once per system kind (its module in :mod:`.kinds`) and per replay
 format, refined by the built system where only it can tell (a python object without ``ask``, a
 replay file in ``auto`` format).
 

@@ -38,7 +38,7 @@ class CommandSystemSettings(StrictSettings):
     """
 
     kind: Literal["command"]
-    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    name: SystemName | None = None  # who this system is, for baselines (systems/identity.py)
     protocol: Literal["per_query", "jsonl"] = "per_query"
     search_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: required
     ask_argv: Annotated[list[str], Field(min_length=1)] | None = None  # per_query: needed for answers

@@ -33,7 +33,7 @@ class HttpSystemSettings(StrictSettings):
     come from environment variables named here; they are never logged or stored."""
 
     kind: Literal["http"]
-    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    name: SystemName | None = None  # who this system is, for baselines (systems/identity.py)
     search_url: str
     ask_url: str | None = None  # needed for answers
     version_url: str | None = None  # GET → JSON of versions

@@ -46,7 +46,7 @@ class PythonSystemSettings(StrictSettings):
     (no start-up cost; a system that ends the process ends the run with it)."""
 
     kind: Literal["python"]
-    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    name: SystemName | None = None  # who this system is, for baselines (systems/identity.py)
     callable: Annotated[str, Field(max_length=500)]  # "package.module:attribute"
     args: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the factory
     path: tuple[str, ...] = ()  # folders put in front of sys.path (relative to the config file)

@@ -67,7 +67,7 @@ class ReferenceSystemSettings(StrictSettings):
     """The built-in reference RAG system (SPEC §4.1)."""
 
     kind: Literal["reference"] = "reference"
-    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    name: SystemName | None = None  # who this system is, for baselines (systems/identity.py)
     corpus: str | None = None  # folder to index; default: the bundled demo corpus
     index: str | None = None  # a prebuilt index folder (``kebab-eval ref index``) instead of a corpus
     chunk_size: Annotated[int, Field(ge=50, le=100_000)] = 800

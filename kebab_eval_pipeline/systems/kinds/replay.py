@@ -70,7 +70,7 @@ class ReplaySystemSettings(StrictSettings):
     """Recorded traces instead of a live system (SPEC §4 "replay")."""
 
     kind: Literal["replay"]
-    name: SystemName | None = None  # who this system is, for baselines (system_identity.py)
+    name: SystemName | None = None  # who this system is, for baselines (systems/identity.py)
     path: str  # a trace file (JSONL / JSON)
     format: Literal[("auto", *REPLAY_FORMATS)] = "auto"  # type: ignore[valid-type]
     # openinference traces: how a trace finds its golden query ("question": the normalised question
