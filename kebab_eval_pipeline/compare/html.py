@@ -149,7 +149,6 @@ def comparison_view(
     queries = _records(per_query)
     return {
         "title": f"kebab-eval comparison: {info.get('run_b')} vs {info.get('run_a') or 'no baseline'}",
-        "extra_css": "",
         "has_baseline": has_baseline,
         "max_ids": _MAX_LISTED_IDS,
         **_header(info),
@@ -166,14 +165,6 @@ def comparison_view(
         "drift": _drift(info),
         "footer": _footer(info),
     }
-
-
-def html_page(title: str, body: list[str], extra_css: str = "") -> str:
-    """A standalone page: ``title`` (escaped), the report CSS (plus ``extra_css``) and the
-    non-empty ``body`` parts (markup) in order — the frame of the ranking page
-    (``templates/page.html.j2``, which the comparison page extends)."""
-    parts = [Markup(part) for part in body if part]
-    return _template("page.html.j2").render(title=title, extra_css=Markup(extra_css), parts=parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,12 +203,6 @@ def _template(name: str) -> jinja2.Template:
 # Formatting: values to text (plain strings; the templates escape them)
 
 
-def _e(value: object) -> str:
-    """HTML-escape any value (quotes included, so it is safe in attributes too); for markup
-    still written in Python (the ranking page)."""
-    return html.escape(str(value), quote=True)
-
-
 def _is_null(value: object) -> bool:
     if value is None or value is pd.NA:
         return True
@@ -246,11 +231,6 @@ def _p_text(value: object) -> str:
     return "<0.0001" if float(value) < 0.0001 else f"{float(value):.4f}"
 
 
-def _p(value: object) -> str:
-    """:func:`_p_text` as markup, for the ranking page."""
-    return _e(_p_text(value))
-
-
 def _text(value: object, null: str = "–") -> str:
     """A user-provided string as text; nulls and empty strings become ``null`` (default "–")."""
     return null if _is_null(value) or value == "" else str(value)
@@ -262,17 +242,6 @@ def _str_or_none(value: object) -> str | None:
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict("records") if frame is not None and len(frame) else []
-
-
-def _section(anchor: str, title: str, content: str) -> str:
-    """The ``section`` macro of ``macros.html.j2`` around ``content`` (markup), for the ranking page."""
-    macros = _template("macros.html.j2").module
-    return str(macros.section(anchor, title, caller=lambda: Markup(content)))
-
-
-def _nodata(message: str) -> str:
-    """The ``nodata`` macro of ``macros.html.j2``, for the ranking page."""
-    return str(_template("macros.html.j2").module.nodata(message))
 
 
 def _plural(n: int, noun: str) -> str:
