@@ -13,12 +13,19 @@ Input is the comparison contract the other renderers share:
 
 Output is a single HTML document: inline CSS, inline SVG charts drawn by matplotlib, no
 JavaScript and no external resource (no URL at all that a browser could fetch), so the file can
-be mailed, attached to a CI run or opened offline. Every user-provided string is HTML-escaped.
-Rendering the same input twice gives the same bytes.
+be mailed, attached to a CI run or opened offline. Rendering the same input twice gives the same
+bytes.
+
+The markup is Jinja2 templates, package data in ``templates/`` (``page.html.j2`` the frame and
+``report.css``, ``macros.html.j2`` the shared fragments, ``comparison.html.j2`` this page); this
+module shapes what they show (rows chosen, ordered and capped, numbers formatted) as plain values
+and draws the charts. The environment autoescapes: every user-provided string is HTML-escaped by
+the template that prints it, never by hand.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import math
@@ -26,8 +33,10 @@ import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
+import jinja2
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from kebab_eval_pipeline.compare.report import VERSION_KEYS
 from kebab_eval_pipeline.compare.systems import verdict_label
@@ -115,48 +124,83 @@ def render_html(
     golden-set drift. Without a baseline (``run_a`` None) the page still renders: the
     note, b's versions and metrics, and no-data notes instead of charts. Nulls show as "null"
     (values) or "–" (untestable fields). Sets matplotlib rcParams only inside a ``rc_context``.
+    The markup is ``templates/comparison.html.j2``; :func:`comparison_view` shapes what it shows.
     """
+    view = comparison_view(
+        info, per_metric, per_query, per_slice, max_query_rows=max_query_rows, suspect_gold=suspect_gold
+    )
+    return _template("comparison.html.j2").render(view)
+
+
+def comparison_view(
+    info: Mapping,
+    per_metric: pd.DataFrame,
+    per_query: pd.DataFrame,
+    per_slice: pd.DataFrame,
+    *,
+    max_query_rows: int = 300,
+    suspect_gold: pd.DataFrame | None = None,
+) -> dict:
+    """What ``comparison.html.j2`` renders, as plain values: numbers formatted, nulls as None or
+    their placeholder, rows selected, ordered and capped, the charts drawn (SVG as markup). Strings
+    are left unescaped — the template's autoescaping escapes them, once."""
     has_baseline = info.get("run_a") is not None
     metrics = _records(per_metric)
     queries = _records(per_query)
-    body = [
-        _header(info),
-        _warnings(info),
-        _headline(metrics, has_baseline),
-        _versions(info),
-        _section("charts", "Charts", _charts(info, per_metric, per_slice, has_baseline)),
-        _section("metrics", "Metrics", _metrics_table(metrics, has_baseline)),
-        _margins_section(info),
-        _slices_section(info, per_slice),
-        _section("queries", "Notable queries", _notable_queries(info, queries, max_query_rows)),
-        _section("suspect-gold", "Suspect gold", _suspect_gold(info, suspect_gold, max_query_rows)),
-        _section("flips", "Answer flips", _flips(info, queries)),
-        _section("drift", "Golden-set drift", _drift(info)),
-        _footer(info),
-    ]
-    title = f"kebab-eval comparison: {info.get('run_b')} vs {info.get('run_a') or 'no baseline'}"
-    return html_page(title, body)
-
-
-def html_page(title: str, body: list[str], extra_css: str = "") -> str:
-    """A standalone page: ``title`` (escaped), the report CSS (plus ``extra_css``) and the
-    non-empty ``body`` parts in order — the frame of the comparison and the ranking pages."""
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}{extra_css}</style>\n</head>\n"
-        "<body>\n<main>\n" + "\n".join(part for part in body if part) + "\n</main>\n</body>\n</html>\n"
-    )
+    return {
+        "title": f"kebab-eval comparison: {info.get('run_b')} vs {info.get('run_a') or 'no baseline'}",
+        "has_baseline": has_baseline,
+        "max_ids": _MAX_LISTED_IDS,
+        **_header(info),
+        **_warnings(info),
+        "cards": _cards(metrics, has_baseline),
+        **_versions(info),
+        "charts": _charts(info, per_metric, per_slice, has_baseline),
+        **_metrics_table(metrics, has_baseline),
+        **_margins(info),
+        "slices": _slices(info, per_slice),
+        "notable": _notable_queries(info, queries, max_query_rows),
+        "suspect": _suspect_gold(info, suspect_gold, max_query_rows),
+        "flips": _flips(info, queries),
+        "drift": _drift(info),
+        "footer": _footer(info),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
-# Formatting
+# Templates
 
 
-def _e(value: object) -> str:
-    """HTML-escape any value (quotes included, so it is safe in attributes too)."""
-    return html.escape(str(value), quote=True)
+@functools.cache
+def _environment() -> jinja2.Environment:
+    """The report templates (package data beside this module), autoescaped: every value a template
+    prints is HTML-escaped unless it is :class:`~markupsafe.Markup` (macro output, the charts' SVG,
+    which matplotlib escapes itself). Block tags take their own line and newline (trim/lstrip), so
+    a template line is an output line; undefined names fail instead of printing nothing."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("kebab_eval_pipeline.compare", "templates"),
+        autoescape=True,
+        finalize=_escape,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _escape(value: object) -> object:
+    """Each printed value escaped by :func:`html.escape` before autoescaping sees it (markup passes
+    through): the same characters escaped as markupsafe, but spelled as the report always spelled
+    them (``&quot;``, ``&#x27;``, not ``&#34;``, ``&#39;``), so reports stay byte-comparable."""
+    return value if hasattr(value, "__html__") else Markup(html.escape(str(value), quote=True))
+
+
+def _template(name: str) -> jinja2.Template:
+    return _environment().get_template(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting: values to text (plain strings; the templates escape them)
 
 
 def _is_null(value: object) -> bool:
@@ -181,80 +225,58 @@ def _percent(value: object) -> str:
     return "–" if _is_null(value) else f"{100 * float(value):+.1f}%".replace("-", "−")
 
 
-def _p(value: object) -> str:
+def _p_text(value: object) -> str:
     if _is_null(value):
         return "–"
-    return "&lt;0.0001" if float(value) < 0.0001 else f"{float(value):.4f}"
+    return "<0.0001" if float(value) < 0.0001 else f"{float(value):.4f}"
 
 
 def _text(value: object, null: str = "–") -> str:
-    """A user-provided string, escaped; nulls and empty strings become ``null`` (default "–")."""
-    return null if _is_null(value) or value == "" else _e(value)
+    """A user-provided string as text; nulls and empty strings become ``null`` (default "–")."""
+    return null if _is_null(value) or value == "" else str(value)
+
+
+def _str_or_none(value: object) -> str | None:
+    return None if _is_null(value) else str(value)
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     return frame.to_dict("records") if frame is not None and len(frame) else []
 
 
-def _section(anchor: str, title: str, content: str) -> str:
-    return f'<section id="{anchor}">\n<h2>{_e(title)}</h2>\n{content}\n</section>'
-
-
-def _nodata(message: str) -> str:
-    return f'<p class="nodata">{_e(message)}</p>'
-
-
-def _id_list(ids: Sequence[str], limit: int = _MAX_LISTED_IDS) -> str:
-    shown = ", ".join(f"<code>{_e(q)}</code>" for q in ids[:limit])
-    more = f" … {len(ids) - limit} more" if len(ids) > limit else ""
-    return shown + more
+def _plural(n: int, noun: str) -> str:
+    if n == 1:
+        return f"1 {noun}"
+    if noun.endswith("y"):
+        return f"{n} {noun[:-1]}ies"
+    return f"{n} {noun}es" if noun.endswith(("s", "sh", "ch")) else f"{n} {noun}s"
 
 
 # ---------------------------------------------------------------------------------------------
-# Page sections
+# Page sections: what each shows, as plain values
 
 
-def _header(info: Mapping) -> str:
-    a, b = info.get("run_a"), info.get("run_b")
-    if a is None:
-        title = f"<h1>Evaluation run <code>{_e(b)}</code></h1>"
-        subtitle = '<p class="subtitle">No baseline: nothing to compare against.</p>'
-    elif info.get("cross_system"):  # two systems: which did better, not what regressed
-        title = f"<h1>Comparison of two systems: <code>{_e(b)}</code> vs <code>{_e(a)}</code></h1>"
-        subtitle = (
-            f'<p class="subtitle">{_e(str(info.get("systems_note")).capitalize())}: delta = b − a; the '
-            "differences are between two systems, not regressions of one</p>"
-        )
-    else:
-        title = f"<h1>Comparison: <code>{_e(b)}</code> vs baseline <code>{_e(a)}</code></h1>"
-        subtitle = '<p class="subtitle">delta = b − a (candidate minus baseline)</p>'
-    created = []
-    if a is not None:
-        created.append(f"<span>a <code>{_e(a)}</code> created {_text(info.get('created_at_a'))}</span>")
-    created.append(f"<span>b <code>{_e(b)}</code> created {_text(info.get('created_at_b'))}</span>")
-    note = info.get("baseline_note") or ""
-    return (
-        f"<header>\n{title}\n{subtitle}\n"
-        + (f'<p class="note">{_e(note)}</p>\n' if note else "")
-        + f'<p class="meta">{" · ".join(created)}</p>\n</header>'
-    )
+def _header(info: Mapping) -> dict:
+    return {
+        "run_a": info.get("run_a"),
+        "run_b": info.get("run_b"),
+        "cross_system": bool(info.get("cross_system")),
+        "systems_note": str(info.get("systems_note")).capitalize(),
+        "baseline_note": info.get("baseline_note") or "",
+        "created_a": _text(info.get("created_at_a")),
+        "created_b": _text(info.get("created_at_b")),
+    }
 
 
-def _warnings(info: Mapping) -> str:
-    # info["warnings"] is the single source (the Markdown and JSON show the same list); the page
-    # only adds a link to its drift table.
-    items = [_e(w) for w in info.get("warnings") or []]
+def _warnings(info: Mapping) -> dict:
     only_a, only_b = info.get("only_in_a") or [], info.get("only_in_b") or []
     changed = info.get("gold_changed") or []
-    if only_a or only_b or changed:
-        items.append(
-            f"Golden-set drift: {_plural(len(only_a), 'query')} only in a, {len(only_b)} only in b, "
-            f'{len(changed)} with changed gold (see <a href="#drift">Golden-set drift</a>).'
-        )
-    if not items:
-        return ""
-    lis = "\n".join(f"<li>{item}</li>" for item in items)
-    return f'<aside class="warnings" role="note">\n<strong>Warnings</strong>\n<ul>\n{lis}\n</ul>\n</aside>'
+    drift = (
+        {"only_a": _plural(len(only_a), "query"), "only_b": len(only_b), "changed": len(changed)}
+        if only_a or only_b or changed
+        else None
+    )
+    return {"warnings": list(info.get("warnings") or []), "drift_warning": drift}
 
 
 def _present(names: Iterable[str], wanted: Sequence[str]) -> list[str]:
@@ -279,32 +301,30 @@ def _headline_names(names: Sequence[str]) -> list[str]:
     return _present(names, catalogue.card_names())
 
 
-def _headline(metrics: list[dict], has_baseline: bool) -> str:
+def _cards(metrics: list[dict], has_baseline: bool) -> list[dict]:
+    """The headline cards: b's value, and with a baseline a's value, the delta and its marks; a
+    metric null in both runs has no card."""
     by_name = {m["metric"]: m for m in metrics}
     cards = []
     for name in _headline_names(list(by_name)):
         m = by_name[name]
         if _is_null(m.get("b")) and _is_null(m.get("a")):
             continue
-        if has_baseline:
-            direction = _direction(m)
-            sig = m.get("significance") or ""
-            detail = (
-                f'<div class="from">a {_num(m.get("a"))}</div>'
-                f'<div class="delta {direction}">{_signed(m.get("delta"))}'
-                f"{f' <span class=sig>{_e(sig)}</span>' if sig else ''}</div>"
-            )
-        else:
-            detail = ""
         cards.append(
-            f'<div class="card"><div class="name">{_e(name)}</div>'
-            f'<div class="value">{_num(m.get("b"))}</div>{detail}</div>'
+            {
+                "name": name,
+                "b": _num(m.get("b")),
+                "a": _num(m.get("a")),
+                "delta": _signed(m.get("delta")),
+                "direction": _direction(m),
+                "significance": m.get("significance") or "",
+            }
         )
-    return f'<div class="cards">\n{"".join(cards)}\n</div>' if cards else ""
+    return cards
 
 
-def _versions(info: Mapping) -> str:
-    has_baseline = info.get("run_a") is not None
+def _versions(info: Mapping) -> dict:
+    """Rows (key, a, b as text or None, differs) of the versions table and its caption's values."""
     va, vb = info.get("versions_a") or {}, info.get("versions_b") or {}
     extra = sorted((set(va) | set(vb)) - set(VERSION_KEYS))
     rows: list[tuple[str, object, object]] = [(k, va.get(k), vb.get(k)) for k in (*VERSION_KEYS, *extra)]
@@ -317,40 +337,15 @@ def _versions(info: Mapping) -> str:
         ("golden sha256", ga.get("sha256"), gb.get("sha256")),
         ("golden queries", ga.get("queries"), gb.get("queries")),
     ]
-    head = "<th>a (baseline)</th><th>b (candidate)</th><th></th>" if has_baseline else "<th>b</th>"
-    lines = []
+    versions = []
     for key, a, b in rows:
-        if not has_baseline:
-            lines.append(f"<tr><th scope=row>{_e(key)}</th><td>{_version_cell(key, b)}</td></tr>")
-            continue
-        differs = _is_null(a) != _is_null(b) or (not _is_null(a) and str(a) != str(b))
-        cls, mark = (' class="diff"', '<span title="differs">≠</span>') if differs else ("", "")
-        lines.append(
-            f"<tr{cls}><th scope=row>{_e(key)}</th><td>{_version_cell(key, a)}</td>"
-            f"<td>{_version_cell(key, b)}</td><td class=mark>{mark}</td></tr>"
-        )
-    match = info.get("chunker_version_match")
-    caption = (
-        f"chunker_version_match: <code>{_text(match, 'null')}</code> · per-query matching criterion: "
-        f"<code>{_text(info.get('matching_criterion'), 'null')}</code>"
-        if has_baseline
-        else ""
-    )
-    table = (
-        f'<div class="scroll"><table class="versions">\n<thead><tr><th></th>{head}</tr></thead>\n'
-        f"<tbody>\n{chr(10).join(lines)}\n</tbody>\n</table></div>"
-    )
-    return _section(
-        "versions", "Versions", table + (f'\n<p class="caption">{caption}</p>' if caption else "")
-    )
-
-
-def _version_cell(key: str, value: object) -> str:
-    if _is_null(value):
-        return '<span class="null">null</span>'
-    if key == "golden sha256":  # 64 hex digits would widen the table; the full hash is on hover
-        return f'<code title="{_e(value)}">{_e(str(value)[:12])}</code>'
-    return f"<code>{_e(value)}</code>"
+        a, b = _str_or_none(a), _str_or_none(b)
+        versions.append({"key": key, "a": a, "b": b, "differs": a != b})
+    return {
+        "versions": versions,
+        "chunker_version_match": _text(info.get("chunker_version_match"), "null"),
+        "matching_criterion": _text(info.get("matching_criterion"), "null"),
+    }
 
 
 def _value(metric: Mapping, run: str) -> str:
@@ -366,160 +361,114 @@ def _direction(metric: Mapping) -> str:
     return d if d in ("better", "worse", "same") else ""
 
 
-def _metrics_table(metrics: list[dict], has_baseline: bool) -> str:
-    if not metrics:
-        return _nodata("No metrics.")
-    if not has_baseline:  # a, delta and the tests would all be null: b's values alone
-        rows = [
-            f"<tr><th scope=row>{_e(m['metric'])}</th><td class=num>{_value(m, 'b')}</td></tr>"
-            for m in metrics
-        ]
-        return (
-            '<table class="metrics-b">\n<thead><tr><th>metric</th><th class=num>b</th></tr></thead>\n'
-            f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table>"
-        )
-    # Metrics null in both runs (empty denominators, e.g. answer metrics of retrieval-only runs)
-    # would fill the table with rows of "null": they are named in a fold below it instead.
-    valued = [m for m in metrics if not (_is_null(m.get("a")) and _is_null(m.get("b")))]
-    null_both = [str(m["metric"]) for m in metrics if _is_null(m.get("a")) and _is_null(m.get("b"))]
+def _metrics_table(metrics: list[dict], has_baseline: bool) -> dict:
+    """The metrics table's rows; with a baseline, the metrics null in both runs (empty
+    denominators, e.g. answer metrics of retrieval-only runs) are named apart instead."""
+    if not has_baseline:
+        rows = [{"metric": m["metric"], "b": _value(m, "b")} for m in metrics]
+        return {
+            "has_metrics": bool(metrics),
+            "metric_rows": rows,
+            "null_metrics": [],
+            "null_metrics_count": "",
+        }
+    null_both = [_is_null(m.get("a")) and _is_null(m.get("b")) for m in metrics]
     rows = []
-    for m in valued:
+    for m in (m for m, null in zip(metrics, null_both, strict=True) if not null):
         direction = _direction(m)
-        ci = (
-            "–"
-            if _is_null(m.get("ci_low")) or _is_null(m.get("ci_high"))
-            else f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]"
-        )
+        ci_null = _is_null(m.get("ci_low")) or _is_null(m.get("ci_high"))
+        p_adjusted = m.get("p_adjusted")
+        note = m.get("test_note")
         rows.append(
-            f"<tr><th scope=row>{_e(m['metric'])}</th>"
-            f"<td class=num>{_value(m, 'a')}</td><td class=num>{_value(m, 'b')}</td>"
-            f'<td class="num {direction}">{_signed(m.get("delta"))}</td>'
-            f'<td class="num {"" if _is_null(m.get("rel_change")) else direction}">'
-            f"{_percent(m.get('rel_change'))}</td>"
-            f"<td class=num>{_p(m.get('p_value'))}</td><td class=num>{_adjusted_p(m)}</td>"
-            f"<td class=num>{ci}</td>"
-            f'<td class="sig {direction}">{_e(m.get("significance") or "")}</td>'
-            f"<td class=num>{_num(m.get('n_paired'), '–')}</td><td>{_test_cell(m)}</td></tr>"
+            {
+                "metric": m["metric"],
+                "a": _value(m, "a"),
+                "b": _value(m, "b"),
+                "delta": _signed(m.get("delta")),
+                "direction": direction,
+                "relative": _percent(m.get("rel_change")),
+                "relative_direction": "" if _is_null(m.get("rel_change")) else direction,
+                "p": _p_text(m.get("p_value")),
+                # The adjusted p and its family (H = Holm, BH); – for reports stored before adjustment.
+                "p_adjusted": _p_text(p_adjusted),
+                "adjusted_by": ""
+                if _is_null(p_adjusted)
+                else {"holm": "H", "bh": "BH"}.get(str(m.get("adjusted_by")), ""),
+                "ci": "–" if ci_null else f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]",
+                "significance": m.get("significance") or "",
+                "n": _num(m.get("n_paired"), "–"),
+                "test": None if _is_null(m.get("test")) or m.get("test") == "" else str(m["test"]),
+                "test_note": None if _is_null(note) or not note else str(note),
+            }
         )
-    legend = (
-        "p and 95% CI come from the paired test over the queries both runs scored (n): exact McNemar "
-        "for 0/1 scores, a sign-flip randomization test for graded ones. Adjusted p: Holm over the gated "
-        "metrics (H), Benjamini–Hochberg over every test of the report, slices included (BH); the "
-        "Metrics section above names the families. Significance (adjusted p unless configured raw): "
-        "* p&lt;0.05, ** p&lt;0.01, *** p&lt;0.001. Green is better, red worse (a rise is worse for "
-        "rates of bad events and latencies)."
-    )
-    return (
-        '<div class="scroll"><table class="metrics">\n<thead><tr><th>metric</th><th class=num>a</th>'
-        "<th class=num>b</th><th class=num>delta</th><th class=num>relative</th><th class=num>p</th>"
-        "<th class=num>p adj.</th>"
-        "<th class=num>95% CI</th><th>sig.</th><th class=num>n</th><th>test</th></tr></thead>\n"
-        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
-        + (
-            f'<details class="null-metrics"><summary>{_plural(len(null_both), "metric")} null in both '
-            f"runs (no queries to score)</summary><p>{_id_list(null_both)}</p></details>\n"
-            if null_both
-            else ""
-        )
-        + f'<p class="caption">{legend}</p>'
-    )
+    null_metrics = [str(m["metric"]) for m, null in zip(metrics, null_both, strict=True) if null]
+    return {
+        "has_metrics": bool(metrics),
+        "metric_rows": rows,
+        "null_metrics": null_metrics,
+        "null_metrics_count": _plural(len(null_metrics), "metric"),
+    }
 
 
-def _adjusted_p(metric: Mapping) -> str:
-    """The adjusted p and its family (H = Holm, BH); – for reports stored before adjustment."""
-    p = metric.get("p_adjusted")
-    if _is_null(p):
-        return "–"
-    by = {"holm": "H", "bh": "BH"}.get(str(metric.get("adjusted_by")), "")
-    return f"{_p(p)} <small>{by}</small>" if by else _p(p)
-
-
-def _margins_section(info: Mapping) -> str:
-    """The non-inferiority / equivalence decisions of the regression gates' margins ('' when none)."""
-    margins = info.get("margins") or []
-    if not margins:
-        return ""
+def _margins(info: Mapping) -> dict:
+    """The non-inferiority / equivalence decisions of the regression gates' margins ([] when none)."""
     rows = []
-    for m in margins:
+    for m in info.get("margins") or []:
         claim = (
             f"no worse by more than {m['margin']:g}"
             if m["kind"] == "non_inferior"
             else f"within ±{m['margin']:g}"
         )
-        verdict = m.get("verdict") or "no bound"
-        css = "better" if m.get("passed") else "worse"
         rows.append(
-            f"<tr><th scope=row>{_e(m['metric'])}</th><td>{_e(claim)}</td>"
-            f'<td class="{css}">{_e(verdict)}</td><td class=num>{_signed(m.get("bound_low"), "–")}</td>'
-            f"<td class=num>{_signed(m.get('bound_high'), '–')}</td><td class=num>{_p(m.get('p_value'))}</td>"
-            f"<td>{_e(m.get('text'))}</td></tr>"
+            {
+                "metric": m["metric"],
+                "claim": claim,
+                "verdict": m.get("verdict") or "no bound",
+                "css": "better" if m.get("passed") else "worse",
+                "bound_low": _signed(m.get("bound_low"), "–"),
+                "bound_high": _signed(m.get("bound_high"), "–"),
+                "p": _p_text(m.get("p_value")),
+                "text": m.get("text"),
+            }
         )
-    table = (
-        '<div class="scroll"><table class="margins">\n<thead><tr><th>metric</th><th>claim (b vs a)</th>'
-        "<th>verdict</th><th class=num>lower bound</th><th class=num>upper bound</th>"
-        "<th class=num>one-sided p</th><th>decided by</th></tr></thead>\n"
-        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
-        '<p class="caption">One-sided paired-t bounds of b − a at level '
-        f"{1 - float(info.get('alpha', 0.05)):.0%} (equivalence: both, the two one-sided tests).</p>"
-    )
-    return _section("margins", "Non-inferiority and equivalence", table)
+    return {"margins": rows, "margin_level": f"{1 - float(info.get('alpha', 0.05)):.0%}"}
 
 
-def _slices_section(info: Mapping, per_slice: pd.DataFrame) -> str:
-    """The slices whose change is significant after Benjamini–Hochberg ('' without slice tests)."""
+def _slices(info: Mapping, per_slice: pd.DataFrame) -> dict | None:
+    """The slices whose change is significant after Benjamini–Hochberg, most significant first
+    (None without slice tests)."""
     if per_slice is None or "p_bh" not in per_slice.columns or not per_slice["p_value"].notna().any():
-        return ""
+        return None
     alpha = float(info.get("alpha", 0.05))
     tested = per_slice[per_slice["p_value"].notna()]
     flagged = tested[tested["p_bh"] < alpha].sort_values(["p_bh", "dimension", "value", "metric"])
-    if not len(flagged):
-        return _section(
-            "slices", "Slices that changed", _nodata(f"None of the {len(tested)} slice tests is significant.")
-        )
     rows = [
-        f"<tr><th scope=row>{_e(r['dimension'])}={_e(r['value'])}</th><td>{_e(r['metric'])}</td>"
-        f"<td class=num>{_value(r, 'a')}</td><td class=num>{_value(r, 'b')}</td>"
-        f"<td class=num>{_signed(r.get('delta'))}</td><td class=num>{_num(r.get('n_paired'), '–')}</td>"
-        f"<td class=num>{_p(r.get('p_value'))}</td><td class=num>{_p(r.get('p_bh'))}</td></tr>"
+        {
+            "dimension": r["dimension"],
+            "value": r["value"],
+            "metric": r["metric"],
+            "a": _value(r, "a"),
+            "b": _value(r, "b"),
+            "delta": _signed(r.get("delta")),
+            "n": _num(r.get("n_paired"), "–"),
+            "p": _p_text(r.get("p_value")),
+            "p_bh": _p_text(r.get("p_bh")),
+        }
         for r in _records(flagged)
     ]
-    table = (
-        '<div class="scroll"><table class="slices">\n<thead><tr><th>slice</th><th>metric</th>'
-        "<th class=num>a</th><th class=num>b</th><th class=num>delta</th><th class=num>n</th>"
-        "<th class=num>p</th><th class=num>p (BH)</th></tr></thead>\n"
-        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>\n"
-        f'<p class="caption">{len(flagged)} of {len(tested)} slice tests significant after '
-        f"Benjamini–Hochberg over every test of the report (p &lt; {alpha:g}).</p>"
-    )
-    return _section("slices", "Slices that changed", table)
+    return {"rows": rows, "tested": len(tested), "alpha": f"{alpha:g}"}
 
 
-def _test_cell(metric: Mapping) -> str:
-    """The test's name; its note (how it was tested, or why not) folds out beneath it, without JS."""
-    note = metric.get("test_note")
-    if _is_null(note) or not note:
-        return _text(metric.get("test"))
-    test = _text(metric.get("test"), "not tested")
-    return f'<details class="test-note"><summary>{test}</summary>{_e(note)}</details>'
-
-
-def _plural(n: int, noun: str) -> str:
-    if n == 1:
-        return f"1 {noun}"
-    if noun.endswith("y"):
-        return f"{n} {noun[:-1]}ies"
-    return f"{n} {noun}es" if noun.endswith(("s", "sh", "ch")) else f"{n} {noun}s"
-
-
-def _flip_text(q: Mapping) -> str:
+def _flip_list(q: Mapping) -> list[str]:
     flips = [q.get("refusal_flip"), q.get("groundedness_flip")]
-    return ", ".join(_e(f) for f in flips if not _is_null(f) and f)
+    return [str(f) for f in flips if not _is_null(f) and f]
 
 
-def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> str:
-    """Regressions, then losses, then wins; within each, the largest reciprocal-rank change first."""
+def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> dict:
+    """Regressions, then losses, then wins; within each, the largest reciprocal-rank change first;
+    at most ``max_rows`` (``more``: how many beyond). ``empty``: the note when there are none."""
     if info.get("run_a") is None:
-        return _nodata("No baseline: no per-query verdicts.")
+        return {"empty": "No baseline: no per-query verdicts."}
     order = {v: i for i, v in enumerate(_NOTABLE)}
 
     def rr(rank: object) -> float:
@@ -534,48 +483,42 @@ def _notable_queries(info: Mapping, queries: list[dict], max_rows: int) -> str:
         ),
     )
     if not notable:
-        return _nodata("No regressions, losses or wins: every query is a draw or not scored.")
+        return {"empty": "No regressions, losses or wins: every query is a draw or not scored."}
     fields = {str(g.get("query_id")): g.get("fields") or [] for g in info.get("gold_changed") or []}
     rows = []
     for q in notable[:max_rows]:
         qid = str(q["query_id"])
-        gold = ""
-        if not _is_null(q.get("gold_changed")) and bool(q.get("gold_changed")):
-            changed = ", ".join(fields.get(qid, []))
-            gold = f'<span class="badge gold" title="gold changed: {_e(changed)}">gold changed</span>'
+        changed = not _is_null(q.get("gold_changed")) and bool(q.get("gold_changed"))
         rows.append(
-            f'<tr><td><code>{_e(qid)}</code></td><td><span class="badge {q["verdict"]}">'
-            f"{_e(verdict_label(q['verdict'], info))}</span></td>"
-            f"<td class=num>{_num(q.get('a_rank'), '–')}</td>"
-            f"<td class=num>{_num(q.get('b_rank'), '–')}</td><td>{_text(q.get('category'))}</td>"
-            f"<td>{_flip_text(q)}</td><td>{gold}</td><td>{_text(q.get('note'), '')}</td></tr>"
-        )
-    if len(notable) > max_rows:
-        rows.append(
-            f'<tr class="more"><td colspan="8">… {len(notable) - max_rows} more notable queries '
-            "(see the per-query table of the comparison)</td></tr>"
+            {
+                "query_id": qid,
+                "verdict": q["verdict"],
+                "label": verdict_label(q["verdict"], info),
+                "a_rank": _num(q.get("a_rank"), "–"),
+                "b_rank": _num(q.get("b_rank"), "–"),
+                "category": _text(q.get("category")),
+                "flips": _flip_list(q),
+                "gold_fields": list(fields.get(qid, [])) if changed else None,
+                "note": _text(q.get("note"), ""),
+            }
         )
     tally = {v: sum(q["verdict"] == v for q in notable) for v in _NOTABLE}
     if info.get("cross_system"):  # neutral words are phrases, not nouns to pluralise
         counts = " · ".join(f"{verdict_label(v, info)}: {n}" for v, n in tally.items())
     else:
         counts = " · ".join(_plural(n, v) for v, n in tally.items())
-    return (
-        f'<p class="caption">{counts}; ranks are of the first relevant hit ("–": not found).</p>\n'
-        '<div class="scroll"><table class="queries">\n<thead><tr><th>query</th><th>verdict</th>'
-        "<th class=num>a rank</th><th class=num>b rank</th><th>category</th><th>answer flips</th>"
-        f"<th>gold</th><th>note</th></tr></thead>\n<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>"
-    )
+    return {"empty": None, "rows": rows, "more": max(len(notable) - max_rows, 0), "counts": counts}
 
 
-def _suspect_gold(info: Mapping, queue: pd.DataFrame | None, max_rows: int) -> str:
-    """b's unjudged hits above its first relevant hit in losses and regressions, worst first."""
+def _suspect_gold(info: Mapping, queue: pd.DataFrame | None, max_rows: int) -> dict:
+    """b's unjudged hits above its first relevant hit in losses and regressions, worst first; at
+    most ``max_rows``. ``empty``: the note when there is no table to show."""
     if info.get("run_a") is None:
-        return _nodata("No baseline: no suspect gold.")
+        return {"empty": "No baseline: no suspect gold."}
     if queue is None:
-        return _nodata("This comparison was stored before the suspect-gold queue existed.")
+        return {"empty": "This comparison was stored before the suspect-gold queue existed."}
     if len(queue) == 0:
-        return _nodata("None: no loss or regression has an unjudged hit above b's first relevant hit.")
+        return {"empty": "None: no loss or regression has an unjudged hit above b's first relevant hit."}
     rows = []
     for q in _records(queue.head(max_rows)):
         where = _text(q.get("doc_path") if not _is_null(q.get("doc_path")) else q.get("doc_id"), "")
@@ -583,151 +526,114 @@ def _suspect_gold(info: Mapping, queue: pd.DataFrame | None, max_rows: int) -> s
             end = "" if _is_null(q.get("line_end")) else f"-{int(q['line_end'])}"
             where += f":{int(q['line_start'])}{end}"
         heading = q.get("heading_path")
-        heading = " &gt; ".join(_e(h) for h in heading) if heading is not None and len(heading) else ""
-        if _is_null(q.get("judge_relevant")):
-            judge = "–"
-        else:
-            verdict = "relevant" if q["judge_relevant"] else "not relevant"
+        judge = None
+        if not _is_null(q.get("judge_relevant")):
             score = "" if _is_null(q.get("judge_score")) else f" ({float(q['judge_score']):g}/5)"
-            judge = f'<span title="{_text(q.get("judge_reasoning"), "")}">{verdict}{score}</span>'
+            judge = ("relevant" if q["judge_relevant"] else "not relevant") + score
         rows.append(
-            f"<tr><td><code>{_e(q['query_id'])}</code></td><td>{_text(q.get('question'))}</td>"
-            f'<td><span class="badge {_e(q["verdict"])}">{_e(verdict_label(q["verdict"], info))}</span></td>'
-            f"<td class=num>{_num(q.get('a_rank'), '–')}</td>"
-            f"<td class=num>{_num(q.get('b_rank'), '–')}</td>"
-            f"<td class=num>{_num(q.get('hit_rank'), '–')}</td>"
-            f"<td><code>{_text(q.get('chunk_id'), '')}</code></td>"
-            f"<td>{where}</td><td>{heading}</td><td>{_text(q.get('snippet'), '')}</td><td>{judge}</td></tr>"
+            {
+                "query_id": q["query_id"],
+                "question": _text(q.get("question")),
+                "verdict": q["verdict"],
+                "label": verdict_label(q["verdict"], info),
+                "a_rank": _num(q.get("a_rank"), "–"),
+                "b_rank": _num(q.get("b_rank"), "–"),
+                "hit_rank": _num(q.get("hit_rank"), "–"),
+                "chunk_id": _text(q.get("chunk_id"), ""),
+                "where": where,
+                "heading": [str(h) for h in heading] if heading is not None else [],
+                "snippet": _text(q.get("snippet"), ""),
+                "judge": judge,
+                "judge_reasoning": _text(q.get("judge_reasoning"), ""),
+            }
         )
-    if len(queue) > max_rows:
-        rows.append(
-            f'<tr class="more"><td colspan="11">… {len(queue) - max_rows} more '
-            "(see the JSON report)</td></tr>"
-        )
-    n_queries = int(queue["query_id"].nunique())
-    return (
-        f'<p class="caption">{_plural(len(queue), "unjudged hit")} in {_plural(n_queries, "query")}: hits of '
-        f"<code>{_e(info.get('run_b'))}</code> ranked above its first relevant hit in a loss or regression "
-        "that the golden set never judged. If they are relevant, the verdict reflects a gap in the gold; "
-        f"<code>kebab-eval golden suggest {_e(info.get('run_b'))}</code> writes them as candidate supports."
-        "</p>\n"
-        '<div class="scroll"><table class="suspects">\n<thead><tr><th>query</th><th>question</th>'
-        "<th>verdict</th><th class=num>a rank</th><th class=num>b rank</th><th class=num>hit rank</th>"
-        "<th>chunk</th><th>where</th><th>heading</th><th>snippet</th><th>judge</th></tr></thead>\n"
-        f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table></div>"
-    )
+    return {
+        "empty": None,
+        "rows": rows,
+        "more": max(len(queue) - max_rows, 0),
+        "hits": _plural(len(queue), "unjudged hit"),
+        "queries": _plural(int(queue["query_id"].nunique()), "query"),
+    }
 
 
-def _flips(info: Mapping, queries: list[dict]) -> str:
+def _flips(info: Mapping, queries: list[dict]) -> dict:
+    """Each answer flip with its count (the stored ``flip_counts``, plus any flip the queries show)
+    and its query ids, sorted."""
     if info.get("run_a") is None:
-        return _nodata("No baseline: no answer flips.")
+        return {"empty": "No baseline: no answer flips."}
     counts = dict(info.get("flip_counts") or {})
     examples: dict[str, list[str]] = {}
     for q in queries:
-        for column in ("refusal_flip", "groundedness_flip"):
-            flip = q.get(column)
-            if not _is_null(flip) and flip:
-                examples.setdefault(str(flip), []).append(str(q["query_id"]))
-                counts.setdefault(str(flip), 0)
+        for flip in _flip_list(q):
+            examples.setdefault(flip, []).append(str(q["query_id"]))
+            counts.setdefault(flip, 0)
     if not counts:
-        return _nodata("No answer flips (neither run produced answers for the same queries).")
-    rows = [
-        f"<tr><th scope=row>{_e(flip)}</th><td class=num>{int(n)}</td>"
-        f"<td>{_id_list(sorted(examples.get(flip, [])), 20)}</td></tr>"
-        for flip, n in counts.items()
-    ]
-    return (
-        '<p class="caption">Queries both runs answered whose refusal or rule-based groundedness '
-        "changed.</p>\n"
-        '<table class="flips">\n<thead><tr><th>flip</th><th class=num>queries</th><th>query ids</th></tr>'
-        f"</thead>\n<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table>"
-    )
+        return {"empty": "No answer flips (neither run produced answers for the same queries)."}
+    rows = [{"flip": flip, "n": int(n), "ids": sorted(examples.get(flip, []))} for flip, n in counts.items()]
+    return {"empty": None, "rows": rows}
 
 
-def _drift(info: Mapping) -> str:
+def _drift(info: Mapping) -> dict:
+    """The queries only in a, only in b, and with changed gold (query id, changed fields)."""
     if info.get("run_a") is None:
-        return _nodata("No baseline: no golden-set drift to report.")
-    only_a, only_b = list(info.get("only_in_a") or []), list(info.get("only_in_b") or [])
-    changed = info.get("gold_changed") or []
-    if not (only_a or only_b or changed):
-        return "<p>None: both runs scored the same queries with the same gold.</p>"
-    parts = []
-    if only_a:
-        parts.append(f"<p><strong>Only in a</strong> ({len(only_a)}): {_id_list(only_a)}</p>")
-    if only_b:
-        parts.append(f"<p><strong>Only in b</strong> ({len(only_b)}): {_id_list(only_b)}</p>")
-    if changed:
-        rows = [
-            f"<tr><td><code>{_e(g.get('query_id'))}</code></td>"
-            f"<td>{', '.join(f'<code>{_e(f)}</code>' for f in g.get('fields') or [])}</td></tr>"
-            for g in changed[:_MAX_LISTED_IDS]
-        ]
-        if len(changed) > _MAX_LISTED_IDS:
-            rows.append(f'<tr class="more"><td colspan="2">… {len(changed) - _MAX_LISTED_IDS} more</td></tr>')
-        parts.append(
-            f"<p><strong>Gold changed</strong> ({len(changed)}): these queries are scored against "
-            "different gold in the two runs, so their verdicts compare different questions.</p>\n"
-            '<table class="gold">\n<thead><tr><th>query</th><th>changed fields</th></tr></thead>\n'
-            f"<tbody>\n{chr(10).join(rows)}\n</tbody>\n</table>"
-        )
-    return "\n".join(parts)
+        return {"empty": "No baseline: no golden-set drift to report."}
+    changed = [
+        {"query_id": g.get("query_id"), "fields": list(g.get("fields") or [])}
+        for g in info.get("gold_changed") or []
+    ]
+    return {
+        "empty": None,
+        "only_a": list(info.get("only_in_a") or []),
+        "only_b": list(info.get("only_in_b") or []),
+        "changed": changed,
+    }
 
 
-def _footer(info: Mapping) -> str:
+def _footer(info: Mapping) -> list[str]:
     bits = ["Generated by kebab-eval"]
     if info.get("seed") is not None:
-        bits.append(f"paired tests seeded with {_e(info['seed'])}")
+        bits.append(f"paired tests seeded with {info['seed']}")
     if info.get("min_queries") is not None:
-        bits.append(f"min_queries {_e(info['min_queries'])}")
-    return f"<footer>{' · '.join(bits)}</footer>"
+        bits.append(f"min_queries {info['min_queries']}")
+    return bits
 
 
 # ---------------------------------------------------------------------------------------------
 # Charts
 
 
-def _charts(info: Mapping, per_metric: pd.DataFrame, per_slice: pd.DataFrame, has_baseline: bool) -> str:
+def _charts(
+    info: Mapping, per_metric: pd.DataFrame, per_slice: pd.DataFrame, has_baseline: bool
+) -> list[dict]:
+    """The three figures: id, caption, svg (markup, or None for the no-data note ``empty``), extra."""
     no_baseline = "No baseline: nothing to compare."
-    deltas = _delta_chart(per_metric) if has_baseline else None
-    verdicts = _verdict_chart(info.get("verdict_counts") or {}, info) if has_baseline else None
-    categories = _category_chart(per_slice) if has_baseline else None
-    return "\n".join(
-        [
-            _figure(
-                CHART_IDS[0],
-                "Metric deltas (b − a) with 95% confidence intervals from the paired tests",
-                deltas,
-                no_baseline
-                if not has_baseline
-                else "No metric has a paired test (no queries scored by both runs).",
-            ),
-            _figure(
-                CHART_IDS[1],
-                "Per-query verdicts",
-                verdicts,
-                no_baseline if not has_baseline else "No per-query verdicts.",
-            ),
-            _figure(
-                CHART_IDS[2],
-                "Deltas (b − a) per category; green is better",
-                categories,
-                no_baseline if not has_baseline else "No per-category deltas (no query has a category).",
-            ),
-        ]
+    charts = (
+        (
+            "Metric deltas (b − a) with 95% confidence intervals from the paired tests",
+            _delta_chart(per_metric) if has_baseline else None,
+            "No metric has a paired test (no queries scored by both runs).",
+        ),
+        (
+            "Per-query verdicts",
+            _verdict_chart(info.get("verdict_counts") or {}, info) if has_baseline else None,
+            "No per-query verdicts.",
+        ),
+        (
+            "Deltas (b − a) per category; green is better",
+            _category_chart(per_slice) if has_baseline else None,
+            "No per-category deltas (no query has a category).",
+        ),
     )
-
-
-def _figure(chart_id: str, caption: str, chart: tuple[str, str] | None, empty: str) -> str:
-    """``chart`` is (svg, extra caption) or None for the no-data note."""
-    if chart is None:
-        return (
-            f'<figure class="chart empty" id="{chart_id}">\n<figcaption>{_e(caption)}</figcaption>\n'
-            f"{_nodata(empty)}\n</figure>"
-        )
-    svg, extra = chart
-    note = f' <span class="extra">({_e(extra)})</span>' if extra else ""
-    head = f'<figure class="chart" id="{chart_id}">\n<figcaption>{_e(caption)}{note}</figcaption>'
-    return f"{head}\n{svg}\n</figure>"
+    return [
+        {
+            "id": chart_id,
+            "caption": caption,
+            "svg": None if chart is None else Markup(chart[0]),
+            "extra": "" if chart is None else chart[1],
+            "empty": empty if has_baseline else no_baseline,
+        }
+        for chart_id, (caption, chart, empty) in zip(CHART_IDS, charts, strict=True)
+    ]
 
 
 def _new_figure(height_in: float):
@@ -941,67 +847,3 @@ def _category_chart(per_slice: pd.DataFrame) -> tuple[str, str] | None:
             spine.set_visible(False)
 
     return _draw(CHART_IDS[2], 0.7 + 0.36 * len(keep), draw), extra
-
-
-_CSS = """
-:root { --fg: #1f2328; --muted: #59636e; --border: #d1d9e0; --soft: #f6f8fa;
-  --better: #1a7f37; --worse: #cf222e; }
-* { box-sizing: border-box; }
-body { margin: 0; color: var(--fg); background: #fff;
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Noto Sans CJK KR",
-    "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1040px; margin: 0 auto; padding: 28px 28px 56px; }
-h1 { font-size: 24px; line-height: 1.3; margin: 0 0 2px; }
-h2 { font-size: 18px; margin: 36px 0 12px; padding-bottom: 6px; border-bottom: 1px solid var(--border); }
-code { font: 0.88em ui-monospace, SFMono-Regular, "DejaVu Sans Mono", Menlo, Consolas, monospace;
-  background: var(--soft); padding: 1px 5px; border-radius: 4px; }
-h1 code { font-size: 0.85em; }
-a { color: #0969da; }
-.subtitle, .meta, .caption, .muted, footer { color: var(--muted); }
-.subtitle { margin: 0 0 8px; }
-.note { margin: 4px 0; }
-.meta { font-size: 13px; margin: 4px 0 0; }
-.caption { font-size: 13px; margin: 6px 0 0; }
-figcaption { font-size: 14px; font-weight: 600; color: var(--fg); margin: 0 0 6px; }
-figcaption .extra { font-weight: 400; color: var(--muted); }
-.warnings { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: 10px 16px;
-  margin: 20px 0 0; }
-.warnings ul { margin: 6px 0 0; padding-left: 20px; }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 22px 0 0; }
-.card { border: 1px solid var(--border); border-radius: 8px; padding: 8px 14px; min-width: 130px; }
-.card .name { color: var(--muted); font-size: 13px; }
-.card .value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; }
-.card .from, .card .delta { font-size: 13px; font-variant-numeric: tabular-nums; }
-.card .from { color: var(--muted); }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; }
-th, td { padding: 5px 10px; border-bottom: 1px solid var(--border); text-align: left; vertical-align: top; }
-thead th { background: var(--soft); font-weight: 600; border-bottom: 1px solid #afb8c1; white-space: nowrap; }
-tbody th { font-weight: 500; white-space: nowrap; }
-.num { text-align: right; white-space: nowrap; }
-td.sig { font-weight: 700; }
-td.mark { color: #bc4c00; font-weight: 700; }
-tr.diff td, tr.diff th { background: #fff1e5; }
-tr.more td { color: var(--muted); font-style: italic; }
-.null { color: var(--muted); }
-.better { color: var(--better); } .worse { color: var(--worse); }
-details.null-metrics { margin: 10px 0 0; font-size: 14px; }
-details.null-metrics summary { cursor: pointer; color: var(--muted); }
-details.null-metrics p { margin: 6px 0 0; line-height: 1.9; }
-details.test-note { color: var(--muted); font-size: 12px; max-width: 240px; }
-details.test-note summary { color: var(--fg); font-size: 14px; cursor: pointer; white-space: nowrap; }
-table.metrics, table.queries { width: 100%; }
-table.queries td:last-child { color: var(--muted); font-size: 13px; }
-.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; font-weight: 600;
-  white-space: nowrap; }
-.badge.regression { background: #ffebe9; color: #a40e26; }
-.badge.loss { background: #fff8c5; color: #7d4e00; }
-.badge.win { background: #dafbe1; color: #116329; }
-.badge.gold { background: #ddf4ff; color: #0550ae; }
-figure.chart { margin: 18px 0 34px; }
-figure.chart svg { display: block; max-width: 100%; height: auto; }
-figure.chart svg * { stroke-linejoin: round; stroke-linecap: butt; }
-.nodata { color: var(--muted); font-style: italic; margin: 0; padding: 14px 16px;
-  border: 1px dashed var(--border); border-radius: 6px; }
-footer { margin-top: 40px; font-size: 12px; }
-"""

@@ -382,3 +382,138 @@ def test_headline_cards_are_the_catalogues_card_metrics_in_order(page):
     # mrr, hit@5, recall@5, ndcg@10, refusal_correctness (answer_precision is absent from this run)
     cards = re.findall(r'<div class="card"><div class="name">([^<]+)</div>', page)
     assert cards == ["mrr", "hit@5", "recall@5", "ndcg@10", "refusal_correctness"]
+
+
+# A string that breaks markup wherever it lands unescaped: in text, and in a quoted attribute either way.
+HOSTILE = "<b>\"x\"&'y'</b><script>alert(1)</script>"
+HOSTILE_ESCAPED = "&lt;b&gt;&quot;x&quot;&amp;&#x27;y&#x27;&lt;/b&gt;&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def _hostile_report() -> str:
+    """Every user-provided string of every section hostile: run ids, notes, warnings, versions,
+    system and golden labels, metric and test names, test notes, significance marks, margins,
+    slices, categories, per-query notes and flips, the suspect-gold queue's question, chunk,
+    location, heading, snippet and judge reasoning, drift ids and fields, seed and min_queries."""
+    h = HOSTILE
+    per_metric = _per_metric()
+    per_metric["metric"] = per_metric["metric"].astype(object)
+    per_metric.loc[len(per_metric)] = per_metric.iloc[0]
+    per_metric.loc[len(per_metric) - 1, "metric"] = h
+    per_metric["test"] = per_metric["test"].astype(object)
+    per_metric.loc[0, "test"] = h
+    per_metric.loc[1, "test_note"] = h
+    per_metric.loc[2, "significance"] = h
+    per_query = _per_query()
+    per_query["note"] = h
+    per_query["category"] = h
+    per_query["refusal_flip"] = pd.array([h, None, None, "answered→refused", None], dtype="string")
+    per_slice = _per_slice()
+    per_slice.loc[0, "dimension"] = h
+    per_slice["p_value"], per_slice["p_bh"], per_slice["n_paired"] = 0.001, 0.01, 12
+    info = _info(
+        run_a=h + "a",
+        run_b=h + "b",
+        baseline_note=h,
+        warnings=[h],
+        versions_a={"chunker_version": h, h: "k"},
+        system_a={"kind": h, "mode": h},
+        golden_a={"name": h, "sha256": h, "queries": 3},
+        chunker_version_match=h,
+        matching_criterion=h,
+        created_at_a=h,
+        only_in_a=[h],
+        gold_changed=[{"query_id": XSS, "fields": [h]}],  # XSS: the regression row
+        flip_counts={h: 2},
+        seed=h,
+        min_queries=h,
+        margins=[
+            {
+                "metric": h,
+                "kind": "non_inferior",
+                "margin": 0.05,
+                "verdict": h,
+                "passed": True,
+                "bound_low": -0.01,
+                "bound_high": None,
+                "p_value": 0.01,
+                "text": h,
+            }
+        ],
+    )
+    suspect = pd.DataFrame(
+        [
+            {
+                "query_id": h,
+                "question": h,
+                "verdict": "loss",
+                "a_rank": 1,
+                "b_rank": 3,
+                "hit_rank": 1,
+                "chunk_id": h,
+                "doc_path": h,
+                "doc_id": "d",
+                "line_start": 3,
+                "line_end": 9,
+                "heading_path": [h, "Y"],
+                "snippet": h,
+                "judge_relevant": True,
+                "judge_score": 4.0,
+                "judge_reasoning": h,
+            }
+        ]
+    )
+    return render_html(info, per_metric, per_query, per_slice, suspect_gold=suspect)
+
+
+def test_every_user_string_is_escaped_in_every_section():
+    out = _hostile_report()
+    assert "<b>" not in out and "<script" not in out and "alert(1)</script>" not in out
+    sections = dict(re.findall(r'<section id="([^"]+)">(.*?)</section>', out, re.S))
+    header = re.search(r"<header>(.*?)</header>", out, re.S).group(1)
+    warnings_box = re.search(r'<aside class="warnings"[^>]*>(.*?)</aside>', out, re.S).group(1)
+    escaped = {
+        "title": re.search(r"<title>(.*?)</title>", out).group(1),
+        "header": header,
+        "warnings": warnings_box,
+        "footer": re.search(r"<footer>(.*?)</footer>", out).group(1),
+        **{name: sections[name] for name in ("versions", "metrics", "margins", "slices", "queries")},
+        **{name: sections[name] for name in ("suspect-gold", "flips", "drift")},
+    }
+    for where, text in escaped.items():
+        assert HOSTILE_ESCAPED in text, where
+    # In attributes too: the full sha256 on hover, the judge's reasoning and the gold-changed fields.
+    assert f'<code title="{HOSTILE_ESCAPED}">' in sections["versions"]
+    assert f'<span title="{HOSTILE_ESCAPED}">relevant (4/5)</span>' in sections["suspect-gold"]
+    assert f'title="gold changed: {HOSTILE_ESCAPED}"' in sections["queries"]
+    # The heading path's separator is markup-safe text, the parts escaped.
+    assert f"<td>{HOSTILE_ESCAPED} &gt; Y</td>" in sections["suspect-gold"]
+    # Per field, where it is shown (one escaped copy each, never a second escaping).
+    assert f"<th scope=row>{HOSTILE_ESCAPED}</th>" in sections["metrics"]  # metric name
+    assert f"<td>{HOSTILE_ESCAPED}</td></tr>" in sections["metrics"]  # test name (the row's last cell)
+    assert f"<summary>mcnemar_exact</summary>{HOSTILE_ESCAPED}</details>" in sections["metrics"]  # note
+    assert f'<td class="sig better">{HOSTILE_ESCAPED}</td>' in sections["metrics"]  # significance
+    assert f"<th scope=row>{HOSTILE_ESCAPED}=" in sections["slices"]  # slice dimension
+    assert "&amp;amp;" not in out and "&amp;lt;" not in out
+
+
+def test_templates_are_package_data_the_build_ships():
+    """A non-editable install has the templates only if pyproject's package-data names them."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    import kebab_eval_pipeline
+
+    root = Path(kebab_eval_pipeline.__file__).parent
+    templates = sorted(p for p in (root / "compare" / "templates").iterdir() if p.is_file())
+    assert {p.name for p in templates} >= {
+        "page.html.j2",
+        "macros.html.j2",
+        "comparison.html.j2",
+        "report.css",
+    }
+    pyproject = tomllib.loads((root.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["kebab_eval_pipeline"]
+    for path in templates:
+        relative = path.relative_to(root).as_posix()
+        assert any(fnmatch.fnmatch(relative, g) for g in globs), relative

@@ -370,6 +370,33 @@ def test_markdown_html_and_json_carry_every_number_and_escape_run_ids():
     assert a["better_than"] == ["B"] and a["better_than_rows"] == [3] and a["ci_low"] == a["ci_high"] == 1.0
 
 
+def test_html_escapes_every_user_string_once():
+    """Warnings, system labels, chunker, golden set and hash (an attribute too), creation time,
+    the matching note and the adjustment family: each escaped by the template, never twice."""
+    hostile = "<b>\"x\"&'y'</b>"
+    escaped = "&lt;b&gt;&quot;x&quot;&amp;&#x27;y&#x27;&lt;/b&gt;"
+    ranking = rank_scores(frames(), ["hit@5", "mrr"])
+    ranking.info["warnings"] = [hostile]
+    ranking.info["family"] = hostile
+    ranking.info["matching"] = {"mode": hostile, "note": hostile}
+    ranking.info["runs_detail"] = {
+        run: {
+            "system": {"kind": hostile, "mode": hostile},
+            "chunker_version": hostile,
+            "golden": {"name": hostile, "sha256": hostile},
+            "created_at": hostile,
+        }
+        for run in ranking.info["order"]
+    }
+    html = render_html(ranking)
+    assert "<b>" not in html and "&amp;amp;" not in html and "&amp;lt;" not in html
+    assert f"<li>{escaped}</li>" in html  # warnings
+    assert f"p-values adjusted by {escaped};" in html
+    assert f"<td>{escaped} {escaped}</td><td><code>{escaped}</code></td>" in html  # system label, chunker
+    assert f'<code title="{escaped}">' in html  # golden sha256 on hover
+    assert f"Matching: <code>{escaped}</code> — {escaped}</p>" in html
+
+
 # ---------------------------------------------------------------------------------------------
 # Stored runs: matching, and the pairs equal `compare A B`
 # ---------------------------------------------------------------------------------------------
