@@ -24,6 +24,7 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 
@@ -99,7 +100,7 @@ def pip(team: dict, cwd: Path, *args: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def dg(team: dict, project: Path, *args: str) -> subprocess.CompletedProcess:
+def dg_cli(team: dict, project: Path, *args: str) -> subprocess.CompletedProcess:
     """The environment's ``dg`` (what its console script runs) in ``project``."""
     return subprocess.run(
         [team["python"], "-m", "dagster_dg_cli.cli", *args],
@@ -165,15 +166,15 @@ def test_a_new_dg_project_lists_checks_and_runs_a_chain_from_its_defs_yaml(dg_en
     project = new_project(tmp_path, DEFS_YAML)
     pip(dg_env, project, "-e", str(project))  # the user's install: kebab-eval-pipeline as a dependency
 
-    listed = dg(dg_env, project, "list", "components", "--json")
+    listed = dg_cli(dg_env, project, "list", "components", "--json")
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert COMPONENT in [c["key"] for c in json.loads(listed.stdout)["items"]]
 
-    checked = dg(dg_env, project, "check", "defs")
+    checked = dg_cli(dg_env, project, "check", "defs")
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert "All definitions loaded successfully" in checked.stdout + checked.stderr
 
-    shown = dg(dg_env, project, "list", "defs", "--json")
+    shown = dg_cli(dg_env, project, "list", "defs", "--json")
     assert shown.returncode == 0, shown.stderr[-3000:]
     defs = json.loads(shown.stdout)
     # what the Python factory gives for the same name and file: the component only maps onto it
@@ -240,7 +241,7 @@ def test_bad_attributes_fail_dg_check_defs_naming_the_field_and_its_line(dg_env,
 
     def check(attributes: str) -> str:
         yaml_file.write_text(f"type: {COMPONENT}\nattributes:\n{textwrap.indent(attributes, '  ')}")
-        done = dg(dg_env, project, "check", "defs")
+        done = dg_cli(dg_env, project, "check", "defs")
         out = done.stdout + done.stderr
         assert done.returncode == 1, out[-3000:]
         return out
@@ -265,9 +266,9 @@ def test_the_team_example_passes_dg_check_defs_as_its_readme_says(dg_env):
     commands = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("dg ")]
     assert commands == ["dg check defs", "dg list defs"], commands
     for command in commands:
-        done = dg(dg_env, EXAMPLE, *shlex.split(command)[1:])
+        done = dg_cli(dg_env, EXAMPLE, *shlex.split(command)[1:])
         assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
-    shown = dg(dg_env, EXAMPLE, "list", "defs", "--json")
+    shown = dg_cli(dg_env, EXAMPLE, "list", "defs", "--json")
     defs = json.loads(shown.stdout)
     sources = {a["asset_key"].split("/")[0]: a.get("source", "").split(":")[0] for a in defs["assets"]}
     assert sources["staging"] == "team_search/defs/staging/defs.yaml"
@@ -277,3 +278,33 @@ def test_the_team_example_passes_dg_check_defs_as_its_readme_says(dg_env):
     [shown_yaml] = re.findall(r"```yaml\n(.*?)```", readme, re.S)
     production = EXAMPLE / "team_search" / "defs" / "production" / "defs.yaml"
     assert yaml.safe_load(shown_yaml) == yaml.safe_load(production.read_text(encoding="utf-8"))
+
+
+def test_a_gated_asset_without_the_metadata_its_system_is_built_from_fails_its_check(
+    instance, tmp_path, monkeypatch
+):
+    """``system_from_metadata`` naming an entry the materialization lacks: the blocking check fails,
+    naming the field and the entry (a check that cannot evaluate never passes)."""
+    project = new_project(
+        tmp_path,
+        DEFS_YAML
+        + "    system: {kind: python, callable: 'team.search:Search'}\n"
+        + "    system_from_metadata: {args.index: index_path}\n",
+        name="gatedproj",
+    )
+    monkeypatch.syspath_prepend(str(project))
+    defs = dg.load_from_defs_folder(project_root=project)
+    key = dg.AssetKey("search_index")
+    result = defs.resolve_implicit_job_def_def_for_assets([key]).execute_in_process(
+        instance=instance, asset_selection=[key], raise_on_error=False
+    )
+    [check] = result.get_asset_check_evaluations()
+    assert (check.check_name, check.passed, check.severity) == (
+        "index_quality",
+        False,
+        dg.AssetCheckSeverity.ERROR,
+    )
+    assert check.description == (
+        "could not evaluate: the asset's latest materialization lacks the metadata the system is built "
+        "from (1 problem):\n  - system_from_metadata.args.index: no metadata entry 'index_path'"
+    )
