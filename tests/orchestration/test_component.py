@@ -293,7 +293,7 @@ def test_a_gated_asset_without_the_metadata_its_system_is_built_from_fails_its_c
         name="gatedproj",
     )
     monkeypatch.syspath_prepend(str(project))
-    defs = dg.load_from_defs_folder(project_root=project)
+    defs = dg.load_from_defs_folder(path_within_project=project)
     key = dg.AssetKey("search_index")
     result = defs.resolve_implicit_job_def_def_for_assets([key]).execute_in_process(
         instance=instance, asset_selection=[key], raise_on_error=False
