@@ -14,6 +14,7 @@ a ``defs.yaml`` per chain) passes ``dg check defs`` as its README says.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -53,6 +54,12 @@ def readme_section() -> str:
 
 #: The README's defs.yaml ("A chain as a Dagster Component"), run as written by the tests below.
 DEFS_YAML = re.search(r"```yaml\n(.*?)```", readme_section(), re.S).group(1)
+
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("dagster_dg_cli") is None,
+    reason="dagster-dg-cli (the test extra) is not installed",
+)
 
 
 @pytest.fixture(scope="module")
