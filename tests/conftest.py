@@ -204,6 +204,8 @@ SLOWEST_FIRST = (
     "tests/orchestration/test_celery.py",
     # an installed team project driven through Dagster's CLI and kebab-eval: about 3 minutes
     "tests/orchestration/test_team_project_installed.py",
+    # a new venv and dg project: pip installs, five `dg` runs and one chain run (about a minute)
+    "tests/orchestration/test_component.py",
     "tests/test_cli_output.py",
     "tests/test_cli_fuzz.py",
     "tests/frameworks/test_haystack_system.py",

@@ -12,7 +12,9 @@ by side in one ``Definitions``::
     )
 
 :func:`build_chain_definitions` is the one builder: the package's own code location is the chain
-with no name (:mod:`kebab_eval_pipeline.definitions`).
+with no name (:mod:`kebab_eval_pipeline.definitions`). A ``defs.yaml`` of
+:class:`~kebab_eval_pipeline.orchestration.component.EvaluationChainComponent` calls
+:func:`evaluation_chain` with its attributes.
 """
 
 from __future__ import annotations
