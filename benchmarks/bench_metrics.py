@@ -7,7 +7,8 @@
     python benchmarks/bench_metrics.py --repeat 3             # each tool 3× interleaved, fastest shown
 
 Generates a seeded run per size (unique chunk ids per query, 1–5 graded chunk-level supports per
-query, some never retrieved) as Parquet, then runs each tool in its own subprocess so that peak RSS
+query, some never retrieved) as Parquet (strings as ``large_string``, as the run store writes
+pandas' string columns), then runs each tool in its own subprocess so that peak RSS
 (``ru_maxrss``) is the tool's own. Every tool starts from the same Parquet files; per tool:
 
 - ``read``: Parquet → the tool's in-memory input (DataFrames / Arrow columns);
@@ -91,7 +92,9 @@ def generate(out: Path, n_queries: int, n_hits: int, seed: int) -> None:
     corpus = 2 * n_hits  # chunks per query's neighbourhood: half of them get retrieved
 
     def ids(prefix: str, numbers: np.ndarray) -> pa.Array:
-        return pc.binary_join_element_wise(prefix, pc.cast(pa.array(numbers), pa.string()), "")
+        # large_string: what the run store writes for pandas' string columns (SPEC's typed tables)
+        joined = pc.binary_join_element_wise(prefix, pc.cast(pa.array(numbers), pa.string()), "")
+        return joined.cast(pa.large_string())
 
     def distinct_per_row(rows: int, width: int, take: int) -> np.ndarray:
         # `take` distinct offsets in [0, width) per row, in random order (argsort of random keys).
@@ -384,7 +387,7 @@ def run_size(n_queries: int, args: argparse.Namespace) -> bool:
         tmp = tempfile.TemporaryDirectory(prefix="bench_metrics_")
         data = Path(tmp.name)
     else:
-        data = args.data / f"q{n_queries}_h{args.hits}_s{args.seed}"
+        data = args.data / f"q{n_queries}_h{args.hits}_s{args.seed}_large"
     data.mkdir(parents=True, exist_ok=True)
     if not (data / "hits.parquet").exists():
         t0 = time.perf_counter()

@@ -56,20 +56,22 @@ def string_column(
     return arr
 
 
-def key_codes(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndarray:
-    """Position of each row's ``frame[column]`` in ``value_set`` (int64; -1 for null, ``""``, a value
-    not in it, or an absent column) — ``lookup_codes(string_column(frame, column), value_set)``.
+def key_codes(frame: pd.DataFrame, column: str, value_set: pa.Array, dtype=np.int64) -> np.ndarray:
+    """Position of each row's ``frame[column]`` in ``value_set`` (``dtype``, int64 by default;
+    -1 for null, ``""``, a value not in it, or an absent column) — ``lookup_codes(string_column(
+    frame, column), value_set)``.
 
     A ``Categorical`` column (a key read from its Parquet dictionary pages,
     :func:`kebab_eval_pipeline.store.artifact_store.read_frame`) is looked up once per category
     and its codes mapped: no string is built per row."""
     if column not in frame.columns:
-        return np.full(len(frame), -1, dtype=np.int64)
+        return np.full(len(frame), -1, dtype=dtype)
     values = frame[column]
     if not isinstance(values.dtype, pd.CategoricalDtype):
-        return lookup_codes(string_column(frame, column), value_set)
-    per_category = np.append(lookup_codes(_categories(values), value_set, runs=False), np.int64(-1))
-    return per_category[values.cat.codes.to_numpy()]  # code -1 (null) → the appended -1
+        return lookup_codes(string_column(frame, column), value_set).astype(dtype, copy=False)
+    per_category = lookup_codes(_categories(values), value_set, runs=False).astype(dtype)
+    # code -1 (null) takes the appended -1
+    return np.append(per_category, per_category.dtype.type(-1))[values.array.codes]
 
 
 def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndarray:
@@ -79,9 +81,8 @@ def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndar
     if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
         return count_codes(string_column(frame, column), value_set)
     per_category = lookup_codes(_categories(values), value_set, runs=False)
-    by_category = np.bincount(
-        values.cat.codes.to_numpy()[values.cat.codes.to_numpy() >= 0], minlength=len(per_category)
-    )
+    codes = values.array.codes
+    by_category = np.bincount(codes[codes >= 0], minlength=len(per_category))
     known = per_category >= 0
     return np.bincount(per_category[known], weights=by_category[known], minlength=len(value_set)).astype(
         np.int64
@@ -94,7 +95,7 @@ def key_values(frame: pd.DataFrame, column: str, rows: np.ndarray) -> pa.Array:
     values = frame[column] if column in frame.columns else None
     if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
         return as_large_string(take_rows(string_column(frame, column), rows))
-    codes = values.cat.codes.to_numpy()[np.asarray(rows, dtype=np.int64)]
+    codes = values.array.codes[np.asarray(rows, dtype=np.int64)]
     return _categories(values).take(pa.array(codes, mask=codes < 0))
 
 

@@ -143,7 +143,7 @@ def match_hits(
     plan = _SupportPlan(supports, per_support)
     if not plan.usable.any():
         return _empty_matches()
-    view = _HitView(hits, plan.query_space)
+    view = _HitView(hits, plan)
 
     pair_h: list[np.ndarray] = []
     pair_s: list[np.ndarray] = []
@@ -437,7 +437,8 @@ class _SupportPlan:
         # hash join on an int is cheaper than on a string, and the hits' codes come without a
         # string per hit when their query_id is a Categorical (read from dictionary pages).
         self.query_space = pc.unique(self.query_id).drop_null()
-        self.query_key = _key_array(lookup_codes(self.query_id, self.query_space, runs=False))
+        self.key_type = np.int32 if len(self.query_space) < 2**31 else np.int64
+        self.query_key = _key_array(lookup_codes(self.query_id, self.query_space, runs=False), self.key_type)
         self.support_idx = supports["support_idx"].to_numpy(dtype=np.int64)
         self.grade = supports["grade"].to_numpy(dtype=np.int64)
         self.chunk_id = string_column(supports, "chunk_id")
@@ -499,11 +500,13 @@ class _SupportPlan:
 class _HitView:
     """Lazily derived arrays of the hits table (each computed at most once)."""
 
-    def __init__(self, hits: pd.DataFrame, query_space: pa.Array) -> None:
+    def __init__(self, hits: pd.DataFrame, plan: _SupportPlan) -> None:
         self.hits = hits
         self.n = len(hits)
         # Each hit's query as its code in the supports' query ids (null: a query without supports).
-        self.query_key = _key_array(key_codes(hits, "query_id", query_space))
+        self.query_key = _key_array(
+            key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
+        )
         self.rank = hits["rank"].to_numpy(dtype=np.int64)
         self._cache: dict[str, object] = {}
 
@@ -559,10 +562,11 @@ def _candidates(kind: int, view: _HitView, plan: _SupportPlan, rows: np.ndarray)
         yield h, rows[j]
 
 
-def _key_array(codes: np.ndarray) -> pa.Array:
+def _key_array(codes: np.ndarray, dtype) -> pa.Array:
     """Integer join keys as an Arrow array, null where the code is -1 (a null never joins)."""
-    codes = codes.astype(np.int32) if len(codes) and codes.max() < 2**31 else codes
-    return pa.array(codes, mask=codes < 0)
+    codes = codes.astype(dtype, copy=False)
+    missing = codes < 0
+    return pa.array(codes, mask=missing if missing.any() else None)
 
 
 def _check_conditions(

@@ -74,16 +74,20 @@ def dictionary_categorical(column: pa.ChunkedArray | pa.DictionaryArray) -> pd.C
         column = column.unify_dictionaries() if column.num_chunks > 1 else column
         chunks = column.chunks
         dictionary = chunks[0].dictionary if chunks else pa.array([], column.type.value_type)
-        indices = (
-            pa.chunked_array([c.indices for c in chunks], column.type.index_type)
-            if chunks
-            else pa.array([], column.type.index_type)
-        )
+        parts = [c.indices for c in chunks]
     else:
-        dictionary, indices = column.dictionary, column.indices
-    codes = pc.fill_null(indices, -1).to_numpy().astype(np.int32, copy=False)
+        dictionary, parts = column.dictionary, [column.indices]
+    # one copy of the indices (each chunk's buffer is read in place); nulls become -1
+    codes = np.concatenate(
+        [
+            p.to_numpy(zero_copy_only=False) if p.null_count == 0 else pc.fill_null(p, -1).to_numpy()
+            for p in parts
+        ]
+        or [np.zeros(0, np.int32)]
+    ).astype(np.int32, copy=False)
     categories = pd.Index(pd.arrays.ArrowStringArray(_large(dictionary)))
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories))
+    # The codes index the unified dictionary by construction: no need to validate them again.
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
 
 
 def _large(values: pa.Array) -> pa.Array:
