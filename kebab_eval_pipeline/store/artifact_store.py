@@ -358,7 +358,7 @@ def read_frame(
     columns that hold no value at all).
 
     ``keys`` names string columns to read as pandas ``Categorical`` (categories Arrow-backed
-    strings, codes int32; a null is code -1) from the file's dictionary pages, without decoding
+    strings, integer codes; a null is code -1) from the file's dictionary pages, without decoding
     a string per row: the hits' ``query_id`` (10M rows, 100k distinct values at 100k queries ×
     100 hits) decoded as strings cost more than the rest of the read
     (``benchmarks/bench_metrics.py``). The metric kernels take such a column's codes directly
