@@ -37,6 +37,9 @@ decoded and read by the http adapter's parser (``http._parse_search``), the comm
 (``command._parse_stdout``) and the replay reader (``read_trace`` + one ``run_queries``) — each
 into the stored hits table.
 
+With two sizes or more (``--sizes``), each tool's total — and each stage of ours — is fitted as
+``a + b·N`` (least squares): ``a`` the fixed cost of a run, ``b`` the cost per query.
+
 Targets (issue 25): the run on 20k × 100 faster than ranx and within 4× of pytrec_eval; 100k ×
 100 in proportion. Not a test: timings depend on the machine (the load average is printed).
 """
@@ -443,6 +446,37 @@ def report(r: dict) -> None:
         print(k["profile"])
 
 
+def fixed_and_per_query(results: list[dict]) -> None:
+    """Each tool's time as ``a + b·N`` (least squares over the sizes run; hits per query as run):
+    ``a`` is the fixed cost a run pays whatever its size, ``b`` the cost per query."""
+    import numpy as np
+
+    if len({r["queries"] for r in results}) < 2:
+        return
+    n = np.array([r["queries"] for r in results], dtype=float)
+    print(f"\nfixed + per-query cost (fit over {', '.join(f'{int(x):,}' for x in n)} queries):")
+    print(f"{'':<26}{'fixed a (s)':>12}{'per 10k queries (s)':>21}")
+
+    def row(label: str, seconds: list[float]) -> None:
+        b, a = np.polyfit(n, np.array(seconds, dtype=float), 1)
+        print(f"{label:<26}{a:>12.2f}{b * 10_000:>21.2f}")
+
+    row("pytrec_eval", [r["pytrec"]["total_s"] for r in results])
+    row("ranx", [r["ranx"]["total_s"] for r in results])
+    row("kebab-eval run", [r["kebab"]["total_s"] for r in results])
+    row("  before chain", [r["kebab"]["before_chain_s"] for r in results])
+    steps = sorted({s for r in results for s in r["kebab"]["steps"]}, key=lambda s: (s not in STEPS, s))
+    for step in steps:
+        row(f"  {SHORT.get(step, step)}", [r["kebab"]["steps"].get(step, 0.0) for r in results])
+    row(
+        "  other (Dagster)",
+        [
+            r["kebab"]["total_s"] - r["kebab"]["before_chain_s"] - sum(r["kebab"]["steps"].values())
+            for r in results
+        ],
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=20_000)
@@ -462,6 +496,7 @@ def main() -> None:
     folder = args.data or tmp
     folder.mkdir(parents=True, exist_ok=True)
     print(f"python {sys.version.split()[0]}, cores {os.cpu_count()}, data in {folder}", flush=True)
+    results = []
     try:
         for n, h in sizes:
             argv = [sys.executable, __file__, "--worker", f"{n}x{h}", "--data", str(folder)]
@@ -477,7 +512,9 @@ def main() -> None:
                 raise SystemExit(
                     f"{n}x{h} failed ({proc.returncode}):\n{proc.stderr[-6000:]}{proc.stdout[-3000:]}"
                 )
-            report(json.loads(proc.stdout.strip().splitlines()[-1]))
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            report(results[-1])
+        fixed_and_per_query(results)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -46,6 +46,7 @@ from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
     SCORING_HIT_COLUMNS,
+    SCORING_HIT_KEYS,
     round_scores,
     score_results,
     summarize_scores,
@@ -373,7 +374,9 @@ def with_scoring_hits(
     See :func:`with_stored_hits`."""
     # Columns no hit sets are not read: the metrics treat an absent column as all null.
     columns = scoring_hit_columns(settings)
-    out = with_stored_hits(retrieval, store, run_id, columns, "query_scores", sparse=True)
+    out = with_stored_hits(
+        retrieval, store, run_id, columns, "query_scores", sparse=True, keys=SCORING_HIT_KEYS
+    )
     if out.repeats is not None:  # the other repeats' hits: read a repeat at a time, when scored
         from kebab_eval_pipeline.store.repeat_rows import read_repeat
 
@@ -400,11 +403,13 @@ def with_stored_hits(
     columns: Sequence[str],
     step: str,
     sparse: bool = False,
+    keys: Sequence[str] = (),
 ) -> RetrievalArtifact:
     """``retrieval`` (read by the IO manager without its hit columns) with the hits read from
     ``store`` in ``columns`` only: a step that needs a few columns of the hits, or none under some
     settings, reads them itself. ``sparse``: without the columns no hit sets (for readers that
-    treat an absent column as all null).
+    treat an absent column as all null); ``keys``: hit columns read as ``Categorical`` codes from
+    the file's dictionary pages (``SCORING_HIT_KEYS``: the metric kernels take the codes).
 
     The two reads must see one publication: when the hits read here have another row count than
     ``retrieval``'s (re-published in between, which the run lock should prevent), this raises rather
@@ -415,6 +420,7 @@ def with_stored_hits(
         run_id,
         columns={"hits": list(columns), **others},
         sparse=("hits",) if sparse else (),
+        keys={"hits": list(keys)},
     )
     before, now = len(retrieval.results.hits), len(tables["hits"])
     if before != now:

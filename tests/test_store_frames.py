@@ -80,3 +80,40 @@ def test_null_columns_are_the_flat_columns_no_row_sets(tmp_path) -> None:
     assert list(_read_parquet(path, None, sparse=True).columns) == ["query_id", "line_start", "heading_path"]
     pq.write_table(table.slice(0, 0), tmp_path / "empty.parquet")
     assert null_columns(pq.read_metadata(tmp_path / "empty.parquet")) == set()
+
+
+def test_keys_are_read_as_categoricals_from_the_dictionary_pages(tmp_path) -> None:
+    """A column named in ``keys`` comes back as a Categorical over one dictionary unified across row
+    groups (nulls as code -1), with the values the plain read gives; other columns are unchanged,
+    and a key that is not a string column is read as written."""
+    import pyarrow.parquet as pq
+
+    from kebab_eval_pipeline.store.artifact_store import read_frame
+
+    table = pa.table(
+        {
+            "query_id": pa.array(["q1", "q1", None, "q2", "q3", "q1", ""], pa.large_string()),
+            "rank": pa.array([1, 2, 1, 1, 1, 3, 1], pa.int64()),
+            "chunk_id": pa.array(["a", "b", "c", None, "e", "f", "g"], pa.large_string()),
+        }
+    )
+    path = tmp_path / "hits.parquet"
+    pq.write_table(table, path, row_group_size=3)  # three row groups, three dictionaries
+    plain = read_frame(path)
+    coded = read_frame(path, keys=["query_id", "rank"])
+    assert isinstance(coded["query_id"].dtype, pd.CategoricalDtype)
+    assert coded["query_id"].array.codes.dtype.kind == "i"  # pandas keeps the narrowest width
+    assert coded["query_id"].array.codes[2] == -1
+    assert sorted(coded["query_id"].cat.categories) == ["", "q1", "q2", "q3"]
+    assert coded["query_id"].astype(object).where(coded["query_id"].notna(), None).tolist() == [
+        "q1",
+        "q1",
+        None,
+        "q2",
+        "q3",
+        "q1",
+        "",
+    ]
+    assert coded["rank"].dtype == np.int64 and coded["rank"].tolist() == plain["rank"].tolist()
+    pd.testing.assert_series_equal(coded["chunk_id"], plain["chunk_id"])
+    assert list(coded.columns) == list(plain.columns)

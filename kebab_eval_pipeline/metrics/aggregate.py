@@ -41,6 +41,7 @@ __all__ = [
     "QUERY_META_COLUMNS",
     "RANKING_SCORE_COLUMNS",
     "SCORING_HIT_COLUMNS",
+    "SCORING_HIT_KEYS",
     "STORED_DECIMALS",
     "ScoreSummary",
     "aggregate_metrics",
@@ -92,6 +93,10 @@ RANKING_SCORE_COLUMNS: tuple[str, ...] = (
 #: checks, operational columns, hit verification): the query_scores step reads only these of the
 #: stored hits.
 SCORING_HIT_COLUMNS: tuple[str, ...] = tuple(c for c in HIT_COLUMNS if c not in RANKING_SCORE_COLUMNS)
+#: The hit columns scoring reads as ``Categorical`` keys from their Parquet dictionary pages (see
+#: ``store.artifact_store.read_frame``): 100 hits of a query share its id, so the 10M ids of 100k
+#: queries × 100 hits are 100k strings and int32 codes; the kernels join and count by the codes.
+SCORING_HIT_KEYS: tuple[str, ...] = ("query_id",)
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
 #: Money is kept exact: a query's answer can cost $0.00004, which four decimals would make 0.

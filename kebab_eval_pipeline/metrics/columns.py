@@ -26,6 +26,9 @@ __all__ = [
     "count_codes",
     "equi_join",
     "int_column",
+    "key_codes",
+    "key_counts",
+    "key_values",
     "lookup_codes",
     "null_mask",
     "sorted_unique",
@@ -51,6 +54,58 @@ def string_column(
         if pc.any(empty).as_py():
             arr = pc.if_else(empty, pa.scalar(None, pa.large_string()), arr)
     return arr
+
+
+def key_codes(frame: pd.DataFrame, column: str, value_set: pa.Array, dtype=np.int64) -> np.ndarray:
+    """Position of each row's ``frame[column]`` in ``value_set`` (``dtype``, int64 by default;
+    -1 for null, ``""``, a value not in it, or an absent column) — ``lookup_codes(string_column(
+    frame, column), value_set)``.
+
+    A ``Categorical`` column (a key read from its Parquet dictionary pages,
+    :func:`kebab_eval_pipeline.store.artifact_store.read_frame`) is looked up once per category
+    and its codes mapped: no string is built per row."""
+    if column not in frame.columns:
+        return np.full(len(frame), -1, dtype=dtype)
+    values = frame[column]
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        return lookup_codes(string_column(frame, column), value_set).astype(dtype, copy=False)
+    per_category = lookup_codes(_categories(values), value_set, runs=False).astype(dtype)
+    # code -1 (null) takes the appended -1
+    return np.append(per_category, per_category.dtype.type(-1))[values.array.codes]
+
+
+def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndarray:
+    """How many rows of ``frame`` hold each entry of ``value_set`` in ``column`` (int64, aligned
+    with ``value_set``): ``count_codes`` of the column, by codes for a ``Categorical`` one."""
+    values = frame[column] if column in frame.columns else None
+    if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
+        return count_codes(string_column(frame, column), value_set)
+    per_category = lookup_codes(_categories(values), value_set, runs=False)
+    codes = values.array.codes
+    by_category = np.bincount(codes[codes >= 0], minlength=len(per_category))
+    known = per_category >= 0
+    return np.bincount(per_category[known], weights=by_category[known], minlength=len(value_set)).astype(
+        np.int64
+    )
+
+
+def key_values(frame: pd.DataFrame, column: str, rows: np.ndarray) -> pa.Array:
+    """``take_rows(string_column(frame, column), rows)``: the column's values at ``rows`` as one
+    ``large_string`` array (``""`` as null); from the categories for a ``Categorical`` column."""
+    values = frame[column] if column in frame.columns else None
+    if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
+        return as_large_string(take_rows(string_column(frame, column), rows))
+    codes = values.array.codes[np.asarray(rows, dtype=np.int64)]
+    return _categories(values).take(pa.array(codes, mask=codes < 0))
+
+
+def _categories(values: pd.Series) -> pa.Array:
+    """The categories of a string ``Categorical`` column as ``large_string`` (``""`` as null)."""
+    categories = as_large_string(pa.array(values.cat.categories.array, from_pandas=True))
+    empty = pc.equal(categories, "")
+    if len(categories) and pc.any(empty).as_py():
+        categories = pc.if_else(empty, pa.scalar(None, pa.large_string()), categories)
+    return categories
 
 
 def int_column(frame: pd.DataFrame, column: str) -> np.ndarray:

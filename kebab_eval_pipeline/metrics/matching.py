@@ -32,6 +32,8 @@ from kebab_eval_pipeline.metrics.columns import (
     contiguous,
     equi_join,
     int_column,
+    key_codes,
+    key_values,
     lookup_codes,
     null_mask,
     sorted_unique,
@@ -141,7 +143,7 @@ def match_hits(
     plan = _SupportPlan(supports, per_support)
     if not plan.usable.any():
         return _empty_matches()
-    view = _HitView(hits)
+    view = _HitView(hits, plan)
 
     pair_h: list[np.ndarray] = []
     pair_s: list[np.ndarray] = []
@@ -163,7 +165,7 @@ def match_hits(
 
     keep = _check_conditions(view, plan, h, s, strict_snippet)
     h, s = h[keep], s[keep]
-    query_id = as_large_string(take_rows(view.query_id, h))
+    query_id = key_values(hits, "query_id", h)
     rank, support_idx = view.rank[h], plan.support_idx[s]
     # Arrow's stable multi-key sort: several times faster than pandas' on a string key.
     order = pc.sort_indices(
@@ -431,6 +433,12 @@ class _SupportPlan:
     def __init__(self, supports: pd.DataFrame, criteria: np.ndarray) -> None:
         self.n = len(supports)
         self.query_id = string_column(supports, "query_id")
+        # Queries are joined by integer code (position in the supports' distinct query ids): a
+        # hash join on an int is cheaper than on a string, and the hits' codes come without a
+        # string per hit when their query_id is a Categorical (read from dictionary pages).
+        self.query_space = pc.unique(self.query_id).drop_null()
+        self.key_type = np.int32 if len(self.query_space) < 2**31 else np.int64
+        self.query_key = _key_array(lookup_codes(self.query_id, self.query_space, runs=False), self.key_type)
         self.support_idx = supports["support_idx"].to_numpy(dtype=np.int64)
         self.grade = supports["grade"].to_numpy(dtype=np.int64)
         self.chunk_id = string_column(supports, "chunk_id")
@@ -492,10 +500,13 @@ class _SupportPlan:
 class _HitView:
     """Lazily derived arrays of the hits table (each computed at most once)."""
 
-    def __init__(self, hits: pd.DataFrame) -> None:
+    def __init__(self, hits: pd.DataFrame, plan: _SupportPlan) -> None:
         self.hits = hits
         self.n = len(hits)
-        self.query_id = string_column(hits, "query_id")
+        # Each hit's query as its code in the supports' query ids (null: a query without supports).
+        self.query_key = _key_array(
+            key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
+        )
         self.rank = hits["rank"].to_numpy(dtype=np.int64)
         self._cache: dict[str, object] = {}
 
@@ -531,10 +542,10 @@ class _HitView:
 def _candidates(kind: int, view: _HitView, plan: _SupportPlan, rows: np.ndarray):
     """Yield (hit positions, support positions) pairs joined on query + the kind's identifier."""
     take = pa.array(rows)
-    s_qid = plan.query_id.take(take)
+    s_qid = plan.query_key.take(take)
 
     def join(hit_values: pa.Array | pa.ChunkedArray, gold: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        h, j = equi_join([view.query_id, hit_values], [s_qid, gold.take(take)])
+        h, j = equi_join([view.query_key, hit_values], [s_qid, gold.take(take)])
         return h, rows[j]
 
     if kind == _JOIN_CHUNK:
@@ -547,8 +558,15 @@ def _candidates(kind: int, view: _HitView, plan: _SupportPlan, rows: np.ndarray)
         yield join(view.normalised_path(), plan.rel_path)
         yield join(view.normalised_path("doc_id"), plan.rel_path)
     else:  # the query alone: every hit of the support's query is a candidate
-        h, j = equi_join([view.query_id], [s_qid])
+        h, j = equi_join([view.query_key], [s_qid])
         yield h, rows[j]
+
+
+def _key_array(codes: np.ndarray, dtype) -> pa.Array:
+    """Integer join keys as an Arrow array, null where the code is -1 (a null never joins)."""
+    codes = codes.astype(dtype, copy=False)
+    missing = codes < 0
+    return pa.array(codes, mask=missing if missing.any() else None)
 
 
 def _check_conditions(

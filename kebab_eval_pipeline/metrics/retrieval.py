@@ -25,8 +25,8 @@ import pyarrow.json as pa_json
 from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
     concat_strings,
-    count_codes,
     equi_join,
+    key_counts,
     lookup_codes,
     sorted_unique,
     string_column,
@@ -233,7 +233,7 @@ def retrieval_scores(
     n_nonrel = np.bincount(s_q[~relevant], minlength=nq)  # judged non-relevant supports
 
     if n_hits is None:
-        n_hits = count_codes(string_column(hits, "query_id"), qid)
+        n_hits = key_counts(hits, "query_id", qid)
     else:
         n_hits = np.asarray(n_hits, dtype=np.int64)
         if n_hits.shape != (nq,):

@@ -188,6 +188,7 @@ class ArtifactStore:
         run_id: str,
         columns: Mapping[str, Sequence[str]] | None = None,
         sparse: Collection[str] = (),
+        keys: Mapping[str, Collection[str]] | None = None,
     ) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
         """The published tables and info of ``asset`` for ``run_id``; InputError when absent.
 
@@ -197,7 +198,11 @@ class ArtifactStore:
         table it does not name is read whole. The tables named in ``sparse`` are read without
         their columns that hold no value at all (every row null, by the file's statistics), for
         readers that treat an absent column as all null: a system that reports no paths, lines or
-        versions leaves seven such hit columns, 540 MiB of null offsets at 10M hits."""
+        versions leaves seven such hit columns, 540 MiB of null offsets at 10M hits.
+
+        ``keys`` names, per table, string columns to read as pandas ``Categorical`` straight from
+        the file's dictionary pages (:func:`read_frame`): for a reader whose kernels take codes
+        (the hits' ``query_id``: 100 hits per query, so 10M strings are 100k distinct values)."""
         manifest = self.manifest(asset, run_id)
         if manifest is None:
             raise InputError(
@@ -213,7 +218,10 @@ class ArtifactStore:
             try:
                 tables = {
                     name: _read_parquet(
-                        attempt_dir / f"{name}.parquet", (columns or {}).get(name), name in sparse
+                        attempt_dir / f"{name}.parquet",
+                        (columns or {}).get(name),
+                        name in sparse,
+                        (keys or {}).get(name, ()),
                     )
                     for name in manifest["tables"]
                 }
@@ -271,21 +279,30 @@ class ArtifactStore:
         )
 
 
-def _read_parquet(path: UPath, columns: Sequence[str] | None = None, sparse: bool = False) -> pd.DataFrame:
+def _read_parquet(
+    path: UPath, columns: Sequence[str] | None = None, sparse: bool = False, keys: Collection[str] = ()
+) -> pd.DataFrame:
     """One stored table as a DataFrame (only ``columns``, in the file's order, when given).
 
-    A local file is opened once and only the wanted column chunks are read from it: the whole
-    file is never in memory (the hits of 100k queries × 100 hits with every column are hundreds of
+    A local file is mapped once and only the wanted column chunks are decoded from it: the whole
+    file is never decoded (the hits of 100k queries × 100 hits with every column are hundreds of
     MB, of which scoring reads three columns) and, once open, the attempt's removal by a concurrent
     re-publication cannot cut the read short. A remote file (fsspec/UPath URL) is fetched whole,
-    then decoded."""
+    then decoded. ``keys``: string columns read as ``Categorical`` (see :func:`read_frame`)."""
     if is_local(str(path)):
-        with open(local_path(str(path)), "rb") as handle:
-            return _read_columns(pq.ParquetFile(handle), columns, sparse)
-    return _read_columns(pq.ParquetFile(io.BytesIO(path.read_bytes())), columns, sparse)
+        # Memory-mapped: Parquet pages are decoded from the page cache, not copied through a
+        # Python file object first (half the system time of a 10M-row read). The mapping holds
+        # the file, so a concurrent re-publication removing it cannot cut the read short (files
+        # are only ever replaced by rename, never truncated in place).
+        with pa.memory_map(os.fspath(local_path(str(path)))) as handle:
+            return _read_columns(handle, columns, sparse, keys)
+    return _read_columns(io.BytesIO(path.read_bytes()), columns, sparse, keys)
 
 
-def _read_columns(file: pq.ParquetFile, columns: Sequence[str] | None, sparse: bool = False) -> pd.DataFrame:
+def _read_columns(
+    source, columns: Sequence[str] | None, sparse: bool = False, keys: Collection[str] = ()
+) -> pd.DataFrame:
+    file = pq.ParquetFile(source)
     names = file.schema_arrow.names
     if columns is not None:  # in the file's (the declared) order
         wanted = set(columns)
@@ -293,7 +310,16 @@ def _read_columns(file: pq.ParquetFile, columns: Sequence[str] | None, sparse: b
     if sparse:
         empty = null_columns(file.metadata)
         names = [c for c in names if c not in empty]
-    return table_to_frame(file.read(columns=names if (columns is not None or sparse) else None))
+    keys = [c for c in names if c in set(keys) and _is_text(file.schema_arrow.field(c).type)]
+    if keys:  # the dictionary pages are decoded into Arrow dictionaries, never into strings
+        file = pq.ParquetFile(source, read_dictionary=keys)
+    return table_to_frame(
+        file.read(columns=names if (columns is not None or sparse) else None), categorical=keys
+    )
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def null_columns(metadata: pq.FileMetaData) -> set[str]:
@@ -315,16 +341,31 @@ def null_columns(metadata: pq.FileMetaData) -> set[str]:
     return found
 
 
-def read_frame(source: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+def read_frame(
+    source: str | os.PathLike,
+    columns: list[str] | None = None,
+    *,
+    sparse: bool = False,
+    keys: Collection[str] = (),
+) -> pd.DataFrame:
     """One stored Parquet table (only ``columns``, when given) as the DataFrame that was written.
 
     ``to_pandas`` keeps a column written with pandas' ``string`` dtype (every declared string
     column of the typed tables) over the Arrow buffers just read — zero-copy, measured at 0.01 s
     for the 10M-row hits of 100k queries × 100 hits — so the cost of a read is Parquet decoding,
     which only reading fewer columns reduces (``benchmarks/bench_metrics_engine.py``). The same
-    reader as :meth:`ArtifactStore.read` (columns in the file's order).
+    reader as :meth:`ArtifactStore.read` (columns in the file's order; ``sparse``: without the
+    columns that hold no value at all).
+
+    ``keys`` names string columns to read as pandas ``Categorical`` (categories Arrow-backed
+    strings, integer codes; a null is code -1) from the file's dictionary pages, without decoding
+    a string per row: the hits' ``query_id`` (10M rows, 100k distinct values at 100k queries ×
+    100 hits) decoded as strings cost more than the rest of the read
+    (``benchmarks/bench_metrics.py``). The metric kernels take such a column's codes directly
+    (:func:`kebab_eval_pipeline.metrics.columns.key_codes`); anything else sees the same values.
+    A column written in plain pages (the dictionary grew too big) is dictionary-encoded as read.
     """
-    return _read_parquet(UPath(os.fspath(source)), columns)
+    return _read_parquet(UPath(os.fspath(source)), columns, sparse, keys)
 
 
 def _file_name(name: str) -> str:

@@ -9,6 +9,8 @@ array; lists with values and nulls are converted as ``to_pandas`` converts them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -42,13 +44,51 @@ def list_objects(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return out
 
 
-def table_to_frame(table: pa.Table) -> pd.DataFrame:
+def table_to_frame(table: pa.Table, categorical: Sequence[str] = ()) -> pd.DataFrame:
     """``table.to_pandas()`` (its pandas metadata restores the written dtypes), list columns as
-    :func:`list_objects` gives them, in the table's column order."""
-    lists = [(i, f.name) for i, f in enumerate(table.schema) if _is_list(f.type)]
-    if not lists or table.num_rows == 0:
+    :func:`list_objects` gives them, the dictionary columns named in ``categorical`` as
+    :func:`dictionary_categorical` gives them, in the table's column order."""
+    special = [
+        (i, f.name)
+        for i, f in enumerate(table.schema)
+        if _is_list(f.type) or (f.name in categorical and pa.types.is_dictionary(f.type))
+    ]
+    if not special or table.num_rows == 0:
         return table.to_pandas()
-    frame = table.drop_columns([name for _, name in lists]).to_pandas()
-    for position, name in lists:
-        frame.insert(position, name, list_objects(table.column(name)))
+    # pandas metadata would rebuild a written ``string`` column from a dictionary one string per
+    # row (what reading it as a dictionary avoids): such columns are converted here instead.
+    frame = table.drop_columns([name for _, name in special]).to_pandas()
+    for position, name in special:
+        column = table.column(name)
+        values = list_objects(column) if _is_list(column.type) else dictionary_categorical(column)
+        frame.insert(position, name, values)
     return frame
+
+
+def dictionary_categorical(column: pa.ChunkedArray | pa.DictionaryArray) -> pd.Categorical:
+    """A dictionary-encoded string column as a pandas ``Categorical`` over one shared dictionary:
+    categories are Arrow-backed strings (no Python object per value), codes the int32 indices
+    (-1 for null). Chunks read from different Parquet row groups have dictionaries of their own:
+    they are unified first (a hash of the distinct values, not of the rows)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries() if column.num_chunks > 1 else column
+        chunks = column.chunks
+        dictionary = chunks[0].dictionary if chunks else pa.array([], column.type.value_type)
+        parts = [c.indices for c in chunks]
+    else:
+        dictionary, parts = column.dictionary, [column.indices]
+    # one copy of the indices (each chunk's buffer is read in place); nulls become -1
+    codes = np.concatenate(
+        [
+            p.to_numpy(zero_copy_only=False) if p.null_count == 0 else pc.fill_null(p, -1).to_numpy()
+            for p in parts
+        ]
+        or [np.zeros(0, np.int32)]
+    ).astype(np.int32, copy=False)
+    categories = pd.Index(pd.arrays.ArrowStringArray(_large(dictionary)))
+    # The codes index the unified dictionary by construction: no need to validate them again.
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories), validate=False)
+
+
+def _large(values: pa.Array) -> pa.Array:
+    return values if values.type == pa.large_string() else values.cast(pa.large_string())
