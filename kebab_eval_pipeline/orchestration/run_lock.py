@@ -236,10 +236,9 @@ def locking_executor(inner, base: str):
     worker process for the whole run — the path of ``dagster asset materialize``, the UI and the
     multi-process executor, whose step processes then only verify."""
     import dagster as dg
-    from dagster._core.executor.base import Executor
 
-    class _LockingExecutor(Executor):
-        def __init__(self, wrapped: Executor):
+    class _LockingExecutor(dg.Executor):
+        def __init__(self, wrapped: dg.Executor):
             self._wrapped = wrapped
 
         def __getattr__(self, name):
