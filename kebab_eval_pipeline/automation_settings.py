@@ -22,6 +22,19 @@ DEFAULT_NIGHTLY_TIMEZONE = "UTC"
 DEFAULT_FRESHNESS_HOURS = 26.0
 
 
+def _schedule_accepts(cron: str) -> bool:
+    """Whether Dagster's ScheduleDefinition accepts ``cron`` — the schedule's own test (five fields,
+    minute resolution, no 30 February), so a cron this accepts is one the nightly schedule accepts.
+    Dagster is imported only for a configured cron."""
+    import dagster as dg
+
+    try:
+        dg.ScheduleDefinition(name="nightly_cron_probe", cron_schedule=cron, job_name="nightly_cron_probe")
+    except dg.DagsterInvalidDefinitionError:
+        return False
+    return True
+
+
 class NightlySettings(StrictSettings):
     """When the nightly schedule fires: a five-field cron expression in an IANA time zone."""
 
@@ -33,11 +46,7 @@ class NightlySettings(StrictSettings):
     def _valid_cron(cls, value: str) -> str:
         if value == DEFAULT_NIGHTLY_CRON:  # the default needs no check (and no Dagster import)
             return value
-        # Dagster's own test, so a cron this accepts is one the schedule accepts (five fields,
-        # minute resolution, no 30 February). Imported only for a configured cron.
-        from dagster._utils.schedules import is_valid_cron_string
-
-        if not isinstance(value, str) or not is_valid_cron_string(value.strip()):
+        if not isinstance(value, str) or not _schedule_accepts(value.strip()):
             raise ValueError(
                 f"{value!r} is not a cron expression: five fields, minute hour day month weekday "
                 "(e.g. '0 2 * * *' for 02:00 every day)"

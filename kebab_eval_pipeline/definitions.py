@@ -37,11 +37,14 @@ def build_definitions(
     storage: str | None = None,
     overrides: dict | None = None,
     chain: str | None = None,
+    in_process: bool = False,
 ) -> dg.Definitions:
     """Definitions for one configuration. ``overrides`` are CLI flags: EvalSettingsResource fields
     plus ``system_kind``, ``mode`` and ``chunk_size`` for the system under test. ``chain``: the
     definitions of ``evaluation_chain(chain, config=config_file)`` instead of the package's own
-    location (``kebab-eval … --chain``), its folder under ``storage`` when given."""
+    location (``kebab-eval … --chain``), its folder under ``storage`` when given. ``in_process``:
+    the job runs in the calling process whatever ``KEBAB_EVAL_EXECUTOR`` says (``kebab-eval run``;
+    the variable is still checked)."""
     config = str(config_file) if config_file else None
     overrides = dict(overrides or {})
     chosen = {SYSTEM_OVERRIDES[key]: overrides.pop(key) for key in list(overrides) if key in SYSTEM_OVERRIDES}
@@ -51,7 +54,8 @@ def build_definitions(
     resource = EvalSettingsResource(config_file=config, **overrides)
     base = default_storage_base(storage or resource.load(system).storage)
     # The run worker holds the partition's lock for the whole run (one writer per run id).
-    executor = locking_executor(executor_from_environment(), base)
+    chosen = executor_from_environment()
+    executor = locking_executor(dg.in_process_executor if in_process else chosen, base)
     return build_chain_definitions(DEFAULT_NAMES, resource, system, storage=base, executor=executor)
 
 

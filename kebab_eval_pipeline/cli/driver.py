@@ -23,7 +23,6 @@ from kebab_eval_pipeline.cli import interrupt
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.errors import (
     GateFailure,
-    InputError,
     Interrupted,
     RunInProgress,
     SystemHealthFailure,
@@ -32,11 +31,27 @@ from kebab_eval_pipeline.errors import (
 if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
     from kebab_eval_pipeline.store.runs import RunStore
 
-#: Our errors that a step may raise, by the class name Dagster records for a step's error (its
-#: serialized error chain keeps names, not classes): derived from the classes, so a rename follows.
-_RAISED_IN_STEPS = {cls.__name__: cls for cls in (InputError, RunInProgress)}
-#: Dagster's error for a failed blocking asset check (not exported by dagster: known by its name).
-CHECK_FAILED = "DagsterAssetCheckFailedError"
+#: How Dagster words a step's failure when a blocking asset check of it failed (its console line
+#: is dropped: the CLI states the gate's verdict itself).
+_CHECK_FAILED_WORDS = "blocking asset check"
+
+
+def cli_builder(config, storage: str | None, overrides: dict, chain: str | None):
+    """How ``kebab-eval run`` / ``rejudge`` build their definitions (:func:`build_definitions` on
+    the in-process executor): also how Dagster would rebuild them from the run's record."""
+    from kebab_eval_pipeline.orchestration.in_process import Builder
+
+    return Builder(
+        "kebab_eval_pipeline.definitions",
+        "build_definitions",
+        {
+            "config_file": str(config) if config is not None else None,
+            "storage": storage,
+            "overrides": dict(overrides),
+            "chain": chain,
+            "in_process": True,
+        },
+    )
 
 
 def _writer(store, asset: str, run_id: str) -> str | None:
@@ -78,7 +93,7 @@ class StatedFailureRecords(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if os.environ.get("KEBAB_EVAL_DEBUG"):
             return True
-        if CHECK_FAILED in record.getMessage():
+        if _CHECK_FAILED_WORDS in record.getMessage():
             return False
         event = getattr(record, "dagster_event", None)
         if getattr(event, "event_type_value", None) in _STATED_EVENTS:
@@ -105,60 +120,75 @@ def quiet_stated_failures():
 
 
 def execute(
-    job, instance, run_id: str, total: int, tags: dict, asset_selection=None, dagster_run_id=None
+    defs, builder, job_name: str, instance, run_id: str, tags: dict, owner: str, asset_selection=None
 ) -> interrupt.Ran:
-    """Run ``job`` for partition ``run_id`` in-process (as Dagster run ``dagster_run_id``, the owner
-    of the partition's lock) with its progress on stderr (stage name, queries done; progress_display.py:
-    live on a terminal, periodic lines otherwise; ``total`` is unused: each stage reports its own
-    count); Dagster's DEBUG event stream stays in the instance
-    (and the UI), the terminal gets the progress and warnings only.
+    """Run ``defs``' job ``job_name`` for partition ``run_id`` in this process (Dagster's public
+    ``execute_job``: no step output kept in memory; :mod:`~kebab_eval_pipeline.orchestration.in_process`),
+    writing on behalf of ``owner`` (the holder of the partition's lock), with its progress on stderr
+    (stage name, queries done; progress_display.py: live on a terminal, periodic lines otherwise);
+    Dagster's DEBUG event stream stays in the instance (and the UI), the terminal gets the progress
+    and warnings only.
 
     The job runs in a thread of its own while this thread waits for it or for Ctrl-C
     (:func:`.interrupt.run_in_thread`: the returned ``Ran`` holds its result, or says it was
     interrupted); the progress display is this thread's, so it is closed (a terminal's cursor
     given back) before anything is said about an interrupted run."""
     from kebab_eval_pipeline.cli.progress_display import progress_display
-    from kebab_eval_pipeline.orchestration.in_process import execute_in_process
+    from kebab_eval_pipeline.orchestration.in_process import execute_partition
 
     with progress_display(err), quiet_stated_failures():
         return interrupt.run_in_thread(
-            lambda: execute_in_process(  # Dagster's, minus keeping every step's output in memory
-                job,
-                partition_key=run_id,
+            lambda: execute_partition(
+                defs,
+                job_name,
+                builder,
                 instance=instance,
-                raise_on_error=False,
+                partition_key=run_id,
+                owner=owner,
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
                 tags=tags,
                 asset_selection=asset_selection,
-                run_id=dagster_run_id,
             )
         )
 
 
+def failed_check_steps(result) -> set[str]:
+    """The steps a failed blocking ERROR asset check stopped: Dagster fails the step that evaluated
+    it (after its outputs are stored)."""
+    import dagster as dg
+
+    return {
+        event.step_key
+        for event in result.all_events
+        if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        and not event.asset_check_evaluation_data.passed
+        and event.asset_check_evaluation_data.blocking
+        and event.asset_check_evaluation_data.severity == dg.AssetCheckSeverity.ERROR
+    }
+
+
 def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
-    """Turn a failed in-process run into InputError (bad input; also a path that could not be
-    written — a full disk, a read-only filesystem — named with the remedy, ``storage`` being the
-    run's artifact base), SystemHealthFailure (the system under test failed), GateFailure (a
-    blocking gate or check, named with its reason), RunInProgress (another process runs this
-    partition) or, for anything else, RuntimeError (exit 3) naming the step and its error."""
+    """Turn a failed run into InputError (bad input; also a path that could not be written — a full
+    disk, a read-only filesystem — named with the remedy, ``storage`` being the run's artifact
+    base), SystemHealthFailure (the system under test failed), GateFailure (a blocking gate or
+    check, named with its reason), RunInProgress (another process runs this partition) or, for
+    anything else, RuntimeError (exit 3) naming the step and its error. Read from the run's typed
+    events: the failed checks' evaluations, our errors' failure metadata
+    (:func:`~kebab_eval_pipeline.orchestration.failures.raised_error`)."""
     from kebab_eval_pipeline.cli.write_failures import cannot_write, is_write_failure, step_write_failure
     from kebab_eval_pipeline.metrics.health import CHECK_NAME
-    from kebab_eval_pipeline.orchestration.failures import INPUT_ERROR_KEY
+    from kebab_eval_pipeline.orchestration.failures import raised_error
 
     failed_checks = {
         e.check_name: e
         for e in result.get_asset_check_evaluations()
         if not e.passed and e.blocking and e.severity.value == "ERROR"
     }
+    stopped_by_checks = failed_check_steps(result)
     for event in result.all_events:
         if not event.is_step_failure:
             continue
-        error = event.step_failure_data.error
-        chain = []
-        while error is not None:
-            chain.append(error)
-            error = error.cause
-        if any(e.cls_name == CHECK_FAILED for e in chain):
+        if event.step_key in stopped_by_checks:
             health = failed_checks.pop(CHECK_NAME, None)
             if health is not None:
                 also = f" (and {len(failed_checks)} blocking gate(s) failed)" if failed_checks else ""
@@ -168,14 +198,16 @@ def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
             raise GateFailure(
                 f"run {run_id}: blocking check(s) failed: {named or 'see the gate table above'}"
             )
-        # Bad input found inside a step: the same message as at load (exit 2), not the step's frames.
-        user = event.step_failure_data.user_failure_data
-        if user is not None and INPUT_ERROR_KEY in (user.metadata or {}):
-            raise InputError((user.description or "").strip())
-        for e in chain:  # messages read "kebab_eval_pipeline.errors.InputError: <message>"
-            ours = _RAISED_IN_STEPS.get(e.cls_name)  # RunInProgress: another process holds it (exit 4)
-            if ours is not None:
-                raise ours(e.message.split(": ", 1)[-1].strip())
+        # Bad input found inside a step: the same message as at load (exit 2), not the step's
+        # frames; another run owning the partition (exit 4).
+        ours = raised_error(event.step_failure_data)
+        if ours is not None:
+            raise ours
+        error = event.step_failure_data.error
+        chain = []
+        while error is not None:
+            chain.append(error)
+            error = error.cause
         failure = step_write_failure((e.cls_name, e.message) for e in chain)
         if failure is not None and is_write_failure(failure, storage):  # a full disk: the user's (exit 2)
             raise cannot_write(failure, storage, run_id, event.step_key)
@@ -194,9 +226,10 @@ CHAIN_ASSETS = (
 )
 
 
-def settle_interrupted(store, instance, run_id: str, dagster_run_id: str, ran: interrupt.Ran) -> str:
-    """After Ctrl-C: make sure nothing of Dagster run ``dagster_run_id`` passes for a finished run
-    of ``run_id``, and say what was stored (the message of the exit-130 line).
+def settle_interrupted(store, instance, run_id: str, dagster_run_id: str | None, ran: interrupt.Ran) -> str:
+    """After Ctrl-C: make sure nothing of Dagster run ``dagster_run_id`` (None: not created yet)
+    passes for a finished run of ``run_id``, and say what was stored (the message of the exit-130
+    line).
 
     - ``run_metrics`` not stored by this run (the usual case: the interrupt came before them): the
       run is in no history, comparison or baseline choice; its earlier assets are named.
@@ -209,6 +242,8 @@ def settle_interrupted(store, instance, run_id: str, dagster_run_id: str, ran: i
     A run still going after the grace period is reported canceled to the instance (its record
     would otherwise stay "started"); nothing it could still publish is published (the artifact
     store publishes nothing once cancellation is requested)."""
+    if dagster_run_id is None:
+        return f"run {run_id} stopped; nothing of it was stored as a finished run"
     if not ran.finished:
         with contextlib.suppress(Exception):  # best effort: the process is about to end
             record = instance.get_run_by_id(dagster_run_id)
@@ -249,6 +284,7 @@ def drive(
     instance,
     run_id: str,
     *,
+    builder,
     total: int,
     tags: dict,
     show: Callable[[RunStore], None],
@@ -256,35 +292,43 @@ def drive(
     prepare: Callable[[], None] | None = None,
     names=None,
 ) -> None:
-    """Materialize partition ``run_id`` of ``defs``' job in-process (all of it, or
-    ``asset_selection``) holding the partition's lock — one writer per run id: RunInProgress (exit
-    4) while another run of it is in progress — from ``prepare`` (registering the partition) until
-    ``show`` has printed the stored numbers, so they are this run's. Then a failed run raises its
-    exit code's error (:func:`raise_run_failure`). ``names``: the chain whose job and storage
-    ``defs`` holds (a ``ChainNames``; default: the package's own location's)."""
+    """Materialize partition ``run_id`` of ``defs``' job in this process (all of it, or
+    ``asset_selection``; ``builder`` builds ``defs`` again, :func:`cli_builder`) holding the
+    partition's lock — one writer per run id: RunInProgress (exit 4) while another run of it is in
+    progress — from ``prepare`` (registering the partition) until ``show`` has printed the stored
+    numbers, so they are this run's. Then a failed run raises its exit code's error
+    (:func:`raise_run_failure`). ``names``: the chain whose job and storage ``defs`` holds (a
+    ``ChainNames``; default: the package's own location's). ``total`` is unused: each stage
+    reports its own count."""
     from kebab_eval_pipeline.definitions import JOB_NAME
     from kebab_eval_pipeline.orchestration import run_lock
+    from kebab_eval_pipeline.orchestration.in_process import run_of
     from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
     from kebab_eval_pipeline.store.runs import RunStore
 
     names = names or DEFAULT_NAMES
     base = defs.resources[names.resource("artifact_storage")].base
     store = RunStore(base)
-    dagster_run_id = str(uuid.uuid4())
+    # The lock is taken before the Dagster run exists: under an owner id of this command's, which
+    # the run carries (run_lock.OWNER_TAG) so its steps write on the lock's behalf.
+    owner = str(uuid.uuid4())
     interrupt.set_note(f"run {run_id} had not started: nothing of it was stored")
-    with run_lock.holding(base, run_id, dagster_run_id, instance):
+    with run_lock.holding(base, run_id, owner, instance):
         if prepare is not None:
             prepare()
         ran = execute(
-            defs.resolve_job_def(names.name(JOB_NAME)),
+            defs,
+            builder,
+            names.name(JOB_NAME),
             instance,
             run_id,
-            total,
             tags=tags,
+            owner=owner,
             asset_selection=asset_selection,
-            dagster_run_id=dagster_run_id,
         )
         if ran.interrupted:  # (Ctrl-C again changes nothing now: the run is settled first)
+            started = run_of(instance, owner)
+            dagster_run_id = started.run_id if started is not None else None
             raise Interrupted(settle_interrupted(store, instance, run_id, dagster_run_id, ran))
         if ran.error is not None:
             raise ran.error

@@ -30,6 +30,12 @@ TELEMETRY_OFF = "telemetry:\n  enabled: false\nnux:\n  enabled: false\n"
 _OLD_OWN_CONFIGS = ("", "telemetry:\n  enabled: false")
 
 
+#: What this process's instance loads when the user's dagster.yaml does not mention telemetry: the
+#: user's settings with telemetry off, in a file of ours beside it (the user's file is never
+#: rewritten; Dagster reads the instance's settings from one file, so the override is that file).
+TELEMETRY_OFF_COPY = ".kebab-eval-dagster.yaml"
+
+
 _own_home: Path | None = None  # the project-local home this process chose, if it chose one
 
 
@@ -60,12 +66,12 @@ def open_instance():
     A missing dagster.yaml is created with telemetry and the community dialog disabled (so is our
     own empty or telemetry-only one in the project-local home, from older versions). A user's
     dagster.yaml is never rewritten: when it does not mention telemetry, this process's instance
-    runs with telemetry off — which also keeps Dagster's telemetry banner out of the output; an
-    explicit ``telemetry:`` setting is obeyed.
+    runs with telemetry off (its settings read from :data:`TELEMETRY_OFF_COPY` beside it) — which
+    also keeps Dagster's telemetry banner out of the output; an explicit ``telemetry:`` setting is
+    obeyed.
     """
     home, own = dagster_home()
     from dagster import DagsterInstance, DagsterInvalidConfigError
-    from dagster._core.instance.ref import InstanceRef
 
     from kebab_eval_pipeline.cli import instance_config
 
@@ -84,8 +90,8 @@ def open_instance():
             if _mentions_telemetry(config):
                 instance = DagsterInstance.get()
             else:
-                ref = InstanceRef.from_dir(str(home), overrides={"telemetry": {"enabled": False}})
-                instance = DagsterInstance.from_ref(ref)
+                _write_telemetry_off_copy(config, home / TELEMETRY_OFF_COPY)
+                instance = DagsterInstance.from_config(str(home), config_filename=TELEMETRY_OFF_COPY)
         except DagsterInvalidConfigError as exc:
             raise instance_config.config_error(config, exc) from None
         except Exception as exc:
@@ -101,6 +107,17 @@ def open_instance():
                 raise
             raise instance_config.class_error(config, exc) from None
         return instance
+
+
+def _write_telemetry_off_copy(config: Path, copy: Path) -> None:
+    """``config``'s settings (a mapping without ``telemetry``, or empty) plus ``telemetry: {enabled:
+    false}``, written to ``copy`` (rewritten on every open, so an edit of ``config`` is followed)."""
+    import yaml
+
+    doc = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    text = yaml.safe_dump({**doc, "telemetry": {"enabled": False}}, sort_keys=False)
+    if not copy.exists() or copy.read_text(encoding="utf-8") != text:
+        atomic.write_text(copy, text)
 
 
 def _mentions_telemetry(config: Path) -> bool:

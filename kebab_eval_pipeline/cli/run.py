@@ -1,5 +1,5 @@
 """``kebab-eval run`` and ``rejudge``: a run's inputs checked before Dagster starts, then its
-partition materialized in-process (:mod:`.driver`) and its stored numbers printed (:mod:`.show`)."""
+partition materialized in this process (:mod:`.driver`) and its stored numbers printed (:mod:`.show`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kebab_eval_pipeline.cli.ci_outputs import (
     ReportUrlOption,
 )
 from kebab_eval_pipeline.cli.console import err
-from kebab_eval_pipeline.cli.driver import drive
+from kebab_eval_pipeline.cli.driver import cli_builder, drive
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance
 from kebab_eval_pipeline.cli.show import print_run
 from kebab_eval_pipeline.errors import InputError, Offender
@@ -167,7 +167,6 @@ def run_partition(
     gc.freeze()
     try:
         names = chain_names(chain, config)
-        from kebab_eval_pipeline.definitions import build_definitions
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
         from kebab_eval_pipeline.pipeline import headline
 
@@ -187,10 +186,12 @@ def run_partition(
             instance.add_dynamic_partitions(names.partitions_name, [run_id])
             observe_inputs(instance, settings, names)
 
+        builder = cli_builder(config, storage, overrides, chain)
         drive(
-            build_definitions(config, storage=storage, overrides=overrides, chain=chain),
+            builder.definitions(),
             instance,
             run_id,
+            builder=builder,
             total=total * settings.repeat,  # every query is asked once per repeat
             tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
             prepare=register,
@@ -265,7 +266,7 @@ def rejudge(
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
-    from kebab_eval_pipeline.definitions import build_definitions, run_settings
+    from kebab_eval_pipeline.definitions import run_settings
     from kebab_eval_pipeline.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id
     from kebab_eval_pipeline.run_roles import ROLE_TAG, SETTABLE_ROLES, role_of
@@ -277,9 +278,8 @@ def rejudge(
     if chain is None:
         check_own_location(instance, "rejudge")
     overrides = {"judge": True, "judge_model": model, "judge_prompt_version": prompt_version}
-    defs = build_definitions(
-        config, overrides={k: v for k, v in overrides.items() if v is not None}, chain=chain
-    )
+    builder = cli_builder(config, None, {k: v for k, v in overrides.items() if v is not None}, chain)
+    defs = builder.definitions()
     settings = run_settings(defs, names)
     check_run_inputs(settings)
     store = RunStore(defs.resources[names.resource("artifact_storage")].base)
@@ -307,6 +307,7 @@ def rejudge(
         defs,
         instance,
         run_id,
+        builder=builder,
         total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge", **({ROLE_TAG: role.role} if role.role in SETTABLE_ROLES else {})},
         asset_selection=[names.key(name) for name in JUDGED_ASSETS],

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dagster as dg
 
 from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES
+from kebab_eval_pipeline.errors import RunInProgress
 from kebab_eval_pipeline.orchestration import run_lock
+from kebab_eval_pipeline.orchestration.failures import run_in_progress_failure
 from kebab_eval_pipeline.store.runs import RunStore
 
 
@@ -31,7 +33,11 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         store = self._store()
         partition = context.asset_partition_key
         # One writer per partition: refuse (RunInProgress) when another live run owns it.
-        run_lock.verify(self.base, partition, context.run_id, context.step_context.instance)
+        step = context.step_context
+        try:
+            run_lock.verify(self.base, partition, run_lock.owner_of(step.dagster_run), step.instance)
+        except RunInProgress as exc:
+            raise run_in_progress_failure(exc) from None
         attempt, tables, files = store.write_artifact(asset, partition, obj, dagster_run_id=context.run_id)
         folder = store.attempt_location(asset, partition, attempt)
         meta: dict = {"storage_path": folder}

@@ -9,11 +9,10 @@ in the UI).
 import warnings
 
 import dagster as dg
-from dagster._utils.warnings import BetaWarning, PreviewWarning
 
 from kebab_eval_pipeline.orchestration.registered_runs import EVAL_RUNS
 
-warnings.filterwarnings("ignore", category=PreviewWarning)
-warnings.filterwarnings("ignore", category=BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 eval_runs = dg.DynamicPartitionsDefinition(name=EVAL_RUNS)

@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +40,20 @@ from kebab_eval_pipeline.location import is_local
 from kebab_eval_pipeline.store.layout import lock_folder
 
 PARTITION_TAG = "dagster/partition"
+#: Tag of a Dagster run that writes on behalf of another owner of the partition's lock: the CLI (it
+#: takes the lock before its run exists, under an owner id of its own) or a team's asset check (its
+#: own Dagster run holds the lock while the chain's run writes). Absent: the run is its own owner.
+OWNER_TAG = "kebab-eval/lock-owner"
+
+
+#: How long a refusal waits for the owner's Dagster run to exist, to name it.
+NAMING_WAIT_S = 5.0
+
+
+def owner_of(dagster_run) -> str:
+    """The owner of the partition's lock that Dagster run ``dagster_run`` writes for: its
+    :data:`OWNER_TAG`, else itself."""
+    return dagster_run.tags.get(OWNER_TAG) or dagster_run.run_id
 
 
 @dataclass
@@ -87,12 +102,18 @@ def _read_record(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _finished(instance, dagster_run_id: str) -> bool | None:
-    """Whether the instance records ``dagster_run_id`` as finished (None: no such run there)."""
+def _finished(instance, owner: str) -> bool | None:
+    """Whether owner ``owner`` is done: its Dagster run, or every run written on its behalf
+    (:data:`OWNER_TAG`), is finished (None: no such run in the instance)."""
+    import dagster as dg
+
     if instance is None:
         return None
-    run = instance.get_run_by_id(dagster_run_id)
-    return None if run is None else run.is_finished
+    run = instance.get_run_by_id(owner)
+    if run is not None:
+        return run.is_finished
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={OWNER_TAG: owner}))
+    return all(r.is_finished for r in runs) if runs else None
 
 
 def _alive(record: dict[str, Any], instance) -> bool:
@@ -106,13 +127,31 @@ def _alive(record: dict[str, Any], instance) -> bool:
     return _finished(instance, record.get("dagster_run_id", "")) is not True
 
 
-def _refusal(run_id: str, record: dict[str, Any] | None) -> RunInProgress:
+def _dagster_run_named(owner: str, instance) -> str:
+    """The Dagster run an owner stands for: itself, or the run written on its behalf (the CLI's
+    owner id before its run exists: "a run starting")."""
+    import dagster as dg
+
+    if instance is None or instance.get_run_by_id(owner) is not None:
+        return f"Dagster run {owner}"
+    # an owner that took the lock a moment ago creates its run within a second or so: wait for it
+    deadline = time.monotonic() + NAMING_WAIT_S
+    while True:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={OWNER_TAG: owner}), limit=1)
+        if runs:
+            return f"Dagster run {runs[0].run_id}"
+        if time.monotonic() >= deadline:
+            return f"a run starting (lock owner {owner})"
+        time.sleep(0.1)
+
+
+def _refusal(run_id: str, record: dict[str, Any] | None, instance=None) -> RunInProgress:
     if record is None:
         who = "another process"
     else:
         who = (
-            f"Dagster run {record.get('dagster_run_id')} (pid {record.get('pid')} on {record.get('host')}, "
-            f"started {record.get('started_at')})"
+            f"{_dagster_run_named(str(record.get('dagster_run_id')), instance)} (pid {record.get('pid')} "
+            f"on {record.get('host')}, started {record.get('started_at')})"
         )
     return RunInProgress(
         f"run {run_id} is already in progress: {who}; wait for it to finish or use another run id"
@@ -134,9 +173,24 @@ def _try_flock(lock: Path) -> int | None:
     return fd
 
 
+class _Refused(Exception):
+    """Raised under the locks, turned into RunInProgress once they are let go (naming the owner's
+    Dagster run may wait for it to be created)."""
+
+    def __init__(self, record: dict[str, Any] | None):
+        self.record = record
+
+
 def _claim_local(base: str, run_id: str, owner: str, instance, hold: bool) -> None:
     """Make ``owner`` the owner of ``run_id`` or raise RunInProgress; with ``hold`` keep the lock
     (until :func:`_release`), else hold it only while deciding."""
+    try:
+        _claim_local_locked(base, run_id, owner, instance, hold)
+    except _Refused as refused:
+        raise _refusal(run_id, refused.record, instance) from None
+
+
+def _claim_local_locked(base: str, run_id: str, owner: str, instance, hold: bool) -> None:
     lock, record_path = _paths(base, run_id)
     with _guard, atomic.locked(record_path):
         held = _held.get(lock)
@@ -146,7 +200,7 @@ def _claim_local(base: str, run_id: str, owner: str, instance, hold: bool) -> No
                 held.depth += int(hold)
                 return
             if _finished(instance, held.owner) is not True:
-                raise _refusal(run_id, record)
+                raise _Refused(record)
             # a run of this process that finished without releasing: stale
             os.close(held.fd)
             del _held[lock]
@@ -154,12 +208,12 @@ def _claim_local(base: str, run_id: str, owner: str, instance, hold: bool) -> No
         if fd is None:  # a live process holds it: its run worker (ours, multi-process) or another run
             if record is not None and record.get("dagster_run_id") == owner:
                 return
-            raise _refusal(run_id, record)
+            raise _Refused(record)
         try:
             mine = record is not None and record.get("dagster_run_id") == owner
             if not mine:
                 if record is not None and _alive(record, instance):
-                    raise _refusal(run_id, record)
+                    raise _Refused(record)
                 atomic.write_text(record_path, json.dumps(_owner_record(run_id, owner), indent=2) + "\n")
         except BaseException:
             os.close(fd)
@@ -171,13 +225,18 @@ def _claim_local(base: str, run_id: str, owner: str, instance, hold: bool) -> No
 
 
 def _release(base: str, run_id: str, owner: str) -> None:
-    lock, _ = _paths(base, run_id)
-    with _guard:
+    """End one hold of ``owner``; the last one releases the lock and removes the owner record (the
+    owner is done with the partition: a later run of this process is not refused by it)."""
+    lock, record_path = _paths(base, run_id)
+    with _guard, atomic.locked(record_path):
         held = _held.get(lock)
         if held is None or held.owner != owner:
             return
         held.depth -= 1
         if held.depth <= 0:
+            record = _read_record(record_path)
+            if record is not None and record.get("dagster_run_id") == owner:
+                record_path.unlink(missing_ok=True)
             os.close(held.fd)  # closing the last fd of the open file releases the flock
             del _held[lock]
 
@@ -193,7 +252,7 @@ def _claim_remote(run_id: str, owner: str, instance) -> None:
     unfinished = sorted(
         (r for r in records if not r.dagster_run.is_finished), key=lambda r: r.create_timestamp
     )
-    if not unfinished or unfinished[0].dagster_run.run_id == owner:
+    if not unfinished or owner_of(unfinished[0].dagster_run) == owner:
         return
     first = unfinished[0]
     raise _refusal(
@@ -236,10 +295,9 @@ def locking_executor(inner, base: str):
     worker process for the whole run — the path of ``dagster asset materialize``, the UI and the
     multi-process executor, whose step processes then only verify."""
     import dagster as dg
-    from dagster._core.executor.base import Executor
 
-    class _LockingExecutor(Executor):
-        def __init__(self, wrapped: Executor):
+    class _LockingExecutor(dg.Executor):
+        def __init__(self, wrapped: dg.Executor):
             self._wrapped = wrapped
 
         def __getattr__(self, name):
@@ -260,7 +318,7 @@ def locking_executor(inner, base: str):
             if partition is None:  # not a run of one partition (an observation): nothing to guard
                 yield from self._wrapped.execute(plan_context, execution_plan)
                 return
-            with holding(base, partition, plan_context.run_id, plan_context.instance):
+            with holding(base, partition, owner_of(plan_context.dagster_run), plan_context.instance):
                 yield from self._wrapped.execute(plan_context, execution_plan)
 
     return dg.ExecutorDefinition(
