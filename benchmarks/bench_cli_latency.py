@@ -14,8 +14,17 @@ answers, in a temporary folder of its own (its own ``DAGSTER_HOME`` and artifact
   (the demo's 105 queries with a duplicate id and an ``answerable: maybe``) — each exits 2;
 * ``runs list``, ``history``, ``export RUN`` (JSON) and ``compare A B`` on a store holding two real
   demo runs, made once per checkout with ``kebab-eval run`` before the clock starts;
-* a full ``kebab-eval run`` of the demo, for reference (``--full-runs``, default 1: it takes
-  seconds, not a fraction of one).
+* full ``kebab-eval run``s of the demo (``--full-runs``, default 1: they take seconds, not a
+  fraction of one): the first run in a fresh ``DAGSTER_HOME`` and folder (what README's first
+  command does), and a run in the store holding the two runs above, which compares with the
+  earlier run (statistics and charts). Below the table: the Dagster events each full run wrote
+  (its run's event log, by type, and the rows mirrored into the instance's index), read from the
+  SQLite files without importing Dagster.
+
+Python compiles a module's source on every import when no bytecode is cached beside it, which is
+every time under ``PYTHONDONTWRITEBYTECODE=1`` in a checkout never compiled: ``--compile`` compiles
+each checkout's package first (``compileall``, into its ``__pycache__``, git-ignored), so that
+checkouts compare on equal terms; the header says which state was measured.
 
 Each command runs ``-n`` times (default 5), the checkouts alternating (A, B, A, B …, so a change in
 the machine's load falls on both alike); the table shows the median wall time per checkout, the
@@ -28,11 +37,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,13 +75,17 @@ class Checkout:
         environment["COLUMNS"] = "120"
         return environment
 
-    def cli(self, *args: str) -> tuple[float, subprocess.CompletedProcess]:
-        """Run ``kebab-eval ARGS`` in this checkout's folder: (wall seconds, the finished process)."""
+    def cli(self, *args: str, home: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
+        """Run ``kebab-eval ARGS`` in this checkout's folder (or in ``home``, a folder that is then
+        also its ``DAGSTER_HOME``): (wall seconds, the finished process)."""
+        env = self.env()
+        if home is not None:
+            env["DAGSTER_HOME"] = str(home)
         start = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
-            cwd=self.work,
-            env=self.env(),
+            cwd=home or self.work,
+            env=env,
             capture_output=True,
             text=True,
             timeout=600,
@@ -107,6 +122,31 @@ COMMANDS: list[tuple[str, tuple[str, ...], int]] = [
 ]
 
 
+def event_counts(home: Path, run_id: str) -> tuple[Counter, int]:
+    """The Dagster events of partition ``run_id``'s run in the instance at ``home`` (default SQLite
+    storage), by type (``LOG`` for a ``context.log`` line), and the rows the instance's index
+    mirrors of them (asset and check events, run status): read with sqlite3, not Dagster."""
+    runs = home / "history" / "runs"
+    with sqlite3.connect(home / "history" / "runs.db") as db:
+        found = db.execute(
+            "SELECT run_id FROM runs WHERE partition = ? ORDER BY create_timestamp DESC LIMIT 1", (run_id,)
+        ).fetchone()
+    if found is None:
+        return Counter(), 0
+    with sqlite3.connect(runs / f"{found[0]}.db") as db:
+        types = Counter(
+            t or "LOG" for (t,) in db.execute("SELECT dagster_event_type FROM event_logs").fetchall()
+        )
+    with sqlite3.connect(runs / "index.db") as db:
+        (mirrored,) = db.execute("SELECT COUNT(*) FROM event_logs WHERE run_id = ?", found).fetchone()
+    return types, mirrored
+
+
+def compile_checkout(repo: Path) -> None:
+    """Byte-compile the checkout's package (what a process would otherwise compile each time)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(repo / "kebab_eval_pipeline")], check=True)
+
+
 def measure(checkouts: list[Checkout], label: str, args: tuple[str, ...], expected: int, rounds: int) -> None:
     """Run ``args`` ``rounds`` times in every checkout, alternating between them."""
     for _ in range(rounds):
@@ -141,12 +181,15 @@ def main() -> None:
     )
     parser.add_argument("--repo", action="append", type=Path, help="A checkout to time (repeatable).")
     parser.add_argument("-n", "--rounds", type=int, default=5, help="Runs of each command (median).")
-    parser.add_argument("--full-runs", type=int, default=1, help="Full demo runs to time (0: none).")
+    parser.add_argument("--full-runs", type=int, default=1, help="Full demo runs of each kind (0: none).")
+    parser.add_argument("--compile", action="store_true", help="Byte-compile each checkout first.")
     args = parser.parse_args()
     repos = [r.resolve() for r in (args.repo or [HERE])]
     for repo in repos:
-        if not (repo / "kebab_eval_pipeline" / "cli.py").is_file():
+        if not (repo / "kebab_eval_pipeline" / "__init__.py").is_file():
             parser.error(f"{repo}: not a kebab-eval-pipeline checkout")
+        if args.compile:
+            compile_checkout(repo)
     demo_golden = HERE / "kebab_eval_pipeline" / "data" / "demo" / "golden.yaml"
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         checkouts = [Checkout(repo, Path(tmp) / f"checkout-{i}") for i, repo in enumerate(repos)]
@@ -156,20 +199,45 @@ def main() -> None:
         for label, cli_args, code in COMMANDS:
             measure(checkouts, label, cli_args, code, args.rounds)
             print(f"  timed {label}", file=sys.stderr)
+        events: dict[tuple[int, str], tuple[Counter, int]] = {}
         for i in range(args.full_runs):  # a new run id each time: a real run, not a refusal
-            for checkout in checkouts:
+            for n, checkout in enumerate(checkouts):
+                fresh = Path(tmp) / f"fresh-{n}-{i}"
+                fresh.mkdir()
+                seconds, proc = checkout.cli("run", "--run-id", "demo", home=fresh)
+                checkout.record("run: demo, fresh home", seconds, proc, 0)
+                events[(n, "run: demo, fresh home")] = event_counts(fresh, "demo")
                 seconds, proc = checkout.cli("run", "--run-id", f"bench-full-{i}")
-                checkout.record("run: full demo", seconds, proc, 0)
-            expected["run: full demo"] = 0
+                checkout.record("run: demo, compared", seconds, proc, 0)
+                events[(n, "run: demo, compared")] = event_counts(
+                    checkout.work / "dagster_home", f"bench-full-{i}"
+                )
+            expected["run: demo, fresh home"] = expected["run: demo, compared"] = 0
         load = os.getloadavg()
         print(
             f"\n{args.rounds} run(s) each; median wall seconds; {os.cpu_count()} CPUs, "
-            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end\n"
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end; bytecode: "
+            + ("compiled first (--compile)" if args.compile else _bytecode_state(repos))
+            + "\n"
         )
         print(table(checkouts, expected))
+        for (n, label), (types, mirrored) in sorted(events.items()):
+            top = ", ".join(f"{t} {c}" for t, c in types.most_common())
+            total = sum(types.values())
+            print(
+                f"\n{checkouts[n].repo} — {label}: {total} events ({top}); {mirrored} mirrored in the index"
+            )
         for checkout in checkouts:  # an unexpected exit code means the timing is not of that state
             for label, stderr in checkout.surprises.items():
                 print(f"\n{checkout.repo} — {label}: unexpected exit; stderr ends:\n{stderr}")
+
+
+def _bytecode_state(repos: list[Path]) -> str:
+    cached = [r.name for r in repos if (r / "kebab_eval_pipeline" / "__pycache__").is_dir()]
+    writes = (
+        "not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "written"
+    )
+    return f"cached in {', '.join(cached) or 'no checkout'}, {writes}"
 
 
 if __name__ == "__main__":

@@ -77,8 +77,9 @@ app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: inde
 app.add_typer(judge_app, name="judge")
 
 
-def _value_options() -> set[str]:
-    """Option names (``--golden``, ``-o``) that take a value in some command and are a flag in none."""
+def _value_options(command) -> set[str]:
+    """Option names (``--golden``, ``-o``) that take a value in some command of ``command`` (the
+    click tree of :data:`app`) and are a flag in none."""
     valued, flags = set(), set()
 
     def walk(command) -> None:
@@ -89,14 +90,15 @@ def _value_options() -> set[str]:
         for child in getattr(command, "commands", {}).values():
             walk(child)
 
-    walk(typer.main.get_command(app))
+    walk(command)
     return valued - flags
 
 
-def empty_option_values(args: list[str]) -> list[Offender]:
+def empty_option_values(args: list[str], command=None) -> list[Offender]:
     """Options given an empty value (``--golden ""``, ``--config=``): each would silently mean the
-    default (the bundled demo, the current folder, a new run id), so each is refused, named."""
-    valued = _value_options()
+    default (the bundled demo, the current folder, a new run id), so each is refused, named.
+    ``command``: the click tree of :data:`app` when the caller has built it already."""
+    valued = _value_options(command if command is not None else typer.main.get_command(app))
     offenders = []
     for i, arg in enumerate(args):
         if arg == "--":
@@ -120,12 +122,16 @@ def main() -> None:
     cancellation.reset()  # a request belongs to one command (tests call main in one process)
     interrupt.reset()  # start-up is over: a command may say more
     try:
-        empty = empty_option_values(sys.argv[1:])
+        # Built once: typer makes the click tree from every command's signature (a tenth of a
+        # second or more, paid by every command and every test's subprocess), and both the
+        # empty-value check and the command itself read it.
+        command = typer.main.get_command(app)
+        empty = empty_option_values(sys.argv[1:], command)
         if empty:
             raise InputError("empty option value", empty)
         # Outside standalone mode click *returns* the code of a `typer.Exit` instead of exiting.
         # tidy: help printed as written (no swallowed [words], no mid-sentence breaks, no <bool>).
-        code = tidy(typer.main.get_command(app))(standalone_mode=False)
+        code = tidy(command)(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except InputError as exc:
