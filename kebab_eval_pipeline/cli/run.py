@@ -185,7 +185,9 @@ def run_partition(
 
         def register() -> None:
             instance.add_dynamic_partitions(names.partitions_name, [run_id])
-            observe_inputs(instance, settings, names)
+            from kebab_eval_pipeline.orchestration.run_context import handed_system
+
+            observe_inputs(instance, settings, names, handed_system(run_id, settings))
 
         drive(
             build_definitions(config, storage=storage, overrides=overrides, chain=chain),
@@ -240,7 +242,7 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None, run_i
     if run_id is not None:
         from kebab_eval_pipeline.orchestration.run_context import InputChecks, hand_over_checks
 
-        hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale))
+        hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system))
     for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     return len(loaded.queries)

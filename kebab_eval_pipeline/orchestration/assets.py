@@ -49,6 +49,7 @@ from kebab_eval_pipeline.orchestration.run_context import (
     cached_context,
     context_key,
     forget_reads,
+    handed_system,
     taken_checks,
 )
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
@@ -154,7 +155,9 @@ def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
 
     def make() -> RunContext:
         refuse_ignored_run_config(context)
-        return RunContext(variant_settings(eval_settings.load(system), run_id), run_id)
+        settings = variant_settings(eval_settings.load(system), run_id)
+        # the CLI built this run's system for its checks: its steps in this process use that one
+        return RunContext(settings, run_id, handed_system(run_id, settings))
 
     key = context_key(
         context.run.run_id,
@@ -271,16 +274,19 @@ def _golden_sha256(settings) -> str:
     return golden_content_sha256(paths, options)
 
 
-def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = DEFAULT_NAMES) -> None:
+def observe_inputs(
+    instance: dg.DagsterInstance, settings, names: ChainNames = DEFAULT_NAMES, system=None
+) -> None:
     """Record the current golden hash and index version before a run starts.
 
     Dagster reads an asset's input data versions when its step starts, so observing here
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
     then shows the run as stale. The system is the one this process builds for its run (the CLI
-    runs the chain in this process, on that object); the sensors read live instead.
+    runs the chain in this process, on that object: ``system``, when it is built already); the
+    sensors read live instead.
     """
     instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
-    instance.report_runless_asset_event(system_observation(system_info(settings), names))
+    instance.report_runless_asset_event(system_observation(system_info(settings, system), names))
 
 
 def _run_role(context, settings: RunSettings) -> RunRole:

@@ -19,8 +19,9 @@ The built system is let go once the run's retrieval is collected (:meth:`RunCont
 a replayed trace or an in-memory index is only memory after its last shard.
 
 The CLI checks a run's inputs against its system before any Dagster run exists (a stale golden set
-is exit 2, not a failed run). It hands what those checks found to the run's first plan step in
-this process (:func:`hand_over_checks`): the stale-golden check runs once per run, not twice. The
+is exit 2, not a failed run). It hands what those checks found, and the system they built, to the
+run's steps in this process (:func:`hand_over_checks`): the stale-golden check runs once per run,
+not twice, and the run's context starts from that system (:func:`handed_system`). The
 hand-over is taken once (:func:`taken_checks`), only by a run of the same partition with equal
 settings (but for their storage) and golden hash, and dropped by the CLI when its run ends
 (:func:`drop_checks`).
@@ -47,12 +48,13 @@ _CONTEXTS: OrderedDict[tuple, RunContext] = OrderedDict()
 @dataclass(frozen=True)
 class InputChecks:
     """What the checks before a run found: the stale-golden warnings (the gates were checked
-    against the system, too)."""
+    against the system, too), and the system they built (the run's steps in this process use it)."""
 
     run_id: str
     settings: RunSettings
     golden_sha256: str
     stale_warnings: list[str]
+    system: Any = field(default=None, repr=False)
 
 
 _HANDED: dict[str, InputChecks] = {}
@@ -134,19 +136,29 @@ def drop_checks(run_id: str) -> None:
         _HANDED.pop(run_id, None)
 
 
+def _handed(run_id: str | None, settings: RunSettings) -> InputChecks | None:
+    checks = _HANDED.get(run_id) if run_id is not None else None
+    # the CLI's --storage replaces the settings' storage, the steps' is their storage resource's
+    if checks is None or checks.settings.model_copy(update={"storage": settings.storage}) != settings:
+        return None
+    return checks
+
+
+def handed_system(run_id: str | None, settings: RunSettings) -> Any:
+    """The system the CLI's checks built for run ``run_id`` with these settings (None: none was)."""
+    with _LOCK:
+        checks = _handed(run_id, settings)
+        return None if checks is None else checks.system
+
+
 def taken_checks(run_id: str | None, settings: RunSettings, golden_sha256: str) -> InputChecks | None:
     """The hand-over of ``run_id`` when it was made for these settings and this golden content
     (taken: a second plan of the run checks again), else None."""
-    if run_id is None:
-        return None
     with _LOCK:
-        checks = _HANDED.get(run_id)
-        # the CLI's --storage replaces the settings' storage, the steps' is their storage resource's
+        checks = _handed(run_id, settings)
         if checks is None or checks.golden_sha256 != golden_sha256:
             return None
-        if checks.settings.model_copy(update={"storage": settings.storage}) != settings:
-            return None
-        return _HANDED.pop(run_id)
+        return _HANDED.pop(checks.run_id)
 
 
 #: An artifact the run's steps read back from the store, kept for the run's later readers in this

@@ -42,8 +42,8 @@ def _inputs(tmp_path, n: int = 30):
 
 @pytest.fixture
 def counted(tmp_path, monkeypatch):
-    """A CLI run's setup (a temp DAGSTER_HOME, a replay config) and counters of what its steps
-    repeat: the steps' settings parses, stale-golden checks, reads of golden_set and
+    """A CLI run's setup (a temp DAGSTER_HOME, a replay config) and counters of what a run used to
+    repeat: the steps' settings parses, system builds, stale-golden checks, reads of golden_set and
     retrieval_results from the store (each the real call, counted)."""
     golden, trace = _inputs(tmp_path)
     home = tmp_path / "home"
@@ -51,7 +51,7 @@ def counted(tmp_path, monkeypatch):
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.delenv("KEBAB_EVAL_CONFIG", raising=False)
-    counts = {"parse": 0, "stale": 0, "golden_set": 0, "retrieval_results": 0}
+    counts = {"parse": 0, "build": 0, "stale": 0, "golden_set": 0, "retrieval_results": 0}
 
     load, check, read = EvalSettingsResource.load, pipeline.check_golden_against_system, ArtifactStore.read
 
@@ -60,6 +60,14 @@ def counted(tmp_path, monkeypatch):
         if sys._getframe(1).f_code.co_filename.endswith(os.path.join("orchestration", "assets.py")):
             counts["parse"] += 1
         return load(self, *a, **k)
+
+    from kebab_eval_pipeline.systems import factory
+
+    build = factory.build_system
+
+    def counted_build(*a, **k):
+        counts["build"] += 1
+        return build(*a, **k)
 
     def counted_check(*a, **k):
         counts["stale"] += 1
@@ -72,6 +80,8 @@ def counted(tmp_path, monkeypatch):
 
     monkeypatch.setattr(EvalSettingsResource, "load", counted_load)
     monkeypatch.setattr(pipeline, "check_golden_against_system", counted_check)
+    monkeypatch.setattr(factory, "build_system", counted_build)
+    monkeypatch.setattr(pipeline, "build_system", counted_build)
     monkeypatch.setattr(ArtifactStore, "read", counted_read)
     config = tmp_path / "run.yaml"
 
@@ -110,10 +120,12 @@ def test_a_cli_run_parses_its_settings_checks_its_golden_set_and_reads_it_back_o
     write_config([1, 3])
     _run(config, "r1")
     # every step of the in-process run shares one parse (there were nine: one per step); the CLI
-    # checked the golden set against the system, its plan step did not check it again; golden_set
-    # was read back from the store once for its five readers, retrieval_results once per column
-    # set (judging and scoring read the same, run_metrics fewer) and once for the scored hits
-    assert counts == {"parse": 1, "stale": 1, "golden_set": 1, "retrieval_results": 3}
+    # built the system and checked the golden set against it, its input observation, golden_set
+    # and plan steps used that system and check (five builds and two checks before), the shard
+    # built its own; golden_set was read back from the store once for its five readers,
+    # retrieval_results once per column set (judging and scoring read the same, run_metrics fewer)
+    # and once for the scored hits
+    assert counts == {"parse": 1, "build": 2, "stale": 1, "golden_set": 1, "retrieval_results": 3}
     from kebab_eval_pipeline.store.runs import RunStore
 
     metrics = RunStore(home / "runs").read("run_metrics", "r1")[0]["metrics"]
@@ -178,9 +190,7 @@ def test_the_stage_table_is_what_the_store_the_io_manager_and_the_checks_read() 
     declared = {name: s.asset for s in STAGES for name in s.checks}
     assert set(declared) == set(CHECKS)
     settings = RunSettings(gates={"mrr": {"min": 0.5}}, regression_gates={"mrr": {"max_drop": 0.05}})
-    on = {
-        key.name: key.asset_key.path[-1] for check in gate_checks(settings) for key in check.check_keys
-    }
+    on = {key.name: key.asset_key.path[-1] for check in gate_checks(settings) for key in check.check_keys}
     assert on["gate_mrr_min"] == "run_metrics" and on["gate_mrr_max_drop"] == "comparison_report"
     assert on["system_health"] == "run_metrics" and on["judge_spot_check"] == "judge"
     assert on["matching_coverage"] == "query_scores"
