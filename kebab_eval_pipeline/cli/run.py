@@ -201,9 +201,9 @@ def run_partition(
         )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
-        from kebab_eval_pipeline.orchestration.run_context import drop_checks
+        from kebab_eval_pipeline.orchestration.run_context import end_run
 
-        drop_checks(run_id)  # unused when the run never reached its plan step
+        end_run(run_id)  # what this process kept for the run (its context, an unused hand-over)
 
 
 def _check_inputs(settings, config: Path | None, chain: str | None = None, run_id: str | None = None) -> int:

@@ -23,8 +23,8 @@ is exit 2, not a failed run). It hands what those checks found, and the system t
 run's steps in this process (:func:`hand_over_checks`): the stale-golden check runs once per run,
 not twice, and the run's context starts from that system (:func:`handed_system`). The
 hand-over is taken once (:func:`taken_checks`), only by a run of the same partition with equal
-settings (but for their storage) and golden hash, and dropped by the CLI when its run ends
-(:func:`drop_checks`).
+settings (but for their storage) and golden hash; when the CLI's run ends, what was kept for it
+is dropped (:func:`end_run`).
 """
 
 from __future__ import annotations
@@ -130,10 +130,16 @@ def hand_over_checks(checks: InputChecks) -> None:
         _HANDED[checks.run_id] = checks
 
 
-def drop_checks(run_id: str) -> None:
-    """Forget an unused hand-over of ``run_id`` (the CLI's run ended, or never started)."""
+def end_run(run_id: str) -> None:
+    """Forget everything kept for run id ``run_id`` in this process — an unused hand-over (the run
+    never reached its plan step), its contexts (a run that failed before its retrieval was collected
+    still held its system), what :func:`read_once` kept: the CLI's run of it has ended."""
     with _LOCK:
         _HANDED.pop(run_id, None)
+        for key in [k for k in _CONTEXTS if k[1] == run_id]:
+            del _CONTEXTS[key]
+        for key in [k for k in _READS if k[2] == run_id]:
+            del _READS[key]
 
 
 def _handed(run_id: str | None, settings: RunSettings) -> InputChecks | None:
