@@ -64,5 +64,5 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         if asset not in READ_ONCE:
             return read()
         # the golden set and the retrieval results have several readers in a run: read once each
-        key = (asset, partition, json.dumps(columns, sort_keys=True))
-        return run_context.read_once(context.step_context.run_id, key, read)
+        key = (self.base, tuple(context.asset_key.path), json.dumps(columns, sort_keys=True))
+        return run_context.read_once(context.step_context.run_id, partition, key, read)

@@ -138,7 +138,7 @@ def end_run(run_id: str) -> None:
         _HANDED.pop(run_id, None)
         for key in [k for k in _CONTEXTS if k[1] == run_id]:
             del _CONTEXTS[key]
-        for key in [k for k in _READS if k[2] == run_id]:
+        for key in [k for k in _READS if k[1] == run_id]:
             del _READS[key]
 
 
@@ -168,18 +168,19 @@ def taken_checks(run_id: str | None, settings: RunSettings, golden_sha256: str) 
 
 
 #: An artifact the run's steps read back from the store, kept for the run's later readers in this
-#: process: (Dagster run id, asset, partition, columns read) → the artifact. A Dagster run writes each
-#: asset once, before any reader: what is kept cannot go stale within the run, and another run
+#: process: (Dagster run id, run id, where and what was read) → the artifact. A Dagster run writes
+#: each asset once, before any reader: what is kept cannot go stale within the run, and another run
 #: (a re-execution too) has another id.
 _READS: OrderedDict[tuple, Any] = OrderedDict()
 
 
-def read_once(dagster_run_id: str, key: tuple, read) -> Any:
-    """``read()``'s artifact, read once per Dagster run and ``key`` in this process (the artifacts of
-    at most :data:`KEPT` runs are kept: a run that failed before :func:`forget_reads` let go of its
-    own is dropped as later runs read). Callers treat what they get as read-only, as they treat an
-    input Dagster loaded for them."""
-    full = (dagster_run_id, *key)
+def read_once(dagster_run_id: str, run_id: str, key: tuple, read) -> Any:
+    """``read()``'s artifact, read once per Dagster run and ``key`` (the store, the asset key, the
+    columns read) of run id ``run_id`` in this process. The artifacts of at most :data:`KEPT` Dagster
+    runs are kept: one that failed before :func:`forget_reads` let go of its own is dropped as later
+    runs read, or when the CLI's run ends (:func:`end_run`). Callers treat what they get as
+    read-only, as they treat an input Dagster loaded for them."""
+    full = (dagster_run_id, run_id, *key)
     with _LOCK:
         if full in _READS:
             _READS.move_to_end(full)

@@ -133,7 +133,7 @@ def test_a_cli_run_parses_its_settings_checks_its_golden_set_and_reads_it_back_o
     # nothing of the run is kept once it has ended: hand-over, context, artifacts read back
     assert "r1" not in run_context._HANDED
     assert not [k for k in run_context._CONTEXTS if k[1] == "r1"]
-    assert not [k for k in run_context._READS if k[2] == "r1"]
+    assert not [k for k in run_context._READS if k[1] == "r1"]
 
 
 def test_a_config_edited_between_two_runs_of_one_process_is_read_again(counted) -> None:
