@@ -289,11 +289,34 @@ class ComparisonArtifact:
         )
 
 
-ARTIFACT_TYPES: dict[str, type] = {
-    "golden_set": GoldenArtifact,
-    "retrieval_results": RetrievalArtifact,
-    "judge": JudgeArtifact,
-    "query_scores": QueryScoresArtifact,
-    "run_metrics": RunMetricsArtifact,
-    "comparison_report": ComparisonArtifact,
-}
+@dataclass(frozen=True)
+class Stage:
+    """One asset of the evaluation chain, declared once (:data:`STAGES`): what the store, the
+    artifact IO manager, a stored run and the asset checks know of it is read from here.
+
+    ``asset``: the asset's name (its key under a chain's prefix, its folder in the store);
+    ``artifact``: its typed value (``to_tables``/``from_tables``); ``tag``: its ``stage`` tag in the
+    asset catalog; ``stored_run``: part of what a stored run is read from (a comparison, a listing,
+    a sweep's ranking need it; a run lacking it is incomplete); ``read_once``: read back by several
+    steps of a run (kept for the run's later readers in a process, not read again); ``checks``:
+    the asset checks on it, by name (``orchestration.checks.CHECKS``)."""
+
+    asset: str
+    artifact: type
+    tag: str
+    stored_run: bool = False
+    read_once: bool = False
+    checks: tuple[str, ...] = ()
+
+
+#: The chain's assets, in the order the chain makes them (and a missing one is reported).
+STAGES: tuple[Stage, ...] = (
+    Stage("golden_set", GoldenArtifact, "golden", stored_run=True, read_once=True),
+    Stage("retrieval_results", RetrievalArtifact, "retrieval", stored_run=True, read_once=True),
+    Stage("judge", JudgeArtifact, "judging", checks=("judge_spot_check",)),
+    Stage("query_scores", QueryScoresArtifact, "scoring", stored_run=True, checks=("matching_coverage",)),
+    Stage("run_metrics", RunMetricsArtifact, "metrics", stored_run=True, checks=("gates", "system_health")),
+    Stage("comparison_report", ComparisonArtifact, "comparison", checks=("regression_gates",)),
+)
+
+ARTIFACT_TYPES: dict[str, type] = {s.asset: s.artifact for s in STAGES}

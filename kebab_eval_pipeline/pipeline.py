@@ -149,15 +149,24 @@ def check_gates_against_system(
 
 
 def plan_retrieval(
-    settings: RunSettings, golden: GoldenArtifact, shard_queries: int | None = None
+    settings: RunSettings,
+    golden: GoldenArtifact,
+    shard_queries: int | None = None,
+    *,
+    system: SystemUnderTest | None = None,
+    stale: list[str] | None = None,
 ) -> list[QueryShard]:
-    """The run's retrieval, before any query runs: the checks (source root, stale golden set) and
-    the golden queries in shards of ``shard_queries`` (default: the run config's ``shard_queries``;
-    at least one shard, the first carrying the stale-golden warnings)."""
+    """The run's retrieval, before any query runs: the checks (source root, gates against the system,
+    stale golden set) and the golden queries in shards of ``shard_queries`` (default: the run
+    config's ``shard_queries``; at least one shard, the first carrying the stale-golden warnings).
+    ``system``: the run's system already built (default: built here); ``stale``: the stale-golden
+    warnings of checks already made for this run against it (the CLI's, before the run started):
+    the gates and the golden set are then not checked again."""
     check_source_root(settings)
-    system = build_system(settings)
-    check_gates_against_system(settings, system)
-    stale = check_golden_against_system(settings, golden, system)
+    system = system if system is not None else build_system(settings)
+    if stale is None:
+        check_gates_against_system(settings, system)
+        stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
     queries = golden.queries[["query_id", "query"]]
     bounds = shard_bounds(len(queries), shard_queries or settings.shard_queries)

@@ -160,7 +160,7 @@ def run_partition(
     settings = variant_settings(settings_for_run(config, overrides), run_id)
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
-    total = _check_inputs(settings, config, chain)
+    total = _check_inputs(settings, config, chain, run_id)
     # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
     # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
     # full passes need not scan it again while Dagster starts (seconds at 1M queries).
@@ -184,7 +184,9 @@ def run_partition(
 
         def register() -> None:
             instance.add_dynamic_partitions(names.partitions_name, [run_id])
-            observe_inputs(instance, settings, names)
+            from kebab_eval_pipeline.orchestration.run_context import handed_system
+
+            observe_inputs(instance, settings, names, handed_system(run_id, settings))
 
         builder = cli_builder(config, storage, overrides, chain)
         drive(
@@ -200,14 +202,18 @@ def run_partition(
         )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
+        from kebab_eval_pipeline.orchestration.run_context import end_run
+
+        end_run(run_id)  # what this process kept for the run (its context, an unused hand-over)
 
 
-def _check_inputs(settings, config: Path | None, chain: str | None = None) -> int:
+def _check_inputs(settings, config: Path | None, chain: str | None = None, run_id: str | None = None) -> int:
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
     the golden file (parsed once: the golden_set step reuses the parse), the source root and judge
-    model, the storage, the stale-golden check against the system. Prints the warnings; returns the
-    number of golden queries. Nothing parsed here is held by the caller: the per-process caches
-    keep the parses until the chain lets them go (:mod:`kebab_eval_pipeline.memory`)."""
+    model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
+    plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
+    warnings; returns the number of golden queries. Nothing parsed here is held by the caller: the
+    per-process caches keep the parses until the chain lets them go (:mod:`kebab_eval_pipeline.memory`)."""
     from kebab_eval_pipeline.cli.progress_display import progress_interval
     from kebab_eval_pipeline.golden.load import load_golden_once
     from kebab_eval_pipeline.run_overrides import config_path
@@ -233,11 +239,12 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None) -> in
     loaded = load_golden_artifact(settings, golden_file)
     system = build_system(settings)
     check_gates_against_system(settings, system, source=config_path(config) or "<defaults>")
-    for warning in [
-        *settings.secret_mask().warnings(),
-        *loaded.info["warnings"],
-        *check_golden_against_system(settings, loaded, system),
-    ]:
+    stale = check_golden_against_system(settings, loaded, system)
+    if run_id is not None:
+        from kebab_eval_pipeline.orchestration.run_context import InputChecks, hand_over_checks
+
+        hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system))
+    for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     return len(loaded.queries)
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from kebab_eval_pipeline import pipeline, progress
 from kebab_eval_pipeline.artifacts import (
+    STAGES,
     ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
@@ -43,6 +44,14 @@ from kebab_eval_pipeline.orchestration.failures import input_failure, interrupte
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
+from kebab_eval_pipeline.orchestration.run_context import (
+    RunContext,
+    cached_context,
+    context_key,
+    forget_reads,
+    handed_system,
+    taken_checks,
+)
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
 from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
@@ -82,19 +91,39 @@ TABLE_KINDS = {"python", "pandas", "parquet"}
 SUMMARY_SKIPS = ("hits", "citations", "known_chunks", "repeat_hits", "repeat_citations")
 
 
-def _chain_asset(names: ChainNames, stage: str, resources: tuple[str, ...], **kwargs):
-    """An asset of the evaluation chain: partitioned by run, in the chain's group, stored as
-    Parquet by the artifact IO manager, tagged with its ``stage``; ``resources`` are the chain
-    resources it reads (their keys under ``names``)."""
-    return dg.asset(
-        key_prefix=names.key_prefix() or None,
-        partitions_def=names.partitions,
-        group_name=names.group,
-        io_manager_key=names.resource(IO),
-        kinds=TABLE_KINDS,
-        tags={STAGE: stage},
-        required_resource_keys={names.resource(r) for r in resources},
-        **kwargs,
+def _stage_tag(asset: str) -> dict[str, str]:
+    """The ``stage`` tag of the chain's asset ``asset``, as its declaration says (:data:`STAGES`)."""
+    return {STAGE: next(s.tag for s in STAGES if s.asset == asset)}
+
+
+def _named(asset: str, decorator):
+    """``decorator`` applied to the function that defines the chain's asset ``asset`` (its name:
+    a definition under another name would carry another asset's declaration)."""
+
+    def apply(fn):
+        if fn.__name__ != asset:
+            raise ValueError(f"the chain's asset {asset!r} is defined by a function named {fn.__name__!r}")
+        return decorator(fn)
+
+    return apply
+
+
+def _chain_asset(names: ChainNames, asset: str, resources: tuple[str, ...], **kwargs):
+    """The chain's asset ``asset`` (declared in :data:`STAGES`): partitioned by run, in the chain's
+    group, stored as Parquet by the artifact IO manager, tagged with its ``stage``; ``resources``
+    are the chain resources it reads (their keys under ``names``)."""
+    return _named(
+        asset,
+        dg.asset(
+            key_prefix=names.key_prefix() or None,
+            partitions_def=names.partitions,
+            group_name=names.group,
+            io_manager_key=names.resource(IO),
+            kinds=TABLE_KINDS,
+            tags=_stage_tag(asset),
+            required_resource_keys={names.resource(r) for r in resources},
+            **kwargs,
+        ),
     )
 
 
@@ -110,19 +139,38 @@ def _chain_ins(names: ChainNames, *assets: str, columns: dict[str, dict] | None 
     }
 
 
-def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
-    """The run's effective settings, as every step of a chain reads them: the chain's
-    ``eval_settings`` resource with its ``system_under_test`` overrides applied, and — for a sweep
-    variant's run id (the partition key says which: a backfill cannot tag each partition) — the
-    variant's settings (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`). A run config
-    naming an op or resource the run does not have fails the step first (:mod:`.run_config`)."""
-    refuse_ignored_run_config(context)
+def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
+    """The run's context (:mod:`.run_context`: made once per process and Dagster run, shared by its
+    steps): its effective settings — the chain's ``eval_settings`` resource with its
+    ``system_under_test`` overrides applied, and, for a sweep variant's run id (the partition key
+    says which: a backfill cannot tag each partition), the variant's settings
+    (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`) — and the system built from them.
+    A run config naming an op or resource the run does not have fails the step first
+    (:mod:`.run_config`; checked when the context is made, and again by every step while it
+    cannot be made)."""
     resources = context.resources
-    settings = getattr(resources, names.resource("eval_settings")).load(
-        getattr(resources, names.resource("system_under_test"))
-    )
+    eval_settings = getattr(resources, names.resource("eval_settings"))
+    system = getattr(resources, names.resource("system_under_test"))
     run_id = context.partition_key if getattr(context, "has_partition_key", False) else None
-    return variant_settings(settings, run_id)
+
+    def make() -> RunContext:
+        refuse_ignored_run_config(context)
+        settings = variant_settings(eval_settings.load(system), run_id)
+        # the CLI built this run's system for its checks: its steps in this process use that one
+        return RunContext(settings, run_id, handed_system(run_id, settings))
+
+    key = context_key(
+        context.run.run_id,
+        run_id,
+        eval_settings.config_path(),
+        (type(eval_settings).__name__, eval_settings.model_dump_json(), system.model_dump_json()),
+    )
+    return cached_context(key, make)
+
+
+def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
+    """The run's effective settings, as every step of a chain reads them (:func:`chain_context`)."""
+    return chain_context(context, names).settings
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
@@ -226,16 +274,19 @@ def _golden_sha256(settings) -> str:
     return golden_content_sha256(paths, options)
 
 
-def observe_inputs(instance: dg.DagsterInstance, settings, names: ChainNames = DEFAULT_NAMES) -> None:
+def observe_inputs(
+    instance: dg.DagsterInstance, settings, names: ChainNames = DEFAULT_NAMES, system=None
+) -> None:
     """Record the current golden hash and index version before a run starts.
 
     Dagster reads an asset's input data versions when its step starts, so observing here
     (CLI, sensors) makes each run's provenance name exactly what it read; a later edit
     then shows the run as stale. The system is the one this process builds for its run (the CLI
-    runs the chain in this process, on that object); the sensors read live instead.
+    runs the chain in this process, on that object: ``system``, when it is built already); the
+    sensors read live instead.
     """
     instance.report_runless_asset_event(golden_file_observation(_golden_sha256(settings), names))
-    instance.report_runless_asset_event(system_observation(system_info(settings), names))
+    instance.report_runless_asset_event(system_observation(system_info(settings, system), names))
 
 
 def _run_role(context, settings: RunSettings) -> RunRole:
@@ -304,7 +355,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @_chain_asset(
         names,
-        "golden",
+        "golden_set",
         settings_keys,
         code_version=GOLDEN_PARSER_VERSION,
         deps=[names.key("golden_file")],
@@ -315,7 +366,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         context: dg.AssetExecutionContext,
     ) -> dg.Output[GoldenArtifact]:
         progress.stage("golden_set")
-        settings = chain_settings(context, names)
+        run = chain_context(context, names)
+        settings = run.settings
         _run_role(context, settings)  # a kebab-eval/role tag that is no role: refused before any query runs
         art = pipeline.load_golden_artifact(settings)
         # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
@@ -328,7 +380,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             context.log.warning(warning)
         summary = golden_summary(art.queries)
         meta = {
-            **_identity_metadata(system_info(settings), art),
+            **_identity_metadata(system_info(settings, run.system()), art),
             "golden_path": dg.MetadataValue.path(art.info["source"]),
             "golden_format": art.info["format"],
             **{k: v for k, v in summary.items() if not k.startswith("per_")},
@@ -338,17 +390,20 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}")
         )
 
-    def _sharded_chain_asset(stage: str, **kwargs):
+    def _sharded_chain_asset(asset: str, **kwargs):
         """A sharded asset of the chain (:mod:`kebab_eval_pipeline.shards`): a graph of a plan step, one
         step per shard and a collecting step, which publishes the asset as :func:`_chain_asset` does
         (its ``Out`` names the artifact IO manager)."""
-        return dg.graph_asset(
-            key_prefix=names.key_prefix() or None,
-            partitions_def=names.partitions,
-            group_name=names.group,
-            kinds=TABLE_KINDS,
-            tags={STAGE: stage},
-            **kwargs,
+        return _named(
+            asset,
+            dg.graph_asset(
+                key_prefix=names.key_prefix() or None,
+                partitions_def=names.partitions,
+                group_name=names.group,
+                kinds=TABLE_KINDS,
+                tags=_stage_tag(asset),
+                **kwargs,
+            ),
         )
 
     def _shard_outputs(shards) -> Iterator[dg.DynamicOutput]:
@@ -378,8 +433,16 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         """Check the run's inputs against the system (source root, stale golden set) and cut the golden
         queries into shards of ``shard_queries``."""
         progress.stage("retrieval_results")
-        settings = chain_settings(context, names)
-        shards = pipeline.plan_retrieval(settings, golden_set)
+        run = chain_context(context, names)
+        settings = run.settings
+        # the CLI checked this run's gates and golden set against the system before it started: once
+        checked = taken_checks(run.run_id, settings, golden_set.sha256)
+        shards = pipeline.plan_retrieval(
+            settings,
+            golden_set,
+            system=run.system(),
+            stale=None if checked is None else checked.stale_warnings,
+        )
         _clear_old_shards(context, storage_of(context))
         yield from _shard_outputs(shards)
 
@@ -418,8 +481,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     ) -> dg.Output[RetrievalArtifact]:
         """The shards' pieces merged in shard order into the run's retrieval_results, published with its
         metadata and warnings (once per run, whatever the number of shards)."""
-        settings = chain_settings(context, names)
-        release_inputs(trace=True)  # every shard has run: a replayed trace is no longer read
+        run = chain_context(context, names)
+        settings = run.settings
+        # every shard has run: the system (a replayed trace, an index) is no longer asked
+        run.release_system()
+        release_inputs(trace=True)
         art = pipeline.merge_retrieval(settings, golden_set, pieces)
         r = art.results
         for warning in art.info["stale_golden"]:
@@ -466,7 +532,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         return dg.Output(art, metadata=meta)
 
     @_sharded_chain_asset(
-        "retrieval",
+        "retrieval_results",
         code_version=pipeline.RUNNER_VERSION,
         ins={
             "golden_set": dg.AssetIn(key=names.key("golden_set")),
@@ -589,7 +655,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         return dg.Output(art, metadata=meta)
 
     @_sharded_chain_asset(
-        "judging",
+        "judge",
         code_version=JUDGE_VERSION,
         ins=_chain_ins(names, "golden_set", "retrieval_results"),
         description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
@@ -603,7 +669,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @_chain_asset(
         names,
-        "scoring",
+        "query_scores",
         storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
@@ -655,7 +721,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @_chain_asset(
         names,
-        "metrics",
+        "run_metrics",
         settings_keys,
         code_version=pipeline.METRICS_VERSION,
         # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
@@ -714,11 +780,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
         _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
+        forget_reads(context.run.run_id)  # the golden set's and the results' last reader in the run
         return dg.Output(art, metadata=meta)
 
     @_chain_asset(
         names,
-        "comparison",
+        "comparison_report",
         storage_keys,
         ins=_chain_ins(names, "run_metrics"),
         code_version=COMPARE_VERSION,
@@ -812,17 +879,14 @@ class ChainAssets:
     run_metrics: dg.AssetsDefinition
     comparison_report: dg.AssetsDefinition
 
+    def asset(self, name: str) -> dg.AssetsDefinition:
+        """The chain's asset declared as ``name`` in :data:`~kebab_eval_pipeline.artifacts.STAGES`."""
+        return getattr(self, name)
+
     @property
     def eval_assets(self) -> list[dg.AssetsDefinition]:
-        """The chain the job materializes, in order."""
-        return [
-            self.golden_set,
-            self.retrieval_results,
-            self.judge,
-            self.query_scores,
-            self.run_metrics,
-            self.comparison_report,
-        ]
+        """The chain the job materializes, in order (:data:`~kebab_eval_pipeline.artifacts.STAGES`)."""
+        return [self.asset(stage.asset) for stage in STAGES]
 
     @property
     def source_assets(self) -> list[dg.AssetsDefinition]:

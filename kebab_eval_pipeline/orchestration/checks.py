@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from kebab_eval_pipeline.artifacts import (
+    STAGES,
     ComparisonArtifact,
     JudgeArtifact,
     QueryScoresArtifact,
@@ -104,7 +105,10 @@ def _stored_results(
             )
 
 
-def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition | None:
+def _absolute_gates(
+    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
+) -> dg.AssetChecksDefinition | None:
+    """The absolute gates (``min``/``max`` bounds) as one multi-check on ``asset`` (run_metrics)."""
     bounds = [
         (metric, kind, gate)
         for metric, gate in settings.effective_gates().items()
@@ -124,7 +128,7 @@ def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecks
     specs = [
         dg.AssetCheckSpec(
             check_name(metric, kind),
-            asset=chain.run_metrics,
+            asset=asset,
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
@@ -139,7 +143,7 @@ def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecks
     @dg.multi_asset_check(
         specs=specs,
         name=chain.names.name("ship_gates"),
-        ins={"run_metrics": dg.AssetIn(key=chain.run_metrics.key)},
+        ins={"run_metrics": dg.AssetIn(key=asset.key)},
         can_subset=True,
     )
     def ship_gates(context, run_metrics: RunMetricsArtifact):
@@ -148,7 +152,9 @@ def _absolute_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecks
     return ship_gates
 
 
-def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition | None:
+def _comparison_gates(
+    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
+) -> dg.AssetChecksDefinition | None:
     """Regression gates (metric deltas, paired p-values) and verdict gates (per-query verdict
     counts, e.g. ``regression[tag=critical]``) as one multi-check on ``comparison_report``."""
     if not settings.regression_gates and not settings.verdict_gates:
@@ -175,7 +181,7 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
     specs = [
         dg.AssetCheckSpec(
             check_name(metric, kind),
-            asset=chain.comparison_report,
+            asset=asset,
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=describe(metric, kind, gate),
@@ -186,7 +192,7 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
     ] + [
         dg.AssetCheckSpec(
             check_name(key, "max"),
-            asset=chain.comparison_report,
+            asset=asset,
             blocking=gate.blocking,
             partitions_def=chain.names.partitions,
             description=f"at most {gate.max} query verdict(s) {key} against the baseline",
@@ -198,7 +204,7 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
     @dg.multi_asset_check(
         specs=specs,
         name=chain.names.name("regression_gates"),
-        ins={"comparison_report": dg.AssetIn(key=chain.comparison_report.key)},
+        ins={"comparison_report": dg.AssetIn(key=asset.key)},
         can_subset=True,  # a gate without a baseline yields nothing: skipped, not passed
     )
     def regression_gates(context, comparison_report: ComparisonArtifact):
@@ -207,12 +213,14 @@ def _comparison_gates(settings: RunSettings, chain: ChainAssets) -> dg.AssetChec
     return regression_gates
 
 
-def _judge_spot_check(chain: ChainAssets) -> dg.AssetChecksDefinition:
+def _judge_spot_check(
+    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
+) -> dg.AssetChecksDefinition:
     """The judge's spot-check warning on the chain's ``judge`` asset."""
 
     spec = dg.AssetCheckSpec(
         "judge_spot_check",
-        asset=chain.judge,
+        asset=asset,
         blocking=False,
         partitions_def=chain.names.partitions,
         description="The judge's reliability: the share of spot-checked queries whose second judgement moved "
@@ -224,8 +232,8 @@ def _judge_spot_check(chain: ChainAssets) -> dg.AssetChecksDefinition:
     @dg.multi_asset_check(
         specs=[spec],
         # the step's name as a single @asset_check named it (runs, concurrency keys, tests see it)
-        name=f"{chain.judge.key.to_python_identifier()}_judge_spot_check",
-        ins={"judge": dg.AssetIn(key=chain.judge.key)},
+        name=f"{asset.key.to_python_identifier()}_judge_spot_check",
+        ins={"judge": dg.AssetIn(key=asset.key)},
         can_subset=True,  # nothing to check yields no result: skipped, not passed
     )
     def judge_spot_check(context, judge: JudgeArtifact):
@@ -262,7 +270,9 @@ def _judge_spot_check(chain: ChainAssets) -> dg.AssetChecksDefinition:
 SYSTEM_HEALTH = CHECK_NAME
 
 
-def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetChecksDefinition:
+def _system_health_check(
+    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
+) -> dg.AssetChecksDefinition:
     """Fails (blocking by default) when the system under test errored on every query or on more
     than ``system_health.max_error_rate`` of them. On ``run_metrics``, so the failed run's results,
     scores and report are still stored; only comparison_report waits on it."""
@@ -277,7 +287,7 @@ def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetC
 
     spec = dg.AssetCheckSpec(
         SYSTEM_HEALTH,
-        asset=chain.run_metrics,
+        asset=asset,
         blocking=blocking,
         partitions_def=chain.names.partitions,
         description=f"The system under test answered: {rule}.",
@@ -285,8 +295,8 @@ def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetC
 
     @dg.multi_asset_check(
         specs=[spec],
-        name=f"{chain.run_metrics.key.to_python_identifier()}_{SYSTEM_HEALTH}",
-        ins={"run_metrics": dg.AssetIn(key=chain.run_metrics.key)},
+        name=f"{asset.key.to_python_identifier()}_{SYSTEM_HEALTH}",
+        ins={"run_metrics": dg.AssetIn(key=asset.key)},
         can_subset=True,  # a verdict not recorded yields no result: skipped, not passed
     )
     def system_health(context, run_metrics: RunMetricsArtifact):
@@ -316,7 +326,7 @@ def _system_health_check(settings: RunSettings, chain: ChainAssets) -> dg.AssetC
 
 
 def matching_coverage_check(
-    settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN
+    settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN, asset: dg.AssetsDefinition | None = None
 ) -> dg.AssetChecksDefinition:
     """``matching_coverage`` on ``query_scores``: fails when the hits cannot support what the golden
     set needs (``matching_warnings`` in the asset's info: no line ranges, no heading paths, no chunk
@@ -325,7 +335,7 @@ def matching_coverage_check(
     blocking = settings.matching_coverage == "fail"
 
     @dg.asset_check(
-        asset=chain.query_scores,
+        asset=asset if asset is not None else chain.query_scores,
         name="matching_coverage",
         blocking=blocking,
         partitions_def=chain.names.partitions,
@@ -357,15 +367,26 @@ def matching_coverage_check(
     return matching_coverage
 
 
+#: Every asset check of the chain by name, in the order the checks are defined: name → builder
+#: ``(settings, chain, asset)`` → the check's definition, or None when the settings configure
+#: nothing to check. Which asset a check is on is declared with the asset (``checks`` of
+#: :data:`~kebab_eval_pipeline.artifacts.STAGES`).
+CHECKS = {
+    "gates": _absolute_gates,
+    "regression_gates": _comparison_gates,
+    "system_health": _system_health_check,
+    "judge_spot_check": _judge_spot_check,
+    "matching_coverage": matching_coverage_check,
+}
+
+
 def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> list[dg.AssetChecksDefinition]:
-    """The gate checks the settings configure (plus the WFGY defaults), one step per target asset,
-    the system-health check, the judge's spot-check warning and the matching-coverage check."""
-    gates = [
-        c for c in (_absolute_gates(settings, chain), _comparison_gates(settings, chain)) if c is not None
-    ]
-    return [
-        *gates,
-        _system_health_check(settings, chain),
-        _judge_spot_check(chain),
-        matching_coverage_check(settings, chain),
-    ]
+    """The checks the chain's assets declare (:data:`~kebab_eval_pipeline.artifacts.STAGES`): the gate
+    checks the settings configure (plus the WFGY defaults), one step per target asset, the
+    system-health check, the judge's spot-check warning and the matching-coverage check."""
+    on = {name: stage.asset for stage in STAGES for name in stage.checks}
+    unknown = sorted(set(on) - set(CHECKS))
+    if unknown:  # a declaration naming a check nobody builds: a programming error, said at load
+        raise ValueError(f"STAGES names checks with no builder in CHECKS: {unknown}")
+    built = [CHECKS[name](settings, chain, chain.asset(on[name])) for name in CHECKS if name in on]
+    return [c for c in built if c is not None]

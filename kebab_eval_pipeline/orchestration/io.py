@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES
+from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES, STAGES
 from kebab_eval_pipeline.errors import RunInProgress
-from kebab_eval_pipeline.orchestration import run_lock
+from kebab_eval_pipeline.orchestration import run_context, run_lock
 from kebab_eval_pipeline.orchestration.failures import run_in_progress_failure
 from kebab_eval_pipeline.store.runs import RunStore
+
+#: The chain's artifacts read by several steps of a run (``read_once`` in its declaration): read once
+#: per run and process (:func:`.run_context.read_once`), let go once run_metrics, their last reader,
+#: has run.
+READ_ONCE = tuple(s.asset for s in STAGES if s.read_once)
 
 
 def _location(path: str) -> dg.MetadataValue:
@@ -54,5 +61,14 @@ class ArtifactIOManager(dg.ConfigurableIOManager):
         # An input declared with metadata {"columns": {table: [column, ...]}} reads only those
         # columns of those tables (a step that needs few columns of the 10M hit rows).
         columns = (context.definition_metadata or {}).get("columns")
-        tables, info = self._store().read(asset, context.asset_partition_key, columns=columns)
-        return ARTIFACT_TYPES[asset].from_tables(tables, info)
+        partition = context.asset_partition_key
+
+        def read():
+            tables, info = self._store().read(asset, partition, columns=columns)
+            return ARTIFACT_TYPES[asset].from_tables(tables, info)
+
+        if asset not in READ_ONCE:
+            return read()
+        # the golden set and the retrieval results have several readers in a run: read once each
+        key = (self.base, tuple(context.asset_key.path), json.dumps(columns, sort_keys=True))
+        return run_context.read_once(context.step_context.run_id, partition, key, read)

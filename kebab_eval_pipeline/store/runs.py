@@ -17,6 +17,7 @@ import pandas as pd
 
 from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.artifacts import (
+    STAGES,
     ComparisonArtifact,
     GoldenArtifact,
     QueryScoresArtifact,
@@ -27,8 +28,9 @@ from kebab_eval_pipeline.store import layout
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.store.repeat_rows import read_rows
 
-#: The assets a stored run is read from, in the order a missing one is reported.
-RUN_ASSETS = ("golden_set", "retrieval_results", "query_scores", "run_metrics")
+#: The assets a stored run is read from, in the order a missing one is reported (``stored_run`` in
+#: the chain's declaration, :data:`~kebab_eval_pipeline.artifacts.STAGES`).
+RUN_ASSETS = tuple(s.asset for s in STAGES if s.stored_run)
 
 
 class StoredRun:

@@ -49,10 +49,11 @@ def live_info(settings: ConfiguredSystem) -> SystemInfo:
     return system_info(settings)
 
 
-def system_info(settings: ConfiguredSystem) -> SystemInfo:
-    """``build_system(settings).info()`` with the run's secrets masked (a version report that
-    echoes a credential becomes an observation, a data version and metadata)."""
-    return _masked(settings, build_system(settings).info())
+def system_info(settings: ConfiguredSystem, system: SystemUnderTest | None = None) -> SystemInfo:
+    """``build_system(settings).info()`` — ``system.info()`` of a system already built from
+    ``settings`` — with the run's secrets masked (a version report that echoes a credential becomes
+    an observation, a data version and metadata)."""
+    return _masked(settings, (system if system is not None else build_system(settings)).info())
 
 
 def _masked(settings: ConfiguredSystem, info: SystemInfo) -> SystemInfo:
