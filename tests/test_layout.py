@@ -57,7 +57,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reporting",),  # run reports, summaries, UI tables, export, history
     ("sweep",),  # configuration sweeps: the sweep: block, its grid's variants, the leaderboard
     ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
-    ("pipeline", "probe", "memory", "evaluation"),  # the chain as plain functions; letting go of its inputs
+    ("pipeline", "probe", "memory"),  # the chain as plain functions; letting go of its inputs
     ("golden_health_run",),  # the golden-set health check of a run config (golden, system, store)
     ("orchestration",),
     ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it

@@ -11,30 +11,48 @@ A team's ``search_index`` asset (built by the team's own code) gets a blocking c
     defs = dg.Definitions(assets=[search_index, deploy_index], asset_checks=[index_quality])
 
 On each materialization of the asset the check builds the system from the materialization's
-metadata (or takes a fixed ``system:`` block), evaluates the golden set against it
-(:func:`kebab_eval_pipeline.evaluation.evaluate`: a stored run like any other, named
-``<check>-YYYYMMDD-HHMMSS-<run>``), and fails when a blocking gate (or the system-health check)
-fails. A blocking check with ERROR severity is what makes Dagster skip the assets downstream of
-``search_index`` in the same run — ``deploy_index`` never publishes a bad index.
+metadata (or takes a fixed ``system:`` block), evaluates the golden set against it — a partition
+of the evaluation chain run in the check's process exactly as ``kebab-eval run`` runs one
+(:func:`~kebab_eval_pipeline.orchestration.in_process.execute_partition`; the chain's assets
+without their own gate checks, so the comparison is made whatever the gates say: the check is the
+verdict), a stored run like any other, named ``<check>-YYYYMMDD-HHMMSS-<run>`` — and fails when a
+blocking gate (or the system-health check) fails. A blocking check with ERROR severity is what
+makes Dagster skip the assets downstream of ``search_index`` in the same run — ``deploy_index``
+never publishes a bad index.
 """
 
 # No `from __future__ import annotations`: Dagster reads the check's context annotation.
+import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from kebab_eval_pipeline.artifacts import (
+    ARTIFACT_TYPES,
+    ComparisonArtifact,
+    GoldenArtifact,
+    JudgeArtifact,
+    QueryScoresArtifact,
+    RetrievalArtifact,
+    RunMetricsArtifact,
+)
 from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.evaluation import Evaluation, evaluate
 from kebab_eval_pipeline.location import run_storage
 from kebab_eval_pipeline.orchestration import run_lock
+from kebab_eval_pipeline.orchestration.factory import chain_assets, chain_definitions
+from kebab_eval_pipeline.orchestration.failures import raised_error
+from kebab_eval_pipeline.orchestration.in_process import Builder, execute_partition
+from kebab_eval_pipeline.orchestration.names import ChainNames
 from kebab_eval_pipeline.pipeline import run_role
 from kebab_eval_pipeline.reporting.summary import gate_outcome
 from kebab_eval_pipeline.run_ids import asset_check_run_id
-from kebab_eval_pipeline.run_roles import TEAM_CHECK
+from kebab_eval_pipeline.run_roles import ROLE_TAG, SETTABLE_ROLES, TEAM_CHECK
 from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -43,6 +61,112 @@ from kebab_eval_pipeline.store.runs import RunStore
 SystemSource = Mapping[str, Any] | Callable[[Mapping[str, Any]], Mapping[str, Any]]
 CHECK_NAME = "evaluation"
 HEADLINE = ("mrr", "hit@1", "hit@5", "hit@10", "ndcg@10", "recall@10")
+
+
+#: The job of a check's chain: the chain's assets without their gate checks.
+CHECK_JOB = "check_run"
+#: The chain's assets a check's run stores, in chain order.
+CHAIN_ASSETS = (
+    "golden_set",
+    "retrieval_results",
+    "judge",
+    "query_scores",
+    "run_metrics",
+    "comparison_report",
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A stored run's artifacts, and the gates its metrics and comparison evaluated."""
+
+    run_id: str
+    golden: GoldenArtifact
+    retrieval: RetrievalArtifact
+    judged: JudgeArtifact
+    scores: QueryScoresArtifact
+    metrics: RunMetricsArtifact
+    comparison: ComparisonArtifact
+
+    @property
+    def gates(self) -> list[dict[str, Any]]:
+        """Every gate result: the absolute gates (run_metrics), then the regression and verdict
+        gates (comparison_report; none without a baseline)."""
+        return [*(self.metrics.info.get("gates") or []), *(self.comparison.info.get("gates") or [])]
+
+    @property
+    def system_health(self) -> dict[str, Any] | None:
+        return self.metrics.info.get("system_health")
+
+    @classmethod
+    def stored(cls, store: RunStore, run_id: str) -> "Evaluation":
+        """Run ``run_id`` as ``store`` holds it."""
+        artifacts = [ARTIFACT_TYPES[a].from_tables(*store.read(a, run_id)) for a in CHAIN_ASSETS]
+        return cls(run_id, *artifacts)
+
+
+def check_chain_definitions(
+    chain: str, config_file: str | None, settings: Mapping[str, Any], storage: str
+) -> dg.Definitions:
+    """The definitions of a check's chain ``chain`` (its config and settings, its runs under
+    ``storage``) with :data:`CHECK_JOB`: the chain's assets without their gate checks, on the
+    in-process executor holding the run's lock."""
+    defs = chain_definitions(chain, config_file, settings=dict(settings) or None, storage=storage)
+    names = ChainNames(chain)
+    job = dg.define_asset_job(
+        names.name(CHECK_JOB),
+        selection=dg.AssetSelection.assets(*chain_assets(names).eval_assets).without_checks(),
+        executor_def=run_lock.locking_executor(dg.in_process_executor, storage),
+    )
+    return dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
+
+
+def rebuilt_check_chain(chain: str) -> dg.Definitions:
+    """What a check's chain run's record names to rebuild it with: it cannot be (its system comes
+    from the team's materialization, in the check's step), so this says so."""
+    raise InputError(
+        f"the evaluation run of check chain {chain!r} runs inside the check's step and cannot be "
+        "launched again from its record: materialize the checked asset again"
+    )
+
+
+def _chain_name(key: dg.AssetKey, name: str) -> str:
+    """The check's chain prefix: the checked asset's key and the check's name, in the characters a
+    chain name allows."""
+    raw = "_".join([*key.path, name])
+    cleaned = re.sub(r"_+", "_", "".join(c if c.isascii() and c.isalnum() else "_" for c in raw))
+    cleaned = cleaned.strip("_") if cleaned[:1].isalpha() else f"check_{cleaned.strip('_')}"
+    if len(cleaned) > 48:  # a chain name's limit: shortened, kept distinct by a digest of the whole
+        cleaned = f"{cleaned[:39]}_{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
+    return cleaned
+
+
+def _evaluate(
+    context, chain: str, config_file, settings: Mapping[str, Any], base: str, run_id: str, role: str
+) -> Evaluation:
+    """Run partition ``run_id`` of the check's chain in this process (writing on behalf of the
+    check's Dagster run, which holds the partition's lock) and read the stored run back. InputError
+    when the chain found bad input (the step's own message), RuntimeError for another failure."""
+    names = ChainNames(chain)
+    context.instance.add_dynamic_partitions(names.partitions_name, [run_id])
+    result = execute_partition(
+        check_chain_definitions(chain, config_file, settings, base),
+        names.name(CHECK_JOB),
+        Builder(__name__, rebuilt_check_chain.__name__, {"chain": chain}),
+        instance=context.instance,
+        partition_key=run_id,
+        owner=context.run.run_id,
+        tags={ROLE_TAG: role} if role in SETTABLE_ROLES else {},
+    )
+    if not result.success:
+        for event in result.get_step_failure_events():
+            ours = raised_error(event.step_failure_data)
+            if isinstance(ours, InputError):
+                raise ours
+            error = event.step_failure_data.error
+            raise RuntimeError(f"run {run_id} failed in step {event.step_key}: {error.message.strip()}")
+        raise RuntimeError(f"run {run_id} failed (Dagster run {result.run_id})")
+    return Evaluation.stored(RunStore(base), run_id)
 
 
 def _plain(value: Any) -> Any:
@@ -166,6 +290,7 @@ def evaluation_check(
     # where `kebab-eval … --gate ASSET --config FILE` finds the runs too
     base = storage or run_storage(base_settings.storage, gate=key.path)
     gates = ", ".join(sorted(base_settings.effective_gates())) or "none"
+    chain = _chain_name(key, name)
 
     @dg.asset_check(
         asset=key,
@@ -181,16 +306,13 @@ def evaluation_check(
             block = fixed_system
             if callable(system):
                 block = dict(system(metadata))
-            run_settings = load_settings(
-                config_file, replace={**replace, **({"system": block} if block else {})}
-            )
+            chosen = {**replace, **({"system": block} if block else {})}
+            run_settings = load_settings(config_file, replace=chosen)
             run_id = asset_check_run_id(name, datetime.now(UTC), context.run.run_id)
             # a team-check run, unless the team's Dagster run says otherwise (a kebab-eval/role tag)
             role = run_role(run_settings, run_id, context.run.tags, default=TEAM_CHECK)
             with run_lock.holding(base, run_id, context.run.run_id, context.instance):
-                evaluation = evaluate(
-                    run_settings, run_id, RunStore(base), dagster_run_id=context.run.run_id, role=role
-                )
+                evaluation = _evaluate(context, chain, config_file, chosen, base, run_id, role.role)
         except InputError as exc:
             return dg.AssetCheckResult(
                 passed=False,
