@@ -17,7 +17,8 @@ of the evaluation chain run in the check's process exactly as ``kebab-eval run``
 without their own gate checks, so the comparison is made whatever the gates say: the check is the
 verdict), a stored run like any other, named ``<check>-YYYYMMDD-HHMMSS-<run>`` — and fails when a
 blocking gate (or the system-health check) fails. A blocking check with ERROR severity is what
-makes Dagster skip the assets downstream of ``search_index`` in the same run — ``deploy_index`` never publishes a bad index.
+makes Dagster skip the assets downstream of ``search_index`` in the same run — ``deploy_index``
+never publishes a bad index.
 """
 
 # No `from __future__ import annotations`: Dagster reads the check's context annotation.
