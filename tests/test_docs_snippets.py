@@ -42,7 +42,8 @@ def yaml_blocks() -> list[tuple[int, str]]:
 
 
 def kind(block: str) -> str:
-    """``launchpad`` (run config of a Dagster launch: ops, resources), ``response`` (a ``response:``
+    """``launchpad`` (run config of a Dagster launch: ops, resources), ``component`` (a ``defs.yaml``
+    of Dagster's Components: ``tests/orchestration/test_component.py`` runs it), ``response`` (a ``response:``
     mapping of a system block, shown on its own), ``alternatives`` (one key given several ways, one
     per line) or ``config`` (a run config file, or part of one)."""
     text = textwrap.dedent(block)
@@ -53,13 +54,15 @@ def kind(block: str) -> str:
     assert isinstance(doc, dict) and doc, f"README yaml block is not a mapping:\n{block}"
     if set(doc) <= LAUNCHPAD_KEYS:
         return "launchpad"
+    if set(doc) == {"type", "attributes"}:
+        return "component"
     if set(doc) == {"response"}:
         return "response"
     return "config"
 
 
 BLOCKS = yaml_blocks()
-CONFIGS = [(line, block) for line, block in BLOCKS if kind(block) != "launchpad"]
+CONFIGS = [(line, block) for line, block in BLOCKS if kind(block) not in ("launchpad", "component")]
 LAUNCHPADS = [yaml.safe_load(block) for _, block in BLOCKS if kind(block) == "launchpad"]
 
 
