@@ -20,7 +20,6 @@ import pandas as pd
 from kebab_eval_pipeline import pipeline, progress
 from kebab_eval_pipeline.artifacts import (
     STAGES,
-    ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
     QueryScoresArtifact,
@@ -41,6 +40,7 @@ from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.failures import input_failure, interrupted_failure
+from kebab_eval_pipeline.orchestration.io import read_artifact, write_artifact
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
@@ -127,16 +127,10 @@ def _chain_asset(names: ChainNames, asset: str, resources: tuple[str, ...], **kw
     )
 
 
-def _chain_ins(names: ChainNames, *assets: str, columns: dict[str, dict] | None = None) -> dict:
-    """The inputs of a chain asset: the chain's ``assets`` under ``names`` (an asset in ``columns``
-    read with those tables' columns only: ``{"hits": []}`` reads no hit rows)."""
-    columns = columns or {}
-    return {
-        asset: dg.AssetIn(
-            key=names.key(asset), metadata={"columns": columns[asset]} if asset in columns else None
-        )
-        for asset in assets
-    }
+def _chain_deps(names: ChainNames, *assets: str) -> list[dg.AssetKey]:
+    """The upstream assets of a chain asset: the chain's ``assets`` under ``names`` (read in the
+    step: :func:`read_chain_artifact`)."""
+    return [names.key(asset) for asset in assets]
 
 
 def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
@@ -171,6 +165,33 @@ def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
 def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them (:func:`chain_context`)."""
     return chain_context(context, names).settings
+
+
+def _op_context(context) -> dg.OpExecutionContext:
+    """The op context of an asset's, an op's or an asset check's step."""
+    return getattr(context, "op_execution_context", context)
+
+
+def read_chain_artifact(context, asset: str, names: ChainNames = DEFAULT_NAMES, columns: dict | None = None):
+    """The chain's artifact ``asset`` of the step's run partition, read from the run store the
+    chain's ``artifact_storage`` resource names (only ``columns`` of the tables it names). The chain's
+    assets and checks depend on their upstream assets (``deps``) and read them here, rather than as
+    IO-managed inputs: each such input cost the run two event-log writes."""
+    op = _op_context(context)
+    storage = getattr(op.resources, names.resource("artifact_storage"))
+    return read_artifact(storage.base, tuple(names.key(asset).path), op.partition_key, op.run.run_id, columns)
+
+
+def publish_chain_artifact(
+    context, asset: str, art, metadata: dict, names: ChainNames = DEFAULT_NAMES, data_version=None
+) -> dg.MaterializeResult:
+    """Write the chain's artifact ``asset`` of the step's run partition to the run store (after the
+    one-writer check: :func:`~.io.write_artifact`) and materialize it with ``metadata`` and where it
+    was stored — what the artifact IO manager did, without an output value (fewer events)."""
+    op = _op_context(context)
+    storage = getattr(op.resources, names.resource("artifact_storage"))
+    stored = write_artifact(storage.base, asset, op.partition_key, art, op.run, op.instance)
+    return dg.MaterializeResult(metadata={**metadata, **stored}, data_version=data_version)
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
@@ -356,7 +377,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @_chain_asset(
         names,
         "golden_set",
-        settings_keys,
+        storage_keys,
         code_version=GOLDEN_PARSER_VERSION,
         deps=[names.key("golden_file")],
         description="The golden query set, parsed and validated into the canonical model "
@@ -364,7 +385,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     )
     def golden_set(
         context: dg.AssetExecutionContext,
-    ) -> dg.Output[GoldenArtifact]:
+    ) -> dg.MaterializeResult:
         progress.stage("golden_set")
         run = chain_context(context, names)
         settings = run.settings
@@ -386,8 +407,13 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             **{k: v for k, v in summary.items() if not k.startswith("per_")},
             **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
         }
-        return dg.Output(
-            art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}")
+        return publish_chain_artifact(
+            context,
+            "golden_set",
+            art,
+            meta,
+            names,
+            data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}"),
         )
 
     def _sharded_chain_asset(asset: str, **kwargs):
@@ -420,21 +446,19 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @dg.op(
         name=names.name("plan_retrieval"),
-        ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
+        ins={"golden_set": dg.In(dg.Nothing), "system_observed": dg.In(dg.Nothing)},
         out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
         required_resource_keys={names.resource(r) for r in storage_keys},
         # the stale-golden check asks the system under test for its catalogue: that is a call, too
         pool=SYSTEM_POOL,
     )
-    def plan_retrieval(
-        context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
-    ):
+    def plan_retrieval(context: dg.OpExecutionContext):
         """Check the run's inputs against the system (source root, stale golden set) and cut the golden
         queries into shards of ``shard_queries``."""
         progress.stage("retrieval_results")
         run = chain_context(context, names)
         settings = run.settings
+        golden_set = read_chain_artifact(context, "golden_set", names)
         # the CLI checked this run's gates and golden set against the system before it started: once
         checked = taken_checks(run.run_id, settings, golden_set.sha256)
         shards = pipeline.plan_retrieval(
@@ -471,12 +495,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @dg.op(
         name=names.name("collect_retrieval"),
+        ins={"golden_set": dg.In(dg.Nothing)},
         out=dg.Out(io_manager_key=names.resource(IO)),
-        required_resource_keys={names.resource(r) for r in settings_keys},
+        required_resource_keys={names.resource(r) for r in storage_keys},
     )
     def collect_retrieval(
         context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
         pieces: list,
     ) -> dg.Output[RetrievalArtifact]:
         """The shards' pieces merged in shard order into the run's retrieval_results, published with its
@@ -486,6 +510,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # every shard has run: the system (a replayed trace, an index) is no longer asked
         run.release_system()
         release_inputs(trace=True)
+        golden_set = read_chain_artifact(context, "golden_set", names)
         art = pipeline.merge_retrieval(settings, golden_set, pieces)
         r = art.results
         for warning in art.info["stale_golden"]:
@@ -535,7 +560,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         "retrieval_results",
         code_version=pipeline.RUNNER_VERSION,
         ins={
-            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "golden_set": dg.AssetIn(key=names.key("golden_set"), dagster_type=dg.Nothing),
             "system_under_test": dg.AssetIn(key=names.key("system_under_test"), dagster_type=dg.Nothing),
         },
         description="Per-query results of the system under test: ranked hits, answers with citations, "
@@ -555,17 +580,17 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
         # a run without a judge never loads them again after collect_retrieval wrote them.
         # The judge judges repeat 1's answers: the other repeats' hits are never read here.
-        ins={"retrieval_results": dg.In(metadata={"columns": {"hits": [], "repeat_hits": []}})},
+        ins={"golden_set": dg.In(dg.Nothing), "retrieval_results": dg.In(dg.Nothing)},
     )
-    def plan_judging(
-        context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-    ):
+    def plan_judging(context: dg.OpExecutionContext):
         """The answered queries' judge inputs and the run's spot-check sample, in shards of
         ``shard_queries`` (no shard when the judge is off)."""
         progress.stage("judge")
         settings = chain_settings(context, names)
+        golden_set = read_chain_artifact(context, "golden_set", names)
+        retrieval_results = read_chain_artifact(
+            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
+        )
         if settings.judge is not None:
             retrieval_results = pipeline.with_stored_hits(
                 retrieval_results,
@@ -657,7 +682,10 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @_sharded_chain_asset(
         "judge",
         code_version=JUDGE_VERSION,
-        ins=_chain_ins(names, "golden_set", "retrieval_results"),
+        ins={
+            asset: dg.AssetIn(key=names.key(asset), dagster_type=dg.Nothing)
+            for asset in ("golden_set", "retrieval_results")
+        },
         description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
         "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
         "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
@@ -675,25 +703,19 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
         # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
         # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
-        ins=_chain_ins(
-            names,
-            "golden_set",
-            "retrieval_results",
-            "judge",
-            columns={"retrieval_results": {"hits": [], "repeat_hits": []}},
-        ),
+        deps=_chain_deps(names, "golden_set", "retrieval_results", "judge"),
         description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
         "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
         "metric does not apply.",
     )
-    def query_scores(
-        context: dg.AssetExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-        judge: JudgeArtifact,
-    ) -> dg.Output[QueryScoresArtifact]:
+    def query_scores(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("query_scores")
         settings = chain_settings(context, names)
+        golden_set: GoldenArtifact = read_chain_artifact(context, "golden_set", names)
+        retrieval_results: RetrievalArtifact = read_chain_artifact(
+            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
+        )
+        judge: JudgeArtifact = read_chain_artifact(context, "judge", names)
         release_free_memory()  # what the collecting step freed, before the run's largest step
         retrieval_results = pipeline.with_scoring_hits(
             retrieval_results, storage_of(context).store(), context.partition_key, settings
@@ -717,35 +739,28 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             context.log.warning(f"matching ({warning['field']}): {warning['message']}")
         if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
             meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
-        return dg.Output(art, metadata=meta)
+        return publish_chain_artifact(context, "query_scores", art, meta, names)
 
     @_chain_asset(
         names,
         "run_metrics",
-        settings_keys,
+        storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
         # citation or chunk rows: those tables are read without columns (their row counts only).
-        ins=_chain_ins(
-            names,
-            "golden_set",
-            "retrieval_results",
-            "query_scores",
-            "judge",
-            columns={"retrieval_results": {table: [] for table in SUMMARY_SKIPS}},
-        ),
+        deps=_chain_deps(names, "golden_set", "retrieval_results", "query_scores", "judge"),
         description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
         "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
     )
-    def run_metrics(
-        context: dg.AssetExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-        query_scores: QueryScoresArtifact,
-        judge: JudgeArtifact,
-    ) -> dg.Output[RunMetricsArtifact]:
+    def run_metrics(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("run_metrics")
         settings = chain_settings(context, names)
+        golden_set: GoldenArtifact = read_chain_artifact(context, "golden_set", names)
+        retrieval_results: RetrievalArtifact = read_chain_artifact(
+            context, "retrieval_results", names, columns={table: [] for table in SUMMARY_SKIPS}
+        )
+        query_scores: QueryScoresArtifact = read_chain_artifact(context, "query_scores", names)
+        judge: JudgeArtifact = read_chain_artifact(context, "judge", names)
         role = _run_role(context, settings)
         art = pipeline.summarize(
             context.partition_key, settings, golden_set, retrieval_results, query_scores, judge, role=role
@@ -781,23 +796,21 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
         _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
         forget_reads(context.run.run_id)  # the golden set's and the results' last reader in the run
-        return dg.Output(art, metadata=meta)
+        return publish_chain_artifact(context, "run_metrics", art, meta, names)
 
     @_chain_asset(
         names,
         "comparison_report",
         storage_keys,
-        ins=_chain_ins(names, "run_metrics"),
+        deps=_chain_deps(names, "run_metrics"),
         code_version=COMPARE_VERSION,
         description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
         "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
     )
-    def comparison_report(
-        context: dg.AssetExecutionContext,
-        run_metrics: RunMetricsArtifact,
-    ) -> dg.Output[ComparisonArtifact]:
+    def comparison_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("comparison_report")
         settings = chain_settings(context, names)
+        run_metrics: RunMetricsArtifact = read_chain_artifact(context, "run_metrics", names)
         try:
             art = pipeline.compare(context.partition_key, settings, storage_of(context).store(), run_metrics)
         except InputError as exc:  # --strict-chunker-version: refuse, saying why
@@ -850,7 +863,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
         _not_run_metadata(context, meta, art.info)
-        return dg.Output(art, metadata=meta)
+        return publish_chain_artifact(context, "comparison_report", art, meta, names)
 
     return ChainAssets(
         names=names,
