@@ -53,7 +53,6 @@ from kebab_eval_pipeline.orchestration.run_context import (
     taken_checks,
 )
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
-from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
     SUSPECT_SHOWN,
     column_description,
@@ -110,8 +109,10 @@ def _named(asset: str, decorator):
 
 def _chain_asset(names: ChainNames, asset: str, resources: tuple[str, ...], **kwargs):
     """The chain's asset ``asset`` (declared in :data:`STAGES`): partitioned by run, in the chain's
-    group, stored as Parquet by the artifact IO manager, tagged with its ``stage``; ``resources``
-    are the chain resources it reads (their keys under ``names``)."""
+    group, tagged with its ``stage``; ``resources`` are the chain resources it reads (their keys
+    under ``names``). The asset writes its artifact to the run store itself
+    (:func:`publish_chain_artifact`); the artifact IO manager is its IO manager still, for a
+    definition outside the chain that takes the asset as an input."""
     return _named(
         asset,
         dg.asset(
@@ -247,20 +248,17 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
-def _not_run_metadata(context, meta: dict, info: dict, system: SystemInfo | None = None) -> None:
-    """What the asset could not measure or check, in its metadata and the run's log: the metrics
-    the run could not carry the inputs of (``not_measured``), the system's capabilities, and the
-    gate checks that could not run (``skipped_checks``: check name → reason; Dagster shows such a
-    check as skipped, the reason is here)."""
-    for line in not_measured_lines(info):
-        context.log.info(line)
+def _not_run_metadata(meta: dict, info: dict, system: SystemInfo | None = None) -> None:
+    """What the asset could not measure or check, in its metadata: the metrics the run could not
+    carry the inputs of (``not_measured``), the system's capabilities, and the gate checks that could
+    not run (``skipped_checks``: check name → reason; Dagster shows such a check as skipped, the
+    reason is here, and the check's step logs it). Not repeated in the run's log: each line is an
+    event-log write, and the CLI prints the run's not-measured line from the stored info."""
     if system is not None and system.capabilities is not None:
         meta["capabilities"] = dg.MetadataValue.json(system.capabilities)
     if "not_measured" in info:
         meta["not_measured"] = dg.MetadataValue.json(info["not_measured"])
     skipped = {g["name"]: g["reason"] for g in info.get("gates") or [] if g.get("skipped")}
-    for name, reason in skipped.items():
-        context.log.info(f"check {name} skipped: {reason}")
     if skipped:
         meta["skipped_checks"] = dg.MetadataValue.json(skipped)
 
@@ -274,6 +272,16 @@ def golden_file_observation(sha256: str, names: ChainNames = DEFAULT_NAMES) -> d
     return dg.AssetObservation(
         asset_key=names.key("golden_file"), tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256}
     )
+
+
+def _observed(context, key: dg.AssetKey, version: str) -> bool:
+    """Whether the latest observation of input ``key`` already records data version ``version``
+    (the CLI observed it just before the run: :func:`observe_inputs`). A step then need not record
+    it again — an observation is an event-log write — and the run's provenance is the same."""
+    records = context.instance.fetch_observations(key, limit=1).records
+    if not records or records[0].asset_observation is None:
+        return False
+    return records[0].asset_observation.tags.get(DATA_VERSION_TAG) == version
 
 
 def system_data_version(info) -> str:
@@ -396,7 +404,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         release_inputs(golden=True)
         # Record the hash of what was actually read: if it differs from the version observed before
         # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
-        context.log_event(golden_file_observation(art.sha256, names))
+        if not _observed(context, names.key("golden_file"), art.sha256):
+            context.log_event(golden_file_observation(art.sha256, names))
         for warning in art.info["warnings"]:
             context.log.warning(warning)
         summary = golden_summary(art.queries)
@@ -515,7 +524,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         r = art.results
         for warning in art.info["stale_golden"]:
             context.log.warning(f"stale golden reference: {warning}")
-        context.log_event(system_observation(r.system, names))
+        # what the run's system reported, when it is not what was observed before the run
+        if not _observed(context, names.key("system_under_test"), system_data_version(r.system)):
+            context.log_event(system_observation(r.system, names))
         errors = int(r.outcomes["error"].notna().sum())
         classes = art.info["error_classes"]
         if errors:
@@ -701,7 +712,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
-        # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
+        # settings make scoring consult (pipeline.with_scoring_hits): the read below reads none of them.
         # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
         deps=_chain_deps(names, "golden_set", "retrieval_results", "judge"),
         description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
@@ -794,7 +805,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
-        _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
+        _not_run_metadata(meta, art.info, retrieval_results.results.system)
         forget_reads(context.run.run_id)  # the golden set's and the results' last reader in the run
         return publish_chain_artifact(context, "run_metrics", art, meta, names)
 
@@ -862,7 +873,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
-        _not_run_metadata(context, meta, art.info)
+        _not_run_metadata(meta, art.info)
         return publish_chain_artifact(context, "comparison_report", art, meta, names)
 
     return ChainAssets(
