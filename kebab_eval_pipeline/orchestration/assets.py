@@ -20,7 +20,6 @@ import pandas as pd
 from kebab_eval_pipeline import pipeline, progress
 from kebab_eval_pipeline.artifacts import (
     STAGES,
-    ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
     QueryScoresArtifact,
@@ -41,6 +40,7 @@ from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.failures import input_failure, interrupted_failure
+from kebab_eval_pipeline.orchestration.io import read_artifact, write_artifact
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import ArtifactStorage
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
@@ -53,7 +53,6 @@ from kebab_eval_pipeline.orchestration.run_context import (
     taken_checks,
 )
 from kebab_eval_pipeline.orchestration.shard_io import remove_finished_runs
-from kebab_eval_pipeline.reporting.not_measured import not_measured_lines
 from kebab_eval_pipeline.reporting.per_query import (
     SUSPECT_SHOWN,
     column_description,
@@ -110,8 +109,10 @@ def _named(asset: str, decorator):
 
 def _chain_asset(names: ChainNames, asset: str, resources: tuple[str, ...], **kwargs):
     """The chain's asset ``asset`` (declared in :data:`STAGES`): partitioned by run, in the chain's
-    group, stored as Parquet by the artifact IO manager, tagged with its ``stage``; ``resources``
-    are the chain resources it reads (their keys under ``names``)."""
+    group, tagged with its ``stage``; ``resources`` are the chain resources it reads (their keys
+    under ``names``). The asset writes its artifact to the run store itself
+    (:func:`publish_chain_artifact`); the artifact IO manager is its IO manager still, for a
+    definition outside the chain that takes the asset as an input."""
     return _named(
         asset,
         dg.asset(
@@ -127,16 +128,10 @@ def _chain_asset(names: ChainNames, asset: str, resources: tuple[str, ...], **kw
     )
 
 
-def _chain_ins(names: ChainNames, *assets: str, columns: dict[str, dict] | None = None) -> dict:
-    """The inputs of a chain asset: the chain's ``assets`` under ``names`` (an asset in ``columns``
-    read with those tables' columns only: ``{"hits": []}`` reads no hit rows)."""
-    columns = columns or {}
-    return {
-        asset: dg.AssetIn(
-            key=names.key(asset), metadata={"columns": columns[asset]} if asset in columns else None
-        )
-        for asset in assets
-    }
+def _chain_deps(names: ChainNames, *assets: str) -> list[dg.AssetKey]:
+    """The upstream assets of a chain asset: the chain's ``assets`` under ``names`` (read in the
+    step: :func:`read_chain_artifact`)."""
+    return [names.key(asset) for asset in assets]
 
 
 def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
@@ -171,6 +166,33 @@ def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
 def chain_settings(context, names: ChainNames = DEFAULT_NAMES) -> RunSettings:
     """The run's effective settings, as every step of a chain reads them (:func:`chain_context`)."""
     return chain_context(context, names).settings
+
+
+def _op_context(context) -> dg.OpExecutionContext:
+    """The op context of an asset's, an op's or an asset check's step."""
+    return getattr(context, "op_execution_context", context)
+
+
+def read_chain_artifact(context, asset: str, names: ChainNames = DEFAULT_NAMES, columns: dict | None = None):
+    """The chain's artifact ``asset`` of the step's run partition, read from the run store the
+    chain's ``artifact_storage`` resource names (only ``columns`` of the tables it names). The chain's
+    assets and checks depend on their upstream assets (``deps``) and read them here, rather than as
+    IO-managed inputs: each such input cost the run two event-log writes."""
+    op = _op_context(context)
+    storage = getattr(op.resources, names.resource("artifact_storage"))
+    return read_artifact(storage.base, tuple(names.key(asset).path), op.partition_key, op.run.run_id, columns)
+
+
+def publish_chain_artifact(
+    context, asset: str, art, metadata: dict, names: ChainNames = DEFAULT_NAMES, data_version=None
+) -> dg.MaterializeResult:
+    """Write the chain's artifact ``asset`` of the step's run partition to the run store (after the
+    one-writer check: :func:`~.io.write_artifact`) and materialize it with ``metadata`` and where it
+    was stored — what the artifact IO manager did, without an output value (fewer events)."""
+    op = _op_context(context)
+    storage = getattr(op.resources, names.resource("artifact_storage"))
+    stored = write_artifact(storage.base, asset, op.partition_key, art, op.run, op.instance)
+    return dg.MaterializeResult(metadata={**metadata, **stored}, data_version=data_version)
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
@@ -226,20 +248,17 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
-def _not_run_metadata(context, meta: dict, info: dict, system: SystemInfo | None = None) -> None:
-    """What the asset could not measure or check, in its metadata and the run's log: the metrics
-    the run could not carry the inputs of (``not_measured``), the system's capabilities, and the
-    gate checks that could not run (``skipped_checks``: check name → reason; Dagster shows such a
-    check as skipped, the reason is here)."""
-    for line in not_measured_lines(info):
-        context.log.info(line)
+def _not_run_metadata(meta: dict, info: dict, system: SystemInfo | None = None) -> None:
+    """What the asset could not measure or check, in its metadata: the metrics the run could not
+    carry the inputs of (``not_measured``), the system's capabilities, and the gate checks that could
+    not run (``skipped_checks``: check name → reason; Dagster shows such a check as skipped, the
+    reason is here, and the check's step logs it). Not repeated in the run's log: each line is an
+    event-log write, and the CLI prints the run's not-measured line from the stored info."""
     if system is not None and system.capabilities is not None:
         meta["capabilities"] = dg.MetadataValue.json(system.capabilities)
     if "not_measured" in info:
         meta["not_measured"] = dg.MetadataValue.json(info["not_measured"])
     skipped = {g["name"]: g["reason"] for g in info.get("gates") or [] if g.get("skipped")}
-    for name, reason in skipped.items():
-        context.log.info(f"check {name} skipped: {reason}")
     if skipped:
         meta["skipped_checks"] = dg.MetadataValue.json(skipped)
 
@@ -253,6 +272,16 @@ def golden_file_observation(sha256: str, names: ChainNames = DEFAULT_NAMES) -> d
     return dg.AssetObservation(
         asset_key=names.key("golden_file"), tags={DATA_VERSION_TAG: sha256}, metadata={"sha256": sha256}
     )
+
+
+def _observed(context, key: dg.AssetKey, version: str) -> bool:
+    """Whether the latest observation of input ``key`` already records data version ``version``
+    (the CLI observed it just before the run: :func:`observe_inputs`). A step then need not record
+    it again — an observation is an event-log write — and the run's provenance is the same."""
+    records = context.instance.fetch_observations(key, limit=1).records
+    if not records or records[0].asset_observation is None:
+        return False
+    return records[0].asset_observation.tags.get(DATA_VERSION_TAG) == version
 
 
 def system_data_version(info) -> str:
@@ -356,7 +385,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @_chain_asset(
         names,
         "golden_set",
-        settings_keys,
+        storage_keys,
         code_version=GOLDEN_PARSER_VERSION,
         deps=[names.key("golden_file")],
         description="The golden query set, parsed and validated into the canonical model "
@@ -364,7 +393,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     )
     def golden_set(
         context: dg.AssetExecutionContext,
-    ) -> dg.Output[GoldenArtifact]:
+    ) -> dg.MaterializeResult:
         progress.stage("golden_set")
         run = chain_context(context, names)
         settings = run.settings
@@ -375,7 +404,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         release_inputs(golden=True)
         # Record the hash of what was actually read: if it differs from the version observed before
         # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
-        context.log_event(golden_file_observation(art.sha256, names))
+        if not _observed(context, names.key("golden_file"), art.sha256):
+            context.log_event(golden_file_observation(art.sha256, names))
         for warning in art.info["warnings"]:
             context.log.warning(warning)
         summary = golden_summary(art.queries)
@@ -386,8 +416,13 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             **{k: v for k, v in summary.items() if not k.startswith("per_")},
             **{k: dg.MetadataValue.json(v) for k, v in summary.items() if k.startswith("per_")},
         }
-        return dg.Output(
-            art, metadata=meta, data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}")
+        return publish_chain_artifact(
+            context,
+            "golden_set",
+            art,
+            meta,
+            names,
+            data_version=dg.DataVersion(f"{GOLDEN_PARSER_VERSION}:{art.sha256}"),
         )
 
     def _sharded_chain_asset(asset: str, **kwargs):
@@ -420,21 +455,19 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @dg.op(
         name=names.name("plan_retrieval"),
-        ins={"golden_set": dg.In(), "system_observed": dg.In(dg.Nothing)},
+        ins={"golden_set": dg.In(dg.Nothing), "system_observed": dg.In(dg.Nothing)},
         out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
         required_resource_keys={names.resource(r) for r in storage_keys},
         # the stale-golden check asks the system under test for its catalogue: that is a call, too
         pool=SYSTEM_POOL,
     )
-    def plan_retrieval(
-        context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
-    ):
+    def plan_retrieval(context: dg.OpExecutionContext):
         """Check the run's inputs against the system (source root, stale golden set) and cut the golden
         queries into shards of ``shard_queries``."""
         progress.stage("retrieval_results")
         run = chain_context(context, names)
         settings = run.settings
+        golden_set = read_chain_artifact(context, "golden_set", names)
         # the CLI checked this run's gates and golden set against the system before it started: once
         checked = taken_checks(run.run_id, settings, golden_set.sha256)
         shards = pipeline.plan_retrieval(
@@ -471,12 +504,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
 
     @dg.op(
         name=names.name("collect_retrieval"),
+        ins={"golden_set": dg.In(dg.Nothing)},
         out=dg.Out(io_manager_key=names.resource(IO)),
-        required_resource_keys={names.resource(r) for r in settings_keys},
+        required_resource_keys={names.resource(r) for r in storage_keys},
     )
     def collect_retrieval(
         context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
         pieces: list,
     ) -> dg.Output[RetrievalArtifact]:
         """The shards' pieces merged in shard order into the run's retrieval_results, published with its
@@ -486,11 +519,14 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # every shard has run: the system (a replayed trace, an index) is no longer asked
         run.release_system()
         release_inputs(trace=True)
+        golden_set = read_chain_artifact(context, "golden_set", names)
         art = pipeline.merge_retrieval(settings, golden_set, pieces)
         r = art.results
         for warning in art.info["stale_golden"]:
             context.log.warning(f"stale golden reference: {warning}")
-        context.log_event(system_observation(r.system, names))
+        # what the run's system reported, when it is not what was observed before the run
+        if not _observed(context, names.key("system_under_test"), system_data_version(r.system)):
+            context.log_event(system_observation(r.system, names))
         errors = int(r.outcomes["error"].notna().sum())
         classes = art.info["error_classes"]
         if errors:
@@ -535,7 +571,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         "retrieval_results",
         code_version=pipeline.RUNNER_VERSION,
         ins={
-            "golden_set": dg.AssetIn(key=names.key("golden_set")),
+            "golden_set": dg.AssetIn(key=names.key("golden_set"), dagster_type=dg.Nothing),
             "system_under_test": dg.AssetIn(key=names.key("system_under_test"), dagster_type=dg.Nothing),
         },
         description="Per-query results of the system under test: ranked hits, answers with citations, "
@@ -555,17 +591,17 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
         # a run without a judge never loads them again after collect_retrieval wrote them.
         # The judge judges repeat 1's answers: the other repeats' hits are never read here.
-        ins={"retrieval_results": dg.In(metadata={"columns": {"hits": [], "repeat_hits": []}})},
+        ins={"golden_set": dg.In(dg.Nothing), "retrieval_results": dg.In(dg.Nothing)},
     )
-    def plan_judging(
-        context: dg.OpExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-    ):
+    def plan_judging(context: dg.OpExecutionContext):
         """The answered queries' judge inputs and the run's spot-check sample, in shards of
         ``shard_queries`` (no shard when the judge is off)."""
         progress.stage("judge")
         settings = chain_settings(context, names)
+        golden_set = read_chain_artifact(context, "golden_set", names)
+        retrieval_results = read_chain_artifact(
+            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
+        )
         if settings.judge is not None:
             retrieval_results = pipeline.with_stored_hits(
                 retrieval_results,
@@ -657,7 +693,10 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @_sharded_chain_asset(
         "judge",
         code_version=JUDGE_VERSION,
-        ins=_chain_ins(names, "golden_set", "retrieval_results"),
+        ins={
+            asset: dg.AssetIn(key=names.key(asset), dagster_type=dg.Nothing)
+            for asset in ("golden_set", "retrieval_results")
+        },
         description="The LLM judge (off unless the run config has a judge: block): judge_groundedness and "
         "judge_correctness (0–5) of every answered query, with the judge's claims and reasoning, the full "
         "judge input, the pinned model digest and prompt version, and a fixed-seed spot check. Runs in "
@@ -673,27 +712,21 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
-        # settings make scoring consult (pipeline.with_scoring_hits): the IO manager reads none of them.
+        # settings make scoring consult (pipeline.with_scoring_hits): the read below reads none of them.
         # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
-        ins=_chain_ins(
-            names,
-            "golden_set",
-            "retrieval_results",
-            "judge",
-            columns={"retrieval_results": {"hits": [], "repeat_hits": []}},
-        ),
+        deps=_chain_deps(names, "golden_set", "retrieval_results", "judge"),
         description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
         "precision@k, nDCG@k, MAP, R-precision, bpref, judged@k, refusal and answer checks. Null where a "
         "metric does not apply.",
     )
-    def query_scores(
-        context: dg.AssetExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-        judge: JudgeArtifact,
-    ) -> dg.Output[QueryScoresArtifact]:
+    def query_scores(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("query_scores")
         settings = chain_settings(context, names)
+        golden_set: GoldenArtifact = read_chain_artifact(context, "golden_set", names)
+        retrieval_results: RetrievalArtifact = read_chain_artifact(
+            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
+        )
+        judge: JudgeArtifact = read_chain_artifact(context, "judge", names)
         release_free_memory()  # what the collecting step freed, before the run's largest step
         retrieval_results = pipeline.with_scoring_hits(
             retrieval_results, storage_of(context).store(), context.partition_key, settings
@@ -717,35 +750,28 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             context.log.warning(f"matching ({warning['field']}): {warning['message']}")
         if art.info.get("hit_verdicts") is not None:  # source_root configured: hits checked on disk
             meta["hit_verdicts"] = dg.MetadataValue.json(art.info["hit_verdicts"])
-        return dg.Output(art, metadata=meta)
+        return publish_chain_artifact(context, "query_scores", art, meta, names)
 
     @_chain_asset(
         names,
         "run_metrics",
-        settings_keys,
+        storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # Run metrics need the outcomes and the system's identity of retrieval_results, not its hit,
         # citation or chunk rows: those tables are read without columns (their row counts only).
-        ins=_chain_ins(
-            names,
-            "golden_set",
-            "retrieval_results",
-            "query_scores",
-            "judge",
-            columns={"retrieval_results": {table: [] for table in SUMMARY_SKIPS}},
-        ),
+        deps=_chain_deps(names, "golden_set", "retrieval_results", "query_scores", "judge"),
         description="Aggregate metrics of the run (null for empty denominators), breakdowns by category, "
         "difficulty, language, tag and answerability, and the run report. Gates are checks on this asset.",
     )
-    def run_metrics(
-        context: dg.AssetExecutionContext,
-        golden_set: GoldenArtifact,
-        retrieval_results: RetrievalArtifact,
-        query_scores: QueryScoresArtifact,
-        judge: JudgeArtifact,
-    ) -> dg.Output[RunMetricsArtifact]:
+    def run_metrics(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("run_metrics")
         settings = chain_settings(context, names)
+        golden_set: GoldenArtifact = read_chain_artifact(context, "golden_set", names)
+        retrieval_results: RetrievalArtifact = read_chain_artifact(
+            context, "retrieval_results", names, columns={table: [] for table in SUMMARY_SKIPS}
+        )
+        query_scores: QueryScoresArtifact = read_chain_artifact(context, "query_scores", names)
+        judge: JudgeArtifact = read_chain_artifact(context, "judge", names)
         role = _run_role(context, settings)
         art = pipeline.summarize(
             context.partition_key, settings, golden_set, retrieval_results, query_scores, judge, role=role
@@ -779,25 +805,23 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
-        _not_run_metadata(context, meta, art.info, retrieval_results.results.system)
+        _not_run_metadata(meta, art.info, retrieval_results.results.system)
         forget_reads(context.run.run_id)  # the golden set's and the results' last reader in the run
-        return dg.Output(art, metadata=meta)
+        return publish_chain_artifact(context, "run_metrics", art, meta, names)
 
     @_chain_asset(
         names,
         "comparison_report",
         storage_keys,
-        ins=_chain_ins(names, "run_metrics"),
+        deps=_chain_deps(names, "run_metrics"),
         code_version=COMPARE_VERSION,
         description="This run against its baseline: per-metric deltas, per-query win/loss/regression/draw, "
         "both runs' versions side by side, golden-set drift. No baseline is a note, not a failure.",
     )
-    def comparison_report(
-        context: dg.AssetExecutionContext,
-        run_metrics: RunMetricsArtifact,
-    ) -> dg.Output[ComparisonArtifact]:
+    def comparison_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         progress.stage("comparison_report")
         settings = chain_settings(context, names)
+        run_metrics: RunMetricsArtifact = read_chain_artifact(context, "run_metrics", names)
         try:
             art = pipeline.compare(context.partition_key, settings, storage_of(context).store(), run_metrics)
         except InputError as exc:  # --strict-chunker-version: refuse, saying why
@@ -849,8 +873,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
-        _not_run_metadata(context, meta, art.info)
-        return dg.Output(art, metadata=meta)
+        _not_run_metadata(meta, art.info)
+        return publish_chain_artifact(context, "comparison_report", art, meta, names)
 
     return ChainAssets(
         names=names,

@@ -16,27 +16,33 @@ optional outputs), and Dagster shows a check planned but not evaluated in a run 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import (
-    STAGES,
-    ComparisonArtifact,
-    JudgeArtifact,
-    QueryScoresArtifact,
-    RunMetricsArtifact,
-)
+from kebab_eval_pipeline.artifacts import STAGES
 from kebab_eval_pipeline.gates.evaluate import GateResult, check_name, regression_kinds
 from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.metrics.health import CHECK_NAME
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets
+from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, read_chain_artifact
 from kebab_eval_pipeline.reporting.summary import gate_outcome
 from kebab_eval_pipeline.settings import RunSettings
 
 
-def _result(r: GateResult) -> dg.AssetCheckResult:
+@dataclass(frozen=True)
+class CheckPart:
+    """Checks of the chain on one asset (``asset``): their ``specs``, and ``evaluate(context,
+    artifact)``, which yields the results of those of ``selected`` (check name → gate key) that
+    could run — from the asset's stored artifact, read once for the whole step."""
+
+    asset: dg.AssetsDefinition
+    specs: list[dg.AssetCheckSpec]
+    evaluate: Callable[..., Iterator[dg.AssetCheckResult]]
+
+
+def _result(r: GateResult, asset_key: dg.AssetKey) -> dg.AssetCheckResult:
     """A gate's check result. A non-blocking gate that misses is ``passed=False`` with WARN
     severity: Dagster's own warning (a yellow warning icon, counted as a warning by asset health;
     the run goes on), where ``passed=True`` would show a green "Succeeded" for a missed threshold.
@@ -45,6 +51,7 @@ def _result(r: GateResult) -> dg.AssetCheckResult:
     severity = dg.AssetCheckSeverity.ERROR if r.blocking else dg.AssetCheckSeverity.WARN
     outcome = gate_outcome(r.as_dict())
     return dg.AssetCheckResult(
+        asset_key=asset_key,
         check_name=r.name,
         passed=r.passed,
         severity=severity,
@@ -75,7 +82,7 @@ def _selected(context, specs: list[dg.AssetCheckSpec]) -> dict[str, str]:
 
 
 def _stored_results(
-    context: dg.AssetCheckExecutionContext, info: dict, names: dict[str, str]
+    context: dg.AssetCheckExecutionContext, info: dict, names: dict[str, str], asset_key: dg.AssetKey
 ) -> Iterator[dg.AssetCheckResult]:
     """The check result of each gate of ``names`` (check name → gate key) from the gate results an
     asset stored (``info["gates"]``). A gate that could not run — skipped (a null metric skipped as
@@ -91,11 +98,12 @@ def _stored_results(
         if name in stored and stored[name].skipped:
             context.log.info(f"check {name} skipped: {stored[name].reason}")
         elif name in stored:
-            yield _result(stored[name])
+            yield _result(stored[name], asset_key)
         elif metric in unmeasured:
             context.log.info(f"check {name} skipped: {metric} not measured: {unmeasured[metric]}")
         else:
             yield dg.AssetCheckResult(
+                asset_key=asset_key,
                 check_name=name,
                 passed=False,
                 severity=dg.AssetCheckSeverity.ERROR,
@@ -107,7 +115,7 @@ def _stored_results(
 
 def _absolute_gates(
     settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
-) -> dg.AssetChecksDefinition | None:
+) -> CheckPart | None:
     """The absolute gates (``min``/``max`` bounds) as one multi-check on ``asset`` (run_metrics)."""
     bounds = [
         (metric, kind, gate)
@@ -137,24 +145,15 @@ def _absolute_gates(
         for metric, kind, gate in bounds
     ]
 
-    # One step evaluates every bound: each gate still reports its own check result, and the
-    # run avoids a step (and its event-log writes) per gate. It can subset: a gate that could not
-    # run yields no result, and Dagster shows it skipped.
-    @dg.multi_asset_check(
-        specs=specs,
-        name=chain.names.name("ship_gates"),
-        ins={"run_metrics": dg.AssetIn(key=asset.key)},
-        can_subset=True,
-    )
-    def ship_gates(context, run_metrics: RunMetricsArtifact):
-        yield from _stored_results(context, run_metrics.info, _selected(context, specs))
+    def ship_gates(context, run_metrics, selected):
+        yield from _stored_results(context, run_metrics.info, selected, asset.key)
 
-    return ship_gates
+    return CheckPart(asset, specs, ship_gates)
 
 
 def _comparison_gates(
     settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
-) -> dg.AssetChecksDefinition | None:
+) -> CheckPart | None:
     """Regression gates (metric deltas, paired p-values) and verdict gates (per-query verdict
     counts, e.g. ``regression[tag=critical]``) as one multi-check on ``comparison_report``."""
     if not settings.regression_gates and not settings.verdict_gates:
@@ -201,21 +200,14 @@ def _comparison_gates(
         for key, gate in settings.verdict_gates.items()
     ]
 
-    @dg.multi_asset_check(
-        specs=specs,
-        name=chain.names.name("regression_gates"),
-        ins={"comparison_report": dg.AssetIn(key=asset.key)},
-        can_subset=True,  # a gate without a baseline yields nothing: skipped, not passed
-    )
-    def regression_gates(context, comparison_report: ComparisonArtifact):
-        yield from _stored_results(context, comparison_report.info, _selected(context, specs))
+    def regression_gates(context, comparison_report, selected):
+        # a gate without a baseline yields nothing: skipped, not passed
+        yield from _stored_results(context, comparison_report.info, selected, asset.key)
 
-    return regression_gates
+    return CheckPart(asset, specs, regression_gates)
 
 
-def _judge_spot_check(
-    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
-) -> dg.AssetChecksDefinition:
+def _judge_spot_check(settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition) -> CheckPart:
     """The judge's spot-check warning on the chain's ``judge`` asset."""
 
     spec = dg.AssetCheckSpec(
@@ -229,14 +221,9 @@ def _judge_spot_check(
         "spot-checked.",
     )
 
-    @dg.multi_asset_check(
-        specs=[spec],
-        # the step's name as a single @asset_check named it (runs, concurrency keys, tests see it)
-        name=f"{asset.key.to_python_identifier()}_judge_spot_check",
-        ins={"judge": dg.AssetIn(key=asset.key)},
-        can_subset=True,  # nothing to check yields no result: skipped, not passed
-    )
-    def judge_spot_check(context, judge: JudgeArtifact):
+    def judge_spot_check(context, judge, selected):
+        if "judge_spot_check" not in selected:
+            return
         threshold = float(judge.info.get("disagreement_warn", 0.2))
         disagreeing, compared = disagreement(judge.judgements) if judge.enabled else (0, 0)
         rate = disagreeing / compared if compared else None
@@ -250,6 +237,7 @@ def _judge_spot_check(
             return
         reason = f"{disagreeing} of {compared} spot-checked queries disagree by more than 1 point"
         yield dg.AssetCheckResult(
+            asset_key=asset.key,
             check_name="judge_spot_check",
             passed=rate <= threshold,
             severity=dg.AssetCheckSeverity.WARN,
@@ -264,15 +252,13 @@ def _judge_spot_check(
             },
         )
 
-    return judge_spot_check
+    return CheckPart(asset, [spec], judge_spot_check)
 
 
 SYSTEM_HEALTH = CHECK_NAME
 
 
-def _system_health_check(
-    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
-) -> dg.AssetChecksDefinition:
+def _system_health_check(settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition) -> CheckPart:
     """Fails (blocking by default) when the system under test errored on every query or on more
     than ``system_health.max_error_rate`` of them. On ``run_metrics``, so the failed run's results,
     scores and report are still stored; only comparison_report waits on it."""
@@ -293,13 +279,9 @@ def _system_health_check(
         description=f"The system under test answered: {rule}.",
     )
 
-    @dg.multi_asset_check(
-        specs=[spec],
-        name=f"{asset.key.to_python_identifier()}_{SYSTEM_HEALTH}",
-        ins={"run_metrics": dg.AssetIn(key=asset.key)},
-        can_subset=True,  # a verdict not recorded yields no result: skipped, not passed
-    )
-    def system_health(context, run_metrics: RunMetricsArtifact):
+    def system_health(context, run_metrics, selected):
+        if SYSTEM_HEALTH not in selected:
+            return
         verdict = run_metrics.info.get("system_health")
         if verdict is None:  # metrics stored before this check existed, checked on their own
             why = "not recorded for this run (stored before system-health checks)"
@@ -307,6 +289,7 @@ def _system_health_check(
             return
         rate = verdict["error_rate"]
         yield dg.AssetCheckResult(
+            asset_key=asset.key,
             check_name=SYSTEM_HEALTH,
             passed=bool(verdict["healthy"]),
             severity=dg.AssetCheckSeverity.ERROR if verdict["blocking"] else dg.AssetCheckSeverity.WARN,
@@ -322,28 +305,32 @@ def _system_health_check(
             },
         )
 
-    return system_health
+    return CheckPart(asset, [spec], system_health)
 
 
 def matching_coverage_check(
     settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN, asset: dg.AssetsDefinition | None = None
-) -> dg.AssetChecksDefinition:
+) -> CheckPart:
     """``matching_coverage`` on ``query_scores``: fails when the hits cannot support what the golden
     set needs (``matching_warnings`` in the asset's info: no line ranges, no heading paths, no chunk
     ids, document paths that match no gold path, nothing matched at all). A warning by default;
     ``matching_coverage: fail`` in the config makes it blocking (the run fails)."""
     blocking = settings.matching_coverage == "fail"
 
-    @dg.asset_check(
-        asset=asset if asset is not None else chain.query_scores,
-        name="matching_coverage",
+    asset = asset if asset is not None else chain.query_scores
+    spec = dg.AssetCheckSpec(
+        "matching_coverage",
+        asset=asset,
         blocking=blocking,
         partitions_def=chain.names.partitions,
         description="The hits carry what the golden set's matching needs (line ranges, heading paths, "
         "chunk ids, document paths that name gold documents), so no score is 0 for want of a field. "
         + ("Blocking (matching_coverage: fail)." if blocking else "A warning (matching_coverage: warn)."),
     )
-    def matching_coverage(query_scores: QueryScoresArtifact) -> dg.AssetCheckResult:
+
+    def matching_coverage(context, query_scores, selected):
+        if "matching_coverage" not in selected:
+            return
         warnings = query_scores.info.get("matching_warnings") or []
         used = match_line(query_scores.info)
         reason = (
@@ -351,7 +338,9 @@ def matching_coverage_check(
             if warnings
             else "the hits carry every field the golden set's matching needs"
         )
-        return dg.AssetCheckResult(
+        yield dg.AssetCheckResult(
+            asset_key=asset.key,
+            check_name="matching_coverage",
             passed=not warnings,
             severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
             description=reason,
@@ -364,11 +353,11 @@ def matching_coverage_check(
             },
         )
 
-    return matching_coverage
+    return CheckPart(asset, [spec], matching_coverage)
 
 
 #: Every asset check of the chain by name, in the order the checks are defined: name → builder
-#: ``(settings, chain, asset)`` → the check's definition, or None when the settings configure
+#: ``(settings, chain, asset)`` → the check's :class:`CheckPart`, or None when the settings configure
 #: nothing to check. Which asset a check is on is declared with the asset (``checks`` of
 #: :data:`~kebab_eval_pipeline.artifacts.STAGES`).
 CHECKS = {
@@ -379,14 +368,56 @@ CHECKS = {
     "matching_coverage": matching_coverage_check,
 }
 
+#: The step each check runs in: the checks of one step are one multi-asset check, which reads each
+#: asset it checks once and reports every check's own result (a step costs a run some ten event-log
+#: writes). The run's metrics' checks run together; the judge's spot check and the scores'
+#: matching coverage run together once both exist (a step holding a blocking check on an asset can
+#: never also wait for that asset's downstream: run_metrics' checks are not with query_scores').
+STEPS = {
+    "gates": "ship_gates",
+    "system_health": "ship_gates",
+    "regression_gates": "regression_gates",
+    "judge_spot_check": "scoring_checks",
+    "matching_coverage": "scoring_checks",
+}
+
+
+def _step(name: str, parts: list[CheckPart], chain: ChainAssets) -> dg.AssetChecksDefinition:
+    """One multi-asset check running ``parts``: each checked asset read once from the run store (the
+    step depends on it; no IO-managed input), each part given the checks of it the step runs. It can
+    subset: a check that could not run yields no result, and Dagster shows it skipped."""
+    specs = [spec for part in parts for spec in part.specs]
+    assets = list(dict.fromkeys(part.asset.key.path[-1] for part in parts))
+
+    @dg.multi_asset_check(
+        specs=specs,
+        name=chain.names.name(name),
+        can_subset=True,
+        required_resource_keys={chain.names.resource("artifact_storage")},
+    )
+    def run_checks(context):
+        selected = _selected(context, specs)
+        read = {asset: read_chain_artifact(context, asset, chain.names) for asset in assets}
+        for part in parts:
+            chosen = {n: key for n, key in selected.items() if n in {s.name for s in part.specs}}
+            if chosen:
+                yield from part.evaluate(context, read[part.asset.key.path[-1]], chosen)
+
+    return run_checks
+
 
 def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> list[dg.AssetChecksDefinition]:
     """The checks the chain's assets declare (:data:`~kebab_eval_pipeline.artifacts.STAGES`): the gate
-    checks the settings configure (plus the WFGY defaults), one step per target asset, the
-    system-health check, the judge's spot-check warning and the matching-coverage check."""
+    checks the settings configure (plus the WFGY defaults), the system-health check, the judge's
+    spot-check warning and the matching-coverage check, in the steps :data:`STEPS` names."""
     on = {name: stage.asset for stage in STAGES for name in stage.checks}
     unknown = sorted(set(on) - set(CHECKS))
     if unknown:  # a declaration naming a check nobody builds: a programming error, said at load
         raise ValueError(f"STAGES names checks with no builder in CHECKS: {unknown}")
-    built = [CHECKS[name](settings, chain, chain.asset(on[name])) for name in CHECKS if name in on]
-    return [c for c in built if c is not None]
+    steps: dict[str, list[CheckPart]] = {}
+    for name in CHECKS:
+        if name in on:
+            part = CHECKS[name](settings, chain, chain.asset(on[name]))
+            if part is not None:
+                steps.setdefault(STEPS[name], []).append(part)
+    return [_step(name, parts, chain) for name, parts in steps.items()]

@@ -242,7 +242,7 @@ def chain_definitions(
         storage = run_storage(base or resource.load(system).storage, chain=name)
     # The chain's job holds each run id's lock for the whole run (one writer per run id), as the
     # package's own location's executor does; ad-hoc materializations take the team's executor and
-    # the IO manager still checks the lock before every write.
+    # every artifact write still checks the lock first (orchestration.io.write_artifact).
     return build_chain_definitions(
         names,
         resource,

@@ -90,17 +90,15 @@ def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_p
         assert run.status == dg.DagsterRunStatus.SUCCESS
         events = [r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event]
     workers = {e.step_key for e in events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTED}
-    # every step (and the gate, system-health, judge and matching checks) in a process of its own;
+    # every step (and the checks' two steps) in a process of its own;
     # the sharded assets' steps are their graphs' ops (one shard here; the judge is off: no shard)
     assert workers == {
         *(name for name in CHAIN if name not in ("retrieval_results", "judge")),
         *RETRIEVAL_STEPS,
         "judge.plan_judging",
         "judge.collect_judgements",
-        "ship_gates",
-        "run_metrics_system_health",
-        "judge_judge_spot_check",
-        "query_scores_matching_coverage",
+        "ship_gates",  # the gates and system health: the run's metrics' checks in one step
+        "scoring_checks",  # the judge's spot check and the scores' matching coverage
         "run_ranking",  # selected by '*', runs and materializes nothing without run ids
         "regression_bisect",  # likewise without a metric
         "golden_health",  # likewise inside a run partition (the golden set's health is its own)
