@@ -82,7 +82,9 @@ def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndar
         return count_codes(string_column(frame, column), value_set)
     per_category = lookup_codes(_categories(values), value_set, runs=False)
     codes = values.array.codes
-    by_category = np.bincount(codes[codes >= 0], minlength=len(per_category))
+    if len(codes) and codes.min() < 0:  # nulls (code -1) belong to no entry
+        codes = codes[codes >= 0]
+    by_category = np.bincount(codes, minlength=len(per_category))
     known = per_category >= 0
     return np.bincount(per_category[known], weights=by_category[known], minlength=len(value_set)).astype(
         np.int64
