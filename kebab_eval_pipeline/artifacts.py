@@ -318,5 +318,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("run_metrics", RunMetricsArtifact, "metrics", stored_run=True, checks=("gates", "system_health")),
     Stage("comparison_report", ComparisonArtifact, "comparison", checks=("regression_gates",)),
 )
+#: Every asset of the chain, in chain order (what a run writes, or an interrupted one may have written).
+CHAIN_ASSETS: tuple[str, ...] = tuple(s.asset for s in STAGES)
 
 ARTIFACT_TYPES: dict[str, type] = {s.asset: s.artifact for s in STAGES}

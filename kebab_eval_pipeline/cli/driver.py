@@ -215,17 +215,6 @@ def raise_run_failure(result, run_id: str, storage: str | None = None) -> None:
     raise RuntimeError(f"run {run_id} failed")
 
 
-#: The chain's stored assets, in chain order (what an interrupted run may have written).
-CHAIN_ASSETS = (
-    "golden_set",
-    "retrieval_results",
-    "judge",
-    "query_scores",
-    "run_metrics",
-    "comparison_report",
-)
-
-
 def settle_interrupted(store, instance, run_id: str, dagster_run_id: str | None, ran: interrupt.Ran) -> str:
     """After Ctrl-C: make sure nothing of Dagster run ``dagster_run_id`` (None: not created yet)
     passes for a finished run of ``run_id``, and say what was stored (the message of the exit-130
@@ -242,6 +231,8 @@ def settle_interrupted(store, instance, run_id: str, dagster_run_id: str | None,
     A run still going after the grace period is reported canceled to the instance (its record
     would otherwise stay "started"); nothing it could still publish is published (the artifact
     store publishes nothing once cancellation is requested)."""
+    from kebab_eval_pipeline.artifacts import CHAIN_ASSETS
+
     if dagster_run_id is None:
         return f"run {run_id} stopped; nothing of it was stored as a finished run"
     if not ran.finished:

@@ -35,6 +35,7 @@ import dagster as dg
 
 from kebab_eval_pipeline.artifacts import (
     ARTIFACT_TYPES,
+    CHAIN_ASSETS,
     ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
@@ -65,15 +66,6 @@ HEADLINE = ("mrr", "hit@1", "hit@5", "hit@10", "ndcg@10", "recall@10")
 
 #: The job of a check's chain: the chain's assets without their gate checks.
 CHECK_JOB = "check_run"
-#: The chain's assets a check's run stores, in chain order.
-CHAIN_ASSETS = (
-    "golden_set",
-    "retrieval_results",
-    "judge",
-    "query_scores",
-    "run_metrics",
-    "comparison_report",
-)
 
 
 @dataclass(frozen=True)
