@@ -67,7 +67,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.systems.http import HttpSystem, render_body
 from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings

@@ -18,9 +18,9 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 
 # as `kebab-eval run` does: Dagster's DEBUG event stream goes to the instance, not the terminal
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_adapters import Server, _cli, build_index  # a sibling script, not a package
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem

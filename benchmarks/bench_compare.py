@@ -238,7 +238,7 @@ def _hits_frame(n: int, n_hits: int, offsets: np.ndarray, chunker: str, prefix: 
 
 
 def _golden(n: int, n_hits: int, n_sup: np.ndarray, sup: np.ndarray, rng: np.random.Generator, seed: int):
-    from kebab_eval_pipeline.artifacts import GoldenArtifact
+    from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
     from kebab_eval_pipeline.golden.tables import QUERY_COLUMNS, SUPPORT_COLUMNS, typed_frame
 
     q = np.arange(n)
@@ -324,13 +324,13 @@ def _outcomes(n: int, n_hits: int, rng: np.random.Generator):
 def _write_run(store, run_id: str, golden, hits, outcomes, chunker: str, mode: str) -> dict[str, np.ndarray]:
     """Score one run as ``pipeline.score``/``summarize`` do and store its four artifacts; returns
     the unrounded per-query values of ranx's metrics."""
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.chain.settings import settings_from_dict
     from kebab_eval_pipeline.contract import SystemInfo
     from kebab_eval_pipeline.golden.tables import typed_frame
     from kebab_eval_pipeline.metrics.aggregate import round_scores, score_results, summarize_scores
     from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
-    from kebab_eval_pipeline.settings import settings_from_dict
     from kebab_eval_pipeline.systems.base import CITATION_COLUMNS
     from kebab_eval_pipeline.systems.runner import RetrievalResults
 

@@ -27,15 +27,15 @@ import time
 from functools import cache
 from pathlib import Path
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
 from kebab_eval_pipeline.reference.cache import cached_index
 from kebab_eval_pipeline.reference.fusion import DEFAULT_FUSION, FusionSpec
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.vectors import get_embedder
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 

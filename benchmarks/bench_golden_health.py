@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.chain.golden_health_run import corpus_documents
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden_health.duplicates import exact_duplicates, near_duplicates
 from kebab_eval_pipeline.golden_health.leakage import leaked_questions
 from kebab_eval_pipeline.golden_health.text import normalise
-from kebab_eval_pipeline.golden_health_run import corpus_documents
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "kebab-docs"
 

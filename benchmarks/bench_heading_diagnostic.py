@@ -42,7 +42,8 @@ import pandas as pd
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.golden.columns import SUPPORT_COLUMNS
 from kebab_eval_pipeline.metrics.matching_diagnostics import (
     LOST_MIN,
@@ -51,7 +52,6 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import (
     matching_warnings,
     shortened_headings,
 )
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -61,7 +61,8 @@ from typing import Any
 
 import numpy as np
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeBackend, Message
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
@@ -71,7 +72,6 @@ from kebab_eval_pipeline.judge.openai_client import OpenAICompatibleJudge
 from kebab_eval_pipeline.judge.parse import parse_judgement
 from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, render
 from kebab_eval_pipeline.judge.run import judge_items, spot_check_sample
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.store.layout import JUDGE_CACHE_FILE
 
 BUSY_PATTERN = "pytest|kebab_eval_pipeline.cli|kebab-eval"

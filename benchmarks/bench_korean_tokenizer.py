@@ -26,8 +26,9 @@ import argparse
 import time
 from pathlib import Path
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.tokenizers import (
@@ -37,7 +38,6 @@ from kebab_eval_pipeline.reference.tokenizers import (
     get_tokenizer,
     kiwi_analyser,
 )
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 
@@ -75,7 +75,7 @@ def golden_sets(kebab_docs: Path) -> list[tuple[str, object]]:
 def measure(settings, golden, tokenizer: Tokenizer) -> dict[str, float]:
     corpus = Path(settings.system.corpus) if settings.system.corpus else None
     if corpus is None:
-        from kebab_eval_pipeline.demo import DEMO_CORPUS
+        from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 
         corpus = DEMO_CORPUS
     started = time.perf_counter()
@@ -130,7 +130,7 @@ def main() -> None:
         print(f"Kiwi load (multi-word dictionary {'on' if multi else 'off'}): {elapsed:.2f}s")
     print()
     # Import bm25s and build once untimed, so the first timed build does not pay for imports.
-    from kebab_eval_pipeline.demo import DEMO_CORPUS
+    from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 
     ReferenceIndex.build(DEMO_CORPUS)
     toks = tokenizers()

@@ -44,8 +44,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kebab_eval_pipeline.chain.settings import load_settings  # noqa: E402
 from kebab_eval_pipeline.reference.index import ReferenceIndex  # noqa: E402
-from kebab_eval_pipeline.settings import load_settings  # noqa: E402
 from kebab_eval_pipeline.systems.factory import build_system, live_info  # noqa: E402
 from tests.orchestration.live_versions.indexed_system import write_index  # noqa: E402
 

@@ -24,12 +24,12 @@ import numpy as np
 # benchmarks/ is on sys.path when a script here runs: the query-vector memo is bench_fusion's
 from bench_fusion import GOLDEN_SETS, memoise_query_vectors
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, DEFAULT_GATE_THRESHOLD, GATE_FEATURES
 from kebab_eval_pipeline.reference.cache import cached_index
 from kebab_eval_pipeline.reference.calibrate import gate_observations, refusal_curve
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 

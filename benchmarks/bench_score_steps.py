@@ -46,7 +46,7 @@ def prepare(store_dir: Path, data: Path, n_queries: int, n_hits: int, seed: int)
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from kebab_eval_pipeline.artifacts import GoldenArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.chain.artifacts import GoldenArtifact, RetrievalArtifact
     from kebab_eval_pipeline.contract import SystemInfo
     from kebab_eval_pipeline.golden.tables import QUERY_COLUMNS, SUPPORT_COLUMNS
     from kebab_eval_pipeline.store.runs import RunStore
@@ -165,14 +165,14 @@ def _hwm_mib() -> float:
 def worker(store_dir: Path, step: str, profile: bool, all_columns: bool = False) -> dict:
     """One step as its asset runs it: read the inputs as the IO manager does (the same column
     selections), compute, write the output artifact."""
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.artifacts import (
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.artifacts import (
         GoldenArtifact,
         QueryScoresArtifact,
         RetrievalArtifact,
     )
+    from kebab_eval_pipeline.chain.settings import RunSettings
     from kebab_eval_pipeline.orchestration import assets
-    from kebab_eval_pipeline.settings import RunSettings
     from kebab_eval_pipeline.store.runs import RunStore
 
     def columns(asset_def) -> dict | None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.metrics.aggregate import breakdowns
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.tokenize import (
@@ -37,7 +38,6 @@ from kebab_eval_pipeline.reference.tokenize import (
     word_runs,
 )
 from kebab_eval_pipeline.reference.tokenizers import Tokenizer, WordsBigramsTokenizer
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from kebab_eval_pipeline.systems.runner import run_golden
 

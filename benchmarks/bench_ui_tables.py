@@ -22,7 +22,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
 from kebab_eval_pipeline.orchestration.assets import _table_metadata, headline_columns
 from kebab_eval_pipeline.reporting.per_query import (
@@ -30,7 +31,6 @@ from kebab_eval_pipeline.reporting.per_query import (
     worst_results_first,
     worst_scores_first,
 )
-from kebab_eval_pipeline.settings import load_settings
 
 
 def demo_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.chain.run_overrides import SYSTEM_OVERRIDES
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import default_storage_base
 from kebab_eval_pipeline.orchestration.factory import JOB_NAME, build_chain_definitions, chain_definitions
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.resources import (
@@ -22,8 +24,6 @@ from kebab_eval_pipeline.orchestration.resources import (
     SystemUnderTestResource,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
-from kebab_eval_pipeline.run_overrides import SYSTEM_OVERRIDES
-from kebab_eval_pipeline.settings import RunSettings
 
 EXECUTOR_ENV = "KEBAB_EVAL_EXECUTOR"
 MAX_CONCURRENT_ENV = "KEBAB_EVAL_MAX_CONCURRENT"

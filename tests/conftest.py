@@ -143,7 +143,7 @@ def demo_golden_subset(path: Path, part: slice | Collection[str], name: str | No
     """The demo golden set cut to ``part`` — a slice of its queries, or the ids to keep (in the
     demo's order; each must exist) — as its own file at ``path`` (own sha256), renamed ``name``
     when given."""
-    from kebab_eval_pipeline.demo import DEMO_GOLDEN
+    from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 
     doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
     if isinstance(part, slice):

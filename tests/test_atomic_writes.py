@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.store.layout import MANIFEST
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -44,8 +44,7 @@ def _wait_for(predicate, timeout_s: float = 60.0) -> None:
 _SLOW_WRITER = """
     import sys, time
     from pathlib import Path
-    from kebab_eval_pipeline import atomic
-
+    from kebab_eval_pipeline.foundation import atomic
     target = Path(sys.argv[1])
     real_open = open
     def slow_open(path, mode="r", *a, **kw):
@@ -143,7 +142,7 @@ def test_killed_publisher_leaves_the_previous_attempt_and_the_next_write_cleans_
     code = """
         import sys, time
         import pandas as pd
-        from kebab_eval_pipeline import atomic
+        from kebab_eval_pipeline.foundation import atomic
         from kebab_eval_pipeline.store.runs import RunStore
         real = atomic.write_bytes
         def slow(path, data):

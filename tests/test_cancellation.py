@@ -10,9 +10,9 @@ import time
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.compare.outcome import interrupted_info, run_outcome
-from kebab_eval_pipeline.errors import Interrupted
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import Interrupted
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.run_ids import in_ci
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.run_ids import in_ci
 from tests.conftest import write
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]

@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.store.layout import PINS_FILE
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)

@@ -24,7 +24,7 @@ import pytest
 from scipy.stats import permutation_test
 from statsmodels.stats.multitest import multipletests
 
-from kebab_eval_pipeline.artifacts import QueryScoresArtifact
+from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import clean_cli_env
 from tests.test_cli import cli, no_traceback

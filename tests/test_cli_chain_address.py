@@ -14,7 +14,7 @@ import sys
 import dagster as dg
 import pytest
 
-from kebab_eval_pipeline.location import run_storage
+from kebab_eval_pipeline.foundation.location import run_storage
 from kebab_eval_pipeline.orchestration import evaluation_check
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
 from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback

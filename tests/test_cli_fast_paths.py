@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.chain.settings import DEMO_GOLDEN
 from kebab_eval_pipeline.contract import RetrievalMode
-from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.foundation.location import is_local, local_path
 from kebab_eval_pipeline.orchestration.registered_runs import (
     EVAL_RUNS,
     default_sqlite_index,
@@ -28,7 +29,6 @@ from kebab_eval_pipeline.orchestration.registered_runs import (
     registered_runs,
 )
 from kebab_eval_pipeline.reference.index import ALL_MODES
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from tests.conftest import write
 from tests.test_cli import cli, cli_env
 

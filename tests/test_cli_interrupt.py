@@ -42,7 +42,7 @@ import yaml
 from kebab_eval_pipeline.cli.interrupt import GRACE_S
 from kebab_eval_pipeline.compare.baseline import choose_baseline
 from kebab_eval_pipeline.compare.outcome import run_outcome
-from kebab_eval_pipeline.run_roles import RunRole
+from kebab_eval_pipeline.foundation.run_roles import RunRole
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO, write
 

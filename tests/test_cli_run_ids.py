@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from kebab_eval_pipeline.run_ids import TRIGGER_TAG
+from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.test_cli import cli, env, no_traceback  # noqa: F401  (env is a fixture)
 

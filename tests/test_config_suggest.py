@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.config_suggest import model_at, suggestion, unknown_key_reason
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import RunSettings, load_settings
+from kebab_eval_pipeline.chain.settings import RunSettings, load_settings
+from kebab_eval_pipeline.foundation.config_suggest import model_at, suggestion, unknown_key_reason
+from kebab_eval_pipeline.foundation.errors import InputError
 from tests.conftest import write
 from tests.test_cli import cli_env
 

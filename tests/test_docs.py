@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.chain.pipeline import load_golden_artifact
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.pipeline import load_golden_artifact
-from kebab_eval_pipeline.settings import load_settings
 from tests.conftest import REPO
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]

@@ -19,13 +19,13 @@ import dagster as dg
 import pytest
 import yaml
 
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.definitions import build_definitions
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.location import run_storage
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.location import run_storage
 from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.orchestration.factory import chain_assets
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO, write
 

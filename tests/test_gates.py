@@ -6,8 +6,9 @@ import math
 import pandas as pd
 import pytest
 
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.gates.evaluate import (
     GateTarget,
     PairedEvidence,
@@ -21,7 +22,6 @@ from kebab_eval_pipeline.gates.evaluate import (
     parse_gate_key,
 )
 from kebab_eval_pipeline.gates.settings import GateSettings, RegressionGateSettings, VerdictGateSettings
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.replay_case import cli, write_case
 
 

@@ -15,9 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.net.checks import header_name_problem, header_value_problem, url_problem
 from tests.test_cli import CLI, cli_env, no_traceback
 
 FRAMES = 'File "'  # a Python stack frame in the output
@@ -429,9 +429,8 @@ def test_step_failure_records_are_dropped_unless_kebab_eval_debug(monkeypatch):
 
 RAISING = """
 import sys
-from kebab_eval_pipeline import cli, errors
-
-
+from kebab_eval_pipeline import cli
+from kebab_eval_pipeline.foundation import errors
 @cli.app.command("boom")
 def boom(kind: str) -> None:
     if kind == "bug":

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV, read_limited
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.layout import PINS_FILE
 from kebab_eval_pipeline.store.pins import read_pins
 from kebab_eval_pipeline.store.runs import RunStore

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.yaml_io import decode_text, read_text_and_sha256
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.systems.replay import read_trace
-from kebab_eval_pipeline.yaml_io import decode_text, read_text_and_sha256
 
 BOM = "\ufeff"
 SGML = "<top>\n<num> Number: 301\n<title> Crime\n</top>\n<top>\n<num> Number: 302\n<title> Polio\n</top>\n"

@@ -27,8 +27,8 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import RunSettings, load_settings
+from kebab_eval_pipeline.chain.settings import RunSettings, load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.replay import FORMATS, ReplaySystem

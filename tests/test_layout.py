@@ -18,31 +18,7 @@ NAME = "kebab_eval_pipeline"
 #: Layers, lowest first: a module may import its own layer and the layers before it. Each entry
 #: names top-level modules or subpackages of the package.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # foundation: no knowledge of evaluation
-    (
-        "__init__",
-        "errors",
-        "limits",
-        "atomic",
-        "paths",
-        "yaml_io",
-        "revision",
-        "progress",
-        "demo",
-        "config_model",
-        "automation_settings",
-        "json_records",
-        "config_suggest",
-        "run_ids",
-        "run_roles",
-        "markdown_text",
-        "location",
-        "net",
-        "gc_pause",
-        "read_once",
-        "parquet_parts",
-        "cancellation",
-    ),
+    ("__init__", "foundation"),  # files, paths, ids, YAML, errors, limits: no knowledge of evaluation
     ("golden",),
     ("contract",),  # what every system under test returns: hits, answers, citations, system info
     ("reference",),  # the reference RAG system: a system under test of its own, not an adapter
@@ -50,19 +26,24 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
     ("golden_health",),  # the golden set's own health: duplicates, leakage, stale gold, small slices
     ("judge",),
-    ("artifacts", "shards"),  # the chain's typed values, and those between a sharded asset's steps
+    (
+        "chain.artifacts",
+        "chain.shards",
+    ),  # the chain's typed values, and those between a sharded asset's steps
     ("store",),  # everything under the storage base
     ("compare",),
     ("gates",),
     ("reporting",),  # run reports, summaries, UI tables, export, history
     ("sweep",),  # configuration sweeps: the sweep: block, its grid's variants, the leaderboard
-    ("settings", "run_overrides"),  # the run config: composes each layer's own settings models
-    ("pipeline", "probe", "memory"),  # the chain as plain functions; letting go of its inputs
-    ("golden_health_run",),  # the golden-set health check of a run config (golden, system, store)
+    ("chain.settings", "chain.run_overrides"),  # the run config: composes each layer's own settings models
+    ("chain",),  # the chain as plain functions; letting go of its inputs; a run config's golden-set health
     ("orchestration",),
     ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
     ("cli",),
 )
+#: Packages whose modules sit in different layers: a module named ``package.module`` above takes that
+#: layer, the package's other modules the package's own.
+SPLIT = ("chain",)
 #: Bundled data, not code.
 IGNORED = ("data",)
 
@@ -114,6 +95,8 @@ def _graph() -> dict[str, set[str]]:
 
 def _top(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in SPLIT and ".".join(parts[1:3]) in _layer_of():
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else "__init__"
 
 

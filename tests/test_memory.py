@@ -1,5 +1,5 @@
 """A run reads each input once and lets the parse go when the chain no longer needs it
-(kebab_eval_pipeline.memory)."""
+(kebab_eval_pipeline.chain.memory)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 
 import pandas as pd
 
+from kebab_eval_pipeline.chain.memory import release_inputs, trim_heap
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.golden.load import GOLDEN_SETS, load_golden_once
-from kebab_eval_pipeline.memory import release_inputs, trim_heap
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.replay import TRACES
 
@@ -106,9 +106,9 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
 
     # Scoring read the hits without the columns no hit sets (paths, lines, versions of a WFGY
     # trace): the stored scores are those of the hits read whole.
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.artifacts import GoldenArtifact, RetrievalArtifact
-    from kebab_eval_pipeline.run_overrides import settings_for_run
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.artifacts import GoldenArtifact, RetrievalArtifact
+    from kebab_eval_pipeline.chain.run_overrides import settings_for_run
 
     settings = settings_for_run(config, {})
     sparse = pipeline.with_scoring_hits(

@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from kebab_eval_pipeline import parquet_parts
-from kebab_eval_pipeline.parquet_parts import ParquetParts
+from kebab_eval_pipeline.foundation import parquet_parts
+from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
 
 
 def _part(rng: random.Random, start: int, n: int, with_versions: bool) -> pa.Table:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.run_ids import (
+from kebab_eval_pipeline.foundation.run_ids import (
     COMMIT_ENV,
     USER_ENV,
     check_run_id,

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kebab_eval_pipeline.chain.run_overrides import CONFIG_ENV, settings_for_run
 from kebab_eval_pipeline.definitions import build_definitions, run_settings
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_overrides import CONFIG_ENV, settings_for_run
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError
 from tests.conftest import write
 
 CONFIG = """\

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_ids import (
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import (
     TRIGGER_TAG,
     golden_change_run_id,
     new_run_id,
     nightly_run_id,
     system_change_run_id,
 )
-from kebab_eval_pipeline.run_roles import (
+from kebab_eval_pipeline.foundation.run_roles import (
     ROLE_TAG,
     ROLES,
     SETTABLE_ROLES,

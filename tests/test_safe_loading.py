@@ -24,9 +24,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.limits import (
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.limits import (
     CONFIG_LIMIT_ENV,
     INPUT_ENV,
     MIB,
@@ -37,7 +37,7 @@ from kebab_eval_pipeline.limits import (
     max_bytes,
     strict_loader,
 )
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.systems.kinds.replay import ReplaySystemSettings
 from kebab_eval_pipeline.systems.replay import ReplaySystem
 from tests.conftest import write

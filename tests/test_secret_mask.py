@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.cli.terminal import MaskedStream
-from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.net import secrets
-from kebab_eval_pipeline.net.secrets import (
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.net import secrets
+from kebab_eval_pipeline.foundation.net.secrets import (
     MIN_SECRET_CHARS,
     Secret,
     SecretMask,
@@ -25,7 +25,7 @@ from kebab_eval_pipeline.net.secrets import (
     scrub_text,
     url_secrets,
 )
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 from tests.systems.test_secret_echo_cli import TOKEN, encodings
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.net.serve import is_loopback
+from kebab_eval_pipeline.foundation.net.serve import is_loopback
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from tests.conftest import stop_server
 from tests.judge.conftest import judge_or_skip

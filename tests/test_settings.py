@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError
 from tests.conftest import write
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource, SystemUnderTestResource
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_ids import check_run_id
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import check_run_id
 from kebab_eval_pipeline.store.layout import MANIFEST, judge_cache_path
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -207,10 +207,10 @@ def test_scoring_reads_the_hit_columns_its_criterion_consults(tmp_path: Path):
     """query_scores reads the hits itself, in the columns the run's settings make scoring consult:
     no heading lists (Python objects), line ranges or snippets under ``match: chunk`` without
     answers; every scoring column under ``auto`` or with a source root."""
-    from kebab_eval_pipeline.artifacts import RetrievalArtifact
+    from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+    from kebab_eval_pipeline.chain.pipeline import scoring_hit_columns, with_scoring_hits
+    from kebab_eval_pipeline.chain.settings import RunSettings
     from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_COLUMNS
-    from kebab_eval_pipeline.pipeline import scoring_hit_columns, with_scoring_hits
-    from kebab_eval_pipeline.settings import RunSettings
 
     base = ["query_id", "rank", "chunk_id", "doc_id", "doc_path"]
     versions = ["index_version", "embedding_model", "chunker_version"]

@@ -18,11 +18,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.artifacts import RetrievalArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.settings import DEFAULT_MAX_ERROR_RATE, SystemHealthSettings
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.conftest import REPO, write
 from tests.systems.adapters.conftest import run_config
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import (
     derive_identity,

@@ -4,7 +4,7 @@ A team's ``evaluation_chain("staging", config="eval/staging.yaml")`` stores its 
 ``staging`` under that config's storage; ``evaluation_check(search_index, config="eval/gate.yaml")``
 in the folder ``search_index``. Every command that reads stored runs takes ``--chain NAME`` or
 ``--gate ASSET`` with ``--config`` and reads exactly the folder the chain or check writes
-(:func:`kebab_eval_pipeline.location.run_storage`, the one function both use). Without them a
+(:func:`kebab_eval_pipeline.foundation.location.run_storage`, the one function both use). Without them a
 command reads the artifact base itself (the package's own location, ``kebab-eval run``); when that
 holds no runs but folders under it do, a note names them.
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import CHAIN_NAME, run_storage
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import CHAIN_NAME, run_storage
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.orchestration.names import ChainNames

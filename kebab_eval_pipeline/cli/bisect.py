@@ -12,7 +12,7 @@ import typer
 from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 
 def bisect(
@@ -76,9 +76,9 @@ def bisect(
     run's role and outcome are listed; a change whose run before it failed its blocking checks, or
     whose runs are of two role families (a sweep variant beside a regular run), says so; --role and
     --outcome keep only some runs."""
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
     from kebab_eval_pipeline.reporting.bisect_report import FORMATS, render
-    from kebab_eval_pipeline.settings import load_settings
 
     offenders = []
     if fmt not in FORMATS:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli.console import out
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 #: Thresholds shown in the printed curve (the CSV / JSON hold every 0.01).
 _SHOWN_STEP = 0.05
@@ -54,9 +54,9 @@ def calibrate(
     bad config, a system that is not the reference system, or a golden set without both kinds."""
     import numpy as np
 
-    from kebab_eval_pipeline import pipeline
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.run_overrides import settings_for_run
     from kebab_eval_pipeline.reference.calibrate import choose_gate, gate_observations, refusal_curve
-    from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.systems.factory import build_system
     from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.write_failures import output_failure, output_problem
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.net.secrets import mask_text
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.net.secrets import mask_text
 
 if TYPE_CHECKING:
     from kebab_eval_pipeline.reporting.ci_view import CiView

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from kebab_eval_pipeline.cli import interrupt
 from kebab_eval_pipeline.cli.console import err
-from kebab_eval_pipeline.errors import (
+from kebab_eval_pipeline.foundation.errors import (
     GateFailure,
     Interrupted,
     RunInProgress,
@@ -231,7 +231,7 @@ def settle_interrupted(store, instance, run_id: str, dagster_run_id: str | None,
     A run still going after the grace period is reported canceled to the instance (its record
     would otherwise stay "started"); nothing it could still publish is published (the artifact
     store publishes nothing once cancellation is requested)."""
-    from kebab_eval_pipeline.artifacts import CHAIN_ASSETS
+    from kebab_eval_pipeline.chain.artifacts import CHAIN_ASSETS
 
     if dagster_run_id is None:
         return f"run {run_id} stopped; nothing of it was stored as a finished run"

@@ -12,11 +12,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import err, out
 from kebab_eval_pipeline.cli.show import print_probe
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 FormatOption = Annotated[
     str,
@@ -58,11 +58,11 @@ def golden_validate(
     query (its version report, the fields its hits carry, whether they name gold documents, the
     matching warnings a run would give), and what could not be checked is listed. A system that
     cannot be built exits 2; one that cannot be reached (or whose probe fails) exits 1."""
-    from kebab_eval_pipeline.artifacts import GoldenArtifact
+    from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
+    from kebab_eval_pipeline.chain.pipeline import check_golden_against_system
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.golden.load import load_golden
     from kebab_eval_pipeline.golden.summary import golden_summary, summary_line
-    from kebab_eval_pipeline.pipeline import check_golden_against_system
-    from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.systems.factory import build_system
     from kebab_eval_pipeline.systems.settings import kind_of
 
@@ -75,7 +75,7 @@ def golden_validate(
         system = build_system(settings)
         warnings += check_golden_against_system(settings, artifact, system)
         if kind_of(settings.system.kind).probed:  # a kind whose index cannot be read whole
-            from kebab_eval_pipeline.probe import probe_system
+            from kebab_eval_pipeline.chain.probe import probe_system
 
             probe = probe_system(settings, artifact, system)
     for w in warnings:
@@ -177,17 +177,17 @@ def golden_suggest(
     run ranked above its first relevant hit in a loss or regression, a support for its query (a
     canonical golden file, the evidence in comments). Review it, then accept it with
     `golden convert GOLDEN --accept PATCH --to canonical --out NEW`."""
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.compare.golden_patch import render_patch
     from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
     from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
-    from kebab_eval_pipeline.settings import load_settings
 
     if out_path is not None and out_path.suffix not in (".yaml", ".yml"):
         raise InputError("unsupported patch file", [Offender(str(out_path), "use .yaml or .yml")])
     store = open_store(config, chain, gate)
     if baseline is not None:
-        from kebab_eval_pipeline.pipeline import compare_stored
+        from kebab_eval_pipeline.chain.pipeline import compare_stored
 
         report = compare_stored(store, baseline, run_id, load_settings(config))
     else:
@@ -285,9 +285,9 @@ def golden_record(
     the relevant ones (1 3, 1-3, all, none); each entry is appended to --out at once (the whole
     file written atomically, earlier entries kept as they are). An empty question, end of input
     or Ctrl-C ends the session."""
+    from kebab_eval_pipeline.chain.run_overrides import settings_for_run
     from kebab_eval_pipeline.cli.record_session import RecordSession, system_search
     from kebab_eval_pipeline.golden.record import RecordFile, out_problem
-    from kebab_eval_pipeline.run_overrides import settings_for_run
     from kebab_eval_pipeline.systems.factory import build_system
 
     # --out first, before the config is read or any system started: a place that cannot be
@@ -375,10 +375,10 @@ def golden_health(
     the other findings warn."""
     if fmt not in ("text", "json"):
         raise InputError("unsupported output format", [Offender("--format", f"{fmt!r}: use text or json")])
+    from kebab_eval_pipeline.chain.golden_health_run import check_golden_health
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.golden_health.render import json_document, text_lines
-    from kebab_eval_pipeline.golden_health_run import check_golden_health
-    from kebab_eval_pipeline.settings import load_settings
 
     settings = load_settings(config)
     golden, report = check_golden_health(settings, open_store(config, chain, gate))

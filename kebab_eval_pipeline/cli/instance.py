@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli.console import err
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 if TYPE_CHECKING:  # the store pulls in pandas: imported by the commands that read it
     from kebab_eval_pipeline.store.runs import RunStore
@@ -136,8 +136,8 @@ def open_store(config: Path | None = None, chain: str | None = None, gate: str |
     ``chain`` / ``gate`` (``--chain`` / ``--gate``), of the chain or the gate that config belongs
     to (:mod:`.address`) — without opening the instance. When it holds no runs but folders beside
     it do, a note on stderr names them."""
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.address import address, elsewhere_note
-    from kebab_eval_pipeline.settings import load_settings
     from kebab_eval_pipeline.store.runs import RunStore
 
     where = address(chain, gate)

@@ -5,7 +5,7 @@ parse, a key it does not know, a value of the wrong type or a configured class w
 be imported raised Dagster's own exception, which the CLI reported as an internal failure (exit 3)
 with no line and no remedy. :func:`read_problems` reads the file first (YAML syntax, a mapping at
 the top); :func:`config_error` and :func:`class_error` turn what Dagster then refuses into an
-:class:`~kebab_eval_pipeline.errors.InputError` (exit 2) naming the file, the line, the key and
+:class:`~kebab_eval_pipeline.foundation.errors.InputError` (exit 2) naming the file, the line, the key and
 the remedy.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 #: Where Dagster documents the file, and what else a user can do about it.
 REMEDY = (

@@ -3,7 +3,8 @@ what was (not) stored, never a traceback.
 
 SIGINT comes from a terminal to the whole process group, or from ``kill -INT`` to the pid. The
 handler installed first thing (:func:`install`, by the console script before any heavy import)
-requests cancellation (:mod:`kebab_eval_pipeline.cancellation`: in-flight system calls end, no query
+requests cancellation (:mod:`kebab_eval_pipeline.foundation.cancellation`: in-flight system calls end,
+no query
 is handed out, nothing more is published) and then, by the mode the command is in:
 
 - ``exit`` (the default: start-up, imports, config loading, commands that only read or write
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kebab_eval_pipeline import cancellation
+from kebab_eval_pipeline.foundation import cancellation
 
 EXIT_CODE = 130
 EXIT, CANCEL = "exit", "cancel"

@@ -18,7 +18,6 @@ import sys
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.cli import baseline, golden, interrupt, runs, stored, sweep
 from kebab_eval_pipeline.cli import bisect as bisect_command
 from kebab_eval_pipeline.cli import calibrate as calibrate_command
@@ -26,7 +25,8 @@ from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
 from kebab_eval_pipeline.cli.terminal import mask_standard_streams
-from kebab_eval_pipeline.errors import (
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import (
     GateFailure,
     InputError,
     Interrupted,

@@ -1,6 +1,6 @@
 """How a run's progress is shown: a live line on a terminal, periodic plain lines elsewhere (CI logs).
 
-The steps report through :mod:`kebab_eval_pipeline.progress` (a stage name, then ``(done, total)``
+The steps report through :mod:`kebab_eval_pipeline.foundation.progress` (a stage name, then ``(done, total)``
 per query for the stages that count queries: retrieval and judging); :func:`progress_display`
 turns those reports into output on stderr:
 
@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from kebab_eval_pipeline import progress
 from kebab_eval_pipeline.cli.terminal import direct_console
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation import progress
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 INTERVAL_ENV = "KEBAB_EVAL_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 10.0
@@ -145,7 +145,7 @@ def _live(console: Console) -> Progress:
 
 @contextmanager
 def progress_display(console: Console) -> Iterator[None]:
-    """Show the progress the steps report (through :mod:`kebab_eval_pipeline.progress`) while the
+    """Show the progress the steps report (through :mod:`kebab_eval_pipeline.foundation.progress`) while the
     block runs: live on ``console`` when it is a terminal, else as :class:`PlainProgress` lines on
     it (every :func:`progress_interval` seconds). Either way the output goes to a duplicate of the
     console's descriptor (:func:`~kebab_eval_pipeline.cli.terminal.direct_console`), not through

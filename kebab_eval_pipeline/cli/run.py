@@ -21,7 +21,7 @@ from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.driver import cli_builder, drive
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance
 from kebab_eval_pipeline.cli.show import print_run
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 
 def run(
@@ -95,8 +95,8 @@ def run(
 
     With --chain NAME (and the chain's --config): a run of a team's evaluation_chain(NAME, …), as
     its own job would make it — partition of NAME__eval_runs, stored in the chain's folder."""
-    from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
-    from kebab_eval_pipeline.run_roles import check_role
+    from kebab_eval_pipeline.foundation.run_ids import check_run_id, new_run_id
+    from kebab_eval_pipeline.foundation.run_roles import check_role
     from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 
     if system not in (None, *SYSTEM_KINDS):
@@ -139,17 +139,17 @@ def run_partition(
 ) -> None:
     """``kebab-eval run``'s run of partition ``run_id`` (also each variant of ``kebab-eval
     sweep``): the settings of ``config`` with the CLI's ``overrides`` — a sweep variant's for a
-    sweep run id (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`, as every step
+    sweep run id (:func:`~kebab_eval_pipeline.chain.run_overrides.variant_settings`, as every step
     resolves them) — checked, the partition registered and the chain materialized in-process;
     ``storage`` replaces the config's storage; ``show`` prints the stored numbers, ``outputs``
     writes the CI outputs; ``role`` (checked by the caller) is the run's explicit role tag, else
-    its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.run_roles`);
+    its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.foundation.run_roles`);
     ``chain``: a run of that chain (its definitions built from ``config`` as
     ``evaluation_chain(chain, config=config)`` builds them); ``command`` names the command in
     messages. Raises what a run raises (InputError, GateFailure, …)."""
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, in_ci
-    from kebab_eval_pipeline.run_overrides import settings_for_run, variant_settings
-    from kebab_eval_pipeline.run_roles import ROLE_TAG
+    from kebab_eval_pipeline.chain.run_overrides import settings_for_run, variant_settings
+    from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG, in_ci
+    from kebab_eval_pipeline.foundation.run_roles import ROLE_TAG
 
     interrupt.set_note(f"run {run_id} had not started: nothing of it was stored")  # Ctrl-C from here
     check_chain(chain, config)
@@ -167,8 +167,8 @@ def run_partition(
     gc.freeze()
     try:
         names = chain_names(chain, config)
+        from kebab_eval_pipeline.chain.pipeline import headline
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
-        from kebab_eval_pipeline.pipeline import headline
 
         instance = open_instance()
         if chain is None:
@@ -213,23 +213,24 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None, run_i
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
     plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
     warnings; returns the number of golden queries. Nothing parsed here is held by the caller: the
-    per-process caches keep the parses until the chain lets them go (:mod:`kebab_eval_pipeline.memory`)."""
+    per-process caches keep the parses until the chain lets them go
+    (:mod:`kebab_eval_pipeline.chain.memory`)."""
+    from kebab_eval_pipeline.chain.run_overrides import config_path
     from kebab_eval_pipeline.cli.progress_display import progress_interval
     from kebab_eval_pipeline.golden.load import load_golden_once
-    from kebab_eval_pipeline.run_overrides import config_path
 
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
     golden_file = load_golden_once(*settings.golden_input())
 
-    from kebab_eval_pipeline.gates.evaluate import check_gate_names
-    from kebab_eval_pipeline.location import check_storage_reachable, run_storage
-    from kebab_eval_pipeline.pipeline import (
+    from kebab_eval_pipeline.chain.pipeline import (
         check_gates_against_system,
         check_golden_against_system,
         check_run_inputs,
         load_golden_artifact,
     )
+    from kebab_eval_pipeline.foundation.location import check_storage_reachable, run_storage
+    from kebab_eval_pipeline.gates.evaluate import check_gate_names
     from kebab_eval_pipeline.systems.factory import build_system
 
     check_gate_names(settings, source=config_path(config) or "<defaults>")
@@ -273,10 +274,10 @@ def rejudge(
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
+    from kebab_eval_pipeline.chain.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.definitions import run_settings
-    from kebab_eval_pipeline.pipeline import check_run_inputs, headline
-    from kebab_eval_pipeline.run_ids import TRIGGER_TAG, check_run_id
-    from kebab_eval_pipeline.run_roles import ROLE_TAG, SETTABLE_ROLES, role_of
+    from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG, check_run_id
+    from kebab_eval_pipeline.foundation.run_roles import ROLE_TAG, SETTABLE_ROLES, role_of
     from kebab_eval_pipeline.store.runs import RunStore
 
     run_id = check_run_id(run_id)

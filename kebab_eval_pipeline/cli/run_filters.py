@@ -1,5 +1,5 @@
 """``--role`` and ``--outcome``: which stored runs ``history``, ``bisect`` and ``sweep``'s leaderboard
-keep, by what a run is (:mod:`kebab_eval_pipeline.run_roles`) and whether it passed
+keep, by what a run is (:mod:`kebab_eval_pipeline.foundation.run_roles`) and whether it passed
 (:mod:`kebab_eval_pipeline.compare.outcome`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 RoleFilterOption = Annotated[
     list[str] | None,
@@ -31,7 +31,7 @@ OutcomeOption = Annotated[
 def check_filters(roles: list[str] | None, outcome: str | None) -> tuple[list[str], str | None]:
     """The filters when valid (``roles`` as a list); else InputError naming every bad value (exit 2)."""
     from kebab_eval_pipeline.compare.outcome import OUTCOMES
-    from kebab_eval_pipeline.run_roles import check_role_filter
+    from kebab_eval_pipeline.foundation.run_roles import check_role_filter
 
     offenders = []
     try:

@@ -48,12 +48,12 @@ def runs_add(
     evaluation_chain(NAME, …) (NAME__eval_runs; then `dagster asset materialize -m <your project>
     --select 'NAME/*' --partition ID`).
     """
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.address import chain_names
     from kebab_eval_pipeline.definitions import CONFIG_ENV
-    from kebab_eval_pipeline.errors import InputError, Offender
+    from kebab_eval_pipeline.foundation.errors import InputError, Offender
+    from kebab_eval_pipeline.foundation.run_ids import check_run_id, new_run_id
     from kebab_eval_pipeline.orchestration.assets import observe_inputs
-    from kebab_eval_pipeline.run_ids import check_run_id, new_run_id
-    from kebab_eval_pipeline.settings import load_settings
 
     if config is not None and chain is None:
         raise InputError(
@@ -99,8 +99,8 @@ def runs_list(
     partitions).
     """
     from kebab_eval_pipeline.cli.tables import Field
+    from kebab_eval_pipeline.foundation.run_ids import run_started, sort_run_ids
     from kebab_eval_pipeline.orchestration.registered_runs import partitions_name, registered_runs
-    from kebab_eval_pipeline.run_ids import run_started, sort_run_ids
 
     store = open_store(config, chain, gate)
     created = {m["run_id"]: m.get("info", {}).get("created_at") for m in store.runs("run_metrics")}
@@ -139,9 +139,9 @@ def runs_outputs(
     """Write a stored run's CI outputs again — JUnit XML, the PR comment, the job summary — as
     `kebab-eval run` wrote them, from what the run stored (nothing runs again). For when the run's
     own --junit/--pr-comment could not be written (a full disk) or went elsewhere."""
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli import ci_outputs
-    from kebab_eval_pipeline.errors import InputError, Offender
-    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
     if not outputs.wanted:

@@ -55,7 +55,7 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
     of the JUnit file and the Markdown summaries — its comparison's note and warnings, and where
     its reports are: copies of the stored ``run.md`` and ``comparison.md`` in ``reports/<run_id>/``
     of a local base."""
-    from kebab_eval_pipeline.artifacts import REPORT_FILE
+    from kebab_eval_pipeline.chain.artifacts import REPORT_FILE
     from kebab_eval_pipeline.cli.ci_outputs import stored_view
     from kebab_eval_pipeline.compare.systems import verdict_count_text
     from kebab_eval_pipeline.reporting.gate_text import tally_text

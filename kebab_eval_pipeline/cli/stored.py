@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.cli import ci_outputs
 from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.baseline import ConfigOption
@@ -25,7 +24,8 @@ from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption, check_filters
 from kebab_eval_pipeline.cli.show import print_runs_table
 from kebab_eval_pipeline.cli.write_failures import output_failure
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import GateFailure, InputError, Offender
 
 
 def compare(
@@ -105,10 +105,10 @@ def compare(
         _rank(runs, as_json, html, out_dir, metric, alpha, strict_chunker_version, config, chain, gate)
         return
     a, b = runs
+    from kebab_eval_pipeline.chain.pipeline import compare_stored
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.compare.document import render_json
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
-    from kebab_eval_pipeline.pipeline import compare_stored
-    from kebab_eval_pipeline.settings import load_settings
 
     settings = load_settings(config)
     check_gate_names(settings, str(config) if config else "<config>")
@@ -158,9 +158,9 @@ def _rank(
     gate: str | None = None,
 ) -> None:
     """``compare A B C …``: the ranking, printed (Markdown or JSON) and written where asked."""
+    from kebab_eval_pipeline.chain.pipeline import rank_stored
+    from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA
-    from kebab_eval_pipeline.pipeline import rank_stored
-    from kebab_eval_pipeline.settings import load_settings
 
     settings = load_settings(config)
     ranking = rank_stored(
@@ -205,7 +205,7 @@ def export(
 ) -> None:
     """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
     file + qrels (a repeated run: one TREC run file per repeat; JSON is refused)."""
-    from kebab_eval_pipeline.json_records import finite_json
+    from kebab_eval_pipeline.foundation.json_records import finite_json
     from kebab_eval_pipeline.reporting.export import export_json, export_trec
     from kebab_eval_pipeline.reporting.export_repeats import export_trec_repeats, refuse_json, repeat_count
 

@@ -11,7 +11,7 @@ import typer
 
 from kebab_eval_pipeline.cli.address import ChainOption
 from kebab_eval_pipeline.cli.console import err, fmt
-from kebab_eval_pipeline.errors import GateFailure, InputError, Offender, SystemHealthFailure
+from kebab_eval_pipeline.foundation.errors import GateFailure, InputError, Offender, SystemHealthFailure
 
 FORMATS = ("text", "markdown", "json")
 
@@ -54,12 +54,12 @@ def sweep(
 
     Exit 1 when a variant's blocking gate or system health failed (the other variants still run),
     2 for a bad config or option."""
+    from kebab_eval_pipeline.chain.run_overrides import settings_for_run
     from kebab_eval_pipeline.cli.address import check_chain
     from kebab_eval_pipeline.cli.instance import dagster_home
     from kebab_eval_pipeline.cli.run import run_partition
     from kebab_eval_pipeline.cli.run_filters import check_filters
-    from kebab_eval_pipeline.location import check_storage, run_storage
-    from kebab_eval_pipeline.run_overrides import settings_for_run
+    from kebab_eval_pipeline.foundation.location import check_storage, run_storage
     from kebab_eval_pipeline.sweep.grid import expand, select
 
     problems = []
@@ -97,7 +97,7 @@ def sweep(
                 for w in unknown
             ],
         )
-    from kebab_eval_pipeline.pipeline import rank_sweep, stored_variants, sweep_metric
+    from kebab_eval_pipeline.chain.pipeline import rank_sweep, stored_variants, sweep_metric
     from kebab_eval_pipeline.store.runs import RunStore
 
     dagster_home()  # the default storage lies beside the instance

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from kebab_eval_pipeline.net.secrets import mask_text
+from kebab_eval_pipeline.foundation.net.secrets import mask_text
 
 #: The layout width when not on a terminal: wider than any line we print, so nothing is wrapped
 #: (a table is as wide as its content needs; nothing is padded to this width).
@@ -35,7 +35,7 @@ def make_console(stderr: bool = False, file: TextIO | None = None) -> Console:
 
 class MaskedStream:
     """A text stream that writes to ``stream`` with every secret of the run configs this process
-    loaded masked (:func:`~kebab_eval_pipeline.net.secrets.mask_text`): the last-line pass over
+    loaded masked (:func:`~kebab_eval_pipeline.foundation.net.secrets.mask_text`): the last-line pass over
     what the CLI prints, whoever prints it (rich consoles, ``print``, a library writing to
     ``sys.stderr``). Everything else — ``fileno``, ``isatty``, ``encoding`` — is the stream's."""
 

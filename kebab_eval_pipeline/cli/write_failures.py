@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 
 #: errno values that mean "this place cannot be written", with what to do about each.
 _ERRNOS = {
@@ -113,7 +113,7 @@ class Place:
 def places(storage: str | None = None) -> list[Place]:
     """The run's storage (``storage``: the base the run writes, when known) and the Dagster
     instance, when they are local folders."""
-    from kebab_eval_pipeline.location import default_storage_base, is_local, local_path
+    from kebab_eval_pipeline.foundation.location import default_storage_base, is_local, local_path
 
     found = []
     with contextlib.suppress(Exception):  # an unusable setting is reported where it is read

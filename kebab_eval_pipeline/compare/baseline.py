@@ -7,7 +7,7 @@ The ``baseline`` setting (SPEC §8) is one of:
 - ``pinned``: only the pin;
 - ``previous``: the most recent earlier run on the same golden set *content* (sha256) by the same
   system (its identity: :mod:`kebab_eval_pipeline.systems.identity`), of the same role family
-  (:mod:`kebab_eval_pipeline.run_roles`: a sweep variant, an experiment and a regular run are never
+  (:mod:`kebab_eval_pipeline.foundation.run_roles`: a sweep variant, an experiment and a regular run are never
   each other's automatic baseline), that passed (:mod:`kebab_eval_pipeline.compare.outcome`: its
   system under test healthy, no blocking gate failed); the note names the later runs it skipped
   and why;
@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kebab_eval_pipeline.compare.outcome import run_outcome
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_roles import (
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_roles import (
     EXPERIMENT,
     MANUAL,
     SWEEP_VARIANT,
@@ -120,7 +120,7 @@ def previous_run(
     "no baseline:" prefix — and the runs skipped, most recent first.
 
     Chosen: the most recent run strictly earlier than ``created_at`` on the same golden sha256, of
-    this run's role family (:mod:`kebab_eval_pipeline.run_roles`), that passed
+    this run's role family (:mod:`kebab_eval_pipeline.foundation.run_roles`), that passed
     (:func:`~kebab_eval_pipeline.compare.outcome.run_outcome`: system healthy, no blocking gate
     failed; among runs created at the same instant, the greatest run id: deterministic, if
     arbitrary). A regular run or an experiment is compared with a run of the same system identity
@@ -335,7 +335,7 @@ def resolve_baseline(
     Inputs: the run's id, the setting (``auto | previous | pinned | none | <run_id>``), the run's
     ``run_metrics`` ``info["golden"]`` (``name``, ``sha256``), ``info["created_at"]``,
     ``info["system"]`` (its identity; without one, ``previous`` finds nothing for a regular run) and
-    its role (:func:`~kebab_eval_pipeline.run_roles.role_of`; None: a regular run).
+    its role (:func:`~kebab_eval_pipeline.foundation.run_roles.role_of`; None: a regular run).
     Returns the choice — note ``"baseline '<id>' (<rule>)"`` or ``"no baseline: <why>"`` — and never
     raises for a missing baseline. ``previous`` (and ``auto`` without a pin) only choose a passing
     run of the same system and role family, naming the later runs it skipped; a pinned or explicit

@@ -2,7 +2,7 @@
 
 - **Order**: each stored run (one with ``run_metrics``) by when it started — the UTC time in a
   generated run id, else the ``created_at`` its metrics recorded
-  (:func:`~kebab_eval_pipeline.run_ids.run_started`) — with the run id breaking ties; runs with
+  (:func:`~kebab_eval_pipeline.foundation.run_ids.run_started`) — with the run id breaking ties; runs with
   no time at all come last, by id.
 - **Window**: ``since`` / ``until`` (inclusive), each a stored run id (from / up to that run in
   this order) or a date or time (ISO 8601: ``2026-11-27``, ``2026-11-27T09:30``; naive = UTC; a bare
@@ -39,10 +39,10 @@ from kebab_eval_pipeline.compare.fallback import plan_matching, rescore
 from kebab_eval_pipeline.compare.outcome import OUTCOMES, run_outcome
 from kebab_eval_pipeline.compare.runs import current_scores
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.run_ids import run_started
+from kebab_eval_pipeline.foundation.run_roles import check_role_filter, family_words, matches_role, role_of
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.run_ids import run_started
-from kebab_eval_pipeline.run_roles import check_role_filter, family_words, matches_role, role_of
 from kebab_eval_pipeline.store.runs import RunStore, StoredRun
 
 __all__ = ["ORDER_NOTE", "bisect_stored", "known_metrics", "ordered_runs"]
@@ -57,7 +57,7 @@ _HASH = re.compile(r"^[0-9a-fA-F]{6,64}$")
 def ordered_runs(store: RunStore) -> list[dict[str, Any]]:
     """Every run with stored metrics, oldest first (see the module docstring): dicts with
     ``run_id``, ``started`` (aware datetime or None), ``info`` (its run_metrics info), ``role``
-    (:func:`~kebab_eval_pipeline.run_roles.role_of`) and ``outcome``
+    (:func:`~kebab_eval_pipeline.foundation.run_roles.role_of`) and ``outcome``
     (:func:`~kebab_eval_pipeline.compare.outcome.run_outcome`, with its stored comparison)."""
     rows = []
     for manifest in store.runs("run_metrics"):
@@ -252,7 +252,7 @@ def bisect_stored(
     outcome: str | None = None,
 ) -> Bisect:
     """:func:`~.bisect.bisect_history` over the stored runs chosen by the window, the role and
-    outcome filters (``roles``: :func:`~kebab_eval_pipeline.run_roles.matches_role` values, any of
+    outcome filters (``roles``: :func:`~kebab_eval_pipeline.foundation.run_roles.matches_role` values, any of
     them; ``outcome``: passed | failed) and golden set (module docstring), with ``options``' seed,
     resamples and chunker strictness (a comparison's). Each run carries its role and outcome into
     the steps; a change whose runs failed or are of two role families says so (``caution``).

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from kebab_eval_pipeline.compare.fallback import chunker_versions, criterion_gaps, plan_matching, scored_by
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.store.runs import StoredRun
 
 #: Chunk-independent criteria, strongest first.

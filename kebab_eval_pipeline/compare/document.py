@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from kebab_eval_pipeline.compare.deltas import slice_deltas
-from kebab_eval_pipeline.json_records import json_records
+from kebab_eval_pipeline.foundation.json_records import json_records
 
 if TYPE_CHECKING:
-    from kebab_eval_pipeline.artifacts import ComparisonArtifact
+    from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact
 
 REPORT_FILES = ("comparison.md", "comparison.html", "comparison.json")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.metrics.aggregate import ScoreSummary, round_scores, score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, support_flags
 from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured

@@ -7,7 +7,7 @@ skipped gate does not fail a run. It is *of the current version* when it evaluat
 system (its identity, as the automatic baseline matches runs: :mod:`..systems.identity`) and
 recorded the same value for every version the system reports now
 (:func:`..systems.version_changes.watched_versions`; a version the system does not report now is
-not compared) and it is a regular run (:mod:`kebab_eval_pipeline.run_roles`: a sweep variant or an
+not compared) and it is a regular run (:mod:`kebab_eval_pipeline.foundation.run_roles`: a sweep variant or an
 experiment ran other settings than the system's own). Its age is counted from when its
 ``comparison_report`` was written.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from kebab_eval_pipeline.compare.baseline import created_time
 from kebab_eval_pipeline.compare.outcome import run_outcome
-from kebab_eval_pipeline.run_roles import REGULAR, role_of
+from kebab_eval_pipeline.foundation.run_roles import REGULAR, role_of
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.identity import derive_identity, same_system
 from kebab_eval_pipeline.systems.version_changes import stored_versions

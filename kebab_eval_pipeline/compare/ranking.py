@@ -43,7 +43,7 @@ from kebab_eval_pipeline.compare.settings import CompareSettings
 
 # The bootstrap of a paired test's CI, reused for one run's mean (the "differences" are the scores).
 from kebab_eval_pipeline.compare.significance import binary_test, bootstrap_ci, paired_test
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.metrics import catalogue, legacy
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun

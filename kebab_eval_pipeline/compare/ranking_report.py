@@ -3,7 +3,7 @@
 ``ranking.md``, ``ranking.html`` and ``ranking.json`` are written by ``kebab-eval compare A B C …
 --out DIR`` and stored with the ``run_ranking`` asset, so a ranking reads the same wherever it was
 made. Every run id, metric name, version string and warning passes through
-:mod:`~kebab_eval_pipeline.markdown_text` (Markdown) or ``html.escape`` (HTML).
+:mod:`~kebab_eval_pipeline.foundation.markdown_text` (Markdown) or ``html.escape`` (HTML).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
-from kebab_eval_pipeline.json_records import json_records
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.json_records import json_records
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 
 __all__ = [
     "RANKING_FILES",

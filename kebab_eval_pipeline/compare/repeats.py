@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.markdown_text import md_cell, md_code
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
 
 #: A miss as the upper end of a rank range: after every rank.
 _MISS = np.inf

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 

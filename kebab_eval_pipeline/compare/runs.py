@@ -1,7 +1,7 @@
 """Compare two stored runs: metric deltas, per-query verdicts, version diff, golden drift.
 
-Used by :func:`kebab_eval_pipeline.pipeline.compare` (a run vs its baseline: the
-``comparison_report`` asset) and :func:`~kebab_eval_pipeline.pipeline.compare_stored`
+Used by :func:`kebab_eval_pipeline.chain.pipeline.compare` (a run vs its baseline: the
+``comparison_report`` asset) and :func:`~kebab_eval_pipeline.chain.pipeline.compare_stored`
 (``kebab-eval compare A B``); both produce the same :class:`ComparisonArtifact`.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
 from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
@@ -353,7 +353,7 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
         "not_measured_b": dict(metrics.info.get("not_measured") or {}),
     }
-    from kebab_eval_pipeline.markdown_text import md_code, md_text
+    from kebab_eval_pipeline.foundation.markdown_text import md_code, md_text
 
     markdown = f"# Comparison for run {md_code(run_id)}\n\n{md_text(note)}.\n"
     return ComparisonArtifact(

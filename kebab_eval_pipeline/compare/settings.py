@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from kebab_eval_pipeline.config_model import MAX_COUNT, Seed, StrictSettings
+from kebab_eval_pipeline.foundation.config_model import MAX_COUNT, Seed, StrictSettings
 
 
 class CompareSettings(StrictSettings):

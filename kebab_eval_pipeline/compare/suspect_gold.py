@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.compare.systems import verdict_label
-from kebab_eval_pipeline.markdown_text import md_cell, md_code
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
 from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings

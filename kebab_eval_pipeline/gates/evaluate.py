@@ -22,7 +22,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.margins import margin_verdict
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
     GateSettings,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from kebab_eval_pipeline.config_model import MAX_COUNT, StrictSettings
+from kebab_eval_pipeline.foundation.config_model import MAX_COUNT, StrictSettings
 
 
 class GateSettings(StrictSettings):

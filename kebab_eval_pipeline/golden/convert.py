@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 
 

@@ -20,12 +20,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV
+from kebab_eval_pipeline.foundation.yaml_io import TOP, decode_text, parse_json_checked, read_text_and_sha256
 from kebab_eval_pipeline.golden.readers import qrels as qrels_reader
 from kebab_eval_pipeline.golden.readers import topics as topics_reader
 from kebab_eval_pipeline.golden.syntax import SYNTAXES, first_line, named_suffix, syntax_of
-from kebab_eval_pipeline.limits import INPUT_ENV
-from kebab_eval_pipeline.yaml_io import TOP, decode_text, parse_json_checked, read_text_and_sha256
 
 DATASET_FORMATS = ("beir", "trec", "ranx")
 DEFAULT_SPLIT = "test"

@@ -21,8 +21,22 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV, check_regular
+from kebab_eval_pipeline.foundation.read_once import ReadOnce
+from kebab_eval_pipeline.foundation.yaml_io import (
+    TOP,
+    YamlPositions,
+    duplicate_offenders,
+    json_duplicates,
+    may_have_duplicate_keys,
+    may_hold_surrogates,
+    parse_json_checked,
+    parse_yaml,
+    read_text_and_sha256,
+    surrogate_paths,
+)
 from kebab_eval_pipeline.golden.columns import GoldenColumns
 from kebab_eval_pipeline.golden.datasets import (
     DATASET_FORMATS,
@@ -37,20 +51,6 @@ from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, Golden
 from kebab_eval_pipeline.golden.readers import CANONICAL_TYPED_KEYS, EntryError, RawQuery
 from kebab_eval_pipeline.golden.syntax import syntax_of
 from kebab_eval_pipeline.golden.validate import QueryChecks
-from kebab_eval_pipeline.limits import INPUT_ENV, check_regular
-from kebab_eval_pipeline.read_once import ReadOnce
-from kebab_eval_pipeline.yaml_io import (
-    TOP,
-    YamlPositions,
-    duplicate_offenders,
-    json_duplicates,
-    may_have_duplicate_keys,
-    may_hold_surrogates,
-    parse_json_checked,
-    parse_yaml,
-    read_text_and_sha256,
-    surrogate_paths,
-)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -391,7 +391,7 @@ def _unknown_key(state: _FileState, raw: RawQuery, name: str, qid: str | None) -
     if foreign is not None:
         hint = f"'{key}' belongs to the {foreign} format: read the file with --format {foreign}"
     else:
-        from kebab_eval_pipeline.config_suggest import suggestion
+        from kebab_eval_pipeline.foundation.config_suggest import suggestion
         from kebab_eval_pipeline.golden.readers import QUERY_FIELDS, SUPPORT_FIELDS
 
         known = SUPPORT_FIELDS if len(path) > 1 else QUERY_FIELDS

@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 import yaml
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.yaml_io import id_problem, parse_json_checked, parse_yaml, read_text
 from kebab_eval_pipeline.golden.convert import query_document, render_canonical
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.readers.canonical import TOP_LEVEL_KEYS
 from kebab_eval_pipeline.golden.validate import validate_queries
-from kebab_eval_pipeline.yaml_io import id_problem, parse_json_checked, parse_yaml, read_text
 
 #: The files a session can write: the canonical format's own suffixes.
 SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")

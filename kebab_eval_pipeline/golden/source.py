@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 from kebab_eval_pipeline.golden.datasets import DEFAULT_SPLIT, DatasetOptions
 from kebab_eval_pipeline.golden.formats import FORMATS
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kebab_eval_pipeline.errors import Offender
+from kebab_eval_pipeline.foundation.errors import Offender
+from kebab_eval_pipeline.foundation.yaml_io import id_problem
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
-from kebab_eval_pipeline.yaml_io import id_problem
 
 # Maps a query's index in its file to a human position ("line 12" / "queries[3]").
 PositionOf = Callable[[int], str | None]

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from kebab_eval_pipeline.foundation.json_records import plain_value
+from kebab_eval_pipeline.foundation.markdown_text import md_cell
 from kebab_eval_pipeline.golden_health.findings import CHECK_KINDS, HealthReport
-from kebab_eval_pipeline.json_records import plain_value
-from kebab_eval_pipeline.markdown_text import md_cell
 
 #: What each check reports, in a few words (check descriptions, the text output).
 CHECK_TITLES: dict[str, str] = {

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from kebab_eval_pipeline.config_model import MAX_COUNT, StrictSettings
+from kebab_eval_pipeline.foundation.config_model import MAX_COUNT, StrictSettings
 
 #: The slice dimensions a health check counts (those of the run breakdowns).
 SLICE_DIMENSIONS = ("category", "difficulty", "lang", "tag", "answerable")

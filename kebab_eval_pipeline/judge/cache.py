@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.judge.completion import Completion
 
 BUSY_TIMEOUT_S = 30.0

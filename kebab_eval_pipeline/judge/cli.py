@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 judge_app = typer.Typer(
     name="judge",
@@ -61,9 +61,9 @@ def serve_cmd(
     An address other machines can reach (anything but 127.0.0.0/8, ::1, localhost) needs
     --api-key-env, or --allow-unauthenticated, which is warned about on stderr.
     """
+    from kebab_eval_pipeline.foundation.net.serve import UnsafeBind, bind, exposure_warning, serve
     from kebab_eval_pipeline.judge.local import LocalJudge
     from kebab_eval_pipeline.judge.serve import create_app
-    from kebab_eval_pipeline.net.serve import UnsafeBind, bind, exposure_warning, serve
 
     # Decided first, before the model is even looked for: a refused bind touches nothing.
     try:

@@ -6,10 +6,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kebab_eval_pipeline.config_model import ENV_NAME_RE, Price, Seed
+from kebab_eval_pipeline.foundation.config_model import ENV_NAME_RE, Price, Seed
+from kebab_eval_pipeline.foundation.net.checks import url_problem
 from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.prompts import check_prompt_version
-from kebab_eval_pipeline.net.checks import url_problem
 
 DEFAULT_PROMPT_VERSION = "v1"
 

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
 
 BACKEND = "local"

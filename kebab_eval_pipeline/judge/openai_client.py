@@ -25,12 +25,12 @@ from typing import Any
 
 import httpx
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.net.checks import header_value_problem
+from kebab_eval_pipeline.foundation.net.retry import backoff_delay, body_tail
+from kebab_eval_pipeline.foundation.net.secrets import Secret, SecretMask, redact_url, scrub_text, url_secrets
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
 from kebab_eval_pipeline.judge.config import JudgeModelSettings
-from kebab_eval_pipeline.net.checks import header_value_problem
-from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
-from kebab_eval_pipeline.net.secrets import Secret, SecretMask, redact_url, scrub_text, url_secrets
 
 UNPINNED_PREFIX = "unpinned:"
 UNPINNED_NOTE = "the endpoint reports no immutable model digest: set judge.model_digest to pin it"

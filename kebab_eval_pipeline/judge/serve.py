@@ -13,7 +13,8 @@ Endpoints:
 
 Errors are OpenAI-shaped, ``{"error": {"message", "type", "code"}}``, with 400 (unsupported
 value, not JSON), 404 (unknown model or route), 422 (a body of the wrong shape) or 500 (the
-model failed) — never a stack trace. Served by Uvicorn through :mod:`kebab_eval_pipeline.net.serve`.
+model failed) — never a stack trace. Served by Uvicorn through
+:mod:`kebab_eval_pipeline.foundation.net.serve`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.net.serve import read_body
 from kebab_eval_pipeline.judge.completion import (
     TOP_LOGPROBS,
     Completion,
@@ -41,7 +43,6 @@ from kebab_eval_pipeline.judge.completion import (
     JudgeBackend,
     JudgeCallError,
 )
-from kebab_eval_pipeline.net.serve import read_body
 
 DEFAULT_MAX_TOKENS = 256
 GREEDY_ONLY = "only greedy decoding (temperature 0) is served"

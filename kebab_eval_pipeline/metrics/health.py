@@ -60,7 +60,7 @@ def health_markdown(verdict: dict[str, Any]) -> list[str]:
     line, only when some query failed (a healthy run says nothing); for run reports and summaries."""
     if not verdict.get("failed"):
         return []
-    from kebab_eval_pipeline.markdown_text import md_text
+    from kebab_eval_pipeline.foundation.markdown_text import md_text
 
     # The message quotes the system's own error text: escaped, it cannot become markup.
     return [f"**{'FAIL' if failed_run(verdict) else 'warning'}** — {md_text(verdict['message'])}", ""]

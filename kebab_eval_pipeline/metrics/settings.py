@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 
 #: The default cut-offs k of the @k metrics (``k:`` in the run config).
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)

@@ -47,10 +47,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.paths import real_inside, real_root
 from kebab_eval_pipeline.metrics.columns import arrow_to_pandas_string, int_column, string_column
 from kebab_eval_pipeline.metrics.matching import normalise_paths
-from kebab_eval_pipeline.paths import real_inside, real_root
 
 __all__ = [
     "HALLUCINATION_VERDICTS",

@@ -6,7 +6,7 @@ Each asset is partitioned by run (``eval_runs``) and records, on every
 materialization, the versions that make runs comparable. ``retrieval_results`` and ``judge`` are
 graph-backed: a plan op, one op per shard of the run's queries (``DynamicOutput``; retried on its
 own, the retrieval shards in the ``kebab_eval_system`` pool) and a collecting op that merges the
-shards and publishes the asset (:mod:`kebab_eval_pipeline.shards`).
+shards and publishes the asset (:mod:`kebab_eval_pipeline.chain.shards`).
 """
 
 import math
@@ -17,8 +17,8 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from kebab_eval_pipeline import pipeline, progress
-from kebab_eval_pipeline.artifacts import (
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import (
     STAGES,
     GoldenArtifact,
     JudgeArtifact,
@@ -26,17 +26,29 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.chain.memory import release_free_memory, release_inputs
+from kebab_eval_pipeline.chain.run_overrides import variant_settings
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.chain.shards import (
+    JudgePiece,
+    JudgeShard,
+    QueryShard,
+    RetrievalShardResult,
+    shard_key,
+)
 from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.compare.runs import (
     COMPARE_VERSION,
 )
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import InputError, Interrupted
+from kebab_eval_pipeline.foundation import progress
+from kebab_eval_pipeline.foundation.errors import InputError, Interrupted
+from kebab_eval_pipeline.foundation.revision import pipeline_revision
+from kebab_eval_pipeline.foundation.run_roles import RunRole, role_of
 from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
-from kebab_eval_pipeline.memory import release_free_memory, release_inputs
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.failures import input_failure, interrupted_failure
@@ -62,11 +74,6 @@ from kebab_eval_pipeline.reporting.per_query import (
     worst_scores_first,
 )
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
-from kebab_eval_pipeline.revision import pipeline_revision
-from kebab_eval_pipeline.run_overrides import variant_settings
-from kebab_eval_pipeline.run_roles import RunRole, role_of
-from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_key
 from kebab_eval_pipeline.systems.factory import live_info, system_info
 from kebab_eval_pipeline.systems.identity import label as system_label
 from kebab_eval_pipeline.systems.versions import mixed_versions
@@ -139,7 +146,7 @@ def chain_context(context, names: ChainNames = DEFAULT_NAMES) -> RunContext:
     steps): its effective settings — the chain's ``eval_settings`` resource with its
     ``system_under_test`` overrides applied, and, for a sweep variant's run id (the partition key
     says which: a backfill cannot tag each partition), the variant's settings
-    (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`) — and the system built from them.
+    (:func:`~kebab_eval_pipeline.chain.run_overrides.variant_settings`) — and the system built from them.
     A run config naming an op or resource the run does not have fails the step first
     (:mod:`.run_config`; checked when the context is made, and again by every step while it
     cannot be made)."""
@@ -426,7 +433,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         )
 
     def _sharded_chain_asset(asset: str, **kwargs):
-        """A sharded asset of the chain (:mod:`kebab_eval_pipeline.shards`): a graph of a plan step, one
+        """A sharded asset of the chain (:mod:`kebab_eval_pipeline.chain.shards`): a graph of a plan step, one
         step per shard and a collecting step, which publishes the asset as :func:`_chain_asset` does
         (its ``Out`` names the artifact IO manager)."""
         return _named(
@@ -904,12 +911,12 @@ class ChainAssets:
     comparison_report: dg.AssetsDefinition
 
     def asset(self, name: str) -> dg.AssetsDefinition:
-        """The chain's asset declared as ``name`` in :data:`~kebab_eval_pipeline.artifacts.STAGES`."""
+        """The chain's asset declared as ``name`` in :data:`~kebab_eval_pipeline.chain.artifacts.STAGES`."""
         return getattr(self, name)
 
     @property
     def eval_assets(self) -> list[dg.AssetsDefinition]:
-        """The chain the job materializes, in order (:data:`~kebab_eval_pipeline.artifacts.STAGES`)."""
+        """The chain the job materializes, in order (:data:`~kebab_eval_pipeline.chain.artifacts.STAGES`)."""
         return [self.asset(stage.asset) for stage in STAGES]
 
     @property

@@ -21,9 +21,17 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.compare.freshness import Freshness, freshness
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import (
+    TRIGGER_TAG,
+    golden_change_run_id,
+    nightly_run_id,
+    nightly_run_of_day,
+    system_change_run_id,
+)
 from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.orchestration.assets import (
     golden_file_observation,
@@ -31,14 +39,6 @@ from kebab_eval_pipeline.orchestration.assets import (
     system_observation,
 )
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
-from kebab_eval_pipeline.run_ids import (
-    TRIGGER_TAG,
-    golden_change_run_id,
-    nightly_run_id,
-    nightly_run_of_day,
-    system_change_run_id,
-)
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import live_info
 from kebab_eval_pipeline.systems.identity import identity_from_settings
 from kebab_eval_pipeline.systems.version_changes import (

@@ -15,7 +15,7 @@ import dagster as dg
 from pydantic import Field
 
 from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, _number, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames

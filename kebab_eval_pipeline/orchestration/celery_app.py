@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 BROKER_ENV = "KEBAB_EVAL_CELERY_BROKER"
 BACKEND_ENV = "KEBAB_EVAL_CELERY_BACKEND"

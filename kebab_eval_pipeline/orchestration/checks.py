@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import STAGES
+from kebab_eval_pipeline.chain.artifacts import STAGES
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.gates.evaluate import GateResult, check_name, regression_kinds
 from kebab_eval_pipeline.judge.metrics import disagreement
 from kebab_eval_pipeline.metrics.health import CHECK_NAME
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, read_chain_artifact
 from kebab_eval_pipeline.reporting.summary import gate_outcome
-from kebab_eval_pipeline.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -359,7 +359,7 @@ def matching_coverage_check(
 #: Every asset check of the chain by name, in the order the checks are defined: name → builder
 #: ``(settings, chain, asset)`` → the check's :class:`CheckPart`, or None when the settings configure
 #: nothing to check. Which asset a check is on is declared with the asset (``checks`` of
-#: :data:`~kebab_eval_pipeline.artifacts.STAGES`).
+#: :data:`~kebab_eval_pipeline.chain.artifacts.STAGES`).
 CHECKS = {
     "gates": _absolute_gates,
     "regression_gates": _comparison_gates,
@@ -407,7 +407,7 @@ def _step(name: str, parts: list[CheckPart], chain: ChainAssets) -> dg.AssetChec
 
 
 def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> list[dg.AssetChecksDefinition]:
-    """The checks the chain's assets declare (:data:`~kebab_eval_pipeline.artifacts.STAGES`): the gate
+    """The checks the chain's assets declare (:data:`~kebab_eval_pipeline.chain.artifacts.STAGES`): the gate
     checks the settings configure (plus the WFGY defaults), the system-health check, the judge's
     spot-check warning and the matching-coverage check, in the steps :data:`STEPS` names."""
     on = {name: stage.asset for stage in STAGES for name in stage.checks}

@@ -30,8 +30,8 @@ from typing import Annotated, Any
 import dagster as dg
 from pydantic import Field
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import CHAIN_NAME
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import CHAIN_NAME
 from kebab_eval_pipeline.orchestration.factory import evaluation_chain
 from kebab_eval_pipeline.orchestration.team_check import CHECK_NAME, evaluation_check
 

@@ -26,9 +26,10 @@ from typing import Any
 
 import dagster as dg
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import default_storage_base, run_storage
 from kebab_eval_pipeline.gates.evaluate import check_gate_names
-from kebab_eval_pipeline.location import default_storage_base, run_storage
 from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN, ChainAssets, build_chain_assets
 from kebab_eval_pipeline.orchestration.automation import build_automation
 from kebab_eval_pipeline.orchestration.bisect import build_bisect_asset
@@ -45,7 +46,6 @@ from kebab_eval_pipeline.orchestration.resources import (
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
 from kebab_eval_pipeline.orchestration.sweep import build_sweep_definitions
-from kebab_eval_pipeline.settings import RunSettings
 
 JOB_NAME = "evaluation_run"
 
@@ -179,7 +179,7 @@ def evaluation_chain(
         the file: keep a chain's settings there when its runs are also read or made by the CLI.
       - ``storage``: where this chain's runs are stored. Default: a folder named ``name`` under
         the config's ``storage`` (else the default base), so two chains never share run ids —
-        :func:`kebab_eval_pipeline.location.run_storage`, where ``--chain name`` looks.
+        :func:`kebab_eval_pipeline.foundation.location.run_storage`, where ``--chain name`` looks.
       - ``system_kind`` / ``mode`` / ``chunk_size``: the ``system_under_test`` resource's overrides.
       - ``watch_asset``: a team's asset (its index): each new materialization starts a run of this
         chain (the ``system_version_sensor``, stopped until turned on).

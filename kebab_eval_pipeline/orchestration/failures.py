@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline.errors import InputError, Interrupted, RunInProgress
-from kebab_eval_pipeline.net.secrets import mask_text
+from kebab_eval_pipeline.foundation.errors import InputError, Interrupted, RunInProgress
+from kebab_eval_pipeline.foundation.net.secrets import mask_text
 
 #: Metadata key of a :func:`input_failure`: the CLI reads it to exit 2 with the message alone.
 INPUT_ERROR_KEY = "input_error"

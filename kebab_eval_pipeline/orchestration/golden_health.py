@@ -25,14 +25,14 @@ import re
 
 import dagster as dg
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.golden_health_run import check_golden_health
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden_health.findings import CHECK_KINDS, HealthReport
 from kebab_eval_pipeline.golden_health.render import CHECK_TITLES, markdown_table, outcome, summary_lines
-from kebab_eval_pipeline.golden_health_run import check_golden_health
 from kebab_eval_pipeline.orchestration.assets import STAGE, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
-from kebab_eval_pipeline.settings import RunSettings
 
 ASSET = "golden_health"
 PARTITION_TAG = "dagster/partition"

@@ -6,8 +6,8 @@ import json
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES, STAGES
-from kebab_eval_pipeline.errors import RunInProgress
+from kebab_eval_pipeline.chain.artifacts import ARTIFACT_TYPES, STAGES
+from kebab_eval_pipeline.foundation.errors import RunInProgress
 from kebab_eval_pipeline.orchestration import run_context, run_lock
 from kebab_eval_pipeline.orchestration.failures import run_in_progress_failure
 from kebab_eval_pipeline.store.runs import RunStore

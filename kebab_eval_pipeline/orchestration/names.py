@@ -16,8 +16,8 @@ from functools import cached_property
 
 import dagster as dg
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import CHAIN_NAME
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import CHAIN_NAME
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.orchestration.registered_runs import SEPARATOR, partitions_name
 

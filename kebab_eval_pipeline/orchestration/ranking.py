@@ -3,7 +3,7 @@
 Not partitioned: a ranking is over a chosen set of run partitions, named in its config (the
 launchpad's ``ops: run_ranking: config:``). It reads the runs from the run store the chain writes
 (``artifact_storage``), ranks them with the compare settings of ``eval_settings``
-(:func:`~kebab_eval_pipeline.pipeline.rank_stored`), and stores the tables and the three files
+(:func:`~kebab_eval_pipeline.chain.pipeline.rank_stored`), and stores the tables and the three files
 (``ranking.md``, ``ranking.html``, ``ranking.json``) under ``{storage}/run_ranking/{name}/`` as the
 chain's assets store theirs; the materialization links the files (``report_md``, ``report_html``,
 ``report_json``) and shows the Markdown (``report``).
@@ -13,9 +13,9 @@ chain's assets store theirs; the materialization links the files (``report_md``,
 import dagster as dg
 from pydantic import Field
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
 from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA, DEFAULT_METRICS
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames

@@ -16,8 +16,8 @@ import json
 
 import dagster as dg
 
-from kebab_eval_pipeline.run_overrides import CONFIG_ENV, apply_overrides, config_path, judge_overrides
-from kebab_eval_pipeline.settings import RunSettings, load_settings
+from kebab_eval_pipeline.chain.run_overrides import CONFIG_ENV, apply_overrides, config_path, judge_overrides
+from kebab_eval_pipeline.chain.settings import RunSettings, load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 
 __all__ = ["CONFIG_ENV", "ArtifactStorage", "EvalSettingsResource", "SystemUnderTestResource"]

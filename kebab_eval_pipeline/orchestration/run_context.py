@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline.settings import RunSettings
+from kebab_eval_pipeline.chain.settings import RunSettings
 
 #: How many runs' contexts a process keeps (a code server running runs side by side, a sweep).
 KEPT = 4

@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import RunInProgress
-from kebab_eval_pipeline.location import is_local
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import RunInProgress
+from kebab_eval_pipeline.foundation.location import is_local
 from kebab_eval_pipeline.store.layout import lock_folder
 
 PARTITION_TAG = "dagster/partition"

@@ -1,6 +1,6 @@
 """Stores the values passed between the steps of a sharded asset as Parquet under the storage base.
 
-A sharded asset's plan, shard and collecting steps (:mod:`kebab_eval_pipeline.shards`) may run on
+A sharded asset's plan, shard and collecting steps (:mod:`kebab_eval_pipeline.chain.shards`) may run on
 workers that share no disk, so their values cannot live in Dagster's default ``fs_io_manager``
 under the local ``DAGSTER_HOME``: they go where the run's artifacts go (the same base, a local
 folder or an fsspec URL such as ``s3://…``)::
@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.chain.shards import SHARD_TYPES
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.location import is_local, local_path
+from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
 from kebab_eval_pipeline.orchestration.run_lock import PARTITION_TAG
-from kebab_eval_pipeline.parquet_parts import ParquetParts
-from kebab_eval_pipeline.shards import SHARD_TYPES
 from kebab_eval_pipeline.store.frames import table_to_frame
 
 SHARDS_DIR = "_shards"
@@ -58,7 +58,7 @@ def _folder(base: str, partition: str, identifier) -> UPath:
 
 
 def write_value(folder: UPath, value) -> None:
-    """``value`` (a :data:`~kebab_eval_pipeline.shards.SHARD_TYPES` instance) as Parquet tables and
+    """``value`` (a :data:`~kebab_eval_pipeline.chain.shards.SHARD_TYPES` instance) as Parquet tables and
     ``_value.json``, the latter last."""
     tables, info = value.to_tables()
     folder.mkdir(parents=True, exist_ok=True)

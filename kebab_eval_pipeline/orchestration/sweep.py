@@ -4,10 +4,10 @@
   to the chain's run partitions. Launch it once, then select those partitions in the asset
   graph (or the job's partitions page) and launch a backfill: each partition is a normal run whose
   steps resolve the variant's settings from the partition key
-  (:func:`~kebab_eval_pipeline.run_overrides.variant_settings`; a backfill cannot tag each
+  (:func:`~kebab_eval_pipeline.chain.run_overrides.variant_settings`; a backfill cannot tag each
   partition).
 - ``sweep_leaderboard`` (unpartitioned, like ``run_ranking``): the stored variants ranked
-  (:func:`~kebab_eval_pipeline.pipeline.rank_sweep`), stored under
+  (:func:`~kebab_eval_pipeline.chain.pipeline.rank_sweep`), stored under
   ``{storage}/sweep_leaderboard/{sweep name}/`` with ``leaderboard.md`` and ``leaderboard.json``.
 
 Built only when the config has a ``sweep:`` block; every name comes from :class:`ChainNames`.
@@ -18,13 +18,13 @@ Built only when the config has a ``sweep:`` block; every name comes from :class:
 import dagster as dg
 from pydantic import Field
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.sweep.grid import expand
 from kebab_eval_pipeline.sweep.leaderboard import render_json, render_markdown
 

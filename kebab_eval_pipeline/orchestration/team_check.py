@@ -33,7 +33,7 @@ from typing import Any
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import (
+from kebab_eval_pipeline.chain.artifacts import (
     ARTIFACT_TYPES,
     CHAIN_ASSETS,
     ComparisonArtifact,
@@ -43,18 +43,18 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import run_storage
+from kebab_eval_pipeline.chain.pipeline import run_role
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import run_storage
+from kebab_eval_pipeline.foundation.run_ids import asset_check_run_id
+from kebab_eval_pipeline.foundation.run_roles import ROLE_TAG, SETTABLE_ROLES, TEAM_CHECK
 from kebab_eval_pipeline.orchestration import run_lock
 from kebab_eval_pipeline.orchestration.factory import chain_assets, chain_definitions
 from kebab_eval_pipeline.orchestration.failures import raised_error
 from kebab_eval_pipeline.orchestration.in_process import Builder, execute_partition
 from kebab_eval_pipeline.orchestration.names import ChainNames
-from kebab_eval_pipeline.pipeline import run_role
 from kebab_eval_pipeline.reporting.summary import gate_outcome
-from kebab_eval_pipeline.run_ids import asset_check_run_id
-from kebab_eval_pipeline.run_roles import ROLE_TAG, SETTABLE_ROLES, TEAM_CHECK
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 
 #: How the check learns the system: a fixed ``system:`` block, or one made from the metadata of

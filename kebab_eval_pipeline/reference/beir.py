@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.yaml_io import jsonl_objects, read_text
 from kebab_eval_pipeline.reference.ingest import (
     CorpusScan,
     Document,
@@ -20,7 +21,6 @@ from kebab_eval_pipeline.reference.ingest import (
     read_corpus_scan,
     scan_corpus,
 )
-from kebab_eval_pipeline.yaml_io import jsonl_objects, read_text
 
 BEIR_PARSER_VERSION = "beir-jsonl-1"
 CORPUS_FILE = "corpus.jsonl"

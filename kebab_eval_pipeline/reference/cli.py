@@ -286,7 +286,7 @@ def serve_cmd(
     authentication, so an address other machines can reach (anything but 127.0.0.0/8, ::1,
     localhost) is refused unless --allow-unauthenticated is given, and then warned about.
     """
-    from kebab_eval_pipeline.net.serve import UnsafeBind, bind, exposure_warning, serve
+    from kebab_eval_pipeline.foundation.net.serve import UnsafeBind, bind, exposure_warning, serve
     from kebab_eval_pipeline.reference.server import create_app
 
     try:

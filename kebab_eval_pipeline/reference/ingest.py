@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kebab_eval_pipeline.paths import real_inside, real_root
+from kebab_eval_pipeline.foundation.paths import real_inside, real_root
 
 if TYPE_CHECKING:
     import pathspec
@@ -172,7 +172,7 @@ def scan_corpus(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> Corpus
 
     Symlinks (SPEC §11, no reads outside configured roots): a link — to a file or a folder, at
     any depth — is followed only when its real path lies inside the corpus root's real path (the
-    containment rule :mod:`kebab_eval_pipeline.paths` shares with ``source_root``). A link leaving
+    containment rule :mod:`kebab_eval_pipeline.foundation.paths` shares with ``source_root``). A link leaving
     the root is never opened, only resolved. The plain tree is walked first and folder links
     after it, so a file reachable both directly and through links is read once, under its plain
     path (among link paths only, the first in sorted order); a folder link to a folder already

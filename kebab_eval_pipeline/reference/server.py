@@ -13,7 +13,7 @@ Endpoints (JSON in, JSON out):
 Bad requests get 400 (422 for a body of the wrong shape) with ``{"error": ...}``;
 never a stack trace. Built on Starlette and served by Uvicorn, which the
 Dagster webserver already depends on, so the server adds no dependency; reading request bodies,
-the exposure check, binding and serving are :mod:`kebab_eval_pipeline.net.serve`'s.
+the exposure check, binding and serving are :mod:`kebab_eval_pipeline.foundation.net.serve`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from kebab_eval_pipeline.net.serve import read_body
+from kebab_eval_pipeline.foundation.net.serve import read_body
 from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
 from kebab_eval_pipeline.reference.stdio import MAX_K, version_report
 

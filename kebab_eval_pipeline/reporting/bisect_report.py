@@ -3,7 +3,7 @@
 Text is for the terminal, Markdown for the Dagster UI and files, JSON for scripts (every row of
 every table, flips uncapped). Text and Markdown show each change's flipped queries worst first, at
 most ``max_flips`` of them, and say how many more there are. Run ids, version strings and query ids
-go through :mod:`~kebab_eval_pipeline.markdown_text` in Markdown.
+go through :mod:`~kebab_eval_pipeline.foundation.markdown_text` in Markdown.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.bisect import Bisect
-from kebab_eval_pipeline.json_records import finite_json, json_records
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.json_records import finite_json, json_records
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 
 __all__ = [
     "FORMATS",

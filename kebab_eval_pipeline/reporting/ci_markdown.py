@@ -6,7 +6,8 @@ Both say, in this order: the verdict (blocking gates failed or not) with the che
 gates and the system-health verdict, counted as JUnit counts its testcases), the
 headline metrics (with the baseline, delta, adjusted p and significance marks when there is a
 comparison), the gates, the queries that got worse, and a link to the full report. Every list is
-capped and every user- or system-supplied text is escaped and cut (:mod:`kebab_eval_pipeline.markdown_text`),
+capped and every user- or system-supplied text is escaped and cut
+(:mod:`kebab_eval_pipeline.foundation.markdown_text`),
 so the output stays small whatever the golden set holds: GitHub refuses a job summary over 1 MiB
 and a comment over 65,536 characters.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.reporting.ci_view import CiView
 from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,

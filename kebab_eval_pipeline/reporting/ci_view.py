@@ -17,7 +17,7 @@ from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.reporting.not_measured import not_measured
 
 if TYPE_CHECKING:
-    from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+    from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 
 #: One row per headline metric. ``a``/``delta``/``p_adjusted``… are null without a comparison.
 METRIC_COLUMNS: dict[str, str] = {

@@ -13,10 +13,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline import atomic
 from kebab_eval_pipeline.compare.outcome import run_outcome
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.json_records import json_records, plain_value
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.json_records import json_records, plain_value
+from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS
 from kebab_eval_pipeline.metrics.columns import (
     arrow_to_pandas_string,
@@ -31,7 +32,6 @@ from kebab_eval_pipeline.metrics.retrieval import (
     assign_judgements,
     query_codes,
 )
-from kebab_eval_pipeline.run_roles import role_of
 from kebab_eval_pipeline.store.runs import RunStore
 
 _HIT_FIELDS = (

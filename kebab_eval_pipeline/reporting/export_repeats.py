@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.reporting.export import _relevance_level, trec_tables
 from kebab_eval_pipeline.store.runs import RunStore
 

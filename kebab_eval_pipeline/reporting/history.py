@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.compare.outcome import run_outcome
+from kebab_eval_pipeline.foundation.run_roles import matches_role, role_of
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.run_roles import matches_role, role_of
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 
 #: The columns shown by default: the metric catalogue's summary list.
@@ -25,12 +25,13 @@ def metric_history(
     outcome: str | None = None,
 ) -> pd.DataFrame:
     """One row per stored run (oldest first): run id, time, chunker version, golden name, its role
-    (:func:`~kebab_eval_pipeline.run_roles.role_of`'s label: ``nightly``, ``sweep-variant (chunks)``),
+    (:func:`~kebab_eval_pipeline.foundation.run_roles.role_of`'s label: ``nightly``, ``sweep-variant
+    (chunks)``),
     its outcome (``passed`` | ``failed``, :func:`~kebab_eval_pipeline.compare.outcome.run_outcome`
     over its metrics and stored comparison) with the checks that failed it (``failed``: comma-separated,
     "" when it passed), then the metrics.
 
-    ``roles``: keep runs matching any of them (:func:`~kebab_eval_pipeline.run_roles.matches_role`:
+    ``roles``: keep runs matching any of them (:func:`~kebab_eval_pipeline.foundation.run_roles.matches_role`:
     a role, ``regular``, ``sweep:<name>``); ``outcome``: keep runs with that outcome. Metrics a run
     did not compute (or computed as null) are NaN.
     """

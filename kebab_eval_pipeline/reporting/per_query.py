@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS
+from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
 from kebab_eval_pipeline.metrics import catalogue
-from kebab_eval_pipeline.parquet_parts import ParquetParts
 
 QUESTION_CHARS = 80  # enough to recognise a question in a table cell
 

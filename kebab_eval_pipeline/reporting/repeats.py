@@ -4,7 +4,7 @@ stored in the run's metadata as ``info["repeats"]``)."""
 
 from __future__ import annotations
 
-from kebab_eval_pipeline.markdown_text import md_cell, md_code
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
 
 
 def _num(x: float | int | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 # Characters a Markdown link destination cannot hold as they are (space, parentheses, angle
 # brackets, backslash, backticks): percent-encoded, so the link stays one link.

@@ -8,13 +8,13 @@ import math
 import pandas as pd
 
 from kebab_eval_pipeline.compare.report import CATEGORY_METRICS
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
 from kebab_eval_pipeline.reporting.spend import spend_parts, usd
-from kebab_eval_pipeline.run_roles import role_of
 from kebab_eval_pipeline.systems.identity import label as system_label
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.reporting.gate_text import TALLY_WORDS, outcome, tally, tally_text
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
-from kebab_eval_pipeline.run_roles import role_of
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")

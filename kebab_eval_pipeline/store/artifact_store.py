@@ -28,11 +28,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
-from kebab_eval_pipeline import atomic, cancellation
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.location import is_local, local_path
-from kebab_eval_pipeline.parquet_parts import ParquetParts
-from kebab_eval_pipeline.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
+from kebab_eval_pipeline.foundation import atomic, cancellation
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.location import is_local, local_path
+from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
+from kebab_eval_pipeline.foundation.run_ids import RUN_ID_PATTERN, check_run_id  # noqa: F401
 
 # defined beside the run ids (no pandas there, for the CLI's checks); importable from here as before
 from kebab_eval_pipeline.store.frames import table_to_frame

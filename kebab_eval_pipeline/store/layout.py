@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.foundation.location import is_local, local_path
 
 MANIFEST = "_manifest.json"
 PINS_FILE = "_baselines.json"

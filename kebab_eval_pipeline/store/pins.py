@@ -16,14 +16,18 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import INPUT_ENV, max_bytes, read_limited
-from kebab_eval_pipeline.location import is_local, local_path
-from kebab_eval_pipeline.run_ids import check_run_id
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV, max_bytes, read_limited
+from kebab_eval_pipeline.foundation.location import is_local, local_path
+from kebab_eval_pipeline.foundation.run_ids import check_run_id
+from kebab_eval_pipeline.foundation.yaml_io import (
+    duplicate_offenders,
+    json_duplicates,
+    may_have_duplicate_keys,
+)
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.store.layout import PINS_FILE
-from kebab_eval_pipeline.yaml_io import duplicate_offenders, json_duplicates, may_have_duplicate_keys
 
 PIN_FIELDS = ("run_id", "golden_sha256", "pinned_at")
 
@@ -91,7 +95,7 @@ def _read_bounded(path) -> bytes:
 
 
 def _write_pins(store: ArtifactStore, pins: Mapping[str, Mapping[str, str]]) -> None:
-    """Replace the pin document atomically (see :mod:`kebab_eval_pipeline.atomic`), so a reader
+    """Replace the pin document atomically (see :mod:`kebab_eval_pipeline.foundation.atomic`), so a reader
     never sees half a file. Callers hold :func:`atomic.locked` on the document."""
     payload = json.dumps(pins, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
     atomic.write_bytes(_pins_path(store), payload)

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from upath import UPath
 
-from kebab_eval_pipeline.location import is_local, local_path
+from kebab_eval_pipeline.foundation.location import is_local, local_path
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.store.frames import table_to_frame
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kebab_eval_pipeline import atomic
-from kebab_eval_pipeline.artifacts import (
+from kebab_eval_pipeline.chain.artifacts import (
     STAGES,
     ComparisonArtifact,
     GoldenArtifact,
@@ -24,12 +23,13 @@ from kebab_eval_pipeline.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.store import layout
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.store.repeat_rows import read_rows
 
 #: The assets a stored run is read from, in the order a missing one is reported (``stored_run`` in
-#: the chain's declaration, :data:`~kebab_eval_pipeline.artifacts.STAGES`).
+#: the chain's declaration, :data:`~kebab_eval_pipeline.chain.artifacts.STAGES`).
 RUN_ASSETS = tuple(s.asset for s in STAGES if s.stored_run)
 
 

@@ -2,7 +2,7 @@
 
 Only the block's shape is checked here (a run-id-safe name, a rankable metric). The grid's keys and
 values are checked against the run settings when the config loads
-(:func:`kebab_eval_pipeline.settings.settings_from_dict`), every problem at once, because only there
+(:func:`kebab_eval_pipeline.chain.settings.settings_from_dict`), every problem at once, because only there
 is the system kind's settings model known.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 
 #: A sweep's name becomes part of every variant's run id (``sweep-<name>-<variant>``), so it is
 #: bounded well below the run id's 128 characters.

@@ -8,10 +8,10 @@ first key varying slowest (the order the grid is written in, like nested loops):
   JSON). The readable part may be shortened or lose characters a run id cannot hold; the hash keeps
   ids of different overrides apart and makes an id depend on nothing but the overrides (not on the
   other values in the grid, nor on their order).
-- run id ``sweep-<name>-<slug>``: valid under :func:`kebab_eval_pipeline.run_ids.check_run_id`.
+- run id ``sweep-<name>-<slug>``: valid under :func:`kebab_eval_pipeline.foundation.run_ids.check_run_id`.
 
 Pure: no settings model here (:func:`apply_variant` edits a config mapping); the run settings
-check the grid's keys and values (:mod:`kebab_eval_pipeline.settings`).
+check the grid's keys and values (:mod:`kebab_eval_pipeline.chain.settings`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kebab_eval_pipeline.run_ids import check_run_id
+from kebab_eval_pipeline.foundation.run_ids import check_run_id
 
 #: The most variants one sweep may have (each is a whole run over the golden set).
 MAX_VARIANTS = 200

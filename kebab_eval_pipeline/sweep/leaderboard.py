@@ -17,8 +17,8 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 from kebab_eval_pipeline.compare.ranking_report import superscript
-from kebab_eval_pipeline.json_records import json_records
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.json_records import json_records
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.sweep.grid import Variant, value_text
 
 #: One row per ranked variant, best first (the ranking's report order). The swept settings'

@@ -42,9 +42,9 @@ from typing import Any
 
 import orjson
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
-from kebab_eval_pipeline.errors import FieldValueError
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import FieldValueError
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
@@ -278,7 +278,7 @@ os.register_at_fork(after_in_child=_forget_spawner)
 
 
 #: Every system process alive (a weak set: a process forgotten by its caller leaves it). Ctrl-C
-#: (kebab_eval_pipeline.cancellation) kills their groups at once: the calls in flight end now,
+#: (kebab_eval_pipeline.foundation.cancellation) kills their groups at once: the calls in flight end now,
 #: not when the system answers.
 _live: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from kebab_eval_pipeline.config_model import Price, StrictSettings
+from kebab_eval_pipeline.foundation.config_model import Price, StrictSettings
 
 if TYPE_CHECKING:  # the run config imports this module: it must not pull in pandas (the CLI's fast exits)
     import pandas as pd

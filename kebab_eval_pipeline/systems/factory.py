@@ -7,10 +7,10 @@ the system as it is *now* (:func:`live_info`), however long the process (a code 
 How each kind is built, cached and read is its own module's declaration (:mod:`.kinds`):
 
 * reference — the index is reloaded when its manifest (or, built from a corpus, any corpus file)
-  changed: the stat fingerprint of :mod:`kebab_eval_pipeline.read_once` (inode and change time
+  changed: the stat fingerprint of :mod:`kebab_eval_pipeline.foundation.read_once` (inode and change time
   included, so an index replaced with its old timestamps still counts as changed);
 * command / http — a new adapter per call, so ``version_argv`` is run and ``version_url`` fetched again;
-* replay — the trace is parsed again once its file changed (:mod:`kebab_eval_pipeline.read_once`);
+* replay — the trace is parsed again once its file changed (:mod:`kebab_eval_pipeline.foundation.read_once`);
 * python — built afresh in a process of its own (:mod:`.python_versions`): the module imported
   again, the factory called, ``versions()`` asked; the object a run in this process uses is left
   alone, and nothing the reading loads stays in this process.
@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.net.secrets import SecretMask, active
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.net.secrets import SecretMask, active
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 from kebab_eval_pipeline.systems.settings import SystemSettings, kind_of
 

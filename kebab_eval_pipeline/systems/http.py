@@ -15,7 +15,7 @@
 * At most ``concurrency`` requests in flight (asyncio + httpx, one connection pool).
 * Headers from environment variables (``headers_from_env``). Their values never reach
   system info, metadata, logs or error messages: any echo of them in a response is scrubbed
-  (:mod:`kebab_eval_pipeline.net.secrets`).
+  (:mod:`kebab_eval_pipeline.foundation.net.secrets`).
 
 Latency is wall time per query from the first attempt to the parsed response, retries and
 backoff included; ``attempts`` records how many requests were sent.
@@ -32,11 +32,11 @@ from typing import Any
 
 import httpx
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import Interrupted
-from kebab_eval_pipeline.net.retry import backoff_delay, body_tail
-from kebab_eval_pipeline.net.secrets import (
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import Interrupted
+from kebab_eval_pipeline.foundation.net.retry import backoff_delay, body_tail
+from kebab_eval_pipeline.foundation.net.secrets import (
     SecretMask,
     header_secrets,
     redact_url,
@@ -119,7 +119,7 @@ class HttpSystem(OpaqueSystem):
     def scrub(self, text: str) -> str:
         """``text`` with URLs stripped of user info and query string (httpx names the URL in its
         messages) and every secret header value (and its tokens) and URL credential replaced by
-        ``***``, in any echoed form (:class:`~kebab_eval_pipeline.net.secrets.SecretMask`)."""
+        ``***``, in any echoed form (:class:`~kebab_eval_pipeline.foundation.net.secrets.SecretMask`)."""
         return scrub_text(text, self._secrets)
 
     @property

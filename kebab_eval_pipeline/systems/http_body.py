@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import orjson
 
-from kebab_eval_pipeline.limits import MIB
+from kebab_eval_pipeline.foundation.limits import MIB
 from kebab_eval_pipeline.systems.outcome import BAD_JSON, BAD_RESPONSE, TOO_LARGE, QueryFailure
 
 ERROR_BODY_BYTES = 1 << 16  # of an error response's body, read for its message

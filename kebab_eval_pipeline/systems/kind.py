@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 from pydantic import Field
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 
 if TYPE_CHECKING:

@@ -42,7 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from kebab_eval_pipeline.errors import Offender
+from kebab_eval_pipeline.foundation.errors import Offender
 from kebab_eval_pipeline.systems.otlp import Span
 from kebab_eval_pipeline.systems.wire import dig
 

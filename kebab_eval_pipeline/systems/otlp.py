@@ -29,7 +29,7 @@ Two encodings of the same data are accepted, told apart without ambiguity:
 
 Attribute values become Python values: ``stringValue`` → str, ``intValue`` → int, ``doubleValue``
 → float, ``boolValue`` → bool, ``arrayValue`` → list, ``kvlistValue`` → dict, ``bytesValue`` → its
-base64 text. Anything that cannot be read is an :class:`~kebab_eval_pipeline.errors.Offender`
+base64 text. Anything that cannot be read is an :class:`~kebab_eval_pipeline.foundation.errors.Offender`
 naming the file, the line of the offending value and of its document when they differ, the span
 and the field or attribute; :func:`read_otlp` returns every one of them beside the spans. Lines are
 found only for offenders (a document is parsed a second time, by the standard library's
@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 
-from kebab_eval_pipeline.errors import Offender
+from kebab_eval_pipeline.foundation.errors import Offender
 
 STATUS_NAMES = {0: "UNSET", 1: "OK", 2: "ERROR"}
 KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Answer, Hit
-from kebab_eval_pipeline.errors import Interrupted
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import Interrupted
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block
 from kebab_eval_pipeline.systems.outcome import EXCEPTION, Progress, QueryFailure, QueryOutcome, QueryRequest
 
@@ -82,7 +82,7 @@ class PerQueryAdapter:
         progress: Progress | None = None,
     ) -> list[QueryOutcome]:
         """One outcome per request, in request order; at most ``concurrency`` at a time.
-        Interrupted (Ctrl-C, :mod:`kebab_eval_pipeline.cancellation`): no further query is started
+        Interrupted (Ctrl-C, :mod:`kebab_eval_pipeline.foundation.cancellation`): no further query is started
         and the queries not started are dropped; the calls in flight are the adapter's to end."""
         total = len(requests)
         if self.concurrency <= 1 or total <= 1:

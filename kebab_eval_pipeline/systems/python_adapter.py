@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings

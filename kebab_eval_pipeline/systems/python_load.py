@@ -17,7 +17,8 @@ The contract (README "python"):
   read with the same ``response`` mapping), for the stale-golden checks.
 
 Everything that can be checked before a query runs is checked here, and a problem raises
-:class:`~kebab_eval_pipeline.errors.FieldValueError` naming ``system.callable`` (or ``system.args``,
+:class:`~kebab_eval_pipeline.foundation.errors.FieldValueError` naming ``system.callable`` (or
+``system.args``,
 ``system.mode``), the callable and the reason.
 """
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kebab_eval_pipeline.errors import FieldValueError
+from kebab_eval_pipeline.foundation.errors import FieldValueError
 
 
 @dataclass(frozen=True)

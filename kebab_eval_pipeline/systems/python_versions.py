@@ -21,7 +21,8 @@ grew by the index's size each time). What the system prints goes to stderr, neve
 The reading has at most :data:`READ_LIMIT_S`, under Dagster's default 60 s for a sensor evaluation,
 so a slow or hanging factory makes a tick skip with the reason instead of failing it; the process
 and everything it started are then killed (:func:`.command.run_to_exit`). A problem the loader finds
-(a module not found, a factory that raises) is the same :class:`~kebab_eval_pipeline.errors.InputError`
+(a module not found, a factory that raises) is the same
+:class:`~kebab_eval_pipeline.foundation.errors.InputError`
 building the system in-process raises; a reading that is too slow, crashes or writes no result is an
 InputError naming ``system.callable``, with the process's exit and the tail of its stderr.
 """
@@ -35,7 +36,7 @@ import sys
 import yaml
 
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import FieldValueError, InputError, Offender
+from kebab_eval_pipeline.foundation.errors import FieldValueError, InputError, Offender
 from kebab_eval_pipeline.systems.command import run_to_exit, tail
 from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryFailure

@@ -50,9 +50,9 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from kebab_eval_pipeline import cancellation
-from kebab_eval_pipeline.errors import FieldValueError
-from kebab_eval_pipeline.net.secrets import mask_text
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import FieldValueError
+from kebab_eval_pipeline.foundation.net.secrets import mask_text
 from kebab_eval_pipeline.systems.kinds.python import PythonSystemSettings
 from kebab_eval_pipeline.systems.outcome import BAD_RESPONSE, PROCESS_ENDED, TIMEOUT, QueryFailure
 
@@ -394,7 +394,7 @@ def _forward_stderr(stream: BinaryIO | None) -> None:
 
 
 def _kill_live() -> None:
-    """Ctrl-C (:mod:`kebab_eval_pipeline.cancellation`): end every worker now, so calls in flight
+    """Ctrl-C (:mod:`kebab_eval_pipeline.foundation.cancellation`): end every worker now, so calls in flight
     end with it instead of running on past the run (a cancellation hook: never raises)."""
     for worker in list(_LIVE):  # no lock: a hook may run in a signal handler on any thread's behalf
         if worker.ended is None:

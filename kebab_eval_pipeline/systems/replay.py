@@ -39,10 +39,20 @@ from typing import Any
 import orjson
 
 from kebab_eval_pipeline.contract import Answer, HitBlock, SystemInfo
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.gc_pause import gc_paused
-from kebab_eval_pipeline.limits import INPUT_ENV, read_limited
-from kebab_eval_pipeline.read_once import ReadOnce
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV, read_limited
+from kebab_eval_pipeline.foundation.read_once import ReadOnce
+from kebab_eval_pipeline.foundation.yaml_io import (
+    decode_text,
+    duplicate_offenders,
+    id_problem,
+    json_duplicates,
+    may_have_duplicate_keys,
+    may_hold_surrogates,
+    parse_json_checked,
+    surrogate_paths,
+)
 from kebab_eval_pipeline.systems import otlp, trec_run
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.replay import REPLAY_FORMATS, ReplaySystemSettings
@@ -60,16 +70,6 @@ from kebab_eval_pipeline.systems.outcome import (
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
-from kebab_eval_pipeline.yaml_io import (
-    decode_text,
-    duplicate_offenders,
-    id_problem,
-    json_duplicates,
-    may_have_duplicate_keys,
-    may_hold_surrogates,
-    parse_json_checked,
-    surrogate_paths,
-)
 
 FORMATS = ("kebab", "wfgy", "export", "openinference", *trec_run.RUN_FORMATS)
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
@@ -374,7 +374,7 @@ def cached_trace(
     path: Path, fmt: str = "auto", match_by: str = "question", retriever_span: str | None = None
 ) -> Trace:
     """:func:`read_trace`, parsed once per process while the file is unchanged
-    (:mod:`kebab_eval_pipeline.read_once`); an edited, replaced or touched file is parsed again.
+    (:mod:`kebab_eval_pipeline.foundation.read_once`); an edited, replaced or touched file is parsed again.
     The records are shared by the systems built from it, which only read them. An unreadable
     trace is never kept (its InputError is raised on every call)."""
 

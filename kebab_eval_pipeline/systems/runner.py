@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from kebab_eval_pipeline import cancellation
 from kebab_eval_pipeline.contract import Citation, SystemInfo
-from kebab_eval_pipeline.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation.net.secrets import SecretMask
+from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.net.secrets import SecretMask
-from kebab_eval_pipeline.parquet_parts import ParquetParts
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest

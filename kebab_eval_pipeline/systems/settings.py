@@ -1,7 +1,7 @@
 """The ``system:`` block of the run config, derived from the registered system kinds
 (:mod:`.kinds`, :mod:`.kind`): the discriminated union of their settings models chosen by ``kind``,
 the kind names, and the declaration of a kind by name. The run config
-(:mod:`kebab_eval_pipeline.settings`) composes the union. Strict like every settings block: an
+(:mod:`kebab_eval_pipeline.chain.settings`) composes the union. Strict like every settings block: an
 unknown key or an impossible value is refused when the config loads, naming the key; an unknown
 kind is refused naming every registered one.
 """

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.errors import Offender
-from kebab_eval_pipeline.yaml_io import YamlPositions, id_problem
+from kebab_eval_pipeline.foundation.errors import Offender
+from kebab_eval_pipeline.foundation.yaml_io import YamlPositions, id_problem
 
 RUN_FORMATS = ("trec", "ranx")
 # A decimal number as trec_eval's atof reads one (no "inf"/"nan", no Python-only "1_000").

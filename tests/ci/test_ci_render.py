@@ -91,7 +91,7 @@ def test_report_links():
         == "https://gl.example/g/p/-/jobs/9"
     )
     assert report_link(None, {}) is None
-    from kebab_eval_pipeline.errors import InputError
+    from kebab_eval_pipeline.foundation.errors import InputError
 
     with pytest.raises(InputError, match="--report-url"):
         report_link("javascript:alert(1)", env)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.compare.conftest import hit, write_golden
 

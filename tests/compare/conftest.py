@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.store.runs import StoredRun
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.baseline import (
     Skipped,
     choose_baseline,
@@ -17,9 +18,8 @@ from kebab_eval_pipeline.compare.baseline import (
     resolve_baseline,
 )
 from kebab_eval_pipeline.compare.outcome import RunOutcome, metrics_outcome, run_outcome
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_roles import role_of
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.store.layout import PINS_FILE
 from kebab_eval_pipeline.store.pins import pin_baseline, read_pins, unpin_baseline
 from kebab_eval_pipeline.store.runs import RunStore

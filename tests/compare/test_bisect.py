@@ -25,7 +25,7 @@ from kebab_eval_pipeline.compare.bisect import (
     recorded_settings,
 )
 from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reporting.bisect_report import bisect_document, render_markdown, render_text
 from tests.compare.bisect_history import DROPPED, IDS, OTHER_RUN, QUERIES, RANKS, mrr, write_history
 

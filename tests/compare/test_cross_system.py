@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.document import comparison_document, render_report_html
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.gates.evaluate import evaluate_comparison_gates
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 N = 6

@@ -13,7 +13,7 @@ import pytest
 
 from kebab_eval_pipeline.compare.fallback import plan_matching, rescore
 from kebab_eval_pipeline.compare.runs import compare_runs
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 SPAN_QUERIES = [

@@ -17,13 +17,13 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
 from kebab_eval_pipeline.compare.deltas import ADJUSTED_COLUMNS
 from kebab_eval_pipeline.compare.families import with_adjusted_p
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.metrics.aggregate import aggregate_metrics, breakdowns
-from kebab_eval_pipeline.settings import settings_from_dict
 
 
 def _per_metric(p: dict[str, float]) -> pd.DataFrame:

@@ -11,14 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
 
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.document import render_report_html
 from kebab_eval_pipeline.compare.margins import margin_verdict, t_bounds
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.compare.significance import paired_test
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_comparison_gates
 from kebab_eval_pipeline.gates.settings import RegressionGateSettings
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 

@@ -46,7 +46,7 @@ from kebab_eval_pipeline.compare.ranking_html import CHART_ID, render_html
 from kebab_eval_pipeline.compare.ranking_report import ranking_document, render_markdown, superscript
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.compare.significance import paired_test
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 IDS = [f"q{i}" for i in range(10)]

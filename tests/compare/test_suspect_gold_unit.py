@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact
+from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact
 from kebab_eval_pipeline.compare.document import comparison_document, render_report_html
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.compare.suspect_gold import SUSPECT_COLUMNS, _match_setup

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings
 
 CONFIG = Path(__file__).resolve().parents[2] / "docs" / "examples" / "wfgy" / "replay.yaml"
 

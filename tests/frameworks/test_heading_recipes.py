@@ -40,10 +40,10 @@ import yaml
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # before haystack is imported: offline
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.metrics.matching_diagnostics import LOST_MIN, LOST_SHARE
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.store.runs import StoredRun
 from kebab_eval_pipeline.systems.plain_data import find_usage, plain
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits

@@ -187,8 +187,8 @@ def langchain_system() -> LangChainRAG:
 
 def test_langchain_pairs_and_usage_in_process(tmp_path):
     frameworks_or_skip("langchain_core", "langchain_text_splitters")
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.settings import load_settings
 
     golden = tmp_path / "golden.yaml"
     golden.write_text(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.convert import json_schema, render_canonical, write_canonical
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support

@@ -71,7 +71,7 @@ def test_a_new_format_is_one_reader_module(tmp_path):
         readers.__path__.append({str(tmp_path)!r})
         from kebab_eval_pipeline.golden.formats import FORMATS
         from kebab_eval_pipeline.golden.load import load_golden
-        from kebab_eval_pipeline.settings import settings_from_dict
+        from kebab_eval_pipeline.chain.settings import settings_from_dict
 
         print("formats:", ", ".join(FORMATS))
         loaded = load_golden({str(golden)!r})

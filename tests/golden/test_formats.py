@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import FORMATS, golden_content_sha256, load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from tests.conftest import write

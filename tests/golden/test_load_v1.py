@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import golden_content_sha256, load_golden
 from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
 from tests.conftest import write
@@ -177,7 +177,7 @@ def test_folder_forms_one_set(tmp_path: Path):
 
 
 def test_the_bundled_demo_golden_set_loads():
-    from kebab_eval_pipeline.demo import DEMO_GOLDEN
+    from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 
     g = load_golden(DEMO_GOLDEN).golden
     assert len(g.queries) >= 60

@@ -30,7 +30,7 @@ import yaml
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.convert import render_canonical
 from kebab_eval_pipeline.golden.load import FORMATS, READERS, LoadedGolden, load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
@@ -905,7 +905,7 @@ SEGFAULT_CASES = {
 
 
 def _load_in_child(path: Path) -> subprocess.CompletedProcess:
-    package = Path(sys.modules["kebab_eval_pipeline.errors"].__file__).parent
+    package = Path(sys.modules["kebab_eval_pipeline.foundation.errors"].__file__).parent
     script = textwrap.dedent(
         f"""
         import resource, sys, types
@@ -914,7 +914,7 @@ def _load_in_child(path: Path) -> subprocess.CompletedProcess:
         package = types.ModuleType("kebab_eval_pipeline")
         package.__path__ = [{str(package)!r}]
         sys.modules["kebab_eval_pipeline"] = package
-        from kebab_eval_pipeline.errors import InputError
+        from kebab_eval_pipeline.foundation.errors import InputError
         from kebab_eval_pipeline.golden.load import load_golden
         try:
             load_golden({str(path)!r})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.syntax import syntax_of
 from tests.test_cli import cli, env, no_traceback  # noqa: F401 (env: the fixture)

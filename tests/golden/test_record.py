@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from kebab_eval_pipeline import atomic
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.cli.record_session import RecordSession, system_search
 from kebab_eval_pipeline.contract import Hit
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation import atomic
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.golden.record import (
@@ -38,7 +39,6 @@ from kebab_eval_pipeline.golden.record import (
     parse_yes_no,
     typed_id_problem,
 )
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from tests.conftest import write
 from tests.test_cli import cli, cli_env, no_traceback

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.datasets import DatasetOptions, role_of
 from kebab_eval_pipeline.golden.load import golden_content_sha256, load_golden
 from kebab_eval_pipeline.golden.readers.qrels import read_beir_qrels, read_ranx_qrels, read_trec_qrels
 from kebab_eval_pipeline.golden.readers.topics import read_sgml_topics, read_tsv_topics
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.test_cli import cli, cli_env, no_traceback
 
 P = Path("x")

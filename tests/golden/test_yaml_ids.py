@@ -15,13 +15,13 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.yaml_io import id_problem
 from kebab_eval_pipeline.golden.convert import render_canonical
 from kebab_eval_pipeline.golden.load import TYPED_KEYS, load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery
 from kebab_eval_pipeline.golden.record import RecordFile
-from kebab_eval_pipeline.settings import load_settings
-from kebab_eval_pipeline.yaml_io import id_problem
 
 #: The issue's cases: what YAML 1.1 made of each before (8, 90, 31, 1000, 12, 5, bools, a date …).
 RENAMED = ["010", "1:30", "0x1F", "1_000", "+12", "0b101", "no", "on", "yes", "off", "1e3", ".inf",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 
 #: Copied from vegetables/sauerkraut.md: "Weigh the cabbage after removing the core and the outer
 #: leaves" — 4 of the question's 7 word 4-grams are in it (the last four).

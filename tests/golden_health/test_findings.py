@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.golden_health_run import check_golden_health, corpus_documents
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden_health.duplicates import near_duplicates
 from kebab_eval_pipeline.golden_health.findings import FINDING_COLUMNS
 from kebab_eval_pipeline.golden_health.leakage import leaked_questions
 from kebab_eval_pipeline.golden_health.text import normalise
-from kebab_eval_pipeline.golden_health_run import check_golden_health, corpus_documents
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from tests.golden_health.health_sets import LEAKED, QUERIES, write_config, write_corpus, write_set
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kebab_eval_pipeline.artifacts import GoldenArtifact
+from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden_health.findings import HealthInputs, golden_health
 from kebab_eval_pipeline.golden_health.settings import GoldenHealthSettings

@@ -199,8 +199,8 @@ def scripted_endpoint(judge: ScriptedJudge | None = None) -> Iterator[Endpoint]:
 def demo_run():
     """The demo run's settings, golden set and retrieval results (the in-process reference system,
     default settings), computed once per session: what the judge judges in the pure tests."""
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.settings import RunSettings
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.settings import RunSettings
 
     settings = RunSettings()
     golden = pipeline.load_golden_artifact(settings)

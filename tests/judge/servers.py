@@ -21,9 +21,9 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
+from kebab_eval_pipeline.foundation.net.serve import bind
 from kebab_eval_pipeline.judge.completion import Completion
 from kebab_eval_pipeline.judge.serve import chat_completion
-from kebab_eval_pipeline.net.serve import bind
 from tests.reference.test_ref_server import CLI, Server, stop
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.completion import Completion, TokenLogprob
 

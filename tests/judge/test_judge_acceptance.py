@@ -40,7 +40,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact, QueryScoresArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.inputs import judged_query_ids
 from kebab_eval_pipeline.judge.metrics import judge_run_metrics

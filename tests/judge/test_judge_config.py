@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.judge.config import JudgeSettings, variant_of
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource
-from kebab_eval_pipeline.settings import load_settings
 from tests.conftest import write
 
 

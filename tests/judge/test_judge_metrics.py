@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import JudgeArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.metrics import (
     JUDGE_RUN_METRICS,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeBackend, JudgeCallError
 from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, JsonObjectEnd, LocalJudge, folder_sha256
 from kebab_eval_pipeline.judge.prompts import JudgeInput, render

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, TokenLogprob
 from kebab_eval_pipeline.judge.config import JudgeModelSettings
 from kebab_eval_pipeline.judge.openai_client import UNPINNED_NOTE, OpenAICompatibleJudge

@@ -257,8 +257,8 @@ def test_stored_scores_are_rounded_and_the_summary_comes_from_exact_values() -> 
 def test_pipeline_stores_four_decimals() -> None:
     import numpy as np
 
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.settings import settings_from_dict
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.settings import settings_from_dict
 
     settings = settings_from_dict({"baseline": "none"})
     golden = pipeline.load_golden_artifact(settings)

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import JudgeArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.deltas import directions
 from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_regression_gate
@@ -19,7 +20,6 @@ from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.run import judge_run
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import QUERY_META_COLUMNS, aggregate_metrics, breakdowns
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.judge.scripted import ScriptedJudge, demo_run
 
 #: query_scores columns that are facts about a query, not the per-query value of any metric.

@@ -781,8 +781,8 @@ WFGY_CONFIG = Path(__file__).resolve().parents[2] / "docs" / "examples" / "wfgy"
 
 
 def test_wfgy_worked_example_denominators_and_rows() -> None:
-    from kebab_eval_pipeline import pipeline
-    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.chain import pipeline
+    from kebab_eval_pipeline.chain.settings import load_settings
 
     settings = load_settings(WFGY_CONFIG)
     golden = pipeline.load_golden_artifact(settings)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reporting.export import export_json
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.conftest import write
 from tests.orchestration.test_chain import materializations, run_partition
 
@@ -145,6 +145,6 @@ def test_verdicts_reach_the_dagster_metadata_and_the_export(instance, tmp_path):
 
 def test_relative_source_root_resolves_against_the_config_file(tmp_path):
     cfg = write(tmp_path / "conf" / "eval.yaml", "source_root: ../corpus\n")
-    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.chain.settings import load_settings
 
     assert Path(load_settings(cfg).source_root) == (tmp_path / "corpus").resolve()

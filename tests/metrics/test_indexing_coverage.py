@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.metrics.aggregate import metric_names
 from kebab_eval_pipeline.metrics.indexing import INDEX_METRICS, indexing_metrics
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.versions import apply_version_report
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.tables import supports_table, typed_frame
 from kebab_eval_pipeline.metrics.matching_diagnostics import (
@@ -22,7 +23,6 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import (
     matching_warnings,
     shortened_headings,
 )
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
 KEBAB_DOCS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "kebab-docs"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kebab_eval_pipeline.artifacts import GoldenArtifact
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
+from kebab_eval_pipeline.chain.pipeline import check_golden_against_system
+from kebab_eval_pipeline.chain.settings import DEMO_GOLDEN, RunSettings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.metrics.stale import stale_references
-from kebab_eval_pipeline.pipeline import check_golden_against_system
 from kebab_eval_pipeline.reference.index import ReferenceIndex
-from kebab_eval_pipeline.settings import DEMO_GOLDEN, RunSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 from tests.conftest import write
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.metrics.aggregate import round_scores
 from kebab_eval_pipeline.metrics.matching import match_hits

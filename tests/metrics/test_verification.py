@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.metrics import verification
 from kebab_eval_pipeline.metrics.verification import (

@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import new_run_id, run_id_time
 from kebab_eval_pipeline.golden.load import golden_content_sha256
 from kebab_eval_pipeline.orchestration.automation import FRESHNESS_CHECK
-from kebab_eval_pipeline.run_ids import new_run_id, run_id_time
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.scheduler_ticks import scheduler_started_tick

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.definitions import build_definitions, executor_from_environment
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.celery_cluster import (
     Worker,

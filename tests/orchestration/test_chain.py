@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256, load_golden
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
 from kebab_eval_pipeline.store.runs import RunStore

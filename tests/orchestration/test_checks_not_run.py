@@ -22,10 +22,10 @@ import yaml
 from dagster._core.loader import LoadingContextForTest
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionResolvedStatus
 
+from kebab_eval_pipeline.chain.pipeline import check_golden_against_system, load_golden_artifact
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.definitions import build_definitions
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.pipeline import check_golden_against_system, load_golden_artifact
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.factory import build_system
 from tests.conftest import write

@@ -17,9 +17,9 @@ import dagster as dg
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.fallback import rescore
-from kebab_eval_pipeline.demo import DEMO_CORPUS, DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS, DEMO_GOLDEN
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import vectors_or_skip

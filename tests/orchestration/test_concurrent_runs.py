@@ -13,9 +13,9 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import ComparisonArtifact, QueryScoresArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, QueryScoresArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.store.pins import read_pins
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import demo_golden_subset, write

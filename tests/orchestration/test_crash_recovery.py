@@ -23,7 +23,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact, RetrievalArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.store.layout import MANIFEST
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.reporting.summary import gate_tally
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write

@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 from tests.orchestration.test_crash_recovery import (

@@ -20,7 +20,7 @@ import yaml
 from dagster._core.scheduler.instigation import InstigatorStatus, InstigatorType
 
 from kebab_eval_pipeline.definitions import JOB_NAME
-from kebab_eval_pipeline.location import default_storage_base
+from kebab_eval_pipeline.foundation.location import default_storage_base
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.definitions import build_definitions, run_settings
 from kebab_eval_pipeline.store.runs import RunStore

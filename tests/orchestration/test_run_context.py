@@ -1,6 +1,6 @@
 """A run's context — its settings, its system, its golden set read back — is made once per process
 and run (kebab_eval_pipeline.orchestration.run_context), never handed to another run; the chain's
-assets are declared once (kebab_eval_pipeline.artifacts.STAGES)."""
+assets are declared once (kebab_eval_pipeline.chain.artifacts.STAGES)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
 from kebab_eval_pipeline.orchestration import run_context
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
@@ -175,11 +175,11 @@ def test_a_context_that_cannot_be_made_is_not_kept() -> None:
 
 
 def test_the_stage_table_is_what_the_store_the_io_manager_and_the_checks_read() -> None:
-    from kebab_eval_pipeline.artifacts import ARTIFACT_TYPES, STAGES
+    from kebab_eval_pipeline.chain.artifacts import ARTIFACT_TYPES, STAGES
+    from kebab_eval_pipeline.chain.settings import RunSettings
     from kebab_eval_pipeline.orchestration.assets import DEFAULT_CHAIN
     from kebab_eval_pipeline.orchestration.checks import CHECKS, gate_checks
     from kebab_eval_pipeline.orchestration.io import READ_ONCE
-    from kebab_eval_pipeline.settings import RunSettings
     from kebab_eval_pipeline.store.runs import RUN_ASSETS
 
     assert RUN_ASSETS == ("golden_set", "retrieval_results", "query_scores", "run_metrics")

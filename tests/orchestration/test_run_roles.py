@@ -30,15 +30,15 @@ import dagster as dg
 import pytest
 import yaml
 
+from kebab_eval_pipeline.chain.pipeline import rank_sweep
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.pipeline import rank_sweep
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG
+from kebab_eval_pipeline.foundation.run_roles import ROLE_TAG
 from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.reporting.history import metric_history
-from kebab_eval_pipeline.run_ids import TRIGGER_TAG
-from kebab_eval_pipeline.run_roles import ROLE_TAG
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.pins import pin_baseline
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.sweep.grid import expand

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.definitions import build_definitions, executor_from_environment
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import SYSTEM_POOL
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import echo_golden, write
 from tests.test_cli import cli, env, no_traceback

@@ -1,4 +1,4 @@
-"""Sharded retrieval_results and judge (kebab_eval_pipeline/shards.py): a run cut into many shards,
+"""Sharded retrieval_results and judge (kebab_eval_pipeline/chain/shards.py): a run cut into many shards,
 each its own Dagster step, stores byte for byte what one shard stores. Real Dagster instance,
 in-process executor; the judge is the scripted judge behind a real HTTP endpoint on 127.0.0.1.
 
@@ -16,13 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.chain.shards import shard_bounds
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.orchestration.assets import SHARD_RETRY, SYSTEM_POOL, judge, retrieval_results
 from kebab_eval_pipeline.reporting.export import export_json
-from kebab_eval_pipeline.settings import load_settings
-from kebab_eval_pipeline.shards import shard_bounds
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.outcome import QueryOutcome
@@ -207,10 +207,10 @@ def test_pieces_read_back_as_files_merge_to_the_same_hits_and_versions(tmp_path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from kebab_eval_pipeline.chain.shards import RetrievalShardResult
+    from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
     from kebab_eval_pipeline.orchestration.shard_io import read_value, write_value
-    from kebab_eval_pipeline.parquet_parts import ParquetParts
     from kebab_eval_pipeline.reporting.per_query import worst_results_first
-    from kebab_eval_pipeline.shards import RetrievalShardResult
 
     def hit(qid: str, rank: int, headings: list[str], version: str | None) -> dict:
         return {

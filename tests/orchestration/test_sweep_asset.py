@@ -10,10 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
 from kebab_eval_pipeline.orchestration.names import ChainNames
 from kebab_eval_pipeline.orchestration.sweep import build_sweep_definitions
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.store.runs import RunStore
 
 CONFIG = """\

@@ -21,11 +21,11 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.location import run_storage
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.location import run_storage
 from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.orchestration.names import ChainNames
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
 

@@ -275,7 +275,7 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
     stored = json.loads(
         python(
             team,
-            "import json; from kebab_eval_pipeline.location import run_storage; "
+            "import json; from kebab_eval_pipeline.foundation.location import run_storage; "
             "from kebab_eval_pipeline.store.runs import RunStore; "
             "print(RunStore(run_storage(chain='staging')).read_file('regression_bisect', 'latest', "
             "'bisect.json').decode())",

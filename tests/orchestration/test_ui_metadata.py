@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import GROUP, headline_columns
 from kebab_eval_pipeline.orchestration.resources import CONFIG_ENV, SystemUnderTestResource
 from kebab_eval_pipeline.reporting.per_query import (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reference.beir import beir_corpus_file, read_beir_corpus
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.store.runs import RunStore

@@ -61,7 +61,7 @@ def test_vector_entries_reuse_earlier_embeddings(
 
 
 def test_pipeline_system_builds_through_the_cache(corpus_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    from kebab_eval_pipeline.settings import RunSettings
+    from kebab_eval_pipeline.chain.settings import RunSettings
     from kebab_eval_pipeline.systems.factory import build_system
 
     cache = tmp_path / "cache"

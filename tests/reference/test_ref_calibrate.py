@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.reference.answer import GATE_FEATURES
 from kebab_eval_pipeline.reference.calibrate import (
     CURVE_COLUMNS,
@@ -21,7 +22,6 @@ from kebab_eval_pipeline.reference.calibrate import (
     gate_observations,
     refusal_curve,
 )
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 from tests.conftest import REPO
 

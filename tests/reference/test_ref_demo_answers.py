@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.chain.settings import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.reference import ReferenceIndex
-from kebab_eval_pipeline.settings import DEMO_GOLDEN
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
 
 

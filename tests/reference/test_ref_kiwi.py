@@ -14,7 +14,8 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reference import tokenizers
 from kebab_eval_pipeline.reference.answer import ExtractiveAnswerer
 from kebab_eval_pipeline.reference.cache import cache_key, cached_index
@@ -22,7 +23,6 @@ from kebab_eval_pipeline.reference.cli import ref_app
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.tokenize import tokenize as words_bigrams_tokenize
 from kebab_eval_pipeline.reference.tokenizers import get_tokenizer, tokenizer_for_manifest
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem

@@ -17,7 +17,7 @@ import numpy as np
 import pydantic
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reference import ReferenceIndex
 from kebab_eval_pipeline.reference.cache import cache_key, cached_index
 from kebab_eval_pipeline.reference.vectors import (

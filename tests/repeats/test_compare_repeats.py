@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import yaml
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.compare.runs import compare_runs
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.store.runs import StoredRun
 from tests.repeats.test_flaky_system import SCRIPT
 

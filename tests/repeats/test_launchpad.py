@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
 

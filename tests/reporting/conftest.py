@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import (
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import (
     GoldenArtifact,
     QueryScoresArtifact,
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.settings import RunSettings, load_settings
+from kebab_eval_pipeline.chain.settings import RunSettings, load_settings
 
 RUN_ID = "demo-1"
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 # "[/red]" is also rich markup: the CLI's own console output must print it, not crash on it.

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.gates.evaluate import check_gate_names, evaluate_gates
 from kebab_eval_pipeline.reporting.summary import gate_tally, render_run_summary
-from kebab_eval_pipeline.settings import settings_from_dict
 from tests.reporting.conftest import RUN_ID
 
 # Bounds far from the demo's values (MRR 0.6985, hit@1 0.5543, hit@5 0.913, nDCG@10 0.736, MRR over

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.run_ids import check_run_id
-from kebab_eval_pipeline.run_overrides import variant_settings
-from kebab_eval_pipeline.settings import load_settings, settings_from_dict
+from kebab_eval_pipeline.chain.run_overrides import variant_settings
+from kebab_eval_pipeline.chain.settings import load_settings, settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.foundation.run_ids import check_run_id
 from kebab_eval_pipeline.sweep.grid import (
     MAX_VARIANTS,
     apply_variant,

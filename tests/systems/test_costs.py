@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.config_model import Price
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.config_model import Price
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.columns import typed_frame
 from kebab_eval_pipeline.reporting.spend import spend_line, usd
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.systems.base import OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.costs import SystemCostSettings, price_outcomes
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_answer

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.contract import Hit
 from kebab_eval_pipeline.golden.load import GOLDEN_SETS, load_golden_once
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.hits import HitBlock, hits_frame

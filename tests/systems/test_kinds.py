@@ -19,7 +19,7 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 from kebab_eval_pipeline.systems import kinds
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kind import SystemKind, adapter, register
@@ -151,7 +151,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 from kebab_eval_pipeline.systems.kind import SystemKind, register
 
 
@@ -184,7 +184,7 @@ register(
 def test_a_new_kind_declared_in_one_module_runs_end_to_end(tmp_path):
     """Registered before the package's kinds load, a kind is a config's ``system.kind``, built,
     identified and labelled as it declares, and runs through ``kebab-eval run``."""
-    from kebab_eval_pipeline.demo import DEMO_CORPUS
+    from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 
     shutil.copytree(DEMO_CORPUS, tmp_path / "corpus")
     (tmp_path / "eval.yaml").write_text(
@@ -197,7 +197,7 @@ def test_a_new_kind_declared_in_one_module_runs_end_to_end(tmp_path):
         + textwrap.dedent(
             """
             import sys
-            from kebab_eval_pipeline.settings import load_settings
+            from kebab_eval_pipeline.chain.settings import load_settings
             from kebab_eval_pipeline.systems.identity import identity_from_settings
             from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.chain.settings import load_settings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.reference.index import MANIFEST_FILE, ReferenceIndex
-from kebab_eval_pipeline.settings import load_settings
 from kebab_eval_pipeline.systems.factory import build_system, live_info
 from kebab_eval_pipeline.systems.version_changes import watched_versions
 from tests.conftest import write
@@ -63,7 +63,7 @@ def test_python_system_is_built_afresh_and_the_runs_object_is_left_alone(tmp_pat
 
 
 def test_python_system_that_cannot_be_built_now_is_an_input_error(tmp_path):
-    from kebab_eval_pipeline.errors import InputError
+    from kebab_eval_pipeline.foundation.errors import InputError
 
     index_file = tmp_path / "index.json"
     write_index(index_file, DOCS)
@@ -224,7 +224,7 @@ def running(pid: int) -> bool:
 
 
 def test_a_reading_past_its_time_limit_is_killed_and_reported(tmp_path, monkeypatch):
-    from kebab_eval_pipeline.errors import InputError
+    from kebab_eval_pipeline.foundation.errors import InputError
     from kebab_eval_pipeline.systems import python_versions
 
     monkeypatch.setattr(python_versions, "READ_LIMIT_S", 3.0)
@@ -245,7 +245,7 @@ def test_a_reading_past_its_time_limit_is_killed_and_reported(tmp_path, monkeypa
 
 
 def test_a_reading_process_that_dies_is_reported_with_its_exit(tmp_path):
-    from kebab_eval_pipeline.errors import InputError
+    from kebab_eval_pipeline.foundation.errors import InputError
 
     source = "import os, sys\ndef build():\n    sys.stderr.write('index is locked\\n')\n    os._exit(3)\n"
     settings, _ = module_system(tmp_path, source)

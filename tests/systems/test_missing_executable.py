@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.systems.factory import build_system
 
 MISSING = "kebab-no-such-tool-xyz"

@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.outcome import TIMEOUT, QueryFailure

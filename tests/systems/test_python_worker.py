@@ -24,8 +24,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import RetrievalArtifact, RunMetricsArtifact
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact, RunMetricsArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.python_worker import MAX_RESTARTS, WorkerCalls
 from tests.conftest import clean_cli_env, echo_golden, write

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.systems import runner
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kebab_eval_pipeline.artifacts import metrics_from_table
+from kebab_eval_pipeline.chain.artifacts import metrics_from_table
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.browser import require_browser
 from tests.conftest import write

@@ -70,7 +70,7 @@ def _golden_v2(path: Path) -> Path:
     """The demo golden set's next version: one question asked twice (a near-duplicate)."""
     import yaml
 
-    from kebab_eval_pipeline.demo import DEMO_GOLDEN
+    from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 
     doc = yaml.safe_load(DEMO_GOLDEN.read_text(encoding="utf-8"))
     first = dict(doc["queries"][0])

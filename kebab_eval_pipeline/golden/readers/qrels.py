@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kebab_eval_pipeline.errors import Offender
+from kebab_eval_pipeline.foundation.errors import Offender
+from kebab_eval_pipeline.foundation.yaml_io import YamlPositions, id_problem
 from kebab_eval_pipeline.golden.model import GRADE_BOUND
-from kebab_eval_pipeline.yaml_io import YamlPositions, id_problem
 
 QRELS_KINDS = ("trec", "beir", "ranx")
 BEIR_HEADER = ("query-id", "corpus-id", "score")

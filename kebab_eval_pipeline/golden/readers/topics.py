@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kebab_eval_pipeline.errors import Offender
-from kebab_eval_pipeline.yaml_io import jsonl_objects
+from kebab_eval_pipeline.foundation.errors import Offender
+from kebab_eval_pipeline.foundation.yaml_io import jsonl_objects
 
 TOPIC_KINDS = ("beir", "sgml", "tsv")
 QUERY_FIELDS = ("title", "description")

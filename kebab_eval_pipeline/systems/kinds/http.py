@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
-from kebab_eval_pipeline.net.checks import header_name_problem, header_value_problem, url_problem
-from kebab_eval_pipeline.net.secrets import header_secrets, redact_url, url_secrets
+from kebab_eval_pipeline.foundation.config_model import ENV_NAME_RE, AtKey, StrictSettings
+from kebab_eval_pipeline.foundation.net.checks import header_name_problem, header_value_problem, url_problem
+from kebab_eval_pipeline.foundation.net.secrets import header_secrets, redact_url, url_secrets
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kind import SystemKind, SystemName, adapter, register
 from kebab_eval_pipeline.systems.templates import DEFAULT_MAX_RESPONSE_MB, templates_need_mode

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kind import PathFixer, SystemKind, SystemName, adapter, register
 from kebab_eval_pipeline.systems.wire import ResponseMap

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from kebab_eval_pipeline.config_model import StrictSettings
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.read_once import fingerprint
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.read_once import fingerprint
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kind import PathFixer, SystemKind, SystemName, adapter, register
 

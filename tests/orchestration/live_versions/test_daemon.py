@@ -33,9 +33,9 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import GrpcServerTarget
 from dagster._grpc.client import DagsterGrpcClient
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.run_ids import versions_digest
 from kebab_eval_pipeline.reference.index import MANIFEST_FILE, ReferenceIndex
-from kebab_eval_pipeline.run_ids import versions_digest
 from tests.conftest import REPO, write
 from tests.orchestration.live_versions.indexed_system import index_version_of, write_index
 

@@ -20,7 +20,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     limit = int(spec.get("address_space_mb", 1536)) << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from kebab_eval_pipeline.settings import settings_from_dict
+    from kebab_eval_pipeline.chain.settings import settings_from_dict
     from kebab_eval_pipeline.systems.factory import build_system
     from kebab_eval_pipeline.systems.outcome import QueryRequest
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions, run_settings
-from kebab_eval_pipeline.demo import DEMO_CORPUS
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import observe_inputs
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import stop_server
 

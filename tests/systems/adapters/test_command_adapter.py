@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.contract import Citation
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.command import KILL_GRACE_S, CommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.factory import build_system
@@ -434,7 +434,7 @@ def test_persistent_defaults_and_relative_argv(tmp_path):
     assert (s.concurrency, s.timeout_s, s.startup_timeout_s, s.max_restarts) == (1, 30.0, 120.0, 3)
     per_query = settings_from_dict({"system": {"kind": "command", "search_argv": ["x"]}}).system
     assert (per_query.protocol, per_query.concurrency) == ("per_query", 2)
-    from kebab_eval_pipeline.settings import load_settings
+    from kebab_eval_pipeline.chain.settings import load_settings
 
     cfg = tmp_path / "cfg" / "run.yaml"
     cfg.parent.mkdir()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.settings import load_settings
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples" / "frameworks"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kebab_eval_pipeline.net.secrets import redact_url
+from kebab_eval_pipeline.foundation.net.secrets import redact_url
 from kebab_eval_pipeline.systems.command import CommandSystem
 from kebab_eval_pipeline.systems.command_jsonl import JsonlCommandSystem
 from kebab_eval_pipeline.systems.http import HttpSystem

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reporting.export import export_json
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings

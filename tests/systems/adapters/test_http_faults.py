@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 import yaml
 
-from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
+from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact, RetrievalArtifact
 from kebab_eval_pipeline.systems.http import HttpSystem
 from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest

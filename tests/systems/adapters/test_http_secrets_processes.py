@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.systems.adapters.fault_server import FaultServer
 from tests.systems.adapters.test_http_adapter import (

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.systems.mapexpr import MISSING, compile_expr
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.wire import ResponseMap, dig, parse_answer, parse_hits

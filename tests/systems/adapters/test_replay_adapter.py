@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import QueryScoresArtifact, RetrievalArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact, RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.cli import main as cli_main
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reporting.export import export_json
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.replay import detect_format
 from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free

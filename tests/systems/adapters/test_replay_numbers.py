@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kebab_eval_pipeline.errors import InputError
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.systems.replay import INT64_MAX, MAX_LATENCY_MS, read_trace
 from tests.conftest import write

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.cli import main as cli_main
-from kebab_eval_pipeline.errors import InputError
-from kebab_eval_pipeline.settings import settings_from_dict
+from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.systems.openinference import normalise_question
 from kebab_eval_pipeline.systems.replay import detect_format, read_trace
 from tests.systems.adapters.test_replay_adapter import Scored, replay, write_jsonl

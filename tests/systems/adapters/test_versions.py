@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kebab_eval_pipeline import pipeline
-from kebab_eval_pipeline.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain import pipeline
+from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact
+from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.contract import Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.settings import settings_from_dict
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_COLUMNS
 from kebab_eval_pipeline.systems.outcome import Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden

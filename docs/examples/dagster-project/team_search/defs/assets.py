@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from kebab_eval_pipeline.demo import DEMO_CORPUS
+from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from team_search.index import build_index
 
 HERE = Path(__file__).resolve().parents[2]  # the project folder

@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime, tzinfo
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 #: Run ids become folder names and partition keys (checked here, without importing storage).
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

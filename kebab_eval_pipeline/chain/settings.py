@@ -18,12 +18,21 @@ from pydantic import (
     field_validator,
 )
 
-from kebab_eval_pipeline.automation_settings import FreshnessSettings, NightlySettings
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.config_model import ENV_NAME_RE, AtKey, StrictSettings
-from kebab_eval_pipeline.config_suggest import suggestion, unknown_key_reason
-from kebab_eval_pipeline.demo import DEMO_GOLDEN
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.automation_settings import FreshnessSettings, NightlySettings
+from kebab_eval_pipeline.foundation.config_model import ENV_NAME_RE, AtKey, StrictSettings
+from kebab_eval_pipeline.foundation.config_suggest import suggestion, unknown_key_reason
+from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.limits import CONFIG_LIMIT_ENV
+from kebab_eval_pipeline.foundation.net.secrets import (
+    SecretMask,
+    ambient_secrets,
+    env_secrets,
+    remember,
+    url_secrets,
+)
+from kebab_eval_pipeline.foundation.yaml_io import YamlPositions, parse_yaml, quote_it, read_text
 from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
     WFGY_DEFAULT_GATES,
@@ -34,23 +43,14 @@ from kebab_eval_pipeline.gates.settings import (
 from kebab_eval_pipeline.golden.source import GoldenSource
 from kebab_eval_pipeline.golden_health.settings import GoldenHealthSettings
 from kebab_eval_pipeline.judge.config import JudgeSettings
-from kebab_eval_pipeline.limits import CONFIG_LIMIT_ENV
 from kebab_eval_pipeline.metrics.catalogue import not_measured
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS, MatchCriterion, SystemHealthSettings
-from kebab_eval_pipeline.net.secrets import (
-    SecretMask,
-    ambient_secrets,
-    env_secrets,
-    remember,
-    url_secrets,
-)
 from kebab_eval_pipeline.sweep.config import SweepSettings
 from kebab_eval_pipeline.sweep.grid import KEY_PATTERN, apply_variant, expand, grid_problems, value_text
 from kebab_eval_pipeline.systems.capabilities import run_lacks
 from kebab_eval_pipeline.systems.costs import SystemCostSettings
 from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
 from kebab_eval_pipeline.systems.settings import SYSTEM_KINDS, SystemSettings, kind_of
-from kebab_eval_pipeline.yaml_io import YamlPositions, parse_yaml, quote_it, read_text
 
 #: The ``baseline`` setting's named modes; any other value is a run id (see compare/baseline.py).
 BASELINE_MODES = ("auto", "previous", "pinned", "none")
@@ -187,7 +187,7 @@ class RunSettings(StrictSettings):
         if value in BASELINE_MODES:
             return value
         # Imported here: storage pulls in pandas/pyarrow, and only an explicit run id needs it.
-        from kebab_eval_pipeline.run_ids import check_run_id
+        from kebab_eval_pipeline.foundation.run_ids import check_run_id
 
         try:
             check_run_id(value)
@@ -211,7 +211,7 @@ class RunSettings(StrictSettings):
         if value is None:  # the default: nothing to check, and nothing to import
             return value
         # Imported here: storage pulls in pandas/pyarrow. A relative path is checked once resolved.
-        from kebab_eval_pipeline.location import storage_problem
+        from kebab_eval_pipeline.foundation.location import storage_problem
 
         problem = storage_problem(value)
         if problem is not None:  # memory://, http://, /dev/null, foo://: refused before any run
@@ -385,7 +385,7 @@ def _resolve_relative(
     )
     if resolved.storage and resolved.storage != settings.storage and not problems:
         # A relative storage path, checked now that it is absolute (the validator skipped it).
-        from kebab_eval_pipeline.location import storage_problem
+        from kebab_eval_pipeline.foundation.location import storage_problem
 
         problem = storage_problem(resolved.storage)
         if problem is not None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 MIB = 1024 * 1024
 INPUT_ENV = "KEBAB_EVAL_MAX_INPUT_MB"  # golden sets and replay traces

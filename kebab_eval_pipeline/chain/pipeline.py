@@ -20,14 +20,21 @@ from typing import Any
 
 import pandas as pd
 
-from kebab_eval_pipeline import progress
-from kebab_eval_pipeline.artifacts import (
+from kebab_eval_pipeline.chain.artifacts import (
     ComparisonArtifact,
     GoldenArtifact,
     JudgeArtifact,
     QueryScoresArtifact,
     RetrievalArtifact,
     RunMetricsArtifact,
+)
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.chain.shards import (
+    JudgePiece,
+    JudgeShard,
+    QueryShard,
+    RetrievalShardResult,
+    shard_bounds,
 )
 from kebab_eval_pipeline.compare.baseline import flag_baseline, resolve_baseline
 from kebab_eval_pipeline.compare.document import report_files
@@ -36,7 +43,10 @@ from kebab_eval_pipeline.compare.ranking import DEFAULT_ALPHA, Ranking, metric_n
 from kebab_eval_pipeline.compare.ranking_report import ranking_files
 from kebab_eval_pipeline.compare.ranking_report import render_markdown as render_ranking_markdown
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation import progress
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.revision import pipeline_revision
+from kebab_eval_pipeline.foundation.run_roles import MANUAL, RunRole, decide_role, role_of
 from kebab_eval_pipeline.gates.evaluate import (
     check_gate_capabilities,
     evaluate_comparison_gates,
@@ -66,10 +76,6 @@ from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import missing_documents, stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
-from kebab_eval_pipeline.revision import pipeline_revision
-from kebab_eval_pipeline.run_roles import MANUAL, RunRole, decide_role, role_of
-from kebab_eval_pipeline.settings import RunSettings
-from kebab_eval_pipeline.shards import JudgePiece, JudgeShard, QueryShard, RetrievalShardResult, shard_bounds
 from kebab_eval_pipeline.store.runs import RUN_ASSETS, RunStore
 from kebab_eval_pipeline.sweep.grid import Variant, expand, find_variant, variant_versions
 from kebab_eval_pipeline.sweep.leaderboard import Leaderboard, build_leaderboard

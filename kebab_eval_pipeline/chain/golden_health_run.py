@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from kebab_eval_pipeline.artifacts import GoldenArtifact
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
+from kebab_eval_pipeline.chain.pipeline import load_golden_artifact
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.golden_health.findings import HealthInputs, HealthReport, golden_health
-from kebab_eval_pipeline.pipeline import load_golden_artifact
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.protocol import system_capabilities

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePath
 from urllib.parse import unquote, urlsplit
 
-from kebab_eval_pipeline.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 
 def _plain(path: str | os.PathLike) -> bool:

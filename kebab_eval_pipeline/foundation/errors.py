@@ -73,7 +73,7 @@ class SystemHealthFailure(GateFailure):
 
 
 class Interrupted(Exception):
-    """The work was interrupted (Ctrl-C; :mod:`kebab_eval_pipeline.cancellation`): raised where a
+    """The work was interrupted (Ctrl-C; :mod:`kebab_eval_pipeline.foundation.cancellation`): raised where a
     run stops handing out queries or publishing results, and by the CLI with a message saying what
     was (not) stored (exit code 130, the shell's code for SIGINT)."""
 

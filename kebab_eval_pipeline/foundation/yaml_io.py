@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import yaml
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.limits import INPUT_ENV, DuplicateKeys, read_limited, strict_loader
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.limits import INPUT_ENV, DuplicateKeys, read_limited, strict_loader
 
 TOP = "top level"
 
@@ -43,7 +43,7 @@ def read_text_and_sha256(
     """:func:`read_text` plus the sha256 of the file's bytes, from one read of the file.
 
     The read is bounded by the size limit ``env`` sets, and devices / FIFOs / sockets are refused
-    before they are opened (:func:`kebab_eval_pipeline.limits.read_limited`)."""
+    before they are opened (:func:`kebab_eval_pipeline.foundation.limits.read_limited`)."""
     data = read_limited(path, what, env, field)
     try:
         return decode_text(data), hashlib.sha256(data).hexdigest()

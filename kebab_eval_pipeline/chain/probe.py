@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
-from kebab_eval_pipeline.artifacts import GoldenArtifact
+from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
+from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.contract import SystemInfo
 from kebab_eval_pipeline.metrics.columns import string_column
 from kebab_eval_pipeline.metrics.matching import hits_carry, normalise_paths, resolve_auto
 from kebab_eval_pipeline.metrics.matching_diagnostics import matching_warnings, summarize_criteria
-from kebab_eval_pipeline.settings import RunSettings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.runner import run_golden
 from kebab_eval_pipeline.systems.settings import kind_of

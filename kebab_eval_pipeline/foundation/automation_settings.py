@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 
-from kebab_eval_pipeline.config_model import StrictSettings
+from kebab_eval_pipeline.foundation.config_model import StrictSettings
 
 DEFAULT_NIGHTLY_CRON = "0 2 * * *"
 DEFAULT_NIGHTLY_TIMEZONE = "UTC"

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from kebab_eval_pipeline.location import as_upath, is_local, local_path
-from kebab_eval_pipeline.net.secrets import mask_bytes
+from kebab_eval_pipeline.foundation.location import as_upath, is_local, local_path
+from kebab_eval_pipeline.foundation.net.secrets import mask_bytes
 
 LOCK_TIMEOUT_S = 120.0  # a writer holds a lock for milliseconds; minutes means a stuck process
 
@@ -38,7 +38,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old content or all of the new.
 
     Text (every file but :data:`_BINARY_SUFFIXES`, when it is UTF-8) is masked of the secrets of
-    the run configs this process loaded (:func:`~kebab_eval_pipeline.net.secrets.mask_bytes`): the
+    the run configs this process loaded (:func:`~kebab_eval_pipeline.foundation.net.secrets.mask_bytes`): the
     last-line pass over reports, JUnit, PR comments, exports and manifests."""
     if Path(str(path)).suffix not in _BINARY_SUFFIXES:
         data = mask_bytes(data)

@@ -2,7 +2,7 @@
 config loads (naming the key) instead of failing every query as a ``connection`` error.
 
 Each function returns the reason a value is unusable, or None; callers turn it into an
-:class:`~kebab_eval_pipeline.errors.InputError` (or a pydantic ``ValueError``). A reason never
+:class:`~kebab_eval_pipeline.foundation.errors.InputError` (or a pydantic ``ValueError``). A reason never
 quotes a header value: values may be secrets.
 """
 

@@ -9,7 +9,7 @@ A run's role is decided once, when its ``run_metrics`` are made, and stored in t
 - else the explicit ``kebab-eval/role`` run tag (:data:`ROLE_TAG`: ``kebab-eval run --role``, the
   launchpad's tags, ``dagster job launch --tags``) — any role of :data:`SETTABLE_ROLES`;
 - else the ``kebab-eval/trigger`` tag the package's own launchers set
-  (:data:`~kebab_eval_pipeline.run_ids.TRIGGER_TAG`): ``nightly`` (the schedule), ``system-change``
+  (:data:`~kebab_eval_pipeline.foundation.run_ids.TRIGGER_TAG`): ``nightly`` (the schedule), ``system-change``
   and ``golden-change`` (the sensors), ``ci`` (``kebab-eval run`` where ``CI`` is set, as GitHub
   Actions, GitLab, CircleCI, Travis, Buildkite and Drone set it), ``cli`` → ``manual``;
 - else the launcher's default: ``team-check`` for the evaluation check a team attaches to its own
@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kebab_eval_pipeline.errors import InputError, Offender
-from kebab_eval_pipeline.run_ids import TRIGGER_TAG
+from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG
 
 #: Dagster run tag that sets a run's role explicitly.
 ROLE_TAG = "kebab-eval/role"

@@ -4,7 +4,7 @@
 still resident when the next, heavier one starts. Two things leave memory behind after the objects
 themselves are gone:
 
-* the per-process input caches (:mod:`kebab_eval_pipeline.read_once`): the golden set's parse is
+* the per-process input caches (:mod:`kebab_eval_pipeline.foundation.read_once`): the golden set's parse is
   needed until the ``golden_set`` step has stored it, the replayed trace until the last retrieval
   shard has run; after that they are only memory (a million-query golden set and trace held
   2-3 GiB through the scoring step). :func:`release_inputs` drops them;

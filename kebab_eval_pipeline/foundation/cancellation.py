@@ -4,7 +4,7 @@ The CLI requests cancellation when SIGINT arrives (``cli/interrupt.py``); everyt
 a run going answers it:
 
 - whatever hands out queries (the per-query pool, the runner's batches) calls :func:`check` before
-  each one and stops with :class:`~kebab_eval_pipeline.errors.Interrupted`;
+  each one and stops with :class:`~kebab_eval_pipeline.foundation.errors.Interrupted`;
 - whatever has calls in flight registers a hook with :func:`on_cancel` that ends them at once (the
   command adapter kills its processes' groups; the http adapter cancels its requests). A hook runs
   in the thread that requests cancellation — the CLI's signal handler, in the main thread, at any
@@ -24,7 +24,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-from kebab_eval_pipeline.errors import Interrupted
+from kebab_eval_pipeline.foundation.errors import Interrupted
 
 _requested = threading.Event()
 _hooks: dict[int, Callable[[], None]] = {}

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEMO_DIR = Path(__file__).parent / "data" / "demo"
+DEMO_DIR = Path(__file__).parents[1] / "data" / "demo"
 DEMO_GOLDEN = DEMO_DIR / "golden.yaml"
 DEMO_CORPUS = DEMO_DIR / "corpus"

@@ -3,8 +3,8 @@
 ``retrieval_results`` and ``judge`` call a system (the one under test, the LLM judge) once per
 query, so they are split into shards of at most ``shard_queries`` queries (run config), each its own
 Dagster step: a plan step slices the run, one step per shard does the calls, a collecting step
-merges the pieces in shard order (:func:`kebab_eval_pipeline.pipeline.merge_retrieval`,
-:func:`~kebab_eval_pipeline.pipeline.merge_judge`) into exactly the artifact one unsharded step
+merges the pieces in shard order (:func:`kebab_eval_pipeline.chain.pipeline.merge_retrieval`,
+:func:`~kebab_eval_pipeline.chain.pipeline.merge_judge`) into exactly the artifact one unsharded step
 makes. Every value here turns into ``(tables, info)`` and back, as the artifacts do, so the shard IO
 manager (:mod:`kebab_eval_pipeline.orchestration.shard_io`) stores it as Parquet beside the run's
 artifacts, where any worker can read it.

@@ -9,6 +9,6 @@ servers (``kebab-eval ref serve``, ``kebab-eval judge serve``).
   binding and running Uvicorn.
 
 A foundation package: it imports nothing from the rest of ``kebab_eval_pipeline`` but
-:mod:`~kebab_eval_pipeline.errors`. Its modules are imported on their own (this ``__init__``
+:mod:`~kebab_eval_pipeline.foundation.errors`. Its modules are imported on their own (this ``__init__``
 imports none of them), so reading a config does not import Uvicorn.
 """

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kebab_eval_pipeline.contract import SystemInfo
-from kebab_eval_pipeline.gc_pause import gc_paused
+from kebab_eval_pipeline.foundation.gc_pause import gc_paused
 from kebab_eval_pipeline.golden.load import LoadedGolden
 from kebab_eval_pipeline.golden.model import GoldenSet
 from kebab_eval_pipeline.golden.tables import golden_from_tables

@@ -15,7 +15,7 @@ def pipeline_revision() -> str:
         version = metadata.version("kebab-eval-pipeline")
     except metadata.PackageNotFoundError:
         version = "0+unknown"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return version
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kebab_eval_pipeline.settings import RunSettings, load_settings, settings_from_dict
+from kebab_eval_pipeline.chain.settings import RunSettings, load_settings, settings_from_dict
 from kebab_eval_pipeline.sweep.grid import apply_variant, find_variant
 
 #: The environment variable naming the config file the code location (and a CLI run without
@@ -100,7 +100,7 @@ def variant_settings(settings: RunSettings, run_id: str | None) -> RunSettings:
     is); for any other id (or None) ``settings`` itself. Every step of a run calls this with its
     partition key: a backfill cannot tag each partition, so the id says which variant it is.
     Raises InputError (source ``sweep variant <run id>``) if the variant's settings are invalid —
-    which :func:`~kebab_eval_pipeline.settings.sweep_problems` refuses when the config loads."""
+    which :func:`~kebab_eval_pipeline.chain.settings.sweep_problems` refuses when the config loads."""
     sweep = settings.sweep
     variant = None if sweep is None else find_variant(sweep.name, sweep.grid, run_id)
     if variant is None:
