@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import pytest
 
@@ -15,29 +14,7 @@ from kebab_eval_pipeline.chain import pipeline
 from kebab_eval_pipeline.orchestration import run_context
 from kebab_eval_pipeline.orchestration.resources import EvalSettingsResource
 from kebab_eval_pipeline.store.artifact_store import ArtifactStore
-
-
-def _inputs(tmp_path, n: int = 30):
-    golden, trace = tmp_path / "gold.jsonl", tmp_path / "trace.jsonl"
-    golden.write_text(
-        "".join(
-            json.dumps({"qid": f"q{i}", "question": f"question {i}?", "gold_citations": [f"d{i}#1"]}) + "\n"
-            for i in range(n)
-        ),
-        encoding="utf-8",
-    )
-    trace.write_text(
-        "".join(
-            json.dumps({"qid": f"q{i}", "q": f"question {i}?", "retrieved_ids": [f"d{i + i % 2}#1", "x#2"]})
-            + "\n"
-            for i in range(n)
-        ),
-        encoding="utf-8",
-    )
-    then = time.time() - 3600
-    for path in (golden, trace):
-        os.utime(path, (then, then))
-    return golden, trace
+from tests.test_memory import _inputs  # a golden set and a trace written long ago
 
 
 @pytest.fixture
