@@ -3,9 +3,9 @@ what was (not) stored, never a traceback.
 
 SIGINT comes from a terminal to the whole process group, or from ``kill -INT`` to the pid. The
 handler installed first thing (:func:`install`, by the console script before any heavy import)
-requests cancellation (:mod:`kebab_eval_pipeline.foundation.cancellation`: in-flight system calls end,
-no query
-is handed out, nothing more is published) and then, by the mode the command is in:
+requests cancellation (:mod:`kebab_eval_pipeline.foundation.cancellation`: in-flight system
+calls end, no query is handed out, nothing more is published) and then, by the mode the command
+is in:
 
 - ``exit`` (the default: start-up, imports, config loading, commands that only read or write
   atomically): one line on stderr and the process ends at once — nothing is half done that a

@@ -7,9 +7,8 @@ gates and the system-health verdict, counted as JUnit counts its testcases), the
 headline metrics (with the baseline, delta, adjusted p and significance marks when there is a
 comparison), the gates, the queries that got worse, and a link to the full report. Every list is
 capped and every user- or system-supplied text is escaped and cut
-(:mod:`kebab_eval_pipeline.foundation.markdown_text`),
-so the output stays small whatever the golden set holds: GitHub refuses a job summary over 1 MiB
-and a comment over 65,536 characters.
+(:mod:`kebab_eval_pipeline.foundation.markdown_text`), so the output stays small whatever the
+golden set holds: GitHub refuses a job summary over 1 MiB and a comment over 65,536 characters.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ def metric_history(
     outcome: str | None = None,
 ) -> pd.DataFrame:
     """One row per stored run (oldest first): run id, time, chunker version, golden name, its role
-    (:func:`~kebab_eval_pipeline.foundation.run_roles.role_of`'s label: ``nightly``, ``sweep-variant
-    (chunks)``),
-    its outcome (``passed`` | ``failed``, :func:`~kebab_eval_pipeline.compare.outcome.run_outcome`
+    (:func:`~kebab_eval_pipeline.foundation.run_roles.role_of`'s label: ``nightly``,
+    ``sweep-variant (chunks)``), its outcome (``passed`` | ``failed``,
+    :func:`~kebab_eval_pipeline.compare.outcome.run_outcome`
     over its metrics and stored comparison) with the checks that failed it (``failed``: comma-separated,
     "" when it passed), then the metrics.
 

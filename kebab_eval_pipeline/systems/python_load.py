@@ -18,8 +18,7 @@ The contract (README "python"):
 
 Everything that can be checked before a query runs is checked here, and a problem raises
 :class:`~kebab_eval_pipeline.foundation.errors.FieldValueError` naming ``system.callable`` (or
-``system.args``,
-``system.mode``), the callable and the reason.
+``system.args``, ``system.mode``), the callable and the reason.
 """
 
 from __future__ import annotations

@@ -22,9 +22,8 @@ The reading has at most :data:`READ_LIMIT_S`, under Dagster's default 60 s for a
 so a slow or hanging factory makes a tick skip with the reason instead of failing it; the process
 and everything it started are then killed (:func:`.command.run_to_exit`). A problem the loader finds
 (a module not found, a factory that raises) is the same
-:class:`~kebab_eval_pipeline.foundation.errors.InputError`
-building the system in-process raises; a reading that is too slow, crashes or writes no result is an
-InputError naming ``system.callable``, with the process's exit and the tail of its stderr.
+:class:`~kebab_eval_pipeline.foundation.errors.InputError` building the system in-process raises;
+a reading that is too slow, crashes or writes no result is an InputError naming ``system.callable``, with the process's exit and the tail of its stderr.
 """
 
 from __future__ import annotations
