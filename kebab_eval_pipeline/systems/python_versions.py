@@ -23,7 +23,8 @@ so a slow or hanging factory makes a tick skip with the reason instead of failin
 and everything it started are then killed (:func:`.command.run_to_exit`). A problem the loader finds
 (a module not found, a factory that raises) is the same
 :class:`~kebab_eval_pipeline.foundation.errors.InputError` building the system in-process raises;
-a reading that is too slow, crashes or writes no result is an InputError naming ``system.callable``, with the process's exit and the tail of its stderr.
+a reading that is too slow, crashes or writes no result is an InputError naming ``system.callable``,
+with the process's exit and the tail of its stderr.
 """
 
 from __future__ import annotations
