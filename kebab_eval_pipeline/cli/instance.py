@@ -87,10 +87,11 @@ def open_instance():
         if problems:
             raise InputError(instance_config.SUMMARY, problems)
         try:
-            if _mentions_telemetry(config):
+            added = _cli_settings(config)
+            if not added:
                 instance = DagsterInstance.get()
             else:
-                _write_telemetry_off_copy(config, home / TELEMETRY_OFF_COPY)
+                _write_telemetry_off_copy(config, home / TELEMETRY_OFF_COPY, added)
                 instance = DagsterInstance.from_config(str(home), config_filename=TELEMETRY_OFF_COPY)
         except DagsterInvalidConfigError as exc:
             raise instance_config.config_error(config, exc) from None
@@ -109,26 +110,43 @@ def open_instance():
         return instance
 
 
-def _write_telemetry_off_copy(config: Path, copy: Path) -> None:
-    """``config``'s settings (a mapping without ``telemetry``, or empty) plus ``telemetry: {enabled:
-    false}``, written to ``copy`` (rewritten on every open, so an edit of ``config`` is followed)."""
+#: What the CLI's own runs use when the user's dagster.yaml does not say: no telemetry, and no
+#: capture of each step's stdout/stderr into files (Dagster's default compute-log manager starts a
+#: ``tail`` and a watcher process per step — a fixed cost on every step, and a ``tail`` that inherits
+#: an ignored SIGTERM would hold the step 30 s). The CLI's steps print nothing worth keeping: the
+#: run's events and the terminal carry everything, as with Dagster's in-process execution.
+CLI_DEFAULTS = {
+    "telemetry": {"enabled": False},
+    "compute_logs": {
+        "module": "dagster.core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    },
+}
+
+
+def _write_telemetry_off_copy(config: Path, copy: Path, added: dict) -> None:
+    """``config``'s settings (a mapping, or empty) plus ``added`` (the :data:`CLI_DEFAULTS` it does
+    not set), written to ``copy`` (rewritten on every open, so an edit of ``config`` is followed)."""
     import yaml
 
     doc = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    text = yaml.safe_dump({**doc, "telemetry": {"enabled": False}}, sort_keys=False)
+    text = yaml.safe_dump({**doc, **added}, sort_keys=False)
     if not copy.exists() or copy.read_text(encoding="utf-8") != text:
         atomic.write_text(copy, text)
 
 
-def _mentions_telemetry(config: Path) -> bool:
-    """Whether a dagster.yaml sets ``telemetry`` (an unreadable one: Dagster reports it on load)."""
+def _cli_settings(config: Path) -> dict:
+    """The :data:`CLI_DEFAULTS` a dagster.yaml does not set (none for an unreadable one: Dagster
+    reports it on load); a user's own ``telemetry`` or ``compute_logs`` setting is obeyed."""
     import yaml
 
     try:
         doc = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return True
-    return isinstance(doc, dict) and "telemetry" in doc
+        return {}
+    if doc is not None and not isinstance(doc, dict):
+        return {}
+    return {key: value for key, value in CLI_DEFAULTS.items() if key not in (doc or {})}
 
 
 def open_store(config: Path | None = None, chain: str | None = None, gate: str | None = None) -> RunStore:
