@@ -181,18 +181,22 @@ def foreign_locations(instance) -> list[str]:
     workspace does not hold it; [] when one is, or when no run came from a code location (an
     instance only the CLI used, or a new one). The package's location is known by its names,
     its jobs (``evaluation_run``, ``register_sweep``) or its unprefixed assets."""
-    from kebab_eval_pipeline.orchestration.factory import JOB_NAME, chain_assets
-    from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
+    from kebab_eval_pipeline.orchestration.factory import JOB_NAME
     from kebab_eval_pipeline.orchestration.sweep import REGISTER_JOB
 
-    chain = chain_assets(DEFAULT_NAMES)
-    own_keys = {key for a in [*chain.source_assets, *chain.eval_assets] for key in a.keys}
     own_jobs = {JOB_NAME, REGISTER_JOB}
+    own_keys: set | None = None  # built at the first run that came from a code location
     seen: set[str] = set()
     for run in instance.get_runs(limit=RECENT_RUNS):
         origin = run.remote_job_origin
         if origin is None:  # run in-process (the CLI, tests): says nothing of a workspace
             continue
+        if own_keys is None:
+            from kebab_eval_pipeline.orchestration.factory import chain_assets
+            from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES
+
+            chain = chain_assets(DEFAULT_NAMES)
+            own_keys = {key for a in [*chain.source_assets, *chain.eval_assets] for key in a.keys}
         if (
             origin.location_name in OWN_LOCATIONS
             or run.job_name in own_jobs

@@ -13,10 +13,13 @@ incidence matrix with its transpose, in row blocks so memory stays bounded (abou
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
+
+if TYPE_CHECKING:  # SciPy is imported by the kernel that needs it: a run without golden_health skips it
+    from scipy import sparse
 
 from kebab_eval_pipeline.golden_health.text import char_codes, rolling_ngrams
 
@@ -57,6 +60,8 @@ def exact_duplicates(normalised: pd.Series, groups: np.ndarray) -> pd.DataFrame:
 def shingle_matrix(normalised: pd.Series, k: int) -> sparse.csr_matrix:
     """The question × character-k-gram incidence matrix (1 where the question's normalised text
     holds the k-gram; a text shorter than ``k`` has an empty row)."""
+    from scipy import sparse
+
     codes, offsets = char_codes(normalised)
     row, _, h = rolling_ngrams(codes, offsets, k)
     col = pd.factorize(h)[0]
