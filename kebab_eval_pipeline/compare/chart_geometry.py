@@ -34,6 +34,7 @@ __all__ = [
     "CHART_WIDTH",
     "FONT_SIZE",
     "Interval",
+    "Panel",
     "bars",
     "diverging_colour",
     "forest",
@@ -109,10 +110,6 @@ def nice_ticks(low: float, high: float, target: int = 6, integer: bool = False) 
         exponent += 1
     decimals = max(0, -exponent) + (1 if multiplier == 2.5 and exponent <= 0 else 0)
     return ticks, decimals
-
-
-def _decimals(x: float) -> int:
-    return 0 if x == 0 else max(0, 2 - math.floor(math.log10(x)))
 
 
 class _Scale:
