@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.test_cli import cli_env
 
@@ -113,3 +114,40 @@ def test_a_demo_run_imports_only_what_it_uses(tmp_path):
     assert set(USED_BY_A_RUN) <= modules, sorted(set(USED_BY_A_RUN) - modules)
     unused = {m: result["importers"].get(m) for m in NOT_USED_BY_A_DEMO_RUN if m in modules}
     assert not unused, f"imported by a demo run that does not use them (module: importing frames): {unused}"
+
+
+#: Not loaded even by a run that has a baseline to compare with: the paired tests take their
+#: binomial and t distributions from scipy.special, the HTML report's charts are SVG its templates
+#: draw (issue 45: together they cost ~1.2 s of a run with a baseline).
+NOT_USED_BY_A_COMPARING_RUN = ("scipy.stats", "matplotlib")
+
+
+def _probe_run(env: dict, cwd, run_id: str, watched: tuple[str, ...]) -> tuple[dict, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(["run", "--run-id", run_id]), json.dumps(watched)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0, proc.stderr
+    return result, proc.stdout
+
+
+def test_a_run_with_a_baseline_loads_neither_scipy_stats_nor_matplotlib(tmp_path):
+    env = cli_env(tmp_path)
+    _probe_run(env, tmp_path, "compared-1", ())
+    result, stdout = _probe_run(env, tmp_path, "compared-2", NOT_USED_BY_A_COMPARING_RUN)
+    # A real comparison against the first run, its HTML report with the three charts drawn.
+    assert "comparison: baseline 'compared-1'" in stdout, stdout
+    report = next(
+        line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("comparison report: ")
+    )
+    html = Path(report).read_text(encoding="utf-8")
+    assert html.count('<svg role="img"') == 3, report
+    modules = set(result["modules"])
+    assert "kebab_eval_pipeline.compare.significance" in modules and "jinja2" in modules
+    loaded = {m: result["importers"].get(m) for m in NOT_USED_BY_A_COMPARING_RUN if m in modules}
+    assert not loaded, f"imported by a run with a baseline (module: importing frames): {loaded}"

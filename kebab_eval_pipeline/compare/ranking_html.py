@@ -3,19 +3,21 @@
 The page: header, warnings, the ranking table (mean, rank, letters, superscripts per metric), one
 chart — per metric, each run's mean with its bootstrap CI, runs in the table's order, the runs not
 significantly different from the best one in green — the pairwise tests per metric and the runs'
-versions. Inline CSS and SVG drawn by matplotlib without pyplot (as :mod:`.html` draws the
-comparison's charts, with its style and helpers), no JavaScript and no URL: the file can be mailed
-or opened offline. The markup is ``templates/ranking.html.j2`` (the comparison page's frame and
+versions. Inline CSS and SVG (a forest plot of :mod:`.chart_geometry`, drawn by the templates'
+``charts.html.j2`` as the comparison's charts are), no JavaScript and no URL: the file can be
+mailed or opened offline. The markup is ``templates/ranking.html.j2`` (the comparison page's frame and
 macros, autoescaped: every user-provided string is HTML-escaped); this module shapes the values.
 The same input renders the same bytes.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from markupsafe import Markup
+import math
 
-from kebab_eval_pipeline.compare.html import _draw, _is_null, _p_text, _signed, _template
+import numpy as np
+
+from kebab_eval_pipeline.compare import chart_geometry
+from kebab_eval_pipeline.compare.html import _is_null, _p_text, _signed, _template
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 
 __all__ = ["CHART_ID", "render_html"]
@@ -32,8 +34,8 @@ def render_html(ranking: Ranking) -> str:
 
 
 def ranking_view(ranking: Ranking) -> dict:
-    """What ``ranking.html.j2`` renders, as plain values (numbers formatted, the chart's SVG as
-    markup or None); strings unescaped — the template escapes them."""
+    """What ``ranking.html.j2`` renders, as plain values (numbers formatted, the chart's geometry
+    or None); strings unescaped — the template escapes them."""
     info = ranking.info
     order: list[str] = info["order"]
     matching = info.get("matching") or {}
@@ -112,59 +114,55 @@ def _table(ranking: Ranking) -> list[dict]:
     return rows
 
 
-def _chart(ranking: Ranking) -> Markup | None:
-    """Per metric, each run's mean with its CI and letters, as inline SVG (None: no metric has a
-    query scored by every run)."""
+def _chart(ranking: Ranking) -> dict | None:
+    """Per metric a panel: each run's mean with its CI and letters, runs in the table's order,
+    green when not significantly different from the best run — as :func:`.chart_geometry.forest`
+    geometry (None: no metric has a query scored by every run)."""
     info = ranking.info
     metrics, order = info["metrics"], info["order"]
     frame = ranking.per_run
     if not frame["mean"].notna().any():
         return None
     best = _best_group(ranking)
-    y = np.arange(len(order))
-
-    def draw(fig) -> None:
-        axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
-        for ax, metric in zip(axes, metrics, strict=True):
-            rows = frame[frame["metric"] == metric].set_index("run_id").loc[order]
-            mean = rows["mean"].to_numpy(dtype=float)
-            low = rows["ci_low"].to_numpy(dtype=float)
-            high = rows["ci_high"].to_numpy(dtype=float)
-            err = np.vstack([np.nan_to_num(mean - low).clip(0), np.nan_to_num(high - mean).clip(0)])
-            colours = [_BEST if (metric, run) in best else _REST for run in order]
-            for k in range(len(order)):
-                if np.isnan(mean[k]):
-                    continue
-                ax.errorbar(
+    panels = []
+    for metric in metrics:
+        rows = frame[frame["metric"] == metric].set_index("run_id").loc[order]
+        mean = rows["mean"].to_numpy(dtype=float)
+        low = rows["ci_low"].to_numpy(dtype=float)
+        high = rows["ci_high"].to_numpy(dtype=float)
+        intervals = []
+        for k, run in enumerate(order):
+            letters = str(rows["letters"].iloc[k] or "")
+            ci = "" if math.isnan(low[k]) else f" [{_num(low[k])}, {_num(high[k])}]"
+            intervals.append(
+                chart_geometry.Interval(
                     mean[k],
-                    y[k],
-                    xerr=err[:, k : k + 1],
-                    fmt="o",
-                    color=colours[k],
-                    ecolor=colours[k],
-                    elinewidth=1.6,
-                    capsize=3,
-                    markersize=5,
+                    low[k],
+                    high[k],
+                    _BEST if (metric, run) in best else _REST,
+                    note=letters,
+                    title=f"{run}, {metric}: {_num(mean[k])}{ci} {letters}".rstrip(),
                 )
-                ax.annotate(
-                    str(rows["letters"].iloc[k] or ""),
-                    (high[k] if not np.isnan(high[k]) else mean[k], y[k]),
-                    xytext=(4, 0),
-                    textcoords="offset points",
-                    va="center",
-                    fontsize=9,
-                    color=colours[k],
-                )
-            ax.set_title(f"{metric} ({direction_word(metric)})", fontsize=10)
-            ax.margins(x=0.12)  # room for the letters right of the widest interval
-            ax.grid(axis="x", color="#d0d7de", linewidth=0.6)
-            ax.set_axisbelow(True)
-            ax.tick_params(axis="y", length=0)
-            ax.spines["left"].set_visible(False)
-        axes[0].set_yticks(y, labels=[f"{i}  {run}" for i, run in enumerate(order, start=1)])
-        axes[0].set_ylim(len(order) - 0.5, -0.5)  # the first row on top, as in the table
+            )
+        panels.append(
+            chart_geometry.Panel(
+                intervals, _domain(mean, low, high), title=f"{metric} ({direction_word(metric)})"
+            )
+        )
+    labels = [f"{i}  {run}" for i, run in enumerate(order, start=1)]
+    return chart_geometry.forest(labels, panels)
 
-    return Markup(_draw(CHART_ID, 1.0 + 0.34 * len(order), draw))
+
+def _domain(mean: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[float, float]:
+    """A panel's x range: the means and CI ends with 12% room either side (0 ± 0.05 without any;
+    ± 0.05 around a single value)."""
+    values = np.concatenate([mean, low, high])
+    values = values[~np.isnan(values)]
+    if not values.size:
+        return -0.05, 0.05
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.12 * (hi - lo) if hi > lo else 0.05
+    return lo - pad, hi + pad
 
 
 def _pairs(ranking: Ranking) -> list[tuple[str, list[dict]]]:

@@ -223,10 +223,14 @@ def test_three_inline_svg_charts(page):
         figure = _figure(page, chart_id)
         assert figure.count("<svg ") == 1 and "</svg>" in figure, chart_id
     assert page.count("<svg ") == 3
-    # Each matplotlib SVG numbers its ids from 1: prefixed, they stay unique across the page.
+    # Ids stay unique across the page; each chart is an image named by its caption (its <title>).
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids))
-    assert re.search(r'clip-path="url\(#chart-deltas-p[0-9a-f]+\)"', page)
+    for chart_id in CHART_IDS:
+        figure = _figure(page, chart_id)
+        caption = re.search(r"<figcaption>(.*?)(?: <span|</figcaption>)", figure).group(1)
+        assert f'<svg role="img" aria-labelledby="{chart_id}-title"' in figure
+        assert f'<title id="{chart_id}-title">{caption}</title>' in figure
 
 
 def test_no_external_resource(page):
@@ -266,8 +270,8 @@ def test_user_strings_are_escaped(page):
     assert "<script>alert(1)</script>" not in page
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt; id=&quot;x&quot;"
     assert f"<code>{escaped}</code>" in page  # query id in the notable queries and the versions table
-    # In the SVG (matplotlib escapes <, > and &), the label keeps its text: ids are rewritten in tags only.
-    label = '&lt;script&gt;alert(1)&lt;/script&gt; id="x"  (n=13)</text>'
+    # In the SVG too: the chart's labels are escaped by the template, as every other text.
+    label = "&lt;script&gt;alert(1)&lt;/script&gt; id=&quot;x&quot;  (n=13)</text>"
     assert label in _figure(page, "chart-categories")
 
 
@@ -351,7 +355,8 @@ def test_category_chart_keeps_the_largest_categories():
 
 
 def test_korean_labels_raise_no_warning(rendered):
-    """matplotlib's bundled font has no Hangul; the missing-glyph warnings for CJK are silenced."""
+    """Chart labels are SVG text the browser lays out in its own fonts: nothing measures Hangul
+    glyphs at render time, so nothing warns of missing ones (matplotlib's bundled font had none)."""
     assert rendered[1] == []
 
 

@@ -41,6 +41,33 @@ def test_bounds_equal_scipy_one_sided_t_intervals(pairs, alpha):
     assert high[0] == pytest.approx(less.high, abs=1e-9)
 
 
+@given(
+    st.floats(-1, 1),
+    st.floats(1e-6, 0.5),
+    st.integers(2, 100_000),
+    st.floats(0.001, 0.499),
+    st.floats(0.001, 0.5),
+)
+def test_t_quantiles_and_margin_p_equal_scipy_stats_t(delta, se, n, alpha, margin):
+    """The package computes Student's t from scipy.special (no scipy.stats import at run time):
+    the bounds and both margin kinds' p-values against scipy.stats.t, imported here only."""
+    low, high = t_bounds(delta, se, n, alpha)
+    q = stats.t.ppf(1 - alpha, n - 1)
+    assert low[0] == pytest.approx(delta - q * se, rel=1e-12, abs=1e-15)
+    assert high[0] == pytest.approx(delta + q * se, rel=1e-12, abs=1e-15)
+    b_low, b_high = float(low[0]), float(high[0])
+    inferior = margin_verdict("mrr", "non_inferior", margin, alpha, delta, b_low, b_high, se=se, n=n)
+    assert inferior.p_value == pytest.approx(stats.t.sf((delta + margin) / se, n - 1), rel=1e-12, abs=0)
+    # A rate of bad events: the improvement is −delta.
+    rate = margin_verdict(
+        "over_refusal_rate", "non_inferior", margin, alpha, delta, b_low, b_high, se=se, n=n
+    )
+    assert rate.p_value == pytest.approx(stats.t.sf((-delta + margin) / se, n - 1), rel=1e-12, abs=0)
+    tost = margin_verdict("mrr", "equivalent", margin, alpha, delta, b_low, b_high, se=se, n=n)
+    expected = max(stats.t.sf((delta + margin) / se, n - 1), stats.t.cdf((delta - margin) / se, n - 1))
+    assert tost.p_value == pytest.approx(expected, rel=1e-12, abs=0)
+
+
 def test_bounds_are_null_without_spread_to_estimate():
     low, high = t_bounds([0.1, np.nan, 0.2], [0.01, 0.01, np.nan], [1, 50, 50], 0.05)
     assert np.isnan(low).all() and np.isnan(high).all()

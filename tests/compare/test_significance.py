@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.stats import binom, binomtest, bootstrap, permutation_test
 
 from kebab_eval_pipeline.compare.significance import (
@@ -17,6 +19,7 @@ from kebab_eval_pipeline.compare.significance import (
     PairedTest,
     compare_query_scores,
     paired_test,
+    sign_test_p,
 )
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from kebab_eval_pipeline.judge.metrics import JUDGE_QUERY_METRICS
@@ -128,6 +131,53 @@ def test_mcnemar_equals_binomtest_on_hand_counted_discordant_pairs():
     assert r.p_value == binomtest(7, 9, 0.5).pvalue
     assert r.delta == pytest.approx(5 / 20)
     assert "9 discordant" in r.note and "7 0→1, 2 1→0" in r.note
+
+
+@st.composite
+def _counts(draw) -> tuple[int, int]:
+    """(k, n): n up to a million discordant pairs, k anywhere, near n/2 (p near 1) half the time."""
+    n = draw(st.integers(1, 10**6))
+    spread = draw(st.sampled_from([n // 2, 3 * math.isqrt(n) + 1]))
+    k = draw(st.integers(max(0, n // 2 - spread), min(n, n // 2 + spread)))
+    return k, n
+
+
+@given(_counts())
+def test_sign_test_p_equals_scipy_binomtest(counts):
+    """scipy.stats is imported by this test only: the package's exact McNemar is scipy.special."""
+    k, n = counts
+    expected = binomtest(k, n, 0.5).pvalue
+    assert sign_test_p(k, n) == pytest.approx(expected, rel=1e-12, abs=0.0)
+
+
+def test_sign_test_p_edge_cases():
+    # No discordant pair: p = 1 (scipy.stats.binomtest refuses n = 0).
+    assert sign_test_p(0, 0) == 1.0
+    with pytest.raises(ValueError):
+        binomtest(0, 0, 0.5)
+    # Ties, n small and large: p = 1, as scipy.
+    for k, n in ((1, 2), (5, 10), (500_000, 10**6), (2, 5), (3, 5)):
+        assert sign_test_p(k, n) == binomtest(k, n, 0.5).pvalue == 1.0, (k, n)
+    for k, n in ((0, 1), (1, 1), (0, 2), (2, 2), (0, 30), (30, 30), (1, 1000)):
+        assert sign_test_p(k, n) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-12, abs=0.0)
+    assert sign_test_p(0, 2000) == binomtest(0, 2000, 0.5).pvalue == 0.0  # below the smallest float
+    for k, n in ((-1, 3), (4, 3)):
+        with pytest.raises(ValueError, match="0 <= k <= n"):
+            sign_test_p(k, n)
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0]), st.sampled_from([0.0, 1.0])), max_size=400))
+def test_mcnemar_p_equals_binomtest_on_random_pairs(pairs):
+    """Concordant pairs (ties: 0→0, 1→1) do not count; no discordant pair gives p = 1."""
+    a = np.array([p[0] for p in pairs], dtype=float)
+    b = np.array([p[1] for p in pairs], dtype=float)
+    if not pairs:
+        return
+    r = paired_test(a, b, n_resamples=10, ci=False, binary=True)
+    n01, n10 = int(((a == 0) & (b == 1)).sum()), int(((a == 1) & (b == 0)).sum())
+    expected = 1.0 if n01 + n10 == 0 else binomtest(n01, n01 + n10, 0.5).pvalue
+    assert r.test == TEST_MCNEMAR
+    assert r.p_value == pytest.approx(expected, rel=1e-12, abs=0.0)
 
 
 def test_mcnemar_no_discordant_pairs_and_symmetry():
