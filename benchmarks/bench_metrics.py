@@ -20,9 +20,11 @@ Tools and measures (hit@10, mrr with cutoff 10, recall@10, precision@10, ndcg@10
 - ``ours``: read the queries, supports and hits tables with the product's own reader
   (``store.artifact_store.read_frame``, what ``ArtifactStore.read`` does for the ``query_scores``
   step: of the hits, the ``SCORING_HIT_COLUMNS`` the file holds — ``score`` is not one of them —
-  without all-null columns, ``SCORING_HIT_KEYS`` (``query_id``) as codes from the dictionary
-  pages), then ``match_hits`` (``auto``) + ``retrieval_scores`` (k = 10). Nothing is prepared
-  ahead: "total" is what a user pays from Parquet to per-query values.
+  that the supports can be compared on (``consulted_hit_columns``: a chunk-level golden set and a
+  run without citations never read ``doc_id``), without all-null columns, ``SCORING_HIT_KEYS``
+  (``query_id``) as codes from the dictionary pages), then ``match_hits`` (``auto``) +
+  ``retrieval_scores`` (k = 10). Nothing is prepared ahead: "total" is what a user pays from
+  Parquet to per-query values.
 - ``ranx``: Qrels/Run built with ``Qrels.from_dict``/``Run.from_dict`` from dicts (faster than
   ranx's own ``from_df``; ranx only accepts object-dtype DataFrames), then
   ``ranx.evaluate(hit_rate@10, mrr@10, recall@10, precision@10, ndcg@10)``. ranx compiles numba
@@ -178,10 +180,10 @@ def _import_kernels():
 def _import_reader():
     """The run store's table reader and the hit columns/keys the ``query_scores`` step reads."""
     _import_kernels()
-    from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_COLUMNS, SCORING_HIT_KEYS
+    from kebab_eval_pipeline.metrics.aggregate import SCORING_HIT_KEYS, consulted_hit_columns
     from kebab_eval_pipeline.store.artifact_store import read_frame
 
-    return read_frame, SCORING_HIT_COLUMNS, SCORING_HIT_KEYS
+    return read_frame, consulted_hit_columns, SCORING_HIT_KEYS
 
 
 def _result(data: Path, tool: str, frame) -> None:
@@ -193,12 +195,13 @@ def worker_ours(data: Path) -> dict:
     import pyarrow as pa
 
     match_hits, retrieval_scores = _import_kernels()
-    read_frame, scoring_columns, scoring_keys = _import_reader()
+    read_frame, consulted_columns, scoring_keys = _import_reader()
     c0 = time.process_time()
     t0 = time.perf_counter()
     queries = read_frame(data / "queries.parquet")
     supports = read_frame(data / "supports.parquet")
-    hits = read_frame(data / "hits.parquet", list(scoring_columns), sparse=True, keys=scoring_keys)
+    columns = consulted_columns(supports, citations=False)  # a retrieval-only run: no citations
+    hits = read_frame(data / "hits.parquet", columns, sparse=True, keys=scoring_keys)
     t1 = time.perf_counter()
     hit_columns = [f"{c} (codes)" if c in scoring_keys else c for c in hits.columns]
     matches = match_hits(hits, supports)

@@ -44,7 +44,9 @@ from kebab_eval_pipeline.metrics.columns import (
 from kebab_eval_pipeline.metrics.settings import MATCH_CRITERIA, MatchCriterion
 
 __all__ = [
+    "COMPARED_HIT_COLUMNS",
     "MATCH_COLUMNS",
+    "compared_hit_columns",
     "judged_hits",
     "match_hits",
     "normalise_headings",
@@ -204,6 +206,42 @@ def hits_carry(hits: pd.DataFrame, fields: Sequence[str] = ("chunk_id", "lines",
             col = string_column(hits, field)
             out[field] = (n - col.null_count, n)
     return out
+
+
+#: Each hit column a support is compared on, with the support fields whose value makes it compared
+#: (under some criterion, by document recall or by the matching diagnostics): ``rel_path`` names a
+#: document that a hit's ``doc_path`` or ``doc_id`` may name.
+COMPARED_HIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "chunk_id": ("chunk_id",),
+    "doc_id": ("doc_id", "rel_path"),
+    "doc_path": ("rel_path",),
+    "heading_path": ("heading_path",),
+    "line_start": ("line_start", "line_end"),
+    "line_end": ("line_start", "line_end"),
+    "snippet": ("snippet",),
+}
+
+
+def compared_hit_columns(supports: pd.DataFrame) -> set[str]:
+    """The hit columns of :data:`COMPARED_HIT_COLUMNS` that some support of ``supports`` can be
+    compared on: those named by a support field that at least one support sets (a non-empty
+    string, a line number, a non-empty heading list; any grade — a grade-≤0 support is matched
+    too). Matching (every criterion), ``retrieval_scores``' document recall and the matching
+    diagnostics never consult another of those columns, and treat an absent column as all null:
+    a reader may leave it unread (a chunk-only golden set never reads the hits' ``doc_id``, 10M
+    strings at 100k queries × 100 hits). Empty when ``supports`` is empty."""
+    if len(supports) == 0:
+        return set()
+    set_fields = set()
+    for field in ("chunk_id", "doc_id", "rel_path", "snippet"):
+        if not null_mask(contiguous(string_column(supports, field))).all():
+            set_fields.add(field)
+    for field in ("line_start", "line_end"):
+        if not np.isnan(int_column(supports, field)).all():
+            set_fields.add(field)
+    if heading_set(supports).any():
+        set_fields.add("heading_path")
+    return {hit for hit, fields in COMPARED_HIT_COLUMNS.items() if set_fields.intersection(fields)}
 
 
 def heading_set(frame: pd.DataFrame) -> np.ndarray:
