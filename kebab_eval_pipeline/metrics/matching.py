@@ -135,11 +135,10 @@ def match_hits(
     if len(hits) == 0 or len(supports) == 0:
         return _empty_matches()
 
-    if criterion == "auto":
-        per_support = criteria_for(
-            string_column(supports, "query_id"),
-            resolve_auto(hits, supports) if resolved is None else resolved,
-        )
+    if criterion == "auto" and resolved is None:
+        per_support = _resolve(hits, supports)[2]  # what criteria_for(resolve_auto(…)) gives
+    elif criterion == "auto":
+        per_support = criteria_for(string_column(supports, "query_id"), resolved)
     else:
         per_support = np.full(len(supports), criterion, dtype=object)
     plan = _SupportPlan(supports, per_support)
@@ -302,12 +301,31 @@ def resolve_auto(hits: pd.DataFrame, supports: pd.DataFrame) -> pd.Series:
     query that has at least one support, in first-appearance order. Empty when there are no
     supports.
     """
-    qid = string_column(supports, "query_id")
-    ok = ~null_mask(contiguous(qid))
-    if len(supports) == 0 or not ok.any():
+    uniques, out, _ = _resolve(hits, supports)
+    if len(uniques) == 0:
         return pd.Series([], dtype="string", name="match_criterion", index=pd.Index([], dtype="string"))
+    return pd.Series(
+        pd.array(out, dtype="string"),
+        index=pd.Index(arrow_to_pandas_string(uniques), dtype="string", name="query_id"),
+        name="match_criterion",
+    )
+
+
+def _resolve(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """:func:`resolve_auto` as arrays: ``(query ids, their criteria, each support's criterion)`` —
+    the distinct non-null query ids of ``supports`` in first-appearance order (``large_string``),
+    the criterion of each (object array) and the criterion of each support row (object array;
+    ``fields`` for a support without a query id, as :func:`criteria_for` gives it). Queries are
+    factorised by Arrow on the string buffers, never as Python strings."""
+    qid = contiguous(string_column(supports, "query_id"))
+    ok = ~null_mask(qid)
+    per_support = np.full(len(supports), "fields", dtype=object)
+    if len(supports) == 0 or not ok.any():
+        return pa.array([], pa.large_string()), np.zeros(0, dtype=object), per_support
     flags = support_flags(supports)[ok].reset_index(drop=True)
-    codes, uniques = pd.factorize(pd.Series(contiguous(qid).to_numpy(zero_copy_only=False)[ok]))
+    present = qid if ok.all() else qid.filter(pa.array(ok))
+    uniques = as_large_string(pc.unique(present))  # first-appearance order, as pd.factorize
+    codes = lookup_codes(present, uniques, runs=False)
     n_q = len(uniques)
     positive = flags["positive"].to_numpy()
     has_positive = np.bincount(codes, weights=positive, minlength=n_q) > 0
@@ -335,17 +353,17 @@ def resolve_auto(hits: pd.DataFrame, supports: pd.DataFrame) -> pd.Series:
     chunk &= carried("chunk_id", chunk)
     span &= carried("lines", span & ~chunk)
     anchor &= carried("heading_path", anchor & ~chunk & ~span)
-    out = np.select([chunk, span, anchor, document], ["chunk", "span", "anchor", "doc"], "fields")
-    return pd.Series(
-        pd.array(out, dtype="string"),
-        index=pd.Index(uniques.to_numpy(dtype=object), dtype="string", name="query_id"),
-        name="match_criterion",
+    out = np.select([chunk, span, anchor, document], ["chunk", "span", "anchor", "doc"], "fields").astype(
+        object
     )
+    per_support[ok] = out[codes]
+    return uniques, out, per_support
 
 
 def criteria_for(query_ids: pa.Array | pa.ChunkedArray, resolved: pd.Series) -> np.ndarray:
     """The criterion of each query id under ``resolved`` (object array; ``fields`` where absent)."""
-    index = pa.array(resolved.index.to_numpy(dtype=object), pa.large_string(), from_pandas=True)
+    # the index's Arrow buffers when it is Arrow-backed (resolve_auto's is): no Python strings
+    index = as_large_string(pa.array(resolved.index.array, from_pandas=True))
     codes = lookup_codes(query_ids, index, runs=False)
     values = resolved.to_numpy(dtype=object)
     out = np.full(len(query_ids), "fields", dtype=object)
