@@ -58,11 +58,23 @@ def table_to_frame(table: pa.Table, categorical: Sequence[str] = ()) -> pd.DataF
     # pandas metadata would rebuild a written ``string`` column from a dictionary one string per
     # row (what reading it as a dictionary avoids): such columns are converted here instead.
     frame = table.drop_columns([name for _, name in special]).to_pandas()
-    for position, name in special:
+    converted = {}
+    for _, name in special:
         column = table.column(name)
-        values = list_objects(column) if _is_list(column.type) else dictionary_categorical(column)
-        frame.insert(position, name, values)
-    return frame
+        converted[name] = list_objects(column) if _is_list(column.type) else dictionary_categorical(column)
+    if frame.columns.has_duplicates or len(frame.columns) + len(special) != table.num_columns:
+        for position, name in special:  # a table pandas renamed or duplicated columns of
+            frame.insert(position, name, converted[name])
+        return frame
+    # One frame over the converted arrays as they are: ``DataFrame.insert`` copies each inserted
+    # array (the codes of 10M hits' query ids: 40 MB of fresh memory, 0.1 s in a new process).
+    out = pd.DataFrame(
+        {name: converted[name] if name in converted else frame[name] for name in table.column_names},
+        index=frame.index,
+        copy=False,
+    )
+    out.columns.name = frame.columns.name
+    return out
 
 
 def dictionary_categorical(column: pa.ChunkedArray | pa.DictionaryArray) -> pd.Categorical:
