@@ -28,6 +28,7 @@ __all__ = [
     "int_column",
     "key_codes",
     "key_counts",
+    "key_space",
     "key_values",
     "lookup_codes",
     "null_mask",
@@ -105,6 +106,17 @@ def _bincount(codes: np.ndarray, n: int) -> np.ndarray:
     for start in range(0, len(codes), _BLOCK_ROWS):
         out += np.bincount(codes[start : start + _BLOCK_ROWS], minlength=n)
     return out
+
+
+def key_space(frame: pd.DataFrame, column: str) -> tuple[np.ndarray, pa.Array] | None:
+    """For a ``Categorical`` ``frame[column]`` (a key read from its Parquet dictionary pages): its
+    codes as they are (-1 for null) and its categories as ``large_string`` (``""`` as null), so a
+    join can look the other side up among the categories rather than give every row a code of its
+    own. None for any other column (or an absent one)."""
+    values = frame[column] if column in frame.columns else None
+    if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
+        return None
+    return values.array.codes, _categories(values)
 
 
 def _take(table: np.ndarray, codes: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ from kebab_eval_pipeline.metrics.columns import (
     equi_join,
     int_column,
     key_codes,
+    key_space,
     key_values,
     lookup_codes,
     null_mask,
@@ -559,10 +560,22 @@ class _HitView:
     def __init__(self, hits: pd.DataFrame, plan: _SupportPlan) -> None:
         self.hits = hits
         self.n = len(hits)
-        # Each hit's query as its code in the supports' query ids (null: a query without supports).
-        self.query_key = _key_array(
-            key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
-        )
+        space = key_space(hits, "query_id")
+        if space is None:
+            # Each hit's query as its code in the supports' query ids (null: a query without supports).
+            self.query_key = _key_array(
+                key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
+            )
+            self.support_query_key = plan.query_key
+        else:
+            # A Categorical query_id keeps its own codes as the hits' keys and the supports' query
+            # ids are looked up among its categories (null: no hit has that query): no key is built
+            # per hit (10M of them at 100k queries × 100 hits).
+            codes, categories = space
+            self.query_key = _key_array(codes, codes.dtype)
+            self.support_query_key = _key_array(
+                lookup_codes(plan.query_id, categories, runs=False), codes.dtype
+            )
         self.rank = hits["rank"].to_numpy(dtype=np.int64)
         self._cache: dict[str, object] = {}
 
@@ -598,7 +611,7 @@ class _HitView:
 def _candidates(kind: int, view: _HitView, plan: _SupportPlan, rows: np.ndarray):
     """Yield (hit positions, support positions) pairs joined on query + the kind's identifier."""
     take = pa.array(rows)
-    s_qid = plan.query_key.take(take)
+    s_qid = view.support_query_key.take(take)
 
     def join(hit_values: pa.Array | pa.ChunkedArray, gold: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         h, j = equi_join([view.query_key, hit_values], [s_qid, gold.take(take)])
