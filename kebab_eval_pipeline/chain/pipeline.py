@@ -57,6 +57,7 @@ from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
     SCORING_HIT_COLUMNS,
     SCORING_HIT_KEYS,
+    consulted_hit_columns,
     round_scores,
     score_results,
     summarize_scores,
@@ -381,14 +382,23 @@ def scoring_hit_columns(settings: RunSettings) -> list[str]:
 
 
 def with_scoring_hits(
-    retrieval: RetrievalArtifact, store: RunStore, run_id: str, settings: RunSettings
+    retrieval: RetrievalArtifact,
+    store: RunStore,
+    run_id: str,
+    settings: RunSettings,
+    supports: pd.DataFrame | None = None,
 ) -> RetrievalArtifact:
     """``retrieval`` (read without its hit columns) with the hits read from ``store`` in the columns
     :func:`score` consults under ``settings`` (:func:`scoring_hit_columns`) — what the
     ``query_scores`` step scores: the IO manager reading its input does not know the settings.
-    See :func:`with_stored_hits`."""
+    Given the golden ``supports``, of those only the columns some support (or a citation) can be
+    compared on (:func:`~kebab_eval_pipeline.metrics.aggregate.consulted_hit_columns`): a
+    chunk-level golden set never reads the hits' documents. See :func:`with_stored_hits`."""
     # Columns no hit sets are not read: the metrics treat an absent column as all null.
     columns = scoring_hit_columns(settings)
+    if supports is not None and not settings.source_root:  # verification reads every column
+        cited = settings.answers and (len(retrieval.results.citations) > 0 or retrieval.repeats is not None)
+        columns = consulted_hit_columns(supports, cited, columns)
     out = with_stored_hits(
         retrieval, store, run_id, columns, "query_scores", sparse=True, keys=SCORING_HIT_KEYS
     )

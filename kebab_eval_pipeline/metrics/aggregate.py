@@ -20,7 +20,13 @@ import pyarrow.compute as pc
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
 from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
-from kebab_eval_pipeline.metrics.matching import criteria_for, match_hits, resolve_auto
+from kebab_eval_pipeline.metrics.matching import (
+    COMPARED_HIT_COLUMNS,
+    compared_hit_columns,
+    criteria_for,
+    match_hits,
+    resolve_auto,
+)
 from kebab_eval_pipeline.metrics.operations import grouped_operation_metrics, operation_columns
 from kebab_eval_pipeline.metrics.retrieval import (
     DEFAULT_RELEVANCE_LEVEL,
@@ -37,6 +43,7 @@ __all__ = [
     "ANSWER_METRICS",
     "BREAKDOWN_COLUMNS",
     "BREAKDOWN_DIMENSIONS",
+    "CITATION_HIT_COLUMNS",
     "OPERATIONAL_METRICS",
     "QUERY_META_COLUMNS",
     "RANKING_SCORE_COLUMNS",
@@ -47,6 +54,7 @@ __all__ = [
     "aggregate_metrics",
     "breakdowns",
     "build_query_scores",
+    "consulted_hit_columns",
     "dimension_labels",
     "metric_denominators",
     "metric_names",
@@ -97,11 +105,34 @@ SCORING_HIT_COLUMNS: tuple[str, ...] = tuple(c for c in HIT_COLUMNS if c not in 
 #: ``store.artifact_store.read_frame``): 100 hits of a query share its id, so the 10M ids of 100k
 #: queries × 100 hits are 100k strings and int32 codes; the kernels join and count by the codes.
 SCORING_HIT_KEYS: tuple[str, ...] = ("query_id",)
+#: The hit columns the answer checks consult to find a citation among its query's hits (by chunk
+#: id, or by path and line range) and to tell a real cited chunk from an invented one.
+CITATION_HIT_COLUMNS: tuple[str, ...] = ("chunk_id", "doc_path", "line_start", "line_end")
 #: Decimals of every stored score (SPEC §6); aggregates are computed before rounding.
 STORED_DECIMALS = 4
 #: Money is kept exact: a query's answer can cost $0.00004, which four decimals would make 0.
 UNROUNDED_SUFFIX = "_usd"
 _HIT_AT = re.compile(r"^hit@(\d+)$")
+
+
+def consulted_hit_columns(
+    supports: pd.DataFrame, citations: bool, columns: Sequence[str] = SCORING_HIT_COLUMNS
+) -> list[str]:
+    """Of the hit ``columns`` (in their order), those scoring can consult against ``supports``.
+
+    A hit column that is only ever compared with a support field (:data:`COMPARED_HIT_COLUMNS`:
+    chunk id, document, heading path, lines, snippet) is consulted only when some support sets
+    that field (:func:`~kebab_eval_pipeline.metrics.matching.compared_hit_columns`), or — for
+    :data:`CITATION_HIT_COLUMNS` — when ``citations`` are to be checked against the hits. Every
+    other column (``query_id``, ``rank``, the version columns) is kept. Scoring treats an absent
+    column as all null, so reading only these gives the same scores: a chunk-level golden set
+    never reads the hits' ``doc_id``. No supports: none of the compared columns is consulted,
+    except for citations. Verification against a source root reads every column (the caller's
+    business: it is not scoring's comparison with the gold)."""
+    needed = compared_hit_columns(supports)
+    if citations:
+        needed |= set(CITATION_HIT_COLUMNS)
+    return [c for c in columns if c not in COMPARED_HIT_COLUMNS or c in needed]
 
 
 def score_results(

@@ -28,6 +28,7 @@ __all__ = [
     "int_column",
     "key_codes",
     "key_counts",
+    "key_space",
     "key_values",
     "lookup_codes",
     "null_mask",
@@ -71,7 +72,7 @@ def key_codes(frame: pd.DataFrame, column: str, value_set: pa.Array, dtype=np.in
         return lookup_codes(string_column(frame, column), value_set).astype(dtype, copy=False)
     per_category = lookup_codes(_categories(values), value_set, runs=False).astype(dtype)
     # code -1 (null) takes the appended -1
-    return np.append(per_category, per_category.dtype.type(-1))[values.array.codes]
+    return _take(np.append(per_category, per_category.dtype.type(-1)), values.array.codes)
 
 
 def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndarray:
@@ -84,11 +85,50 @@ def key_counts(frame: pd.DataFrame, column: str, value_set: pa.Array) -> np.ndar
     codes = values.array.codes
     if len(codes) and codes.min() < 0:  # nulls (code -1) belong to no entry
         codes = codes[codes >= 0]
-    by_category = np.bincount(codes, minlength=len(per_category))
+    by_category = _bincount(codes, len(per_category))
     known = per_category >= 0
     return np.bincount(per_category[known], weights=by_category[known], minlength=len(value_set)).astype(
         np.int64
     )
+
+
+#: Rows per block where a whole-array conversion to intp would copy 10M hits at once.
+_BLOCK_ROWS = 1 << 20
+
+
+def _bincount(codes: np.ndarray, n: int) -> np.ndarray:
+    """``np.bincount(codes, minlength=n)`` of non-negative codes, a block of rows at a time:
+    ``np.bincount`` first converts its input to ``intp``, a copy of the whole array (80 MB of fresh
+    memory for the int32 codes of 10M hits); a block's copy is reused."""
+    if codes.dtype == np.intp or len(codes) <= _BLOCK_ROWS:
+        return np.bincount(codes, minlength=n)
+    out = np.zeros(n, dtype=np.intp)
+    for start in range(0, len(codes), _BLOCK_ROWS):
+        out += np.bincount(codes[start : start + _BLOCK_ROWS], minlength=n)
+    return out
+
+
+def key_space(frame: pd.DataFrame, column: str) -> tuple[np.ndarray, pa.Array] | None:
+    """For a ``Categorical`` ``frame[column]`` (a key read from its Parquet dictionary pages): its
+    codes as they are (-1 for null) and its categories as ``large_string`` (``""`` as null), so a
+    join can look the other side up among the categories rather than give every row a code of its
+    own. None for any other column (or an absent one)."""
+    values = frame[column] if column in frame.columns else None
+    if values is None or not isinstance(values.dtype, pd.CategoricalDtype):
+        return None
+    return values.array.codes, _categories(values)
+
+
+def _take(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``table[codes]`` (codes may be -1: the last entry), a block of rows at a time: NumPy turns
+    int32 indices into ``intp`` first, a copy of the whole array (80 MB at 10M hits)."""
+    if codes.dtype == np.intp or len(codes) <= _BLOCK_ROWS:
+        return table[codes]
+    out = np.empty(len(codes), dtype=table.dtype)
+    for start in range(0, len(codes), _BLOCK_ROWS):
+        stop = start + _BLOCK_ROWS
+        np.take(table, codes[start:stop], out=out[start:stop])
+    return out
 
 
 def key_values(frame: pd.DataFrame, column: str, rows: np.ndarray) -> pa.Array:

@@ -33,6 +33,7 @@ from kebab_eval_pipeline.metrics.columns import (
     equi_join,
     int_column,
     key_codes,
+    key_space,
     key_values,
     lookup_codes,
     null_mask,
@@ -44,7 +45,9 @@ from kebab_eval_pipeline.metrics.columns import (
 from kebab_eval_pipeline.metrics.settings import MATCH_CRITERIA, MatchCriterion
 
 __all__ = [
+    "COMPARED_HIT_COLUMNS",
     "MATCH_COLUMNS",
+    "compared_hit_columns",
     "judged_hits",
     "match_hits",
     "normalise_headings",
@@ -133,11 +136,10 @@ def match_hits(
     if len(hits) == 0 or len(supports) == 0:
         return _empty_matches()
 
-    if criterion == "auto":
-        per_support = criteria_for(
-            string_column(supports, "query_id"),
-            resolve_auto(hits, supports) if resolved is None else resolved,
-        )
+    if criterion == "auto" and resolved is None:
+        per_support = _resolve(hits, supports)[2]  # what criteria_for(resolve_auto(…)) gives
+    elif criterion == "auto":
+        per_support = criteria_for(string_column(supports, "query_id"), resolved)
     else:
         per_support = np.full(len(supports), criterion, dtype=object)
     plan = _SupportPlan(supports, per_support)
@@ -206,6 +208,42 @@ def hits_carry(hits: pd.DataFrame, fields: Sequence[str] = ("chunk_id", "lines",
     return out
 
 
+#: Each hit column a support is compared on, with the support fields whose value makes it compared
+#: (under some criterion, by document recall or by the matching diagnostics): ``rel_path`` names a
+#: document that a hit's ``doc_path`` or ``doc_id`` may name.
+COMPARED_HIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "chunk_id": ("chunk_id",),
+    "doc_id": ("doc_id", "rel_path"),
+    "doc_path": ("rel_path",),
+    "heading_path": ("heading_path",),
+    "line_start": ("line_start", "line_end"),
+    "line_end": ("line_start", "line_end"),
+    "snippet": ("snippet",),
+}
+
+
+def compared_hit_columns(supports: pd.DataFrame) -> set[str]:
+    """The hit columns of :data:`COMPARED_HIT_COLUMNS` that some support of ``supports`` can be
+    compared on: those named by a support field that at least one support sets (a non-empty
+    string, a line number, a non-empty heading list; any grade — a grade-≤0 support is matched
+    too). Matching (every criterion), ``retrieval_scores``' document recall and the matching
+    diagnostics never consult another of those columns, and treat an absent column as all null:
+    a reader may leave it unread (a chunk-only golden set never reads the hits' ``doc_id``, 10M
+    strings at 100k queries × 100 hits). Empty when ``supports`` is empty."""
+    if len(supports) == 0:
+        return set()
+    set_fields = set()
+    for field in ("chunk_id", "doc_id", "rel_path", "snippet"):
+        if not null_mask(contiguous(string_column(supports, field))).all():
+            set_fields.add(field)
+    for field in ("line_start", "line_end"):
+        if not np.isnan(int_column(supports, field)).all():
+            set_fields.add(field)
+    if heading_set(supports).any():
+        set_fields.add("heading_path")
+    return {hit for hit, fields in COMPARED_HIT_COLUMNS.items() if set_fields.intersection(fields)}
+
+
 def heading_set(frame: pd.DataFrame) -> np.ndarray:
     """Per row: does ``heading_path`` hold at least one heading (bool; False when absent)."""
     if "heading_path" not in frame.columns or len(frame) == 0:
@@ -264,12 +302,31 @@ def resolve_auto(hits: pd.DataFrame, supports: pd.DataFrame) -> pd.Series:
     query that has at least one support, in first-appearance order. Empty when there are no
     supports.
     """
-    qid = string_column(supports, "query_id")
-    ok = ~null_mask(contiguous(qid))
-    if len(supports) == 0 or not ok.any():
+    uniques, out, _ = _resolve(hits, supports)
+    if len(uniques) == 0:
         return pd.Series([], dtype="string", name="match_criterion", index=pd.Index([], dtype="string"))
+    return pd.Series(
+        pd.array(out, dtype="string"),
+        index=pd.Index(arrow_to_pandas_string(uniques), dtype="string", name="query_id"),
+        name="match_criterion",
+    )
+
+
+def _resolve(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """:func:`resolve_auto` as arrays: ``(query ids, their criteria, each support's criterion)`` —
+    the distinct non-null query ids of ``supports`` in first-appearance order (``large_string``),
+    the criterion of each (object array) and the criterion of each support row (object array;
+    ``fields`` for a support without a query id, as :func:`criteria_for` gives it). Queries are
+    factorised by Arrow on the string buffers, never as Python strings."""
+    qid = contiguous(string_column(supports, "query_id"))
+    ok = ~null_mask(qid)
+    per_support = np.full(len(supports), "fields", dtype=object)
+    if len(supports) == 0 or not ok.any():
+        return pa.array([], pa.large_string()), np.zeros(0, dtype=object), per_support
     flags = support_flags(supports)[ok].reset_index(drop=True)
-    codes, uniques = pd.factorize(pd.Series(contiguous(qid).to_numpy(zero_copy_only=False)[ok]))
+    present = qid if ok.all() else qid.filter(pa.array(ok))
+    uniques = as_large_string(pc.unique(present))  # first-appearance order, as pd.factorize
+    codes = lookup_codes(present, uniques, runs=False)
     n_q = len(uniques)
     positive = flags["positive"].to_numpy()
     has_positive = np.bincount(codes, weights=positive, minlength=n_q) > 0
@@ -297,17 +354,17 @@ def resolve_auto(hits: pd.DataFrame, supports: pd.DataFrame) -> pd.Series:
     chunk &= carried("chunk_id", chunk)
     span &= carried("lines", span & ~chunk)
     anchor &= carried("heading_path", anchor & ~chunk & ~span)
-    out = np.select([chunk, span, anchor, document], ["chunk", "span", "anchor", "doc"], "fields")
-    return pd.Series(
-        pd.array(out, dtype="string"),
-        index=pd.Index(uniques.to_numpy(dtype=object), dtype="string", name="query_id"),
-        name="match_criterion",
+    out = np.select([chunk, span, anchor, document], ["chunk", "span", "anchor", "doc"], "fields").astype(
+        object
     )
+    per_support[ok] = out[codes]
+    return uniques, out, per_support
 
 
 def criteria_for(query_ids: pa.Array | pa.ChunkedArray, resolved: pd.Series) -> np.ndarray:
     """The criterion of each query id under ``resolved`` (object array; ``fields`` where absent)."""
-    index = pa.array(resolved.index.to_numpy(dtype=object), pa.large_string(), from_pandas=True)
+    # the index's Arrow buffers when it is Arrow-backed (resolve_auto's is): no Python strings
+    index = as_large_string(pa.array(resolved.index.array, from_pandas=True))
     codes = lookup_codes(query_ids, index, runs=False)
     values = resolved.to_numpy(dtype=object)
     out = np.full(len(query_ids), "fields", dtype=object)
@@ -503,10 +560,22 @@ class _HitView:
     def __init__(self, hits: pd.DataFrame, plan: _SupportPlan) -> None:
         self.hits = hits
         self.n = len(hits)
-        # Each hit's query as its code in the supports' query ids (null: a query without supports).
-        self.query_key = _key_array(
-            key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
-        )
+        space = key_space(hits, "query_id")
+        if space is None:
+            # Each hit's query as its code in the supports' query ids (null: a query without supports).
+            self.query_key = _key_array(
+                key_codes(hits, "query_id", plan.query_space, plan.key_type), plan.key_type
+            )
+            self.support_query_key = plan.query_key
+        else:
+            # A Categorical query_id keeps its own codes as the hits' keys and the supports' query
+            # ids are looked up among its categories (null: no hit has that query): no key is built
+            # per hit (10M of them at 100k queries × 100 hits).
+            codes, categories = space
+            self.query_key = _key_array(codes, codes.dtype)
+            self.support_query_key = _key_array(
+                lookup_codes(plan.query_id, categories, runs=False), codes.dtype
+            )
         self.rank = hits["rank"].to_numpy(dtype=np.int64)
         self._cache: dict[str, object] = {}
 
@@ -542,7 +611,7 @@ class _HitView:
 def _candidates(kind: int, view: _HitView, plan: _SupportPlan, rows: np.ndarray):
     """Yield (hit positions, support positions) pairs joined on query + the kind's identifier."""
     take = pa.array(rows)
-    s_qid = plan.query_key.take(take)
+    s_qid = view.support_query_key.take(take)
 
     def join(hit_values: pa.Array | pa.ChunkedArray, gold: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         h, j = equi_join([view.query_key, hit_values], [s_qid, gold.take(take)])

@@ -719,7 +719,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         storage_keys,
         code_version=pipeline.METRICS_VERSION,
         # The hits (10M rows at 100k queries × 100 hits) are read in the step, in the columns the run's
-        # settings make scoring consult (pipeline.with_scoring_hits): the read below reads none of them.
+        # settings and golden supports make scoring consult (pipeline.with_scoring_hits): the read below
+        # reads none of them.
         # A repeated run's other repeats' hits too: read a repeat at a time while scoring.
         deps=_chain_deps(names, "golden_set", "retrieval_results", "judge"),
         description="One row per golden query: first relevant rank, hit@k, MRR, recall@k, doc_recall@k, "
@@ -736,7 +737,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         judge: JudgeArtifact = read_chain_artifact(context, "judge", names)
         release_free_memory()  # what the collecting step freed, before the run's largest step
         retrieval_results = pipeline.with_scoring_hits(
-            retrieval_results, storage_of(context).store(), context.partition_key, settings
+            retrieval_results,
+            storage_of(context).store(),
+            context.partition_key,
+            settings,
+            supports=golden_set.supports,
         )
         art = pipeline.score(settings, golden_set, retrieval_results, judge)
         r = retrieval_results.results

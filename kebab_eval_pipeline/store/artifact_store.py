@@ -296,13 +296,13 @@ def _read_parquet(
         # are only ever replaced by rename, never truncated in place).
         with pa.memory_map(os.fspath(local_path(str(path)))) as handle:
             return _read_columns(handle, columns, sparse, keys)
-    return _read_columns(io.BytesIO(path.read_bytes()), columns, sparse, keys)
+    return _read_columns(pa.BufferReader(path.read_bytes()), columns, sparse, keys)
 
 
 def _read_columns(
-    source, columns: Sequence[str] | None, sparse: bool = False, keys: Collection[str] = ()
+    source: pa.NativeFile, columns: Sequence[str] | None, sparse: bool = False, keys: Collection[str] = ()
 ) -> pd.DataFrame:
-    file = pq.ParquetFile(source)
+    file = pq.ParquetFile(source)  # the footer only: schema, row groups, statistics
     names = file.schema_arrow.names
     if columns is not None:  # in the file's (the declared) order
         wanted = set(columns)
@@ -311,11 +311,32 @@ def _read_columns(
         empty = null_columns(file.metadata)
         names = [c for c in names if c not in empty]
     keys = [c for c in names if c in set(keys) and _is_text(file.schema_arrow.field(c).type)]
-    if keys:  # the dictionary pages are decoded into Arrow dictionaries, never into strings
-        file = pq.ParquetFile(source, read_dictionary=keys)
-    return table_to_frame(
-        file.read(columns=names if (columns is not None or sparse) else None), categorical=keys
-    )
+    selected = names if (columns is not None or sparse) else None
+    if file.metadata.num_rows == 0:  # nothing to decode: the schema as ParquetFile gives it
+        if keys:
+            file = pq.ParquetFile(source, read_dictionary=keys)
+        return table_to_frame(file.read(columns=selected), categorical=keys)
+    return table_to_frame(_scan_row_groups(source, file.metadata, selected, keys), categorical=keys)
+
+
+def _scan_row_groups(
+    source: pa.NativeFile, metadata: pq.FileMetaData, columns: list[str] | None, keys: list[str]
+) -> pa.Table:
+    """The file's rows (``columns`` only, when given) with one chunk per row group, the row groups
+    decoded in parallel; ``keys`` decoded from their dictionary pages into Arrow dictionaries,
+    never into a string per row.
+
+    ``ParquetFile.read`` gives the same values but concatenates each column's row groups into one
+    buffer: at 10M hit rows fresh 80–170 MB buffers per column, whose first touch (page faults,
+    huge pages under Arrow's default mimalloc pool) cost the read 0.6–0.8 s of system time against
+    0.05–0.15 s here, where each row group's buffers are a few MB and reused
+    (``benchmarks/bench_metrics.py``). The kernels take chunked columns as they are."""
+    import pyarrow.dataset as pds  # not imported by runs that never read a stored table
+
+    parquet = pds.ParquetFileFormat(read_options=pds.ParquetReadOptions(dictionary_columns=keys))
+    # A batch never spans row groups: a batch as large as the largest one is one chunk per group.
+    batch = max(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    return parquet.make_fragment(source).to_table(columns=columns, batch_size=max(batch, 1))
 
 
 def _is_text(kind: pa.DataType) -> bool:
