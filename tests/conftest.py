@@ -221,6 +221,11 @@ SLOWEST_FIRST = (
     # a new venv and dg project: pip installs, five `dg` runs and one chain run (about a minute)
     "tests/orchestration/test_component.py",
     "tests/test_cli_output.py",
+    # last in collection order (tests/ui/ sorts after every other folder and module), so without
+    # a rank each would start when the other worker is nearly done: two demo runs (or the team's
+    # day of runs), a webserver and headless Chromium, ~1.5-2 min each serially on a loaded machine
+    "tests/ui/test_platform_ui.py",
+    "tests/ui/test_dagster_ui.py",
     "tests/test_cli_fuzz.py",
     "tests/frameworks/test_haystack_system.py",
     "tests/test_system_health.py",
