@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Collection
 from pathlib import Path
@@ -44,12 +45,25 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpora" / "kebab-docs"
 
 
-@pytest.fixture
-def instance(tmp_path, monkeypatch):
-    """A real SQLite-backed Dagster instance in a temp DAGSTER_HOME (what `dagster dev` would use)."""
-    home = tmp_path / "dagster_home"
+@pytest.fixture(scope="session")
+def _empty_instance_home(tmp_path_factory) -> Path:
+    """A DAGSTER_HOME whose SQLite storages (runs, event-log index, schedules) Dagster has created,
+    holding nothing: made once per process by the same ``instance_for_test`` the ``instance``
+    fixture opens. Creating the schemas costs ~0.4-0.8 s per instance; copying the files, ~1 ms."""
+    home = tmp_path_factory.mktemp("empty-instance") / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("")
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
+        inst.get_runs(limit=1)  # every storage opened, so every schema exists
+    return home
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch, _empty_instance_home):
+    """A real SQLite-backed Dagster instance in a temp DAGSTER_HOME (what `dagster dev` would use).
+    Each test gets its own copy of an empty instance's files (:func:`_empty_instance_home`)."""
+    home = tmp_path / "dagster_home"
+    shutil.copytree(_empty_instance_home, home)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.delenv("KEBAB_EVAL_STORAGE", raising=False)
     monkeypatch.delenv("KEBAB_EVAL_CONFIG", raising=False)
@@ -207,6 +221,11 @@ SLOWEST_FIRST = (
     # a new venv and dg project: pip installs, five `dg` runs and one chain run (about a minute)
     "tests/orchestration/test_component.py",
     "tests/test_cli_output.py",
+    # last in collection order (tests/ui/ sorts after every other folder and module), so without
+    # a rank each would start when the other worker is nearly done: two demo runs (or the team's
+    # day of runs), a webserver and headless Chromium, ~1.5-2 min each serially on a loaded machine
+    "tests/ui/test_platform_ui.py",
+    "tests/ui/test_dagster_ui.py",
     "tests/test_cli_fuzz.py",
     "tests/frameworks/test_haystack_system.py",
     "tests/test_system_health.py",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import pytest
 
@@ -21,7 +22,13 @@ RUNS = ("lex300", "lex1200", "hyb800")
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    return clean_cli_env(tmp_path_factory, "ranking-cli")
+    # The session's index cache (tests/conftest.py; the workers share it): hyb800 loads the demo's
+    # vector index that test_ref_vectors' or test_compare_e2e's hybrid/vector run embedded, instead
+    # of embedding the corpus again. The home, and so every stored run, is the module's own.
+    return {
+        **clean_cli_env(tmp_path_factory, "ranking-cli"),
+        "KEBAB_EVAL_INDEX_CACHE": os.environ["KEBAB_EVAL_INDEX_CACHE"],
+    }
 
 
 @pytest.fixture(scope="module")
