@@ -26,7 +26,7 @@ from kebab_eval_pipeline.chain.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.chain.memory import release_free_memory, release_inputs
+from kebab_eval_pipeline.chain.memory import release_free_memory
 from kebab_eval_pipeline.chain.run_overrides import variant_settings
 from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.chain.shards import (
@@ -61,6 +61,7 @@ from kebab_eval_pipeline.orchestration.run_context import (
     cached_context,
     context_key,
     forget_reads,
+    handed_golden,
     handed_system,
     taken_checks,
 )
@@ -405,10 +406,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         run = chain_context(context, names)
         settings = run.settings
         _run_role(context, settings)  # a kebab-eval/role tag that is no role: refused before any query runs
-        art = pipeline.load_golden_artifact(settings)
-        # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
-        # tables, and no later step reads the files again.
-        release_inputs(golden=True)
+        # the CLI's checks parsed the set for this run (handed over once), else it is parsed here;
+        # no later step reads the files again (they read the stored artifact)
+        art = pipeline.load_golden_artifact(settings, handed_golden(run.run_id, settings))
         # Record the hash of what was actually read: if it differs from the version observed before
         # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
         if not _observed(context, names.key("golden_file"), art.sha256):
@@ -501,11 +501,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     ) -> RetrievalShardResult:
         """One shard's queries through the system under test: a row per query, errors included."""
         try:
-            settings = chain_settings(context, names)
+            run = chain_context(context, names)
+            system = run.system()  # the run's, built once per process (a replayed trace parsed once)
         except InputError as exc:  # bad input is not retried
             raise input_failure(exc) from None
         try:
-            return pipeline.retrieve_shard(settings, shard)
+            return pipeline.retrieve_shard(run.settings, shard, system)
         except Interrupted as exc:  # Ctrl-C: stop, not retry
             raise interrupted_failure(exc) from None
 
@@ -525,7 +526,6 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         settings = run.settings
         # every shard has run: the system (a replayed trace, an index) is no longer asked
         run.release_system()
-        release_inputs(trace=True)
         golden_set = read_chain_artifact(context, "golden_set", names)
         art = pipeline.merge_retrieval(settings, golden_set, pieces)
         r = art.results
