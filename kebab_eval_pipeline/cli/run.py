@@ -250,9 +250,6 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None, run_i
     return len(loaded.queries)
 
 
-JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")
-
-
 def rejudge(
     run_id: Annotated[str, typer.Argument(help="A stored run (partition) to judge again.")],
     config: Annotated[
@@ -274,6 +271,7 @@ def rejudge(
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
+    from kebab_eval_pipeline.chain.artifacts import JUDGED_ASSETS
     from kebab_eval_pipeline.chain.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.definitions import run_settings
     from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG, check_run_id
