@@ -123,7 +123,7 @@ def test_a_new_chain_asset_is_its_declaration_and_its_definition(tmp_path) -> No
     }
     env.pop("KEBAB_EVAL_CONFIG", None)
     probe = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert probe.returncode == 0, probe.stderr
     lists = json.loads(probe.stdout.splitlines()[-1])
@@ -143,7 +143,7 @@ def test_a_new_chain_asset_is_its_declaration_and_its_definition(tmp_path) -> No
     cwd = tmp_path / "work"
     cwd.mkdir()
     run = subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", "run", "r1"],
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", "run", "--run-id", "r1"],
         env=env,
         cwd=cwd,
         capture_output=True,
