@@ -6,7 +6,9 @@ Each asset is partitioned by run (``eval_runs``) and records, on every
 materialization, the versions that make runs comparable. ``retrieval_results`` and ``judge`` are
 graph-backed: a plan op, one op per shard of the run's queries (``DynamicOutput``; retried on its
 own, the retrieval shards in the ``kebab_eval_system`` pool) and a collecting op that merges the
-shards and publishes the asset (:mod:`kebab_eval_pipeline.chain.shards`).
+shards and publishes the asset (:mod:`kebab_eval_pipeline.chain.shards`) — the judge only for a
+config with a judge; without one it is a single step (:meth:`ChainAssets.judged`). Every asset
+writes its artifact to the run store itself; the steps pass no artifact between them.
 """
 
 import dataclasses
