@@ -1,5 +1,5 @@
-"""A run reads each input once and lets the parse go when the chain no longer needs it
-(kebab_eval_pipeline.chain.memory)."""
+"""A run reads each input once and lets the parse go when the chain no longer needs it (no
+per-process cache holds a run's inputs; kebab_eval_pipeline.chain.memory trims the heap)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import gc
 import json
 import os
 import time
+import weakref
 
 import pandas as pd
 
-from kebab_eval_pipeline.chain.memory import release_inputs, trim_heap
+from kebab_eval_pipeline.chain.memory import trim_heap
 from kebab_eval_pipeline.chain.settings import RunSettings
-from kebab_eval_pipeline.golden.load import GOLDEN_SETS, load_golden_once
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.replay import TRACES
 
@@ -40,21 +40,20 @@ def _inputs(tmp_path, n: int = 30):
     return golden, trace
 
 
-def test_released_inputs_are_parsed_again_on_the_next_read(tmp_path) -> None:
-    golden, trace = _inputs(tmp_path)
-    system = {"kind": "replay", "path": str(trace), "format": "wfgy"}
-    settings = RunSettings(golden=str(golden), system=system)
-    golden_loads, trace_loads = GOLDEN_SETS.loads, TRACES.loads
-    first = load_golden_once(golden)
-    assert load_golden_once(golden) is first and GOLDEN_SETS.loads == golden_loads + 1
-    records = build_system(settings).records
-    assert build_system(settings).records is records and TRACES.loads == trace_loads + 1
+def test_a_run_system_holds_its_own_parse_and_a_version_reading_keeps_one(tmp_path) -> None:
+    """A run's system is built once per run (its run context) and let go after its retrieval: no
+    process-wide cache holds its trace. A version reading (a sensor's tick) keeps its parse while
+    the file is unchanged."""
+    from kebab_eval_pipeline.systems.factory import live_info
 
-    release_inputs(trace=True)  # the golden parse stays
-    assert load_golden_once(golden) is first and GOLDEN_SETS.loads == golden_loads + 1
-    assert build_system(settings).records is not records and TRACES.loads == trace_loads + 2
-    release_inputs(golden=True)
-    assert load_golden_once(golden) is not first and GOLDEN_SETS.loads == golden_loads + 2
+    _, trace = _inputs(tmp_path)
+    settings = RunSettings(system={"kind": "replay", "path": str(trace), "format": "wfgy"})
+    assert build_system(settings).records is not build_system(settings).records
+    TRACES.clear()
+    loads = TRACES.loads
+    first, second = live_info(settings), live_info(settings)
+    assert TRACES.loads == loads + 1 and first == second
+    assert first.details["trace_sha256"] == build_system(settings).info().details["trace_sha256"]
     assert trim_heap()  # glibc (the CI image): the call exists and ran
 
 
@@ -79,8 +78,25 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
         ),
         encoding="utf-8",
     )
-    GOLDEN_SETS.clear(), TRACES.clear()
-    golden_loads, trace_loads = GOLDEN_SETS.loads, TRACES.loads
+    from kebab_eval_pipeline.golden import load as golden_load
+    from kebab_eval_pipeline.systems import replay
+
+    parsed: dict[str, list] = {"golden": [], "trace": [], "system": []}
+
+    def counted(name, read, keep):
+        def wrapper(*args, **kwargs):
+            value = read(*args, **kwargs)
+            parsed[name].append(weakref.ref(keep(value)))
+            return value
+
+        return wrapper
+
+    monkeypatch.setattr(golden_load, "_load_golden", counted("golden", golden_load._load_golden, lambda v: v))
+    # the trace's records live in the system built from it (its records are slotted: no weakref)
+    from kebab_eval_pipeline.systems import factory
+
+    monkeypatch.setattr(replay, "read_trace", counted("trace", replay.read_trace, lambda v: replay))
+    monkeypatch.setattr(factory, "build_system", counted("system", factory.build_system, lambda v: v))
     run(
         run_id="r1",
         config=config,
@@ -93,8 +109,10 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
         judge=None,
     )
     # the CLI's checks, the input observation, golden_set and the shards shared one parse of each
-    assert (GOLDEN_SETS.loads, TRACES.loads) == (golden_loads + 1, trace_loads + 1)
-    assert not GOLDEN_SETS._entries and not TRACES._entries  # let go once the chain had used them
+    assert [len(parsed["golden"]), len(parsed["trace"]), len(parsed["system"])] == [1, 1, 1]
+    # nothing of the run holds either parse once it has ended (no per-process cache keeps them; no
+    # cycle keeps them either: reference counting freed them, no collection was needed)
+    assert parsed["golden"][0]() is None and parsed["system"][0]() is None
     assert gc.get_freeze_count() == 0  # the collector is the caller's again
 
     from kebab_eval_pipeline.store.runs import RunStore

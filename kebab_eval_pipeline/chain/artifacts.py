@@ -292,7 +292,9 @@ class ComparisonArtifact:
 @dataclass(frozen=True)
 class Stage:
     """One asset of the evaluation chain, declared once (:data:`STAGES`): what the store, the
-    artifact IO manager, a stored run and the asset checks know of it is read from here.
+    artifact IO manager, a stored run, the asset checks, the chain's job and ``rejudge`` know of
+    it is read from here. A new asset of the chain is its entry here (with its artifact type) and
+    its definition in ``orchestration/assets.py`` (``build_chain_assets``): nothing else lists it.
 
     ``asset``: the asset's name (its key under a chain's prefix, its folder in the store);
     ``artifact``: its typed value (``to_tables``/``from_tables``); ``tag``: its ``stage`` tag in the
@@ -320,5 +322,8 @@ STAGES: tuple[Stage, ...] = (
 )
 #: Every asset of the chain, in chain order (what a run writes, or an interrupted one may have written).
 CHAIN_ASSETS: tuple[str, ...] = tuple(s.asset for s in STAGES)
+#: What judging a stored run again materializes (``kebab-eval rejudge``): the judge and every asset
+#: after it in the chain (each reads the judge's artifact or an artifact made from it).
+JUDGED_ASSETS: tuple[str, ...] = CHAIN_ASSETS[CHAIN_ASSETS.index("judge") :]
 
 ARTIFACT_TYPES: dict[str, type] = {s.asset: s.artifact for s in STAGES}

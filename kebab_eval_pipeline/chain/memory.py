@@ -1,24 +1,19 @@
 """Giving memory back between the steps of a run that runs in one process.
 
 ``kebab-eval run`` materializes the whole chain in one process, so what one step leaves behind is
-still resident when the next, heavier one starts. Two things leave memory behind after the objects
-themselves are gone:
-
-* the per-process input caches (:mod:`kebab_eval_pipeline.foundation.read_once`): the golden set's parse is
-  needed until the ``golden_set`` step has stored it, the replayed trace until the last retrieval
-  shard has run; after that they are only memory (a million-query golden set and trace held
-  2-3 GiB through the scoring step). :func:`release_inputs` drops them;
-* the allocators: glibc keeps freed heap pages mapped for reuse, and so does Arrow's allocator
-  (mimalloc or jemalloc), so the process's RSS stays near its high-water mark.
-  :func:`release_free_memory` hands the free pages back (``malloc_trim(0)``, glibc only; Arrow's
-  ``release_unused``).
+still resident when the next, heavier one starts. The objects themselves are gone (each step reads
+its inputs from the run store, and the run's parsed inputs are let go by reference counting once
+the golden_set step has stored the golden set and the retrieval is collected: nothing caches them
+per process), but the allocators keep their pages: glibc keeps freed heap pages mapped for reuse,
+and so does Arrow's allocator (mimalloc or jemalloc), so the process's RSS stays near its
+high-water mark. :func:`release_free_memory` hands the free pages back before the run's largest
+step (``malloc_trim(0)``, glibc only; Arrow's ``release_unused``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import sys
 from functools import cache
 
@@ -52,19 +47,3 @@ def release_free_memory() -> None:
 
     trim_heap()
     pa.default_memory_pool().release_unused()
-
-
-def release_inputs(*, golden: bool = False, trace: bool = False) -> None:
-    """Drop this process's cached parses of the golden set (``golden``) and of replayed traces
-    (``trace``), then collect and trim the heap. A later reader parses again (correct, only slower):
-    called where the chain no longer needs them."""
-    if golden:
-        from kebab_eval_pipeline.golden.load import GOLDEN_SETS
-
-        GOLDEN_SETS.clear()
-    if trace:
-        from kebab_eval_pipeline.systems.replay import TRACES
-
-        TRACES.clear()
-    gc.collect()
-    release_free_memory()

@@ -52,7 +52,7 @@ from kebab_eval_pipeline.gates.evaluate import (
     evaluate_comparison_gates,
     evaluate_gates,
 )
-from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden_once
+from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
     SCORING_HIT_COLUMNS,
@@ -95,10 +95,10 @@ METRICS_VERSION = "metrics-3"
 
 def load_golden_artifact(settings: RunSettings, loaded: LoadedGolden | None = None) -> GoldenArtifact:
     """Load and validate the configured golden set (InputError lists every offender); ``loaded``:
-    that set already loaded with :func:`load_golden` (the CLI does so before importing pandas).
-    Parsed once per process while the files are unchanged (:func:`load_golden_once`), and its
-    tables built once per parse."""
-    loaded = loaded if loaded is not None else load_golden_once(*settings.golden_input())
+    that set already loaded with :func:`load_golden` (the CLI's checks hand their parse to the
+    run's golden_set step: :func:`~kebab_eval_pipeline.orchestration.run_context.handed_golden`);
+    its tables are built once per parse."""
+    loaded = loaded if loaded is not None else load_golden(*settings.golden_input())
     return GoldenArtifact.from_loaded(loaded)
 
 
@@ -196,9 +196,12 @@ def plan_retrieval(
     ]
 
 
-def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardResult:
-    """One shard's queries through the configured system under test (progress over the whole run;
-    the first shard also records the chunk ids the system holds)."""
+def retrieve_shard(
+    settings: RunSettings, shard: QueryShard, system: SystemUnderTest | None = None
+) -> RetrievalShardResult:
+    """One shard's queries through the configured system under test — ``system``, the run's system
+    already built (default: built here) — with progress over the whole run; the first shard also
+    records the chunk ids the system holds."""
     sink = progress.query_progress()
     n, size = settings.repeat, len(shard.queries)
 
@@ -209,7 +212,7 @@ def retrieve_shard(settings: RunSettings, shard: QueryShard) -> RetrievalShardRe
         before = shard.start * n + (repeat - 1) * size
         return lambda done, _n: sink(before + done, shard.total * n)
 
-    system = build_system(settings)
+    system = system if system is not None else build_system(settings)
     mask = settings.secret_mask()  # the system's output is masked of every secret as it enters
     piece = run_piece(
         system,

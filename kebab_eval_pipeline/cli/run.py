@@ -209,19 +209,19 @@ def run_partition(
 
 def _check_inputs(settings, config: Path | None, chain: str | None = None, run_id: str | None = None) -> int:
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
-    the golden file (parsed once: the golden_set step reuses the parse), the source root and judge
+    the golden file (parsed once: the golden_set step stores this parse), the source root and judge
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
     plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
     warnings; returns the number of golden queries. Nothing parsed here is held by the caller: the
-    per-process caches keep the parses until the chain lets them go
-    (:mod:`kebab_eval_pipeline.chain.memory`)."""
+    hand-over keeps the golden parse until the golden_set step has stored it, and the system until
+    the run's retrieval is collected."""
     from kebab_eval_pipeline.chain.run_overrides import config_path
     from kebab_eval_pipeline.cli.progress_display import progress_interval
-    from kebab_eval_pipeline.golden.load import load_golden_once
+    from kebab_eval_pipeline.golden.load import load_golden
 
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
-    golden_file = load_golden_once(*settings.golden_input())
+    golden_file = load_golden(*settings.golden_input())
 
     from kebab_eval_pipeline.chain.pipeline import (
         check_gates_against_system,
@@ -244,13 +244,10 @@ def _check_inputs(settings, config: Path | None, chain: str | None = None, run_i
     if run_id is not None:
         from kebab_eval_pipeline.orchestration.run_context import InputChecks, hand_over_checks
 
-        hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system))
+        hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system, golden_file))
     for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
         err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
     return len(loaded.queries)
-
-
-JUDGED_ASSETS = ("judge", "query_scores", "run_metrics", "comparison_report")
 
 
 def rejudge(
@@ -274,6 +271,7 @@ def rejudge(
     its stored golden set and results: the system under test is not called. Re-materializes judge,
     query_scores, run_metrics and comparison_report of the partition; cached judgements (same model
     digest, prompt version and input) cost no model call."""
+    from kebab_eval_pipeline.chain.artifacts import JUDGED_ASSETS
     from kebab_eval_pipeline.chain.pipeline import check_run_inputs, headline
     from kebab_eval_pipeline.definitions import run_settings
     from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG, check_run_id

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +22,7 @@ from pydantic import ValidationError
 
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.foundation.gc_pause import gc_paused
-from kebab_eval_pipeline.foundation.limits import INPUT_ENV, check_regular
-from kebab_eval_pipeline.foundation.read_once import ReadOnce
+from kebab_eval_pipeline.foundation.limits import check_regular
 from kebab_eval_pipeline.foundation.yaml_io import (
     TOP,
     YamlPositions,
@@ -419,22 +417,6 @@ def load_golden(
     """
     with gc_paused():  # millions of small objects, no cycles
         return _load_golden(paths, fmt, options or DatasetOptions())
-
-
-#: Golden sets parsed in this process (a run loads its set in the CLI's checks and in the golden_set
-#: step): by files, format and size limit, parsed again when any file changes (read_once.py).
-GOLDEN_SETS = ReadOnce(size=2)
-
-
-def load_golden_once(
-    paths: str | Path | Sequence[str | Path], fmt: str = "auto", options: DatasetOptions | None = None
-) -> LoadedGolden:
-    """:func:`load_golden`, parsed once per process while its files are unchanged (a file added to
-    a golden folder, or any file edited, means a new parse). The returned set is shared: callers
-    read it and do not modify it."""
-    files = _expand([paths] if isinstance(paths, str | Path) else paths, options)
-    key = (tuple(str(f.resolve()) for f in files), fmt, options, os.environ.get(INPUT_ENV, ""))
-    return GOLDEN_SETS.get(key, files, lambda: load_golden(paths, fmt, options))
 
 
 def _load_golden(paths: str | Path | Sequence[str | Path], fmt: str, options: DatasetOptions) -> LoadedGolden:

@@ -6,9 +6,12 @@ Each asset is partitioned by run (``eval_runs``) and records, on every
 materialization, the versions that make runs comparable. ``retrieval_results`` and ``judge`` are
 graph-backed: a plan op, one op per shard of the run's queries (``DynamicOutput``; retried on its
 own, the retrieval shards in the ``kebab_eval_system`` pool) and a collecting op that merges the
-shards and publishes the asset (:mod:`kebab_eval_pipeline.chain.shards`).
+shards and publishes the asset (:mod:`kebab_eval_pipeline.chain.shards`) — the judge only for a
+config with a judge; without one it is a single step (:meth:`ChainAssets.judged`). Every asset
+writes its artifact to the run store itself; the steps pass no artifact between them.
 """
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ from kebab_eval_pipeline.chain.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
-from kebab_eval_pipeline.chain.memory import release_free_memory, release_inputs
+from kebab_eval_pipeline.chain.memory import release_free_memory
 from kebab_eval_pipeline.chain.run_overrides import variant_settings
 from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.chain.shards import (
@@ -61,6 +64,7 @@ from kebab_eval_pipeline.orchestration.run_context import (
     cached_context,
     context_key,
     forget_reads,
+    handed_golden,
     handed_system,
     taken_checks,
 )
@@ -196,10 +200,23 @@ def publish_chain_artifact(
     """Write the chain's artifact ``asset`` of the step's run partition to the run store (after the
     one-writer check: :func:`~.io.write_artifact`) and materialize it with ``metadata`` and where it
     was stored — what the artifact IO manager did, without an output value (fewer events)."""
+    stored = _store_chain_artifact(context, asset, art, names)
+    return dg.MaterializeResult(metadata={**metadata, **stored}, data_version=data_version)
+
+
+def _store_chain_artifact(context, asset: str, art, names: ChainNames) -> dict:
+    """Write the chain's artifact ``asset`` of the step's run partition to the run store (after the
+    one-writer check: :func:`~.io.write_artifact`); returns the metadata locating what was written."""
     op = _op_context(context)
     storage = getattr(op.resources, names.resource("artifact_storage"))
-    stored = write_artifact(storage.base, asset, op.partition_key, art, op.run, op.instance)
-    return dg.MaterializeResult(metadata={**metadata, **stored}, data_version=data_version)
+    return write_artifact(storage.base, asset, op.partition_key, art, op.run, op.instance)
+
+
+def publish_sharded_artifact(context, asset: str, art, metadata: dict, names: ChainNames) -> dg.Output:
+    """A sharded asset's collecting step publishing its artifact: written to the run store as
+    :func:`publish_chain_artifact` writes it, the step's output carrying no value (its ``Out`` is
+    Nothing-typed: no IO-manager hand-off, one event-log write fewer per asset)."""
+    return dg.Output(None, metadata={**metadata, **_store_chain_artifact(context, asset, art, names)})
 
 
 def _identity_metadata(system: SystemInfo, golden: GoldenArtifact) -> dict:
@@ -405,10 +422,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         run = chain_context(context, names)
         settings = run.settings
         _run_role(context, settings)  # a kebab-eval/role tag that is no role: refused before any query runs
-        art = pipeline.load_golden_artifact(settings)
-        # The parse was cached for this step (the CLI's checks made it); the artifact now holds the
-        # tables, and no later step reads the files again.
-        release_inputs(golden=True)
+        # the CLI's checks parsed the set for this run (handed over once), else it is parsed here;
+        # no later step reads the files again (they read the stored artifact)
+        art = pipeline.load_golden_artifact(settings, handed_golden(run.run_id, settings))
         # Record the hash of what was actually read: if it differs from the version observed before
         # the step started, the UI shows this run stale (conservative) instead of wrongly fresh.
         if not _observed(context, names.key("golden_file"), art.sha256):
@@ -501,31 +517,33 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     ) -> RetrievalShardResult:
         """One shard's queries through the system under test: a row per query, errors included."""
         try:
-            settings = chain_settings(context, names)
+            run = chain_context(context, names)
+            system = run.system()  # the run's, built once per process (a replayed trace parsed once)
         except InputError as exc:  # bad input is not retried
             raise input_failure(exc) from None
         try:
-            return pipeline.retrieve_shard(settings, shard)
+            return pipeline.retrieve_shard(run.settings, shard, system)
         except Interrupted as exc:  # Ctrl-C: stop, not retry
             raise interrupted_failure(exc) from None
 
     @dg.op(
         name=names.name("collect_retrieval"),
         ins={"golden_set": dg.In(dg.Nothing)},
-        out=dg.Out(io_manager_key=names.resource(IO)),
+        # the artifact is written to the run store in the step (publish_sharded_artifact); the IO
+        # manager reads it for a definition outside the chain that takes the asset as an input
+        out=dg.Out(dg.Nothing, io_manager_key=names.resource(IO)),
         required_resource_keys={names.resource(r) for r in storage_keys},
     )
     def collect_retrieval(
         context: dg.OpExecutionContext,
         pieces: list,
-    ) -> dg.Output[RetrievalArtifact]:
+    ) -> dg.Output:
         """The shards' pieces merged in shard order into the run's retrieval_results, published with its
         metadata and warnings (once per run, whatever the number of shards)."""
         run = chain_context(context, names)
         settings = run.settings
         # every shard has run: the system (a replayed trace, an index) is no longer asked
         run.release_system()
-        release_inputs(trace=True)
         golden_set = read_chain_artifact(context, "golden_set", names)
         art = pipeline.merge_retrieval(settings, golden_set, pieces)
         r = art.results
@@ -572,7 +590,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             "per_query": _table_metadata(worst_results_first(r.outcomes, r.hits, golden_set.queries)),
             "per_query_rows_shown": min(len(r.outcomes), TABLE_ROW_LIMIT),
         }
-        return dg.Output(art, metadata=meta)
+        return publish_sharded_artifact(context, "retrieval_results", art, meta, names)
 
     @_sharded_chain_asset(
         "retrieval_results",
@@ -591,70 +609,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         pieces = shards.map(retrieve_shard)
         return collect_retrieval(golden_set=golden_set, pieces=pieces.collect())
 
-    @dg.op(
-        name=names.name("plan_judging"),
-        out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
-        required_resource_keys={names.resource(r) for r in storage_keys},
-        # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
-        # a run without a judge never loads them again after collect_retrieval wrote them.
-        # The judge judges repeat 1's answers: the other repeats' hits are never read here.
-        ins={"golden_set": dg.In(dg.Nothing), "retrieval_results": dg.In(dg.Nothing)},
-    )
-    def plan_judging(context: dg.OpExecutionContext):
-        """The answered queries' judge inputs and the run's spot-check sample, in shards of
-        ``shard_queries`` (no shard when the judge is off)."""
-        progress.stage("judge")
-        settings = chain_settings(context, names)
-        golden_set = read_chain_artifact(context, "golden_set", names)
-        retrieval_results = read_chain_artifact(
-            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
-        )
-        if settings.judge is not None:
-            retrieval_results = pipeline.with_stored_hits(
-                retrieval_results,
-                storage_of(context).store(),
-                context.partition_key,
-                pipeline.JUDGE_HIT_COLUMNS,
-                "judge",
-            )
-        shards = pipeline.plan_judge(settings, golden_set, retrieval_results)
-        _clear_old_shards(context, storage_of(context))
-        yield from _shard_outputs(shards)
-
-    @dg.op(
-        name=names.name("judge_shard"),
-        out=dg.Out(io_manager_key=names.resource(SHARD_IO)),
-        retry_policy=SHARD_RETRY,
-        required_resource_keys={names.resource(r) for r in storage_keys},
-    )
-    def judge_shard(
-        context: dg.OpExecutionContext,
-        shard: JudgeShard,
-    ) -> JudgePiece:
-        """One shard's judge calls (cached): a row per judgement, failed calls included."""
-        try:
-            settings = chain_settings(context, names)
-            return pipeline.judge_shard(settings, storage_of(context).store(), shard)
-        except InputError as exc:  # a missing judge model or API key: bad input, not retried
-            raise input_failure(exc) from None
-        except Interrupted as exc:  # Ctrl-C: stop, not retry
-            raise interrupted_failure(exc) from None
-
-    @dg.op(
-        name=names.name("collect_judgements"),
-        out=dg.Out(io_manager_key=names.resource(IO)),
-        required_resource_keys={names.resource(r) for r in settings_keys},
-    )
-    def collect_judgements(
-        context: dg.OpExecutionContext,
-        pieces: list,
-    ) -> dg.Output[JudgeArtifact]:
-        """The shards' judgements merged in shard order into the run's judge artifact, published with
-        its metadata and warnings."""
-        settings = chain_settings(context, names)
-        art = pipeline.merge_judge(settings, pieces)
+    def _judge_metadata(context, art: JudgeArtifact, shards: int) -> dict:
+        """The judge asset's materialization metadata (and its warnings, logged): whether it was on,
+        both judges pinned, the spot check, the run's judge metrics and the worst judgements."""
         if not art.enabled:
-            return dg.Output(art, metadata={"enabled": False, "judgements": 0})
+            return {"enabled": False, "judgements": 0}
         info = art.info
         main, spot = info["judge"], info["spot_check_judge"]
         metrics, _ = judge_run_metrics(art.judgements, info)
@@ -684,7 +643,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             "spot_check_queries": len(info["spot_check_queries"]),
             "judged_queries": info["judged_queries"],
             "judgements": len(art.judgements),
-            "shards": len(pieces),
+            "shards": shards,
             **{
                 f"judge/{k.removeprefix('judge_')}": dg.MetadataValue.int(v)
                 if isinstance(v, int)
@@ -695,7 +654,108 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             # unparseable and failed judgements first, then the lowest scores
             "per_query": _table_metadata(judgements_worst_first(art.judgements)),
         }
-        return dg.Output(art, metadata=meta)
+        return meta
+
+    def _judge_plan(context, settings: RunSettings) -> list[JudgeShard]:
+        """The run's judge shards (none when the judge is off: nothing is read then)."""
+        if settings.judge is None:
+            return []
+        golden_set = read_chain_artifact(context, "golden_set", names)
+        retrieval_results = read_chain_artifact(
+            context, "retrieval_results", names, columns={"hits": [], "repeat_hits": []}
+        )
+        retrieval_results = pipeline.with_stored_hits(
+            retrieval_results,
+            storage_of(context).store(),
+            context.partition_key,
+            pipeline.JUDGE_HIT_COLUMNS,
+            "judge",
+        )
+        return pipeline.plan_judge(settings, golden_set, retrieval_results)
+
+    def judge(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        """The judge in one step: the chain's judge when its settings have no judge (the run then
+        stores the judge's "off" artifact in one step instead of a plan and a collecting step). A
+        run whose settings turn the judge on (the launchpad's ``judge: true``) is judged here, its
+        shards one after the other — the same artifact as the sharded judge's, without a step (and
+        a retry) per shard."""
+        progress.stage("judge")
+        settings = chain_settings(context, names)
+        try:
+            shards = _judge_plan(context, settings)
+            store = storage_of(context).store()
+            pieces = [pipeline.judge_shard(settings, store, shard) for shard in shards]
+        except InputError as exc:  # a missing judge model or API key: bad input
+            raise input_failure(exc) from None
+        except Interrupted as exc:  # Ctrl-C: stop
+            raise interrupted_failure(exc) from None
+        art = pipeline.merge_judge(settings, pieces)
+        meta = _judge_metadata(context, art, len(pieces))
+        return publish_chain_artifact(context, "judge", art, meta, names)
+
+    judge_in_step = _chain_asset(
+        names,
+        "judge",
+        storage_keys,
+        code_version=JUDGE_VERSION,
+        deps=_chain_deps(names, "golden_set", "retrieval_results"),
+        description="The LLM judge (off: this run config has no judge: block; the launchpad's judge: true "
+        "turns it on for one run): judge_groundedness and judge_correctness (0–5) of every answered query, "
+        "with the judge's claims and reasoning, the full judge input, the pinned model digest and prompt "
+        "version, and a fixed-seed spot check. One step; a config with a judge: block shards it.",
+    )(judge)
+
+    @dg.op(
+        name=names.name("plan_judging"),
+        out=dg.DynamicOut(io_manager_key=names.resource(SHARD_IO)),
+        required_resource_keys={names.resource(r) for r in storage_keys},
+        # The hits are read in the step, and only when the judge is on (pipeline.with_stored_hits):
+        # a run without a judge never loads them again after collect_retrieval wrote them.
+        # The judge judges repeat 1's answers: the other repeats' hits are never read here.
+        ins={"golden_set": dg.In(dg.Nothing), "retrieval_results": dg.In(dg.Nothing)},
+    )
+    def plan_judging(context: dg.OpExecutionContext):
+        """The answered queries' judge inputs and the run's spot-check sample, in shards of
+        ``shard_queries`` (no shard when the judge is off)."""
+        progress.stage("judge")
+        shards = _judge_plan(context, chain_settings(context, names))
+        _clear_old_shards(context, storage_of(context))
+        yield from _shard_outputs(shards)
+
+    @dg.op(
+        name=names.name("judge_shard"),
+        out=dg.Out(io_manager_key=names.resource(SHARD_IO)),
+        retry_policy=SHARD_RETRY,
+        required_resource_keys={names.resource(r) for r in storage_keys},
+    )
+    def judge_shard(
+        context: dg.OpExecutionContext,
+        shard: JudgeShard,
+    ) -> JudgePiece:
+        """One shard's judge calls (cached): a row per judgement, failed calls included."""
+        try:
+            settings = chain_settings(context, names)
+            return pipeline.judge_shard(settings, storage_of(context).store(), shard)
+        except InputError as exc:  # a missing judge model or API key: bad input, not retried
+            raise input_failure(exc) from None
+        except Interrupted as exc:  # Ctrl-C: stop, not retry
+            raise interrupted_failure(exc) from None
+
+    @dg.op(
+        name=names.name("collect_judgements"),
+        out=dg.Out(dg.Nothing, io_manager_key=names.resource(IO)),  # as collect_retrieval's
+        required_resource_keys={names.resource(r) for r in storage_keys},
+    )
+    def collect_judgements(
+        context: dg.OpExecutionContext,
+        pieces: list,
+    ) -> dg.Output:
+        """The shards' judgements merged in shard order into the run's judge artifact, published with
+        its metadata and warnings."""
+        settings = chain_settings(context, names)
+        art = pipeline.merge_judge(settings, pieces)
+        meta = _judge_metadata(context, art, len(pieces))
+        return publish_sharded_artifact(context, "judge", art, meta, names)
 
     @_sharded_chain_asset(
         "judge",
@@ -895,6 +955,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         golden_set=golden_set,
         retrieval_results=retrieval_results,
         judge=judge,
+        judge_in_step=judge_in_step,
         query_scores=query_scores,
         run_metrics=run_metrics,
         comparison_report=comparison_report,
@@ -910,10 +971,21 @@ class ChainAssets:
     system_under_test: dg.AssetsDefinition
     golden_set: dg.AssetsDefinition
     retrieval_results: dg.AssetsDefinition
-    judge: dg.AssetsDefinition
+    judge: dg.AssetsDefinition  # sharded: a plan step, a step per shard, a collecting step
     query_scores: dg.AssetsDefinition
     run_metrics: dg.AssetsDefinition
     comparison_report: dg.AssetsDefinition
+    # the judge in one step, for a chain whose settings have no judge (:meth:`judged`)
+    judge_in_step: dg.AssetsDefinition | None = None
+
+    def judged(self, on: bool) -> "ChainAssets":
+        """The chain for settings with the judge ``on`` (its sharded judge) or off (the judge in one
+        step: a run without a judge pays one step for it, not two). Decided when the definitions
+        are built from the config file, as the gate checks are, so the CLI, the UI, ``dagster
+        asset materialize`` and every executor's step processes build the same steps."""
+        if on or self.judge_in_step is None:
+            return self
+        return dataclasses.replace(self, judge=self.judge_in_step, judge_in_step=None)
 
     def asset(self, name: str) -> dg.AssetsDefinition:
         """The chain's asset declared as ``name`` in :data:`~kebab_eval_pipeline.chain.artifacts.STAGES`."""

@@ -84,7 +84,8 @@ def build_chain_definitions(
     )
     check_gate_names(settings, source=resource.config_path() or "<defaults>")
     base = default_storage_base(storage or settings.storage)
-    chain = chain_assets(names)
+    # a run config without a judge: the judge is one step (the launchpad may still turn it on)
+    chain = chain_assets(names).judged(settings.judge is not None)
     job = dg.define_asset_job(
         names.name(JOB_NAME),
         # the chain and its gate checks; the two inputs are observed, not materialized

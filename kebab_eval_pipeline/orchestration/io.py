@@ -74,8 +74,9 @@ def read_artifact(
 class ArtifactIOManager(dg.ConfigurableIOManager):
     """Writes ``(tables, info)`` of an artifact atomically under ``base/{asset}/{run_id}/``, stamped
     with the Dagster run that wrote it, after checking that run owns the partition (:mod:`run_lock`):
-    :func:`write_artifact`. The chain's sharded assets publish through it; the others write their
-    artifact themselves (:func:`write_artifact`, no output value: fewer events per run)."""
+    :func:`write_artifact`. The chain's assets write their artifact themselves (:func:`write_artifact`,
+    no output value: fewer events per run); the IO manager reads one back for a definition outside
+    the chain that takes a chain asset as an input."""
 
     base: str
 

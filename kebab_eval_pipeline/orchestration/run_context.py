@@ -21,8 +21,9 @@ a replayed trace or an in-memory index is only memory after its last shard.
 The CLI checks a run's inputs against its system before any Dagster run exists (a stale golden set
 is exit 2, not a failed run). It hands what those checks found, and the system they built, to the
 run's steps in this process (:func:`hand_over_checks`): the stale-golden check runs once per run,
-not twice, and the run's context starts from that system (:func:`handed_system`). The
-hand-over is taken once (:func:`taken_checks`), only by a run of the same partition with equal
+not twice, and the run's context starts from that system (:func:`handed_system`). The CLI's
+parse of the golden set is the golden_set step's (:func:`handed_golden`): the set is parsed once
+per run. The hand-over is taken once (:func:`taken_checks`), only by a run of the same partition with equal
 settings (but for their storage) and golden hash; when the CLI's run ends, what was kept for it
 is dropped (:func:`end_run`).
 """
@@ -48,13 +49,15 @@ _CONTEXTS: OrderedDict[tuple, RunContext] = OrderedDict()
 @dataclass(frozen=True)
 class InputChecks:
     """What the checks before a run found: the stale-golden warnings (the gates were checked
-    against the system, too), and the system they built (the run's steps in this process use it)."""
+    against the system, too), the system they built (the run's steps in this process use it) and
+    the golden set they parsed (the run's golden_set step stores that parse: :func:`handed_golden`)."""
 
     run_id: str
     settings: RunSettings
     golden_sha256: str
     stale_warnings: list[str]
     system: Any = field(default=None, repr=False)
+    golden: Any = field(default=None, repr=False)  # golden.load.LoadedGolden
 
 
 _HANDED: dict[str, InputChecks] = {}
@@ -155,6 +158,21 @@ def handed_system(run_id: str | None, settings: RunSettings) -> Any:
     with _LOCK:
         checks = _handed(run_id, settings)
         return None if checks is None else checks.system
+
+
+def handed_golden(run_id: str | None, settings: RunSettings) -> Any:
+    """The golden set the CLI's checks parsed for run ``run_id`` with these settings, handed once
+    (the golden_set step stores it; the hand-over keeps the rest): None when none was. The run
+    stores what its checks read, and records its content hash; a file edited since is seen as
+    stale by the golden_set step's observation, as an edit during any step would be."""
+    import dataclasses
+
+    with _LOCK:
+        checks = _handed(run_id, settings)
+        if checks is None or checks.golden is None:
+            return None
+        _HANDED[checks.run_id] = dataclasses.replace(checks, golden=None)
+        return checks.golden
 
 
 def taken_checks(run_id: str | None, settings: RunSettings, golden_sha256: str) -> InputChecks | None:

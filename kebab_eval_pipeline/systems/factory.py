@@ -10,7 +10,8 @@ How each kind is built, cached and read is its own module's declaration (:mod:`.
   changed: the stat fingerprint of :mod:`kebab_eval_pipeline.foundation.read_once` (inode and change time
   included, so an index replaced with its old timestamps still counts as changed);
 * command / http — a new adapter per call, so ``version_argv`` is run and ``version_url`` fetched again;
-* replay — the trace is parsed again once its file changed (:mod:`kebab_eval_pipeline.foundation.read_once`);
+* replay — a run's trace is parsed when its system is built (once per run and process); a version
+  reading keeps its parse while the file is unchanged (:mod:`kebab_eval_pipeline.foundation.read_once`);
 * python — built afresh in a process of its own (:mod:`.python_versions`): the module imported
   again, the factory called, ``versions()`` asked; the object a run in this process uses is left
   alone, and nothing the reading loads stays in this process.

@@ -363,8 +363,11 @@ def _finite_or_none(value: Any) -> float | None:
         return None
 
 
-#: Traces parsed in this process, by (path, format, size limit): a run builds its system several
-#: times (the CLI's checks, the input observation, the golden_set and retrieval_results steps).
+#: Traces parsed in this process for version readings, by (path, format, size limit): a sensor or
+#: an observation in a long-lived process (the daemon, a code server) reads a replayed system's
+#: info at every tick (:func:`~kebab_eval_pipeline.systems.kinds.replay.live_info`). A run's system
+#: is not cached here: a run builds it once per process (its run context) and lets it go after its
+#: retrieval, which a cache would defeat (a million-query trace is GiBs).
 TRACES = ReadOnce(size=2)
 
 Trace = tuple[dict[str, _Record], str, dict[str, Any], list[str], str]
@@ -377,13 +380,16 @@ def cached_trace(
     (:mod:`kebab_eval_pipeline.foundation.read_once`); an edited, replaced or touched file is parsed again.
     The records are shared by the systems built from it, which only read them. An unreadable
     trace is never kept (its InputError is raised on every call)."""
-
-    def load() -> Trace:
-        with gc_paused():  # millions of small objects, no cycles
-            return read_trace(path, fmt, match_by, retriever_span)
-
     key = (str(path.resolve()), fmt, os.environ.get(INPUT_ENV, ""), match_by, retriever_span)
-    return TRACES.get(key, [path], load)
+    return TRACES.get(key, [path], lambda: parsed_trace(path, fmt, match_by, retriever_span))
+
+
+def parsed_trace(
+    path: Path, fmt: str = "auto", match_by: str = "question", retriever_span: str | None = None
+) -> Trace:
+    """:func:`read_trace` with the cyclic collector paused (millions of small objects, no cycles)."""
+    with gc_paused():
+        return read_trace(path, fmt, match_by, retriever_span)
 
 
 def read_trace(
@@ -645,13 +651,14 @@ def _recorded_failure(error: str | None, timed_out: bool) -> QueryFailure:
 class ReplaySystem(OpaqueSystem):
     """Replays a recorded trace (see the module docstring)."""
 
-    def __init__(self, settings: ReplaySystemSettings) -> None:
+    def __init__(self, settings: ReplaySystemSettings, *, cached: bool = False) -> None:
+        """``cached``: the trace read through :data:`TRACES` (a version reading, not a run)."""
         self.settings = settings
         self._asked: set[str] = set()  # the query ids asked so far
         self._run_warnings: list[str] | None = None  # worked out when read (run_warnings)
         self.path = Path(settings.path)
-        # read once per process while the file is unchanged: a run builds its system several times
-        self.records, self.format, self._reported, self.read_warnings, self._sha256 = cached_trace(
+        read = cached_trace if cached else parsed_trace
+        self.records, self.format, self._reported, self.read_warnings, self._sha256 = read(
             self.path, settings.format, settings.match_by, settings.retriever_span
         )
         # OpenInference traces matched by question are keyed by the normalised question text

@@ -326,3 +326,44 @@ def _assert_rejudged(endpoint: Endpoint, outputs, first, again, alt, alt_calls: 
         in (other_k.stderr)
     )
     assert endpoint.authorizations and set(endpoint.authorizations) == {f"Bearer {SECRET}"}
+
+
+def test_a_chain_without_a_judge_judges_in_one_step_when_the_launchpad_turns_it_on(
+    instance, tmp_path, key
+) -> None:
+    """A config without a judge: the judge is one step (no plan and collecting steps), which stores
+    the judge's "off" artifact — and judges, its shards one after the other, when a run's resource
+    config (the launchpad) turns the judge on: the same judgements a sharded judge makes."""
+    from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
+
+    config = write(tmp_path / "plain.yaml", yaml.safe_dump({"baseline": "none", "shard_queries": 40}))
+    defs = build_definitions(config)
+    job = defs.resolve_job_def(JOB_NAME)
+    instance.add_dynamic_partitions("eval_runs", ["off", "on"])
+    off = job.execute_in_process(partition_key="off", instance=instance)
+    steps = {e.step_key for e in off.all_events if e.step_key}
+    assert "judge" in steps and not any(s.startswith("judge.") for s in steps)
+    assert materializations(off)["judge"].metadata["enabled"].value is False
+
+    with scripted_endpoint() as endpoint:
+        judge = yaml.safe_load(judge_config(tmp_path, endpoint.base_url).read_text(encoding="utf-8"))
+        settings_json = json.dumps(judge)  # the launchpad's settings_json: the judge: block for one run
+        on = job.execute_in_process(
+            partition_key="on",
+            instance=instance,
+            run_config={
+                "resources": {
+                    "eval_settings": {"config": {"config_file": str(config), "settings_json": settings_json}}
+                }
+            },
+        )
+    assert on.success
+    meta = materializations(on)["judge"].metadata
+    judged, _, _ = stored(defs, "on")
+    _, _, retrieval = demo_run()
+    expected_ids = list(judged_query_ids(retrieval.results.outcomes))
+    # the answered queries, 40 to a shard, judged one shard after the other in the judge's step
+    assert meta["enabled"].value is True and meta["shards"].value == -(-len(expected_ids) // 40) > 1
+    sample = spot_check_sample(expected_ids, 0.1, 0)
+    assert len(judged.judgements) == 2 * len(expected_ids) + 2 * len(sample) == endpoint.judge.calls
+    assert sorted(set(judged.judgements["query_id"])) == sorted(expected_ids)

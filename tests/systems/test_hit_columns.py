@@ -18,10 +18,9 @@ from pydantic import ValidationError
 
 from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.contract import Hit
-from kebab_eval_pipeline.golden.load import GOLDEN_SETS, load_golden_once
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
-from kebab_eval_pipeline.systems.factory import build_system
+from kebab_eval_pipeline.systems.factory import build_system, live_info
 from kebab_eval_pipeline.systems.hits import HitBlock, hits_frame
 from kebab_eval_pipeline.systems.outcome import QueryFailure, QueryRequest
 from kebab_eval_pipeline.systems.replay import TRACES
@@ -221,38 +220,25 @@ def _age(path, seconds: float) -> None:
     os.utime(path, (then, then))
 
 
-def test_a_trace_is_parsed_once_per_run_and_again_when_edited(tmp_path):
+def test_a_version_reading_parses_a_trace_once_and_again_when_edited(tmp_path):
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"qid": "q1", "retrieved_ids": ["a", "b"]}\n', encoding="utf-8")
     _age(trace, 3600)
     settings = RunSettings(system={"kind": "replay", "path": str(trace), "format": "wfgy"})
     loads = TRACES.loads
-    systems = [build_system(settings) for _ in range(4)]  # CLI check, observation, two steps
+    infos = [live_info(settings) for _ in range(4)]  # a sensor's ticks
     assert TRACES.loads == loads + 1
-    assert all(s.records is systems[0].records for s in systems)
+    assert all(i == infos[0] for i in infos)
 
     trace.write_text('{"qid": "q1", "retrieved_ids": ["c", "d", "e"]}\n', encoding="utf-8")  # now
-    edited = build_system(settings)
+    edited = live_info(settings)
     assert TRACES.loads == loads + 2
-    (outcome,) = edited.run_queries([QueryRequest("q1", "?")], k=10, answers=False)
+    assert edited.details["trace_sha256"] != infos[0].details["trace_sha256"]
+    (outcome,) = build_system(settings).run_queries([QueryRequest("q1", "?")], k=10, answers=False)
     assert [h.chunk_id for h in outcome.hits] == ["c", "d", "e"]
     # written just now: parsed again on every call until it has been left alone (same-tick edits)
-    build_system(settings)
+    live_info(settings)
     assert TRACES.loads == loads + 3
     _age(trace, 60)  # the mtime changes again: one more parse, then it is kept
-    build_system(settings), build_system(settings)
+    live_info(settings), live_info(settings)
     assert TRACES.loads == loads + 4
-
-
-def test_a_golden_set_is_parsed_once_while_unchanged(tmp_path):
-    golden = tmp_path / "gold.jsonl"
-    golden.write_text('{"qid": "q1", "question": "one?", "gold_citations": ["a"]}\n', encoding="utf-8")
-    _age(golden, 3600)
-    loads = GOLDEN_SETS.loads
-    first = load_golden_once(golden)
-    assert load_golden_once(golden) is first and GOLDEN_SETS.loads == loads + 1
-    golden.write_text('{"qid": "q2", "question": "two?", "gold_citations": ["b"]}\n', encoding="utf-8")
-    _age(golden, 120)
-    second = load_golden_once(golden)
-    assert GOLDEN_SETS.loads == loads + 2
-    assert [q.id for q in second.golden.queries] == ["q2"] and second.golden.sha256 != first.golden.sha256

@@ -20,6 +20,7 @@ from kebab_eval_pipeline.systems.kind import PathFixer, SystemKind, SystemName, 
 from kebab_eval_pipeline.systems.wire import ResponseMap
 
 if TYPE_CHECKING:
+    from kebab_eval_pipeline.contract import SystemInfo
     from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 
 
@@ -128,6 +129,12 @@ def build(settings: ReplaySystemSettings) -> SystemUnderTest:
     return adapter("kebab_eval_pipeline.systems.replay:ReplaySystem")(settings)
 
 
+def live_info(settings: ReplaySystemSettings) -> SystemInfo:
+    """The trace's info as the file is now, the parse kept per process while the file is
+    unchanged: a sensor in the daemon reads it at every tick (a run's system is built uncached)."""
+    return adapter("kebab_eval_pipeline.systems.replay:ReplaySystem")(settings, cached=True).info()
+
+
 def identity(settings: ReplaySystemSettings) -> str:
     """The trace file's absolute path."""
     return str(Path(settings.path).resolve())
@@ -158,6 +165,7 @@ KIND = register(
         capabilities=ReplaySystemSettings.capabilities,
         stored_target=stored_target,
         resolve_paths=resolve_paths,
+        live_info=live_info,
         identity_mode=False,
     )
 )
