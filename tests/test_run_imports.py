@@ -96,32 +96,6 @@ def test_cli_start_up_imports_no_data_or_orchestration_library(tmp_path):
     assert not modules & set(heavy), sorted(modules & set(heavy))
 
 
-def test_a_demo_run_imports_only_what_it_uses(tmp_path):
-    env = cli_env(tmp_path)
-    args = ["run", "--run-id", "imports-1"]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(NOT_USED_BY_A_DEMO_RUN)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["code"] == 0, proc.stderr
-    assert "report:" in proc.stdout  # a real run, reported
-    modules = set(result["modules"])
-    assert set(USED_BY_A_RUN) <= modules, sorted(set(USED_BY_A_RUN) - modules)
-    unused = {m: result["importers"].get(m) for m in NOT_USED_BY_A_DEMO_RUN if m in modules}
-    assert not unused, f"imported by a demo run that does not use them (module: importing frames): {unused}"
-
-
-#: Not loaded even by a run that has a baseline to compare with: the paired tests take their
-#: binomial and t distributions from scipy.special, the HTML report's charts are SVG its templates
-#: draw (issue 45: together they cost ~1.2 s of a run with a baseline).
-NOT_USED_BY_A_COMPARING_RUN = ("scipy.stats", "matplotlib")
-
-
 def _probe_run(env: dict, cwd, run_id: str, watched: tuple[str, ...]) -> tuple[dict, str]:
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(["run", "--run-id", run_id]), json.dumps(watched)],
@@ -134,6 +108,21 @@ def _probe_run(env: dict, cwd, run_id: str, watched: tuple[str, ...]) -> tuple[d
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["code"] == 0, proc.stderr
     return result, proc.stdout
+
+
+def test_a_demo_run_imports_only_what_it_uses(tmp_path):
+    result, stdout = _probe_run(cli_env(tmp_path), tmp_path, "imports-1", NOT_USED_BY_A_DEMO_RUN)
+    assert "report:" in stdout  # a real run, reported
+    modules = set(result["modules"])
+    assert set(USED_BY_A_RUN) <= modules, sorted(set(USED_BY_A_RUN) - modules)
+    unused = {m: result["importers"].get(m) for m in NOT_USED_BY_A_DEMO_RUN if m in modules}
+    assert not unused, f"imported by a demo run that does not use them (module: importing frames): {unused}"
+
+
+#: Not loaded even by a run that has a baseline to compare with: the paired tests take their
+#: binomial and t distributions from scipy.special, the HTML report's charts are SVG its templates
+#: draw (issue 45: together they cost ~1.2 s of a run with a baseline).
+NOT_USED_BY_A_COMPARING_RUN = ("scipy.stats", "matplotlib")
 
 
 def test_a_run_with_a_baseline_loads_neither_scipy_stats_nor_matplotlib(tmp_path):
