@@ -136,6 +136,7 @@ def run_partition(
     role: str | None = None,
     chain: str | None = None,
     command: str = "run",
+    golden_parses: dict | None = None,
 ) -> None:
     """``kebab-eval run``'s run of partition ``run_id`` (also each variant of ``kebab-eval
     sweep``): the settings of ``config`` with the CLI's ``overrides`` — a sweep variant's for a
@@ -146,7 +147,9 @@ def run_partition(
     its trigger tag (``ci`` in CI, else ``cli``) decides it (:mod:`kebab_eval_pipeline.foundation.run_roles`);
     ``chain``: a run of that chain (its definitions built from ``config`` as
     ``evaluation_chain(chain, config=config)`` builds them); ``command`` names the command in
-    messages. Raises what a run raises (InputError, GateFailure, …)."""
+    messages; ``golden_parses``: a sweep's golden parses by input, shared by its variants (one
+    parse for the sweep, and every variant scored on the same set). Raises what a run raises
+    (InputError, GateFailure, …)."""
     from kebab_eval_pipeline.chain.run_overrides import settings_for_run, variant_settings
     from kebab_eval_pipeline.foundation.run_ids import TRIGGER_TAG, in_ci
     from kebab_eval_pipeline.foundation.run_roles import ROLE_TAG
@@ -160,7 +163,7 @@ def run_partition(
     settings = variant_settings(settings_for_run(config, overrides), run_id)
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
-    total = _check_inputs(settings, config, chain, run_id)
+    total = _check_inputs(settings, config, chain, run_id, golden_parses)
     # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
     # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
     # full passes need not scan it again while Dagster starts (seconds at 1M queries).
@@ -207,21 +210,33 @@ def run_partition(
         end_run(run_id)  # what this process kept for the run (its context, an unused hand-over)
 
 
-def _check_inputs(settings, config: Path | None, chain: str | None = None, run_id: str | None = None) -> int:
+def _check_inputs(
+    settings,
+    config: Path | None,
+    chain: str | None = None,
+    run_id: str | None = None,
+    golden_parses: dict | None = None,
+) -> int:
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
     the golden file (parsed once: the golden_set step stores this parse), the source root and judge
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
     plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
     warnings; returns the number of golden queries. Nothing parsed here is held by the caller: the
     hand-over keeps the golden parse until the golden_set step has stored it, and the system until
-    the run's retrieval is collected."""
+    the run's retrieval is collected; ``golden_parses`` (a sweep's) keeps it for the next run."""
     from kebab_eval_pipeline.chain.run_overrides import config_path
     from kebab_eval_pipeline.cli.progress_display import progress_interval
     from kebab_eval_pipeline.golden.load import load_golden
 
     # The config and golden files first: a typo'd key or a missing or bad golden file is refused
     # before even pandas is imported.
-    golden_file = load_golden(*settings.golden_input())
+    golden_input = settings.golden_input()
+    key = repr(golden_input)
+    golden_file = golden_parses.get(key) if golden_parses is not None else None
+    if golden_file is None:
+        golden_file = load_golden(*golden_input)
+        if golden_parses is not None:
+            golden_parses[key] = golden_file
 
     from kebab_eval_pipeline.chain.pipeline import (
         check_gates_against_system,
