@@ -212,13 +212,15 @@ def hits_carry(hits: pd.DataFrame, fields: Sequence[str] = ("chunk_id", "lines",
 #: (under some criterion, by document recall or by the matching diagnostics): ``rel_path`` names a
 #: document that a hit's ``doc_path`` or ``doc_id`` may name.
 COMPARED_HIT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "chunk_id": ("chunk_id",),
-    "doc_id": ("doc_id", "rel_path"),
-    "doc_path": ("rel_path",),
+    # a support's heading path also brings in what tells a run's chunks apart inside a gold
+    # document (chunk id, snippet, lines, document): the split-nodes diagnostic reads them
+    "chunk_id": ("chunk_id", "heading_path"),
+    "doc_id": ("doc_id", "rel_path", "heading_path"),
+    "doc_path": ("rel_path", "heading_path"),
     "heading_path": ("heading_path",),
-    "line_start": ("line_start", "line_end"),
-    "line_end": ("line_start", "line_end"),
-    "snippet": ("snippet",),
+    "line_start": ("line_start", "line_end", "heading_path"),
+    "line_end": ("line_start", "line_end", "heading_path"),
+    "snippet": ("snippet", "heading_path"),
 }
 
 

@@ -18,7 +18,7 @@ from kebab_eval_pipeline.metrics.aggregate import (
     build_query_scores,
     consulted_hit_columns,
 )
-from kebab_eval_pipeline.metrics.matching import compared_hit_columns
+from kebab_eval_pipeline.metrics.matching import COMPARED_HIT_COLUMNS, compared_hit_columns
 from kebab_eval_pipeline.store.artifact_store import read_frame
 from kebab_eval_pipeline.store.frames import table_to_frame
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_COLUMNS
@@ -35,7 +35,8 @@ def _supports(*supports: Support) -> pd.DataFrame:
         ([Support(doc_id="d1")], {"doc_id"}),
         ([Support(rel_path="docs/a.md")], {"doc_id", "doc_path"}),  # a path may name a doc_id
         ([Support(rel_path="a.md", line_start=3)], {"doc_id", "doc_path", "line_start", "line_end"}),
-        ([Support(doc_id="d1", heading_path=["A", "B"])], {"doc_id", "heading_path"}),
+        # a heading path: every compared column (the split-nodes diagnostic tells chunks apart)
+        ([Support(doc_id="d1", heading_path=["A", "B"])], set(COMPARED_HIT_COLUMNS)),
         ([Support(snippet="some text")], {"snippet"}),
         ([Support(chunk_id="c1"), Support(doc_id="d1", grade=0)], {"chunk_id", "doc_id"}),  # any grade
         ([Support(chunk_id="", doc_id="d1")], {"doc_id"}),  # an empty string sets nothing

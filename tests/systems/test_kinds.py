@@ -81,7 +81,8 @@ def test_every_late_bound_adapter_resolves_to_a_callable():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "adapter":
                 found.append(node.args[0].value)
-    assert len(found) == 7, found  # one per kind, plus command jsonl and python's live version reader
+    # one per kind, plus command jsonl and the live version readers of python and replay systems
+    assert len(found) == 8, found
     for reference in found:
         assert callable(adapter(reference)), reference
     with pytest.raises(ValueError, match=re.escape("expected 'kebab_eval_pipeline.<module>:<name>'")):
