@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Collection
 from pathlib import Path
@@ -127,6 +128,15 @@ def stop_server(proc: subprocess.Popen) -> str:
         _, stderr = proc.communicate()
     assert "Traceback" not in stderr, stderr
     return stderr
+
+
+def as_a_terminal_job() -> None:
+    """``preexec_fn`` for a command the Ctrl-C tests interrupt: SIGINT at its default and unblocked,
+    as a shell starts its foreground job. The test process may not have it so (a suite started as a
+    script's background job ignores SIGINT; a blocked or ignored signal is inherited across exec),
+    and the command would then never see the Ctrl-C the test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def clean_cli_env(tmp_path_factory, name: str) -> dict[str, str]:

@@ -44,7 +44,7 @@ from kebab_eval_pipeline.compare.baseline import choose_baseline
 from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.foundation.run_roles import RunRole
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import REPO, write
+from tests.conftest import REPO, as_a_terminal_job, write
 
 N = 16
 #: Exit within this long after the signal: the run's grace period plus settling it, on a loaded
@@ -259,7 +259,12 @@ class _Piped:
         self.log = log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=as_a_terminal_job,
             )
 
     def poll(self) -> int | None:
@@ -292,7 +297,9 @@ class _Terminal:
     terminal buffer would block the command)."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.child = pexpect.spawn(argv[0], argv[1:], env=env, dimensions=(40, 200), encoding="utf-8")
+        self.child = pexpect.spawn(
+            argv[0], argv[1:], env=env, dimensions=(40, 200), encoding="utf-8", preexec_fn=as_a_terminal_job
+        )
         self.seen: list[str] = []
 
     def poll(self) -> int | None:

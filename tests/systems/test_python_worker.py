@@ -28,7 +28,7 @@ from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact, RunMetricsArt
 from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.python_worker import MAX_RESTARTS, WorkerCalls
-from tests.conftest import clean_cli_env, echo_golden, write
+from tests.conftest import as_a_terminal_job, clean_cli_env, echo_golden, write
 from tests.systems.adapters.conftest import run_config
 from tests.test_cli import CLI, cli, no_traceback
 
@@ -145,6 +145,7 @@ def test_cli_ctrl_c_to_the_process_group_leaves_the_decision_to_kebab_eval(tmp_p
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a process group of its own, as a terminal's foreground job has
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 120
     while not started.exists() or not started.read_text():
