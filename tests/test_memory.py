@@ -57,9 +57,9 @@ def test_a_run_system_holds_its_own_parse_and_a_version_reading_keeps_one(tmp_pa
     assert trim_heap()  # glibc (the CI image): the call exists and ran
 
 
-def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path, monkeypatch) -> None:
-    from kebab_eval_pipeline.cli.run import run
-
+def _replay_run(tmp_path, monkeypatch, **extra) -> tuple:
+    """A fresh DAGSTER_HOME and a config replaying ``_inputs``' trace against its golden set
+    (``extra``: more config keys); returns the home and the config path."""
     golden, trace = _inputs(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
@@ -74,10 +74,18 @@ def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path,
                 "match": "chunk",
                 "baseline": "none",
                 "storage": str(home / "runs"),
+                **extra,
             }
         ),
         encoding="utf-8",
     )
+    return home, config
+
+
+def test_a_cli_run_parses_each_input_once_and_holds_neither_afterwards(tmp_path, monkeypatch) -> None:
+    from kebab_eval_pipeline.cli.run import run
+
+    home, config = _replay_run(tmp_path, monkeypatch)
     from kebab_eval_pipeline.golden import load as golden_load
     from kebab_eval_pipeline.systems import replay
 
@@ -167,25 +175,8 @@ def test_a_sweep_parses_its_golden_set_once_for_every_variant(tmp_path, monkeypa
     from kebab_eval_pipeline.golden import load as golden_load
     from kebab_eval_pipeline.store.runs import RunStore
 
-    golden, trace = _inputs(tmp_path)
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    config = tmp_path / "sweep.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "golden": str(golden),
-                "system": {"kind": "replay", "path": str(trace), "format": "wfgy"},
-                "match": "chunk",
-                "baseline": "none",
-                "storage": str(home / "runs"),
-                "sweep": {"name": "ks", "grid": {"k": [[1, 5], [1, 10]]}, "metric": "mrr"},
-            }
-        ),
-        encoding="utf-8",
-    )
+    sweep_grid = {"name": "ks", "grid": {"k": [[1, 5], [1, 10]]}, "metric": "mrr"}
+    home, config = _replay_run(tmp_path, monkeypatch, sweep=sweep_grid)
     parses = []
 
     def counted(*args, **kwargs):
