@@ -32,6 +32,7 @@ from kebab_eval_pipeline.metrics.columns import (
     contains_each,
     equi_join,
     int_column,
+    key_codes,
     lookup_codes,
     string_column,
 )
@@ -259,21 +260,25 @@ def _citation_facts(
     by_chunk = ~_nulls(c_chunk)
     by_path = ~by_chunk & ~_nulls(c_path)
 
-    # Citation → retrieved hits of the same query.
-    h_qid = string_column(hits, "query_id")
-    c_qid = string_column(cit, "query_id")
+    # Citation → retrieved hits of the same query, joined on query codes: the hits' query ids
+    # (a Categorical read from the file's dictionary; 10M rows at 1M queries × 10 hits) are never
+    # decoded into a string per row — that and the join over them cost the scoring step 600 MiB of
+    # its peak at 1M queries. A hit of a query not in ``qid`` (code -1) meets no citation: those
+    # were dropped above.
+    h_q = key_codes(hits, "query_id", qid, dtype=np.int32 if len(qid) < 2**31 else np.int64)
+    c_q_key = c_q.astype(h_q.dtype)
     hit_paths = string_column(hits, "doc_path")
     chunk_rows, path_rows = np.flatnonzero(by_chunk), np.flatnonzero(by_path)
     i1, j1 = equi_join(
-        [h_qid, string_column(hits, "chunk_id")],
-        [c_qid.take(pa.array(chunk_rows)), c_chunk.take(pa.array(chunk_rows))],
+        [h_q, string_column(hits, "chunk_id")],
+        [c_q_key[chunk_rows], c_chunk.take(pa.array(chunk_rows))],
     )
     j1 = chunk_rows[j1]
     i2, j2 = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if len(path_rows):
         i2, j2 = equi_join(
-            [h_qid, normalise_paths(hit_paths)],
-            [c_qid.take(pa.array(path_rows)), c_path.take(pa.array(path_rows))],
+            [h_q, normalise_paths(hit_paths)],
+            [c_q_key[path_rows], c_path.take(pa.array(path_rows))],
         )
         j2 = path_rows[j2]
     path_seen = np.bincount(j2, minlength=n) > 0  # the cited document is among the query's hits
@@ -287,7 +292,7 @@ def _citation_facts(
     i = np.concatenate([i1, i2])
     j = np.concatenate([j1, j2])
     in_hits = np.bincount(j, minlength=n) > 0
-    pair, support_idx = _gold_pairs(hits, i, matches)
+    pair, support_idx = _gold_pairs(h_q, hits, i, matches, qid)
     direct, direct_support = _direct_gold(cit, supports, criterion, strict_snippet, resolved)
     cited_rows = np.concatenate([j[pair], direct])
     gold = np.bincount(cited_rows, minlength=n) > 0
@@ -342,17 +347,17 @@ def _direct_gold(
     return direct["rank"].to_numpy(dtype=np.int64), direct["support_idx"].to_numpy(dtype=np.int64)
 
 
-def _gold_pairs(hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """For hit rows ``rows``: every (position in ``rows``, support_idx) where the hit matches a
-    support with a positive grade."""
+def _gold_pairs(
+    h_q: np.ndarray, hits: pd.DataFrame, rows: np.ndarray, matches: pd.DataFrame, qid: pa.Array
+) -> tuple[np.ndarray, np.ndarray]:
+    """For hit rows ``rows`` (whose query codes in ``qid`` are ``h_q[rows]``, all known): every
+    (position in ``rows``, support_idx) where the hit matches a support with a positive grade."""
     positive = matches[matches["grade"] > 0] if len(matches) else matches
     if len(rows) == 0 or len(positive) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    take = pa.array(rows)
-    ranks = pa.array(hits["rank"].to_numpy(dtype=np.int64)[rows])
     i, m = equi_join(
-        [string_column(hits, "query_id").take(take), ranks],
-        [string_column(positive, "query_id"), pa.array(positive["rank"].to_numpy(dtype=np.int64))],
+        [h_q[rows], hits["rank"].to_numpy(dtype=np.int64)[rows]],
+        [key_codes(positive, "query_id", qid, dtype=h_q.dtype), positive["rank"].to_numpy(dtype=np.int64)],
     )
     return i, positive["support_idx"].to_numpy(dtype=np.int64)[m]
 
