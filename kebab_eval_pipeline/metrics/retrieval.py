@@ -235,7 +235,7 @@ def retrieval_scores(
     if n_hits is None:
         n_hits = key_counts(hits, "query_id", qid)
     else:
-        n_hits = np.asarray(n_hits, dtype=np.int64)
+        n_hits = np.array(n_hits, dtype=np.int64)  # the frame keeps it (copy=False below)
         if n_hits.shape != (nq,):
             raise ValueError(f"n_hits must hold one count per query ({nq}), got shape {n_hits.shape}")
 
@@ -285,17 +285,22 @@ def retrieval_scores(
         "mrr": _only(applicable, mrr),
         **{name: _only(applicable, full[name]) for name in RETRIEVAL_FULL},
     }
+    # Each per-k column is masked as it is computed and the frame takes the arrays as they are
+    # (``copy=False``: no consolidation into one block): at 1M queries the unmasked columns, their
+    # masked copies and the consolidated block were three copies of 300 MB at once.
     per_k: dict[str, dict[int, np.ndarray]] = {m: {} for m in RETRIEVAL_AT_K}
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in ks:
-            per_k["hit"][k] = (frr <= k).astype(float)
+            per_k["hit"][k] = _only(applicable, (frr <= k).astype(float))
             top = r_rank <= k
             found = np.bincount(r_q[top], minlength=nq)
-            per_k["recall"][k] = found / n_rel
-            per_k["doc_recall"][k] = np.bincount(doc_q[doc_first <= k], minlength=nq) / n_docs
-            per_k["recall_any"][k] = (frr <= k).astype(float)
-            per_k["recall_all"][k] = (all_rank <= k).astype(float)
-            per_k["precision"][k] = found / k
+            per_k["recall"][k] = _only(applicable, found / n_rel)
+            per_k["doc_recall"][k] = _only(
+                applicable, np.bincount(doc_q[doc_first <= k], minlength=nq) / n_docs
+            )
+            per_k["recall_any"][k] = _only(applicable, (frr <= k).astype(float))
+            per_k["recall_all"][k] = _only(applicable, (all_rank <= k).astype(float))
+            per_k["precision"][k] = _only(applicable, found / k)
             gained = a_rank <= k
             dcg = np.bincount(
                 a_q[gained], weights=a_grade[gained] / np.log2(a_rank[gained] + 1.0), minlength=nq
@@ -304,17 +309,19 @@ def retrieval_scores(
             idcg = np.bincount(
                 ideal_q[inside], weights=ideal_gain[inside] / np.log2(ideal_pos[inside] + 1.0), minlength=nq
             )
-            per_k["ndcg"][k] = dcg / idcg
-            per_k["map"][k] = np.bincount(r_q[top], weights=r_prec[top], minlength=nq) / n_rel
+            per_k["ndcg"][k] = _only(applicable, dcg / idcg)
+            per_k["map"][k] = _only(
+                applicable, np.bincount(r_q[top], weights=r_prec[top], minlength=nq) / n_rel
+            )
             # ÷ the top-k hits returned (ranks are 1..n); no hit: 0, as ir_measures scores a query
             # of the qrels that is absent from the run.
             shown = np.minimum(n_hits, k)
             judged = np.bincount(judged_q[judged_rank <= k], minlength=nq)
-            per_k["judged"][k] = np.where(shown > 0, judged / np.maximum(shown, 1), 0.0)
+            per_k["judged"][k] = _only(applicable, np.where(shown > 0, judged / np.maximum(shown, 1), 0.0))
     for metric in RETRIEVAL_AT_K:
         for k in ks:
-            cols[f"{metric}@{k}"] = _only(applicable, per_k[metric][k])
-    return pd.DataFrame(cols)
+            cols[f"{metric}@{k}"] = per_k[metric][k]
+    return pd.DataFrame(cols, copy=False)
 
 
 def assign_supports(matches: pd.DataFrame) -> pd.DataFrame:
@@ -387,7 +394,7 @@ def _assign_rows(matches: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
 
 
 def _only(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
-    return np.where(mask, values, np.nan).astype(np.float64)
+    return np.where(mask, values, np.nan).astype(np.float64, copy=False)
 
 
 def _group_min(codes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
