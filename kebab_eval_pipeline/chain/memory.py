@@ -53,9 +53,10 @@ def return_large_blocks() -> bool:
     glibc starts out mapping blocks from 128 KiB up this way, but raises that threshold to the
     size of each mapped block freed, up to 32 MiB: after the first few freed arrays, the per-query
     NumPy arrays of a million-query run (8 MB each) and most temporaries of the metric kernels
-    come from the heap, whose freed pages stay resident until a trim. Scoring 1M queries × 10
-    hits in one process measured 700 MiB less peak RSS with the threshold fixed at 1 MiB, at the
-    same speed (``benchmarks/bench_million.py``). A fixed threshold also stops that adjustment."""
+    come from the heap, whose freed pages stay resident until a trim. The ``query_scores`` step of
+    a 1M queries × 10 hits run, replayed alone, peaked at 2,847 MiB with the threshold fixed at
+    1 MiB against 3,540 MiB without, at the same speed (the whole run:
+    ``benchmarks/bench_million.py``). A fixed threshold also stops that adjustment."""
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt"):
         return False
