@@ -16,8 +16,6 @@ from kebab_eval_pipeline.foundation.json_records import json_records
 if TYPE_CHECKING:
     from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact
 
-REPORT_FILES = ("comparison.md", "comparison.html", "comparison.json")
-
 
 def comparison_document(report: ComparisonArtifact, gates: list[dict] | None = None) -> dict[str, Any]:
     """The comparison as one JSON-ready mapping: ``info``'s keys (run ids, versions, match mode,
@@ -58,7 +56,7 @@ def render_report_html(report: ComparisonArtifact) -> str:
 
 
 def report_files(report: ComparisonArtifact) -> dict[str, bytes]:
-    """:data:`REPORT_FILES` name → content."""
+    """``comparison.md``, ``comparison.html`` and ``comparison.json`` → content."""
     return {
         "comparison.md": report.markdown.encode("utf-8"),
         "comparison.html": render_report_html(report).encode("utf-8"),

@@ -297,15 +297,6 @@ def parse_json_checked(text: str, path: Path, what: str) -> Any:
     return doc
 
 
-def yaml_line_of(text: str, key_path: list[str | int]) -> int | None:
-    """1-based line where ``key_path`` (mapping keys / sequence indexes) starts in a YAML document.
-
-    Used to give validation errors a real position. None when not found. Composes the
-    document each call: use :class:`YamlPositions` for many look-ups in one document.
-    """
-    return YamlPositions(text).line_of(key_path)
-
-
 class YamlPositions:
     """Line look-ups in one YAML document, composing it once and only when first asked."""
 
