@@ -8,7 +8,6 @@ made. Every run id, metric name, version string and warning passes through
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
@@ -17,6 +16,9 @@ import pandas as pd
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 from kebab_eval_pipeline.foundation.json_records import json_records
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import is_null
+from kebab_eval_pipeline.foundation.number_text import shown as _num
+from kebab_eval_pipeline.foundation.number_text import signed as _signed
 
 __all__ = [
     "RANKING_FILES",
@@ -38,26 +40,14 @@ def superscript(rows: list[int]) -> str:
     return ("˒" if any(r >= 10 for r in rows) else "").join(parts)
 
 
-def _num(x: Any) -> str:
-    if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
-        return "null"
-    return f"{float(x):.4f}"
-
-
-def _signed(x: Any) -> str:
-    return (
-        "null" if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)) else f"{float(x):+.4f}"
-    )
-
-
 def _p(p: Any) -> str:
-    if p is None or p is pd.NA or (isinstance(p, float) and math.isnan(p)):
+    if is_null(p):
         return "–"
     return "< 0.0001" if float(p) < 0.0001 else f"{float(p):.4f}"
 
 
 def _ci(low: Any, high: Any) -> str:
-    if any(v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
+    if is_null(low) or is_null(high):
         return "–"
     return f"[{float(low):+.4f}, {float(high):+.4f}]"
 

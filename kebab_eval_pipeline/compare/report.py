@@ -8,6 +8,8 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import p_text as _p
+from kebab_eval_pipeline.foundation.number_text import signed as _signed
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 
@@ -27,16 +29,6 @@ def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.4f}"
     return str(x)
-
-
-def _signed(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "null"
-    return f"{x:+.4f}"
-
-
-def _p(p) -> str:
-    return "–" if p is None or pd.isna(p) else f"{p:.4g}"
 
 
 def _ci(low, high) -> str:

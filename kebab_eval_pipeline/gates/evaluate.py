@@ -11,7 +11,6 @@ and exports use the same :class:`GateResult`.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
@@ -23,6 +22,7 @@ import pandas as pd
 from kebab_eval_pipeline.compare.margins import margin_verdict
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.number_text import is_null as _is_null
 from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
     GateSettings,
@@ -218,10 +218,6 @@ def check_name(key: str, kind: str) -> str:
     if target.value is not None and not re.fullmatch(r"[A-Za-z0-9_]*", target.value):
         base += "_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:6]
     return f"gate_{base}_{kind}"
-
-
-def _is_null(value: float | None) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def gate_value(

@@ -8,7 +8,6 @@ go through :mod:`~kebab_eval_pipeline.foundation.markdown_text` in Markdown.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
@@ -17,6 +16,9 @@ import pandas as pd
 from kebab_eval_pipeline.compare.bisect import Bisect
 from kebab_eval_pipeline.foundation.json_records import finite_json, json_records
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import is_null as _null
+from kebab_eval_pipeline.foundation.number_text import shown as _num
+from kebab_eval_pipeline.foundation.number_text import signed as _signed
 
 __all__ = [
     "FORMATS",
@@ -31,18 +33,6 @@ __all__ = [
 FORMATS = ("text", "json", "md")
 #: Flipped queries shown per change in text and Markdown (JSON has them all).
 MAX_FLIPS = 10
-
-
-def _null(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
-def _num(x: Any) -> str:
-    return "null" if _null(x) else f"{float(x):.4f}"
-
-
-def _signed(x: Any) -> str:
-    return "null" if _null(x) else f"{float(x):+.4f}"
 
 
 def _p(p: Any) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import p_text, shown, signed
 from kebab_eval_pipeline.reporting.ci_view import CiView
 from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,
@@ -26,9 +27,6 @@ from kebab_eval_pipeline.reporting.gate_text import (
     health_outcome,
     health_title,
     outcome,
-    p_text,
-    shown,
-    signed,
     tally,
     tally_text,
 )

@@ -1,0 +1,31 @@
+"""Numbers as the reports print them (Markdown, HTML, JUnit, the CLI), one definition for all:
+a null — None, NaN (Python's or numpy's) or pandas' NA — prints as ``null`` (``–`` for a
+p-value), a metric with 4 decimals, a delta signed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_null(x: Any) -> bool:
+    """None, NaN (a float or a numpy float) or pandas' NA, told without importing pandas (the
+    JUnit and summary writers run without it). Any other value, a string or an int, is not."""
+    try:
+        return x is None or bool(x != x)
+    except TypeError:  # pandas' NA: comparing it gives NA, whose truth value is ambiguous
+        return True
+
+
+def shown(x: Any) -> str:
+    """4 decimals, as the reports print a metric; ``null`` for a null."""
+    return "null" if is_null(x) else f"{float(x):.4f}"
+
+
+def signed(x: Any) -> str:
+    """Signed 4 decimals, as the reports print a delta; ``null`` for a null."""
+    return "null" if is_null(x) else f"{float(x):+.4f}"
+
+
+def p_text(x: Any) -> str:
+    """4 significant digits, as the reports print a p-value; ``–`` for a null."""
+    return "–" if is_null(x) else f"{float(x):.4g}"
