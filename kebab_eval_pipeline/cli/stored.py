@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli import ci_outputs
-from kebab_eval_pipeline.cli.address import ChainOption, GateOption
-from kebab_eval_pipeline.cli.baseline import ConfigOption
+from kebab_eval_pipeline.cli.address import ChainOption, ConfigOption, GateOption
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
     JunitOption,

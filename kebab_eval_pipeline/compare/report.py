@@ -8,8 +8,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
-from kebab_eval_pipeline.foundation.number_text import p_text as _p
-from kebab_eval_pipeline.foundation.number_text import signed as _signed
+from kebab_eval_pipeline.foundation.number_text import p_text, signed
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 
@@ -148,9 +147,9 @@ def render_markdown(
             md_cell(row.metric),
             _fmt(row.a),
             _fmt(row.b),
-            f"{_signed(row.delta)} {arrow}".strip(),
-            _signed(row.rel_change),
-            _p(row.p_value) + few,
+            f"{signed(row.delta)} {arrow}".strip(),
+            signed(row.rel_change),
+            p_text(row.p_value) + few,
             _adjusted(row),
             _ci(row.ci_low, row.ci_high),
             sig,
@@ -287,8 +286,8 @@ def _slice_lines(per_slice: pd.DataFrame | None, info: dict, max_rows: int) -> l
     for row in flagged.head(max_rows).itertuples(index=False):
         lines.append(
             f"| {md_cell(f'{row.dimension}={row.value}')} | {md_cell(row.metric)} | {_fmt(row.a)} "
-            f"| {_fmt(row.b)} | {_signed(row.delta)} | {_fmt(row.n_paired)} "
-            f"| {_p(row.p_value)} | {_p(row.p_bh)} |"
+            f"| {_fmt(row.b)} | {signed(row.delta)} | {_fmt(row.n_paired)} "
+            f"| {p_text(row.p_value)} | {p_text(row.p_bh)} |"
         )
     if len(flagged) > max_rows:
         lines.append(f"| … | {len(flagged) - max_rows} more in the per-slice table | | | | | | |")
@@ -329,7 +328,7 @@ def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
         "|---|" + "---:|" * len(keep),
     ]
     for value, row in pivot.iterrows():
-        lines.append(f"| {md_cell(value)} | " + " | ".join(_signed(_float(row.get(m))) for m in keep) + " |")
+        lines.append(f"| {md_cell(value)} | " + " | ".join(signed(_float(row.get(m))) for m in keep) + " |")
     return lines
 
 

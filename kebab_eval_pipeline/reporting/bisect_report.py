@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.bisect import Bisect
-from kebab_eval_pipeline.foundation.json_records import finite_json, json_records
+from kebab_eval_pipeline.foundation.json_records import finite_json, json_records, json_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
-from kebab_eval_pipeline.foundation.number_text import is_null as _null
-from kebab_eval_pipeline.foundation.number_text import shown as _num
-from kebab_eval_pipeline.foundation.number_text import signed as _signed
+from kebab_eval_pipeline.foundation.number_text import is_null, shown, signed
 
 __all__ = [
     "FORMATS",
@@ -36,19 +33,19 @@ MAX_FLIPS = 10
 
 
 def _p(p: Any) -> str:
-    if _null(p):
+    if is_null(p):
         return "–"
     return f"{float(p):.2g}" if float(p) < 0.001 else f"{float(p):.4f}"
 
 
 def _value(x: Any, binary: bool) -> str:
-    if binary and not _null(x):
+    if binary and not is_null(x):
         return "found" if float(x) == 1.0 else "missed"
-    return _num(x)
+    return shown(x)
 
 
 def _shown(x: Any) -> str:
-    return "null" if _null(x) else str(x)
+    return "null" if is_null(x) else str(x)
 
 
 def _method(info: dict) -> str:
@@ -69,8 +66,8 @@ def _overall_line(info: dict) -> str:
     o = info["overall"]
     verdict = "significant" if o["significant"] else "not significant"
     line = (
-        f"first vs last ({o['run_a']} → {o['run_b']}): delta {_signed(o['delta'])} "
-        f"[{_num(o['ci_low'])}, {_num(o['ci_high'])}], n {o['n_paired']}, p {_p(o['p_value'])} "
+        f"first vs last ({o['run_a']} → {o['run_b']}): delta {signed(o['delta'])} "
+        f"[{shown(o['ci_low'])}, {shown(o['ci_high'])}], n {o['n_paired']}, p {_p(o['p_value'])} "
         f"({verdict}, raw p)"
     )
     if info.get("drift"):
@@ -123,10 +120,10 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
         lines += [
             "",
             f"step {change['step']}: {change['run_a']} → {change['run_b']}  {change['direction']}  "
-            f"delta {_signed(change['delta'])} [{_num(change['ci_low'])}, {_num(change['ci_high'])}]  "
+            f"delta {signed(change['delta'])} [{shown(change['ci_low'])}, {shown(change['ci_high'])}]  "
             f"p {_p(change['p_raw'])}  adjusted {_p(change['p_adjusted'])}",
         ]
-        if not _null(change.get("caution")):
+        if not is_null(change.get("caution")):
             lines.append(f"  caution: {change['caution']}")
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
@@ -148,7 +145,7 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             lines.append(
                 f"    {f['query_id']:<{width}}  "
                 f"{_value(f['value_a'], binary)} → {_value(f['value_b'], binary)}"
-                + ("" if binary else f"  ({_signed(f['delta'])})")
+                + ("" if binary else f"  ({signed(f['delta'])})")
             )
         if len(flips) > max_flips:
             lines.append(f"    … and {len(flips) - max_flips} more")
@@ -176,9 +173,9 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             s["run_a"],
             s["run_b"],
             _shown(s["n_paired"]),
-            _num(s["mean_a"]),
-            _num(s["mean_b"]),
-            _signed(s["delta"]),
+            shown(s["mean_a"]),
+            shown(s["mean_b"]),
+            signed(s["delta"]),
             _p(s["p_raw"]),
             _p(s["p_adjusted"]),
             "yes" if s["changed"] is True else "",
@@ -214,12 +211,12 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             f"## Step {change['step']}: {md_code(change['run_a'])} → {md_code(change['run_b'])} "
             f"({change['direction']})",
             "",
-            f"delta {_signed(change['delta'])} "
-            f"(95% CI {_num(change['ci_low'])} to {_num(change['ci_high'])}), "
+            f"delta {signed(change['delta'])} "
+            f"(95% CI {shown(change['ci_low'])} to {shown(change['ci_high'])}), "
             f"p {_p(change['p_raw'])}, adjusted p {_p(change['p_adjusted'])}",
             "",
         ]
-        if not _null(change.get("caution")):
+        if not is_null(change.get("caution")):
             lines += [f"> ⚠ **caution**: {md_text(change['caution'])}", ""]
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
@@ -249,7 +246,7 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             lines += ["| query | a | b | delta |", "|---|---:|---:|---:|"]
             lines += [
                 f"| {md_code(f['query_id'], in_table=True)} | {_value(f['value_a'], binary)} | "
-                f"{_value(f['value_b'], binary)} | {_signed(f['delta'])} |"
+                f"{_value(f['value_b'], binary)} | {signed(f['delta'])} |"
                 for f in flips.head(max_flips).to_dict("records")
             ]
             if len(flips) > max_flips:
@@ -270,7 +267,7 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
     for s in b.steps.to_dict("records"):
         lines.append(
             f"| {s['step']} | {md_code(s['run_a'], in_table=True)} | {md_code(s['run_b'], in_table=True)} | "
-            f"{_shown(s['n_paired'])} | {_num(s['mean_a'])} | {_num(s['mean_b'])} | {_signed(s['delta'])} | "
+            f"{_shown(s['n_paired'])} | {shown(s['mean_a'])} | {shown(s['mean_b'])} | {signed(s['delta'])} | "
             f"{_p(s['p_raw'])} | {_p(s['p_adjusted'])} | {'**yes**' if s['changed'] is True else ''} | "
             f"{md_cell(', '.join(s['changed_fields'])) or '–'} |"
         )
@@ -295,7 +292,7 @@ def bisect_document(b: Bisect) -> dict[str, Any]:
 
 def render_json(b: Bisect) -> str:
     """:func:`bisect_document` as indented JSON text (no NaN: null)."""
-    return orjson.dumps(bisect_document(b), option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
+    return json_text(bisect_document(b))
 
 
 def render(b: Bisect, fmt: str, max_flips: int = MAX_FLIPS) -> str:
