@@ -27,7 +27,6 @@ __all__ = [
     "render_text",
 ]
 
-FORMATS = ("text", "json", "md")
 #: Flipped queries shown per change in text and Markdown (JSON has them all).
 MAX_FLIPS = 10
 
@@ -295,12 +294,13 @@ def render_json(b: Bisect) -> str:
     return json_text(bisect_document(b))
 
 
+#: Each format and how it is rendered (``max_flips`` is ignored by JSON, which has every flip).
+_RENDERERS = {"text": render_text, "json": lambda b, max_flips: render_json(b), "md": render_markdown}
+FORMATS = tuple(_RENDERERS)
+
+
 def render(b: Bisect, fmt: str, max_flips: int = MAX_FLIPS) -> str:
     """The bisect in ``fmt`` (one of :data:`FORMATS`)."""
-    if fmt == "json":
-        return render_json(b)
-    if fmt == "md":
-        return render_markdown(b, max_flips)
-    if fmt == "text":
-        return render_text(b, max_flips)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    if fmt not in _RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    return _RENDERERS[fmt](b, max_flips)

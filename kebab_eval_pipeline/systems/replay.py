@@ -71,7 +71,8 @@ from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
-FORMATS = ("kebab", "wfgy", "export", "openinference", *trec_run.RUN_FORMATS)
+#: The trace formats read: the keys of REPLAY_FORMATS, which says what each one's records hold.
+FORMATS = tuple(REPLAY_FORMATS)
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
