@@ -15,7 +15,7 @@ import pandas as pd
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 from kebab_eval_pipeline.foundation.json_records import json_records, json_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
-from kebab_eval_pipeline.foundation.number_text import is_null, shown, signed
+from kebab_eval_pipeline.foundation.number_text import ci_text, is_null, shown, signed
 
 __all__ = [
     "RANKING_FILES",
@@ -41,12 +41,6 @@ def _p(p: Any) -> str:
     if is_null(p):
         return "–"
     return "< 0.0001" if float(p) < 0.0001 else f"{float(p):.4f}"
-
-
-def _ci(low: Any, high: Any) -> str:
-    if is_null(low) or is_null(high):
-        return "–"
-    return f"[{float(low):+.4f}, {float(high):+.4f}]"
 
 
 def cell(row: dict) -> str:
@@ -125,7 +119,7 @@ def render_markdown(ranking: Ranking) -> str:
             better_text = md_code(better, True) if isinstance(better, str) and better else ""
             lines.append(
                 f"| {md_code(p['run_a'], True)} | {md_code(p['run_b'], True)} | {shown(p['mean_a'])} | "
-                f"{shown(p['mean_b'])} | {signed(p['delta'])} | {_ci(p['ci_low'], p['ci_high'])} | "
+                f"{shown(p['mean_b'])} | {signed(p['delta'])} | {ci_text(p['ci_low'], p['ci_high'])} | "
                 f"{_p(p['p_value'])} | {_p(p['p_adjusted'])} | {better_text} |"
             )
         lines.append("")

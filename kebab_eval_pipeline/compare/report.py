@@ -8,7 +8,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
-from kebab_eval_pipeline.foundation.number_text import p_text, signed
+from kebab_eval_pipeline.foundation.number_text import ci_text, p_text, signed
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 
@@ -28,12 +28,6 @@ def _fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.4f}"
     return str(x)
-
-
-def _ci(low, high) -> str:
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return "–"
-    return f"[{low:+.4f}, {high:+.4f}]"
 
 
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
@@ -151,7 +145,7 @@ def render_markdown(
             signed(row.rel_change),
             p_text(row.p_value) + few,
             _adjusted(row),
-            _ci(row.ci_low, row.ci_high),
+            ci_text(row.ci_low, row.ci_high),
             sig,
             "–" if pd.isna(row.test) else md_cell(row.test),
         ]
@@ -328,9 +322,5 @@ def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
         "|---|" + "---:|" * len(keep),
     ]
     for value, row in pivot.iterrows():
-        lines.append(f"| {md_cell(value)} | " + " | ".join(signed(_float(row.get(m))) for m in keep) + " |")
+        lines.append(f"| {md_cell(value)} | " + " | ".join(signed(row.get(m)) for m in keep) + " |")
     return lines
-
-
-def _float(x) -> float | None:
-    return None if x is None or pd.isna(x) else float(x)

@@ -1,6 +1,6 @@
 """Numbers as the reports print them (Markdown, HTML, JUnit, the CLI), one definition for all:
 a null — None, NaN (Python's or numpy's) or pandas' NA — prints as ``null`` (``–`` for a
-p-value), a metric with 4 decimals, a delta signed."""
+p-value), a metric with 4 decimals, a delta and a confidence interval signed."""
 
 from __future__ import annotations
 
@@ -30,3 +30,9 @@ def signed(x: Any) -> str:
 def p_text(x: Any) -> str:
     """4 significant digits, as the reports print a p-value; ``–`` for a null."""
     return "–" if is_null(x) else f"{float(x):.4g}"
+
+
+def ci_text(low: Any, high: Any) -> str:
+    """A confidence interval as the reports print it, ``[-0.0123, +0.0456]``; ``–`` when either
+    bound is null."""
+    return "–" if is_null(low) or is_null(high) else f"[{float(low):+.4f}, {float(high):+.4f}]"

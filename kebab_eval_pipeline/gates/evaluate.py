@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
@@ -105,21 +105,23 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
     def bad(field: str, reason: str) -> None:
         offenders.append(Offender(source, reason, field=field))
 
-    def parsed(key: str, field: str) -> GateTarget | None:
-        try:
-            return parse_gate_key(key)
-        except ValueError as exc:
-            bad(field, str(exc))
-            return None
+    def targets(keys: Iterable[str], where: str) -> Iterator[tuple[str, GateTarget]]:
+        """Each key that parses, with its target; a key that does not, or that gates a slice another
+        key of ``where`` gates (one slice written two ways: lang= and lang=(none)), is an offender."""
+        seen: dict[GateTarget, str] = {}
+        for key in keys:
+            try:
+                target = parse_gate_key(key)
+            except ValueError as exc:
+                bad(f"{where}.{key}", str(exc))
+                continue
+            if target in seen:
+                again = f"gates the same slice as {where}.{seen[target]} ({target.label}); keep one"
+                bad(f"{where}.{key}", again)
+            seen.setdefault(target, key)
+            yield key, target
 
-    seen: dict[GateTarget, str] = {}  # one slice written two ways (lang= and lang=(none))
-    for key in settings.gates:
-        target = parsed(key, f"gates.{key}")
-        if target is None:
-            continue
-        if target in seen:
-            bad(f"gates.{key}", f"gates the same slice as gates.{seen[target]} ({target.label}); keep one")
-        seen.setdefault(target, key)
+    for key, target in targets(settings.gates, "gates"):
         if not known_metric(target.metric, settings.k):
             bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
         elif target.dimension is not None and not catalogue.is_sliceable(target.metric):
@@ -135,17 +137,7 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
                         f"{key} is not a mean of per-query scores, so it has no paired test or "
                         "confidence bound; use max_drop",
                     )
-    seen.clear()
-    for key in settings.verdict_gates:
-        target = parsed(key, f"gates.regression.{key}")
-        if target is None:
-            continue
-        if target in seen:
-            bad(
-                f"gates.regression.{key}",
-                f"gates the same slice as gates.regression.{seen[target]} ({target.label}); keep one",
-            )
-        seen.setdefault(target, key)
+    for key, target in targets(settings.verdict_gates, "gates.regression"):
         if target.metric not in GATED_VERDICTS:
             bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")
     if offenders:
