@@ -17,6 +17,12 @@ def is_null(x: Any) -> bool:
     return isinstance(x, numbers.Real) and bool(x != x)
 
 
+def value_text(x: Any) -> str:
+    """A value of a table as printed: ``null`` for a null, 4 decimals for a float, anything else
+    (a count, a text) as it is."""
+    return "null" if is_null(x) else f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
 def shown(x: Any) -> str:
     """4 decimals, as the reports print a metric; ``null`` for a null."""
     return "null" if is_null(x) else f"{float(x):.4f}"
