@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.cli.interrupt import GRACE_S
-from kebab_eval_pipeline.compare.baseline import choose_baseline
+from kebab_eval_pipeline.compare.baseline import resolve_baseline
 from kebab_eval_pipeline.compare.outcome import run_outcome
 from kebab_eval_pipeline.foundation.run_roles import RunRole
 from kebab_eval_pipeline.store.runs import RunStore
@@ -413,7 +413,7 @@ def test_interrupted_after_its_metrics_the_run_is_marked_and_never_a_baseline(ca
     assert run_outcome(info).label() == "failed (interrupted)"
     assert "stored marked interrupted (without comparison_report)" in case.output
     # the next run of the same system on the same set: no automatic baseline chooses it
-    chosen, note = choose_baseline(
+    choice = resolve_baseline(
         store,
         "next",
         "previous",
@@ -422,6 +422,7 @@ def test_interrupted_after_its_metrics_the_run_is_marked_and_never_a_baseline(ca
         info["system"],
         RunRole(**info["role"]),
     )
+    chosen, note = choice.run_id, choice.note
     assert chosen is None and "late" in note, note
     # history lists it, failed (interrupted)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}

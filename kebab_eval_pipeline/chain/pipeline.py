@@ -717,7 +717,7 @@ def compare(
     run_id: str, settings: RunSettings, store: RunStore, metrics: RunMetricsArtifact
 ) -> ComparisonArtifact:
     """This run against its baseline: the baseline chosen by ``settings.baseline``
-    (:func:`compare.baseline.choose_baseline`; none is a note, not a failure), the comparison
+    (:func:`compare.baseline.resolve_baseline`; none is a note, not a failure), the comparison
     (:func:`compare.runs.compare_runs`, reading both runs from ``store``), its regression and verdict
     gates evaluated once (``info["gates"]``) and its report files rendered (``files``). Raises
     InputError when the chunker versions differ and ``compare.strict_chunker_version`` is set."""

@@ -14,6 +14,7 @@ No Dagster import: reading commands never start Dagster.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from kebab_eval_pipeline.orchestration.names import ChainNames
     from kebab_eval_pipeline.store.runs import RunStore
 
+#: ``--config`` of the commands that only read a config's ``storage``.
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")]
 ChainOption = Annotated[
     str | None,
     typer.Option(

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from kebab_eval_pipeline.cli.address import ChainOption, GateOption
+from kebab_eval_pipeline.cli.address import ChainOption, ConfigOption, GateOption
 from kebab_eval_pipeline.cli.console import out
 from kebab_eval_pipeline.cli.instance import open_store
-
-ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")]
 
 
 def baseline_set(

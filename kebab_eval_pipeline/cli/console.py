@@ -7,8 +7,3 @@ from kebab_eval_pipeline.cli.terminal import make_console
 
 out = make_console()
 err = make_console(stderr=True)
-
-
-def fmt(v) -> str:
-    """A number as the CLI prints it: 4 decimals for floats, ``null`` for None."""
-    return "null" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)

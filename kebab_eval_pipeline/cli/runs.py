@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kebab_eval_pipeline.cli.address import ChainOption, GateOption
+from kebab_eval_pipeline.cli.address import ChainOption, ConfigOption, GateOption
 from kebab_eval_pipeline.cli.ci_outputs import JunitOption, PrCommentOption, ReportUrlOption
 from kebab_eval_pipeline.cli.console import out
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance, open_store
@@ -87,7 +87,7 @@ def runs_add(
 
 
 def runs_list(
-    config: Annotated[Path | None, typer.Option("--config", help="Run config YAML (for `storage`).")] = None,
+    config: ConfigOption = None,
     chain: ChainOption = None,
     gate: GateOption = None,
 ) -> None:

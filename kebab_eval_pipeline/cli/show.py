@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from kebab_eval_pipeline.cli.console import err, fmt, out
+from kebab_eval_pipeline.cli.console import err, out
+from kebab_eval_pipeline.foundation.number_text import value_text
 from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 from kebab_eval_pipeline.reporting.spend import spend_line
 
@@ -82,7 +83,7 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
 
     unmeasured = not_measured(metrics.info)
     for name, value in headline(metrics.metrics, ks).items():
-        shown = NOT_MEASURED if name in unmeasured else fmt(value)
+        shown = NOT_MEASURED if name in unmeasured else value_text(value)
         row = [name, shown, str(metrics.denominators.get(name, ""))]
         table.add_row(*row, *([noise_cell(repeats, name)] if repeats else []))
     out.print(table)

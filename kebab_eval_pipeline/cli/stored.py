@@ -11,21 +11,21 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli import ci_outputs
-from kebab_eval_pipeline.cli.address import ChainOption, GateOption
-from kebab_eval_pipeline.cli.baseline import ConfigOption
+from kebab_eval_pipeline.cli.address import ChainOption, ConfigOption, GateOption
 from kebab_eval_pipeline.cli.ci_outputs import (
     GithubSummaryOption,
     JunitOption,
     PrCommentOption,
     ReportUrlOption,
 )
-from kebab_eval_pipeline.cli.console import err, fmt, out
+from kebab_eval_pipeline.cli.console import err, out
 from kebab_eval_pipeline.cli.instance import open_store
 from kebab_eval_pipeline.cli.run_filters import OutcomeOption, RoleFilterOption, check_filters
 from kebab_eval_pipeline.cli.show import print_runs_table
 from kebab_eval_pipeline.cli.write_failures import output_failure
 from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.foundation.errors import GateFailure, InputError, Offender
+from kebab_eval_pipeline.foundation.number_text import value_text
 
 
 def compare(
@@ -278,7 +278,7 @@ def history(
     from kebab_eval_pipeline.reporting.history import RUN_COLUMNS
 
     def cells(column: str) -> list[str]:
-        return [fmt(None if (isinstance(v, float) and v != v) else v) for v in frame[column]]
+        return [value_text(v) for v in frame[column]]
 
     # a failed run names what failed it: "failed (gate_mrr_min)"
     outcomes = [o if not f else f"{o} ({f})" for o, f in zip(frame["outcome"], frame["failed"], strict=True)]

@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 
 from kebab_eval_pipeline.cli.address import ChainOption
-from kebab_eval_pipeline.cli.console import err, fmt
+from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.foundation.errors import GateFailure, InputError, Offender, SystemHealthFailure
+from kebab_eval_pipeline.foundation.number_text import value_text
 
 FORMATS = ("text", "markdown", "json")
 
@@ -131,7 +132,7 @@ def sweep(
             failures.append((variant.run_id, exc))
             err.print(f"{step}: {exc}", markup=False, highlight=False)
         value = store.stored_run(variant.run_id).metrics.metrics.get(metric)
-        err.print(f"{step}: {metric} {fmt(value)}", markup=False, highlight=False)
+        err.print(f"{step}: {metric} {value_text(value)}", markup=False, highlight=False)
     if len(stored_variants(store, settings)[0]) < 2:
         err.print("no leaderboard: fewer than two variants are stored", markup=False, highlight=False)
     else:

@@ -369,20 +369,6 @@ def resolve_baseline(
     return _explicit(store, run_id, baseline, golden, role)
 
 
-def choose_baseline(
-    store: ArtifactStore,
-    run_id: str,
-    baseline: str,
-    golden: Mapping[str, Any],
-    created_at: str,
-    system: Mapping[str, Any] | None = None,
-    role: RunRole | None = None,
-) -> tuple[str | None, str]:
-    """:func:`resolve_baseline` as ``(run id or None, note)``."""
-    choice = resolve_baseline(store, run_id, baseline, golden, created_at, system, role)
-    return choice.run_id, choice.note
-
-
 def _explicit(
     store: ArtifactStore, run_id: str, baseline: str, golden: Mapping[str, Any], role: RunRole
 ) -> BaselineChoice:

@@ -50,7 +50,6 @@ CHART_WIDTH = 806.0
 FONT_SIZE = 12.0
 _ROW = 26.0  # forest row height
 _PAD = 10.0
-_GRID = "#d0d7de"
 # ColorBrewer RdYlGn (11 classes), the diverging scale matplotlib's "RdYlGn" interpolates.
 _RDYLGN = (
     "#a50026", "#d73027", "#f46d43", "#fdae61", "#fee08b", "#ffffbf",

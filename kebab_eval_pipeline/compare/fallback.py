@@ -35,7 +35,6 @@ from kebab_eval_pipeline.metrics.matching import CARRY_SHARE, hits_carry, suppor
 from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
 from kebab_eval_pipeline.store.runs import StoredRun
 
-MATCH_MODES = ("exact", "fallback_anchor", "fallback_span", "fallback_doc")
 #: Chunk-independent criteria, strongest first, with what each needs from gold and hits.
 _FALLBACKS = (
     ("anchor", "heading", "heading_path", "heading path", "document + heading-path prefix"),
@@ -45,9 +44,10 @@ _FALLBACKS = (
 
 @dataclass(frozen=True)
 class MatchPlan:
-    """How a comparison matches hits to gold: ``mode`` (one of :data:`MATCH_MODES`), the criterion
-    both runs are compared under (None: each run's stored scores), why, and which runs must be
-    re-scored under it (a run already scored by it keeps its stored scores)."""
+    """How a comparison matches hits to gold: ``mode`` (``exact``, ``fallback_anchor``,
+    ``fallback_span`` or ``fallback_doc``), the criterion both runs are compared under (None: each
+    run's stored scores), why, and which runs must be re-scored under it (a run already scored by
+    it keeps its stored scores)."""
 
     mode: str
     criterion: str | None

@@ -41,6 +41,7 @@ from kebab_eval_pipeline.compare import chart_geometry
 from kebab_eval_pipeline.compare.report import VERSION_KEYS
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
+from kebab_eval_pipeline.foundation.number_text import is_null as _is_null
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import NO_VALUE
 
@@ -167,12 +168,6 @@ def _template(name: str) -> jinja2.Template:
 
 # ---------------------------------------------------------------------------------------------
 # Formatting: values to text (plain strings; the templates escape them)
-
-
-def _is_null(value: object) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, float | np.floating) and math.isnan(value)
 
 
 def _num(value: object, null: str = "null", digits: int = 4) -> str:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from kebab_eval_pipeline.foundation.number_text import is_null as _null
 from kebab_eval_pipeline.metrics import catalogue
 
 __all__ = ["MARGIN_KINDS", "MarginVerdict", "margin_rows", "margin_verdict", "t_bounds"]
@@ -169,10 +170,6 @@ def _g(x: float) -> str:
     return f"{x:g}"
 
 
-def _null(x) -> bool:
-    return x is None or (isinstance(x, float) and np.isnan(x))
-
-
 def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
     """One :class:`MarginVerdict` per ``(metric, kind, margin)`` in ``margins``, read from a
     comparison's per-metric table (``paired_delta``, ``bound_low``, ``bound_high``, ``paired_se``,
@@ -184,7 +181,7 @@ def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
         row = rows.loc[metric] if rows is not None and metric in rows.index else None
 
         def num(column: str, row=row) -> float | None:
-            if row is None or column not in row.index or row[column] is None or _isna(row[column]):
+            if row is None or column not in row.index or row[column] is None or _null(row[column]):
                 return None
             return float(row[column])
 
@@ -203,9 +200,3 @@ def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
             )
         )
     return out
-
-
-def _isna(x) -> bool:
-    import pandas as pd
-
-    return bool(pd.isna(x))

@@ -19,6 +19,7 @@ import numpy as np
 from kebab_eval_pipeline.compare import chart_geometry
 from kebab_eval_pipeline.compare.html import _is_null, _p_text, _signed, _template
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
+from kebab_eval_pipeline.foundation.number_text import shown as _num
 
 __all__ = ["CHART_ID", "render_html"]
 
@@ -58,10 +59,6 @@ def ranking_view(ranking: Ranking) -> dict:
         "runs": _runs(ranking),
         "matching": {"mode": matching.get("mode"), "note": matching.get("note")} if matching else None,
     }
-
-
-def _num(x) -> str:
-    return "null" if _is_null(x) else f"{float(x):.4f}"
 
 
 def _best_group(ranking: Ranking) -> set[tuple[str, str]]:

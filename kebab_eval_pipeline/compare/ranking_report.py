@@ -8,15 +8,14 @@ made. Every run id, metric name, version string and warning passes through
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
-from kebab_eval_pipeline.foundation.json_records import json_records
+from kebab_eval_pipeline.foundation.json_records import json_records, json_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import ci_text, is_null, shown, signed
 
 __all__ = [
     "RANKING_FILES",
@@ -38,35 +37,17 @@ def superscript(rows: list[int]) -> str:
     return ("˒" if any(r >= 10 for r in rows) else "").join(parts)
 
 
-def _num(x: Any) -> str:
-    if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)):
-        return "null"
-    return f"{float(x):.4f}"
-
-
-def _signed(x: Any) -> str:
-    return (
-        "null" if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)) else f"{float(x):+.4f}"
-    )
-
-
 def _p(p: Any) -> str:
-    if p is None or p is pd.NA or (isinstance(p, float) and math.isnan(p)):
+    if is_null(p):
         return "–"
     return "< 0.0001" if float(p) < 0.0001 else f"{float(p):.4f}"
-
-
-def _ci(low: Any, high: Any) -> str:
-    if any(v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
-        return "–"
-    return f"[{float(low):+.4f}, {float(high):+.4f}]"
 
 
 def cell(row: dict) -> str:
     """One run's cell for one metric: mean, (rank), letters, superscripts — plain text, no markup
     (``0.9130 (1) a ⁴``)."""
     rank = row.get("rank")
-    parts = [_num(row.get("mean"))]
+    parts = [shown(row.get("mean"))]
     if rank is not None and rank is not pd.NA:
         parts.append(f"({int(rank)})")
     if row.get("letters"):
@@ -137,8 +118,8 @@ def render_markdown(ranking: Ranking) -> str:
             better = p.get("better")
             better_text = md_code(better, True) if isinstance(better, str) and better else ""
             lines.append(
-                f"| {md_code(p['run_a'], True)} | {md_code(p['run_b'], True)} | {_num(p['mean_a'])} | "
-                f"{_num(p['mean_b'])} | {_signed(p['delta'])} | {_ci(p['ci_low'], p['ci_high'])} | "
+                f"| {md_code(p['run_a'], True)} | {md_code(p['run_b'], True)} | {shown(p['mean_a'])} | "
+                f"{shown(p['mean_b'])} | {signed(p['delta'])} | {ci_text(p['ci_low'], p['ci_high'])} | "
                 f"{_p(p['p_value'])} | {_p(p['p_adjusted'])} | {better_text} |"
             )
         lines.append("")
@@ -179,12 +160,7 @@ def ranking_document(ranking: Ranking) -> dict[str, Any]:
 
 def render_json(ranking: Ranking) -> str:
     """:func:`ranking_document` as indented strict JSON (no NaN: nulls)."""
-    return (
-        orjson.dumps(
-            ranking_document(ranking), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY, default=str
-        ).decode()
-        + "\n"
-    )
+    return json_text(ranking_document(ranking))
 
 
 def ranking_files(ranking: Ranking) -> dict[str, bytes]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import ci_text, p_text, signed, value_text
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 
@@ -19,30 +18,6 @@ VERSION_KEYS = (
     "index_version",
     "parser_version",
 )
-
-
-def _fmt(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
-        return "null"
-    if isinstance(x, float):
-        return f"{x:.4f}"
-    return str(x)
-
-
-def _signed(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "null"
-    return f"{x:+.4f}"
-
-
-def _p(p) -> str:
-    return "–" if p is None or pd.isna(p) else f"{p:.4g}"
-
-
-def _ci(low, high) -> str:
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return "–"
-    return f"[{low:+.4f}, {high:+.4f}]"
 
 
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
@@ -99,7 +74,9 @@ def render_markdown(
     for key in (*VERSION_KEYS, *sorted((set(va) | set(vb)) - set(VERSION_KEYS))):
         marker = "" if va.get(key) == vb.get(key) else " ⚠"
         name = key if key in VERSION_KEYS else md_cell(key)  # a recorded key is escaped like a value
-        lines.append(f"| {name}{marker} | {md_cell(_fmt(va.get(key)))} | {md_cell(_fmt(vb.get(key)))} |")
+        lines.append(
+            f"| {name}{marker} | {md_cell(value_text(va.get(key)))} | {md_cell(value_text(vb.get(key)))} |"
+        )
     sa, sb = info.get("system_a", {}), info.get("system_b", {})
     lines.append(
         f"| system{' ⚠' if info.get('cross_system') else ''} | {md_cell(system_label({'system': sa}))} "
@@ -154,13 +131,13 @@ def render_markdown(
         sig = str(row.significance).replace("*", "\\*") if not pd.isna(row.significance) else ""
         cells = [
             md_cell(row.metric),
-            _fmt(row.a),
-            _fmt(row.b),
-            f"{_signed(row.delta)} {arrow}".strip(),
-            _signed(row.rel_change),
-            _p(row.p_value) + few,
+            value_text(row.a),
+            value_text(row.b),
+            f"{signed(row.delta)} {arrow}".strip(),
+            signed(row.rel_change),
+            p_text(row.p_value) + few,
             _adjusted(row),
-            _ci(row.ci_low, row.ci_high),
+            ci_text(row.ci_low, row.ci_high),
             sig,
             "–" if pd.isna(row.test) else md_cell(row.test),
         ]
@@ -184,7 +161,7 @@ def render_markdown(
         for row in notable.head(max_rows).itertuples(index=False):
             lines.append(
                 f"| {md_cell(row.query_id)} | {md_cell(verdict_label(row.verdict, info))} "
-                f"| {_fmt(row.a_rank)} | {_fmt(row.b_rank)} | {md_cell(row.note)} |"
+                f"| {value_text(row.a_rank)} | {value_text(row.b_rank)} | {md_cell(row.note)} |"
             )
         if len(notable) > max_rows:
             lines.append(f"| … | {len(notable) - max_rows} more in the per-query table | | | |")
@@ -294,9 +271,9 @@ def _slice_lines(per_slice: pd.DataFrame | None, info: dict, max_rows: int) -> l
     ]
     for row in flagged.head(max_rows).itertuples(index=False):
         lines.append(
-            f"| {md_cell(f'{row.dimension}={row.value}')} | {md_cell(row.metric)} | {_fmt(row.a)} "
-            f"| {_fmt(row.b)} | {_signed(row.delta)} | {_fmt(row.n_paired)} "
-            f"| {_p(row.p_value)} | {_p(row.p_bh)} |"
+            f"| {md_cell(f'{row.dimension}={row.value}')} | {md_cell(row.metric)} | {value_text(row.a)} "
+            f"| {value_text(row.b)} | {signed(row.delta)} | {value_text(row.n_paired)} "
+            f"| {p_text(row.p_value)} | {p_text(row.p_bh)} |"
         )
     if len(flagged) > max_rows:
         lines.append(f"| … | {len(flagged) - max_rows} more in the per-slice table | | | | | | |")
@@ -337,9 +314,5 @@ def _category_lines(per_slice: pd.DataFrame | None) -> list[str]:
         "|---|" + "---:|" * len(keep),
     ]
     for value, row in pivot.iterrows():
-        lines.append(f"| {md_cell(value)} | " + " | ".join(_signed(_float(row.get(m))) for m in keep) + " |")
+        lines.append(f"| {md_cell(value)} | " + " | ".join(signed(row.get(m)) for m in keep) + " |")
     return lines
-
-
-def _float(x) -> float | None:
-    return None if x is None or pd.isna(x) else float(x)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.deltas import SLICE_TEST_COLUMNS
-from kebab_eval_pipeline.compare.significance import binary_test, paired_test
+from kebab_eval_pipeline.compare.significance import _float, binary_test, paired_test
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import BREAKDOWN_DIMENSIONS, dimension_labels
 
@@ -118,7 +118,3 @@ def _members(joined_b: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
         for j, value in enumerate(uniq):
             out[(dim, str(value))] = rows[order[bounds[j] : bounds[j + 1]]]
     return out
-
-
-def _float(qs: pd.DataFrame, column: str) -> np.ndarray:
-    return qs[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
 import pandas as pd
 
 
@@ -51,3 +52,13 @@ def finite_json(doc: Any, path: str = "$") -> tuple[Any, list[str]]:
 def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """A table as JSON-ready records: NaN/NA → None, arrays → lists, NumPy scalars → Python."""
     return [{k: plain_value(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def json_text(doc: Any) -> str:
+    """A report document as indented JSON text ending in a newline, NumPy values as numbers.
+    orjson: the standard library's encoder leaves its C fast path when asked to indent, which made
+    the comparison's JSON the slowest part of a 100k-query report."""
+    return (
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+        + "\n"
+    )

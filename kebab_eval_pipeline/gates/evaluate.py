@@ -11,9 +11,8 @@ and exports use the same :class:`GateResult`.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
@@ -23,6 +22,7 @@ import pandas as pd
 from kebab_eval_pipeline.compare.margins import margin_verdict
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.number_text import is_null as _is_null
 from kebab_eval_pipeline.gates.settings import (
     GATED_VERDICTS,
     GateSettings,
@@ -105,21 +105,23 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
     def bad(field: str, reason: str) -> None:
         offenders.append(Offender(source, reason, field=field))
 
-    def parsed(key: str, field: str) -> GateTarget | None:
-        try:
-            return parse_gate_key(key)
-        except ValueError as exc:
-            bad(field, str(exc))
-            return None
+    def targets(keys: Iterable[str], where: str) -> Iterator[tuple[str, GateTarget]]:
+        """Each key that parses, with its target; a key that does not, or that gates a slice another
+        key of ``where`` gates (one slice written two ways: lang= and lang=(none)), is an offender."""
+        seen: dict[GateTarget, str] = {}
+        for key in keys:
+            try:
+                target = parse_gate_key(key)
+            except ValueError as exc:
+                bad(f"{where}.{key}", str(exc))
+                continue
+            if target in seen:
+                again = f"gates the same slice as {where}.{seen[target]} ({target.label}); keep one"
+                bad(f"{where}.{key}", again)
+            seen.setdefault(target, key)
+            yield key, target
 
-    seen: dict[GateTarget, str] = {}  # one slice written two ways (lang= and lang=(none))
-    for key in settings.gates:
-        target = parsed(key, f"gates.{key}")
-        if target is None:
-            continue
-        if target in seen:
-            bad(f"gates.{key}", f"gates the same slice as gates.{seen[target]} ({target.label}); keep one")
-        seen.setdefault(target, key)
+    for key, target in targets(settings.gates, "gates"):
         if not known_metric(target.metric, settings.k):
             bad(f"gates.{key}", f"unknown metric {target.metric!r} (k values: {settings.k})")
         elif target.dimension is not None and not catalogue.is_sliceable(target.metric):
@@ -135,17 +137,7 @@ def check_gate_names(settings: GatedRun, source: str = "<config>") -> None:
                         f"{key} is not a mean of per-query scores, so it has no paired test or "
                         "confidence bound; use max_drop",
                     )
-    seen.clear()
-    for key in settings.verdict_gates:
-        target = parsed(key, f"gates.regression.{key}")
-        if target is None:
-            continue
-        if target in seen:
-            bad(
-                f"gates.regression.{key}",
-                f"gates the same slice as gates.regression.{seen[target]} ({target.label}); keep one",
-            )
-        seen.setdefault(target, key)
+    for key, target in targets(settings.verdict_gates, "gates.regression"):
         if target.metric not in GATED_VERDICTS:
             bad(f"gates.regression.{key}", f"unknown verdict {target.metric!r}; expected {GATED_VERDICTS}")
     if offenders:
@@ -218,10 +210,6 @@ def check_name(key: str, kind: str) -> str:
     if target.value is not None and not re.fullmatch(r"[A-Za-z0-9_]*", target.value):
         base += "_" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:6]
     return f"gate_{base}_{kind}"
-
-
-def _is_null(value: float | None) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def gate_value(

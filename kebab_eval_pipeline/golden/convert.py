@@ -7,12 +7,10 @@ the same queries (``load(convert(load(x))) == load(x)``, sources and hashes asid
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 
 
@@ -49,10 +47,6 @@ def render_canonical(golden: GoldenSet, suffix: str = ".yaml") -> str:
     text = json.dumps(doc, ensure_ascii=False)
     readable = not any(ch in text for ch in ("\x85", "\u2028", "\u2029"))
     return yaml.safe_dump(doc, allow_unicode=readable, sort_keys=False, width=100)
-
-
-def write_canonical(golden: GoldenSet, out: Path) -> None:
-    atomic.write_text(out, render_canonical(golden, out.suffix or ".yaml"))
 
 
 def json_schema() -> dict[str, Any]:

@@ -27,7 +27,18 @@ from kebab_eval_pipeline.golden.readers import qrels as qrels_reader
 from kebab_eval_pipeline.golden.readers import topics as topics_reader
 from kebab_eval_pipeline.golden.syntax import SYNTAXES, first_line, named_suffix, syntax_of
 
-DATASET_FORMATS = ("beir", "trec", "ranx")
+
+def _read_ranx_qrels(path: Path, text: str) -> tuple[list[qrels_reader.Judgment], list[Offender]]:
+    return qrels_reader.read_ranx_qrels(path, parse_json_checked(text, path, "qrels"), text)
+
+
+#: The qrels layout of each dataset format, and its reader: the formats are this table's keys.
+_QRELS_READERS = {
+    "beir": qrels_reader.read_beir_qrels,
+    "trec": qrels_reader.read_trec_qrels,
+    "ranx": _read_ranx_qrels,
+}
+DATASET_FORMATS = tuple(_QRELS_READERS)
 DEFAULT_SPLIT = "test"
 _SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _RANX_START = re.compile(r'\s*\{\s*("(?:[^"\\]|\\.)*"\s*:\s*\{|\}\s*$)')
@@ -215,17 +226,11 @@ def read_dataset(files: list[Path], fmt: str, options: DatasetOptions, env: str 
 
 
 def _judgments(kind: str, path: Path, text: str, offenders: list[Offender]) -> list[qrels_reader.Judgment]:
-    if kind == "trec":
-        out, bad = qrels_reader.read_trec_qrels(path, text)
-    elif kind == "beir":
-        out, bad = qrels_reader.read_beir_qrels(path, text)
-    else:
-        try:
-            doc = parse_json_checked(text, path, "qrels")
-        except InputError as exc:
-            offenders += exc.offenders or [Offender(str(path), exc.summary)]
-            return []
-        out, bad = qrels_reader.read_ranx_qrels(path, doc, text)
+    try:
+        out, bad = _QRELS_READERS[kind](path, text)
+    except InputError as exc:  # ranx qrels that are not JSON, or have duplicate keys
+        offenders += exc.offenders or [Offender(str(path), exc.summary)]
+        return []
     offenders += bad
     return out
 

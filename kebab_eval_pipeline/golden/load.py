@@ -17,7 +17,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pydantic import ValidationError
 
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
@@ -28,6 +27,7 @@ from kebab_eval_pipeline.foundation.yaml_io import (
     YamlPositions,
     duplicate_offenders,
     json_duplicates,
+    json_loads,
     may_have_duplicate_keys,
     may_hold_surrogates,
     parse_json_checked,
@@ -193,19 +193,10 @@ def _text(value: Any, limit: int = 200) -> str:
     return f"<{type(value).__name__}>"
 
 
-def _loads(line: str) -> Any:
-    """orjson for speed; anything it refuses goes through the standard library, whose messages,
-    columns and extensions (NaN, integers beyond 64 bits) define the behaviour."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
-
-
 def _parse_line(state: _FileState, line: str, n: int) -> tuple[Any, Offender | None, list]:
     """One JSONL line: (its value, the offender when it is not JSON, the keys it writes twice)."""
     try:
-        entry = _loads(line)
+        entry = json_loads(line)
     except json.JSONDecodeError as exc:  # list every bad line, not just the first
         return (
             None,

@@ -8,9 +8,6 @@ from kebab_eval_pipeline.foundation.errors import Offender
 from kebab_eval_pipeline.foundation.yaml_io import id_problem
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 
-# Maps a query's index in its file to a human position ("line 12" / "queries[3]").
-PositionOf = Callable[[int], str | None]
-
 #: The support fields a hit can be matched on (metrics/matching.py); ``grade`` says how relevant a
 #: match is, ``symbol``/``symbol_kind``/``section`` are never compared.
 MATCHED_FIELDS = ("chunk_id", "doc_id", "rel_path", "heading_path", "line_start", "line_end", "snippet")

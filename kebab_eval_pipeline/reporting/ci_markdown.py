@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import p_text, shown, signed
 from kebab_eval_pipeline.reporting.ci_view import CiView
 from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,
@@ -26,9 +27,6 @@ from kebab_eval_pipeline.reporting.gate_text import (
     health_outcome,
     health_title,
     outcome,
-    p_text,
-    shown,
-    signed,
     tally,
     tally_text,
 )
@@ -93,7 +91,7 @@ def _headline(view: CiView) -> list[str]:
 
 def _value(view: CiView, metric: str, value) -> str:
     """A value cell: ``not measured`` for a metric the run could not measure, else the number."""
-    return NOT_MEASURED if metric in view.not_measured else shown(_num(value))
+    return NOT_MEASURED if metric in view.not_measured else shown(value)
 
 
 def _not_measured_lines(view: CiView) -> list[str]:
@@ -126,11 +124,11 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
     for row in table.itertuples(index=False):
         arrow = "" if pd.isna(row.direction) else _ARROWS.get(str(row.direction), "")
         by = "" if pd.isna(row.adjusted_by) else f" ({'Holm' if row.adjusted_by == 'holm' else 'BH'})"
-        p = p_text(_num(row.p_adjusted)) + (by if not pd.isna(row.p_adjusted) else "")
+        p = p_text(row.p_adjusted) + (by if not pd.isna(row.p_adjusted) else "")
         sig = "" if pd.isna(row.significance) else str(row.significance).replace("*", "\\*")
         lines.append(
-            f"| {md_cell(row.metric)} | {shown(_num(row.a))} | {_value(view, row.metric, row.b)} "
-            f"| {signed(_num(row.delta))} {arrow} | {p} | {sig} |".replace("  |", " |")
+            f"| {md_cell(row.metric)} | {shown(row.a)} | {_value(view, row.metric, row.b)} "
+            f"| {signed(row.delta)} {arrow} | {p} | {sig} |".replace("  |", " |")
         )
     lines += [
         "",
@@ -138,10 +136,6 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse.",
     ]
     return lines + _not_measured_lines(view)
-
-
-def _num(x) -> float | None:
-    return None if x is None or pd.isna(x) else float(x)
 
 
 def _check_rows(view: CiView) -> list[tuple[str, str, str, str, str, str]]:

@@ -8,23 +8,20 @@ XML and the Markdown summaries so both say the same thing.
   output and the CLI: each gate result and the system-health verdict (a JUnit testcase of its own).
 - :func:`exact` — a number as its shortest round-tripping text (``repr``): what a reader parses
   back to the stored float. None or NaN: ``null``.
-- :func:`shown` / :func:`signed` / :func:`p_text` — the report's own formats (4 decimals, signed 4
-  decimals, 4 significant digits).
+- the report's own formats (4 decimals, signed 4 decimals, 4 significant digits) are
+  :mod:`kebab_eval_pipeline.foundation.number_text`'s.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from kebab_eval_pipeline.foundation.number_text import is_null as _null
 
 #: Bounds stored negated by runs before the threshold was the configured value: shown as configured.
 _NEGATED = ("max_drop", "non_inferior")
 #: How a tally words each outcome, in the order it lists them.
 TALLY_WORDS = {"pass": "passed", "FAIL": "failed", "error": "error", "warn": "warned", "skipped": "skipped"}
-
-
-def _null(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
 
 
 def exact(x: Any) -> str:
@@ -38,21 +35,6 @@ def exact(x: Any) -> str:
         return str(x)
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
-
-
-def shown(x: Any) -> str:
-    """4 decimals, as the reports print a metric; ``null`` for None or NaN."""
-    return "null" if _null(x) else f"{float(x):.4f}"
-
-
-def signed(x: Any) -> str:
-    """Signed 4 decimals, as the reports print a delta; ``null`` for None or NaN."""
-    return "null" if _null(x) else f"{float(x):+.4f}"
-
-
-def p_text(x: Any) -> str:
-    """4 significant digits, as the reports print a p-value; ``–`` for None or NaN."""
-    return "–" if _null(x) else f"{float(x):.4g}"
 
 
 def configured_bound(gate: dict[str, Any]) -> Any:

@@ -31,6 +31,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from typing import Any
 
+from kebab_eval_pipeline.foundation.number_text import p_text, shown, signed
 from kebab_eval_pipeline.reporting.ci_view import CiView
 from kebab_eval_pipeline.reporting.gate_text import (
     configured_bound,
@@ -39,9 +40,6 @@ from kebab_eval_pipeline.reporting.gate_text import (
     health_outcome,
     health_title,
     outcome,
-    p_text,
-    shown,
-    signed,
     tally,
 )
 

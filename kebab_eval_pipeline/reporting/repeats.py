@@ -5,10 +5,7 @@ stored in the run's metadata as ``info["repeats"]``)."""
 from __future__ import annotations
 
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
-
-
-def _num(x: float | int | None) -> str:
-    return "null" if x is None else f"{x:.4f}"
+from kebab_eval_pipeline.foundation.number_text import shown as _num
 
 
 def noise_cell(repeats: dict | None, metric: str) -> str:

@@ -3,12 +3,11 @@ the category breakdown — rendered once, when the run's metrics are summarised,
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from kebab_eval_pipeline.compare.report import CATEGORY_METRICS
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import is_null, value_text
 from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
@@ -19,11 +18,7 @@ from kebab_eval_pipeline.systems.identity import label as system_label
 
 
 def _fmt(x, name: str = "") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
-        return "null"
-    if name.endswith("_usd"):
-        return usd(x)
-    return f"{x:.4f}" if isinstance(x, float) else str(x)
+    return usd(x) if name.endswith("_usd") and not is_null(x) else value_text(x)
 
 
 def render_run_markdown(

@@ -7,9 +7,8 @@ The full run report (every metric, the breakdowns) stays in the ``report`` metad
 
 from __future__ import annotations
 
-import math
-
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import shown as _value
 from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.reporting.gate_text import TALLY_WORDS, outcome, tally, tally_text
@@ -18,12 +17,6 @@ from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
-
-
-def _value(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "null"
-    return f"{x:.4f}"
 
 
 def _row(cells: list[str]) -> str:

@@ -7,18 +7,17 @@ Dagster UI) and JSON.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from kebab_eval_pipeline.compare.ranking import Ranking, direction_word
 from kebab_eval_pipeline.compare.ranking_report import superscript
-from kebab_eval_pipeline.foundation.json_records import json_records
+from kebab_eval_pipeline.foundation.json_records import json_records, json_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from kebab_eval_pipeline.foundation.number_text import shown as _num
 from kebab_eval_pipeline.sweep.grid import Variant, value_text
 
 #: One row per ranked variant, best first (the ranking's report order). The swept settings'
@@ -106,10 +105,6 @@ def build_leaderboard(
         }
     ).astype({**LEADERBOARD_COLUMNS, **dict.fromkeys(keys, "string")})
     return Leaderboard(name, metric, keys, table, ranking, list(missing), list(left_out))
-
-
-def _num(x: Any) -> str:
-    return "null" if x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
 
 
 def _cells(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
@@ -223,4 +218,4 @@ def leaderboard_document(board: Leaderboard) -> dict[str, Any]:
 
 
 def render_json(board: Leaderboard) -> str:
-    return orjson.dumps(leaderboard_document(board), option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
+    return json_text(leaderboard_document(board))

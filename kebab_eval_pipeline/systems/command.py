@@ -40,11 +40,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.foundation import cancellation
 from kebab_eval_pipeline.foundation.errors import FieldValueError
+from kebab_eval_pipeline.foundation.limits import MIB
+from kebab_eval_pipeline.foundation.yaml_io import json_loads
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
@@ -52,10 +52,10 @@ from kebab_eval_pipeline.systems.outcome import (
     EXCEPTION,
     EXIT_CODE,
     TIMEOUT,
-    TOO_LARGE,
     QueryFailure,
     QueryOutcome,
     QueryRequest,
+    too_large,
 )
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter, SearchReply, timed_call
 from kebab_eval_pipeline.systems.protocol import OpaqueSystem
@@ -70,7 +70,6 @@ EXIT_DRAIN_S = 0.5  # after the command exits, how long its pipes may take to de
 _READ_CHUNK = 1 << 16
 _POLL_S = 0.05  # without a pidfd (not Linux): how often to check whether the command exited
 _GUARD = str(Path(__file__).with_name("guard.py"))
-MIB = 1 << 20
 
 
 def substitute(argv: Sequence[str], values: dict[str, str]) -> list[str]:
@@ -236,12 +235,8 @@ def parse_json_output(stdout: str) -> Any:
     """JSON from a process's stdout; QueryFailure(``bad_json``) with position and a preview."""
     if not stdout.strip():
         raise QueryFailure(BAD_JSON, "no output on stdout")
-    try:  # orjson for speed; whatever it refuses, the standard library decides (and words the error)
-        return orjson.loads(stdout)
-    except orjson.JSONDecodeError:
-        pass
     try:
-        return json.loads(stdout)
+        return json_loads(stdout)
     except json.JSONDecodeError as exc:
         preview = " ".join(stdout.split())[:120]
         raise QueryFailure(
@@ -254,11 +249,6 @@ def parse_json_output(stdout: str) -> Any:
 def cap_bytes(max_response_mb: float) -> int:
     """``system.max_response_mb`` in bytes."""
     return int(max_response_mb * MIB)
-
-
-def too_large(cap: int, what: str) -> QueryFailure:
-    """The ``too_large`` failure: ``what`` passed ``cap`` bytes."""
-    return QueryFailure(TOO_LARGE, f"{what} passed the {cap / MIB:g} MiB cap (system.max_response_mb)")
 
 
 # -- starting processes ------------------------------------------------------------------------

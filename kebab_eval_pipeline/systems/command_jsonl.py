@@ -55,7 +55,6 @@ from kebab_eval_pipeline.systems.command import (
     spawn,
     substitute,
     tail,
-    too_large,
 )
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
@@ -70,6 +69,7 @@ from kebab_eval_pipeline.systems.outcome import (
     QueryFailure,
     QueryOutcome,
     QueryRequest,
+    too_large,
 )
 from kebab_eval_pipeline.systems.per_query import exception_failure
 from kebab_eval_pipeline.systems.versions import apply_version_report

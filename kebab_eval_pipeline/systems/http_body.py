@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import orjson
 
 from kebab_eval_pipeline.foundation.limits import MIB
-from kebab_eval_pipeline.systems.outcome import BAD_JSON, BAD_RESPONSE, TOO_LARGE, QueryFailure
+from kebab_eval_pipeline.foundation.yaml_io import json_loads
+from kebab_eval_pipeline.systems.outcome import BAD_JSON, BAD_RESPONSE, QueryFailure, too_large
 
 ERROR_BODY_BYTES = 1 << 16  # of an error response's body, read for its message
 
@@ -24,12 +23,8 @@ ERROR_BODY_BYTES = 1 << 16  # of an error response's body, read for its message
 def parse_body(data: bytes) -> Any:
     """JSON from a response body (UTF-8/16/32 detected); QueryFailure(``bad_json``) when it is not
     JSON or is nested too deeply for Python's parser (e.g. ``[[[[…`` 100,000 deep)."""
-    try:  # orjson for speed; whatever it refuses, the standard library decides (and words the error)
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
     try:
-        return json.loads(data)
+        return json_loads(data)
     except RecursionError:
         raise QueryFailure(BAD_JSON, "JSON nested too deeply to read") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer past the digit limit
@@ -123,7 +118,7 @@ async def read_body(response: httpx.Response, cap: int, truncate: bool = False) 
         declared = response.headers.get("content-length", "")
         encoded = response.headers.get("content-encoding", "identity").strip().lower() != "identity"
         if declared.isdigit() and int(declared) > cap and not encoded:
-            raise _too_large(cap, f"the body ({int(declared) / MIB:.1f} MiB declared)")
+            raise too_large(cap, f"the body ({int(declared) / MIB:.1f} MiB declared)")
     decoders = _decoders(response.headers.get("content-encoding", ""))
     body = bytearray()
     chunks = response.aiter_raw()
@@ -138,7 +133,7 @@ async def read_body(response: httpx.Response, cap: int, truncate: bool = False) 
             if len(body) > cap:
                 if truncate:
                     return bytes(body[:cap])
-                raise _too_large(cap, "the body")
+                raise too_large(cap, "the body")
             if n % 16 == 0:  # a bomb's chunk is many pieces: let timers and other queries run
                 await asyncio.sleep(0)
     return bytes(body)
@@ -160,9 +155,5 @@ def read_body_sync(response: httpx.Response, cap: int) -> bytes:
         for piece in _decode(decoders, chunk, final):
             body += piece
             if len(body) > cap:
-                raise _too_large(cap, "the body")
+                raise too_large(cap, "the body")
     return bytes(body)
-
-
-def _too_large(cap: int, what: str) -> QueryFailure:
-    return QueryFailure(TOO_LARGE, f"{what} passed the {cap / MIB:g} MiB cap (system.max_response_mb)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kebab_eval_pipeline.contract import Answer
+from kebab_eval_pipeline.foundation.limits import MIB
 from kebab_eval_pipeline.systems.hits import HitBlock
 
 #: Error classes, so a run's failures can be counted by cause (``error_class`` column).
@@ -74,6 +75,11 @@ class QueryFailure(Exception):
         self.error_class = error_class
         self.message = message
         self.timed_out = timed_out
+
+
+def too_large(cap: int, what: str) -> QueryFailure:
+    """The ``too_large`` failure: ``what`` passed ``cap`` bytes."""
+    return QueryFailure(TOO_LARGE, f"{what} passed the {cap / MIB:g} MiB cap (system.max_response_mb)")
 
 
 @dataclass

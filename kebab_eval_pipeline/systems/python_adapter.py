@@ -137,17 +137,13 @@ class PythonSystem(OpaqueSystem, PerQueryAdapter):
                 reason = failure.message
             else:
                 reason = f"returned what cannot be read as hits: {failure.message}"
-            raise InputError(
-                "cannot read the python system's catalogue",
-                [Offender(where, reason, field="system.callable")],
-            ) from None
         except Exception as exc:  # the user's code
             reason = f"raised {type(exc).__name__}: {str(exc).strip()[:300]}"
-            raise InputError(
-                "cannot read the python system's catalogue",
-                [Offender(where, reason, field="system.callable")],
-            ) from None
-        return typed_frame({name: block.column(name) for name in CATALOGUE_COLUMNS}, CATALOGUE_COLUMNS)
+        else:
+            return typed_frame({name: block.column(name) for name in CATALOGUE_COLUMNS}, CATALOGUE_COLUMNS)
+        raise InputError(
+            "cannot read the python system's catalogue", [Offender(where, reason, field="system.callable")]
+        )
 
     def known_chunk_ids(self) -> frozenset[str] | None:
         """The chunk ids ``catalogue()`` lists; None without the method."""

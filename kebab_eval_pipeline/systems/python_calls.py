@@ -25,14 +25,12 @@ from kebab_eval_pipeline.systems.thread_calls import CallLimiter
 
 #: The query methods: ``search`` always, ``ask`` when the system has it.
 QueryMethod = Literal["search", "ask"]
-#: The optional methods a built system may have (``PythonCalls.has``).
-OPTIONAL_METHODS = ("ask", "versions", "catalogue")
 
 
 class PythonCalls(Protocol):
     """What the adapter asks of a built python system, wherever it runs."""
 
-    #: which of :data:`OPTIONAL_METHODS` the built object has
+    #: which of the optional methods ``ask``, ``versions``, ``catalogue`` the built object has
     has: frozenset[str]
 
     def packages(self) -> dict[str, str]:

@@ -36,8 +36,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from kebab_eval_pipeline.contract import Answer, HitBlock, SystemInfo
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.foundation.gc_pause import gc_paused
@@ -48,6 +46,7 @@ from kebab_eval_pipeline.foundation.yaml_io import (
     duplicate_offenders,
     id_problem,
     json_duplicates,
+    json_loads,
     may_have_duplicate_keys,
     may_hold_surrogates,
     parse_json_checked,
@@ -71,7 +70,8 @@ from kebab_eval_pipeline.systems.protocol import OpaqueSystem
 from kebab_eval_pipeline.systems.versions import apply_version_report
 from kebab_eval_pipeline.systems.wire import parse_answer, parse_hit_block, parse_scope
 
-FORMATS = ("kebab", "wfgy", "export", "openinference", *trec_run.RUN_FORMATS)
+#: The trace formats read: the keys of REPLAY_FORMATS, which says what each one's records hold.
+FORMATS = tuple(REPLAY_FORMATS)
 _SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text any file can store"
 _ID_KEYS = {"kebab": ("query_id", "id", "qid"), "wfgy": ("qid", "q_id"), "export": ("query_id",)}
 
@@ -115,7 +115,7 @@ class _Record:
         """The recorded (hits, answer) as read from the trace."""
         if self.line is None:
             return self.raw_hits, self.raw_answer
-        return _raw_parts(fmt, _loads(self.line))
+        return _raw_parts(fmt, json_loads(self.line))
 
 
 def _raw_parts(fmt: str, entry: dict) -> tuple[Any, Any]:
@@ -274,16 +274,6 @@ def detect_format(path: Path, text: str) -> str:
     )
 
 
-def _loads(line: str) -> Any:
-    """orjson for speed (a 20k-query trace in a third of the time); anything it refuses goes through
-    the standard library, whose messages, columns and extensions (NaN, integers beyond 64 bits,
-    lone surrogate escapes) define the behaviour."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
-
-
 def _jsonl(path: Path, lines: list[str], early: tuple[list[Offender], list[Offender]]):
     """The lines as (line number, value, text), parsed one at a time as they are consumed; a line
     that is not JSON (``early[0]``), or that writes a key twice in one object (``early[1]``), is an
@@ -294,7 +284,7 @@ def _jsonl(path: Path, lines: list[str], early: tuple[list[Offender], list[Offen
             continue
         lines[n - 1] = ""  # a record kept keeps its text; the list lets go of it
         try:
-            row = _loads(line)
+            row = json_loads(line)
         except json.JSONDecodeError as exc:
             not_json.append(
                 Offender(str(path), f"not JSON: {exc.msg}", position=f"line {n}, column {exc.colno}")

@@ -12,7 +12,6 @@ from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.baseline import (
     Skipped,
-    choose_baseline,
     flag_baseline,
     previous_run,
     resolve_baseline,
@@ -85,7 +84,8 @@ def store(tmp_path: Path) -> RunStore:
 
 
 def choose(store, run_id, mode, info):
-    return choose_baseline(store, run_id, mode, info["golden"], info["created_at"], system=info["system"])
+    choice = resolve_baseline(store, run_id, mode, info["golden"], info["created_at"], system=info["system"])
+    return choice.run_id, choice.note
 
 
 # --- none / explicit ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kebab_eval_pipeline.foundation.errors import InputError
-from kebab_eval_pipeline.golden.convert import json_schema, render_canonical, write_canonical
+from kebab_eval_pipeline.golden.convert import json_schema, render_canonical
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.tables import golden_from_tables, queries_table, supports_table
@@ -59,11 +59,9 @@ def test_conversions_commute_across_suffixes(tmp_path: Path, name: str):
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".yml", ".json", ".jsonl"])
-def test_write_canonical_uses_the_suffix(tmp_path: Path, suffix: str):
+def test_canonical_round_trips_in_every_suffix(tmp_path: Path, suffix: str):
     golden = load_golden(FIXTURES / "support_anchor.yaml").golden
-    out = tmp_path / f"set{suffix}"
-    write_canonical(golden, out)
-    assert out.read_text(encoding="utf-8") == render_canonical(golden, suffix)
+    out = write(tmp_path / f"set{suffix}", render_canonical(golden, suffix))
     assert load_golden(out).golden.queries == golden.queries
 
 

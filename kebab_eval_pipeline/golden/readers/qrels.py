@@ -23,7 +23,6 @@ from kebab_eval_pipeline.foundation.errors import Offender
 from kebab_eval_pipeline.foundation.yaml_io import YamlPositions, id_problem
 from kebab_eval_pipeline.golden.model import GRADE_BOUND
 
-QRELS_KINDS = ("trec", "beir", "ranx")
 BEIR_HEADER = ("query-id", "corpus-id", "score")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -192,14 +191,3 @@ def looks_like_trec_qrels(first_line: str) -> bool:
 
 def looks_like_beir_qrels(first_line: str) -> bool:
     return tuple(h.strip() for h in first_line.rstrip("\r").split("\t")) == BEIR_HEADER
-
-
-def looks_like_ranx(doc: Any) -> bool:
-    """``{qid: {docid: number}}``: a non-empty mapping of mappings (and not a golden document)."""
-    return (
-        isinstance(doc, dict)
-        and bool(doc)
-        and "queries" not in doc
-        and "schema_version" not in doc
-        and all(isinstance(v, dict) for v in doc.values())
-    )

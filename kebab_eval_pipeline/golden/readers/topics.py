@@ -20,7 +20,6 @@ from pathlib import Path
 from kebab_eval_pipeline.foundation.errors import Offender
 from kebab_eval_pipeline.foundation.yaml_io import jsonl_objects
 
-TOPIC_KINDS = ("beir", "sgml", "tsv")
 QUERY_FIELDS = ("title", "description")
 # ir_datasets' DEFAULT_QTYPE_MAP: a tag at the start of a line, then an optional label.
 _TAGS = (

@@ -108,7 +108,7 @@ class ReplaySystemSettings(StrictSettings):
     def _trace_options(self) -> ReplaySystemSettings:
         if not self.match_by.strip():
             raise ValueError("match_by: expected 'question' or an attribute name")
-        if self.format in ("kebab", "wfgy", "export", "trec", "ranx"):
+        if self.format not in ("auto", "openinference"):
             given = [
                 name
                 for name, value in (
