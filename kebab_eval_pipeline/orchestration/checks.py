@@ -371,8 +371,9 @@ CHECKS = {
 #: The step each check runs in: the checks of one step are one multi-asset check, which reads each
 #: asset it checks once and reports every check's own result (a step costs a run some ten event-log
 #: writes). The run's metrics' checks run together; the judge's spot check and the scores'
-#: matching coverage run together once both exist (a step holding a blocking check on an asset can
-#: never also wait for that asset's downstream: run_metrics' checks are not with query_scores').
+#: matching coverage run together once both exist — in the metrics' step (:data:`JOINED`) unless
+#: one of them blocks (a step holding a blocking check on an asset can never also wait for that
+#: asset's downstream: a blocking matching_coverage is not with run_metrics' checks).
 STEPS = {
     "gates": "ship_gates",
     "system_health": "ship_gates",
@@ -380,6 +381,10 @@ STEPS = {
     "judge_spot_check": "scoring_checks",
     "matching_coverage": "scoring_checks",
 }
+#: A step whose checks run in another step when none of them is blocking: scoring_checks' checks
+#: in ship_gates (which runs after run_metrics, so after judge and query_scores) — one step fewer
+#: per run with ``matching_coverage: warn``, the default.
+JOINED = {"scoring_checks": "ship_gates"}
 
 
 def _step(name: str, parts: list[CheckPart], chain: ChainAssets) -> dg.AssetChecksDefinition:
@@ -409,7 +414,8 @@ def _step(name: str, parts: list[CheckPart], chain: ChainAssets) -> dg.AssetChec
 def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> list[dg.AssetChecksDefinition]:
     """The checks the chain's assets declare (:data:`~kebab_eval_pipeline.chain.artifacts.STAGES`): the gate
     checks the settings configure (plus the WFGY defaults), the system-health check, the judge's
-    spot-check warning and the matching-coverage check, in the steps :data:`STEPS` names."""
+    spot-check warning and the matching-coverage check, in the steps :data:`STEPS` names (one fewer
+    when none of a :data:`JOINED` step's checks blocks)."""
     on = {name: stage.asset for stage in STAGES for name in stage.checks}
     unknown = sorted(set(on) - set(CHECKS))
     if unknown:  # a declaration naming a check nobody builds: a programming error, said at load
@@ -420,4 +426,8 @@ def gate_checks(settings: RunSettings, chain: ChainAssets = DEFAULT_CHAIN) -> li
             part = CHECKS[name](settings, chain, chain.asset(on[name]))
             if part is not None:
                 steps.setdefault(STEPS[name], []).append(part)
+    for step, into in JOINED.items():
+        parts = steps.get(step, [])
+        if into in steps and not any(spec.blocking for part in parts for spec in part.specs):
+            steps[into].extend(steps.pop(step, []))
     return [_step(name, parts, chain) for name, parts in steps.items()]

@@ -34,6 +34,13 @@ from kebab_eval_pipeline.reference.vectors import DEFAULT_EMBEDDING_MODEL, get_e
 
 CACHE_ENV = "KEBAB_EVAL_INDEX_CACHE"
 _REUSE_LIMIT = 4  # earlier vector indexes consulted for reusable embeddings
+#: Entries shipped with the package, under their keys: the bundled demo corpus's index at the
+#: default settings. A read-only second cache: a first demo run (a new ``DAGSTER_HOME``, so an
+#: empty cache) loads it instead of building — a build parses every document and imports bm25s,
+#: SciPy and Numba, most of a second of a demo run. The key names the content, so an entry made
+#: by other versions or for another corpus is never found; ``tests/reference/test_bundled_index.py``
+#: checks it is byte for byte what a build makes now (and says how to refresh it).
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "demo" / "index"
 
 
 def default_cache_dir() -> Path:
@@ -129,6 +136,12 @@ def cached_index(
         except (ValueError, OSError):
             # Unreadable or stale: remove it so the rebuilt entry replaces it below.
             shutil.rmtree(entry, ignore_errors=True)
+    bundled = BUNDLED_DIR / entry.name
+    if (bundled / MANIFEST_FILE).is_file():
+        try:
+            return ReferenceIndex.load(bundled), True
+        except (ValueError, OSError):
+            pass  # never removed (the package's own files): built into the cache below
     reuse = _vector_entries(root) if with_vectors else []
     index = ReferenceIndex.build(
         corpus_dir,

@@ -90,14 +90,15 @@ def test_multiprocess_executor_with_a_limit_writes_to_a_file_url_base(env, tmp_p
         assert run.status == dg.DagsterRunStatus.SUCCESS
         events = [r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event]
     workers = {e.step_key for e in events if e.event_type == dg.DagsterEventType.STEP_WORKER_STARTED}
-    # every step (and the checks' two steps) in a process of its own;
+    # every step (and the checks' step) in a process of its own;
     # the sharded asset's steps are its graph's ops (one shard here); the config has no judge: the
     # judge is one step
     assert workers == {
         *(name for name in CHAIN if name != "retrieval_results"),
         *RETRIEVAL_STEPS,
-        "ship_gates",  # the gates and system health: the run's metrics' checks in one step
-        "scoring_checks",  # the judge's spot check and the scores' matching coverage
+        # the gates and system health, the judge's spot check and the scores' matching coverage:
+        # every check in one step (none of the scoring checks blocks: checks.JOINED)
+        "ship_gates",
         "run_ranking",  # selected by '*', runs and materializes nothing without run ids
         "regression_bisect",  # likewise without a metric
         "golden_health",  # likewise inside a run partition (the golden set's health is its own)
