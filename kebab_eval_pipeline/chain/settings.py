@@ -545,25 +545,6 @@ def sweep_problems(settings: RunSettings) -> list[tuple[list[str], str]]:
     for variant in expand(sweep.name, grid):
         out += [p for p in problems_of(variant.overrides, variant.label()) if p not in out]
     return out
-    base = settings.model_dump(exclude_unset=True)
-    base.pop("sweep", None)
-    base["system"] = {"kind": settings.system.kind, **base.get("system", {})}
-    for variant in expand(sweep.name, grid):
-        try:
-            RunSettings.model_validate(_normalise_document(apply_variant(base, variant.overrides)))
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in SYSTEM_KINDS)]
-                msg = err["msg"].removeprefix("Value error, ")
-                key = next((k for k in (".".join(loc[:2]), loc[0] if loc else "") if k in grid), None)
-                if key is not None:
-                    problem = (["sweep", "grid", key], f"{value_text(variant.overrides[key])!r}: {msg}")
-                else:  # a combination (chunk_overlap ≥ chunk_size), or a key nested under a swept one
-                    where = ".".join(loc) or "settings"
-                    problem = (["sweep", "grid"], f"variant {variant.label()}: {where}: {msg}")
-                if problem not in out:
-                    out.append(problem)
-    return out
 
 
 def load_settings(path: str | Path | None, replace: dict | None = None) -> RunSettings:
