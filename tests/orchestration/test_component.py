@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -169,9 +170,18 @@ def new_project(root: Path, defs_yaml: str, name: str = "chainproj") -> Path:
     return project
 
 
-def test_a_new_dg_project_lists_checks_and_runs_a_chain_from_its_defs_yaml(dg_env, tmp_path):
-    project = new_project(tmp_path, DEFS_YAML)
-    pip(dg_env, project, "-e", str(project))  # the user's install: kebab-eval-pipeline as a dependency
+@pytest.fixture(scope="module")
+def chainproj(dg_env, tmp_path_factory) -> Path:
+    """The user's dg project with the README's defs.yaml, installed in ``dg_env`` once for the
+    module (the user's install: kebab-eval-pipeline as a dependency). A test that edits its
+    defs.yaml puts the README's back before it ends."""
+    project = new_project(tmp_path_factory.mktemp("dg_project"), DEFS_YAML)
+    pip(dg_env, project, "-e", str(project))
+    return project
+
+
+def test_a_new_dg_project_lists_checks_and_runs_a_chain_from_its_defs_yaml(dg_env, chainproj, tmp_path):
+    project = chainproj
 
     listed = dg_cli(dg_env, project, "list", "components", "--json")
     assert listed.returncode == 0, listed.stderr[-3000:]
@@ -241,10 +251,17 @@ def test_the_readme_lists_every_attribute_of_the_component():
     assert re.findall(r"`(\w+)`", gated.split(":", 1)[1]) == list(GatedAsset.model().model_fields)
 
 
-def test_bad_attributes_fail_dg_check_defs_naming_the_field_and_its_line(dg_env, tmp_path):
-    project = new_project(tmp_path, DEFS_YAML)
-    pip(dg_env, project, "-e", str(project))
-    yaml_file = project / "chainproj" / "defs" / "nightly" / "defs.yaml"
+@pytest.fixture
+def bad_defs_yaml(chainproj) -> Iterator[Path]:
+    """The installed project's defs.yaml, for a test to write bad attributes into; the README's
+    defs.yaml is back afterwards (the module's other tests load the same project)."""
+    yaml_file = chainproj / "chainproj" / "defs" / "nightly" / "defs.yaml"
+    yield yaml_file
+    yaml_file.write_text(DEFS_YAML)
+
+
+def test_bad_attributes_fail_dg_check_defs_naming_the_field_and_its_line(dg_env, chainproj, bad_defs_yaml):
+    project, yaml_file = chainproj, bad_defs_yaml
 
     def check(attributes: str) -> str:
         yaml_file.write_text(f"type: {COMPONENT}\nattributes:\n{textwrap.indent(attributes, '  ')}")

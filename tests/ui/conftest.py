@@ -19,7 +19,7 @@ import pytest
 
 from kebab_eval_pipeline.chain.artifacts import metrics_from_table
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.browser import require_browser
+from tests.browser import require_browser, shared_chromium
 from tests.conftest import write
 from tests.test_cli import cli, no_traceback
 from tests.ui.dagster_ui import Webserver, dagster_webserver
@@ -88,3 +88,10 @@ def webserver(eval_runs: EvalRuns) -> Iterator[Webserver]:
     with dagster_webserver(eval_runs.home, env, eval_runs.home.parent / "webserver.log") as server:
         server.assert_no_errors_since(0)  # the code location loaded cleanly
         yield server
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_chromium() -> Iterator[None]:
+    """One headless Chromium for the module's page visits (each in a fresh browser context)."""
+    with shared_chromium():
+        yield

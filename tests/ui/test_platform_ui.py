@@ -64,6 +64,8 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamInstance]:
         "KEBAB_EVAL_STORAGE": str(root / "artifacts"),
         "PYTHONPATH": os.pathsep.join([str(PROJECT), str(REPO)]),
     }
+    if os.environ.get("KEBAB_EVAL_INDEX_CACHE"):  # the session's (tests/conftest.py): indexes reused
+        env["KEBAB_EVAL_INDEX_CACHE"] = os.environ["KEBAB_EVAL_INDEX_CACHE"]
     facts_file = root / "facts.json"
     done = subprocess.run(
         [sys.executable, "-m", "tests.ui.team_runs", str(facts_file)],
