@@ -253,3 +253,22 @@ def test_concurrent_calls_are_serialised_and_identical(local_judge):
         replies = list(pool.map(lambda _: local_judge.complete(MESSAGES, decoding), range(3)))
     assert local_judge.calls == calls + 3
     assert len({(r.text, r.tokens) for r in replies}) == 1 and replies[0].finish_reason == "length"
+
+
+def test_a_load_parses_the_gguf_file_once_and_puts_gguf_back():
+    """transformers reads the file for config, tokenizer and weights: within one load they share one
+    reader and one tensor-name map per architecture; afterwards gguf's own functions are back."""
+    judge_or_skip()
+    import gguf
+
+    from kebab_eval_pipeline.judge.local import _gguf_parsed_once
+
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    path = str(_bundled_gguf())
+    with _gguf_parsed_once():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(path)
+        assert first is again and isinstance(first, reader_class)
+        arch = next(iter(gguf.MODEL_ARCH_NAMES))
+        assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
+    assert gguf.GGUFReader(path) is not first
