@@ -83,6 +83,14 @@ STARTUP_VARIABLES = (
 
 MODULE = "kebab_eval_pipeline.cli"
 
+#: Signals whose "ignored" survives exec into a new process (subprocess resets SIGPIPE and SIGXFSZ
+#: to their defaults before exec; SIGKILL and SIGSTOP cannot be ignored).
+_INHERITED_IGNORES = [
+    s
+    for s in signal.valid_signals()
+    if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ)
+]
+
 
 def _startup_part(env: dict[str, str]) -> dict[str, str]:
     """What a process's start reads of ``env`` (``PYTHONPATH`` apart: the child sets its sys.path)."""
@@ -108,12 +116,22 @@ _BASE_PATH: list[str] = []
 # --- the zygote ----------------------------------------------------------------------------------
 
 
-def _child(
-    module: str, argv: list[str], env: dict[str, str], cwd: str, fds: list[int], listener: socket.socket
-) -> None:
-    """In the forked process: become ``python -m module *argv`` and run it."""
+def _child(request: dict, fds: list[int], listener: socket.socket) -> None:
+    """In the forked process: become ``python -m module *argv`` as the caller would have started it
+    now, and run it."""
+    module, argv, env, cwd = request["module"], request["argv"], request["env"], request["cwd"]
     try:
         listener.close()
+        # Signals as a process the caller starts now has them: what the caller ignores stays
+        # ignored across exec, the rest as a new interpreter sets them; the caller's thread's mask.
+        ignored = set(request["ignored"])
+        for number in _INHERITED_IGNORES:
+            if number in ignored:
+                signal.signal(number, signal.SIG_IGN)
+            elif signal.getsignal(number) is signal.SIG_IGN:  # ignored when the zygote started
+                default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+                signal.signal(number, default)
+        signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
         for target, fd in enumerate(fds):
             os.dup2(fd, target)  # dup2 makes the copy inheritable, as a new process's 0-2 are
         # nothing else of the zygote's (its pipe to the test process, other requests' sockets and
@@ -189,7 +207,7 @@ def serve(path: str) -> None:
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
-                    _child(request["module"], request["argv"], request["env"], request["cwd"], fds, listener)
+                    _child(request, fds, listener)
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(f"{pid}\n".encode())
@@ -281,7 +299,17 @@ def run_cli(
     err_r, err_w = os.pipe()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(zygote.path)
-        request = json.dumps({"module": module, "argv": args, "env": env, "cwd": cwd}).encode()
+        ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
+        blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        request = {
+            "module": module,
+            "argv": args,
+            "env": env,
+            "cwd": cwd,
+            "ignored": ignored,
+            "blocked": blocked,
+        }
+        request = json.dumps(request).encode()
         socket.send_fds(conn, [request], [0, out_w, err_w])
         conn.shutdown(socket.SHUT_WR)
         os.close(out_w)

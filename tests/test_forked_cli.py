@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -84,3 +85,23 @@ def test_a_command_past_its_timeout_is_killed(tmp_path):
     # and the zygote serves the next command
     assert run_cli(["--help"], env=dict(os.environ), timeout=120).returncode == 0
     assert _zygote().proc.poll() is None
+
+
+def test_signals_are_as_the_caller_has_them_now(tmp_path):
+    """An ignored signal survives exec, a blocked one too: a forked command gets the caller's
+    current ones (the zygote's are from when it started), the rest as a new interpreter sets them."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    _zygote()  # started before the change, with neither
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        forked, plain = both_ways(env, tmp_path)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        signal.signal(signal.SIGUSR2, previous)
+    seen = json.loads(forked.stdout)
+    assert seen == json.loads(plain.stdout)
+    assert seen["signals"]["SIGUSR2"] == str(signal.SIG_IGN) and int(signal.SIGUSR1) in seen["blocked"]
+    # and back: the next command has neither
+    seen = json.loads(both_ways(env, tmp_path)[0].stdout)
+    assert seen["signals"]["SIGUSR2"] == str(signal.SIG_DFL) and seen["blocked"] == []
