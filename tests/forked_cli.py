@@ -83,6 +83,10 @@ STARTUP_VARIABLES = (
 
 MODULE = "kebab_eval_pipeline.cli"
 
+#: The zygote watches its children through pidfds (Linux 5.3+); elsewhere every command is a
+#: plain subprocess.
+FORKABLE = hasattr(os, "pidfd_open") and sys.platform.startswith("linux")
+
 #: Signals whose "ignored" survives exec into a new process (subprocess resets SIGPIPE and SIGXFSZ
 #: to their defaults before exec; SIGKILL and SIGSTOP cannot be ignored).
 _INHERITED_IGNORES = [
@@ -257,10 +261,19 @@ _ZYGOTE: _Zygote | None = None
 _ZYGOTE_PID: int | None = None  # the test process that started it (a forked test must not reuse it)
 
 
-def _zygote() -> _Zygote:
-    global _ZYGOTE, _ZYGOTE_PID
+def _zygote() -> _Zygote | None:
+    """This test process's zygote, started on first use; None (with a warning, once) when it cannot
+    start: then every command is a plain subprocess, only slower."""
+    global _ZYGOTE, _ZYGOTE_PID, FORKABLE
     if _ZYGOTE is None or os.getpid() != _ZYGOTE_PID or _ZYGOTE.proc.poll() is not None:
-        _ZYGOTE, _ZYGOTE_PID = _Zygote(), os.getpid()
+        try:
+            _ZYGOTE, _ZYGOTE_PID = _Zygote(), os.getpid()
+        except (OSError, RuntimeError) as exc:
+            import warnings
+
+            FORKABLE = False
+            warnings.warn(f"kebab-eval commands run as plain subprocesses: {exc}", stacklevel=3)
+            return None
     return _ZYGOTE
 
 
@@ -292,8 +305,10 @@ def run_cli(
     env = dict(os.environ if env is None else env)
     command = [sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    if not FORKABLE:
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     zygote = _zygote()
-    if _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
+    if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
         return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()

@@ -19,9 +19,11 @@ import time
 import pytest
 
 from tests.conftest import REPO, write
-from tests.forked_cli import _zygote, run_cli
+from tests.forked_cli import FORKABLE, _zygote, run_cli
 
 PROBE = "tests.process_probe"
+
+pytestmark = pytest.mark.skipif(not FORKABLE, reason="commands are plain subprocesses here (no pidfd)")
 
 
 def both_ways(env: dict[str, str], cwd, code: int = 0):
