@@ -14,6 +14,7 @@ from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.foundation.run_ids import in_ci
 from kebab_eval_pipeline.golden.load import load_golden
 from tests.conftest import write
+from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
@@ -35,7 +36,8 @@ def env(tmp_path):
 
 
 def cli(env, *args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    """``kebab-eval *args`` as its own process (forked ready-imported: :mod:`tests.forked_cli`)."""
+    return run_cli(args, env=env, cwd=cwd, timeout=300)
 
 
 def no_traceback(proc: subprocess.CompletedProcess) -> None:

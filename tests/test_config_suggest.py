@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from kebab_eval_pipeline.chain.settings import RunSettings, load_settings
 from kebab_eval_pipeline.foundation.config_suggest import model_at, suggestion, unknown_key_reason
 from kebab_eval_pipeline.foundation.errors import InputError
 from tests.conftest import write
+from tests.forked_cli import run_cli
 from tests.test_cli import cli_env
 
 TYPOS = """\
@@ -75,13 +74,7 @@ def test_system_keys_come_from_its_kind(tmp_path):
 
 def test_cli_exits_2_with_the_suggestion(tmp_path):
     config = write(tmp_path / "run.yaml", "systm:\n  kind: reference\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", "run", "--config", str(config)],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_cli(["run", "--config", str(config)], env=cli_env(tmp_path), timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert "field 'systm': unknown key — did you mean 'system'?" in proc.stderr
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.foundation.net.checks import header_name_problem, header_value_problem, url_problem
+from tests.forked_cli import run_cli
 from tests.test_cli import CLI, cli_env, no_traceback
 
 FRAMES = 'File "'  # a Python stack frame in the output
@@ -31,7 +32,7 @@ def env(tmp_path):
 
 
 def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=300)
+    return run_cli(args, env=env, timeout=300)
 
 
 def no_frames(proc: subprocess.CompletedProcess) -> None:

@@ -19,6 +19,7 @@ import pytest
 from kebab_eval_pipeline.foundation.net.serve import is_loopback
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from tests.conftest import stop_server
+from tests.forked_cli import run_cli
 from tests.judge.conftest import judge_or_skip
 from tests.reference.conftest import write_corpus
 
@@ -52,7 +53,7 @@ def _free_port() -> int:
 
 
 def _run(*args: str, **extra: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=_env(**extra))
+    proc = run_cli(args, env=_env(**extra), timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -24,6 +24,7 @@ from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.metrics.health import system_health
 from kebab_eval_pipeline.metrics.settings import DEFAULT_MAX_ERROR_RATE, SystemHealthSettings
 from tests.conftest import REPO, write
+from tests.forked_cli import run_cli
 from tests.systems.adapters.conftest import run_config
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
@@ -84,7 +85,7 @@ def env(tmp_path):
 
 
 def cli(env, *args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_cli(args, env=env, cwd=cwd, timeout=300)
 
 
 def flat(text: str) -> str:

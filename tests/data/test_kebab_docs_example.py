@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, SHARED_CORPUS
+from tests.forked_cli import run_cli
 
 EXAMPLE = REPO / "docs" / "examples" / "kebab-docs"
 GOLDEN = EXAMPLE / "golden.yaml"
@@ -46,7 +47,7 @@ def env(tmp_path, index_cache):
 
 
 def cli(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    return run_cli(args, env=env, cwd=REPO, timeout=300)
 
 
 def test_golden_set_resolves_against_the_corpus(env):

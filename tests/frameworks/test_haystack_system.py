@@ -43,6 +43,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "haystack_app.py"
@@ -104,7 +105,7 @@ def env(work) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_cli(args, env=env, cwd=REPO, timeout=600)
 
 
 def no_traceback(proc: subprocess.CompletedProcess) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -23,9 +21,8 @@ from kebab_eval_pipeline.reference.calibrate import (
     refusal_curve,
 )
 from kebab_eval_pipeline.systems.factory import build_system
+from tests import forked_cli
 from tests.conftest import REPO
-
-CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
 
 def observations(answerable: list[bool], values: list[float]) -> pd.DataFrame:
@@ -118,9 +115,7 @@ def run_cli(tmp_path, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["DAGSTER_HOME"] = str(tmp_path)
     env["KEBAB_EVAL_INDEX_CACHE"] = str(tmp_path / "indexes")
-    return subprocess.run(
-        [*CLI, "ref", "calibrate", *args], env=env, cwd=REPO, capture_output=True, text=True
-    )
+    return forked_cli.run_cli(["ref", "calibrate", *args], env=env, cwd=REPO)
 
 
 def test_cli_on_the_demo(tmp_path) -> None:

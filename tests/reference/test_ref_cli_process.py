@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from kebab_eval_pipeline.reference import ReferenceIndex
+from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
 
 def ref(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
-    proc = subprocess.run([*CLI, "ref", *args], capture_output=True, text=True, timeout=300, env=env)
+    proc = run_cli(["ref", *args], env=env, timeout=300)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kebab_eval_pipeline.reference import ReferenceIndex
+from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
@@ -137,17 +138,9 @@ def test_serve_refuses_vector_mode_without_vectors_and_bad_index(tmp_path: Path)
 
     index = ReferenceIndex.build(write_corpus(tmp_path / "corpus"))
     index.save(tmp_path / "idx")
-    proc = subprocess.run(
-        [*CLI, "ref", "serve", str(tmp_path / "idx"), "--port", "0", "--mode", "hybrid"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = run_cli(["ref", "serve", str(tmp_path / "idx"), "--port", "0", "--mode", "hybrid"], timeout=120)
     assert proc.returncode == 2 and "built without them" in proc.stderr and "Traceback" not in proc.stderr
-    missing = subprocess.run(
-        [*CLI, "ref", "serve", str(tmp_path / "nope"), "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    missing = run_cli(["ref", "serve", str(tmp_path / "nope"), "--port", "0"], timeout=120)
     assert missing.returncode == 2 and "index directory does not exist" in missing.stderr
 
 

@@ -14,6 +14,7 @@ import pytest
 from kebab_eval_pipeline.reference.cache import cached_index
 from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.reference.ingest import corpus_files, scan_corpus
+from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 SECRET = "password=hunter2secret"
@@ -84,7 +85,7 @@ def test_a_corpus_root_that_is_itself_a_link_still_works(hostile_corpus: Path, t
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
-    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env)
+    proc = run_cli(args, env=env, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,9 +22,7 @@ from kebab_eval_pipeline.reference.vectors import (
     get_embedder,
 )
 from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
-
-CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
-
+from tests.forked_cli import run_cli
 
 # --- pure numpy: no model needed ----------------------------------------------------------
 
@@ -184,16 +181,12 @@ def test_cli_hybrid_run_records_embedding_versions(needs_vectors: None, tmp_path
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env.update(DAGSTER_HOME=str(home), KEBAB_EVAL_INDEX_CACHE=os.environ["KEBAB_EVAL_INDEX_CACHE"])
-    run = subprocess.run(
-        [*CLI, "run", "--run-id", "hybrid-1", "--mode", "hybrid"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    run = run_cli(["run", "--run-id", "hybrid-1", "--mode", "hybrid"], env=env, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
-    exported = subprocess.run(
-        [*CLI, "export", "hybrid-1", "--format", "json", "--out", str(tmp_path / "run.json")],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    exported = run_cli(
+        ["export", "hybrid-1", "--format", "json", "--out", str(tmp_path / "run.json")], env=env, timeout=300
+    )
     assert exported.returncode == 0, exported.stderr
     doc = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
     assert doc["versions"]["embedding_model"] == EMBEDDING_MODEL

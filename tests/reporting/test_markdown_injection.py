@@ -8,8 +8,6 @@ parsed with markdown-it (CommonMark + GFM tables) and checked token by token.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +21,8 @@ from markdown_it.token import Token
 
 from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+from tests.forked_cli import run_cli
 
-CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 # "[/red]" is also rich markup: the CLI's own console output must print it, not crash on it.
 NAME = "<script>alert(1)</script> [/red]\n# Hacked [x](http://evil)"
 CATEGORIES = ("a|b|c", "<svg onload=alert(1)>", "*bold* _it_ `code` ![img](http://evil/i.png)")
@@ -135,10 +133,9 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "KEBAB_EVAL_INDEX_CACHE": str(tmp / "cache")}
     for run_id, chunk in (("inj-1", "800"), ("inj-2", "300")):
-        proc = subprocess.run(
-            [*CLI, "run", "--run-id", run_id, "--golden", str(golden), "--chunk-size", chunk],
-            env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        proc = run_cli(
+            ["run", "--run-id", run_id, "--golden", str(golden), "--chunk-size", chunk], env=env, timeout=600
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stderr
         assert "<script>alert(1)</script> [/red] # Hacked" in " ".join(proc.stdout.split())

@@ -10,8 +10,6 @@ and the position inside the expression (the CLI exits 2); data the mapping canno
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
@@ -23,6 +21,7 @@ from kebab_eval_pipeline.systems.mapexpr import MISSING, compile_expr
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.wire import ResponseMap, dig, parse_answer, parse_hits
 from tests.conftest import write
+from tests.forked_cli import run_cli
 
 
 def read(spec, obj):
@@ -257,14 +256,7 @@ def test_a_bad_mapping_exits_2_from_the_cli_with_its_line(tmp_path):
     (home / "dagster.yaml").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env.update(DAGSTER_HOME=str(home), COLUMNS="250")  # one problem per line
-    proc = subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", "run", "--config", str(cfg)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    proc = run_cli(["run", "--config", str(cfg)], env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert "line 6" in proc.stderr and "system.response.hit_fields.heading_path" in proc.stderr

@@ -1,0 +1,109 @@
+"""tests/forked_cli.py: a CLI command forked from the zygote starts as ``python -m`` would start it.
+
+Each case runs the probe (tests/process_probe.py) both ways — forked by :func:`run_cli` and by
+``subprocess.run`` — and compares everything a process can see of its start: arguments, sys.path,
+working folder, environment, open descriptors, standard streams, signal dispositions and mask,
+process group and session, umask, limits, encodings, interpreter flags, ``__main__``; its exit
+code and output come back as subprocess.run returns them; a timeout kills it as subprocess.run does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, write
+from tests.forked_cli import FORKABLE, _zygote, run_cli
+
+PROBE = "tests.process_probe"
+
+pytestmark = pytest.mark.skipif(not FORKABLE, reason="commands are plain subprocesses here (no pidfd)")
+
+
+def both_ways(env: dict[str, str], cwd, code: int = 0):
+    args = [str(code), str(os.getpgrp()), str(os.getsid(0))]
+    forked = run_cli(args, env=env, cwd=cwd, timeout=120, module=PROBE)
+    plain = subprocess.run(
+        [sys.executable, "-m", PROBE, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    return forked, plain
+
+
+def test_a_forked_command_sees_what_a_started_one_sees(tmp_path):
+    # $PYTHONPATH other than the zygote's, with a relative and an empty folder; a non-ASCII value
+    pythonpath = os.pathsep.join([str(REPO), "relative", "", os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "KEBAB_PROBE": "é"}
+    forked, plain = both_ways(env, REPO)
+    assert (
+        (forked.returncode, forked.stderr)
+        == (plain.returncode, plain.stderr)
+        == (0, "probe: done\nsecond line\n")
+    )
+    seen, expected = json.loads(forked.stdout), json.loads(plain.stdout)
+    assert seen == expected
+    # what the comparison covered holds what it should
+    assert seen["kebab_modules_loaded"] == [] and seen["streams"][1:] == ["fifo", "fifo"]
+    assert seen["open_fds"] == [0, 1, 2] and seen["environ"]["KEBAB_PROBE"] == "é"
+    assert seen["process_group_is_parents"] and seen["session_is_parents"]
+    assert seen["argv"][0] == str(REPO / "tests" / "process_probe.py") and seen["argv"][1:2] == ["0"]
+    assert seen["path"][:3] == [str(REPO), str(REPO), str(REPO / "relative")]
+
+
+def test_a_forked_command_keeps_its_exit_code_and_its_folder(tmp_path):
+    forked, plain = both_ways(dict(os.environ, PYTHONPATH=str(REPO)), tmp_path, code=3)
+    assert forked.returncode == plain.returncode == 3
+    assert json.loads(forked.stdout) == json.loads(plain.stdout)
+    assert json.loads(forked.stdout)["cwd"] == str(tmp_path)
+
+
+def test_an_environment_the_interpreter_reads_at_start_is_started_plainly(tmp_path):
+    """PYTHONHASHSEED (like LANG, TZ, OMP_NUM_THREADS) acts at the start: no fork can give it."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONHASHSEED="0")  # 0: hash randomization off
+    forked, plain = both_ways(env, tmp_path)
+    assert json.loads(forked.stdout) == json.loads(plain.stdout)
+    assert json.loads(forked.stdout)["hash_randomization"] == 0
+
+
+def test_a_module_of_a_preloaded_library_s_name_in_the_folder_wins_as_it_would(tmp_path):
+    write(tmp_path / "yaml.py", "SHADOW = True\n")
+    write(tmp_path / "probe_yaml.py", "import yaml\nprint(getattr(yaml, 'SHADOW', False))\n")
+    forked = run_cli([], env=dict(os.environ), cwd=tmp_path, timeout=120, module="probe_yaml")
+    assert (forked.returncode, forked.stdout) == (0, "True\n"), forked.stderr
+
+
+def test_a_command_past_its_timeout_is_killed(tmp_path):
+    write(tmp_path / "sleeper.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+        run_cli([], env=dict(os.environ), cwd=tmp_path, timeout=2, module="sleeper")
+    assert time.monotonic() - started < 20
+    assert timed_out.value.output == b"started\n"
+    # and the zygote serves the next command
+    assert run_cli(["--help"], env=dict(os.environ), timeout=120).returncode == 0
+    assert _zygote().proc.poll() is None
+
+
+def test_signals_are_as_the_caller_has_them_now(tmp_path):
+    """An ignored signal survives exec, a blocked one too: a forked command gets the caller's
+    current ones (the zygote's are from when it started), the rest as a new interpreter sets them."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    _zygote()  # started before the change, with neither
+    previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        forked, plain = both_ways(env, tmp_path)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        signal.signal(signal.SIGUSR2, previous)
+    seen = json.loads(forked.stdout)
+    assert seen == json.loads(plain.stdout)
+    assert seen["signals"]["SIGUSR2"] == str(signal.SIG_IGN) and int(signal.SIGUSR1) in seen["blocked"]
+    # and back: the next command has neither
+    seen = json.loads(both_ways(env, tmp_path)[0].stdout)
+    assert seen["signals"]["SIGUSR2"] == str(signal.SIG_DFL) and seen["blocked"] == []
