@@ -295,9 +295,11 @@ texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_si
         st.tuples(
             texts,
             st.lists(st.text("abcxyz-_ ", min_size=1, max_size=6), max_size=3),
+            # distinct anchors: the same one selected twice is a duplicate support, refused
             st.lists(
                 st.tuples(texts, st.lists(texts, max_size=3), st.integers(1, 10**6), st.integers(0, 50)),
                 max_size=3,
+                unique_by=lambda anchor: (anchor[0], tuple(anchor[1]), anchor[2], anchor[3]),
             ),
         ),
         min_size=1,
