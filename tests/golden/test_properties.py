@@ -513,6 +513,14 @@ def valid_query(draw, qid: str) -> dict:
     return q
 
 
+def positive_lines(supports: list[dict]) -> list[dict]:
+    """A pending query's ``supports`` made valid for a query that is not pending: every line number
+    moved up by 3 (a pending query's may be as low as -2). One shift for all keeps the supports
+    distinct and their ranges in order."""
+    shift = lambda key, value: value + 3 if key in ("line_start", "line_end") else value  # noqa: E731
+    return [{k: shift(k, v) for k, v in support.items()} for support in supports]
+
+
 @st.composite
 def valid_set(draw, min_size: int = 1) -> list[dict]:
     ids = draw(st.lists(QUERY_ID, min_size=min_size, max_size=6, unique=True))
@@ -521,6 +529,9 @@ def valid_set(draw, min_size: int = 1) -> list[dict]:
     if len(queries) >= 2 and draw(st.booleans()):
         members = draw(st.lists(st.sampled_from(range(len(queries))), min_size=2, max_size=4, unique=True))
         name = draw(NONBLANK)
+        first = queries[members[0]]
+        if first.get("pending") and "supports" in first:  # members that are not pending copy them
+            first["supports"] = positive_lines(first["supports"])
         for m in members:
             queries[m]["group"] = name
             for key in ("supports", "answerable", "required_support_groups"):
@@ -564,8 +575,9 @@ def defect(draw) -> tuple[list[dict], int, str, str, str | None]:
     queries = draw(valid_set(min_size=2))
     i = draw(st.integers(0, len(queries) - 1))
     q = queries[i]
-    for key in ("group", "pending"):  # keep the defect the only problem
-        q.pop(key, None)
+    q.pop("group", None)  # keep the defect the only problem
+    if q.pop("pending", False) and "supports" in q:
+        q["supports"] = positive_lines(q["supports"])  # a pending query's may have line 0
     kind = draw(
         st.sampled_from(
             ["missing_id", "duplicate_id", "blank_id", "empty_query", "inverted_lines", "nonpositive_line",
