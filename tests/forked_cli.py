@@ -29,6 +29,7 @@ import json
 import locale
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -232,7 +233,8 @@ def serve(path: str) -> None:
 
 class _Zygote:
     def __init__(self) -> None:
-        folder = tempfile.mkdtemp(prefix="kebab-cli-zygote-")
+        self.owner = os.getpid()  # a forked test process that exits must not end it
+        self.folder = folder = tempfile.mkdtemp(prefix="kebab-cli-zygote-")
         self.path = os.path.join(folder, "socket")
         self.env = dict(os.environ)
         self.proc = subprocess.Popen(
@@ -249,12 +251,15 @@ class _Zygote:
         atexit.register(self.close)
 
     def close(self) -> None:
+        if os.getpid() != self.owner:
+            return
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _ZYGOTE: _Zygote | None = None
