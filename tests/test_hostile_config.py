@@ -5,8 +5,10 @@ naming the option or key; an unexpected failure exits 3, never 1 (a failed gate'
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -128,6 +130,21 @@ def test_unusable_storage_is_refused_at_load_naming_storage(tmp_path, value):
     (offender,) = info.value.offenders
     assert (offender.file, offender.field, offender.position) == (path, "storage", "line 2")
     assert reason in offender.reason
+
+
+@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm here")
+def test_a_folder_in_the_dev_shm_tmpfs_is_storage(tmp_path):
+    """/dev/shm is a tmpfs (POSIX shared memory), not a kernel file system: a folder there holds
+    runs as one in /tmp does; the rest of /dev stays refused."""
+    folder = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        loaded = load_settings(config(tmp_path, {"baseline": "none", "storage": str(folder / "runs")}))
+        assert loaded.storage == str(folder / "runs")
+    finally:
+        shutil.rmtree(folder)
+    with pytest.raises(InputError) as info:
+        load_settings(config(tmp_path, {"baseline": "none", "storage": "/dev/kebab-eval"}))
+    assert "/dev file system, not storage" in info.value.offenders[0].reason
 
 
 def test_unusable_storage_exits_2_before_any_query(env, tmp_path):

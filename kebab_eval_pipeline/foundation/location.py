@@ -73,6 +73,8 @@ _REFUSED_PROTOCOLS = {
 
 #: Kernel file systems: writing runs there fails mid-run (or writes into the kernel).
 _VIRTUAL_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+#: Under those, the POSIX shared-memory tmpfs: ordinary (volatile) folders, as /tmp is on many hosts.
+_TMPFS_UNDER_DEV = Path("/dev/shm")
 
 
 def storage_problem(value: str, *, check_local: bool = True) -> str | None:
@@ -82,7 +84,8 @@ def storage_problem(value: str, *, check_local: bool = True) -> str | None:
     protocols (``http(s)://`` …); a protocol fsspec does not know; a known one whose library is
     not installed (the message names the package). For a local path or ``file://`` URL (when
     ``check_local``; a relative path is only checked once made absolute): a place under
-    ``/proc``, ``/sys`` or ``/dev``, an existing path that is not a folder (``/dev/null``, a file),
+    ``/proc``, ``/sys`` or ``/dev`` (but for the ``/dev/shm`` tmpfs), an existing path
+    that is not a folder (``/dev/null``, a file),
     a path below a file, or a folder that cannot be written.
     """
     if not value or not value.strip():
@@ -121,6 +124,8 @@ def _local_storage_problem(path: Path) -> str | None:
     except (OSError, RuntimeError) as exc:
         return f"not a usable path: {exc}"
     for root in _VIRTUAL_ROOTS:
+        if resolved == _TMPFS_UNDER_DEV or _TMPFS_UNDER_DEV in resolved.parents:
+            break
         if resolved == root or root in resolved.parents:
             return f"{resolved} is on the kernel's {root} file system, not storage; use a folder"
     try:  # stat fails with more than "missing": a name past the OS limit, a loop, permissions
