@@ -33,26 +33,10 @@ from kebab_eval_pipeline.metrics.retrieval import (
     query_codes,
 )
 from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
-_HIT_FIELDS = (
-    "rank",
-    "chunk_id",
-    "doc_id",
-    "doc_path",
-    "heading_path",
-    "line_start",
-    "line_end",
-    "snippet",
-    "score",
-    "score_kind",
-    "lexical_score",
-    "vector_score",
-    "lexical_rank",
-    "vector_rank",
-    "index_version",
-    "embedding_model",
-    "chunker_version",
-)
+#: A hit as exported: every stored hit column but the query id (the hit sits under its query).
+_HIT_FIELDS = tuple(c for c in HIT_COLUMNS if c != "query_id")
 _ANSWER_FIELDS = (
     "answer_text",
     "refused",
