@@ -48,6 +48,7 @@ __all__ = [
     "COMPARED_HIT_COLUMNS",
     "MATCH_COLUMNS",
     "compared_hit_columns",
+    "fill_range",
     "judged_hits",
     "match_hits",
     "normalise_headings",
@@ -478,7 +479,7 @@ def _empty_matches() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in MATCH_COLUMNS.items()})
 
 
-def _fill_range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fill_range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A range with one end unset is the single line the other end names."""
     return np.where(np.isnan(start), end, start), np.where(np.isnan(end), start, end)
 
@@ -503,7 +504,7 @@ class _SupportPlan:
         self.chunk_id = string_column(supports, "chunk_id")
         self.doc_id = string_column(supports, "doc_id")
         self.rel_path = normalise_paths(string_column(supports, "rel_path"))
-        self.line_start, self.line_end = _fill_range(
+        self.line_start, self.line_end = fill_range(
             int_column(supports, "line_start"), int_column(supports, "line_end")
         )
         headings = (
@@ -594,7 +595,7 @@ class _HitView:
 
     def lines(self) -> tuple[np.ndarray, np.ndarray]:
         if "lines" not in self._cache:
-            self._cache["lines"] = _fill_range(
+            self._cache["lines"] = fill_range(
                 int_column(self.hits, "line_start"), int_column(self.hits, "line_end")
             )
         return self._cache["lines"]  # type: ignore[return-value]
