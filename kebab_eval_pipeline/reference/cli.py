@@ -197,9 +197,9 @@ def search_cmd(
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json(
-            {"schema": "search_hit.v1", "query": query, "mode": mode, "hits": [h.model_dump() for h in hits]}
-        )
+        from kebab_eval_pipeline.reference.stdio import search_reply
+
+        _emit_json(search_reply(query, mode, hits))
         return
     if not hits:
         typer.echo("no hits")
@@ -228,14 +228,9 @@ def ask_cmd(
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json(
-            {
-                "query": query,
-                "mode": mode,
-                "answer": answer.model_dump(),
-                "hits": [h.model_dump() for h in hits],
-            }
-        )
+        from kebab_eval_pipeline.reference.stdio import ask_reply
+
+        _emit_json(ask_reply(query, mode, answer, hits))
         return
     console = Console()
     if answer.refused:
@@ -252,17 +247,9 @@ def version_cmd(
     mode: Annotated[str, typer.Option("--mode", help=_MODE_HELP)] = "lexical",
 ) -> None:
     """Print the versions that make runs comparable, as JSON (what `ref serve` gives on GET /version)."""
-    index = _load(index_dir)
-    info = index.info(mode)
-    _emit_json(
-        {
-            "system": "kebab-eval-reference",
-            "mode": mode,
-            **info.versions(),
-            **info.details,
-            "coverage": info.coverage,
-        }
-    )
+    from kebab_eval_pipeline.reference.stdio import version_report
+
+    _emit_json(version_report(_load(index_dir), mode))
 
 
 @ref_app.command("serve")

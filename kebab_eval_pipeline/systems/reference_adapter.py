@@ -11,7 +11,7 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, GATE_FEATURES
 from kebab_eval_pipeline.reference.fusion import FusionSpec
-from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.reference import REFERENCE_CAPABILITIES
@@ -39,10 +39,7 @@ class ReferenceSystem(PerQueryAdapter):
     ) -> None:
         # Fail at construction, not on the first query: a misconfigured mode (or a
         # missing vectors extra) would otherwise turn every row of a run into the same error.
-        if mode not in ALL_MODES:
-            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-        if mode in VECTOR_MODES:
-            index.require_vectors(mode)
+        index.check_mode(mode)
         self.index = index
         self.mode = mode
         self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold
