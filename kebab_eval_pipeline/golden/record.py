@@ -32,10 +32,9 @@ from kebab_eval_pipeline.foundation.yaml_io import id_problem, parse_json_checke
 from kebab_eval_pipeline.golden.convert import query_document, render_canonical
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.readers.canonical import TOP_LEVEL_KEYS
+from kebab_eval_pipeline.golden.syntax import SYNTAXES
 from kebab_eval_pipeline.golden.validate import validate_queries
 
-#: The files a session can write: the canonical format's own suffixes.
-SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 #: What the relevance prompt accepts, said once for every message that needs it.
 SELECTION_HELP = "type the numbers of the relevant hits (1 3, 1-3, 1,4-5), all, or none"
 ID_PREFIX = "q-"
@@ -181,8 +180,8 @@ def out_problem(path: Path) -> str | None:
     """Why ``path`` cannot be the file a session writes, or None: a suffix the canonical format
     has no writer for, a folder or device in its place, a file or folder that cannot be written
     (a missing parent folder is fine: it is made on the first write)."""
-    if path.suffix not in SUFFIXES:
-        return f"use {', '.join(SUFFIXES)}"
+    if path.suffix not in SYNTAXES:
+        return f"use {', '.join(SYNTAXES)}"
     if path.exists() or path.is_symlink():
         if path.is_dir():
             return "is a folder"
