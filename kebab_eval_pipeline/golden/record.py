@@ -15,7 +15,6 @@ Hits are read by attribute only (``doc_path``, ``doc_id``, ``heading_path``, ``l
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -29,7 +28,7 @@ import yaml
 from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.foundation.yaml_io import id_problem, parse_json_checked, parse_yaml, read_text
-from kebab_eval_pipeline.golden.convert import query_document, render_canonical
+from kebab_eval_pipeline.golden.convert import query_document, render_canonical, yaml_text
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.readers.canonical import TOP_LEVEL_KEYS
 from kebab_eval_pipeline.golden.syntax import SYNTAXES
@@ -384,8 +383,6 @@ def _list_indent(text: str) -> int | None:
 def _yaml_item(query: GoldenQuery, indent: int) -> str:
     """``query`` as one block-list item, its lines indented by ``indent`` columns."""
     document = query_document(query)
-    # As render_canonical: NEL / LS / PS are escaped, never written raw (YAML reads them as breaks).
-    readable = not any(ch in json.dumps(document, ensure_ascii=False) for ch in ("\x85", "\u2028", "\u2029"))
-    item = yaml.safe_dump([document], allow_unicode=readable, sort_keys=False, width=100)
+    item = yaml_text([document])
     pad = " " * indent
     return "".join(pad + line if line.strip() else line for line in item.splitlines(keepends=True))
