@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, get_args
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kebab_eval_pipeline.contract import Answer, Hit, RetrievalMode
@@ -173,10 +174,11 @@ def index_cmd(
         f"p95 {st.tokens_p95} / max {st.tokens_max}; {len(index.skipped_symlinks)} symlinks skipped",
         markup=False,
     )
+    # escape(): a corpus path is the corpus owner's text, never rich markup ("x[/b]y.md" would crash)
     for doc_id in st.zero_chunk_docs:
-        console.print(f"[yellow]no chunks:[/yellow] {doc_id}", markup=True)
+        console.print(f"[yellow]no chunks:[/yellow] {escape(doc_id)}", markup=True)
     for warning in index.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False)
     for link in index.skipped_symlinks:
         # Plain echo to stderr: the path is the corpus owner's text, never rich markup.
         typer.echo(f"warning: symlink not followed: {link['path']} ({link['reason']})", err=True)
