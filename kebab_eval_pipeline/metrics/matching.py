@@ -657,15 +657,14 @@ def _check_conditions(
         eq = pc.equal(hit_values, gold.take(pa.array(s[idx])))
         return pc.fill_null(eq, False).to_numpy(zero_copy_only=False)
 
-    idx = subset(plan.use_chunk[s] & (join != _JOIN_CHUNK))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("chunk_id", h[idx]), plan.chunk_id)
-    idx = subset(plan.use_doc[s] & (join != _JOIN_DOC))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("doc_id", h[idx]), plan.doc_id)
-    idx = subset(plan.use_path[s] & (join != _JOIN_PATH))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("normalised:doc_path", h[idx]), plan.rel_path)
+    for use, joined_on, column, gold in (
+        (plan.use_chunk, _JOIN_CHUNK, "chunk_id", plan.chunk_id),
+        (plan.use_doc, _JOIN_DOC, "doc_id", plan.doc_id),
+        (plan.use_path, _JOIN_PATH, "normalised:doc_path", plan.rel_path),
+    ):  # each id the support sets, unless the pairs were joined on it
+        idx = subset(use[s] & (join != joined_on))
+        if len(idx):
+            keep[idx] &= equal(idx, view.take(column, h[idx]), gold)
 
     idx = subset(plan.use_heading[s])
     if len(idx):
