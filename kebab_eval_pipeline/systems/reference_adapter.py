@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -49,13 +48,6 @@ class ReferenceSystem(PerQueryAdapter):
             raise ValueError(
                 f"unknown gate feature {gate_feature!r}; expected one of {', '.join(GATE_FEATURES)}"
             )
-
-    @classmethod
-    def from_path(
-        cls, index_dir: Path, mode: str = "lexical", gate_threshold: float | None = None
-    ) -> ReferenceSystem:
-        """Load a saved index (see :meth:`ReferenceIndex.load`) and wrap it."""
-        return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
 
     def capabilities(self) -> Capabilities:
         """What its runs carry (``kinds.reference.REFERENCE_CAPABILITIES``)."""
