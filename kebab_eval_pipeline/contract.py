@@ -37,6 +37,17 @@ COVERAGE_KEYS: tuple[str, ...] = (
     "skipped_symlinks",
 )
 
+#: The versions that make two runs of a system comparable (:meth:`SystemInfo.versions`), in the
+#: order the reports list them.
+VERSION_KEYS: tuple[str, ...] = (
+    "chunker_version",
+    "embedding_model",
+    "embedding_version",
+    "prompt_template_version",
+    "index_version",
+    "parser_version",
+)
+
 
 class Hit(BaseModel):
     """One returned result, in rank order (kebab ``search_hit.v1`` field names)."""
@@ -214,11 +225,5 @@ class SystemInfo(BaseModel):
     capabilities: dict[str, Any] | None = None
 
     def versions(self) -> dict[str, str | None]:
-        return {
-            "chunker_version": self.chunker_version,
-            "embedding_model": self.embedding_model,
-            "embedding_version": self.embedding_version,
-            "prompt_template_version": self.prompt_template_version,
-            "index_version": self.index_version,
-            "parser_version": self.parser_version,
-        }
+        """The :data:`VERSION_KEYS` fields, in that order."""
+        return {key: getattr(self, key) for key in VERSION_KEYS}

@@ -56,6 +56,7 @@ def calibrate(
 
     from kebab_eval_pipeline.chain import pipeline
     from kebab_eval_pipeline.chain.run_overrides import settings_for_run
+    from kebab_eval_pipeline.foundation.json_records import json_records
     from kebab_eval_pipeline.reference.calibrate import choose_gate, gate_observations, refusal_curve
     from kebab_eval_pipeline.systems.factory import build_system
     from kebab_eval_pipeline.systems.reference_adapter import ReferenceSystem
@@ -78,7 +79,7 @@ def calibrate(
         raise InputError("cannot calibrate the refusal gate", [Offender(golden_name, str(exc))]) from None
     # the system's own gate at its exact threshold (it need not lie on the curve's 0.01 grid)
     current = refusal_curve(observations, np.array([system.gate_threshold]))
-    current_row = current[current["feature"] == system.gate_feature].iloc[0].to_dict()
+    current_row = json_records(current[current["feature"] == system.gate_feature])[0]
     if csv_out is not None:
         csv_out.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(csv_out, index=False)
@@ -94,9 +95,9 @@ def calibrate(
                     "mode": system.mode,
                     "k": k,
                     "queries": counts,
-                    "current": _plain(current_row),
+                    "current": current_row,
                     "choice": choice.as_dict(),
-                    "curve": [_plain(r) for r in curve.to_dict(orient="records")],
+                    "curve": json_records(curve),
                 },
                 ensure_ascii=False,
             )
@@ -127,13 +128,6 @@ def _rates(row: dict) -> str:
 
 def _f(value) -> str:
     return "null" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
-
-
-def _plain(row: dict) -> dict:
-    return {
-        key: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, "item") else v)
-        for key, v in row.items()
-    }
 
 
 def _print_curve(curve) -> None:

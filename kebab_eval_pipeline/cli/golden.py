@@ -111,12 +111,13 @@ def golden_convert(
     --accept, the reviewed supports of `golden suggest` patches merged in."""
     from kebab_eval_pipeline.golden.convert import render_canonical
     from kebab_eval_pipeline.golden.load import load_golden
+    from kebab_eval_pipeline.golden.syntax import SYNTAXES
 
     if to != "canonical":
         raise InputError(
             "unsupported target format", [Offender("--to", f"{to!r}: only 'canonical' is written")]
         )
-    if out_path is not None and out_path.suffix not in (".yaml", ".yml", ".json", ".jsonl"):
+    if out_path is not None and out_path.suffix not in SYNTAXES:
         raise InputError("unsupported output file", [Offender(str(out_path), "use .yaml, .json or .jsonl")])
     loaded = load_golden(files, fmt=fmt, options=_options(split, query_field))
     golden, warnings = loaded.golden, list(loaded.warnings)

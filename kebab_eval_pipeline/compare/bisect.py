@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.multiple_testing import adjust
-from kebab_eval_pipeline.compare.report import VERSION_KEYS
 from kebab_eval_pipeline.compare.significance import compare_query_scores
+from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.metrics import catalogue
 
 __all__ = [

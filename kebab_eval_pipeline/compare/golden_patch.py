@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import yaml
 
+from kebab_eval_pipeline.golden.convert import yaml_text
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, Support
 
 _LINE_BREAKS = {0x85: " ", 0x2028: " ", 0x2029: " "}
@@ -29,13 +29,6 @@ def _comment_text(value: object, limit: int = 300) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return json.dumps(text, ensure_ascii=False).translate(_LINE_BREAKS)
-
-
-def _dump(value: object) -> str:
-    """YAML of ``value``; non-ASCII escaped when it holds a character YAML reads as a line break
-    inside a quoted scalar (as the canonical writer does)."""
-    readable = not any(ch in json.dumps(value, ensure_ascii=False) for ch in ("\x85", "\u2028", "\u2029"))
-    return yaml.safe_dump(value, sort_keys=False, allow_unicode=readable, width=100)
 
 
 def _present(value: object) -> bool:
@@ -95,7 +88,7 @@ def render_patch(queue: pd.DataFrame, info: dict) -> str:
         "#   kebab-eval golden convert GOLDEN --accept THIS_FILE --to canonical --out NEW_GOLDEN",
         "# and run both systems again on NEW_GOLDEN.",
     ]
-    doc_head = _dump(
+    doc_head = yaml_text(
         {
             "schema_version": SCHEMA_VERSION,
             "name": f"suggested supports for {golden.get('name') or 'golden set'}",
@@ -109,7 +102,7 @@ def render_patch(queue: pd.DataFrame, info: dict) -> str:
     for qid in order:
         rows = grouped[qid]
         first = rows.iloc[0]
-        entry = _dump(
+        entry = yaml_text(
             [
                 {
                     "id": qid,
@@ -123,6 +116,6 @@ def render_patch(queue: pd.DataFrame, info: dict) -> str:
         for row in rows.itertuples(index=False):
             body += [f"    # {line}" for line in _evidence(row, " within the MRR cutoff")]
             support = support_of(row).model_dump(exclude_none=True, exclude_defaults=True)
-            item = _dump([support])
+            item = yaml_text([support])
             body += ["    " + line for line in item.rstrip("\n").splitlines()]
     return "\n".join(head) + "\n" + doc_head + "\n".join(body) + "\n"

@@ -38,9 +38,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from kebab_eval_pipeline.compare import chart_geometry
-from kebab_eval_pipeline.compare.report import VERSION_KEYS
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
+from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.foundation.number_text import is_null as _is_null
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import NO_VALUE

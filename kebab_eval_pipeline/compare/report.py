@@ -5,20 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from kebab_eval_pipeline.compare.systems import verdict_label
+from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.foundation.number_text import ci_text, p_text, signed, value_text
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
-
-VERSION_KEYS = (
-    "chunker_version",
-    "embedding_model",
-    "embedding_version",
-    "prompt_template_version",
-    "index_version",
-    "parser_version",
-)
-
 
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
 

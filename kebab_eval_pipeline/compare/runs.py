@@ -7,7 +7,6 @@ Used by :func:`kebab_eval_pipeline.chain.pipeline.compare` (a run vs its baselin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ from kebab_eval_pipeline.compare.verdicts import (
     per_query_verdicts,
     verdict_counts,
 )
+from kebab_eval_pipeline.foundation.json_records import plain_value
 from kebab_eval_pipeline.metrics import legacy
 from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
@@ -236,8 +236,8 @@ def compare_runs(
         "alpha": options.alpha,
         "families": families,
         "margins": [v.as_dict() for v in margin_rows(per_metric, margins, options.alpha)],
-        "metrics_a": {k: _null(v) for k, v in metrics_a.items()},
-        "metrics_b": {k: _null(v) for k, v in metrics_b.items()},
+        "metrics_a": {k: plain_value(v) for k, v in metrics_a.items()},
+        "metrics_b": {k: plain_value(v) for k, v in metrics_b.items()},
         # metrics a run could not measure (null with the reason, metrics/measurable.py): never
         # compared as if they were 0
         "not_measured_a": dict(a.metrics.info.get("not_measured") or {}),
@@ -324,10 +324,6 @@ def _rescored_notes(a: StoredRun, b: StoredRun) -> list[str]:
     ]
 
 
-def _null(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
-
-
 def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> ComparisonArtifact:
     """The report when there is nothing to compare with: a clear note, not a failure."""
     per_metric = without_tests(metric_table({}, metrics.metrics))
@@ -350,7 +346,7 @@ def no_baseline(run_id: str, note: str, metrics: RunMetricsArtifact) -> Comparis
         "gold_changed": [],
         "warnings": [],
         "metrics_a": {},
-        "metrics_b": {k: _null(v) for k, v in metrics.metrics.items()},
+        "metrics_b": {k: plain_value(v) for k, v in metrics.metrics.items()},
         "not_measured_b": dict(metrics.info.get("not_measured") or {}),
     }
     from kebab_eval_pipeline.foundation.markdown_text import md_code, md_text

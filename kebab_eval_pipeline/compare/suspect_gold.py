@@ -33,6 +33,8 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
 from kebab_eval_pipeline.store.runs import StoredRun
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS
 
+#: Hit columns copied into the queue (absent ones are null).
+_HIT_FIELDS = ("chunk_id", "doc_id", "doc_path", "heading_path", "line_start", "line_end", "snippet")
 #: The verdicts whose unjudged hits are queued, worst first.
 SUSPECT_VERDICTS = ("regression", "loss")
 #: Columns (pandas dtypes) of the queue; the judge columns are null when no judge ran.
@@ -44,17 +46,11 @@ SUSPECT_COLUMNS: dict[str, str] = {
     "b_rank": "Int64",
     "rank_drop": "Int64",
     "hit_rank": "int64",
-    # the hit's own fields, typed as every stored hit is
-    **{
-        f: HIT_COLUMNS[f]
-        for f in ("chunk_id", "doc_id", "doc_path", "heading_path", "line_start", "line_end", "snippet")
-    },
+    **{f: HIT_COLUMNS[f] for f in _HIT_FIELDS},  # the hit's own fields, typed as every stored hit is
     "judge_relevant": "boolean",
     "judge_score": "Float64",
     "judge_reasoning": "string",
 }
-#: Hit columns copied into the queue (absent ones are null).
-_HIT_FIELDS = ("chunk_id", "doc_id", "doc_path", "heading_path", "line_start", "line_end", "snippet")
 
 
 def empty_suspects() -> pd.DataFrame:

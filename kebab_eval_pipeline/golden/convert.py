@@ -42,11 +42,15 @@ def render_canonical(golden: GoldenSet, suffix: str = ".yaml") -> str:
     doc = canonical_document(golden)
     if suffix == ".json":
         return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    # PyYAML writes NEL / LS / PS raw inside quoted scalars, where YAML reads them as line breaks:
-    # escape non-ASCII when any is present so the round trip stays exact.
-    text = json.dumps(doc, ensure_ascii=False)
-    readable = not any(ch in text for ch in ("\x85", "\u2028", "\u2029"))
-    return yaml.safe_dump(doc, allow_unicode=readable, sort_keys=False, width=100)
+    return yaml_text(doc)
+
+
+def yaml_text(value: Any) -> str:
+    """``value`` as block YAML, keys in their order, lines up to 100 characters. PyYAML writes NEL /
+    LS / PS raw inside quoted scalars, where YAML reads them as line breaks: when any is present,
+    non-ASCII is escaped so the round trip stays exact (else it is written as it is)."""
+    readable = not any(ch in json.dumps(value, ensure_ascii=False) for ch in ("\x85", "\u2028", "\u2029"))
+    return yaml.safe_dump(value, allow_unicode=readable, sort_keys=False, width=100)
 
 
 def json_schema() -> dict[str, Any]:

@@ -47,7 +47,7 @@ from kebab_eval_pipeline.golden.datasets import (
 from kebab_eval_pipeline.golden.formats import FORMATS, LINE_READERS, READERS
 from kebab_eval_pipeline.golden.model import SCHEMA_VERSION, GoldenQuery, GoldenSet
 from kebab_eval_pipeline.golden.readers import CANONICAL_TYPED_KEYS, EntryError, RawQuery
-from kebab_eval_pipeline.golden.syntax import syntax_of
+from kebab_eval_pipeline.golden.syntax import SYNTAXES, syntax_of
 from kebab_eval_pipeline.golden.validate import QueryChecks
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ GOLDEN_PARSER_VERSION = "golden-2"
 #: The keys whose unquoted YAML values are numbers or bools, in any golden format; every other
 #: unquoted value is read as the text written (ids: ``010`` stays "010", never 8).
 TYPED_KEYS = CANONICAL_TYPED_KEYS.union(*(getattr(r, "TYPED_KEYS", ()) for r in READERS.values()))
-GOLDEN_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 
 @dataclass
@@ -140,7 +139,7 @@ def _expand(paths: Sequence[str | Path], options: DatasetOptions | None = None) 
         if is_beir_folder(p):  # queries.jsonl + qrels/<split>.tsv, not every JSONL file in it
             files += beir_files(p, (options or DatasetOptions()).split)
         elif p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in GOLDEN_SUFFIXES)
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in SYNTAXES)
             if not found:
                 raise InputError(
                     "golden folder holds no golden files", [Offender(str(p), "no *.yaml/*.json/*.jsonl")]

@@ -15,7 +15,6 @@ Hits are read by attribute only (``doc_path``, ``doc_id``, ``heading_path``, ``l
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -29,13 +28,12 @@ import yaml
 from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.foundation.yaml_io import id_problem, parse_json_checked, parse_yaml, read_text
-from kebab_eval_pipeline.golden.convert import query_document, render_canonical
+from kebab_eval_pipeline.golden.convert import query_document, render_canonical, yaml_text
 from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 from kebab_eval_pipeline.golden.readers.canonical import TOP_LEVEL_KEYS
+from kebab_eval_pipeline.golden.syntax import SYNTAXES
 from kebab_eval_pipeline.golden.validate import validate_queries
 
-#: The files a session can write: the canonical format's own suffixes.
-SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 #: What the relevance prompt accepts, said once for every message that needs it.
 SELECTION_HELP = "type the numbers of the relevant hits (1 3, 1-3, 1,4-5), all, or none"
 ID_PREFIX = "q-"
@@ -181,8 +179,8 @@ def out_problem(path: Path) -> str | None:
     """Why ``path`` cannot be the file a session writes, or None: a suffix the canonical format
     has no writer for, a folder or device in its place, a file or folder that cannot be written
     (a missing parent folder is fine: it is made on the first write)."""
-    if path.suffix not in SUFFIXES:
-        return f"use {', '.join(SUFFIXES)}"
+    if path.suffix not in SYNTAXES:
+        return f"use {', '.join(SYNTAXES)}"
     if path.exists() or path.is_symlink():
         if path.is_dir():
             return "is a folder"
@@ -385,8 +383,6 @@ def _list_indent(text: str) -> int | None:
 def _yaml_item(query: GoldenQuery, indent: int) -> str:
     """``query`` as one block-list item, its lines indented by ``indent`` columns."""
     document = query_document(query)
-    # As render_canonical: NEL / LS / PS are escaped, never written raw (YAML reads them as breaks).
-    readable = not any(ch in json.dumps(document, ensure_ascii=False) for ch in ("\x85", "\u2028", "\u2029"))
-    item = yaml.safe_dump([document], allow_unicode=readable, sort_keys=False, width=100)
+    item = yaml_text([document])
     pad = " " * indent
     return "".join(pad + line if line.strip() else line for line in item.splitlines(keepends=True))

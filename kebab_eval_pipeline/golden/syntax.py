@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SYNTAXES = {".jsonl": "jsonl", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+#: The names that say a golden file's syntax (also the files a golden folder is read for).
+SYNTAXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".jsonl": "jsonl"}
 
 
 def named_suffix(path: Path) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from kebab_eval_pipeline.foundation.json_records import plain_value
+from kebab_eval_pipeline.foundation.json_records import json_records
 from kebab_eval_pipeline.foundation.markdown_text import md_cell
 from kebab_eval_pipeline.golden_health.findings import CHECK_KINDS, HealthReport
 
@@ -100,12 +100,11 @@ def json_document(report: HealthReport, golden: dict[str, Any]) -> dict[str, Any
     """``{"golden": {name, sha256, source}, "summary": {...}, "checks": {check: outcome},
     "blocking_failure", "findings": [row, ...], "notes": {check: why not checked}}``: every
     finding, nulls as null."""
-    findings = [{k: plain_value(v) for k, v in row.items()} for row in report.findings.to_dict("records")]
     return {
         "golden": golden,
         "summary": report.summary,
         "checks": {check: outcome(report, check) for check in CHECK_KINDS},
         "blocking_failure": report.blocking_failure,
-        "findings": findings,
+        "findings": json_records(report.findings),
         "notes": report.notes,
     }

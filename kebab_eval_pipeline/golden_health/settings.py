@@ -5,15 +5,15 @@ Every key is optional; the defaults are documented on each field and in the READ
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator
 
 from kebab_eval_pipeline.foundation.config_model import MAX_COUNT, StrictSettings
 
 #: The slice dimensions a health check counts (those of the run breakdowns).
-SLICE_DIMENSIONS = ("category", "difficulty", "lang", "tag", "answerable")
 SliceDimension = Literal["category", "difficulty", "lang", "tag", "answerable"]
+SLICE_DIMENSIONS: tuple[str, ...] = get_args(SliceDimension)
 
 Share = Annotated[float, Field(gt=0.0, le=1.0)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]

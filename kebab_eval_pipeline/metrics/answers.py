@@ -36,7 +36,7 @@ from kebab_eval_pipeline.metrics.columns import (
     lookup_codes,
     string_column,
 )
-from kebab_eval_pipeline.metrics.matching import match_hits, normalise_paths
+from kebab_eval_pipeline.metrics.matching import fill_range, match_hits, normalise_paths
 from kebab_eval_pipeline.metrics.operations import align_outcomes
 from kebab_eval_pipeline.metrics.retrieval import _explicit_groups, query_codes
 from kebab_eval_pipeline.metrics.settings import MatchCriterion
@@ -283,8 +283,8 @@ def _citation_facts(
         j2 = path_rows[j2]
     path_seen = np.bincount(j2, minlength=n) > 0  # the cited document is among the query's hits
     if len(i2):
-        hs, he = _range(int_column(hits, "line_start"), int_column(hits, "line_end"))
-        cs, ce = _range(int_column(cit, "line_start"), int_column(cit, "line_end"))
+        hs, he = fill_range(int_column(hits, "line_start"), int_column(hits, "line_end"))
+        cs, ce = fill_range(int_column(cit, "line_start"), int_column(cit, "line_end"))
         has_lines = ~np.isnan(cs[j2])
         overlap = np.minimum(he[i2], ce[j2]) - np.maximum(hs[i2], cs[j2]) + 1 >= 1
         ok = ~has_lines | overlap
@@ -378,10 +378,6 @@ def _among_run_values(
         zero_copy_only=False
     )
     return out
-
-
-def _range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.where(np.isnan(start), end, start), np.where(np.isnan(end), start, end)
 
 
 def _nulls(values: pa.Array) -> np.ndarray:

@@ -318,7 +318,10 @@ def as_large_string(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunked
 
 
 def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    """One array of ``values``: a chunked column's chunks combined (a single chunk taken as it is)."""
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    return values
 
 
 def _join_key(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array | pa.ChunkedArray:

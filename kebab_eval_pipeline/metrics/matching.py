@@ -48,6 +48,7 @@ __all__ = [
     "COMPARED_HIT_COLUMNS",
     "MATCH_COLUMNS",
     "compared_hit_columns",
+    "fill_range",
     "judged_hits",
     "match_hits",
     "normalise_headings",
@@ -478,7 +479,7 @@ def _empty_matches() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in MATCH_COLUMNS.items()})
 
 
-def _fill_range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fill_range(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A range with one end unset is the single line the other end names."""
     return np.where(np.isnan(start), end, start), np.where(np.isnan(end), start, end)
 
@@ -503,7 +504,7 @@ class _SupportPlan:
         self.chunk_id = string_column(supports, "chunk_id")
         self.doc_id = string_column(supports, "doc_id")
         self.rel_path = normalise_paths(string_column(supports, "rel_path"))
-        self.line_start, self.line_end = _fill_range(
+        self.line_start, self.line_end = fill_range(
             int_column(supports, "line_start"), int_column(supports, "line_end")
         )
         headings = (
@@ -594,7 +595,7 @@ class _HitView:
 
     def lines(self) -> tuple[np.ndarray, np.ndarray]:
         if "lines" not in self._cache:
-            self._cache["lines"] = _fill_range(
+            self._cache["lines"] = fill_range(
                 int_column(self.hits, "line_start"), int_column(self.hits, "line_end")
             )
         return self._cache["lines"]  # type: ignore[return-value]
@@ -656,15 +657,14 @@ def _check_conditions(
         eq = pc.equal(hit_values, gold.take(pa.array(s[idx])))
         return pc.fill_null(eq, False).to_numpy(zero_copy_only=False)
 
-    idx = subset(plan.use_chunk[s] & (join != _JOIN_CHUNK))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("chunk_id", h[idx]), plan.chunk_id)
-    idx = subset(plan.use_doc[s] & (join != _JOIN_DOC))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("doc_id", h[idx]), plan.doc_id)
-    idx = subset(plan.use_path[s] & (join != _JOIN_PATH))
-    if len(idx):
-        keep[idx] &= equal(idx, view.take("normalised:doc_path", h[idx]), plan.rel_path)
+    for use, joined_on, column, gold in (
+        (plan.use_chunk, _JOIN_CHUNK, "chunk_id", plan.chunk_id),
+        (plan.use_doc, _JOIN_DOC, "doc_id", plan.doc_id),
+        (plan.use_path, _JOIN_PATH, "normalised:doc_path", plan.rel_path),
+    ):  # each id the support sets, unless the pairs were joined on it
+        idx = subset(use[s] & (join != joined_on))
+        if len(idx):
+            keep[idx] &= equal(idx, view.take(column, h[idx]), gold)
 
     idx = subset(plan.use_heading[s])
     if len(idx):

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from kebab_eval_pipeline.metrics.columns import count_codes, lookup_codes, string_column
 from kebab_eval_pipeline.metrics.retrieval import query_codes
 from kebab_eval_pipeline.systems.base import OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.versions import HIT_VERSION_FIELDS
 
 __all__ = [
     "LATENCY_COLUMNS",
@@ -49,7 +50,8 @@ SPEND_COLUMNS: dict[str, str] = {
     "system_completion_tokens": "completion_tokens",
     "system_cost_usd": "cost_usd",
 }
-VERSION_COLUMNS: tuple[str, ...] = ("index_version", "embedding_model", "chunker_version")
+#: The hit columns holding a version (a hit whose value differs from the run's is a mixed version).
+VERSION_COLUMNS: tuple[str, ...] = HIT_VERSION_FIELDS
 MISSING_OUTCOME_ERROR = "missing_outcome: the run recorded no outcome row for this query"
 MISSING_OUTCOME_CLASS = "missing_outcome"
 _NULLABLE = {"float64": "Float64", "bool": "boolean", "int64": "Int64"}

@@ -147,15 +147,9 @@ class RepeatAccumulator:
         names = [m for m in self.metrics[0] if m not in _COUNTS]
         rows = [(r + 1, m, self.metrics[r].get(m)) for r in range(n) for m in names]
         per_repeat = pd.DataFrame(
-            {
-                "repeat": pd.array([r for r, _, _ in rows], dtype="int32"),
-                "metric": pd.array([m for _, m, _ in rows], dtype="string"),
-                "value": pd.array(
-                    [None if v is None else round(float(v), STORED_DECIMALS) for _, _, v in rows],
-                    dtype="Float64",
-                ),
-            }
-        )
+            [(r, m, None if v is None else round(float(v), STORED_DECIMALS)) for r, m, v in rows],
+            columns=list(REPEAT_METRICS_COLUMNS),
+        ).astype(REPEAT_METRICS_COLUMNS)
         overrides = {}
         for m in names:
             if m in means_of:

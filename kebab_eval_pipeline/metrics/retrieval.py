@@ -32,7 +32,7 @@ from kebab_eval_pipeline.metrics.columns import (
     string_column,
     take_rows,
 )
-from kebab_eval_pipeline.metrics.matching import normalise_paths
+from kebab_eval_pipeline.metrics.matching import MATCH_COLUMNS, normalise_paths
 from kebab_eval_pipeline.metrics.settings import DEFAULT_KS
 
 __all__ = [
@@ -71,13 +71,8 @@ DEFAULT_RELEVANCE_LEVEL = 1
 #: 2: precision/ndcg/recall through the one-to-one support assignment, document recall as
 #: ``doc_recall@k``. Runs stored without it (version 1) have document recall under ``recall@k``.
 SCORING_VERSION = 2
-#: Columns (and pandas dtypes) of :func:`assign_supports`.
-ASSIGNMENT_COLUMNS: dict[str, str] = {
-    "query_id": "string",
-    "rank": "int64",
-    "support_idx": "int64",
-    "grade": "int64",
-}
+#: Columns (and pandas dtypes) of :func:`assign_supports`: a subset of the matched pairs, as they are.
+ASSIGNMENT_COLUMNS: dict[str, str] = MATCH_COLUMNS
 
 _NO_RANK = np.inf
 

@@ -49,7 +49,13 @@ import pyarrow.compute as pc
 
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.foundation.paths import real_inside, real_root
-from kebab_eval_pipeline.metrics.columns import arrow_to_pandas_string, int_column, string_column
+from kebab_eval_pipeline.metrics.columns import (
+    arrow_to_pandas_string,
+    contiguous,
+    int_column,
+    null_mask,
+    string_column,
+)
 from kebab_eval_pipeline.metrics.matching import normalise_paths
 
 __all__ = [
@@ -187,16 +193,16 @@ def verify_hits(hits: pd.DataFrame, source_root: str | Path) -> pd.DataFrame:
     rank = hits["rank"].to_numpy(dtype=np.int64)
     path = _cited_paths(hits)
     codes = np.full(n, _UNVERIFIABLE, dtype=np.int8)
-    snippet = _contiguous(string_column(hits, "snippet"))
+    snippet = contiguous(string_column(hits, "snippet"))
     if n == 0 or snippet.null_count == n:
         return _frame(query_id, rank, path, codes)
     has_content = pc.fill_null(pc.match_substring_regex(snippet, _CONTENT), False)
-    rows = np.flatnonzero(~_null_mask(path) & has_content.to_numpy(zero_copy_only=False))
+    rows = np.flatnonzero(~null_mask(path) & has_content.to_numpy(zero_copy_only=False))
     if len(rows) == 0:
         return _frame(query_id, rank, path, codes)
 
     # Resolve each distinct path once; several spellings of one file share its file number.
-    encoded = pc.dictionary_encode(_contiguous(path.take(pa.array(rows))))
+    encoded = pc.dictionary_encode(contiguous(path.take(pa.array(rows))))
     file_numbers: dict[str, int] = {}  # real path → file number
     path_file = np.full(len(encoded.dictionary), -1, dtype=np.int64)  # -1: outside the root
     for i, rel in enumerate(encoded.dictionary.to_pylist()):
@@ -598,12 +604,12 @@ def _cited_paths(hits: pd.DataFrame) -> pa.Array:
     null = pa.scalar(None, pa.large_string())
     out = []
     for column in ("doc_path", "doc_id"):
-        arr = _contiguous(normalise_paths(string_column(hits, column)))
+        arr = contiguous(normalise_paths(string_column(hits, column)))
         if len(arr):
             # "./" normalises to "": still no path.
             arr = pc.if_else(pc.equal(arr, ""), null, arr)
         out.append(arr)
-    return _contiguous(pc.coalesce(*out))
+    return contiguous(pc.coalesce(*out))
 
 
 def _line_range(hits: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -626,15 +632,3 @@ def _frame(query_id, rank: np.ndarray, path: pa.Array, codes: np.ndarray) -> pd.
         }
     )
     return out.astype(VERIFICATION_COLUMNS)
-
-
-def _contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
-    return values
-
-
-def _null_mask(values: pa.Array) -> np.ndarray:
-    if values.null_count == 0:
-        return np.zeros(len(values), dtype=bool)
-    return values.is_null().to_numpy(zero_copy_only=False)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, get_args
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kebab_eval_pipeline.contract import Answer, Hit, RetrievalMode
@@ -173,10 +174,11 @@ def index_cmd(
         f"p95 {st.tokens_p95} / max {st.tokens_max}; {len(index.skipped_symlinks)} symlinks skipped",
         markup=False,
     )
+    # escape(): a corpus path is the corpus owner's text, never rich markup ("x[/b]y.md" would crash)
     for doc_id in st.zero_chunk_docs:
-        console.print(f"[yellow]no chunks:[/yellow] {doc_id}", markup=True)
+        console.print(f"[yellow]no chunks:[/yellow] {escape(doc_id)}", markup=True)
     for warning in index.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False)
     for link in index.skipped_symlinks:
         # Plain echo to stderr: the path is the corpus owner's text, never rich markup.
         typer.echo(f"warning: symlink not followed: {link['path']} ({link['reason']})", err=True)
@@ -197,9 +199,9 @@ def search_cmd(
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json(
-            {"schema": "search_hit.v1", "query": query, "mode": mode, "hits": [h.model_dump() for h in hits]}
-        )
+        from kebab_eval_pipeline.reference.stdio import search_reply
+
+        _emit_json(search_reply(query, mode, hits))
         return
     if not hits:
         typer.echo("no hits")
@@ -228,14 +230,9 @@ def ask_cmd(
     except ValueError as exc:
         _fail(str(exc))
     if as_json:
-        _emit_json(
-            {
-                "query": query,
-                "mode": mode,
-                "answer": answer.model_dump(),
-                "hits": [h.model_dump() for h in hits],
-            }
-        )
+        from kebab_eval_pipeline.reference.stdio import ask_reply
+
+        _emit_json(ask_reply(query, mode, answer, hits))
         return
     console = Console()
     if answer.refused:
@@ -252,17 +249,9 @@ def version_cmd(
     mode: Annotated[str, typer.Option("--mode", help=_MODE_HELP)] = "lexical",
 ) -> None:
     """Print the versions that make runs comparable, as JSON (what `ref serve` gives on GET /version)."""
-    index = _load(index_dir)
-    info = index.info(mode)
-    _emit_json(
-        {
-            "system": "kebab-eval-reference",
-            "mode": mode,
-            **info.versions(),
-            **info.details,
-            "coverage": info.coverage,
-        }
-    )
+    from kebab_eval_pipeline.reference.stdio import version_report
+
+    _emit_json(version_report(_load(index_dir), mode))
 
 
 @ref_app.command("serve")

@@ -441,6 +441,14 @@ class ReferenceIndex:
         """
         return list(self.search_block(query, k, mode, fusion))
 
+    def check_mode(self, mode: str) -> None:
+        """Raise ``ValueError`` unless ``mode`` is one of :data:`ALL_MODES` that this index can serve
+        now (:meth:`require_vectors` for the vector modes)."""
+        if mode not in ALL_MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
+        if mode in VECTOR_MODES:
+            self.require_vectors(mode)
+
     def require_vectors(self, mode: str) -> None:
         """Raise ``ValueError`` unless ``mode`` can run: vectors in the index, the model installed
         and of the same embedding version the index was built with."""
@@ -464,12 +472,8 @@ class ReferenceIndex:
         reference adapter hands to the runner. Same inputs, outputs and errors as :meth:`search`."""
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        ranker = self._rankers.get(mode)
-        if ranker is None:
-            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-        if mode in VECTOR_MODES:
-            self.require_vectors(mode)
-        kind, ranked = ranker(query, k, fusion or self.fusion)
+        self.check_mode(mode)
+        kind, ranked = self._rankers[mode](query, k, fusion or self.fusion)
         return self._block(kind, ranked, uses_vectors=mode in VECTOR_MODES)
 
     def _block(self, score_kind: str, ranked: list[tuple[int, float, dict]], uses_vectors: bool) -> HitBlock:

@@ -394,17 +394,10 @@ def corpus_sha256(docs: list[Document]) -> str:
     return _corpus_digest((doc.rel_path, doc.content_sha256) for doc in docs)
 
 
-def corpus_files_sha256(root: Path, exclude: list[str] | tuple[str, ...] = ()) -> str:
-    """:func:`corpus_sha256` of the corpus :func:`read_corpus` would read, from file bytes alone.
-
-    Hashes without parsing, so a cache can tell whether a stored index still
-    matches the folder before paying for chunking and embedding.
-    """
-    return files_sha256(corpus_files(Path(root), exclude))
-
-
 def files_sha256(files: list[tuple[str, Path]]) -> str:
-    """:func:`corpus_sha256` of ``(relative path, path)`` pairs (as :func:`corpus_files` lists them)."""
+    """:func:`corpus_sha256` of ``(relative path, path)`` pairs (as :func:`corpus_files` lists them),
+    from file bytes alone: hashed without parsing, so a cache can tell whether a stored index still
+    matches the folder before paying for chunking and embedding."""
     return _corpus_digest(
         (rel_path, hashlib.sha256(path.read_bytes()).hexdigest()) for rel_path, path in files
     )

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from kebab_eval_pipeline.foundation.net.serve import read_body
 from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
-from kebab_eval_pipeline.reference.stdio import MAX_K, version_report
+from kebab_eval_pipeline.reference.stdio import MAX_K, ask_reply, search_reply, version_report
 
 
 class QueryBody(BaseModel):
@@ -51,10 +51,7 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
     ``mode`` is checked now (vector/hybrid need vectors and the model), so a
     misconfigured server fails at start-up rather than on every request.
     """
-    if mode not in ALL_MODES:
-        raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-    if mode != "lexical":
-        index.require_vectors(mode)
+    index.check_mode(mode)
 
     async def parse(request: Request, default_k: int) -> QueryBody | JSONResponse:
         parsed = await read_body(request, QueryBody, {"k": default_k})
@@ -75,14 +72,7 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
             hits = await run_in_threadpool(run_search, req)
         except ValueError as exc:  # e.g. vector mode on a lexical-only index
             return _error(400, str(exc))
-        return JSONResponse(
-            {
-                "schema": "search_hit.v1",
-                "query": req.query,
-                "mode": req.mode or mode,
-                "hits": [h.model_dump() for h in hits],
-            }
-        )
+        return JSONResponse(search_reply(req.query, req.mode or mode, hits))
 
     async def ask(request: Request) -> JSONResponse:
         req = await parse(request, ask_k)
@@ -97,14 +87,7 @@ def create_app(index: ReferenceIndex, mode: str = "lexical", ask_k: int = 5) -> 
             hits, answer = await run_in_threadpool(run)
         except ValueError as exc:
             return _error(400, str(exc))
-        return JSONResponse(
-            {
-                "query": req.query,
-                "mode": req.mode or mode,
-                "answer": answer.model_dump(),
-                "hits": [h.model_dump() for h in hits],
-            }
-        )
+        return JSONResponse(ask_reply(req.query, req.mode or mode, answer, hits))
 
     async def version(request: Request) -> JSONResponse:
         return JSONResponse(version_report(index, mode))

@@ -13,8 +13,10 @@ Imports neither Starlette nor Uvicorn: start-up is the index load.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import IO, Any
 
+from kebab_eval_pipeline.contract import Answer, Hit
 from kebab_eval_pipeline.reference.index import ALL_MODES, ReferenceIndex
 
 MAX_K = 1000  # the largest k a request may ask for (here and in ``ref serve``)
@@ -30,6 +32,17 @@ def version_report(index: ReferenceIndex, mode: str) -> dict[str, Any]:
         **info.details,
         "coverage": info.coverage,
     }
+
+
+def search_reply(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
+    """``search_hit.v1`` hits of ``query``: what ``POST /search`` returns and ``ref search --json`` prints."""
+    return {"schema": "search_hit.v1", "query": query, "mode": mode, "hits": [h.model_dump() for h in hits]}
+
+
+def ask_reply(query: str, mode: str, answer: Answer, hits: Sequence[Hit]) -> dict[str, Any]:
+    """The answer with its evidence hits: what ``POST /ask`` returns and ``ref ask --json`` prints."""
+    dumped = [h.model_dump() for h in hits]
+    return {"query": query, "mode": mode, "answer": answer.model_dump(), "hits": dumped}
 
 
 def handle(
@@ -77,10 +90,7 @@ def serve_jsonl(
     ``mode`` is the default retrieval mode, checked before the first line (ValueError), so a
     misconfigured server fails at start-up. The streams are binary: UTF-8 whatever the locale.
     """
-    if mode not in ALL_MODES:
-        raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-    if mode != "lexical":
-        index.require_vectors(mode)
+    index.check_mode(mode)
     while line := stdin.readline():
         text = line.decode("utf-8", "replace")
         if not text.strip():

@@ -33,37 +33,10 @@ from kebab_eval_pipeline.metrics.retrieval import (
     query_codes,
 )
 from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_ANSWER_COLUMNS
 
-_HIT_FIELDS = (
-    "rank",
-    "chunk_id",
-    "doc_id",
-    "doc_path",
-    "heading_path",
-    "line_start",
-    "line_end",
-    "snippet",
-    "score",
-    "score_kind",
-    "lexical_score",
-    "vector_score",
-    "lexical_rank",
-    "vector_rank",
-    "index_version",
-    "embedding_model",
-    "chunker_version",
-)
-_ANSWER_FIELDS = (
-    "answer_text",
-    "refused",
-    "grounded",
-    "refusal_reason",
-    "prompt_template_version",
-    "model",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_usd",
-)
+#: A hit as exported: every stored hit column but the query id (the hit sits under its query).
+_HIT_FIELDS = tuple(c for c in HIT_COLUMNS if c != "query_id")
 
 
 def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
@@ -106,7 +79,7 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         out = outcomes.get(qid, {})
         answer = None
         if out.get("answered"):
-            answer = {("text" if f == "answer_text" else f): out.get(f) for f in _ANSWER_FIELDS}
+            answer = {("text" if f == "answer_text" else f): out.get(f) for f in OUTCOME_ANSWER_COLUMNS}
             answer["citations"] = cites_by_query.get(qid, [])
         per_query.append(
             {

@@ -11,6 +11,7 @@ from kebab_eval_pipeline.foundation.number_text import is_null, value_text
 from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
+from kebab_eval_pipeline.reporting.gate_text import outcome
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
 from kebab_eval_pipeline.reporting.spend import spend_parts, usd
@@ -75,13 +76,8 @@ def render_run_markdown(
             "|---|---|---:|---:|---|",
         ]
         for g in gates:
-            result = (
-                "skipped"
-                if g["skipped"]
-                else ("pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn"))
-            )
             lines.append(
-                f"| {md_cell(g['name'])} | {result} | {_fmt(g['value'])} | {md_cell(g['threshold'])} "
+                f"| {md_cell(g['name'])} | {outcome(g)} | {_fmt(g['value'])} | {md_cell(g['threshold'])} "
                 f"| {md_cell(g['reason'])} |"
             )
     if len(breakdowns):

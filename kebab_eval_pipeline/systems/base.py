@@ -38,6 +38,20 @@ HIT_COLUMNS: dict[str, str] = {
     "chunker_version": "string",
 }
 
+#: The outcome columns of a query's answer (null when it has none): the ``Answer`` field of the
+#: same name (``text`` for ``answer_text``).
+OUTCOME_ANSWER_COLUMNS: dict[str, str] = {
+    "answer_text": "string",
+    "refused": "boolean",
+    "grounded": "boolean",
+    "refusal_reason": "string",
+    "prompt_template_version": "string",
+    "model": "string",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "cost_usd": "float64",  # reported by the system, else priced from its tokens (systems/costs.py)
+}
+
 OUTCOME_COLUMNS: dict[str, str] = {
     "query_id": "string",
     "n_hits": "int64",
@@ -48,15 +62,7 @@ OUTCOME_COLUMNS: dict[str, str] = {
     "timed_out": "bool",
     "attempts": "Int64",  # requests sent, retries included
     "answered": "bool",  # an answer was requested and produced
-    "answer_text": "string",
-    "refused": "boolean",
-    "grounded": "boolean",
-    "refusal_reason": "string",
-    "prompt_template_version": "string",
-    "model": "string",
-    "prompt_tokens": "Int64",
-    "completion_tokens": "Int64",
-    "cost_usd": "float64",  # reported by the system, else priced from its tokens (systems/costs.py)
+    **OUTCOME_ANSWER_COLUMNS,
     "scope": "object",  # list[str]: the folders the system searched, when it reports a scope; else null
 }
 

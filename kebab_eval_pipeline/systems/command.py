@@ -46,7 +46,7 @@ from kebab_eval_pipeline.foundation.errors import FieldValueError
 from kebab_eval_pipeline.foundation.limits import MIB
 from kebab_eval_pipeline.foundation.yaml_io import json_loads
 from kebab_eval_pipeline.systems.capabilities import Capabilities
-from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
+from kebab_eval_pipeline.systems.kinds.command import ARGV_FIELDS, CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     EXCEPTION,
@@ -118,7 +118,7 @@ class CommandSystem(OpaqueSystem, PerQueryAdapter):
     def __init__(self, settings: CommandSystemSettings) -> None:
         if settings.cwd and not Path(settings.cwd).is_dir():
             raise FieldValueError("system.cwd", f"cwd {settings.cwd!r} is not a folder")
-        for name in ("search_argv", "ask_argv", "argv", "version_argv"):
+        for name in ARGV_FIELDS:
             argv = getattr(settings, name)
             if argv:
                 try:

@@ -38,11 +38,9 @@ from kebab_eval_pipeline.foundation.errors import Interrupted
 from kebab_eval_pipeline.foundation.net.retry import backoff_delay, body_tail
 from kebab_eval_pipeline.foundation.net.secrets import (
     SecretMask,
-    header_secrets,
     redact_url,
     resolve_headers,
     scrub_text,
-    url_secrets,
 )
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.http_body import (
@@ -53,7 +51,7 @@ from kebab_eval_pipeline.systems.http_body import (
     read_body,
     read_body_sync,
 )
-from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings
+from kebab_eval_pipeline.systems.kinds.http import HttpSystemSettings, secrets
 from kebab_eval_pipeline.systems.outcome import (
     BAD_JSON,
     BAD_RESPONSE,
@@ -103,14 +101,7 @@ class HttpSystem(OpaqueSystem):
         self.settings = settings
         self._secret_headers = resolve_headers(settings.headers_from_env, env)
         # every form of the header values (and their tokens) and of the URLs' credentials
-        self._secrets = SecretMask.of(
-            header_secrets(settings.headers_from_env, env)
-            + [
-                s
-                for name in ("search_url", "ask_url", "version_url")
-                for s in url_secrets(getattr(settings, name), name)
-            ]
-        )
+        self._secrets = SecretMask.of(secrets(settings, env))
         self.can_answer = settings.ask_url is not None
         self._cap = int(settings.max_response_mb * MIB)
         self._info: SystemInfo | None = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -11,7 +10,7 @@ from kebab_eval_pipeline.contract import Answer, Hit, SystemInfo
 from kebab_eval_pipeline.golden.tables import typed_frame
 from kebab_eval_pipeline.reference.answer import DEFAULT_GATE_FEATURE, GATE_FEATURES
 from kebab_eval_pipeline.reference.fusion import FusionSpec
-from kebab_eval_pipeline.reference.index import ALL_MODES, VECTOR_MODES, ReferenceIndex
+from kebab_eval_pipeline.reference.index import ReferenceIndex
 from kebab_eval_pipeline.systems.base import CATALOGUE_COLUMNS
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kinds.reference import REFERENCE_CAPABILITIES
@@ -39,10 +38,7 @@ class ReferenceSystem(PerQueryAdapter):
     ) -> None:
         # Fail at construction, not on the first query: a misconfigured mode (or a
         # missing vectors extra) would otherwise turn every row of a run into the same error.
-        if mode not in ALL_MODES:
-            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {', '.join(ALL_MODES)}")
-        if mode in VECTOR_MODES:
-            index.require_vectors(mode)
+        index.check_mode(mode)
         self.index = index
         self.mode = mode
         self.gate_threshold = index.gate_threshold if gate_threshold is None else gate_threshold
@@ -52,13 +48,6 @@ class ReferenceSystem(PerQueryAdapter):
             raise ValueError(
                 f"unknown gate feature {gate_feature!r}; expected one of {', '.join(GATE_FEATURES)}"
             )
-
-    @classmethod
-    def from_path(
-        cls, index_dir: Path, mode: str = "lexical", gate_threshold: float | None = None
-    ) -> ReferenceSystem:
-        """Load a saved index (see :meth:`ReferenceIndex.load`) and wrap it."""
-        return cls(ReferenceIndex.load(Path(index_dir)), mode=mode, gate_threshold=gate_threshold)
 
     def capabilities(self) -> Capabilities:
         """What its runs carry (``kinds.reference.REFERENCE_CAPABILITIES``)."""

@@ -19,7 +19,12 @@ from kebab_eval_pipeline.foundation.gc_pause import gc_paused
 from kebab_eval_pipeline.foundation.net.secrets import SecretMask
 from kebab_eval_pipeline.foundation.parquet_parts import ParquetParts
 from kebab_eval_pipeline.golden.tables import typed_frame
-from kebab_eval_pipeline.systems.base import CITATION_COLUMNS, HIT_COLUMNS, OUTCOME_COLUMNS
+from kebab_eval_pipeline.systems.base import (
+    CITATION_COLUMNS,
+    HIT_COLUMNS,
+    OUTCOME_ANSWER_COLUMNS,
+    OUTCOME_COLUMNS,
+)
 from kebab_eval_pipeline.systems.hits import HitBlock, as_block, hits_frame
 from kebab_eval_pipeline.systems.outcome import MISSING_OUTCOME, Progress, QueryOutcome, QueryRequest
 from kebab_eval_pipeline.systems.per_query import PerQueryAdapter
@@ -77,18 +82,8 @@ def _outcome_row(outcome: QueryOutcome, answers: bool) -> dict:
     }
     answer = outcome.answer
     if answers and answer is not None:
-        row.update(
-            answered=True,
-            answer_text=answer.text,
-            refused=answer.refused,
-            grounded=answer.grounded,
-            refusal_reason=answer.refusal_reason,
-            prompt_template_version=answer.prompt_template_version,
-            model=answer.model,
-            prompt_tokens=answer.prompt_tokens,
-            completion_tokens=answer.completion_tokens,
-            cost_usd=answer.cost_usd,
-        )
+        row["answered"] = True
+        row.update((c, getattr(answer, "text" if c == "answer_text" else c)) for c in OUTCOME_ANSWER_COLUMNS)
     return row
 
 

@@ -111,3 +111,15 @@ def test_ask_gate_feature_option(index_dir: Path) -> None:
         bad.exit_code == 2
         and "--gate-feature: 'best' is not one of top_hit, best_of_top3, top3_union" in bad.output
     )
+
+
+def test_index_prints_corpus_paths_as_text(tmp_path: Path) -> None:
+    """A corpus path that reads as rich markup ("x[/b]y.md": a closing tag) is printed as written,
+    never parsed (it crashed the command after the index was written)."""
+    corpus = tmp_path / "corpus"
+    (corpus / "x[").mkdir(parents=True)
+    (corpus / "ok.md").write_text("# T\n\nhello world text here\n", encoding="utf-8")
+    (corpus / "x[" / "b]y.md").write_text("", encoding="utf-8")  # no chunk: listed by its path
+    result = runner.invoke(ref_app, ["index", str(corpus), "--out", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.output
+    assert "no chunks: x[/b]y.md" in result.output

@@ -15,8 +15,8 @@ import pytest
 from kebab_eval_pipeline.reference.index import ReferenceIndex, compute_index_version
 from kebab_eval_pipeline.reference.ingest import (
     corpus_files,
-    corpus_files_sha256,
     corpus_sha256,
+    files_sha256,
     read_corpus,
 )
 
@@ -119,7 +119,7 @@ def test_invalid_exclude_pattern_raises_value_error_naming_it(rules_tree: Path) 
     with pytest.raises(ValueError, match=r"invalid ignore pattern '!' in exclude patterns \(line 2\)"):
         read_corpus(rules_tree, exclude=["drafts/", "!"])
     with pytest.raises(ValueError, match=r"'!'"):
-        corpus_files_sha256(rules_tree, exclude=["!"])
+        files_sha256(corpus_files(rules_tree, exclude=["!"]))
 
 
 def test_invalid_pattern_in_gitignore_names_the_file(tmp_path: Path, make_corpus) -> None:
@@ -161,16 +161,16 @@ def test_re_include_works_when_only_the_contents_are_excluded(tmp_path: Path, ma
     assert _ids(tmp_path) == ["drafts/keep.md"]
 
 
-def test_corpus_files_sha256_matches_parsed_corpus_hash(rules_tree: Path, tmp_path: Path) -> None:
+def test_files_sha256_matches_parsed_corpus_hash(rules_tree: Path, tmp_path: Path) -> None:
     seen = set()
     for exclude in ([], ["archive/"], ["keepdir/keep.tmp.md", "!x.tmp.md"], ["*.md"]):
-        fast = corpus_files_sha256(rules_tree, exclude)
+        fast = files_sha256(corpus_files(rules_tree, exclude))
         assert fast == corpus_sha256(read_corpus(rules_tree, exclude=exclude))
         seen.add(fast)
     assert len(seen) == 4  # four different file sets, four different hashes
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert corpus_files_sha256(empty) == corpus_sha256([]) == hashlib.sha256(b"").hexdigest()
+    assert files_sha256(corpus_files(empty)) == corpus_sha256([]) == hashlib.sha256(b"").hexdigest()
 
 
 def test_manifest_records_exclude_and_version_tracks_the_file_set(rules_tree: Path) -> None:
@@ -186,7 +186,7 @@ def test_manifest_records_exclude_and_version_tracks_the_file_set(rules_tree: Pa
     ]
     assert narrowed.manifest["corpus_sha256"] != plain.manifest["corpus_sha256"]
     assert narrowed.index_version != plain.index_version
-    assert narrowed.manifest["corpus_sha256"] == corpus_files_sha256(rules_tree, ["archive/"])
+    assert narrowed.manifest["corpus_sha256"] == files_sha256(corpus_files(rules_tree, ["archive/"]))
 
     # Patterns that match nothing leave the file set, hence the versions, unchanged.
     noop = ReferenceIndex.build(rules_tree, exclude=["nothing-here/", "*.nomatch.md"])

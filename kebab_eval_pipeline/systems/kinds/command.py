@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from kebab_eval_pipeline.systems.protocol import SystemUnderTest
 
 
+#: The settings that hold a command line (each run with its program resolved the same way).
+ARGV_FIELDS = ("search_argv", "ask_argv", "argv", "version_argv")
+
+
 class CommandSystemSettings(StrictSettings):
     """An external CLI (SPEC §4 "command"). Arguments are an argv list — never a shell.
 
@@ -173,7 +177,7 @@ def resolve_paths(settings: CommandSystemSettings, fix: PathFixer) -> CommandSys
     if settings.cwd:
         return settings.model_copy(update={"cwd": fix(settings.cwd, "system", "cwd")})
     argvs = {}
-    for name in ("search_argv", "ask_argv", "argv", "version_argv"):
+    for name in ARGV_FIELDS:
         argv = getattr(settings, name)
         if argv and "/" in argv[0] and not _is_absolute(argv[0]):
             argvs[name] = [fix(argv[0], "system", name), *argv[1:]]

@@ -170,13 +170,12 @@ def _reference(settings: ReferenceSystemSettings) -> SystemUnderTest:
             tokenizer=settings.tokenizer,
             embedding_model=settings.embedding_model,
         )
-    kwargs = {} if settings.refusal_threshold is None else {"gate_threshold": settings.refusal_threshold}
     return ReferenceSystem(
         index,
         mode=settings.mode,
+        gate_threshold=settings.refusal_threshold,  # None: the index's own
         fusion=settings.fusion.spec(),
         gate_feature=settings.refusal_feature,
-        **kwargs,
     )
 
 

@@ -44,7 +44,7 @@ def test_unavailable_modes_fail_at_construction(built_index: ReferenceIndex, mod
         ReferenceSystem(built_index, mode=mode)
 
 
-def test_from_path(built_index: ReferenceIndex, tmp_path: Path) -> None:
+def test_a_saved_index_loads_as_the_same_system(built_index: ReferenceIndex, tmp_path: Path) -> None:
     built_index.save(tmp_path / "idx")
-    system = ReferenceSystem.from_path(tmp_path / "idx")
+    system = ReferenceSystem(ReferenceIndex.load(tmp_path / "idx"))
     assert system.info() == ReferenceSystem(built_index).info()
