@@ -20,6 +20,7 @@ from kebab_eval_pipeline.cli.ci_outputs import (
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.driver import cli_builder, drive
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance
+from kebab_eval_pipeline.cli.instance_sqlite import files_kept_open
 from kebab_eval_pipeline.cli.show import print_run
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
@@ -173,36 +174,38 @@ def run_partition(
         from kebab_eval_pipeline.chain.pipeline import headline
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
 
-        instance = open_instance()
-        if chain is None:
-            check_own_location(instance, command)
+        # the instance's SQLite files are opened once for the whole run (cli/instance_sqlite.py)
+        with files_kept_open(dagster_home()[0]):
+            instance = open_instance()
+            if chain is None:
+                check_own_location(instance, command)
 
-        def shown(store) -> None:
-            if show:
-                print_run(store, run_id, settings.k, headline, settings)
-            if outputs is not None:
-                ci_outputs.run_outputs(
-                    outputs, store, run_id, settings, config
-                )  # before a failed gate's exit 1
+            def shown(store) -> None:
+                if show:
+                    print_run(store, run_id, settings.k, headline, settings)
+                if outputs is not None:
+                    ci_outputs.run_outputs(
+                        outputs, store, run_id, settings, config
+                    )  # before a failed gate's exit 1
 
-        def register() -> None:
-            instance.add_dynamic_partitions(names.partitions_name, [run_id])
-            from kebab_eval_pipeline.orchestration.run_context import handed_system
+            def register() -> None:
+                instance.add_dynamic_partitions(names.partitions_name, [run_id])
+                from kebab_eval_pipeline.orchestration.run_context import handed_system
 
-            observe_inputs(instance, settings, names, handed_system(run_id, settings))
+                observe_inputs(instance, settings, names, handed_system(run_id, settings))
 
-        builder = cli_builder(config, storage, overrides, chain)
-        drive(
-            builder.definitions(),
-            instance,
-            run_id,
-            builder=builder,
-            total=total * settings.repeat,  # every query is asked once per repeat
-            tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
-            prepare=register,
-            show=shown,
-            names=names,
-        )
+            builder = cli_builder(config, storage, overrides, chain)
+            drive(
+                builder.definitions(),
+                instance,
+                run_id,
+                builder=builder,
+                total=total * settings.repeat,  # every query is asked once per repeat
+                tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
+                prepare=register,
+                show=shown,
+                names=names,
+            )
     finally:
         gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
         from kebab_eval_pipeline.orchestration.run_context import end_run
