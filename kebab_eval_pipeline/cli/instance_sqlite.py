@@ -42,10 +42,8 @@ class _Holder:
     def __init__(self, home: Path) -> None:
         self.home = os.path.join(os.path.realpath(home), "")
         self.kept: dict[str, sqlite3.Connection] = {}
+        self.known: dict[str, bool] = {}  # a file seen before: whether it is ours and in WAL mode
         self.lock = threading.Lock()
-
-    def _ours(self, path: str) -> bool:
-        return bool(path) and os.path.realpath(path).startswith(self.home)
 
     def on_connect(self, dbapi_connection, _record) -> None:
         if not isinstance(dbapi_connection, sqlite3.Connection):
@@ -53,18 +51,27 @@ class _Holder:
         # Only tuning: a file this cannot tune (locked by another process's creation, read-only)
         # is written exactly as Dagster would write it.
         with contextlib.suppress(sqlite3.Error):
-            cursor = dbapi_connection.cursor()
-            try:
-                path = cursor.execute("PRAGMA database_list").fetchone()[2]
-                if not self._ours(path):
-                    return
-                if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
-                    cursor.execute("PRAGMA journal_mode=WAL")
-                if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
-                    cursor.execute("PRAGMA synchronous=NORMAL")
-            finally:
-                cursor.close()
-            self._keep(path)
+            path = dbapi_connection.execute("PRAGMA database_list").fetchone()[2]
+            tuned = self.known.get(path)
+            if tuned is None:
+                tuned = self._first_sight(dbapi_connection, path)
+            if tuned:
+                dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+    def _first_sight(self, connection: sqlite3.Connection, path: str) -> bool:
+        """Whether ``path`` is a file of the instance in WAL mode (a new, empty one is switched to
+        WAL first); if so it is kept open from now on. Not remembered for a file of the instance
+        not in WAL mode: Dagster may switch it later."""
+        if not path or not os.path.realpath(path).startswith(self.home):
+            self.known[path] = False
+            return False
+        if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
+            connection.execute("PRAGMA journal_mode=WAL")
+        if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            return False
+        self._keep(path)
+        self.known[path] = True
+        return True
 
     def _keep(self, path: str) -> None:
         with self.lock:
