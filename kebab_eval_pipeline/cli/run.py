@@ -3,7 +3,9 @@ partition materialized in this process (:mod:`.driver`) and its stored numbers p
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -126,6 +128,28 @@ def run(
     run_partition(config, overrides, run_id, outputs=outputs, role=role, chain=chain)
 
 
+@contextlib.contextmanager
+def _start_up_uncollected() -> Iterator[None]:
+    """A run's start-up — the imports (pandas, Dagster, SQLAlchemy), the inputs' checks (a golden
+    set or a replayed trace: millions of objects at a million queries), the instance, the
+    definitions — without Python's cyclic collector: it makes no cycles worth collecting, and the
+    collector's full passes rescanned the growing heap (a tenth of a demo run's CPU; seconds at
+    1M queries). Reference counting frees as usual. :func:`run_partition` gives the collector back
+    for the chain's steps; on the way out the caller gets it back as it was, its heap unfrozen (a
+    caller running several commands in one process: tests, a sweep's variants)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+@_start_up_uncollected()
 def run_partition(
     config: Path | None,
     overrides: dict,
@@ -165,10 +189,6 @@ def run_partition(
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
     total = _check_inputs(settings, config, chain, run_id, golden_parses)
-    # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
-    # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
-    # full passes need not scan it again while Dagster starts (seconds at 1M queries).
-    gc.freeze()
     try:
         names = chain_names(chain, config)
         from kebab_eval_pipeline.chain.pipeline import headline
@@ -195,8 +215,14 @@ def run_partition(
                 observe_inputs(instance, settings, names, handed_system(run_id, settings))
 
             builder = cli_builder(config, storage, overrides, chain)
+            defs = builder.definitions()
+            # The start-up's heap (the imports, what the checks parsed — millions of objects at a
+            # million queries —, the definitions) lives as long as the run: frozen, the collector,
+            # back for the chain's steps, does not rescan it.
+            gc.freeze()
+            gc.enable()
             drive(
-                builder.definitions(),
+                defs,
                 instance,
                 run_id,
                 builder=builder,
@@ -207,7 +233,6 @@ def run_partition(
                 names=names,
             )
     finally:
-        gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
         from kebab_eval_pipeline.orchestration.run_context import end_run
 
         end_run(run_id)  # what this process kept for the run (its context, an unused hand-over)
