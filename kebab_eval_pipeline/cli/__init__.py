@@ -33,18 +33,23 @@ def console_main() -> None:
 
 
 def _load():
-    """The :mod:`.main` module, with this package's ``app`` and ``main`` bound to its objects (the
-    import binds the package's ``main`` to the submodule; the function is what callers mean)."""
+    """The :mod:`.main` module, with this package's ``main`` bound to its function (the import
+    binds the package's ``main`` to the submodule; the function is what callers mean). ``app``, the
+    whole command tree, is built on first use only: a command run by name loads its own part."""
     import importlib
 
     module = importlib.import_module("kebab_eval_pipeline.cli.main")
-    globals().update(app=module.app, main=module.main)
+    globals().update(main=module.main)
     return module
 
 
 def __getattr__(name: str) -> object:
-    if name in ("app", "main"):
-        return getattr(_load(), name)
+    if name == "main":
+        return _load().main
+    if name == "app":
+        app = _load().app
+        globals().update(app=app)
+        return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -18,9 +18,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from kebab_eval_pipeline.cli import baseline, golden, interrupt, runs, stored, sweep
-from kebab_eval_pipeline.cli import bisect as bisect_command
-from kebab_eval_pipeline.cli import calibrate as calibrate_command
+from kebab_eval_pipeline.cli import interrupt
 from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
@@ -34,47 +32,149 @@ from kebab_eval_pipeline.foundation.errors import (
     RunInProgress,
     SystemHealthFailure,
 )
-from kebab_eval_pipeline.judge.cli import judge_app
-from kebab_eval_pipeline.reference.cli import ref_app
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    help="Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
-)
-runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
-golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert, describe and record golden sets.")
-baseline_app = typer.Typer(
-    no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
-)
-app.add_typer(runs_app, name="runs")
-app.add_typer(golden_app, name="golden")
-app.add_typer(baseline_app, name="baseline")
+#: The root of the command tree (:func:`_tree`).
+ROOT = {
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "help": "Evaluate RAG/search systems against golden sets; each run is a Dagster partition.",
+}
 
-app.command()(run_commands.run)
-app.command()(run_commands.rejudge)
-runs_app.command("add")(runs.runs_add)
-runs_app.command("list")(runs.runs_list)
-runs_app.command("outputs")(runs.runs_outputs)
-baseline_app.command("set")(baseline.baseline_set)
-baseline_app.command("show")(baseline.baseline_show)
-baseline_app.command("clear")(baseline.baseline_clear)
-golden_app.command("validate")(golden.golden_validate)
-golden_app.command("convert")(golden.golden_convert)
-golden_app.command("suggest")(golden.golden_suggest)
-golden_app.command("schema")(golden.golden_schema)
-golden_app.command("record")(golden.golden_record)
-golden_app.command("health")(golden.golden_health)
-app.command()(stored.compare)
-app.command()(stored.export)
-app.command()(stored.history)
-app.command()(bisect_command.bisect)
-app.command()(sweep.sweep)
-# `ref calibrate` reads a run config and a golden set, which the reference layer knows nothing of
-ref_app.command("calibrate")(calibrate_command.calibrate)
-app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
-app.add_typer(judge_app, name="judge")
+
+def _runs(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import runs
+
+    runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
+    app.add_typer(runs_app, name="runs")
+    runs_app.command("add")(runs.runs_add)
+    runs_app.command("list")(runs.runs_list)
+    runs_app.command("outputs")(runs.runs_outputs)
+
+
+def _golden(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import golden
+
+    golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert, describe and record golden sets.")
+    app.add_typer(golden_app, name="golden")
+    golden_app.command("validate")(golden.golden_validate)
+    golden_app.command("convert")(golden.golden_convert)
+    golden_app.command("suggest")(golden.golden_suggest)
+    golden_app.command("schema")(golden.golden_schema)
+    golden_app.command("record")(golden.golden_record)
+    golden_app.command("health")(golden.golden_health)
+
+
+def _baseline(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import baseline
+
+    baseline_app = typer.Typer(
+        no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
+    )
+    app.add_typer(baseline_app, name="baseline")
+    baseline_app.command("set")(baseline.baseline_set)
+    baseline_app.command("show")(baseline.baseline_show)
+    baseline_app.command("clear")(baseline.baseline_clear)
+
+
+def _stored(name: str):
+    def add(app: typer.Typer) -> None:
+        from kebab_eval_pipeline.cli import stored
+
+        app.command()(getattr(stored, name))
+
+    return add
+
+
+def _bisect(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import bisect as bisect_command
+
+    app.command()(bisect_command.bisect)
+
+
+def _sweep(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import sweep
+
+    app.command()(sweep.sweep)
+
+
+def _ref(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import calibrate as calibrate_command
+    from kebab_eval_pipeline.reference.cli import ref_app
+
+    # `ref calibrate` reads a run config and a golden set, which the reference layer knows nothing of
+    if not any(c.name == "calibrate" for c in ref_app.registered_commands):
+        ref_app.command("calibrate")(calibrate_command.calibrate)
+    app.add_typer(ref_app, name="ref", help="The built-in reference RAG system: index, search, ask.")
+
+
+def _judge(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.judge.cli import judge_app
+
+    app.add_typer(judge_app, name="judge")
+
+
+#: Every top-level command and group of ``kebab-eval``, in the order the tree is built (``--help``
+#: lists them in it), with what adds it to a tree. Each imports its command's module when called:
+#: a command run by name loads only its own (``kebab-eval run`` none of the others'); the whole
+#: tree (:data:`app`) is built for the root's help, a typo, and an empty option value.
+COMMANDS = {
+    "runs": _runs,
+    "golden": _golden,
+    "baseline": _baseline,
+    "run": lambda app: app.command()(run_commands.run),
+    "rejudge": lambda app: app.command()(run_commands.rejudge),
+    "compare": _stored("compare"),
+    "export": _stored("export"),
+    "history": _stored("history"),
+    "bisect": _bisect,
+    "sweep": _sweep,
+    "ref": _ref,
+    "judge": _judge,
+}
+
+
+def _tree(names) -> typer.Typer:
+    """A ``kebab-eval`` app holding the commands and groups ``names`` of :data:`COMMANDS`."""
+    tree = typer.Typer(**ROOT)
+    for name in names:
+        COMMANDS[name](tree)
+    return tree
+
+
+_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> object:
+    if name == "app":  # the whole command tree, built on first use (tests, --help)
+        global _app
+        if _app is None:
+            _app = _tree(COMMANDS)
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _command(args: list[str]):
+    """The click command tree ``main`` runs ``args`` with: only the named command's part of it
+    when ``args`` name one and no option in them is given an empty value (so the
+    empty-value check reads the same options it reads in the whole tree); else the whole tree."""
+    name = args[0] if args else None
+    if name in COMMANDS and not _has_empty_value(args):
+        return typer.main.get_group(_tree([name]))
+    return typer.main.get_command(__getattr__("app"))
+
+
+def _has_empty_value(args: list[str]) -> bool:
+    """Whether an option-like argument of ``args`` is given an empty value (``--x ""``, ``--x=``)."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name.startswith("-") and (
+            (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
+        ):
+            return True
+    return False
 
 
 def _value_options(command) -> set[str]:
@@ -98,7 +198,7 @@ def empty_option_values(args: list[str], command=None) -> list[Offender]:
     """Options given an empty value (``--golden ""``, ``--config=``): each would silently mean the
     default (the bundled demo, the current folder, a new run id), so each is refused, named.
     ``command``: the click tree of :data:`app` when the caller has built it already."""
-    valued = _value_options(command if command is not None else typer.main.get_command(app))
+    valued = _value_options(command if command is not None else typer.main.get_command(__getattr__("app")))
     offenders = []
     for i, arg in enumerate(args):
         if arg == "--":
@@ -123,9 +223,9 @@ def main() -> None:
     interrupt.reset()  # start-up is over: a command may say more
     try:
         # Built once: typer makes the click tree from every command's signature (a tenth of a
-        # second or more, paid by every command and every test's subprocess), and both the
-        # empty-value check and the command itself read it.
-        command = typer.main.get_command(app)
+        # second or more for the whole tree, paid by every command and every test's subprocess),
+        # and both the empty-value check and the command itself read it.
+        command = _command(sys.argv[1:])
         empty = empty_option_values(sys.argv[1:], command)
         if empty:
             raise InputError("empty option value", empty)

@@ -3,7 +3,9 @@ partition materialized in this process (:mod:`.driver`) and its stored numbers p
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +22,7 @@ from kebab_eval_pipeline.cli.ci_outputs import (
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.driver import cli_builder, drive
 from kebab_eval_pipeline.cli.instance import check_own_location, dagster_home, open_instance
+from kebab_eval_pipeline.cli.instance_sqlite import files_kept_open
 from kebab_eval_pipeline.cli.show import print_run
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
@@ -125,6 +128,28 @@ def run(
     run_partition(config, overrides, run_id, outputs=outputs, role=role, chain=chain)
 
 
+@contextlib.contextmanager
+def _start_up_uncollected() -> Iterator[None]:
+    """A run's start-up — the imports (pandas, Dagster, SQLAlchemy), the inputs' checks (a golden
+    set or a replayed trace: millions of objects at a million queries), the instance, the
+    definitions — without Python's cyclic collector: it makes no cycles worth collecting, and the
+    collector's full passes rescanned the growing heap (a tenth of a demo run's CPU; seconds at
+    1M queries). Reference counting frees as usual. :func:`run_partition` gives the collector back
+    for the chain's steps; on the way out the caller gets it back as it was, its heap unfrozen (a
+    caller running several commands in one process: tests, a sweep's variants)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+@_start_up_uncollected()
 def run_partition(
     config: Path | None,
     overrides: dict,
@@ -164,47 +189,50 @@ def run_partition(
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
     total = _check_inputs(settings, config, chain, run_id, golden_parses)
-    # What the checks parsed (the golden set, a replayed trace: millions of objects at a million
-    # queries) is kept for the chain's first steps, and has no reference cycles: the collector's
-    # full passes need not scan it again while Dagster starts (seconds at 1M queries).
-    gc.freeze()
     try:
         names = chain_names(chain, config)
         from kebab_eval_pipeline.chain.pipeline import headline
         from kebab_eval_pipeline.orchestration.assets import observe_inputs
 
-        instance = open_instance()
-        if chain is None:
-            check_own_location(instance, command)
+        # the instance's SQLite files are opened once for the whole run (cli/instance_sqlite.py)
+        with files_kept_open(dagster_home()[0]):
+            instance = open_instance()
+            if chain is None:
+                check_own_location(instance, command)
 
-        def shown(store) -> None:
-            if show:
-                print_run(store, run_id, settings.k, headline, settings)
-            if outputs is not None:
-                ci_outputs.run_outputs(
-                    outputs, store, run_id, settings, config
-                )  # before a failed gate's exit 1
+            def shown(store) -> None:
+                if show:
+                    print_run(store, run_id, settings.k, headline, settings)
+                if outputs is not None:
+                    ci_outputs.run_outputs(
+                        outputs, store, run_id, settings, config
+                    )  # before a failed gate's exit 1
 
-        def register() -> None:
-            instance.add_dynamic_partitions(names.partitions_name, [run_id])
-            from kebab_eval_pipeline.orchestration.run_context import handed_system
+            def register() -> None:
+                instance.add_dynamic_partitions(names.partitions_name, [run_id])
+                from kebab_eval_pipeline.orchestration.run_context import handed_system
 
-            observe_inputs(instance, settings, names, handed_system(run_id, settings))
+                observe_inputs(instance, settings, names, handed_system(run_id, settings))
 
-        builder = cli_builder(config, storage, overrides, chain)
-        drive(
-            builder.definitions(),
-            instance,
-            run_id,
-            builder=builder,
-            total=total * settings.repeat,  # every query is asked once per repeat
-            tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
-            prepare=register,
-            show=shown,
-            names=names,
-        )
+            builder = cli_builder(config, storage, overrides, chain)
+            defs = builder.definitions()
+            # The start-up's heap (the imports, what the checks parsed — millions of objects at a
+            # million queries —, the definitions) lives as long as the run: frozen, the collector,
+            # back for the chain's steps, does not rescan it.
+            gc.freeze()
+            gc.enable()
+            drive(
+                defs,
+                instance,
+                run_id,
+                builder=builder,
+                total=total * settings.repeat,  # every query is asked once per repeat
+                tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
+                prepare=register,
+                show=shown,
+                names=names,
+            )
     finally:
-        gc.unfreeze()  # a caller running several commands in one process (tests) gets its collector back
         from kebab_eval_pipeline.orchestration.run_context import end_run
 
         end_run(run_id)  # what this process kept for the run (its context, an unused hand-over)

@@ -14,13 +14,11 @@ changes, the change table and the per-step deltas.
 import dagster as dg
 from pydantic import Field
 
-from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import STAGE, _number, _table_metadata, input_failure
 from kebab_eval_pipeline.orchestration.io import _location
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.orchestration.run_config import refuse_ignored_run_config
-from kebab_eval_pipeline.reporting.bisect_report import render_json, render_markdown
 
 ASSET = "regression_bisect"
 #: Columns of the per-step table shown in the UI (the stored table has them all).
@@ -84,6 +82,10 @@ def build_bisect_asset(names: ChainNames = DEFAULT_NAMES) -> dg.AssetsDefinition
         if not config.metric:
             context.log.info(f"{ASSET}: no metric in its config, so nothing is bisected or materialized")
             return
+        # imported by a step that bisects: not by every process that loads the definitions
+        from kebab_eval_pipeline.compare.bisect_stored import bisect_stored
+        from kebab_eval_pipeline.reporting.bisect_report import render_json, render_markdown
+
         store = getattr(context.resources, storage_key).store()
         try:
             settings = getattr(context.resources, settings_key).load()

@@ -25,7 +25,6 @@ import re
 
 import dagster as dg
 
-from kebab_eval_pipeline.chain.golden_health_run import check_golden_health
 from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden_health.findings import CHECK_KINDS, HealthReport
@@ -153,6 +152,9 @@ def build_golden_health(settings: RunSettings, names: ChainNames = DEFAULT_NAMES
                 f"partition {context.run.tags[PARTITION_TAG]!r} (materialize it on its own)"
             )
             return
+        # imported by a step that checks: not by every process that loads the definitions
+        from kebab_eval_pipeline.chain.golden_health_run import check_golden_health
+
         store = getattr(context.resources, storage_key).store()
         try:
             current = getattr(context.resources, settings_key).load(getattr(context.resources, system_key))
