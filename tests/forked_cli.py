@@ -300,21 +300,44 @@ def _text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _plain(command, env, cwd, timeout, started) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, ..., capture_output=True, text=True)``; ``started(pid)`` first."""
+    if started is None:
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        started(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
 def run_cli(
-    args, env: dict[str, str] | None = None, cwd=None, timeout: float | None = None, module: str = MODULE
+    args,
+    env: dict[str, str] | None = None,
+    cwd=None,
+    timeout: float | None = None,
+    module: str = MODULE,
+    started=None,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([python, -m, kebab_eval_pipeline.cli, *args], env=env, cwd=cwd,
     capture_output=True, text=True, timeout=timeout)``, the process forked from the zygote.
-    ``module``: another module to run so (the fidelity test's probe)."""
+    ``module``: another module to run so (the fidelity test's probe). ``started``: called with the
+    command's pid once it runs (a test that asserts what ran in which process)."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
     command = [sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     if not FORKABLE:
-        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return _plain(command, env, cwd, timeout, started)
     zygote = _zygote()
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
-        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return _plain(command, env, cwd, timeout, started)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -336,6 +359,8 @@ def run_cli(
         os.close(err_w)
         answers = conn.makefile("rb")
         pid = int(answers.readline())
+        if started is not None:
+            started(pid)
         chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
 
         def drain(fd: int) -> None:
