@@ -137,6 +137,12 @@ def _child(request: dict, fds: list[int], listener: socket.socket) -> None:
                 default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
                 signal.signal(number, default)
         signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
+        if request.get("session"):  # as Popen(start_new_session=True): its own session and group
+            os.setsid()
+        if request.get("rlimit_as"):  # its address space capped, before the command imports a thing
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (request["rlimit_as"], request["rlimit_as"]))
         for target, fd in enumerate(fds):
             os.dup2(fd, target)  # dup2 makes the copy inheritable, as a new process's 0-2 are
         # nothing else of the zygote's (its pipe to the test process, other requests' sockets and
@@ -264,11 +270,17 @@ class _Zygote:
 
 _ZYGOTE: _Zygote | None = None
 _ZYGOTE_PID: int | None = None  # the test process that started it (a forked test must not reuse it)
+_ZYGOTE_LOCK = threading.Lock()  # commands started from several threads share one zygote
 
 
 def _zygote() -> _Zygote | None:
     """This test process's zygote, started on first use; None (with a warning, once) when it cannot
     start: then every command is a plain subprocess, only slower."""
+    with _ZYGOTE_LOCK:
+        return _zygote_locked()
+
+
+def _zygote_locked() -> _Zygote | None:
     global _ZYGOTE, _ZYGOTE_PID, FORKABLE
     if _ZYGOTE is None or os.getpid() != _ZYGOTE_PID or _ZYGOTE.proc.poll() is not None:
         try:
@@ -300,21 +312,44 @@ def _text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _plain(command, env, cwd, timeout, started) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, ..., capture_output=True, text=True)``; ``started(pid)`` first."""
+    if started is None:
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        started(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
 def run_cli(
-    args, env: dict[str, str] | None = None, cwd=None, timeout: float | None = None, module: str = MODULE
+    args,
+    env: dict[str, str] | None = None,
+    cwd=None,
+    timeout: float | None = None,
+    module: str = MODULE,
+    started=None,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([python, -m, kebab_eval_pipeline.cli, *args], env=env, cwd=cwd,
     capture_output=True, text=True, timeout=timeout)``, the process forked from the zygote.
-    ``module``: another module to run so (the fidelity test's probe)."""
+    ``module``: another module to run so (the fidelity test's probe). ``started``: called with the
+    command's pid once it runs (a test that asserts what ran in which process)."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
     command = [sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     if not FORKABLE:
-        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return _plain(command, env, cwd, timeout, started)
     zygote = _zygote()
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
-        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return _plain(command, env, cwd, timeout, started)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -336,6 +371,8 @@ def run_cli(
         os.close(err_w)
         answers = conn.makefile("rb")
         pid = int(answers.readline())
+        if started is not None:
+            started(pid)
         chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
 
         def drain(fd: int) -> None:
@@ -368,6 +405,94 @@ def run_cli(
     return subprocess.CompletedProcess(
         command, int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
     )
+
+
+class Forked:
+    """A command forked by the zygote, as much of :class:`subprocess.Popen` as a caller that
+    passed its own standard streams uses: ``pid``, ``returncode``, ``poll()``, ``wait(timeout)``."""
+
+    def __init__(self, conn: socket.socket, pid: int, args: list[str]) -> None:
+        self.conn, self.pid, self.args = conn, pid, args
+        self.returncode: int | None = None
+        self._answer = b""
+
+    def poll(self) -> int | None:
+        return self._status(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        status = self._status(timeout)
+        if status is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return status
+
+    def _status(self, timeout: float | None) -> int | None:
+        """The exit status the zygote sends when the command ends (waiting up to ``timeout``)."""
+        if self.returncode is not None:
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._answer.endswith(b"\n"):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not _readable(self.conn, left):
+                return None
+            data = self.conn.recv(64)
+            if not data:  # the zygote is gone: the command's status is lost with it
+                raise RuntimeError(f"the CLI zygote ended before {self.args} did")
+            self._answer += data
+        self.returncode = int(self._answer)
+        self.conn.close()
+        return self.returncode
+
+
+def _readable(conn: socket.socket, timeout: float | None) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
+
+
+def spawn(
+    args,
+    env: dict[str, str],
+    cwd,
+    streams: tuple[int, int, int],
+    session: bool = False,
+    rlimit_as: int | None = None,
+    sigint: bool = False,
+    module: str = MODULE,
+) -> Forked | None:
+    """``Popen([python, -m, module, *args], stdin/stdout/stderr=streams, env, cwd,
+    start_new_session=session)`` forked from the zygote, its address space capped at ``rlimit_as``
+    bytes when given; ``sigint``: SIGINT at Python's default handler even when this process ignores
+    it (as the shell starts a foreground job). Returns at once. None when the command cannot be
+    forked (no zygote, or its environment differs in what a start reads, see :func:`run_cli`): the
+    caller starts it itself."""
+    args = [str(a) for a in args]
+    cwd = os.path.abspath(cwd)
+    if not FORKABLE:
+        return None
+    zygote = _zygote()
+    if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(zygote.path)
+        ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
+        blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        if sigint:
+            ignored = [s for s in ignored if s != signal.SIGINT]
+        request = {"module": module, "argv": args, "env": env, "cwd": cwd, "ignored": ignored,
+                   "blocked": blocked, "session": session, "rlimit_as": rlimit_as}  # fmt: skip
+        socket.send_fds(conn, [json.dumps(request).encode()], list(streams))
+        conn.shutdown(socket.SHUT_WR)
+        pid = b""
+        while not pid.endswith(b"\n"):
+            data = conn.recv(1)
+            if not data:
+                raise RuntimeError("the CLI zygote did not start the command")
+            pid += data
+    except BaseException:
+        conn.close()
+        raise
+    return Forked(conn, int(pid), [sys.executable, "-m", module, *args])
 
 
 if __name__ == "__main__":

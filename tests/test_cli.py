@@ -106,10 +106,8 @@ def test_run_prints_headline_metrics_then_history_export_compare(env, tmp_path):
 
 def test_runs_add_then_dagster_asset_materialize(env, tmp_path):
     assert cli(env, "runs", "add", "ci-1").returncode == 0
+    # `python -m dagster asset materialize ...`: processes of their own, forked ready-imported
     dagster = [
-        sys.executable,
-        "-m",
-        "dagster",
         "asset",
         "materialize",
         "-m",
@@ -119,7 +117,7 @@ def test_runs_add_then_dagster_asset_materialize(env, tmp_path):
         "--partition",
         "ci-1",
     ]
-    ok = subprocess.run(dagster, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    ok = run_cli(dagster, env=env, cwd=tmp_path, timeout=300, module="dagster")
     assert ok.returncode == 0, ok.stderr[-3000:]
     exported = json.loads(cli(env, "export", "ci-1").stdout)
     assert set(exported["versions"]) >= {
@@ -133,14 +131,9 @@ def test_runs_add_then_dagster_asset_materialize(env, tmp_path):
     gate = write(tmp_path / "gate.yaml", "gates:\n  mrr: {min: 1.01}\n")
     assert cli(env, "runs", "add", "ci-2").returncode == 0
     # and the module that defines them, as workspace.yaml names it
-    by_module = [*dagster[:6], "kebab_eval_pipeline.definitions", *dagster[7:-1], "ci-2"]
-    failing = subprocess.run(
-        by_module,
-        env={**env, "KEBAB_EVAL_CONFIG": str(gate)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    by_module = [*dagster[:3], "kebab_eval_pipeline.definitions", *dagster[4:-1], "ci-2"]
+    failing = run_cli(
+        by_module, env={**env, "KEBAB_EVAL_CONFIG": str(gate)}, cwd=tmp_path, timeout=300, module="dagster"
     )
     assert failing.returncode != 0
     assert "gate_mrr_min" in failing.stderr + failing.stdout

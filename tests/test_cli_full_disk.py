@@ -19,7 +19,18 @@ from pathlib import Path
 import pytest
 
 from kebab_eval_pipeline.cli.write_failures import WriteFailure, cannot_write, is_write_failure, write_failure
-from tests.replay_case import clean_env, cli, write_case
+from tests.forked_cli import run_cli
+from tests.replay_case import clean_env, write_case
+
+
+def cli(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    """``kebab-eval ARGS`` run in ``folder`` (as :func:`tests.replay_case.cli`: a private
+    DAGSTER_HOME unless ``env`` names one), a process of its own forked ready-imported."""
+    if env is None or "DAGSTER_HOME" not in env:
+        home = folder / "dagster_home"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {**(env if env is not None else clean_env()), "DAGSTER_HOME": str(home)}
+    return run_cli(args, env=env, cwd=folder, timeout=timeout)
 
 
 @contextlib.contextmanager

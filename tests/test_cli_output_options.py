@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.replay_case import clean_env, cli, write_case
-from tests.test_cli_full_disk import tmpfs
+from tests.replay_case import clean_env, write_case
+from tests.test_cli_full_disk import cli, tmpfs
 
 
 def _clean(stderr: str) -> None:

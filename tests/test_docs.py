@@ -30,6 +30,7 @@ from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 EXAMPLES = REPO / "docs" / "examples"
@@ -222,9 +223,9 @@ def test_example_config_loads_and_runs_on_a_clone(config, clone, tmp_path):
     elif system.kind == "command":
         # The example names /tmp/demo-index, which its comment says to build; build it privately.
         index = tmp_path / "demo-index"
-        built = subprocess.run(
-            [*CLI, "ref", "index", str(clone / "kebab_eval_pipeline/data/demo/corpus"), "--out", str(index)],
-            env=env, capture_output=True, text=True, timeout=300,
+        built = run_cli(
+            ["ref", "index", str(clone / "kebab_eval_pipeline/data/demo/corpus"), "--out", str(index)],
+            env=env, timeout=300,
         )  # fmt: skip
         assert built.returncode == 0, built.stderr
         copy.write_text(copy.read_text(encoding="utf-8").replace("/tmp/demo-index", str(index)))
@@ -232,7 +233,7 @@ def test_example_config_loads_and_runs_on_a_clone(config, clone, tmp_path):
         args += ["--golden", str(tmp_path / "two.yaml")]
     else:
         assert system.kind == "replay", f"{config}: add this kind of example to the test"
-    proc = subprocess.run([*CLI, *args], env=env, cwd=clone, capture_output=True, text=True, timeout=300)
+    proc = run_cli(args, env=env, cwd=clone, timeout=300)  # forked ready-imported: tests.forked_cli
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert re.search(r"\berror_rate\W+0\.0000\b", proc.stdout), proc.stdout
 

@@ -311,15 +311,23 @@ def test_failed_run_is_never_the_previous_baseline(env, tmp_path):
 def test_dagster_asset_materialize_fails_on_a_dead_system(env, tmp_path):
     cfg = config(tmp_path, dead_http())
     assert cli(env, "runs", "add", "mat-1").returncode == 0
-    proc = subprocess.run(
-        [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "kebab_eval_pipeline.definitions",
-         "--select", "*", "--partition", "mat-1"],
+    # `python -m dagster asset materialize ...`, a process of its own forked ready-imported
+    proc = run_cli(
+        [
+            "asset",
+            "materialize",
+            "-m",
+            "kebab_eval_pipeline.definitions",
+            "--select",
+            "*",
+            "--partition",
+            "mat-1",
+        ],
         env={**env, "KEBAB_EVAL_CONFIG": str(cfg)},
-        capture_output=True,
-        text=True,
-        timeout=300,
         cwd=tmp_path,
-    )  # fmt: skip
+        timeout=300,
+        module="dagster",
+    )
     assert proc.returncode != 0
     assert "system_health" in proc.stdout + proc.stderr
     no_banner(proc)  # the dagster.yaml the CLI created has telemetry off

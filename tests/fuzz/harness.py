@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.forked_cli import spawn
 from tests.fuzz.cases import EITHER, FLAG, READ, REFUSE, Case
 
 MEMORY_CAP = 2 * 1024**3  # bytes of address space per kebab-eval process
@@ -140,7 +141,8 @@ def kebab_eval(
     err: Path,
     interrupt: tuple[float, str, str | None] | None = None,
 ) -> Ran:
-    """Run ``kebab-eval args`` capped at :data:`MEMORY_CAP`.
+    """Run ``kebab-eval args`` capped at :data:`MEMORY_CAP`: forked from the test process's CLI
+    zygote (:func:`tests.forked_cli.spawn`), or a new interpreter through :data:`_SHIM`.
 
     Output goes to files (never pipes into our memory); the child leads its own session so a
     timeout kills it and anything it started. ``interrupt=(delay, "group" | "pid", anchor)`` sends
@@ -148,8 +150,13 @@ def kebab_eval(
     process group (as a terminal's Ctrl-C does) or to its pid alone."""
     start = time.monotonic()
     sigint_at = None
-    with out.open("wb") as o, err.open("wb") as e:
-        proc = subprocess.Popen(
+    with out.open("wb") as o, err.open("wb") as e, open(os.devnull, "rb") as nothing:
+        # forked ready-imported (tests.forked_cli: its own session, the cap set before it runs);
+        # a new interpreter through the shim when it cannot be forked
+        streams = (nothing.fileno(), o.fileno(), e.fileno())
+        proc = spawn(
+            args, env, cwd, streams, session=True, rlimit_as=MEMORY_CAP, sigint=True
+        ) or subprocess.Popen(
             [sys.executable, "-c", _SHIM, str(MEMORY_CAP), *args],
             stdin=subprocess.DEVNULL,
             stdout=o,

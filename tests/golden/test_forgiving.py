@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
 from tests.conftest import REPO, write
+from tests.forked_cli import run_cli
 
 SETTINGS = {"deadline": None, "max_examples": 60}
 
@@ -221,14 +220,14 @@ def test_any_unknown_canonical_key_is_an_error_naming_it(tmp_path_factory, key, 
 def test_cli_validate_prints_the_error_and_top_level_warnings(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    cli = [sys.executable, "-m", "kebab_eval_pipeline.cli", "golden", "validate"]
+    cli = ["golden", "validate"]  # `python -m kebab_eval_pipeline.cli`, forked ready-imported
     bad = write(tmp_path / "c.yaml", CANONICAL_WITH_GOLD_SUPPORTS)
-    proc = subprocess.run([*cli, str(bad), "--format", "canonical"], env=env, capture_output=True, text=True)
+    proc = run_cli([*cli, str(bad), "--format", "canonical"], env=env)
     assert proc.returncode == 2
     message = " ".join(proc.stderr.split())
     assert f"{bad}:line 5 — query 'kd-001' — field 'gold_supports'" in message
     assert "--format supports" in message and "Traceback" not in proc.stderr
     warned = write(tmp_path / "w.yaml", 'schema_version: "1"\nowner: me\nqueries: [{id: a, query: x}]\n')
-    proc = subprocess.run([*cli, str(warned)], env=env, capture_output=True, text=True)
+    proc = run_cli([*cli, str(warned)], env=env)
     assert proc.returncode == 0
     assert "unknown top-level fields ignored: owner" in " ".join(proc.stderr.split())

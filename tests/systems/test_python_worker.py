@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -26,9 +27,11 @@ import yaml
 
 from kebab_eval_pipeline.chain.artifacts import RetrievalArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.chain.settings import settings_from_dict
+from kebab_eval_pipeline.systems import python_worker
 from kebab_eval_pipeline.systems.outcome import QueryFailure
 from kebab_eval_pipeline.systems.python_worker import MAX_RESTARTS, WorkerCalls
 from tests.conftest import as_a_terminal_job, clean_cli_env, echo_golden, write
+from tests.forked_cli import run_cli
 from tests.systems.adapters.conftest import run_config
 from tests.test_cli import CLI, cli, no_traceback
 
@@ -55,10 +58,11 @@ def run_yaml(folder: Path, how: str, **system) -> Path:
 
 
 def cli_pid(env, *args: str) -> tuple[subprocess.CompletedProcess, int]:
-    """``kebab-eval *args`` run to its end, and the pid it ran as."""
-    proc = subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=300)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+    """``kebab-eval *args`` run to its end (a process of its own, forked ready-imported:
+    :mod:`tests.forked_cli`), and the pid it ran as."""
+    pids: list[int] = []
+    proc = run_cli(args, env=env, timeout=300, started=pids.append)
+    return proc, pids[0]
 
 
 def exported(env, run_id: str) -> dict[str, dict]:
@@ -109,19 +113,15 @@ def test_cli_a_worker_killed_from_outside_mid_run(tmp_path_factory, tmp_path):
     env = clean_cli_env(tmp_path_factory, "ender-kill")
     started = tmp_path / "started"
     config = run_yaml(tmp_path, "wait_kill", args={"how": "wait_kill", "on": "q3", "started": str(started)})
-    proc = subprocess.Popen(
-        [*CLI, "run", "--config", str(config), "--run-id", "killed"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not started.exists() or not started.read_text():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    os.kill(int(started.read_text()), signal.SIGKILL)
-    out, err = proc.communicate(timeout=120)
+    with ThreadPoolExecutor(1) as pool:  # the command runs (forked ready-imported) while we wait
+        running = pool.submit(cli, env, "run", "--config", str(config), "--run-id", "killed")
+        deadline = time.monotonic() + 120
+        while not started.exists() or not started.read_text():
+            assert time.monotonic() < deadline and not running.done(), running.result()
+            time.sleep(0.05)
+        os.kill(int(started.read_text()), signal.SIGKILL)
+        proc = running.result(timeout=120)
+    out, err = proc.stdout, proc.stderr
     assert "Traceback" not in out + err, err
     assert proc.returncode == 1, f"{out[-2000:]}\n{err[-2000:]}"
     rows = exported(env, "killed")
@@ -337,19 +337,27 @@ def test_restarts_are_bounded_per_batch_then_the_rest_are_rows_without_a_call():
     assert calls.query("search", "q1", 1, "q1")[0]["chunk_id"] == "q1-c1"
 
 
-def test_a_worker_stuck_in_native_code_is_ended_and_replaced():
+@pytest.fixture
+def short_grace(monkeypatch):
+    """UNRESPONSIVE_GRACE_S at 2 s, not its 10 s: a stuck worker is ended 2 s past ``timeout_s``
+    (the parent reads the grace at each call), so a test of it does not wait 10 s out. 2 s, not
+    less: the in-flight test sends its second call 1 s after the stuck one, still within the limit."""
+    monkeypatch.setattr(python_worker, "UNRESPONSIVE_GRACE_S", 2.0)
+
+
+def test_a_worker_stuck_in_native_code_is_ended_and_replaced(short_grace):
     calls = worker("gil", timeout_s=0.5)
     calls.begin()
     started = time.monotonic()
     with pytest.raises(QueryFailure) as late:
         calls.query("search", "q3", 1, "q3")
-    assert 10.5 <= time.monotonic() - started < 15  # timeout_s + UNRESPONSIVE_GRACE_S, not 20 s
+    assert 2.5 <= time.monotonic() - started < 7  # timeout_s + UNRESPONSIVE_GRACE_S, not 20 s
     assert (late.value.error_class, late.value.timed_out) == ("timeout", True)
-    assert late.value.message == "the python system's process gave no answer within 10.5 s and was ended"
+    assert late.value.message == "the python system's process gave no answer within 2.5 s and was ended"
     assert calls.query("search", "q4", 1, "q4")[0]["chunk_id"] == "q4-c1"  # a new worker
 
 
-def test_calls_in_flight_with_a_stuck_one_name_it():
+def test_calls_in_flight_with_a_stuck_one_name_it(short_grace):
     calls = worker("gil", timeout_s=0.5, concurrency=2)
     calls.begin()
     errors: dict[str, QueryFailure] = {}
@@ -369,7 +377,7 @@ def test_calls_in_flight_with_a_stuck_one_name_it():
     assert (errors["q1"].error_class, errors["q1"].message) == (
         "process_ended",
         "the python system's process ended: kebab-eval ended it, stuck with no answer for q3 within "
-        "10.5 s (timeout_s 0.5 + 10), during query q1",
+        "2.5 s (timeout_s 0.5 + 2), during query q1",
     )
 
 

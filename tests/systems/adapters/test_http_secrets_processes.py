@@ -7,7 +7,6 @@ compute logs, Parquet, manifests, Markdown/HTML/JSON reports) or the files the C
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
+from tests.forked_cli import run_cli
 from tests.systems.adapters.fault_server import FaultServer
 from tests.systems.adapters.test_http_adapter import (
     API_KEY,
@@ -28,8 +28,8 @@ from tests.test_cli import cli, env, no_traceback
 
 assert env  # the fixture, imported for this module's tests
 
-DAGSTER = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "kebab_eval_pipeline.definitions"]
-DAGSTER += ["--select", "*"]
+#: `python -m dagster ...` (forked ready-imported: tests.forked_cli)
+DAGSTER = ["asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 
 
 def test_secret_reaches_no_process_output_log_report_or_file(env, tmp_path: Path) -> None:
@@ -40,12 +40,11 @@ def test_secret_reaches_no_process_output_log_report_or_file(env, tmp_path: Path
         outputs["run s1"] = cli(env, "run", "--config", str(cfg), "--run-id", "s1")
         outputs["run s2"] = cli(env, "run", "--config", str(cfg), "--run-id", "s2", "--baseline", "s1")
         outputs["runs add s3"] = cli(env, "runs", "add", "s3")
-        outputs["dagster materialize s3"] = subprocess.run(
+        outputs["dagster materialize s3"] = run_cli(
             [*DAGSTER, "--partition", "s3"],
             env={**env, "KEBAB_EVAL_CONFIG": str(cfg)},
-            capture_output=True,
-            text=True,
             timeout=300,
+            module="dagster",
         )
         authorized = [r.headers.get("authorization") == f"Bearer {TOKEN}" for r in server.received]
     html = tmp_path / "out" / "comparison.html"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.reporting.export import export_json
 from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.replay import detect_format
-from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
+from tests.forked_cli import run_cli
+from tests.systems.adapters.conftest import run_config, stored_metrics, timing_free
 
 DATA = Path(__file__).parent / "data"
 WFGY_GOLD = DATA / "wfgy_gold.jsonl"
@@ -155,14 +155,8 @@ def test_wfgy_sample_through_the_cli(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["DAGSTER_HOME"] = str(home)
     cfg = write_config(tmp_path / "cfg.yaml", {"kind": "replay", "path": str(WFGY_TRACE)})
-    proc = subprocess.run(
-        [KEBAB_EVAL, "run", "--config", str(cfg), "--run-id", "wfgy-cli"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # kebab-eval as a process of its own, forked ready-imported
+    proc = run_cli(["run", "--config", str(cfg), "--run-id", "wfgy-cli"], env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "gate pass gate_answer_precision_min: answer_precision = 1.0000" in proc.stdout

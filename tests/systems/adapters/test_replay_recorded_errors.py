@@ -22,7 +22,7 @@ import yaml
 
 from kebab_eval_pipeline.systems.openinference import normalise_question
 from kebab_eval_pipeline.systems.replay import read_trace
-from tests.systems.adapters.conftest import KEBAB_EVAL
+from tests.forked_cli import run_cli
 from tests.systems.adapters.test_replay_adapter import Scored, replay, write_jsonl
 from tests.systems.adapters.test_replay_openinference import EXPECTED, FILES, documents_of, gold
 
@@ -42,9 +42,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["DAGSTER_HOME"] = str(home)
-    return subprocess.run(
-        [KEBAB_EVAL, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    return run_cli(args, env=env, cwd=tmp_path, timeout=300)  # forked ready-imported
 
 
 def test_recorded_timeout_and_error_are_error_rows_through_the_cli(tmp_path):
