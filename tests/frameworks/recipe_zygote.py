@@ -12,15 +12,18 @@ happen here before the fork: the instrumentor patches LlamaIndex when the script
     code, stderr = runner.run(script)    # forks, runs script as __main__ in its folder; exit code
     runner.close()
 
-Protocol: one script path a line on the zygote's stdin; one exit code a line on its stdout. The
-script's stdout and stderr go to ``<script>.stdout`` and ``<script>.stderr``.
+Protocol: one script path a line on the zygote's stdin; on its stdout, the forked process's pid,
+then its exit code, a line each. The script's stdout and stderr go to ``<script>.stdout`` and
+``<script>.stderr``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -59,9 +62,13 @@ class RecipeRunner:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(f"{script}\n")
         self.proc.stdin.flush()
+        pid = int(self.proc.stdout.readline() or 0)  # the forked process's
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)  # as subprocess.run(timeout=...) kills its child
             self.close()
             raise AssertionError(f"the recipe zygote ended or {script} took over {timeout_s} s")
         return int(line), Path(f"{script}.stderr").read_text(encoding="utf-8", errors="replace")
@@ -118,6 +125,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             _child(line.strip())
+        print(pid, flush=True)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status), flush=True)
 
