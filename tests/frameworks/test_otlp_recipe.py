@@ -2,8 +2,9 @@
 config above it, around a real LlamaIndex pipeline.
 
 * The recipe's Python (the ``OTLPJsonFile`` exporter under ``SimpleSpanProcessor``, the
-  OpenInference LlamaIndex instrumentor) is taken from README.md and run in a subprocess (the
-  instrumentor patches LlamaIndex globally), with the 60 questions of
+  OpenInference LlamaIndex instrumentor) is taken from README.md and run in a process of its own
+  (the instrumentor patches LlamaIndex globally; forked from one that imported the libraries,
+  tests/frameworks/recipe_zygote.py), with the 60 questions of
   ``tests/data/kebab_docs_haystack_golden.yaml`` asked of ``llamaindex_app.py``'s BM25 query engine
   over kebab-docs where the recipe says "your queries". The file it writes is what the SDK wrote:
   one pretty-printed request per span.
@@ -26,14 +27,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.frameworks.recipe_zygote import RecipeRunner
 from tests.frameworks.test_haystack_system import (
     GOLDEN,
     TOL,
@@ -82,10 +83,16 @@ def test_the_recipe_is_complete_code():
 
 
 def traced(
-    work: Path, corpus: Path, questions: list[str], processor: str | None = None, threads: int = 1
+    runner: RecipeRunner,
+    work: Path,
+    corpus: Path,
+    questions: list[str],
+    processor: str | None = None,
+    threads: int = 1,
 ) -> Path:
     """Runs the README's code in ``work`` with ``questions`` asked of the LlamaIndex query engine
-    where it says "your queries" (from ``threads`` threads at once); ``processor`` replaces
+    where it says "your queries" (from ``threads`` threads at once), in a process of its own
+    (forked by ``runner``; the instrumentor patches LlamaIndex globally); ``processor`` replaces
     ``SimpleSpanProcessor(`` (a variant). Returns the file it wrote (``traces.json`` in ``work``)."""
     before, after = recipe_code()
     if processor is not None:
@@ -108,20 +115,21 @@ def traced(
     )
     script = work / "traced_app.py"
     script.write_text(before + queries + after, encoding="utf-8")
-    env = {**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"}
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=work, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, stderr = runner.run(script, timeout_s=600)
+    assert code == 0, stderr[-3000:]
     return work / "traces.json"
+
+
+NOT_SPACE = re.compile(r"\S")
 
 
 def requests_in(path: Path) -> list[dict]:
     """The export requests of a file of requests one after another (the stdlib, not the reader)."""
     text, decoder, pos, out = path.read_text(encoding="utf-8"), json.JSONDecoder(), 0, []
-    while text[pos:].strip():
-        pos += len(text[pos:]) - len(text[pos:].lstrip())
-        doc, pos = decoder.raw_decode(text, pos)
+    # each request's start found in place: slicing off the rest of the text at every request
+    # copied it (quadratic: ~12 s for the 60-question file)
+    while (start := NOT_SPACE.search(text, pos)) is not None:
+        doc, pos = decoder.raw_decode(text, start.start())
         out.append(doc)
     return out
 
@@ -142,6 +150,15 @@ def corpus() -> Path:
 
 
 @pytest.fixture(scope="module")
+def runner() -> Iterator[RecipeRunner]:
+    """One zygote for the module's five recipe runs (tests/frameworks/recipe_zygote.py)."""
+    needs_frameworks(corpus_too=False)
+    zygote = RecipeRunner({**os.environ, "HAYSTACK_TELEMETRY_ENABLED": "False"})
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("otlp-recipe")
 
@@ -157,8 +174,8 @@ def env(work) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def trace(work, corpus) -> Path:
-    return traced(work, corpus, [q["query"] for q in golden_queries()])
+def trace(runner, work, corpus) -> Path:
+    return traced(runner, work, corpus, [q["query"] for q in golden_queries()])
 
 
 def run_and_export(env: dict[str, str], config: dict, where: Path, run_id: str) -> dict:
@@ -248,7 +265,7 @@ def test_the_replayed_recipe_scores_as_the_system_in_process(replayed, in_proces
 # -- variants --------------------------------------------------------------------------------------
 
 
-def test_a_batch_span_processor_file_reads_as_the_simple_one(tmp_path, corpus):
+def test_a_batch_span_processor_file_reads_as_the_simple_one(runner, tmp_path, corpus):
     """The recipe with BatchSpanProcessor (5 spans per export): requests of several spans, a
     trace's spans in more than one of them; the reader gives what the simple file gives."""
     from kebab_eval_pipeline.systems.replay import read_trace
@@ -256,8 +273,9 @@ def test_a_batch_span_processor_file_reads_as_the_simple_one(tmp_path, corpus):
     questions = [q["query"] for q in golden_queries()[:6]]
     (tmp_path / "simple").mkdir()
     (tmp_path / "batch").mkdir()
-    simple = traced(tmp_path / "simple", corpus, questions)
+    simple = traced(runner, tmp_path / "simple", corpus, questions)
     batch = traced(
+        runner,
         tmp_path / "batch",
         corpus,
         questions,
@@ -285,7 +303,7 @@ def test_a_batch_span_processor_file_reads_as_the_simple_one(tmp_path, corpus):
     assert read(batch) == read(simple) and len(read(simple)) == len(set(questions))
 
 
-def test_spans_ending_on_several_threads_at_once_are_written_whole(tmp_path, corpus):
+def test_spans_ending_on_several_threads_at_once_are_written_whole(runner, tmp_path, corpus):
     """Questions asked from 8 threads: the traces' spans end, and are exported, interleaved (a
     trace's requests are not next to each other in the file); it reads as the one-thread file."""
     from kebab_eval_pipeline.systems.replay import read_trace
@@ -293,8 +311,8 @@ def test_spans_ending_on_several_threads_at_once_are_written_whole(tmp_path, cor
     questions = [q["query"] for q in golden_queries()[:24]]
     (tmp_path / "one").mkdir()
     (tmp_path / "eight").mkdir()
-    one = traced(tmp_path / "one", corpus, questions)
-    eight = traced(tmp_path / "eight", corpus, questions, threads=8)
+    one = traced(runner, tmp_path / "one", corpus, questions)
+    eight = traced(runner, tmp_path / "eight", corpus, questions, threads=8)
     assert len(requests_in(eight)) == len(requests_in(one))
     order = [
         s["traceId"]

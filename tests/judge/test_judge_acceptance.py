@@ -46,9 +46,10 @@ from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, default_model_path
 from kebab_eval_pipeline.judge.run import spot_check_sample
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import demo_golden_subset
+from tests.forked_cli import run_cli
 from tests.judge.conftest import judge_or_skip
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, assert_no_secret
-from tests.test_cli import CLI, no_traceback
+from tests.test_cli import no_traceback
 
 FULL = os.environ.get("KEBAB_EVAL_JUDGE_FULL") == "1"
 CI_JUDGE = {"context_k": 1, "context_chars": 400, "max_tokens": 6}
@@ -102,8 +103,9 @@ SAME = [
 
 
 def kebab_eval(env: dict, *args: str) -> subprocess.CompletedProcess:
-    """The CLI as a subprocess; judged runs of the demo take minutes, hence the long timeout."""
-    proc = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=1800)
+    """The CLI as a process of its own (forked ready-imported: :mod:`tests.forked_cli`); judged
+    runs of the demo take minutes, hence the long timeout."""
+    proc = run_cli(args, env=env, timeout=1800)
     no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
     return proc
