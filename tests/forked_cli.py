@@ -137,6 +137,8 @@ def _child(request: dict, fds: list[int], listener: socket.socket) -> None:
                 default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
                 signal.signal(number, default)
         signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
+        if request.get("new_session"):
+            os.setsid()  # as Popen(start_new_session=True) does in the child before exec
         for target, fd in enumerate(fds):
             os.dup2(fd, target)  # dup2 makes the copy inheritable, as a new process's 0-2 are
         # nothing else of the zygote's (its pipe to the test process, other requests' sockets and
@@ -284,13 +286,20 @@ def _zygote() -> _Zygote | None:
 
 def _shadows_a_preload(env: dict[str, str], cwd) -> bool:
     """Whether a folder the command's sys.path would hold first (its working folder, its
-    $PYTHONPATH) has a module of a preloaded library's name: the command would import that one."""
+    $PYTHONPATH) has a module of a preloaded library's name: the command would import that one;
+    or its $PYTHONPATH has a ``sitecustomize``/``usercustomize``, which only a starting
+    interpreter imports (a test's hook, e.g. fake_systems/pause_hook)."""
     tops = {name.partition(".")[0] for name in PRELOAD}
     folders = [cwd, *_pythonpath(env, cwd)]
+    hooks = ("sitecustomize", "usercustomize")
     return any(
         os.path.exists(os.path.join(folder, top)) or os.path.exists(os.path.join(folder, top + ".py"))
         for folder in folders
         for top in tops
+    ) or any(
+        os.path.exists(os.path.join(folder, hook + ".py")) or os.path.isdir(os.path.join(folder, hook))
+        for folder in _pythonpath(env, cwd)
+        for hook in hooks
     )
 
 
@@ -298,6 +307,27 @@ def _text(data: bytes) -> str:
     """As ``subprocess.run(..., text=True)`` decodes: locale encoding, universal newlines."""
     text = data.decode(locale.getpreferredencoding(False))
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _request(
+    zygote: _Zygote, module: str, args: list[str], env: dict, cwd: str, fds: list[int], new_session=False
+) -> socket.socket:
+    """Ask ``zygote`` to fork ``python -m module *args`` with standard streams ``fds``; the
+    connection on which it answers the child's pid, then (when it ends) its exit status."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(zygote.path)
+    request = {
+        "module": module,
+        "argv": args,
+        "env": env,
+        "cwd": cwd,
+        "ignored": [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN],
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "new_session": new_session,
+    }
+    socket.send_fds(conn, [json.dumps(request).encode()], fds)
+    conn.shutdown(socket.SHUT_WR)
+    return conn
 
 
 def run_cli(
@@ -317,23 +347,10 @@ def run_cli(
         return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(zygote.path)
-        ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
-        blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-        request = {
-            "module": module,
-            "argv": args,
-            "env": env,
-            "cwd": cwd,
-            "ignored": ignored,
-            "blocked": blocked,
-        }
-        request = json.dumps(request).encode()
-        socket.send_fds(conn, [request], [0, out_w, err_w])
-        conn.shutdown(socket.SHUT_WR)
-        os.close(out_w)
-        os.close(err_w)
+    conn = _request(zygote, module, args, env, cwd, [0, out_w, err_w])
+    os.close(out_w)
+    os.close(err_w)
+    with conn:
         answers = conn.makefile("rb")
         pid = int(answers.readline())
         chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
@@ -368,6 +385,134 @@ def run_cli(
     return subprocess.CompletedProcess(
         command, int(status), _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
     )
+
+
+class ForkedProcess:
+    """A command :func:`start_cli` forked: what tests use of :class:`subprocess.Popen` — ``pid``,
+    ``args``, ``returncode``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``terminate``,
+    ``kill``, and ``stdout``/``stderr`` when they were ``PIPE``. The zygote reaps the process and
+    sends its exit status on the connection this object holds."""
+
+    def __init__(self, args: list[str], conn: socket.socket, pipes: dict[str, int], text: bool) -> None:
+        self.args = args
+        self._conn = conn
+        self._answers = b""
+        self.returncode: int | None = None
+        mode = "r" if text else "rb"
+        self.stdout = os.fdopen(pipes["stdout"], mode) if "stdout" in pipes else None
+        self.stderr = os.fdopen(pipes["stderr"], mode) if "stderr" in pipes else None
+        self.pid = int(self._line(None))
+
+    def _line(self, timeout: float | None) -> str | None:
+        """The zygote's next answer line, waiting at most ``timeout`` s (None: until it comes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._answers:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._conn.settimeout(left)
+            try:
+                data = self._conn.recv(64)
+            except (TimeoutError, BlockingIOError):
+                return None
+            if not data:
+                raise RuntimeError(f"the CLI zygote ended before reporting on {self.args}")
+            self._answers += data
+        line, _, self._answers = self._answers.partition(b"\n")
+        return line.decode()
+
+    def poll(self) -> int | None:
+        return self.wait(timeout=0, _raise=False)
+
+    def wait(self, timeout: float | None = None, _raise: bool = True) -> int | None:
+        if self.returncode is None:
+            status = self._line(timeout)
+            if status is None:
+                if _raise:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
+                return None
+            self.returncode = int(status)
+            self._conn.close()
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None):
+        """Read the ``PIPE`` streams to their end and wait, as Popen.communicate does."""
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        read: dict[int, object] = {}
+        readers = [
+            threading.Thread(target=lambda s=s: read.__setitem__(id(s), s.read()), daemon=True)
+            for s in streams
+        ]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        for s in streams:
+            s.close()
+        return tuple(read.get(id(s)) if s is not None else None for s in (self.stdout, self.stderr))
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # as Popen: never a signal to a pid that may have been reused
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def start_cli(
+    args,
+    env: dict[str, str] | None = None,
+    cwd=None,
+    stdout=None,
+    stderr=None,
+    text: bool = False,
+    start_new_session: bool = False,
+    module: str = MODULE,
+) -> ForkedProcess | subprocess.Popen:
+    """``subprocess.Popen([python, -m, module, *args], env=env, cwd=cwd, stdout=stdout,
+    stderr=stderr, text=text, start_new_session=start_new_session)``, the process forked from the
+    zygote (a plain Popen where :func:`run_cli` would run a plain subprocess). ``stdout`` and
+    ``stderr``: None (this process's), ``subprocess.PIPE``, ``DEVNULL``, a file or a descriptor;
+    ``stderr`` may be ``subprocess.STDOUT``."""
+    args = [str(a) for a in args]
+    env = dict(os.environ if env is None else env)
+    command = [sys.executable, "-m", module, *args]
+    cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    zygote = _zygote() if FORKABLE else None
+    if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
+        return subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=stdout, stderr=stderr, text=text,
+            start_new_session=start_new_session,
+        )  # fmt: skip
+    mine: list[int] = []  # descriptors opened here, closed once the zygote has its copies
+    pipes: dict[str, int] = {}
+
+    def descriptor(name: str, target, default: int) -> int:
+        if target is None:
+            return default
+        if target == subprocess.PIPE:
+            read, write = os.pipe()
+            pipes[name] = read
+            mine.append(write)
+            return write
+        if target == subprocess.DEVNULL:
+            mine.append(os.open(os.devnull, os.O_WRONLY))
+            return mine[-1]
+        return target if isinstance(target, int) else target.fileno()
+
+    out = descriptor("stdout", stdout, 1)
+    err = out if stderr == subprocess.STDOUT else descriptor("stderr", stderr, 2)
+    conn = _request(zygote, module, args, env, cwd, [0, out, err], new_session=start_new_session)
+    try:
+        return ForkedProcess(command, conn, pipes, text)
+    finally:
+        for fd in mine:
+            os.close(fd)
 
 
 if __name__ == "__main__":
