@@ -234,13 +234,13 @@ def serve(path: str) -> None:
 
 
 class _Zygote:
-    def __init__(self) -> None:
+    def __init__(self, python: str, env: dict[str, str]) -> None:
         self.owner = os.getpid()  # a forked test process that exits must not end it
         self.folder = folder = tempfile.mkdtemp(prefix="kebab-cli-zygote-")
         self.path = os.path.join(folder, "socket")
-        self.env = dict(os.environ)
+        self.env = env
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.path],
+            [python, __file__, self.path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=self.env,
@@ -264,24 +264,29 @@ class _Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_ZYGOTE: _Zygote | None = None
-_ZYGOTE_PID: int | None = None  # the test process that started it (a forked test must not reuse it)
+#: interpreter → (the test process that started its zygote: a forked test must not reuse it, the zygote)
+_ZYGOTES: dict[str, tuple[int, _Zygote]] = {}
 
 
-def _zygote() -> _Zygote | None:
-    """This test process's zygote, started on first use; None (with a warning, once) when it cannot
-    start: then every command is a plain subprocess, only slower."""
-    global _ZYGOTE, _ZYGOTE_PID, FORKABLE
-    if _ZYGOTE is None or os.getpid() != _ZYGOTE_PID or _ZYGOTE.proc.poll() is not None:
+def _zygote(python: str | None = None, env: dict[str, str] | None = None) -> _Zygote | None:
+    """This test process's zygote of interpreter ``python`` (this one by default; another, such as
+    a new venv's, is started with the commands' environment ``env``), started on first use; None
+    (with a warning) when it cannot start: then every command is a plain subprocess, only slower."""
+    global FORKABLE
+    python = python or sys.executable
+    started = _ZYGOTES.get(python)
+    if started is None or started[0] != os.getpid() or started[1].proc.poll() is not None:
         try:
-            _ZYGOTE, _ZYGOTE_PID = _Zygote(), os.getpid()
+            zygote = _Zygote(python, dict(os.environ if env is None or python == sys.executable else env))
         except (OSError, RuntimeError) as exc:
             import warnings
 
-            FORKABLE = False
-            warnings.warn(f"kebab-eval commands run as plain subprocesses: {exc}", stacklevel=3)
+            if python == sys.executable:
+                FORKABLE = False
+            warnings.warn(f"{python}'s commands run as plain subprocesses: {exc}", stacklevel=3)
             return None
-    return _ZYGOTE
+        _ZYGOTES[python] = started = (os.getpid(), zygote)
+    return started[1]
 
 
 def _shadows_a_preload(env: dict[str, str], cwd) -> bool:
@@ -331,18 +336,24 @@ def _request(
 
 
 def run_cli(
-    args, env: dict[str, str] | None = None, cwd=None, timeout: float | None = None, module: str = MODULE
+    args,
+    env: dict[str, str] | None = None,
+    cwd=None,
+    timeout: float | None = None,
+    module: str = MODULE,
+    python: str | None = None,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([python, -m, kebab_eval_pipeline.cli, *args], env=env, cwd=cwd,
     capture_output=True, text=True, timeout=timeout)``, the process forked from the zygote.
-    ``module``: another module to run so (the fidelity test's probe)."""
+    ``module``: another module to run so (the fidelity test's probe); ``python``: another
+    interpreter (a new venv's python; its own zygote)."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
-    command = [sys.executable, "-m", module, *args]
+    command = [python or sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     if not FORKABLE:
         return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    zygote = _zygote()
+    zygote = _zygote(python, env)
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
         return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     out_r, out_w = os.pipe()
@@ -473,17 +484,18 @@ def start_cli(
     text: bool = False,
     start_new_session: bool = False,
     module: str = MODULE,
+    python: str | None = None,
 ) -> ForkedProcess | subprocess.Popen:
     """``subprocess.Popen([python, -m, module, *args], env=env, cwd=cwd, stdout=stdout,
     stderr=stderr, text=text, start_new_session=start_new_session)``, the process forked from the
     zygote (a plain Popen where :func:`run_cli` would run a plain subprocess). ``stdout`` and
     ``stderr``: None (this process's), ``subprocess.PIPE``, ``DEVNULL``, a file or a descriptor;
-    ``stderr`` may be ``subprocess.STDOUT``."""
+    ``stderr`` may be ``subprocess.STDOUT``; ``python``: as for :func:`run_cli`."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
-    command = [sys.executable, "-m", module, *args]
+    command = [python or sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
-    zygote = _zygote() if FORKABLE else None
+    zygote = _zygote(python, env) if FORKABLE else None
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
         return subprocess.Popen(
             command, env=env, cwd=cwd, stdout=stdout, stderr=stderr, text=text,
