@@ -113,7 +113,8 @@ def crash_setup(tmp_path: Path) -> tuple[Path, Path]:
         for n, topic in enumerate(TOPICS, start=1)
     )
     golden = write(tmp_path / "golden.yaml", f"name: crash-set\nqueries:\n{entries}")
-    argv = [sys.executable, str(FAKES / "cmd_gated.py"), str(state), "{query_id}", "{query}", "{k}"]
+    # -S: the fake needs only the standard library (site's .pth files are a third of each call's start)
+    argv = [sys.executable, "-S", str(FAKES / "cmd_gated.py"), str(state), "{query_id}", "{query}", "{k}"]
     config = write(
         tmp_path / "eval.yaml",
         f"golden: {golden}\nanswers: false\nk: [1, 3, 5]\nbaseline: none\ndefault_gates: false\n"
