@@ -517,10 +517,10 @@ def start_cli(
             return mine[-1]
         return target if isinstance(target, int) else target.fileno()
 
-    out = descriptor("stdout", stdout, 1)
-    err = out if stderr == subprocess.STDOUT else descriptor("stderr", stderr, 2)
-    conn = _request(zygote, module, args, env, cwd, [0, out, err], new_session=start_new_session)
     try:
+        out = descriptor("stdout", stdout, 1)
+        err = out if stderr == subprocess.STDOUT else descriptor("stderr", stderr, 2)
+        conn = _request(zygote, module, args, env, cwd, [0, out, err], new_session=start_new_session)
         return ForkedProcess(command, conn, pipes, text)
     finally:
         for fd in mine:
