@@ -238,13 +238,13 @@ def serve(path: str) -> None:
 
 
 class _Zygote:
-    def __init__(self) -> None:
+    def __init__(self, python: str, env: dict[str, str]) -> None:
         self.owner = os.getpid()  # a forked test process that exits must not end it
         self.folder = folder = tempfile.mkdtemp(prefix="kebab-cli-zygote-")
         self.path = os.path.join(folder, "socket")
-        self.env = dict(os.environ)
+        self.env = env
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.path],
+            [python, __file__, self.path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=self.env,
@@ -268,41 +268,55 @@ class _Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_ZYGOTE: _Zygote | None = None
-_ZYGOTE_PID: int | None = None  # the test process that started it (a forked test must not reuse it)
+#: interpreter → (the test process that started its zygote: a forked test must not reuse it, the zygote)
+_ZYGOTES: dict[str, tuple[int, _Zygote]] = {}
+
+
 _ZYGOTE_LOCK = threading.Lock()  # commands started from several threads share one zygote
 
 
-def _zygote() -> _Zygote | None:
-    """This test process's zygote, started on first use; None (with a warning, once) when it cannot
-    start: then every command is a plain subprocess, only slower."""
+def _zygote(python: str | None = None, env: dict[str, str] | None = None) -> _Zygote | None:
+    """This test process's zygote of interpreter ``python`` (this one by default; another, such as
+    a new venv's, is started with the commands' environment ``env``), started on first use; None
+    (with a warning) when it cannot start: then every command is a plain subprocess, only slower."""
     with _ZYGOTE_LOCK:
-        return _zygote_locked()
+        return _zygote_locked(python, env)
 
 
-def _zygote_locked() -> _Zygote | None:
-    global _ZYGOTE, _ZYGOTE_PID, FORKABLE
-    if _ZYGOTE is None or os.getpid() != _ZYGOTE_PID or _ZYGOTE.proc.poll() is not None:
+def _zygote_locked(python: str | None, env: dict[str, str] | None) -> _Zygote | None:
+    global FORKABLE
+    python = python or sys.executable
+    started = _ZYGOTES.get(python)
+    if started is None or started[0] != os.getpid() or started[1].proc.poll() is not None:
         try:
-            _ZYGOTE, _ZYGOTE_PID = _Zygote(), os.getpid()
+            zygote = _Zygote(python, dict(os.environ if env is None or python == sys.executable else env))
         except (OSError, RuntimeError) as exc:
             import warnings
 
-            FORKABLE = False
-            warnings.warn(f"kebab-eval commands run as plain subprocesses: {exc}", stacklevel=3)
+            if python == sys.executable:
+                FORKABLE = False
+            warnings.warn(f"{python}'s commands run as plain subprocesses: {exc}", stacklevel=3)
             return None
-    return _ZYGOTE
+        _ZYGOTES[python] = started = (os.getpid(), zygote)
+    return started[1]
 
 
 def _shadows_a_preload(env: dict[str, str], cwd) -> bool:
     """Whether a folder the command's sys.path would hold first (its working folder, its
-    $PYTHONPATH) has a module of a preloaded library's name: the command would import that one."""
+    $PYTHONPATH) has a module of a preloaded library's name: the command would import that one;
+    or its $PYTHONPATH has a ``sitecustomize``/``usercustomize``, which only a starting
+    interpreter imports (a test's hook, e.g. fake_systems/pause_hook)."""
     tops = {name.partition(".")[0] for name in PRELOAD}
     folders = [cwd, *_pythonpath(env, cwd)]
+    hooks = ("sitecustomize", "usercustomize")
     return any(
         os.path.exists(os.path.join(folder, top)) or os.path.exists(os.path.join(folder, top + ".py"))
         for folder in folders
         for top in tops
+    ) or any(
+        os.path.exists(os.path.join(folder, hook + ".py")) or os.path.isdir(os.path.join(folder, hook))
+        for folder in _pythonpath(env, cwd)
+        for hook in hooks
     )
 
 
@@ -329,6 +343,45 @@ def _plain(command, env, cwd, timeout, started) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
+def _request(
+    zygote: _Zygote,
+    module: str,
+    args: list[str],
+    env: dict,
+    cwd: str,
+    fds: list[int],
+    session: bool = False,
+    rlimit_as: int | None = None,
+    sigint: bool = False,
+) -> socket.socket:
+    """Ask ``zygote`` to fork ``python -m module *args`` with standard streams ``fds`` (in a new
+    session when ``session``; its address space capped at ``rlimit_as`` bytes; ``sigint``: SIGINT at
+    Python's default handler even where this process ignores it, as a shell starts a foreground
+    job); the connection on which it answers the child's pid, then (when it ends) its exit status."""
+    ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
+    if sigint:
+        ignored = [s for s in ignored if s != signal.SIGINT]
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(zygote.path)
+    request = {
+        "module": module,
+        "argv": args,
+        "env": env,
+        "cwd": cwd,
+        "ignored": ignored,
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "session": session,
+        "rlimit_as": rlimit_as,
+    }
+    try:
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        conn.shutdown(socket.SHUT_WR)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def run_cli(
     args,
     env: dict[str, str] | None = None,
@@ -336,39 +389,28 @@ def run_cli(
     timeout: float | None = None,
     module: str = MODULE,
     started=None,
+    python: str | None = None,
 ) -> subprocess.CompletedProcess:
     """``subprocess.run([python, -m, kebab_eval_pipeline.cli, *args], env=env, cwd=cwd,
     capture_output=True, text=True, timeout=timeout)``, the process forked from the zygote.
     ``module``: another module to run so (the fidelity test's probe). ``started``: called with the
-    command's pid once it runs (a test that asserts what ran in which process)."""
+    command's pid once it runs (a test that asserts what ran in which process). ``python``: another
+    interpreter (a new venv's python; its own zygote)."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
-    command = [sys.executable, "-m", module, *args]
+    command = [python or sys.executable, "-m", module, *args]
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     if not FORKABLE:
         return _plain(command, env, cwd, timeout, started)
-    zygote = _zygote()
+    zygote = _zygote(python, env)
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
         return _plain(command, env, cwd, timeout, started)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(zygote.path)
-        ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
-        blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-        request = {
-            "module": module,
-            "argv": args,
-            "env": env,
-            "cwd": cwd,
-            "ignored": ignored,
-            "blocked": blocked,
-        }
-        request = json.dumps(request).encode()
-        socket.send_fds(conn, [request], [0, out_w, err_w])
-        conn.shutdown(socket.SHUT_WR)
-        os.close(out_w)
-        os.close(err_w)
+    conn = _request(zygote, module, args, env, cwd, [0, out_w, err_w])
+    os.close(out_w)
+    os.close(err_w)
+    with conn:
         answers = conn.makefile("rb")
         pid = int(answers.readline())
         if started is not None:
@@ -407,46 +449,133 @@ def run_cli(
     )
 
 
-class Forked:
-    """A command forked by the zygote, as much of :class:`subprocess.Popen` as a caller that
-    passed its own standard streams uses: ``pid``, ``returncode``, ``poll()``, ``wait(timeout)``."""
+class ForkedProcess:
+    """A command :func:`start_cli` forked: what tests use of :class:`subprocess.Popen` — ``pid``,
+    ``args``, ``returncode``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``terminate``,
+    ``kill``, and ``stdout``/``stderr`` when they were ``PIPE``. The zygote reaps the process and
+    sends its exit status on the connection this object holds."""
 
-    def __init__(self, conn: socket.socket, pid: int, args: list[str]) -> None:
-        self.conn, self.pid, self.args = conn, pid, args
+    def __init__(self, args: list[str], conn: socket.socket, pipes: dict[str, int], text: bool) -> None:
+        self.args = args
+        self._conn = conn
+        self._answers = b""
         self.returncode: int | None = None
-        self._answer = b""
+        mode = "r" if text else "rb"
+        self.stdout = os.fdopen(pipes["stdout"], mode) if "stdout" in pipes else None
+        self.stderr = os.fdopen(pipes["stderr"], mode) if "stderr" in pipes else None
+        self.pid = int(self._line(None))
+
+    def _line(self, timeout: float | None) -> str | None:
+        """The zygote's next answer line, waiting at most ``timeout`` s (None: until it comes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._answers:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._conn.settimeout(left)
+            try:
+                data = self._conn.recv(64)
+            except (TimeoutError, BlockingIOError):
+                return None
+            if not data:
+                raise RuntimeError(f"the CLI zygote ended before reporting on {self.args}")
+            self._answers += data
+        line, _, self._answers = self._answers.partition(b"\n")
+        return line.decode()
 
     def poll(self) -> int | None:
-        return self._status(0)
+        return self.wait(timeout=0, _raise=False)
 
-    def wait(self, timeout: float | None = None) -> int:
-        status = self._status(timeout)
-        if status is None:
-            raise subprocess.TimeoutExpired(self.args, timeout)
-        return status
-
-    def _status(self, timeout: float | None) -> int | None:
-        """The exit status the zygote sends when the command ends (waiting up to ``timeout``)."""
-        if self.returncode is not None:
-            return self.returncode
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._answer.endswith(b"\n"):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not _readable(self.conn, left):
+    def wait(self, timeout: float | None = None, _raise: bool = True) -> int | None:
+        if self.returncode is None:
+            status = self._line(timeout)
+            if status is None:
+                if _raise:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
                 return None
-            data = self.conn.recv(64)
-            if not data:  # the zygote is gone: the command's status is lost with it
-                raise RuntimeError(f"the CLI zygote ended before {self.args} did")
-            self._answer += data
-        self.returncode = int(self._answer)
-        self.conn.close()
+            self.returncode = int(status)
+            self._conn.close()
         return self.returncode
 
+    def communicate(self, timeout: float | None = None):
+        """Read the ``PIPE`` streams to their end and wait, as Popen.communicate does."""
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        read: dict[int, object] = {}
+        readers = [
+            threading.Thread(target=lambda s=s: read.__setitem__(id(s), s.read()), daemon=True)
+            for s in streams
+        ]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        for s in streams:
+            s.close()
+        return tuple(read.get(id(s)) if s is not None else None for s in (self.stdout, self.stderr))
 
-def _readable(conn: socket.socket, timeout: float | None) -> bool:
-    with selectors.DefaultSelector() as selector:
-        selector.register(conn, selectors.EVENT_READ)
-        return bool(selector.select(timeout))
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # as Popen: never a signal to a pid that may have been reused
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def start_cli(
+    args,
+    env: dict[str, str] | None = None,
+    cwd=None,
+    stdout=None,
+    stderr=None,
+    text: bool = False,
+    start_new_session: bool = False,
+    module: str = MODULE,
+    python: str | None = None,
+) -> ForkedProcess | subprocess.Popen:
+    """``subprocess.Popen([python, -m, module, *args], env=env, cwd=cwd, stdout=stdout,
+    stderr=stderr, text=text, start_new_session=start_new_session)``, the process forked from the
+    zygote (a plain Popen where :func:`run_cli` would run a plain subprocess). ``stdout`` and
+    ``stderr``: None (this process's), ``subprocess.PIPE``, ``DEVNULL``, a file or a descriptor;
+    ``stderr`` may be ``subprocess.STDOUT``; ``python``: as for :func:`run_cli`."""
+    args = [str(a) for a in args]
+    env = dict(os.environ if env is None else env)
+    command = [python or sys.executable, "-m", module, *args]
+    cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    zygote = _zygote(python, env) if FORKABLE else None
+    if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
+        return subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=stdout, stderr=stderr, text=text,
+            start_new_session=start_new_session,
+        )  # fmt: skip
+    mine: list[int] = []  # descriptors opened here, closed once the zygote has its copies
+    pipes: dict[str, int] = {}
+
+    def descriptor(name: str, target, default: int) -> int:
+        if target is None:
+            return default
+        if target == subprocess.PIPE:
+            read, write = os.pipe()
+            pipes[name] = read
+            mine.append(write)
+            return write
+        if target == subprocess.DEVNULL:
+            mine.append(os.open(os.devnull, os.O_WRONLY))
+            return mine[-1]
+        return target if isinstance(target, int) else target.fileno()
+
+    try:
+        out = descriptor("stdout", stdout, 1)
+        err = out if stderr == subprocess.STDOUT else descriptor("stderr", stderr, 2)
+        conn = _request(zygote, module, args, env, cwd, [0, out, err], session=start_new_session)
+        return ForkedProcess(command, conn, pipes, text)
+    finally:
+        for fd in mine:
+            os.close(fd)
 
 
 def spawn(
@@ -458,7 +587,7 @@ def spawn(
     rlimit_as: int | None = None,
     sigint: bool = False,
     module: str = MODULE,
-) -> Forked | None:
+) -> ForkedProcess | None:
     """``Popen([python, -m, module, *args], stdin/stdout/stderr=streams, env, cwd,
     start_new_session=session)`` forked from the zygote, its address space capped at ``rlimit_as``
     bytes when given; ``sigint``: SIGINT at Python's default handler even when this process ignores
@@ -467,32 +596,11 @@ def spawn(
     caller starts it itself."""
     args = [str(a) for a in args]
     cwd = os.path.abspath(cwd)
-    if not FORKABLE:
-        return None
-    zygote = _zygote()
+    zygote = _zygote() if FORKABLE else None
     if zygote is None or _startup_part(env) != _startup_part(zygote.env) or _shadows_a_preload(env, cwd):
         return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(zygote.path)
-        ignored = [int(s) for s in _INHERITED_IGNORES if signal.getsignal(s) is signal.SIG_IGN]
-        blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-        if sigint:
-            ignored = [s for s in ignored if s != signal.SIGINT]
-        request = {"module": module, "argv": args, "env": env, "cwd": cwd, "ignored": ignored,
-                   "blocked": blocked, "session": session, "rlimit_as": rlimit_as}  # fmt: skip
-        socket.send_fds(conn, [json.dumps(request).encode()], list(streams))
-        conn.shutdown(socket.SHUT_WR)
-        pid = b""
-        while not pid.endswith(b"\n"):
-            data = conn.recv(1)
-            if not data:
-                raise RuntimeError("the CLI zygote did not start the command")
-            pid += data
-    except BaseException:
-        conn.close()
-        raise
-    return Forked(conn, int(pid), [sys.executable, "-m", module, *args])
+    conn = _request(zygote, module, args, env, cwd, list(streams), session, rlimit_as, sigint)
+    return ForkedProcess([sys.executable, "-m", module, *args], conn, {}, text=False)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 drives ``kebab-eval`` end to end (Dagster instance, storage, outputs) in a few seconds.
 
 ``write_case(folder, gates=…)`` writes ``gold.jsonl``, ``trace.jsonl`` and ``cfg.yaml``;
-``cli(folder, *args, env=…)`` runs the console script there with a private ``DAGSTER_HOME``
+``cli(folder, *args, env=…)`` runs ``kebab-eval`` there (its own process, forked ready-imported:
+:mod:`tests.forked_cli`) with a private ``DAGSTER_HOME``
 (``folder/dagster_home`` unless the caller's ``env`` names one) and nothing else of the caller's
 ``KEBAB_EVAL_*`` / ``DAGSTER_*`` environment.
 """
@@ -11,14 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-KEBAB_EVAL = str(Path(sys.executable).with_name("kebab-eval"))
+from tests.forked_cli import run_cli
 
 GOLD = [
     {"id": "Q1", "query": "how to install", "lang": "ko", "supports": [{"chunk_id": "c1"}]},
@@ -64,6 +63,4 @@ def cli(folder: Path, *args: str, env: dict[str, str] | None = None, timeout: fl
         home = folder / "dagster_home"
         home.mkdir(parents=True, exist_ok=True)
         env = {**(env if env is not None else clean_env()), "DAGSTER_HOME": str(home)}
-    return subprocess.run(
-        [KEBAB_EVAL, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli(args, env=env, cwd=folder, timeout=timeout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 import dagster as dg
 import pytest
@@ -18,6 +17,7 @@ from kebab_eval_pipeline.foundation.location import run_storage
 from kebab_eval_pipeline.orchestration import evaluation_check
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
+from tests.forked_cli import run_cli
 from tests.test_cli import cli, cli_env
 
 
@@ -148,16 +148,19 @@ defs = dg.Definitions(assets=[index], jobs=[dg.define_asset_job("build_index", [
 """
 
 
+def dagster_cli(env: dict, cwd, *args: str) -> subprocess.CompletedProcess:
+    """``python -m dagster *args`` as its own process, forked ready-imported (:mod:`tests.forked_cli`:
+    Dagster's own import is most of a short command's start)."""
+    return run_cli(args, env=env, cwd=cwd, timeout=300, module="dagster")
+
+
 def test_a_workspace_without_this_location_gets_no_runs_of_it(tmp_path):
     """An instance whose runs were launched from another code location (a team's workspace that
     does not load this package) is refused by the commands that would add runs of this package's
     location; once a run of this location was launched there, they run."""
     env = cli_env(tmp_path)
     write(tmp_path / "team_project.py", FOREIGN_PROJECT)
-    launched = subprocess.run(
-        [sys.executable, "-m", "dagster", "job", "launch", "-m", "team_project", "-j", "build_index"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    launched = dagster_cli(env, tmp_path, "job", "launch", "-m", "team_project", "-j", "build_index")
     assert launched.returncode == 0, launched.stderr[-3000:]
     for args in (["run", "--run-id", "x1"], ["runs", "add", "x1"]):
         refused = cli(env, *args)
@@ -175,11 +178,9 @@ def test_a_workspace_without_this_location_gets_no_runs_of_it(tmp_path):
     env["KEBAB_EVAL_CONFIG"] = str(
         write(tmp_path / "sweep.yaml", "sweep: {name: sizes, grid: {system.chunk_size: [200, 400]}}\n")
     )
-    ours = subprocess.run(
-        [sys.executable, "-m", "dagster", "job", "launch", "-m", "kebab_eval_pipeline.definitions",
-         "-j", "register_sweep"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    ours = dagster_cli(
+        env, tmp_path, "job", "launch", "-m", "kebab_eval_pipeline.definitions", "-j", "register_sweep"
+    )
     assert ours.returncode == 0, ours.stderr[-3000:]
     added = cli(env, "runs", "add", "x1")
     assert added.returncode == 0, added.stderr

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.conftest import REPO, write
-from tests.forked_cli import FORKABLE, _zygote, run_cli
+from tests.forked_cli import FORKABLE, ForkedProcess, _zygote, run_cli, start_cli
 
 PROBE = "tests.process_probe"
 
@@ -107,3 +107,53 @@ def test_signals_are_as_the_caller_has_them_now(tmp_path):
     # and back: the next command has neither
     seen = json.loads(both_ways(env, tmp_path)[0].stdout)
     assert seen["signals"]["SIGUSR2"] == str(signal.SIG_DFL) and seen["blocked"] == []
+
+
+def test_a_started_command_is_a_popen_of_its_own(tmp_path):
+    """:func:`start_cli`: the probe forked and the probe started by Popen, each in a new session,
+    stdout to a pipe and stderr to a file: both see the same; exit code, streams and ``pid``
+    (the session's leader) as Popen gives them."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = ["5", str(os.getpgrp()), str(os.getsid(0))]
+    seen = {}
+    for way in ("forked", "plain"):
+        with (tmp_path / f"{way}.err").open("w") as err:
+            if way == "forked":
+                proc = start_cli(args, env, tmp_path, subprocess.PIPE, err, True, True, PROBE)
+                assert isinstance(proc, ForkedProcess)
+            else:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", PROBE, *args], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                    stderr=err, text=True, start_new_session=True,
+                )  # fmt: skip
+        out, _ = proc.communicate(timeout=120)
+        seen[way] = json.loads(out)
+        assert proc.returncode == proc.poll() == proc.wait() == 5
+        assert (tmp_path / f"{way}.err").read_text() == "probe: done\nsecond line\n"
+    assert seen["forked"] == seen["plain"]
+    assert not seen["forked"]["process_group_is_parents"] and not seen["forked"]["session_is_parents"]
+    assert seen["forked"]["streams"][1:] == ["fifo", "file"]
+
+
+def test_a_started_command_polls_waits_and_dies_as_popen_does(tmp_path):
+    """Running: ``poll`` is None, ``wait`` times out; a signal to its group (it leads a new
+    session) ends it, and its status says so; a signal after its end is not sent."""
+    write(tmp_path / "sleeper.py", "import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = start_cli(
+        [], dict(os.environ), tmp_path, subprocess.PIPE, subprocess.STDOUT, start_new_session=True,
+        module="sleeper",
+    )  # fmt: skip
+    assert proc.stdout.readline() == b"started\n" and proc.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.2)
+    assert os.getpgid(proc.pid) == proc.pid
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    proc.kill()  # ended and reaped: nothing is sent (the pid may be another process's by now)
+    proc.stdout.close()
+    # a command's environment that a starting interpreter reads: a plain Popen, as run_cli does
+    hooked = dict(
+        os.environ, PYTHONPATH=str(REPO / "tests" / "orchestration" / "fake_systems" / "pause_hook")
+    )
+    plain = start_cli(["--help"], hooked, tmp_path, subprocess.DEVNULL, subprocess.DEVNULL)
+    assert isinstance(plain, subprocess.Popen) and plain.wait(timeout=120) == 0

@@ -33,6 +33,7 @@ import yaml
 from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 
 COMPONENT = "kebab_eval_pipeline.orchestration.EvaluationChainComponent"
 EXAMPLE = REPO / "docs" / "examples" / "dagster-project"
@@ -109,11 +110,10 @@ def pip(team: dict, cwd: Path, *args: str) -> None:
 
 
 def dg_cli(team: dict, project: Path, *args: str) -> subprocess.CompletedProcess:
-    """The environment's ``dg`` (what its console script runs) in ``project``."""
-    return subprocess.run(
-        [team["python"], "-m", "dagster_dg_cli.cli", *args],
-        cwd=project, env=team["env"], capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    """The environment's ``dg`` (what its console script runs) in ``project``, forked from a zygote
+    of the venv's interpreter (:mod:`tests.forked_cli`): the installed packages are imported by
+    each command."""
+    return run_cli(args, team["env"], project, 300, module="dagster_dg_cli.cli", python=team["python"])
 
 
 def new_project(root: Path, defs_yaml: str, name: str = "chainproj") -> Path:

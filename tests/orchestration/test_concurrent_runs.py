@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +18,7 @@ from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.store.pins import read_pins
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import demo_golden_subset, write
+from tests.forked_cli import start_cli
 from tests.orchestration.test_crash_recovery import finish, partition_runs, start_materialize
 from tests.test_cli import env  # noqa: F401  (a fixture)
 
@@ -174,18 +174,23 @@ def run_cli_together(
 ) -> dict[str, str]:
     """One process per entry of ``commands`` (name → `kebab-eval` argument lists, run in order in
     one interpreter, as the console script runs them), each after the ``warm_up`` commands, all
-    released at the same instant; returns each one's stdout, failing on any non-zero exit."""
+    released at the same instant; returns each one's stdout, failing on any non-zero exit. Each
+    process is forked ready-imported (:func:`tests.forked_cli.start_cli`, the worker a module in
+    the folder beside ``ready``)."""
     ready.mkdir()
+    (ready.parent / "kebab_cli_worker.py").write_text(CLI_WORKER, encoding="utf-8")
     procs = {}
     for name, argv_list in commands.items():
         spec = {"ready": str(ready), "workers": len(commands), "name": name}
         spec |= {"warm_up": list(warm_up), "commands": argv_list}
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-c", CLI_WORKER, json.dumps(spec)],
+        procs[name] = start_cli(
+            [json.dumps(spec)],
             env=environment,
+            cwd=ready.parent,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            module="kebab_cli_worker",
         )
     outputs = {}
     for name, proc in procs.items():

@@ -27,11 +27,11 @@ from kebab_eval_pipeline.chain.artifacts import QueryScoresArtifact, RetrievalAr
 from kebab_eval_pipeline.store.layout import MANIFEST
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
+from tests.forked_cli import start_cli
 from tests.orchestration.test_chain import run_partition
 
 FAKES = Path(__file__).parent / "fake_systems"
-MATERIALIZE = [sys.executable, "-m", "dagster", "asset", "materialize"]
-MATERIALIZE += ["-m", "kebab_eval_pipeline.definitions", "--select", "*"]
+MATERIALIZE = ["asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
 TOPICS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
 TOPICS += ("golf", "hotel", "india", "juliet", "kilo", "lima")
@@ -46,14 +46,16 @@ def start_materialize(run_id: str, config: Path, log: Path, **env: str) -> subpr
     """`dagster asset materialize` of the whole chain for one run partition, in its own process
     group, with the code location's config from ``config`` and output to ``log``. The partition
     must be registered already; DAGSTER_HOME (and any other variable) comes from ``os.environ``
-    plus ``env``."""
+    plus ``env``. Forked ready-imported (:func:`tests.forked_cli.start_cli`), unless ``env`` gives
+    it a ``sitecustomize`` (the pause hook): that takes a started interpreter."""
     with log.open("wb") as out:
-        return subprocess.Popen(
+        return start_cli(
             [*MATERIALIZE, "--partition", run_id],
             env={**os.environ, "KEBAB_EVAL_CONFIG": str(config), **env},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            module="dagster",
         )
 
 
@@ -111,7 +113,8 @@ def crash_setup(tmp_path: Path) -> tuple[Path, Path]:
         for n, topic in enumerate(TOPICS, start=1)
     )
     golden = write(tmp_path / "golden.yaml", f"name: crash-set\nqueries:\n{entries}")
-    argv = [sys.executable, str(FAKES / "cmd_gated.py"), str(state), "{query_id}", "{query}", "{k}"]
+    # -S: the fake needs only the standard library (site's .pth files are a third of each call's start)
+    argv = [sys.executable, "-S", str(FAKES / "cmd_gated.py"), str(state), "{query_id}", "{query}", "{k}"]
     config = write(
         tmp_path / "eval.yaml",
         f"golden: {golden}\nanswers: false\nk: [1, 3, 5]\nbaseline: none\ndefault_gates: false\n"

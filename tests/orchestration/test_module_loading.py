@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked_cli import run_cli
 from tests.test_cli import cli, cli_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ def test_dg_checks_and_launches_a_run_partition(tmp_path):
     env = {**cli_env(tmp_path), "KEBAB_EVAL_STORAGE": str(tmp_path / "store")}
 
     def dg(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([DG, *args], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+        # the `dg` console script's module, forked ready-imported
+        return run_cli(args, env=env, cwd=REPO, timeout=300, module="dagster_dg_cli.cli")
 
     checked = dg("check", "defs")
     assert checked.returncode == 0, checked.stderr[-3000:]

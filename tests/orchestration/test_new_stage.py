@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import kebab_eval_pipeline
+from tests.forked_cli import run_cli
 
 PACKAGE = Path(kebab_eval_pipeline.__file__).parent
 
@@ -142,14 +143,7 @@ def test_a_new_chain_asset_is_its_declaration_and_its_definition(tmp_path) -> No
 
     cwd = tmp_path / "work"
     cwd.mkdir()
-    run = subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", "run", "--run-id", "r1"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_cli(["run", "--run-id", "r1"], env=env, cwd=cwd)  # the copy: its $PYTHONPATH
     assert run.returncode == 0, run.stdout + run.stderr
     from kebab_eval_pipeline.store.artifact_store import ArtifactStore
 

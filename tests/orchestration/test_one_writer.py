@@ -24,6 +24,7 @@ import pytest
 from kebab_eval_pipeline.chain.artifacts import RunMetricsArtifact
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import write
+from tests.forked_cli import run_cli, start_cli
 from tests.orchestration.test_crash_recovery import (
     WAIT_S,
     finish,
@@ -35,7 +36,6 @@ from tests.orchestration.test_crash_recovery import (
 )
 
 FAKE = Path(__file__).parent / "fake_systems" / "cmd_release.py"
-CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 TOPICS = ("alpha", "bravo", "charlie")
 
 
@@ -60,15 +60,17 @@ def release_config(tmp_path: Path, name: str, rank: int) -> tuple[Path, Path]:
     return config, state
 
 
-def start_cli(args: list[str], log: Path) -> subprocess.Popen:
-    """`kebab-eval ARGS` in its own process group; stdout to ``log``, stderr to ``log``.err."""
-    return subprocess.Popen(
-        [*CLI, *args],
-        env=dict(os.environ),  # DAGSTER_HOME: the instance fixture's; PYTHONPATH: this checkout
-        stdout=log.open("w"),
-        stderr=log.with_suffix(".err").open("w"),
-        start_new_session=True,
-    )
+def start_run(args: list[str], log: Path) -> subprocess.Popen:
+    """`kebab-eval ARGS` in its own process group; stdout to ``log``, stderr to ``log``.err
+    (forked ready-imported: :func:`tests.forked_cli.start_cli`)."""
+    with log.open("w") as out, log.with_suffix(".err").open("w") as err:
+        return start_cli(
+            args,
+            env=dict(os.environ),  # DAGSTER_HOME: the instance fixture's; PYTHONPATH: this checkout
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
 
 
 def printed_mrr(stdout: str) -> float:
@@ -92,7 +94,7 @@ def test_two_cli_runs_of_one_run_id_exactly_one_wins(instance, tmp_path):
     configs = {"a": release_config(tmp_path, "a", 1), "b": release_config(tmp_path, "b", 2)}
     logs = {name: tmp_path / f"{name}.log" for name in configs}
     procs = {
-        name: start_cli(["run", "--run-id", "same", "--config", str(cfg)], logs[name])
+        name: start_run(["run", "--run-id", "same", "--config", str(cfg)], logs[name])
         for name, (cfg, _) in configs.items()
     }
     try:
@@ -138,13 +140,7 @@ def test_materialize_and_cli_run_of_one_run_id_exclude_each_other(instance, tmp_
     materialize = start_materialize("m1", config_a, tmp_path / "m.log")
     try:
         wait_for_file(state_a / "inside", materialize, tmp_path / "m.log")
-        refused = subprocess.run(
-            [*CLI, "run", "--run-id", "m1", "--config", str(config_b)],
-            env=dict(os.environ),
-            capture_output=True,
-            text=True,
-            timeout=WAIT_S,
-        )
+        refused = run_cli(["run", "--run-id", "m1", "--config", config_b], timeout=WAIT_S)
         (state_a / "release").touch()
         finish(materialize, tmp_path / "m.log")
     finally:
@@ -158,7 +154,7 @@ def test_materialize_and_cli_run_of_one_run_id_exclude_each_other(instance, tmp_
     assert mrr == pytest.approx(1.0) and set(stamps.values()) == {holder}
 
     # 2. A CLI run holds it: `dagster asset materialize` fails, having written nothing.
-    cli = start_cli(["run", "--run-id", "m1", "--config", str(config_b)], tmp_path / "cli.log")
+    cli = start_run(["run", "--run-id", "m1", "--config", str(config_b)], tmp_path / "cli.log")
     try:
         wait_for_file(state_b / "inside", cli, tmp_path / "cli.log")
         second = start_materialize("m1", config_a, tmp_path / "m2.log")
@@ -180,7 +176,7 @@ def test_materialize_and_cli_run_of_one_run_id_exclude_each_other(instance, tmp_
 def test_a_sigkilled_run_does_not_block_its_run_id(instance, tmp_path):
     config, state = release_config(tmp_path, "k", 1)
     log = tmp_path / "killed.log"
-    proc = start_cli(["run", "--run-id", "k1", "--config", str(config)], log)
+    proc = start_run(["run", "--run-id", "k1", "--config", str(config)], log)
     try:
         wait_for_file(state / "inside", proc, log)
         record = Path(os.environ["DAGSTER_HOME"]) / "kebab-eval" / "artifacts" / "_run_locks" / "k1.json"
@@ -188,13 +184,7 @@ def test_a_sigkilled_run_does_not_block_its_run_id(instance, tmp_path):
     finally:
         kill_group(proc)
     (state / "release").touch()
-    again = subprocess.run(
-        [*CLI, "run", "--run-id", "k1", "--config", str(config)],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=WAIT_S,
-    )
+    again = run_cli(["run", "--run-id", "k1", "--config", config], timeout=WAIT_S)
     assert again.returncode == 0, again.stderr
     statuses = [r.status for r in partition_runs(instance, "k1")]
     assert statuses == [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.SUCCESS]  # the killed one stays

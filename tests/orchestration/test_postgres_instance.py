@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -24,13 +22,13 @@ from kebab_eval_pipeline.foundation.location import default_storage_base
 from kebab_eval_pipeline.orchestration.partitions import eval_runs
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 from tests.orchestration.test_chain import VERSION_KEYS
 from tests.postgres import PG_DB_ENV, PG_ENV, PostgresServer, require_dagster_postgres
 from tests.systems.adapters.conftest import stored_metrics
 from tests.test_cli import cli, no_traceback
 
 DOCUMENTED = REPO / "docs" / "deploy" / "dagster.yaml"
-DAGSTER_CLI = [sys.executable, "-m", "dagster"]
 CODE_LOCATION = ("-m", "kebab_eval_pipeline.definitions")
 CHAIN = {"golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report"}
 
@@ -145,12 +143,11 @@ def test_a_cli_run_is_read_back_from_postgres_with_its_metadata(pg_home, postgre
 
 
 def test_sensor_started_with_the_dagster_cli_is_stored_in_postgres(pg_home, postgres):
-    proc = subprocess.run(
-        [*DAGSTER_CLI, "sensor", "start", "golden_change_sensor", *CODE_LOCATION],
+    proc = run_cli(  # `dagster sensor start`, forked ready-imported
+        ["sensor", "start", "golden_change_sensor", *CODE_LOCATION],
         cwd=pg_home,
-        capture_output=True,
-        text=True,
         timeout=300,
+        module="dagster",
     )
     assert proc.returncode == 0, proc.stderr
     with dg.DagsterInstance.from_config(str(pg_home)) as instance:

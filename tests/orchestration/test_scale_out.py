@@ -24,12 +24,12 @@ from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.orchestration.assets import SYSTEM_POOL
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import echo_golden, write
+from tests.forked_cli import run_cli, start_cli
 from tests.test_cli import cli, env, no_traceback
 
 assert env  # the fixture, imported for this module's tests
 
-DAGSTER = [sys.executable, "-m", "dagster"]
-MATERIALIZE = [*DAGSTER, "asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
+MATERIALIZE = ["asset", "materialize", "-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 HELD = Path(__file__).parent / "fake_systems" / "cmd_held.py"
 CHAIN = ("golden_set", "retrieval_results", "judge", "query_scores", "run_metrics", "comparison_report")
 FIRST_SHARD = "retrieval_results.retrieve_shard[shard_0000]"
@@ -38,12 +38,15 @@ LOGGED = Path(__file__).parent / "fake_systems" / "cmd_logged.py"
 
 
 def _materialize(env: dict, partition: str, select: str = "*", **extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    """`dagster asset materialize` of one run partition, forked ready-imported
+    (:func:`tests.forked_cli.start_cli`)."""
+    return start_cli(
         [*MATERIALIZE[:-1], select, "--partition", partition],
         env={**env, **extra},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        module="dagster",
     )
 
 
@@ -189,12 +192,7 @@ def test_pool_limit_serialises_calls_to_the_system_under_test(env, tmp_path: Pat
     (tmp_path / "b" / "release").touch()  # B answers at once — when it is let in
     for partition in ("pool-a", "pool-b"):
         assert cli(env, "runs", "add", partition).returncode == 0
-    limit = subprocess.run(
-        [*DAGSTER, "instance", "concurrency", "set", SYSTEM_POOL, "1"],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    limit = run_cli(["instance", "concurrency", "set", SYSTEM_POOL, "1"], env=env, module="dagster")
     assert limit.returncode == 0, limit.stderr
 
     run_a = _materialize(env, "pool-a", KEBAB_EVAL_CONFIG=str(cfg_a))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.orchestration.names import ChainNames
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 
 PROJECT = REPO / "docs" / "examples" / "dagster-project"
 SEARCH = dg.AssetKey("search_index")
@@ -169,13 +169,12 @@ def test_the_team_project_loads_with_dagsters_own_loader(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env |= {"DAGSTER_HOME": str(home), "TEAM_INDEX_ROOT": str(tmp_path / "index")}
-    done = subprocess.run(
-        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "team_search.definitions"],
-        cwd=PROJECT,
+    done = run_cli(  # `dagster definitions validate`, forked ready-imported
+        ["definitions", "validate", "-m", "team_search.definitions"],
         env=env,
-        capture_output=True,
-        text=True,
+        cwd=PROJECT,
         timeout=120,
+        module="dagster",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Validation successful" in done.stdout + done.stderr

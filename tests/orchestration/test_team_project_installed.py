@@ -39,6 +39,7 @@ import dagster as dg
 import pytest
 
 from tests.conftest import REPO
+from tests.forked_cli import run_cli
 
 PROJECT = REPO / "docs" / "examples" / "dagster-project"
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}  # Dagster's default executor, one process
@@ -125,11 +126,17 @@ def run(team: dict, *args: str, timeout: int = 600) -> subprocess.CompletedProce
 
 
 def kebab(team: dict, *args: str) -> subprocess.CompletedProcess:
-    return run(team, team["kebab"], *args)
+    """``kebab-eval *args`` of the team's environment: ``python -m kebab_eval_pipeline.cli`` (what its
+    console script runs; the test runs the script itself once) forked from a zygote of the venv's
+    interpreter (:mod:`tests.forked_cli`): the installed package is imported by each command."""
+    proc = run_cli(args, team["env"], team["project"], 600, python=team["python"])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
 
 
 def dagster(team: dict, *args: str) -> subprocess.CompletedProcess:
-    return run(team, team["python"], "-m", "dagster", *args)
+    """``python -m dagster *args`` of the team's environment, forked as :func:`kebab` is."""
+    return run_cli(args, team["env"], team["project"], 600, module="dagster", python=team["python"])
 
 
 def python(team: dict, code: str) -> str:
@@ -190,7 +197,7 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     assert "Asset check 'index_quality' on 'search_index' passed" in built.stderr
-    registered = kebab(team, "runs", "add", "r1", *STAGING)
+    registered = run(team, team["kebab"], "runs", "add", "r1", *STAGING)  # the console script itself
     assert registered.returncode == 0, registered.stderr
     assert "registered run r1 in staging__eval_runs" in registered.stdout
     executed = dagster(

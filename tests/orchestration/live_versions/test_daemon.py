@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,10 +36,10 @@ from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.foundation.run_ids import versions_digest
 from kebab_eval_pipeline.reference.index import MANIFEST_FILE, ReferenceIndex
 from tests.conftest import REPO, write
+from tests.forked_cli import start_cli
 from tests.orchestration.live_versions.indexed_system import index_version_of, write_index
 
 HERE = Path(__file__).parent
-BIN = Path(sys.executable).parent
 #: each wait: generous for a loaded two-core machine, far below what a stuck daemon would take
 STARTUP_S = 90
 TICK_S = 60
@@ -92,10 +91,12 @@ class Daemon:
         self.logs.mkdir()
         self.processes: dict[str, subprocess.Popen] = {}
 
-    def _start(self, name: str, argv: list[str]) -> None:
+    def _start(self, name: str, module: str, args: list[str]) -> None:
+        """``python -m module *args`` (what the console script runs), forked ready-imported
+        (:func:`tests.forked_cli.start_cli`: Dagster's import is most of each one's start)."""
         with (self.logs / f"{name}.log").open("wb") as log:
-            self.processes[name] = subprocess.Popen(
-                argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            self.processes[name] = start_cli(
+                args, env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, module=module
             )
 
     def log_tail(self) -> str:
@@ -114,8 +115,8 @@ class Daemon:
         # the same moment can each stamp an alembic head, and the next to open it refuses it
         dg.DagsterInstance.from_config(str(self.home)).dispose()
         try:
-            self._start("code_server", [str(BIN / "dagster"), *server])
-            self._start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace)])
+            self._start("code_server", "dagster", server)  # `dagster api grpc …`
+            self._start("daemon", "dagster._daemon", ["run", "-w", str(self.workspace)])  # dagster-daemon
             with dg.DagsterInstance.from_config(str(self.home)) as instance:
                 self._start_sensors(instance)
                 yield instance
