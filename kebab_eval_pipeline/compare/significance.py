@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.columns import float_column
 
 __all__ = [
     "SIGNIFICANCE_COLUMNS",
@@ -278,7 +279,7 @@ def compare_query_scores(
         elif missing:
             row["note"] = f"column {column!r} missing in run {' and '.join(missing)}"
         else:
-            x_a, x_b = _float(scores_a, column)[pos_a], _float(scores_b, column)[pos_b]
+            x_a, x_b = float_column(scores_a, column)[pos_a], float_column(scores_b, column)[pos_b]
             binary = binary_test(name, x_a, x_b)
             result = paired_test(
                 x_a,
@@ -312,10 +313,6 @@ def _query_ids(qs: pd.DataFrame, run: str) -> pd.Index:
         dups = sorted(set(index[index.duplicated()]))[:5]
         raise ValueError(f"query_scores of run {run} has duplicate query ids: {', '.join(dups)}")
     return index
-
-
-def _float(qs: pd.DataFrame, column: str) -> np.ndarray:
-    return qs[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _sign_flip_p(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> tuple[float, str]:

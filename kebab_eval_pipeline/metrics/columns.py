@@ -25,6 +25,7 @@ __all__ = [
     "contiguous",
     "count_codes",
     "equi_join",
+    "float_column",
     "int_column",
     "key_codes",
     "key_counts",
@@ -150,11 +151,27 @@ def _categories(values: pd.Series) -> pa.Array:
     return categories
 
 
+_MASKED_NUMERIC = (pd.arrays.FloatingArray, pd.arrays.IntegerArray, pd.arrays.BooleanArray)
+
+
+def float_column(qs: pd.DataFrame, column: str) -> np.ndarray:
+    """Column ``column`` of ``qs`` as a new float64 array, NaN where null (a numpy numeric, bool or
+    masked ``Float64``/``Int64``/``boolean`` column, or anything ``astype("Float64")`` accepts).
+
+    Called once per metric column per comparison, slice and breakdown: numeric columns convert
+    directly (~4x cheaper than going through ``Float64``, same values); others take the general path."""
+    col = qs[column]
+    numeric = isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub"
+    if numeric or isinstance(col.array, _MASKED_NUMERIC):
+        return col.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+    return col.astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def int_column(frame: pd.DataFrame, column: str) -> np.ndarray:
     """``frame[column]`` as float64 (NaN for null or an absent column) — exact for any line number."""
     if column not in frame.columns:
         return np.full(len(frame), np.nan)
-    return frame[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    return float_column(frame, column)
 
 
 def lookup_codes(values: pa.Array | pa.ChunkedArray, value_set: pa.Array, *, runs: bool = True) -> np.ndarray:
