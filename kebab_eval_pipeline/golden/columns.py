@@ -6,9 +6,10 @@ Kept free of pandas: the CLI loads (and refuses) golden sets before it imports p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from kebab_eval_pipeline.golden.model import GoldenQuery
+from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -152,3 +153,67 @@ class GoldenColumns:
 
     def supports_frame(self) -> pd.DataFrame:
         return self._frames(1)
+
+    def golden(self, **set_fields) -> GoldenSet | None:
+        """The set's model built straight from the column lists (``set_fields``: name, source, …),
+        the same objects :func:`~kebab_eval_pipeline.golden.tables.golden_from_tables` builds from
+        the tables, without building them (most of the cost of a small set's model). None once
+        part of the set is in frames (more than :data:`CHUNK_QUERIES` queries): use the tables."""
+        if self._chunks:
+            return None
+        q, s = self.queries, self.supports
+        return golden_from_rows(
+            (dict(zip(q, row, strict=True)) for row in zip(*q.values(), strict=True)),
+            (dict(zip(s, row, strict=True)) for row in zip(*s.values(), strict=True)),
+            **set_fields,
+        )
+
+
+def _same(value):
+    return value
+
+
+def golden_from_rows(
+    query_rows: Iterable[dict],
+    support_rows: Iterable[dict],
+    none_if_na: Callable = _same,
+    **set_fields,
+) -> GoldenSet:
+    """The :class:`GoldenSet` of query rows (:data:`QUERY_COLUMNS`) and support rows
+    (:data:`SUPPORT_COLUMNS`, each query's in ``support_idx`` order); ``none_if_na`` maps a
+    table's null (NA, NaN) to None."""
+
+    def as_list(value) -> list:
+        value = none_if_na(value)
+        return [] if value is None else [str(v) for v in value]
+
+    by_query: dict[str, list[Support]] = {}
+    for row in support_rows:
+        fields = {k: none_if_na(row[k]) for k in _SUPPORT_FIELDS}
+        if fields["heading_path"] is not None:
+            fields["heading_path"] = [str(h) for h in fields["heading_path"]]
+        by_query.setdefault(row["query_id"], []).append(Support(**fields))
+    out = [
+        GoldenQuery(
+            id=row["query_id"],
+            query=row["query"],
+            lang=none_if_na(row["lang"]) or "",
+            answerable=bool(row["answerable"]),
+            category=none_if_na(row["category"]) or "",
+            difficulty=none_if_na(row["difficulty"]) or "",
+            tags=as_list(row["tags"]),
+            group=none_if_na(row["group"]),
+            pending=bool(row["pending"]),
+            supports=by_query.get(row["query_id"], []),
+            required_support_groups=json.loads(row["required_support_groups"] or "[]"),
+            must_contain=as_list(row["must_contain"]),
+            forbidden=as_list(row["forbidden"]),
+            gold_claim_substr=as_list(row["gold_claim_substr"]),
+            recency_rule=none_if_na(row["recency_rule"]),
+            expected_kind=none_if_na(row["expected_kind"]),
+            notes=none_if_na(row["notes"]) or "",
+            constraints=as_list(row["constraints"]),
+        )
+        for row in query_rows
+    ]
+    return GoldenSet(queries=out, **set_fields)

@@ -7,12 +7,16 @@ losslessly with :class:`GoldenSet`.
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from kebab_eval_pipeline.golden.columns import QUERY_COLUMNS, SUPPORT_COLUMNS, GoldenColumns, typed_frame
-from kebab_eval_pipeline.golden.model import GoldenQuery, GoldenSet, Support
+from kebab_eval_pipeline.golden.columns import (
+    QUERY_COLUMNS,
+    SUPPORT_COLUMNS,
+    GoldenColumns,
+    golden_from_rows,
+    typed_frame,
+)
+from kebab_eval_pipeline.golden.model import GoldenSet
 
 __all__ = [
     "QUERY_COLUMNS",
@@ -53,41 +57,11 @@ def _none_if_na(value):
     return value
 
 
-def _as_list(value) -> list:
-    value = _none_if_na(value)
-    return [] if value is None else [str(v) for v in value]
-
-
 def golden_from_tables(queries: pd.DataFrame, supports: pd.DataFrame, **set_fields) -> GoldenSet:
     """Inverse of :func:`queries_table` / :func:`supports_table`."""
-    by_query: dict[str, list[Support]] = {}
-    for row in supports.sort_values(["query_id", "support_idx"]).to_dict("records"):
-        fields = {k: _none_if_na(row[k]) for k in SUPPORT_COLUMNS if k not in ("query_id", "support_idx")}
-        if fields["heading_path"] is not None:
-            fields["heading_path"] = [str(h) for h in fields["heading_path"]]
-        by_query.setdefault(row["query_id"], []).append(Support(**fields))
-    out = []
-    for row in queries.to_dict("records"):
-        out.append(
-            GoldenQuery(
-                id=row["query_id"],
-                query=row["query"],
-                lang=_none_if_na(row["lang"]) or "",
-                answerable=bool(row["answerable"]),
-                category=_none_if_na(row["category"]) or "",
-                difficulty=_none_if_na(row["difficulty"]) or "",
-                tags=_as_list(row["tags"]),
-                group=_none_if_na(row["group"]),
-                pending=bool(row["pending"]),
-                supports=by_query.get(row["query_id"], []),
-                required_support_groups=json.loads(row["required_support_groups"] or "[]"),
-                must_contain=_as_list(row["must_contain"]),
-                forbidden=_as_list(row["forbidden"]),
-                gold_claim_substr=_as_list(row["gold_claim_substr"]),
-                recency_rule=_none_if_na(row["recency_rule"]),
-                expected_kind=_none_if_na(row["expected_kind"]),
-                notes=_none_if_na(row["notes"]) or "",
-                constraints=_as_list(row["constraints"]),
-            )
-        )
-    return GoldenSet(queries=out, **set_fields)
+    return golden_from_rows(
+        queries.to_dict("records"),
+        supports.sort_values(["query_id", "support_idx"]).to_dict("records"),
+        _none_if_na,
+        **set_fields,
+    )

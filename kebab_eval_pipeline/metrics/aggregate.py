@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.answers import answer_scores
-from kebab_eval_pipeline.metrics.columns import lookup_codes, string_column
+from kebab_eval_pipeline.metrics.columns import float_column, lookup_codes, string_column
 from kebab_eval_pipeline.metrics.matching import (
     COMPARED_HIT_COLUMNS,
     compared_hit_columns,
@@ -489,10 +489,6 @@ def dimension_labels(qs: pd.DataFrame, dim: str, n: int) -> tuple[np.ndarray, np
     return rows, labels.to_numpy(zero_copy_only=False).astype(object)
 
 
-def _float(qs: pd.DataFrame, column: str) -> np.ndarray:
-    return qs[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
 def _grouped(
     qs: pd.DataFrame, codes: np.ndarray, rows: np.ndarray, n_groups: int, ks: list[int]
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -520,14 +516,14 @@ def _grouped(
         for k in ks if entry.at_k else [None]:
             column = entry.column_for(k)
             if column is not None and column in qs.columns:
-                mean(entry.metric(k), _float(qs, column))
+                mean(entry.metric(k), float_column(qs, column))
     if "group" in qs.columns:
         group = pa.array(qs["group"].astype("string"), type=pa.large_string(), from_pandas=True)
         group_code = pc.fill_null(pc.dictionary_encode(group).indices, -1).to_numpy().astype(np.int64)[rows]
         for k in ks:
             if f"hit@{k}" in qs.columns:
                 scores[f"group_consistency@{k}"], counts[f"group_consistency@{k}"] = _group_consistency(
-                    codes, group_code, _float(qs, f"hit@{k}")[rows], n_groups
+                    codes, group_code, float_column(qs, f"hit@{k}")[rows], n_groups
                 )
     if "verified_hits" in qs.columns and "hallucinated_hits" in qs.columns:
         # A rate over hits, not queries: Σ hallucinated / Σ verified (null without a source root).

@@ -40,6 +40,7 @@ imported on the first query of the catalogue, so the core never lists their metr
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -238,6 +239,19 @@ def parse(text: str, dimensions: Sequence[str] | None = None) -> MetricName:
 
     Raises :class:`MetricNameError` (a ValueError) naming the text and what is wrong.
     """
+    if dimensions is None and isinstance(text, str):
+        return _parse_plain(text)
+    return _parse(text, dimensions)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_plain(text: str) -> MetricName:
+    # Comparisons and breakdowns look the same few hundred names up thousands of times; a
+    # MetricName is frozen, so sharing one is safe (errors are raised again, never cached).
+    return _parse(text, None)
+
+
+def _parse(text: str, dimensions: Sequence[str] | None) -> MetricName:
     m = _PARSE.fullmatch(text.strip()) if isinstance(text, str) else None
     if m is None:
         raise MetricNameError(f"malformed metric name {text!r}: {_FORM}")
