@@ -195,17 +195,21 @@ def test_usage_error_is_exit_2(env):
 def test_stale_golden_stops_the_run_before_any_query(env, tmp_path):
     golden = write(
         tmp_path / "g.yaml",
-        "queries:\n  - id: q1\n    query: kimchi\n    supports: [{rel_path: korean/no-such-file.md}]\n",
+        "queries:\n  - id: q1\n    query: kimchi\n    supports: [{rel_path: korean/no-such-file.md}]\n"
+        # a path that reads as console markup is printed as written (it crashed the warning: exit 3)
+        "  - id: q2\n    query: miso\n    supports: [{rel_path: 'korean/[/b]miso.md'}]\n",
     )
     proc = cli(env, "run", "--run-id", "stale-1", "--golden", str(golden))
     assert proc.returncode == 2, proc.stderr
     no_traceback(proc)
     assert "golden set is stale" in proc.stderr and "korean/no-such-file.md" in proc.stderr
+    assert "korean/[/b]miso.md" in proc.stderr
     assert "stale-1" not in cli(env, "runs", "list").stdout  # nothing registered
     warn = write(tmp_path / "warn.yaml", f"golden: {golden}\nstale_golden: warn\n")
     proc = cli(env, "run", "--run-id", "stale-2", "--config", str(warn))
     assert proc.returncode == 0, proc.stderr
     assert "warning:" in proc.stderr and "no document at this path in the index" in proc.stderr
+    assert "korean/[/b]miso.md" in proc.stderr
 
 
 def test_golden_convert_and_schema(env, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from kebab_eval_pipeline.cli import ci_outputs, interrupt
 from kebab_eval_pipeline.cli.address import ChainOption, chain_names, check_chain
@@ -289,7 +290,7 @@ def _check_inputs(
 
         hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system, golden_file))
     for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
-        err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)  # paths as written
     return len(loaded.queries)
 
 
