@@ -218,9 +218,10 @@ def test_golden_convert_and_schema(env, tmp_path):
         "- id: a\n  query: where?\n  expected_doc_ids: [d.md]\n"
         "- id: b\n  query: nothing\n  expected_doc_ids: []\n",
     )
-    out = tmp_path / "canonical.jsonl"
+    out = tmp_path / "canonical[bold].jsonl"  # printed as written, not read as console markup
     proc = cli(env, "golden", "convert", str(kebab), "--to", "canonical", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert f"wrote 2 queries to {out}" in proc.stderr.replace("\n", ""), proc.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines == [
         {"id": "a", "query": "where?", "supports": [{"doc_id": "d.md"}]},

@@ -146,7 +146,7 @@ def golden_convert(
         sys.stdout.write(text)
     else:
         atomic.write_text(out_path, text)
-        err.print(f"wrote {len(golden.queries)} queries to {out_path}")
+        err.print(f"wrote {len(golden.queries)} queries to {out_path}", markup=False)
 
 
 def golden_suggest(

@@ -130,11 +130,11 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
     if comparison is not None:
         html = store.file_path("comparison_report", run_id, "comparison.html")
         if html is not None:
-            out.print(f"comparison report: {html}", soft_wrap=True, highlight=False)
+            out.print(f"comparison report: {html}", soft_wrap=True, highlight=False, markup=False)
     where = (
         folder / REPORT_FILE if folder is not None else store.file_path("run_metrics", run_id, REPORT_FILE)
     )
-    out.print(f"report: {where}", soft_wrap=True, highlight=False)
+    out.print(f"report: {where}", soft_wrap=True, highlight=False, markup=False)
 
 
 def print_runs_table(run_id, time, labels=(), numbers=()) -> None:

@@ -119,7 +119,7 @@ def compare(
     gates = report.info["gates"]
     if html is not None:
         atomic.write_bytes(html, report.files["comparison.html"])
-        err.print(f"wrote {html}")
+        err.print(f"wrote {html}", markup=False)
     _write_files(out_dir, report.files)
     if as_json:
         sys.stdout.write(render_json(report))
@@ -173,7 +173,7 @@ def _rank(
     )
     if html is not None:
         atomic.write_bytes(html, ranking.files["ranking.html"])
-        err.print(f"wrote {html}")
+        err.print(f"wrote {html}", markup=False)
     _write_files(out_dir, ranking.files)
     for warning in ranking.info["warnings"]:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
@@ -213,7 +213,7 @@ def export(
     repeats = repeat_count(store, run_id)
     if repeats > 1 and fmt == "trec":  # one run file per repeat, never one repeat as the run
         for run_file, qrels, _ in export_trec_repeats(store, run_id, out_path or Path(f"{run_id}.trec")):
-            err.print(f"wrote {run_file} and {qrels}")
+            err.print(f"wrote {run_file} and {qrels}", markup=False)
         return
     if repeats > 1 and fmt == "json":
         raise refuse_json(run_id, repeats)
@@ -235,7 +235,7 @@ def export(
                 raise output_failure(
                     "--out", out_path, exc, f"run {run_id} is stored and unchanged"
                 ) from None
-            err.print(f"wrote {out_path}")
+            err.print(f"wrote {out_path}", markup=False)
         else:
             sys.stdout.write(text)
     elif fmt == "trec":
@@ -245,7 +245,7 @@ def export(
         except OSError as exc:
             shown = exc.filename or target
             raise output_failure("--out", shown, exc, f"run {run_id} is stored and unchanged") from None
-        err.print(f"wrote {run_file}, {qrels} and {docnos} (what each docno stands for)")
+        err.print(f"wrote {run_file}, {qrels} and {docnos} (what each docno stands for)", markup=False)
     else:
         raise InputError("unknown export format", [Offender("--format", f"{fmt!r}: use json or trec")])
 
