@@ -233,12 +233,13 @@ def test_cli_sweep_variants_each_get_a_worker_of_their_own(tmp_path_factory, tmp
     for run_id in runs:
         rows = exported(env, run_id)
         assert list(rows) == IDS and rows["q3"]["error"].startswith(ENDED + "exit code 0 during ")
-        # with concurrency 2 a query in flight beside q3 ends with it (and says so); q5 comes after
-        # the restart, from a new worker
-        for q in ("q1", "q2", "q4"):
+        # with concurrency 2 a query in flight beside q3 ends with it (and says so) — q5 too when
+        # q4 finished before q3 ran (seen under load); at most one query is beside q3, so q4 or q5
+        # comes after the restart, from a new worker
+        for q in ("q1", "q2", "q4", "q5"):
             error = rows[q]["error"]
             assert error is None or (error.startswith(ENDED) and "q3" in error and q in error), error
-        assert rows["q5"]["error"] is None
+        assert rows["q4"]["error"] is None or rows["q5"]["error"] is None
 
 
 # -- a real Dagster materialization, in this process ----------------------------------------------
