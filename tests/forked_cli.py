@@ -11,7 +11,8 @@ fork, so its import-time state — consoles, caches, the run context — is the 
 
 A command whose environment differs from the forking process's in what the interpreter or those
 libraries read when they start (``PYTHON*``, locale, time zone, thread counts, ...) runs as a
-plain subprocess instead: only then could the two differ. Tests about a process as such — signals,
+plain subprocess instead: only then could the two differ. (When the test process's own environment
+changes so, the commands that inherit it get a zygote started with it.) Tests about a process as such — signals,
 Ctrl-C, what a fresh process imports, resource limits — start their own processes, not this.
 
 The forking process (the *zygote*) starts on the first command of a test process and ends with it
@@ -268,17 +269,23 @@ class _Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-#: interpreter → (the test process that started its zygote: a forked test must not reuse it, the zygote)
-_ZYGOTES: dict[str, tuple[int, _Zygote]] = {}
+#: (interpreter, what a start reads of its environment) → (the test process that started that
+#: zygote: a forked test must not reuse it, the zygote)
+_ZYGOTES: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int, _Zygote]] = {}
 
 
 _ZYGOTE_LOCK = threading.Lock()  # commands started from several threads share one zygote
 
 
 def _zygote(python: str | None = None, env: dict[str, str] | None = None) -> _Zygote | None:
-    """This test process's zygote of interpreter ``python`` (this one by default; another, such as
-    a new venv's, is started with the commands' environment ``env``), started on first use; None
-    (with a warning) when it cannot start: then every command is a plain subprocess, only slower."""
+    """This test process's zygote of interpreter ``python`` (this one by default, started with this
+    process's environment as it is now; another, such as a new venv's, is started with the commands'
+    environment ``env``), started on first use; None (with a warning) when it cannot start: then
+    every command is a plain subprocess, only slower.
+
+    A zygote serves the environment it started with. When this process's own environment changes
+    in what a start reads (a library loaded in a test sets ``OMP_WAIT_POLICY``, say), the commands
+    that inherit it get a zygote of their own rather than all becoming plain subprocesses."""
     with _ZYGOTE_LOCK:
         return _zygote_locked(python, env)
 
@@ -286,10 +293,12 @@ def _zygote(python: str | None = None, env: dict[str, str] | None = None) -> _Zy
 def _zygote_locked(python: str | None, env: dict[str, str] | None) -> _Zygote | None:
     global FORKABLE
     python = python or sys.executable
-    started = _ZYGOTES.get(python)
+    start_env = dict(os.environ if env is None or python == sys.executable else env)
+    key = (python, tuple(sorted(_startup_part(start_env).items())))
+    started = _ZYGOTES.get(key)
     if started is None or started[0] != os.getpid() or started[1].proc.poll() is not None:
         try:
-            zygote = _Zygote(python, dict(os.environ if env is None or python == sys.executable else env))
+            zygote = _Zygote(python, start_env)
         except (OSError, RuntimeError) as exc:
             import warnings
 
@@ -297,7 +306,7 @@ def _zygote_locked(python: str | None, env: dict[str, str] | None) -> _Zygote | 
                 FORKABLE = False
             warnings.warn(f"{python}'s commands run as plain subprocesses: {exc}", stacklevel=3)
             return None
-        _ZYGOTES[python] = started = (os.getpid(), zygote)
+        _ZYGOTES[key] = started = (os.getpid(), zygote)
     return started[1]
 
 

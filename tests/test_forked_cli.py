@@ -70,6 +70,25 @@ def test_an_environment_the_interpreter_reads_at_start_is_started_plainly(tmp_pa
     assert json.loads(forked.stdout)["hash_randomization"] == 0
 
 
+def test_this_process_s_start_up_environment_changed_gets_a_zygote_of_its_own(tmp_path, monkeypatch):
+    """A library a test loads may set a variable a start reads (the multilingual model sets
+    OMP_WAIT_POLICY in the worker): the commands that inherit it are still forked, from a zygote
+    started with it, and see what a plain start sees. (They were all plain subprocesses once.)"""
+    before = _zygote()
+    monkeypatch.setenv("TZ", "Asia/Seoul" if os.environ.get("TZ") != "Asia/Seoul" else "UTC")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = ["0", str(os.getpgrp()), str(os.getsid(0))]
+    with (tmp_path / "err").open("w") as err:
+        proc = start_cli(args, env, tmp_path, subprocess.PIPE, err, True, False, PROBE)
+    assert isinstance(proc, ForkedProcess) and _zygote() is not before
+    out, _ = proc.communicate(timeout=120)
+    forked, plain = json.loads(out), json.loads(both_ways(env, tmp_path)[1].stdout)
+    assert forked.pop("streams") == ["other", "fifo", "file"] and plain.pop("streams")[2] == "fifo"
+    assert forked == plain and forked["environ"]["TZ"] == os.environ["TZ"]
+    monkeypatch.undo()
+    assert _zygote() is before  # and the first one serves the environment it started with again
+
+
 def test_a_module_of_a_preloaded_library_s_name_in_the_folder_wins_as_it_would(tmp_path):
     write(tmp_path / "yaml.py", "SHADOW = True\n")
     write(tmp_path / "probe_yaml.py", "import yaml\nprint(getattr(yaml, 'SHADOW', False))\n")
