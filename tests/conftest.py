@@ -199,12 +199,57 @@ def as_a_terminal_job() -> None:
 def clean_cli_env(tmp_path_factory, name: str) -> dict[str, str]:
     """The environment of CLI subprocesses with their own empty DAGSTER_HOME (and so their own artifact
     store and index cache): the process's KEBAB_EVAL_* and DAGSTER_* variables left out."""
-    home = tmp_path_factory.mktemp(name) / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
+    return cli_environment(empty_dagster_home(tmp_path_factory.mktemp(name) / "dagster_home"))
+
+
+def cli_environment(home: Path) -> dict[str, str]:
+    """This process's environment without its KEBAB_EVAL_* and DAGSTER_* settings, DAGSTER_HOME ``home``."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     environment["DAGSTER_HOME"] = str(home)
     return environment
+
+
+_EMPTY_HOME: dict[int, Path] = {}  # test process → its template (a forked test makes its own)
+
+
+def empty_dagster_home(home: Path) -> Path:
+    """``home``, a new DAGSTER_HOME with an empty ``dagster.yaml``, as the CLI's first command leaves
+    it: its instance created (settings copy, run, event-log index and schedule storages), no run, no
+    partition, no artifact. Copied from one this test process made once with the CLI's own
+    :func:`~kebab_eval_pipeline.cli.instance.open_instance`: creating the storages' schemas (Dagster's
+    SQLite tables and Alembic stamps) cost each test's first command 0.4-0.8 s. A test about that
+    creation itself makes its home bare (an empty ``dagster.yaml`` only)."""
+    template = _EMPTY_HOME.get(os.getpid())
+    if template is None:
+        template = _EMPTY_HOME[os.getpid()] = _make_empty_home()
+    shutil.copytree(template, home)
+    return home
+
+
+def _make_empty_home() -> Path:
+    import atexit
+    import tempfile
+
+    from kebab_eval_pipeline.cli.instance import open_instance
+
+    folder = Path(tempfile.mkdtemp(prefix="kebab-empty-dagster-home-"))
+    atexit.register(shutil.rmtree, folder, True)
+    home = folder / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        instance = open_instance()
+        try:  # every storage of the instance opened, so each has created its schema
+            instance.get_runs(limit=1)
+            instance.get_dynamic_partitions("kebab-empty-home-probe")
+            instance.event_log_storage.get_asset_records([dg.AssetKey("kebab-empty-home-probe")])
+            list(instance.all_instigator_state())
+        finally:
+            instance.dispose()
+    leftovers = sorted(p.name for p in home.rglob("*") if p.name.endswith(("-wal", "-shm", "-journal")))
+    assert not leftovers, f"the template home's SQLite files are still open: {leftovers}"
+    return home
 
 
 def write(path: Path, text: str) -> Path:

@@ -12,8 +12,9 @@ fork, so its import-time state — consoles, caches, the run context — is the 
 A command whose environment differs from the forking process's in what the interpreter or those
 libraries read when they start (``PYTHON*``, locale, time zone, thread counts, ...) runs as a
 plain subprocess instead: only then could the two differ. (When the test process's own environment
-changes so, the commands that inherit it get a zygote started with it.) Tests about a process as such — signals,
-Ctrl-C, what a fresh process imports, resource limits — start their own processes, not this.
+changes so, the commands that inherit it get a zygote started with it.) Tests about a process as
+such — signals, Ctrl-C, what a fresh process imports, resource limits — start their own processes,
+not this.
 
 The forking process (the *zygote*) starts on the first command of a test process and ends with it
 (its stdin is a pipe from the test process: EOF ends it). It serves one request at a time on a
@@ -55,6 +56,11 @@ PRELOAD = (
     "yaml",
     "jinja2",
     "dagster",
+    # what opening the instance imports (Dagster's storages pull in its daemon, backfill and
+    # workspace modules, SQLAlchemy's MySQL dialect, structlog, watchdog: ~0.12 s a command), and
+    # the artifact store's upath/fsspec
+    "dagster._core.storage.sqlite_storage",
+    "upath",
 )
 
 #: Environment variables read when the interpreter or a preloaded library starts: a command whose
@@ -81,6 +87,15 @@ STARTUP_VARIABLES = (
     "DAGSTER_LOG",
     "LD_",
     "MALLOC_",
+    # read when those preloads are imported
+    "FSSPEC_",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "FRESHNESS_DAEMON_",
+    "DAGSTER_BACKFILL_",
+    "DAGSTER_DEV_",
+    "DAGSTER_EVENT_LOG_CONSUMER_",
+    "DAGSTER_RUN_QUEUE_",
 )
 
 MODULE = "kebab_eval_pipeline.cli"

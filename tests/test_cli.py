@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,21 +12,16 @@ import pytest
 from kebab_eval_pipeline.foundation.demo import DEMO_GOLDEN
 from kebab_eval_pipeline.foundation.run_ids import in_ci
 from kebab_eval_pipeline.golden.load import load_golden
-from tests.conftest import write
+from tests.conftest import cli_environment, empty_dagster_home, write
 from tests.forked_cli import run_cli
 
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
 
 def cli_env(tmp_path) -> dict[str, str]:
-    """This process's environment without KEBAB_EVAL_*/DAGSTER_* settings, and a fresh empty
-    DAGSTER_HOME under ``tmp_path``."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    environment["DAGSTER_HOME"] = str(home)
-    return environment
+    """This process's environment without KEBAB_EVAL_*/DAGSTER_* settings, and a new empty
+    DAGSTER_HOME under ``tmp_path`` (as a first command leaves it: :func:`empty_dagster_home`)."""
+    return cli_environment(empty_dagster_home(tmp_path / "dagster_home"))
 
 
 @pytest.fixture
