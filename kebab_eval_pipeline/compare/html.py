@@ -27,12 +27,14 @@ the template that prints it, never by hand.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
+import jinja2.bccache
 import numpy as np
 import pandas as pd
 from markupsafe import Markup
@@ -146,6 +148,7 @@ def _environment() -> jinja2.Environment:
     an output line; undefined names fail instead of printing nothing."""
     return jinja2.Environment(
         loader=jinja2.PackageLoader("kebab_eval_pipeline.compare", "templates"),
+        bytecode_cache=_bytecode_cache(),
         autoescape=True,
         finalize=_escape,
         trim_blocks=True,
@@ -153,6 +156,29 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+
+
+class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Jinja2's cache of compiled templates in a folder of this user's own (``_jinja2-cache-<uid>``
+    in the temporary folder, mode 0700, checked to be ours): a run that renders a report loads the
+    templates' code instead of compiling them (~0.07 s of every comparison). An entry is keyed by
+    the template's source and file, so an edited or upgraded template is compiled again. A folder
+    that cannot be read or written only costs the compile."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().load_bytecode(bucket)
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return _QuietBytecodeCache()
+    except (OSError, RuntimeError):  # no private folder can be made: compile every time
+        return None
 
 
 def _escape(value: object) -> object:

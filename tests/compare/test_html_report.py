@@ -3,8 +3,12 @@ page in headless Chromium (no console or page errors, no request but the file, c
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +16,7 @@ import pytest
 
 from kebab_eval_pipeline.compare.html import CHART_IDS, render_html
 from tests.browser import open_in_chromium
+from tests.conftest import REPO
 
 XSS = '<script>alert(1)</script> id="x"'  # a query id, category and version an attacker chose
 KOREAN = "발효 식품"
@@ -522,3 +527,34 @@ def test_templates_are_package_data_the_build_ships():
     for path in templates:
         relative = path.relative_to(root).as_posix()
         assert any(fnmatch.fnmatch(relative, g) for g in globs), relative
+
+
+def test_compiled_templates_are_cached_per_user_and_a_bad_cache_folder_costs_only_the_compile(tmp_path):
+    """Each process renders the same report whether the compiled templates come from the cache
+    (written by the first render), are compiled (nothing cached yet), or cannot be cached at all
+    (the cache's place is taken by a file)."""
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from tests.compare.test_html_report import _render\n"
+        "sys.stdout.write(_render())\n"
+    )
+
+    def render(tmpdir: Path) -> str:
+        env = {**os.environ, "TMPDIR": str(tmpdir)}
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(REPO)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cached = tmp_path / "cached"
+    cached.mkdir()
+    first, second = render(cached), render(cached)
+    folder = cached / f"_jinja2-cache-{os.getuid()}"
+    entries = sorted(folder.glob("__jinja2_*.cache"))
+    assert len(entries) == len(list((REPO / "kebab_eval_pipeline" / "compare" / "templates").glob("*.j2")))
+    assert folder.stat().st_mode & 0o777 == 0o700  # this user's alone: the entries are code
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / f"_jinja2-cache-{os.getuid()}").write_text("not a folder")
+    assert first == second == render(blocked) == _render()
