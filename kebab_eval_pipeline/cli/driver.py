@@ -276,7 +276,6 @@ def drive(
     run_id: str,
     *,
     builder,
-    total: int,
     tags: dict,
     show: Callable[[RunStore], None],
     asset_selection=None,
@@ -289,8 +288,7 @@ def drive(
     progress — from ``prepare`` (registering the partition) until ``show`` has printed the stored
     numbers, so they are this run's. Then a failed run raises its exit code's error
     (:func:`raise_run_failure`). ``names``: the chain whose job and storage ``defs`` holds (a
-    ``ChainNames``; default: the package's own location's). ``total`` is unused: each stage
-    reports its own count."""
+    ``ChainNames``; default: the package's own location's)."""
     from kebab_eval_pipeline.definitions import JOB_NAME
     from kebab_eval_pipeline.orchestration import run_lock
     from kebab_eval_pipeline.orchestration.in_process import run_of

@@ -189,7 +189,7 @@ def run_partition(
     settings = variant_settings(settings_for_run(config, overrides), run_id)
     if storage is not None:
         settings = settings.model_copy(update={"storage": storage})
-    total = _check_inputs(settings, config, chain, run_id, golden_parses)
+    _check_inputs(settings, config, chain, run_id, golden_parses)
     try:
         names = chain_names(chain, config)
         from kebab_eval_pipeline.chain.pipeline import headline
@@ -227,7 +227,6 @@ def run_partition(
                 instance,
                 run_id,
                 builder=builder,
-                total=total * settings.repeat,  # every query is asked once per repeat
                 tags={TRIGGER_TAG: "ci" if in_ci() else "cli", **({ROLE_TAG: role} if role else {})},
                 prepare=register,
                 show=shown,
@@ -245,12 +244,12 @@ def _check_inputs(
     chain: str | None = None,
     run_id: str | None = None,
     golden_parses: dict | None = None,
-) -> int:
+) -> None:
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
     the golden file (parsed once: the golden_set step stores this parse), the source root and judge
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
     plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
-    warnings; returns the number of golden queries. Nothing parsed here is held by the caller: the
+    warnings. Nothing parsed here is held by the caller: the
     hand-over keeps the golden parse until the golden_set step has stored it, and the system until
     the run's retrieval is collected; ``golden_parses`` (a sweep's) keeps it for the next run."""
     from kebab_eval_pipeline.chain.run_overrides import config_path
@@ -291,7 +290,6 @@ def _check_inputs(
         hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system, golden_file))
     for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)  # paths as written
-    return len(loaded.queries)
 
 
 def rejudge(
@@ -358,7 +356,6 @@ def rejudge(
         instance,
         run_id,
         builder=builder,
-        total=stored.get("golden", {}).get("queries", 0),
         tags={TRIGGER_TAG: "rejudge", **({ROLE_TAG: role.role} if role.role in SETTABLE_ROLES else {})},
         asset_selection=[names.key(name) for name in JUDGED_ASSETS],
         show=lambda store: print_run(store, run_id, settings.k, headline, settings),

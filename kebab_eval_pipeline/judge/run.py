@@ -1,7 +1,9 @@
 """Judge a run: every answered query scored for groundedness and correctness, a fixed-seed sample
 judged a second time (spot check), every reply cached by (judge digest, prompt version, input hash).
 
-Pure of Dagster: the ``judge`` asset and ``kebab-eval rejudge`` call :func:`judge_run`.
+Pure of Dagster: the ``judge`` asset (which ``kebab-eval rejudge`` materializes again) judges each
+shard with :func:`judge_piece` and joins the shards with :func:`merge_judge_pieces`;
+:func:`judge_run` does both for a whole run in one call.
 """
 
 from __future__ import annotations
