@@ -18,10 +18,16 @@ from tests.forked_cli import run_cli
 CLI = [sys.executable, "-m", "kebab_eval_pipeline.cli"]
 
 
-def cli_env(tmp_path) -> dict[str, str]:
+def cli_env(tmp_path, bare: bool = False) -> dict[str, str]:
     """This process's environment without KEBAB_EVAL_*/DAGSTER_* settings, and a new empty
-    DAGSTER_HOME under ``tmp_path`` (as a first command leaves it: :func:`empty_dagster_home`)."""
-    return cli_environment(empty_dagster_home(tmp_path / "dagster_home"))
+    DAGSTER_HOME under ``tmp_path`` (as a first command leaves it: :func:`empty_dagster_home`;
+    ``bare``: an empty ``dagster.yaml`` alone, for a test of what a command creates or must not)."""
+    home = tmp_path / "dagster_home"
+    if not bare:
+        return cli_environment(empty_dagster_home(home))
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    return cli_environment(home)
 
 
 @pytest.fixture

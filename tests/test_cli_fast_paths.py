@@ -66,7 +66,7 @@ def probe(env: dict, *args: str, cwd: Path | None = None) -> tuple[dict, subproc
 
 @pytest.fixture
 def env(tmp_path):
-    return cli_env(tmp_path)
+    return cli_env(tmp_path, bare=True)
 
 
 def _bad_golden(tmp_path: Path) -> Path:
@@ -112,7 +112,7 @@ def test_bad_input_exits_2_before_dagster_is_imported(env, tmp_path, case):
 def store_with_a_run(tmp_path_factory):
     """A DAGSTER_HOME holding one real demo run (``fast-1``), made with ``kebab-eval run``."""
     tmp = tmp_path_factory.mktemp("fast-paths")
-    environment = cli_env(tmp)
+    environment = cli_env(tmp, bare=True)
     made = cli(environment, "run", "--run-id", "fast-1")
     assert made.returncode == 0, made.stderr
     return environment
@@ -138,7 +138,7 @@ def test_reading_commands_do_not_import_dagster(store_with_a_run, args, expected
 def test_runs_list_asks_dagster_when_the_instance_is_not_on_default_storage(tmp_path):
     """A dagster.yaml naming its storage (here SQLite elsewhere): the partitions live there, so
     `runs list` asks the instance, and lists what was registered in it."""
-    environment = cli_env(tmp_path)
+    environment = cli_env(tmp_path, bare=True)
     home = Path(environment["DAGSTER_HOME"])
     elsewhere = tmp_path / "elsewhere"
     (home / "dagster.yaml").write_text(

@@ -17,9 +17,10 @@ from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, QueryScoresA
 from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.store.pins import read_pins
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import cli_environment, demo_golden_subset, write
+from tests.conftest import demo_golden_subset, write
 from tests.forked_cli import start_cli
 from tests.orchestration.test_crash_recovery import finish, partition_runs, start_materialize
+from tests.test_cli import cli_env
 
 SUBSET_A = slice(0, 20)  # three runs share this golden set (same sha256: each may be a baseline)
 SUBSET_B = slice(20, 36)
@@ -232,10 +233,7 @@ def test_concurrent_baseline_set_for_different_golden_sets_keeps_every_pin(insta
 def test_concurrent_first_commands_on_a_fresh_dagster_home(tmp_path, monkeypatch):
     """Four `kebab-eval` commands started at once on a new DAGSTER_HOME (the first nightly jobs of
     a fresh CI machine) all succeed, and the instance they create stays usable."""
-    home = tmp_path / "dagster_home"  # bare: no storage created yet (not the `env` fixture's home)
-    home.mkdir()
-    (home / "dagster.yaml").write_text("")
-    env = cli_environment(home)
+    env = cli_env(tmp_path, bare=True)  # no storage created yet
     outputs = run_cli_together(env, tmp_path / "ready", {f"w{n}": [["runs", "list"]] for n in range(4)})
     assert all("run_id" in out for out in outputs.values())
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
