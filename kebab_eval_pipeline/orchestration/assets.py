@@ -272,6 +272,16 @@ def _table_metadata(frame: pd.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
+def headline_breakdowns(breakdowns: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a run's breakdowns (``dimension``, ``value``, ``metric``, ``score``, ``n``) that
+    its UI table shows: the catalogue's headline metrics of every slice with queries to measure
+    them. The whole table — every metric of every slice, empty ones included, 6,834 rows for the
+    demo — is the ``file/breakdowns`` Parquet file and the export's; shown whole, its first 1,000
+    rows held a few dimensions' empty slices and left the rest out."""
+    headline = breakdowns["metric"].isin(catalogue.summary_names())
+    return breakdowns[headline & (breakdowns["n"].fillna(0) > 0)].reset_index(drop=True)
+
+
 def _not_run_metadata(meta: dict, info: dict, system: SystemInfo | None = None) -> None:
     """What the asset could not measure or check, in its metadata: the metrics the run could not
     carry the inputs of (``not_measured``), the system's capabilities, and the gate checks that could
@@ -872,7 +882,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             "metrics": dg.MetadataValue.json({k: v for k, v in art.metrics.items()}),
             "k": dg.MetadataValue.json(settings.k),
             "relevance_level": dg.MetadataValue.int(settings.relevance_level),  # trec_eval -l
-            "breakdowns": _table_metadata(art.breakdowns),
+            "breakdowns": _table_metadata(headline_breakdowns(art.breakdowns)),
             "report": dg.MetadataValue.md(art.report or ""),
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)

@@ -14,6 +14,7 @@ import pytest
 
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from kebab_eval_pipeline.foundation.errors import InputError
+from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.orchestration.assets import GROUP, headline_columns
 from kebab_eval_pipeline.orchestration.resources import CONFIG_ENV, SystemUnderTestResource
 from kebab_eval_pipeline.reporting.per_query import (
@@ -138,6 +139,18 @@ def test_materializations_lead_with_what_a_person_reads_first(instance, tmp_path
     on_metrics = [
         e for e in evaluations if e.asset_key.path[-1] == "run_metrics" and e.check_name != "system_health"
     ]
+    # the breakdowns table: the headline metrics of every slice with queries, all dimensions
+    breakdowns = store.read("run_metrics", run)[0]["breakdowns"]
+    shown = _records(meta["breakdowns"].value)
+    headline = breakdowns[breakdowns["metric"].isin(catalogue.summary_names()) & (breakdowns["n"] > 0)]
+    assert len(shown) == len(headline) < len(breakdowns)
+    assert set(shown["dimension"]) == set(breakdowns["dimension"])  # every dimension, none cut off
+    assert set(shown["metric"]) == set(catalogue.summary_names()) and (shown["n"] > 0).all()
+    mrr_ko = shown[(shown["dimension"] == "lang") & (shown["value"] == "ko") & (shown["metric"] == "mrr")]
+    expected = headline[
+        (headline["dimension"] == "lang") & (headline["value"] == "ko") & (headline["metric"] == "mrr")
+    ]
+    assert mrr_ko["score"].tolist() == expected["score"].tolist() and len(mrr_ko) == 1
     assert meta["gates/passed"].value == sum(e.passed for e in on_metrics) >= 1
     assert meta["gates/warned"].value == sum(not e.passed for e in on_metrics) >= 1
     assert meta["gates/failed"].value == 0
