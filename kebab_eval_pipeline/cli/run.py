@@ -249,9 +249,9 @@ def _check_inputs(
     the golden file (parsed once: the golden_set step stores this parse), the source root and judge
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
     plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
-    warnings. Nothing parsed here is held by the caller: the
-    hand-over keeps the golden parse until the golden_set step has stored it, and the system until
-    the run's retrieval is collected; ``golden_parses`` (a sweep's) keeps it for the next run."""
+    warnings. Nothing parsed here is held by the caller: the hand-over keeps the golden parse until
+    the golden_set step has stored it, and the system until the run's retrieval is collected;
+    ``golden_parses`` (a sweep's) keeps it for the next run."""
     from kebab_eval_pipeline.chain.run_overrides import config_path
     from kebab_eval_pipeline.cli.progress_display import progress_interval
     from kebab_eval_pipeline.golden.load import load_golden

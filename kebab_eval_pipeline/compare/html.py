@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -146,24 +147,29 @@ def _environment() -> jinja2.Environment:
     prints is HTML-escaped unless it is :class:`~markupsafe.Markup` (macro output, the charts'
     SVG included). Block tags take their own line and newline (trim/lstrip), so a template line is
     an output line; undefined names fail instead of printing nothing."""
+    options = {
+        "autoescape": True,
+        "finalize": _escape,
+        "trim_blocks": True,
+        "lstrip_blocks": True,
+        "keep_trailing_newline": True,
+        "undefined": jinja2.StrictUndefined,
+    }
     return jinja2.Environment(
         loader=jinja2.PackageLoader("kebab_eval_pipeline.compare", "templates"),
-        bytecode_cache=_bytecode_cache(),
-        autoescape=True,
-        finalize=_escape,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
+        bytecode_cache=_bytecode_cache(options),
+        **options,
     )
 
 
 class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
     """Jinja2's cache of compiled templates in a folder of this user's own (``_jinja2-cache-<uid>``
     in the temporary folder, mode 0700, checked to be ours): a run that renders a report loads the
-    templates' code instead of compiling them (~0.07 s of every comparison). An entry is keyed by
-    the template's source and file, so an edited or upgraded template is compiled again. A folder
-    that cannot be read or written only costs the compile."""
+    templates' code instead of compiling them (~0.07 s of every comparison). Jinja2 keys an entry
+    by the template's file and checks its source; the environment's options and the Jinja2 version
+    (which the code also depends on) are in the file names (:func:`_bytecode_cache`), so an edited
+    template, other options or another Jinja2 compile again. A folder that cannot be read or
+    written only costs the compile."""
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         with contextlib.suppress(OSError):
@@ -174,9 +180,11 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
             super().dump_bytecode(bucket)
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+def _bytecode_cache(options: dict[str, object]) -> jinja2.BytecodeCache | None:
+    named = {k: getattr(v, "__qualname__", v) for k, v in sorted(options.items())}
+    digest = hashlib.sha256(repr((jinja2.__version__, named)).encode()).hexdigest()[:16]
     try:
-        return _QuietBytecodeCache()
+        return _QuietBytecodeCache(pattern=f"__jinja2_kebab-eval-report-{digest}-%s.cache")
     except (OSError, RuntimeError):  # no private folder can be made: compile every time
         return None
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kebab_eval_pipeline.compare.html import CHART_IDS, render_html
+from kebab_eval_pipeline.compare.html import CHART_IDS, _bytecode_cache, render_html
 from tests.browser import open_in_chromium
 from tests.conftest import REPO
 
@@ -558,3 +558,8 @@ def test_compiled_templates_are_cached_per_user_and_a_bad_cache_folder_costs_onl
     blocked.mkdir()
     (blocked / f"_jinja2-cache-{os.getuid()}").write_text("not a folder")
     assert first == second == render(blocked) == _render()
+    # the code depends on the environment's options too: other options, other entries
+    kept = {"trim_blocks": True, "finalize": _render}
+    assert _bytecode_cache(kept).pattern == _bytecode_cache(dict(kept)).pattern
+    assert _bytecode_cache(kept).pattern != _bytecode_cache({**kept, "trim_blocks": False}).pattern
+    assert _bytecode_cache(kept).pattern != _bytecode_cache({**kept, "finalize": render}).pattern
