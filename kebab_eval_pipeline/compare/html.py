@@ -32,6 +32,7 @@ import functools
 import hashlib
 import html
 import math
+import pickle
 from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
@@ -172,8 +173,12 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
     written only costs the compile."""
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        with contextlib.suppress(OSError):
+        # An unreadable entry, or a damaged one (cut short: Jinja2 lets the error reading its
+        # source checksum escape): compiled again.
+        try:
             super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
+            bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         with contextlib.suppress(OSError):
