@@ -104,9 +104,10 @@ def calibrate(
         )
         return
     _print_curve(curve)
-    out.print(
+    out.print(  # names and paths as written: not console markup
         f"golden set: {golden_name} ({counts['answerable']} answerable, "
-        f"{counts['unanswerable']} unanswerable); mode {system.mode}, top {k} hits"
+        f"{counts['unanswerable']} unanswerable); mode {system.mode}, top {k} hits",
+        markup=False,
     )
     out.print(f"current gate:     {system.gate_feature} >= {system.gate_threshold:g}: " + _rates(current_row))
     out.print(f"recommended gate: {choice.feature} >= {choice.threshold:.2f}: " + _rates(choice.as_dict()))
@@ -116,7 +117,7 @@ def calibrate(
         f"refusal_threshold: {choice.threshold:.2f}}}"
     )
     if csv_out is not None:
-        out.print(f"curve written to {csv_out}")
+        out.print(f"curve written to {csv_out}", markup=False)
 
 
 def _rates(row: dict) -> str:

@@ -22,7 +22,7 @@ from kebab_eval_pipeline.reference.calibrate import (
 )
 from kebab_eval_pipeline.systems.factory import build_system
 from tests import forked_cli
-from tests.conftest import REPO
+from tests.conftest import REPO, demo_golden_subset
 
 
 def observations(answerable: list[bool], values: list[float]) -> pd.DataFrame:
@@ -143,6 +143,13 @@ def test_cli_on_the_demo(tmp_path) -> None:
     text = run_cli(tmp_path)
     assert text.returncode == 0, text.stderr
     assert "recommended gate:" in text.stdout and "refusal_threshold:" in text.stdout
+    # a golden file and an output path that read as console markup are printed as written
+    named = demo_golden_subset(tmp_path / "demo [/b] [bold]set.yaml", slice(None))
+    marked = tmp_path / "curve[/b][bold].csv"
+    text = run_cli(tmp_path, "--golden", str(named), "--out", str(marked))
+    assert text.returncode == 0, text.stderr
+    assert f"golden set: {named} (92 answerable, 13 unanswerable)" in text.stdout
+    assert f"curve written to {marked}" in text.stdout and marked.exists()
 
 
 def test_cli_refuses_what_it_cannot_calibrate(tmp_path) -> None:
