@@ -11,6 +11,7 @@ Never a traceback otherwise.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -19,7 +20,6 @@ import typer
 from rich.markup import escape
 
 from kebab_eval_pipeline.cli import interrupt
-from kebab_eval_pipeline.cli import run as run_commands
 from kebab_eval_pipeline.cli.console import err
 from kebab_eval_pipeline.cli.help import tidy
 from kebab_eval_pipeline.cli.terminal import mask_standard_streams
@@ -42,60 +42,28 @@ ROOT = {
 }
 
 
-def _runs(app: typer.Typer) -> None:
-    from kebab_eval_pipeline.cli import runs
+def _group(name: str, help: str, commands: tuple[str, ...]):
+    """What adds group ``name`` to a tree: its commands are ``kebab_eval_pipeline.cli.<name>``'s
+    functions ``<name>_<command>`` (``runs add`` is ``runs.runs_add``), the module imported then."""
 
-    runs_app = typer.Typer(no_args_is_help=True, help="Register and list run partitions.")
-    app.add_typer(runs_app, name="runs")
-    runs_app.command("add")(runs.runs_add)
-    runs_app.command("list")(runs.runs_list)
-    runs_app.command("outputs")(runs.runs_outputs)
-
-
-def _golden(app: typer.Typer) -> None:
-    from kebab_eval_pipeline.cli import golden
-
-    golden_app = typer.Typer(no_args_is_help=True, help="Validate, convert, describe and record golden sets.")
-    app.add_typer(golden_app, name="golden")
-    golden_app.command("validate")(golden.golden_validate)
-    golden_app.command("convert")(golden.golden_convert)
-    golden_app.command("suggest")(golden.golden_suggest)
-    golden_app.command("schema")(golden.golden_schema)
-    golden_app.command("record")(golden.golden_record)
-    golden_app.command("health")(golden.golden_health)
-
-
-def _baseline(app: typer.Typer) -> None:
-    from kebab_eval_pipeline.cli import baseline
-
-    baseline_app = typer.Typer(
-        no_args_is_help=True, help="Pin, show and clear the baseline run of each golden set."
-    )
-    app.add_typer(baseline_app, name="baseline")
-    baseline_app.command("set")(baseline.baseline_set)
-    baseline_app.command("show")(baseline.baseline_show)
-    baseline_app.command("clear")(baseline.baseline_clear)
-
-
-def _stored(name: str):
     def add(app: typer.Typer) -> None:
-        from kebab_eval_pipeline.cli import stored
-
-        app.command()(getattr(stored, name))
+        module = importlib.import_module(f"kebab_eval_pipeline.cli.{name}")
+        group = typer.Typer(no_args_is_help=True, help=help)
+        app.add_typer(group, name=name)
+        for command in commands:
+            group.command(command)(getattr(module, f"{name}_{command}"))
 
     return add
 
 
-def _bisect(app: typer.Typer) -> None:
-    from kebab_eval_pipeline.cli import bisect as bisect_command
+def _single(module: str, name: str):
+    """What adds command ``name``, function ``name`` of ``kebab_eval_pipeline.cli.<module>``, to a
+    tree (the module imported then)."""
 
-    app.command()(bisect_command.bisect)
+    def add(app: typer.Typer) -> None:
+        app.command()(getattr(importlib.import_module(f"kebab_eval_pipeline.cli.{module}"), name))
 
-
-def _sweep(app: typer.Typer) -> None:
-    from kebab_eval_pipeline.cli import sweep
-
-    app.command()(sweep.sweep)
+    return add
 
 
 def _ref(app: typer.Typer) -> None:
@@ -119,16 +87,22 @@ def _judge(app: typer.Typer) -> None:
 #: a command run by name loads only its own (``kebab-eval run`` none of the others'); the whole
 #: tree (:data:`app`) is built for the root's help, a typo, and an empty option value.
 COMMANDS = {
-    "runs": _runs,
-    "golden": _golden,
-    "baseline": _baseline,
-    "run": lambda app: app.command()(run_commands.run),
-    "rejudge": lambda app: app.command()(run_commands.rejudge),
-    "compare": _stored("compare"),
-    "export": _stored("export"),
-    "history": _stored("history"),
-    "bisect": _bisect,
-    "sweep": _sweep,
+    "runs": _group("runs", "Register and list run partitions.", ("add", "list", "outputs")),
+    "golden": _group(
+        "golden",
+        "Validate, convert, describe and record golden sets.",
+        ("validate", "convert", "suggest", "schema", "record", "health"),
+    ),
+    "baseline": _group(
+        "baseline", "Pin, show and clear the baseline run of each golden set.", ("set", "show", "clear")
+    ),
+    "run": _single("run", "run"),
+    "rejudge": _single("run", "rejudge"),
+    "compare": _single("stored", "compare"),
+    "export": _single("stored", "export"),
+    "history": _single("stored", "history"),
+    "bisect": _single("bisect", "bisect"),
+    "sweep": _single("sweep", "sweep"),
     "ref": _ref,
     "judge": _judge,
 }
@@ -159,13 +133,14 @@ def _command(args: list[str]):
     when ``args`` name one and no option in them is given an empty value (so the
     empty-value check reads the same options it reads in the whole tree); else the whole tree."""
     name = args[0] if args else None
-    if name in COMMANDS and not _has_empty_value(args):
+    if name in COMMANDS and not _empty_values(args):
         return typer.main.get_group(_tree([name]))
     return typer.main.get_command(__getattr__("app"))
 
 
-def _has_empty_value(args: list[str]) -> bool:
-    """Whether an option-like argument of ``args`` is given an empty value (``--x ""``, ``--x=``)."""
+def _empty_values(args: list[str]) -> list[str]:
+    """The option-like arguments of ``args`` given an empty value (``--x ""``, ``--x=``), by name."""
+    names = []
     for i, arg in enumerate(args):
         if arg == "--":
             break
@@ -173,8 +148,8 @@ def _has_empty_value(args: list[str]) -> bool:
         if name.startswith("-") and (
             (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
         ):
-            return True
-    return False
+            names.append(name)
+    return names
 
 
 def _value_options(command) -> set[str]:
@@ -199,16 +174,11 @@ def empty_option_values(args: list[str], command=None) -> list[Offender]:
     default (the bundled demo, the current folder, a new run id), so each is refused, named.
     ``command``: the click tree of :data:`app` when the caller has built it already."""
     valued = _value_options(command if command is not None else typer.main.get_command(__getattr__("app")))
-    offenders = []
-    for i, arg in enumerate(args):
-        if arg == "--":
-            break
-        name, eq, value = arg.partition("=")
-        if name in valued and (
-            (eq and not value.strip()) or (not eq and i + 1 < len(args) and not args[i + 1].strip())
-        ):
-            offenders.append(Offender(name, "empty value: give one, or leave the option out"))
-    return offenders
+    return [
+        Offender(name, "empty value: give one, or leave the option out")
+        for name in _empty_values(args)
+        if name in valued
+    ]
 
 
 def main() -> None:
