@@ -45,6 +45,7 @@ from kebab_eval_pipeline.compare.multiple_testing import adjust
 from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.metrics import catalogue
+from kebab_eval_pipeline.metrics.columns import float_column
 
 __all__ = [
     "ADJUSTMENTS",
@@ -434,8 +435,8 @@ def _flips(pair: PairScores, column: str, tolerance: float, lower_is_better: boo
     a = pair.scores_a[["query_id", column]].astype({"query_id": "string"})
     b = pair.scores_b[["query_id", column]].astype({"query_id": "string"})
     both = a.merge(b, on="query_id", suffixes=("_a", "_b"))
-    va = both[f"{column}_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    vb = both[f"{column}_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    va = float_column(both, f"{column}_a")
+    vb = float_column(both, f"{column}_b")
     d = vb - va
     moved = ~np.isnan(d) & (np.abs(d) > tolerance + _EPS)
     gain = (-d if lower_is_better else d)[moved]

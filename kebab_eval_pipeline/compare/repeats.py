@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
+from kebab_eval_pipeline.metrics.columns import float_column
 
 #: A miss as the upper end of a rank range: after every rank.
 _MISS = np.inf
@@ -52,7 +53,7 @@ def with_noise(per_metric: pd.DataFrame, repeats_a: dict | None, repeats_b: dict
         other = repeats_a or repeats_b
         known = np.array([m in (other.get("noise_floor") or {}) for m in names])
         floor = np.where(known, floor, np.nan)
-    delta = per_metric["delta"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    delta = float_column(per_metric, "delta")
     inside = pd.array(np.abs(delta) <= floor + 1e-12, dtype="boolean")
     inside[np.isnan(delta) | np.isnan(floor)] = pd.NA
     out = per_metric.copy()
@@ -65,13 +66,13 @@ def _rank_range(scores: pd.DataFrame) -> pd.DataFrame:
     """Per query: the lowest and highest first relevant rank over the run's repeats (inf: a miss),
     and the refusal behaviours seen (0: answered only, 1: refused only, 2: both, NA: no answers)."""
     if is_repeated(scores):
-        best = scores["rank_best"].astype("Float64").to_numpy(dtype=float, na_value=_MISS)
-        worst = scores["rank_worst"].astype("Float64").to_numpy(dtype=float, na_value=_MISS)
+        best = float_column(scores, "rank_best", _MISS)
+        worst = float_column(scores, "rank_worst", _MISS)
         missed = scores["miss_repeats"].fillna(0).to_numpy(dtype=np.int64) > 0
         worst = np.where(missed, _MISS, worst)
         flipped = scores["refusal_flips"].fillna(0).to_numpy(dtype=np.int64) > 0
     else:
-        best = worst = scores["first_relevant_rank"].astype("Float64").to_numpy(dtype=float, na_value=_MISS)
+        best = worst = float_column(scores, "first_relevant_rank", _MISS)
         flipped = np.zeros(len(scores), dtype=bool)
     refused = scores["refused"].astype("boolean") if "refused" in scores.columns else None
     seen = np.full(len(scores), -1)

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code
-from kebab_eval_pipeline.metrics.columns import string_column
+from kebab_eval_pipeline.metrics.columns import float_column, string_column
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits, resolve_auto
 from kebab_eval_pipeline.metrics.matching_diagnostics import shortened_headings
 from kebab_eval_pipeline.store.runs import StoredRun
@@ -121,7 +121,7 @@ def suspect_gold(verdicts: pd.DataFrame, b: StoredRun, criterion: str | None = N
         {"query_id": unjudged["query_id"].astype("string"), "hit_rank": unjudged["rank"], **fields}
     )
     rows = rows.merge(targets.astype({"query_id": "string"}), on="query_id", how="inner")
-    b_rank = rows["b_rank"].astype("Float64").to_numpy(dtype=float, na_value=np.inf)
+    b_rank = float_column(rows, "b_rank", np.inf)
     rows = rows[rows["hit_rank"].to_numpy(dtype=float) < b_rank]
     a_rank = rows["a_rank"].astype("Int64")
     drop = (rows["b_rank"].astype("Int64") - a_rank).fillna(cutoff + 1 - a_rank)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.metrics.columns import float_column
+
 VERDICTS = ("win", "loss", "regression", "draw", "not_scored", "only_a", "only_b")
 
 VERDICT_COLUMNS: dict[str, str] = {
@@ -44,8 +46,8 @@ def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     a, b = _with_grounded(a), _with_grounded(b)
     cols = list(FRAME_COLUMNS)
     m = a[cols].merge(b[cols], on="query_id", how="outer", suffixes=("_a", "_b"), indicator=True)
-    ra = m["rank_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    rb = m["rank_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    ra = float_column(m, "rank_a")
+    rb = float_column(m, "rank_b")
     found_a, found_b = ~np.isnan(ra), ~np.isnan(rb)
     both = (m["_merge"] == "both").to_numpy()
     applicable = (
@@ -94,8 +96,8 @@ def per_query_verdicts(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         ["answered→refused", "refused→answered"],
         default=None,
     )
-    ga = m["grounded_a"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    gb = m["grounded_b"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    ga = float_column(m, "grounded_a")
+    gb = float_column(m, "grounded_b")
     grounded_pair = both_answered & ~np.isnan(ga) & ~np.isnan(gb)
     groundedness_flip = np.select(
         [grounded_pair & (ga > gb), grounded_pair & (ga < gb)],

@@ -527,8 +527,8 @@ def _grouped(
                 )
     if "verified_hits" in qs.columns and "hallucinated_hits" in qs.columns:
         # A rate over hits, not queries: Σ hallucinated / Σ verified (null without a source root).
-        verified = qs["verified_hits"].astype("Float64").to_numpy(dtype=np.float64, na_value=0.0)[rows]
-        bad = qs["hallucinated_hits"].astype("Float64").to_numpy(dtype=np.float64, na_value=0.0)[rows]
+        verified = float_column(qs, "verified_hits", 0.0)[rows]
+        bad = float_column(qs, "hallucinated_hits", 0.0)[rows]
         total = np.bincount(codes, weights=verified, minlength=n_groups)
         with np.errstate(invalid="ignore", divide="ignore"):
             scores["hallucination_rate"] = np.where(

@@ -154,17 +154,23 @@ def _categories(values: pd.Series) -> pa.Array:
 _MASKED_NUMERIC = (pd.arrays.FloatingArray, pd.arrays.IntegerArray, pd.arrays.BooleanArray)
 
 
-def float_column(qs: pd.DataFrame, column: str) -> np.ndarray:
-    """Column ``column`` of ``qs`` as a new float64 array, NaN where null (a numpy numeric, bool or
-    masked ``Float64``/``Int64``/``boolean`` column, or anything ``astype("Float64")`` accepts).
+def float_column(qs: pd.DataFrame, column: str, na_value: float = np.nan) -> np.ndarray:
+    """Column ``column`` of ``qs`` as a new float64 array, ``na_value`` (NaN by default) where null
+    or NaN (a numpy numeric, bool or masked ``Float64``/``Int64``/``boolean`` column, or anything
+    ``astype("Float64")`` accepts).
 
     Called once per metric column per comparison, slice and breakdown: numeric columns convert
     directly (~4x cheaper than going through ``Float64``, same values); others take the general path."""
     col = qs[column]
-    numeric = isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub"
-    if numeric or isinstance(col.array, _MASKED_NUMERIC):
-        return col.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-    return col.astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "fiub":
+        # (to_numpy with a non-NaN na_value returns a view of a column without NaN, copy or not)
+        values = col.to_numpy(dtype=np.float64, copy=True)
+        if not np.isnan(na_value):
+            values[np.isnan(values)] = na_value
+        return values
+    if isinstance(col.array, _MASKED_NUMERIC):
+        return col.to_numpy(dtype=np.float64, na_value=na_value, copy=True)
+    return col.astype("Float64").to_numpy(dtype=np.float64, na_value=na_value)
 
 
 def int_column(frame: pd.DataFrame, column: str) -> np.ndarray:
