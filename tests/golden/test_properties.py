@@ -34,6 +34,7 @@ from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.golden.convert import render_canonical
 from kebab_eval_pipeline.golden.load import FORMATS, READERS, LoadedGolden, load_golden
 from kebab_eval_pipeline.golden.model import GoldenQuery, Support
+from kebab_eval_pipeline.golden.tables import golden_from_tables
 from kebab_eval_pipeline.golden.validate import match_key
 
 SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
@@ -721,6 +722,8 @@ def test_valid_sets_round_trip(workdir: Path, queries: list[dict], suffix: str, 
     assert isinstance(loaded, LoadedGolden), loaded
     assert [q.id for q in loaded.golden.queries] == [q["id"] for q in queries]
     assert loaded.golden.queries == [GoldenQuery.model_validate(q) for q in queries]
+    # the model of a set too large to hold as columns is built from its tables: the same
+    assert golden_from_tables(*loaded.tables()).queries == loaded.golden.queries
     text = render_canonical(loaded.golden, out_suffix)
     again = check_contract(put(workdir, text, out_suffix))
     assert isinstance(again, LoadedGolden), again
