@@ -56,12 +56,15 @@ PRELOAD = (
     "yaml",
     "jinja2",
     "dagster",
-    # what opening the instance imports (Dagster's storages pull in its daemon, backfill and
-    # workspace modules, SQLAlchemy's MySQL dialect, structlog, watchdog: ~0.12 s a command), and
     # the artifact store's upath/fsspec
-    "dagster._core.storage.sqlite_storage",
     "upath",
 )
+
+#: Preloaded when they can be: what opening the instance imports (Dagster's storages pull in its
+#: daemon, backfill and workspace modules, SQLAlchemy's MySQL dialect, structlog, watchdog: ~0.12 s
+#: a command). A private module of Dagster's: another release may move it, and then each command
+#: imports it itself, as it would anyway.
+OPTIONAL_PRELOAD = ("dagster._core.storage.sqlite_storage",)
 
 #: Environment variables read when the interpreter or a preloaded library starts: a command whose
 #: environment differs from the zygote's in one of them is started as a plain subprocess.
@@ -203,6 +206,9 @@ def serve(path: str) -> None:
     try:
         for name in PRELOAD:
             importlib.import_module(name)
+        for name in OPTIONAL_PRELOAD:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
     finally:
         sys.stdout, sys.stderr = real_out, real_err
     if captured.getvalue():
