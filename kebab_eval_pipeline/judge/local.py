@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.openmp import wait_passively
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
 
 BACKEND = "local"
@@ -238,6 +239,7 @@ class LocalJudge:
         # below keeps the load offline even if they were imported earlier without it.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         needed = ("torch", "transformers") + (("gguf",) if self.is_gguf else ())
+        wait_passively()  # before torch loads libgomp: see foundation/openmp
         try:
             for name in needed:
                 __import__(name)

