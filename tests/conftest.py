@@ -314,7 +314,7 @@ def _shared_index_cache(tmp_path_factory):
         yield
 
 
-# --- pytest-xdist: `pytest -q` runs a worker per core, plus one (addopts in pyproject.toml) -------
+# --- pytest-xdist: `pytest -q` runs on every core (addopts in pyproject.toml) --------------------
 #: Test modules run by one worker as one unit of work: they share session fixtures too costly to
 #: build in every worker (the judge model, ~40 s a load: in process, and behind `judge serve`).
 SHARED_WORKER = {
@@ -346,19 +346,6 @@ SLOWEST_FIRST = (
     "tests/orchestration/test_scale_out.py",
     "tests/test_cli_baseline.py",
 )
-
-
-@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own; optional: -p no:xdist
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (addopts): one worker per core, plus one. The suite is CPU-bound, but its tests
-    also wait — on Celery's polling, a webserver, a browser, a system's sleep, a child's grace
-    period — and with one worker per core those waits left the cores idle 6% of a full run; a
-    third worker on two cores fills them (every extra, two cores: 901 s against 940-952 s).
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins (xdist's own hook reads it)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cores + 1
 
 
 def work_unit(nodeid: str) -> str:
