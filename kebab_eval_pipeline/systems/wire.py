@@ -21,6 +21,7 @@ cannot be read raises :class:`~.outcome.QueryFailure` (``bad_response``) naming 
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, get_args
 
 from pydantic import (
@@ -215,7 +216,7 @@ def _hit_fields(raw: Any, mapping: ResponseMap) -> dict[str, Any]:
             if fields[ours] is None:
                 fields[ours] = citation.get(theirs)
     if isinstance(fields["heading_path"], str):
-        fields["heading_path"] = [h.strip() for h in fields["heading_path"].split(">") if h.strip()]
+        fields["heading_path"] = split_heading_string(fields["heading_path"])
     if fields["score_kind"] not in _SCORE_KINDS:
         fields["score_kind"] = "other"
     for name in ("snippet",):
@@ -350,7 +351,7 @@ def _normalise(columns: dict[str, list], slow: set[int]) -> None:
             if value is None:
                 out.append([])
             elif type(value) is str:
-                out.append([h.strip() for h in value.split(">") if h.strip()])
+                out.append(split_heading_string(value))
             elif type(value) is list and all(type(h) is str for h in value):
                 out.append(list(value))
             else:
@@ -440,6 +441,17 @@ def _all_default(name: str, values: list) -> bool:
     if name == "heading_path":
         return not any(values)
     return values.count(DEFAULTS[name]) == len(values)
+
+
+#: A heading path given as one string is kebab's "A > B > C": split on ">" with white space on both
+#: sides only, so a heading that holds ">" itself ("`kebab ask --session <id>`", "a->b") stays whole.
+_HEADING_SEPARATOR = re.compile(r"(?:\s+>)+\s+")  # a run of them: one separator
+
+
+def split_heading_string(value: str) -> list[str]:
+    """``"A > B > C"`` → ``["A", "B", "C"]``; a ``>`` inside a heading (no white space on both
+    sides) is part of that heading."""
+    return [h.strip() for h in _HEADING_SEPARATOR.split(value.strip()) if h.strip()]
 
 
 def parse_hits(payload: Any, k: int, mapping: ResponseMap | None = None) -> tuple[list[Hit], list[str]]:

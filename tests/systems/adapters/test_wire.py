@@ -192,6 +192,12 @@ def test_score_kind(raw, kind):
         ("A > B", ["A", "B"]),
         ("  Intro >  Setup > > Linux ", ["Intro", "Setup", "Linux"]),
         ("Only", ["Only"]),
+        # a ">" without white space on both sides belongs to the heading (kebab's own docs have these)
+        (
+            "Data flow — `kebab ask --session <id>` (multi-turn)",
+            ["Data flow — `kebab ask --session <id>` (multi-turn)"],
+        ),
+        ("Setup > `a->b` > x>y", ["Setup", "`a->b`", "x>y"]),
         ("", []),
         (["A", "B"], ["A", "B"]),
         (None, []),
@@ -200,6 +206,10 @@ def test_score_kind(raw, kind):
 def test_heading_path_as_string_or_list(heading, expected):
     (hit,), _ = parse_hits([{"chunk_id": "c", "heading_path": heading}], k=1)
     assert hit.heading_path == expected
+    # the same through a response mapping (read hit by hit, not as columns)
+    mapping = ResponseMap.model_validate({"hit_fields": {"chunk_id": "id", "heading_path": "h"}})
+    (mapped,), _ = parse_hits([{"id": "c", "h": heading}], k=1, mapping=mapping)
+    assert mapped.heading_path == expected
 
 
 def test_unknown_hit_fields_are_ignored():
