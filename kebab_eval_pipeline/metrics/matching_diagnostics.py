@@ -201,10 +201,44 @@ def matching_warnings(
     by_document = positive & np.isin(applied, document_criteria)
     if by_document.any():
         out += _path_warnings(hits, supports, by_document, hits_carry(hits, ("doc_path", "doc_id")))
+    out += _same_document_warnings(supports, positive & (applied == "doc"), qid_values)
     if not out and not matched_any:
         out += _nothing_matched(hits, supports, criterion, resolved, matches, int(positive.sum()))
     out += _shortened_warnings(hits, supports)
     return out
+
+
+def _same_document_warnings(
+    supports: pd.DataFrame, under_doc: np.ndarray, qid: np.ndarray
+) -> list[dict[str, Any]]:
+    """Queries matched by document whose positive supports name one document more than once (two
+    chunks of it, or a snippet beside the bare document). The loader refuses a support given twice;
+    these differ under finer criteria, but under ``doc`` they are one document, and each is still a
+    relevant item that needs a hit of its own — so one hit of the document recalls only part of
+    them. Output: at most one warning, counting the repeated supports, naming the first query."""
+    if not under_doc.any():
+        return []
+    doc = np.asarray(string_column(supports, "doc_id").to_numpy(zero_copy_only=False), dtype=object)
+    path = normalise_paths(string_column(supports, "rel_path")).to_numpy(zero_copy_only=False)
+    key = np.where(pd.isna(doc), np.asarray(path, dtype=object), doc)
+    frame = pd.DataFrame({"q": qid[under_doc], "d": key[under_doc]}).dropna()
+    repeated = frame.duplicated(["q", "d"], keep=False)
+    if not repeated.any():
+        return []
+    queries = sorted(set(frame.loc[repeated, "q"]))
+    n = int(repeated.sum())
+    who = (
+        f"{len(queries)} queries matched by document name"
+        if len(queries) > 1
+        else "1 query matched by document names"
+    )
+    message = (
+        f"{who} one "
+        f"document in several supports ({n} supports; first: {queries[0]}): under doc matching each is still "
+        "a relevant item that needs a hit of its own, so one hit of that document recalls only part of them "
+        "(map, recall, R-precision); give the hits chunk ids or line ranges, or keep one support per document"
+    )
+    return [_warning("doc_id", 0, 0, n, message)]
 
 
 def shortened_headings(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

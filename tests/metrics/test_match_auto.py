@@ -317,3 +317,33 @@ def test_documents_named_by_doc_id_and_the_catch_all() -> None:
     good = hits({"query_id": "q1", "doc_path": "docs/z.md"})
     assert matching_warnings(good, s2, "auto") == []
     assert matching_warnings(hits(), s2, "auto") == []  # an empty run is reported elsewhere
+
+
+def test_one_document_named_by_several_supports_under_doc_matching_is_reported() -> None:
+    # Two chunks of d1 are gold; the hits carry no chunk ids, so auto falls back to doc, where both
+    # supports are d1 and one hit of d1 is credited to one of them: recall@1 0.5 with d1 at rank 1.
+    s = golden(
+        ("q1", [Support(doc_id="d1", chunk_id="c1"), Support(doc_id="d1", chunk_id="c2")]),
+        ("q2", [Support(doc_id="d2"), Support(doc_id="d3")]),  # two documents: nothing to say
+    )
+    h = hits({"query_id": "q1", "doc_id": "d1"}, {"query_id": "q2", "doc_id": "d2"})
+    assert resolve_auto(h, s).to_dict() == {"q1": "doc", "q2": "doc"}
+    warnings = matching_warnings(h, s, "auto")
+    repeats = [w for w in warnings if "one document in several supports" in w["message"]]
+    assert [(w["field"], w["supports_needing"]) for w in repeats] == [("doc_id", 2)]
+    assert repeats[0]["message"].startswith(
+        "1 query matched by document names one document in several supports (2 supports; first: q1): "
+    )
+    # The consequence the warning names, as scored: d1 at rank 1 recalls half of q1's gold.
+    outcomes = typed_frame([{"query_id": q, "n_hits": 1} for q in ("q1", "q2")], OUTCOME_COLUMNS)
+    queries = queries_table(GoldenSet(queries=[GoldenQuery(id=q, query="?") for q in ("q1", "q2")]))
+    scores = build_query_scores(queries, s, h, outcomes, typed_frame([], CITATION_COLUMNS), ks=(1,))
+    assert scores.set_index("query_id").loc["q1", "recall@1"] == 0.5
+    # A bare document beside a snippet of it, under a forced doc: the same; by chunk, nothing to say.
+    s2 = golden(("q1", [Support(doc_id="d1"), Support(doc_id="d1", snippet="one")]))
+    assert any("one document in several supports" in w["message"] for w in matching_warnings(h, s2, "doc"))
+    h_chunks = hits(
+        {"query_id": "q1", "doc_id": "d1", "chunk_id": "c1"},
+        {"query_id": "q1", "doc_id": "d1", "chunk_id": "c2"},
+    )
+    assert not any("several supports" in w["message"] for w in matching_warnings(h_chunks, s, "auto"))
