@@ -41,6 +41,13 @@ def _given_twice(first: Support, again: Support, at: int) -> str:
     )
 
 
+#: Why an empty support is refused; an id written as an unquoted null or ~ is the usual way to get one.
+NO_EVIDENCE = (
+    "support names no evidence (no id, path, lines or snippet; an unquoted null or ~ is YAML's empty "
+    "value: quote it to use it as an id)"
+)
+
+
 def validate_queries(
     queries: list[GoldenQuery], source_of: Callable[[int], tuple[str, str | None]]
 ) -> list[Offender]:
@@ -87,14 +94,15 @@ class QueryChecks:
             add(i, q.id, "query", "empty query")
         first_at: dict[tuple, int] = {}
         for j, s in enumerate(q.supports):
-            if (earlier := first_at.setdefault(match_key(s), j)) != j:
+            # an empty support is refused below; two of them are not also "given twice"
+            if not s.is_empty() and (earlier := first_at.setdefault(match_key(s), j)) != j:
                 add(i, q.id, f"supports[{j}]", _given_twice(q.supports[earlier], s, earlier))
             for name in ("chunk_id", "doc_id"):
                 value = getattr(s, name)
                 if value is not None and (problem := id_problem(value)) is not None:
                     add(i, q.id, f"supports[{j}].{name}", f"{name} {problem}")
             if s.is_empty():
-                add(i, q.id, f"supports[{j}]", "support names no evidence (no id, path, lines or snippet)")
+                add(i, q.id, f"supports[{j}]", NO_EVIDENCE)
             if q.pending:
                 continue  # pending entries may carry placeholder line ranges
             if (s.line_start is not None and s.line_start < 1) or (s.line_end is not None and s.line_end < 1):

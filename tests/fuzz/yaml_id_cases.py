@@ -78,8 +78,14 @@ def yaml_ids_case(case_id: str, rng: random.Random, index: int) -> Case:
         expected[f"queries.{victim}.tags.0"] = value
     else:
         q[position] = MARK
-        expected[f"queries.{victim}.{position}"] = value
-    collide = position == "id" and SCALARS[value] != value and rng.random() < 0.3
+        # an unquoted null or ~ is YAML's "no value": for the optional group, no group (as written)
+        no_value = position == "group" and SCALARS[value] == "None"
+        expected[f"queries.{victim}.{position}"] = "<absent>" if no_value else value
+    # the typed reading's id must itself be a valid id to collide with (a datetime's has a space)
+    typed = SCALARS[value]
+    collide = (
+        position == "id" and typed != value and not any(c.isspace() for c in typed) and rng.random() < 0.3
+    )
     if collide:  # the typed reading's id, quoted, on another query: two ids as written
         other = (victim + 1) % len(qs)
         qs[other]["id"] = "COLLIDEMARK"
