@@ -174,6 +174,20 @@ def multilingual_or_skip() -> None:
     pytest.skip('multilingual extra not installed (pip install -e ".[multilingual]")')
 
 
+def docs_or_skip() -> None:
+    """Skip a documentation-site test when the ``docs`` extra (MkDocs, the Material theme) is
+    missing — unless CI demands it with KEBAB_EVAL_REQUIRE_DOCS=1 (then fail loudly)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mkdocs") and importlib.util.find_spec("material"):
+        return
+    if os.environ.get("KEBAB_EVAL_REQUIRE_DOCS") == "1":
+        pytest.fail(
+            'KEBAB_EVAL_REQUIRE_DOCS=1 but the docs extra is not installed (pip install -e ".[docs]")'
+        )
+    pytest.skip('docs extra not installed (pip install -e ".[docs]")')
+
+
 def stop_server(proc: subprocess.Popen) -> str:
     """Terminate a server process started by a test (kill it when it ignores SIGTERM for 20 s);
     returns its stderr, which must hold no traceback."""

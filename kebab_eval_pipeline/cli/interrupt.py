@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kebab_eval_pipeline.foundation import cancellation
+from kebab_eval_pipeline.foundation.errors import ExitCode
 
-EXIT_CODE = 130
+EXIT_CODE = ExitCode.INTERRUPTED
 EXIT, CANCEL = "exit", "cancel"
 #: How long an interrupted run's thread gets to end (its failure recorded in the Dagster instance,
 #: its in-flight calls cancelled) before the CLI ends without it: the CLI exits within about this

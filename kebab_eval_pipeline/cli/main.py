@@ -1,11 +1,12 @@
 """``kebab-eval``: the command tree and the entry point that turns every outcome into an exit code.
 
-Exit codes: 0 success; 1 a blocking gate failed or the system under test failed (system_health);
-2 bad input or usage — a message naming each offender (file, position, query id, field, reason);
-3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the traceback);
-4 refused because another run of the same run id is in progress (or replaced this run's
-results while it ran); 130 interrupted (Ctrl-C: one line saying what was stored, :mod:`.interrupt`).
-Never a traceback otherwise.
+Exit codes (:class:`~kebab_eval_pipeline.foundation.errors.ExitCode`, explained in its
+``EXIT_CODES``): 0 success; 1 a blocking gate failed or the system under test failed
+(system_health); 2 bad input or usage — a message naming each offender (file, position, query id,
+field, reason); 3 an unexpected internal failure — one paragraph (``KEBAB_EVAL_DEBUG=1`` shows the
+traceback); 4 refused because another run of the same run id is in progress (or replaced this
+run's results while it ran); 130 interrupted (Ctrl-C: one line saying what was stored,
+:mod:`.interrupt`). Never a traceback otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kebab_eval_pipeline.cli.help import tidy
 from kebab_eval_pipeline.cli.terminal import mask_standard_streams
 from kebab_eval_pipeline.foundation import cancellation
 from kebab_eval_pipeline.foundation.errors import (
+    ExitCode,
     GateFailure,
     InputError,
     Interrupted,
@@ -206,16 +208,16 @@ def main() -> None:
             sys.exit(code)
     except InputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
-        sys.exit(2)
+        sys.exit(ExitCode.INPUT)
     except RunInProgress as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
-        sys.exit(4)
+        sys.exit(ExitCode.IN_PROGRESS)
     except SystemHealthFailure as exc:
         err.print(f"[red]system failed:[/red] {escape(str(exc))}", highlight=False)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     except GateFailure as exc:
         err.print(f"gate failed: {exc}", markup=False, highlight=False)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Interrupted as exc:  # Ctrl-C during a run: the driver says what was stored
@@ -236,12 +238,12 @@ def main() -> None:
         failure = write_failure(exc)  # a full disk, a read-only folder: named, with the remedy
         if failure is not None and is_write_failure(failure):
             err.print(f"error: {cannot_write(failure)}", markup=False, highlight=False)
-            sys.exit(2)
+            sys.exit(ExitCode.INPUT)
         if isinstance(exc, OSError) and exc.filename is not None:
             # A path that cannot be written or read (permissions, a full disk, a folder in the
             # way): bad input, named with the file, not an internal failure.
             err.print(f"error: {exc.filename}: {exc.strerror or exc}", markup=False, highlight=False)
-            sys.exit(2)
+            sys.exit(ExitCode.INPUT)
         # A bug or an environment failure, not bad input: one paragraph, not a traceback.
         # Exit 3, never 1: CI must tell a crash from a failed gate.
         err.print(
@@ -250,7 +252,7 @@ def main() -> None:
             markup=False,
             highlight=False,
         )
-        sys.exit(3)
+        sys.exit(ExitCode.INTERNAL)
 
 
 def console_main() -> None:

@@ -4,13 +4,53 @@
 reason) so a curator fixes a whole file in one pass. The CLI prints it and
 exits 2; the Dagster layer raises it as a step failure with the same text.
 
-CLI exit codes: 0 success; 1 ``GateFailure`` / ``SystemHealthFailure``; 2 ``InputError`` (and
-usage errors); 3 anything unexpected (an internal failure); 4 ``RunInProgress``.
+CLI exit codes (:class:`ExitCode`, each explained in :data:`EXIT_CODES`): 0 success; 1
+``GateFailure`` / ``SystemHealthFailure``; 2 ``InputError`` (and usage errors); 3 anything
+unexpected (an internal failure); 4 ``RunInProgress``; 130 ``Interrupted`` (Ctrl-C).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes of ``kebab-eval`` (an ``int``: ``sys.exit(ExitCode.INPUT)`` exits 2)."""
+
+    SUCCESS = 0
+    FAILED = 1
+    INPUT = 2
+    INTERNAL = 3
+    IN_PROGRESS = 4
+    INTERRUPTED = 130  # the shell's code for SIGINT
+
+
+#: What each exit code means, for people: the CLI reference of the documentation site is generated
+#: from it (docs/reference_pages.py), so the table there cannot drift from the codes the CLI uses.
+EXIT_CODES: Mapping[ExitCode, str] = {
+    ExitCode.SUCCESS: "success",
+    ExitCode.FAILED: (
+        "a blocking gate failed (including a regression or verdict gate of `compare --config`), the "
+        "system under test failed its `system_health` check, or a check the command runs failed "
+        "(`golden health`'s blocking findings, the probe of `golden validate --config`)"
+    ),
+    ExitCode.INPUT: (
+        "bad input or usage: one line per offender (file, line, query id, field, reason), no "
+        "traceback — also when the bad input is only found inside a Dagster step (a judge model that "
+        "does not load)"
+    ),
+    ExitCode.INTERNAL: (
+        "an unexpected internal failure: one paragraph; `KEBAB_EVAL_DEBUG=1` shows the traceback "
+        "(and Dagster's step records)"
+    ),
+    ExitCode.IN_PROGRESS: (
+        "refused: another run of the same run id is in progress, or replaced this run's stored "
+        "results while it ran (the message names it: Dagster run id, pid, host, start time)"
+    ),
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C): one line saying what was stored, no traceback",
+}
 
 
 @dataclass(frozen=True)
@@ -64,7 +104,7 @@ class InputError(Exception):
 
 
 class GateFailure(Exception):
-    """A blocking ship gate failed (CLI exit code 1)."""
+    """A blocking ship gate failed (CLI exit code 1, :attr:`ExitCode.FAILED`)."""
 
 
 class SystemHealthFailure(GateFailure):

@@ -1,0 +1,263 @@
+"""The documentation site (docs/mkdocs.yml) builds strictly and offline, and its generated reference
+says what the code says.
+
+One strict build of the real site, shared by the module, is read back: the metrics page against the
+metric catalogue, the CLI page against the click command tree, the config page against the settings
+models and the system-kind registry, the exit codes against ``foundation.errors``; the search index
+and the screenshots are in the built site. A copy of the docs whose page lost its generated
+reference fails to build, and a minimal copy of the configuration with planted
+defects (a broken link, a missing anchor, a page left out of the nav …) must fail its strict
+build, each defect named — so the strictness is real.
+
+The builds run with every HTTP(S) proxy pointing at a closed port: anything fetched would fail the
+build. Skipped without the ``docs`` extra, unless KEBAB_EVAL_REQUIRE_DOCS=1.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kebab_eval_pipeline.chain.settings import RunSettings
+from kebab_eval_pipeline.foundation.errors import EXIT_CODES
+from kebab_eval_pipeline.metrics.catalogue import measure, measures
+from kebab_eval_pipeline.systems.settings import KINDS, SYSTEM_KINDS
+from tests.conftest import REPO, docs_or_skip
+
+CONFIG = REPO / "docs" / "mkdocs.yml"
+SCREENSHOTS = sorted((REPO / "docs" / "ui").glob("*.png"))
+#: Nothing listens on port 9 (discard): a request through these proxies fails at once.
+OFFLINE = {
+    name: "http://127.0.0.1:9"
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _docs_extra():
+    docs_or_skip()
+
+
+def build(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict`` of ``config`` into ``out``, offline, from the repository's top folder
+    (so the hook documents this checkout's package)."""
+    env = {**os.environ, **OFFLINE, "no_proxy": "", "NO_PROXY": "", "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@dataclass
+class Site:
+    root: Path
+    log: str
+    seconds: float
+
+    def page(self, path: str) -> str:
+        return (self.root / path).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Site:
+    out = tmp_path_factory.mktemp("docs-site") / "site"
+    start = time.perf_counter()
+    done = build(CONFIG, out)
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Site(out, done.stdout + done.stderr, seconds)
+
+
+_HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+
+def plain(fragment: str) -> str:
+    """The text of an HTML fragment (tags dropped, entities decoded, the permalink sign gone)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("¶", "").strip()
+
+
+def sections(page: str, level: int) -> dict[str, str]:
+    """Heading text → the HTML after it, up to the next heading of ``level`` or higher, for every
+    heading of ``level`` in ``page``'s article."""
+    article = page[page.index("<article") : page.index("</article>")]
+    found = list(_HEADING.finditer(article))
+    out = {}
+    for i, m in enumerate(found):
+        if int(m[1]) != level:
+            continue
+        end = next((n.start() for n in found[i + 1 :] if int(n[1]) <= level), len(article))
+        out[plain(m[3])] = article[m.end() : end]
+    return out
+
+
+def first_cells(fragment: str) -> list[str]:
+    """The text of the first cell of every body row of the tables in ``fragment``."""
+    return [plain(cell) for cell in re.findall(r"<tr>\s*<td>(.*?)</td>", fragment, re.S)]
+
+
+def test_the_site_builds_strictly_offline_without_a_warning(site):
+    assert "WARNING" not in site.log, site.log
+    assert (site.root / "index.html").is_file()
+    print(f"site built in {site.seconds:.1f} s")
+
+
+def test_the_pages_load_nothing_from_the_network(site):
+    pages = sorted(site.root.rglob("*.html"))
+    assert len(pages) >= 5
+    for page in pages:
+        remote = re.findall(
+            r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"", page.read_text()
+        )
+        assert not remote, (page.relative_to(site.root), remote)
+
+
+def test_the_metrics_page_lists_every_measure_with_its_facts(site):
+    found = sections(site.page("reference/metrics.html"), 3)
+    expected = {f"{m.name}@k" if m.at_k else m.name: m for m in measures()}
+    assert set(found) == set(expected)
+    direction = {"higher": "higher is better", "lower": "lower is better", "none": "neither"}
+    for name, m in expected.items():
+        text = plain(found[name])
+        for declared in (m.trec_eval, m.ir_measures):
+            if declared is not None:
+                assert declared.replace("{k}", "k") in text, (name, declared, text)
+        if m.trec_eval is None:
+            assert "trec_eval: —" in text, (name, text)
+        assert m.denominator in text and direction[m.direction] in text, (name, text)
+        assert m.description.replace("{k}", "k")[1:] in text, (name, text)
+        assert (m.column is None) == ("none: not a mean of per-query scores" in text), (name, text)
+    # trec_eval's name of nDCG at a cut-off, as the catalogue declares it
+    assert measure("ndcg@10").trec_eval == "ndcg_cut_{k}"
+    assert "trec_eval: ndcg_cut_k" in plain(found["ndcg@k"])
+    assert "ir_measures: nDCG@k" in plain(found["ndcg@k"])
+
+
+def _cli_commands() -> dict[str, object]:
+    import importlib
+
+    import typer
+
+    from kebab_eval_pipeline.cli.help import walk
+
+    root = typer.main.get_command(importlib.import_module("kebab_eval_pipeline.cli.main").app)
+    out = {}
+    for path, command in walk(root):
+        if not command.hidden:
+            out[" ".join(("kebab-eval", *path))] = command
+    return out
+
+
+def test_the_cli_page_lists_every_command_and_option_of_the_command_tree(site):
+    found = sections(site.page("reference/cli.html"), 2)
+    commands = _cli_commands()
+    assert set(found) == set(commands)
+    assert {"kebab-eval run", "kebab-eval golden validate", "kebab-eval ref index"} <= set(found)
+    for name, command in commands.items():
+        text = plain(found[name])
+        for param in command.params:
+            if param.param_type_name == "option" and not param.hidden:
+                assert all(opt in text for opt in [*param.opts, *param.secondary_opts]), (name, param.opts)
+        first_line = (command.help or "").strip().splitlines()[0] if command.help else ""
+        assert first_line.split("`")[0][:40] in text, (name, first_line)
+
+
+def test_the_config_page_lists_every_top_level_key_and_every_system_kind(site):
+    page = site.page("reference/config.html")
+    found = sections(page, 2)
+    assert first_cells(found["Top level"]) == list(RunSettings.model_fields)
+    assert SYSTEM_KINDS == ("reference", "command", "http", "replay", "python")
+    for kind in SYSTEM_KINDS:
+        section = found[f"system — kind: {kind}"]
+        assert first_cells(section) == [f"system.{name}" for name in KINDS[kind].settings.model_fields]
+    # a value, a default and an allowed value read from the models
+    top = found["Top level"]
+    assert re.search(r"<code>stale_golden</code></td>\s*<td>one of <code>fail</code>, <code>warn</code>", top)
+    assert re.search(
+        r"<code>k</code></td>\s*<td>list of integer \(≥ 1, ≤ 1000\)</td>\s*<td><code>\[1, 3, 5, 10\]", top
+    )
+
+
+def test_the_exit_codes_page_is_the_cli_mapping(site):
+    rows = re.findall(
+        r"<tr>\s*<td><code>(\d+)</code></td>\s*<td>(.*?)</td>", site.page("reference/exit-codes.html"), re.S
+    )
+    assert [int(code) for code, _ in rows] == [int(code) for code in EXIT_CODES]
+    for (_, meaning), expected in zip(rows, EXIT_CODES.values(), strict=True):
+        assert plain(meaning) == expected.replace("`", "")
+
+
+def test_search_index_holds_the_reference_and_no_contract_citation(site):
+    docs = json.loads(site.page("search/search_index.json"))["docs"]
+    ndcg = [d for d in docs if d["location"] == "reference/metrics.html#metric-ndcg-at-k"]
+    assert ndcg and "ndcg_cut_k" in ndcg[0]["text"]
+    assert any("over_refusal_rate" in d["title"] for d in docs)
+    for d in docs:
+        assert not re.search(r"\bSPEC\b|§", d["title"] + d["text"]), d["location"]
+
+
+def test_the_screenshots_are_in_the_site_and_linked_from_their_repository_path(site):
+    assert SCREENSHOTS
+    for png in SCREENSHOTS:
+        assert (site.root / "ui" / png.name).read_bytes() == png.read_bytes()
+    # index.md links ../ui/asset_graph.png (its place in the repository); the site has it at ui/
+    assert '<img alt="The evaluation chain' in site.page("index.html")
+    assert re.search(r'<img alt="[^"]*" src="ui/asset_graph.png"', site.page("index.html"))
+
+
+def test_a_page_that_loses_its_generated_reference_fails_the_build(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", docs, ignore=shutil.ignore_patterns("examples", "deploy", "ui", "build"))
+    (docs / "ui").symlink_to(REPO / "docs" / "ui")
+    metrics = docs / "site" / "reference" / "metrics.md"
+    metrics.write_text(metrics.read_text(encoding="utf-8").replace("<!-- generated: metrics -->", ""))
+    done = build(docs / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode != 0
+    assert "no page holds <!-- generated: NAME --> for metrics" in done.stdout + done.stderr
+
+
+def test_a_broken_link_missing_anchor_or_left_out_page_fails_the_strict_build(tmp_path):
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    config.pop("hooks")  # the generated reference needs the real pages: these are the validation's
+    config["docs_dir"] = "pages"
+    config["nav"] = [{"Home": "index.md"}, {"Missing": "missing.md"}]
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "index.md").write_text(
+        "# Home\n\n[gone](nowhere.md) [anchor](#no-such-heading) [other](other.md#nope)\n"
+        "[folder](somewhere) [absolute](/abs.md)\n",
+        encoding="utf-8",
+    )
+    (pages / "other.md").write_text("# Other\n", encoding="utf-8")
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    log = done.stdout + done.stderr
+    assert done.returncode != 0, log
+    planted = [
+        "contains a link 'nowhere.md', but the target is not found",
+        "contains a link '#no-such-heading', but there is no such anchor",
+        "contains a link 'other.md#nope', but the doc 'other.md' does not contain an anchor",
+        "contains an unrecognized relative link 'somewhere'",
+        "contains an absolute link '/abs.md'",
+        "A reference to 'missing.md' is included in the 'nav' configuration, which is not found",
+        'exist in the docs directory, but are not included in the "nav" configuration',
+    ]
+    warnings = [line for line in log.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == len(planted), log
+    for message in planted:
+        assert any(message in w for w in warnings), (message, log)
+    assert f"Aborted with {len(planted)} warnings in strict mode" in log, log
