@@ -9,7 +9,7 @@
   file and no process output.
 
 Each judgement costs the tiny model about 1.2 s on two cores with short replies, 8 s with the
-default reply length, and each model load about 40 s, so the tests judge a sample and load the
+default reply length, and each model load about 11 s, so the tests judge a sample and load the
 model twice: in the ``local`` run's process and in one ``judge serve`` shared by every test of the
 session that judges through an endpoint (``served_judge``, tests/judge/conftest.py).
 
