@@ -22,7 +22,7 @@ def console_main() -> None:
 
     def early(signum, frame) -> None:  # until interrupt.py is imported: nothing has started
         os.write(2, b"interrupted (Ctrl-C): before the command started: nothing was run or stored\n")
-        os._exit(130)
+        os._exit(130)  # ExitCode.INTERRUPTED, before any module of ours is imported
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # an ignored SIGINT stays ignored
         signal.signal(signal.SIGINT, early)

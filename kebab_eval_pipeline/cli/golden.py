@@ -16,7 +16,7 @@ from kebab_eval_pipeline.cli.address import ChainOption, GateOption
 from kebab_eval_pipeline.cli.console import err, out
 from kebab_eval_pipeline.cli.show import print_probe
 from kebab_eval_pipeline.foundation import atomic
-from kebab_eval_pipeline.foundation.errors import InputError, Offender
+from kebab_eval_pipeline.foundation.errors import ExitCode, InputError, Offender
 
 FormatOption = Annotated[
     str,
@@ -85,7 +85,7 @@ def golden_validate(
     if probe is not None:
         print_probe(settings.system.kind, probe)
         if probe.error is not None:
-            raise typer.Exit(1)
+            raise typer.Exit(ExitCode.FAILED)
 
 
 def golden_convert(
@@ -390,4 +390,4 @@ def golden_health(
         for line in text_lines(report, identity):
             out.print(line, markup=False, highlight=False)
     if report.blocking_failure:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)

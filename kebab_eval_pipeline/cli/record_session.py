@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kebab_eval_pipeline.contract import Hit
+from kebab_eval_pipeline.foundation.errors import ExitCode
 from kebab_eval_pipeline.golden.convert import query_document
 from kebab_eval_pipeline.golden.record import (
     RecordConflict,
@@ -148,7 +149,7 @@ class RecordSession:
             self.console.print()
         except KeyboardInterrupt:
             self.console.print("\ninterrupted", highlight=False)
-            code = 130
+            code = ExitCode.INTERRUPTED
         except RecordConflict:
             self._summary()  # what this session did record, then the error (exit 2)
             raise

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kebab_eval_pipeline.contract import Answer, Hit, RetrievalMode
+from kebab_eval_pipeline.foundation.errors import ExitCode
 
 if TYPE_CHECKING:
     # Imported by the commands that use it: every `kebab-eval` command mounts this CLI, and the
@@ -44,7 +45,7 @@ _LOAD_ERRORS = (FileNotFoundError, NotADirectoryError, ValueError, OSError)
 
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+    raise typer.Exit(ExitCode.INPUT)
 
 
 def _load(index_dir: Path) -> ReferenceIndex:
