@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -261,3 +262,115 @@ def test_a_broken_link_missing_anchor_or_left_out_page_fails_the_strict_build(tm
     for message in planted:
         assert any(message in w for w in warnings), (message, log)
     assert f"Aborted with {len(planted)} warnings in strict mode" in log, log
+
+
+# -- the README's commands, as written ------------------------------------------------------------
+
+
+def readme_docs_commands() -> list[str]:
+    """The command lines of the ```bash block of the README's "Documentation site", comments cut."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Documentation site\n") :]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, deadline_s: float, proc: subprocess.Popen) -> bytes:
+    """``url``'s body, retried until the server started by ``proc`` answers (or ``proc`` ends)."""
+    import urllib.error
+    import urllib.request
+
+    end = time.monotonic() + deadline_s
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: no proxy
+    while True:
+        try:
+            with opener.open(url, timeout=5) as response:
+                return response.read()
+        except (urllib.error.URLError, ConnectionError):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < end, f"{url} did not answer in {deadline_s} s"
+            time.sleep(0.2)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+def test_the_readme_commands_build_serve_and_search_the_site_as_written():
+    """The README's install line names this extra; its `mkdocs build` line, run as written from the
+    top folder, writes the site to docs/build/ (what its comment says), which the README's
+    `python -m http.server -d docs/build` serves with its search index; its `mkdocs serve` line
+    previews it (given a free address: 8000 may be taken on a test machine)."""
+    install, serve, build_line = readme_docs_commands()
+    assert install == 'pip install -e ".[docs]"'
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    docs_extra = extras["project"]["optional-dependencies"]["docs"]
+    assert {re.split(r"[<>=]", d)[0] for d in docs_extra} == {"mkdocs", "mkdocs-material"}
+
+    env = {**os.environ, **OFFLINE, "no_proxy": "", "NO_PROXY": "", "NO_MKDOCS_2_WARNING": "1"}
+    mkdocs = [sys.executable, "-m", "mkdocs"]
+    assert build_line.split()[:2] == ["mkdocs", "build"], build_line
+    built = REPO / "docs" / "build"
+    shutil.rmtree(built, ignore_errors=True)
+    done = subprocess.run(
+        [*mkdocs, *build_line.split()[1:]], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (built / "reference" / "metrics.html").is_file()
+
+    # served as static files, as the README says, on the port the OS gives (0)
+    statics = re.search(r"`(python -m http\.server -d docs/build)`", (REPO / "README.md").read_text())[1]
+    proc = subprocess.Popen(
+        [sys.executable, *statics.split()[1:], "--bind", "127.0.0.1", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+        port = re.search(r"port (\d+)", line)[1]
+        index = json.loads(_get(f"http://127.0.0.1:{port}/search/search_index.json", 30, proc))
+        assert any("over_refusal_rate" in d["title"] for d in index["docs"])
+    finally:
+        _stop(proc)
+
+    # the preview server
+    assert serve.split()[:2] == ["mkdocs", "serve"], serve
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*mkdocs, *serve.split()[1:], "-a", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        page = _get(f"http://127.0.0.1:{port}/reference/exit-codes.html", 120, proc).decode()
+        assert "<code>130</code>" in page
+    finally:
+        _stop(proc)
+
+
+def test_the_home_page_install_line_is_the_readme_first_command():
+    """docs/site/index.md's command is the README's first set-up command (which CI runs), word for word."""
+    index = (REPO / "docs" / "site" / "index.md").read_text(encoding="utf-8")
+    (line,) = [
+        x.split("#", 1)[0].strip() for x in re.search(r"```bash\n(.*?)```", index, re.S)[1].splitlines()
+    ]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"\n{line}\n" in readme[readme.index("## Set-up: two commands") :]
