@@ -11,7 +11,7 @@ per step process (``--concurrency``, 4) and cuts the run into ``--shards`` shard
 of retrieval_results is a Dagster step, and each Celery worker (one pool process each) runs one
 step at a time, so a worker holds at most ``concurrency`` requests in flight — the per-worker
 limit. The same run (10k queries by default) is materialized with 1 worker, then with 2, on the
-deployment of docs/deploy/celery.md: Redis (``redis-server``), PostgreSQL (a throwaway cluster, or
+deployment of docs/site/recipes/celery.md: Redis (``redis-server``), PostgreSQL (a throwaway cluster, or
 ``KEBAB_EVAL_TEST_POSTGRES_URL``) and moto's S3-compatible server, all on 127.0.0.1
 (tests/celery_cluster.py). Printed per worker count: the wall time of ``dagster asset
 materialize``, the retrieval phase (first shard step's start to last shard step's success, from

@@ -5,10 +5,13 @@
   (metrics from the catalogue, config keys from the settings models, commands from the CLI, exit
   codes from ``foundation.errors``), so it cannot drift. Each NAME must be placed exactly once: a
   page that loses its marker fails the build rather than its reference.
-- **Screenshots.** docs/ui/*.png stay where the README links them and are added to the site as
-  ui/*.png. A page links one by its path in the repository (``../ui/x.png`` from docs/site/, which
-  GitHub and tests/test_docs.py follow); that link is rewritten to the screenshot's place in the
-  site before MkDocs checks it.
+- **Files of the repository.** The screenshots (docs/ui/*.png), the example configs and programs
+  (docs/examples/, Markdown aside: the bundled corpus is data, not pages) and the deployment files
+  (docs/deploy/) stay where they are and are added to the site as ui/…, examples/… and deploy/…, so
+  a reader of the built site can open or download what a page links. A page links one by its path
+  in the repository (``../../examples/ci/eval.yaml`` from docs/site/recipes/, which GitHub and
+  tests/test_docs.py follow); that link is rewritten to the file's place in the site before MkDocs
+  checks it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mkdocs.utils import get_relative_url
 
 DOCS = Path(__file__).resolve().parent
 #: Folders of the repository added to the site: the folder → its place in the site.
-ADDED = {DOCS / "ui": "ui"}
+ADDED = {DOCS / "ui": "ui", DOCS / "examples": "examples", DOCS / "deploy": "deploy"}
 
 _MARKER = re.compile(r"<!--\s*generated:\s*([\w-]+)\s*-->")
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
@@ -42,10 +45,14 @@ def on_pre_build(config) -> None:
 
 
 def on_files(files, config):
-    """The screenshots of :data:`ADDED`, as files of the site."""
+    """The files of :data:`ADDED` folders, as static files of the site (Markdown left out: MkDocs
+    would make each a page)."""
     for folder, uri in ADDED.items():
-        for path in sorted(folder.glob("*.png")):
-            files.append(File.generated(config, f"{uri}/{path.name}", abs_src_path=str(path)))
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".md"):
+            if "__pycache__" in path.parts:
+                continue
+            site_uri = f"{uri}/{path.relative_to(folder).as_posix()}"
+            files.append(File.generated(config, site_uri, abs_src_path=str(path)))
     return files
 
 

@@ -4,7 +4,7 @@
 
 dagster-celery's step task, with the settings of :mod:`kebab_eval_pipeline.orchestration.celery_app`
 read from the same environment as the executor (``KEBAB_EVAL_CELERY_BROKER``: an InputError naming
-it when unset). See docs/deploy/celery.md.
+it when unset). See docs/site/recipes/celery.md.
 """
 
 from __future__ import annotations

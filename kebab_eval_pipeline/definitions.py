@@ -66,7 +66,7 @@ def executor_from_environment() -> dg.ExecutorDefinition:
     CPU count). ``celery`` submits each step to Celery workers through the broker named by
     ``KEBAB_EVAL_CELERY_BROKER`` (orchestration/celery_app.py; the ``celery`` extra). ``k8s`` runs
     each step as a Kubernetes job (dagster-k8s's ``k8s_job_executor``, the ``k8s`` extra; image and
-    namespace from the K8sRunLauncher or the run config, see docs/deploy/kubernetes.md), at most
+    namespace from the K8sRunLauncher or the run config, see docs/site/recipes/kubernetes.md), at most
     ``KEBAB_EVAL_MAX_CONCURRENT`` pods per run when set. Any other value is an InputError naming
     the variable."""
     kind = os.environ.get(EXECUTOR_ENV) or "in_process"

@@ -1,7 +1,7 @@
 """A distributed kebab-eval deployment on 127.0.0.1, for the Celery tests and benchmark.
 
     with redis_server() as broker, s3_server() as s3, postgres_server() as pg:
-        env = deployment_env(base_env, home, broker, s3, pg)   # what docs/deploy/celery.md sets
+        env = deployment_env(base_env, home, broker, s3, pg)   # what docs/site/recipes/celery.md sets
         with celery_workers(env, 2) as workers:
             ... dagster asset materialize ... (env) ...
 
@@ -172,7 +172,7 @@ def deployment_env(
     postgres: PostgresServer,
     prefix: str = "kebab-eval",
 ) -> dict[str, str]:
-    """The environment of docs/deploy/celery.md: the instance in PostgreSQL (docs/deploy/dagster.yaml
+    """The environment of docs/site/recipes/celery.md: the instance in PostgreSQL (docs/deploy/dagster.yaml
     copied into ``home``), the Celery executor and its broker, artifacts in the S3 bucket."""
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(DEPLOY_INSTANCE, home / "dagster.yaml")

@@ -139,7 +139,7 @@ def test_documentation_never_cites_the_contract_or_the_workspace():
 
 
 def test_golden_format_example_is_a_valid_golden_set(tmp_path):
-    page = (REPO / "docs" / "golden-format.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "site" / "reference" / "golden-format.md").read_text(encoding="utf-8")
     example = re.search(r"```yaml\n(.*?)```", page, re.S).group(1)
     path = tmp_path / "golden.yaml"
     path.write_text(example, encoding="utf-8")

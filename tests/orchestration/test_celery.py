@@ -1,6 +1,6 @@
 """The chain on a distributed executor: dagster-celery with a Redis broker, two Celery worker
 processes, the Dagster instance in PostgreSQL and the artifacts in an S3-compatible server — all
-real servers on 127.0.0.1 (tests/celery_cluster.py), configured as docs/deploy/celery.md says.
+real servers on 127.0.0.1 (tests/celery_cluster.py), configured as docs/site/recipes/celery.md says.
 
 Runs are started as an operator would (``dagster asset materialize``, whose process is the run
 worker submitting steps to the queue); ``kebab-eval run`` on the same instance and bucket is the

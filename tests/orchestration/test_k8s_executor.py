@@ -1,4 +1,4 @@
-"""docs/deploy/kubernetes.md holds: with ``KEBAB_EVAL_EXECUTOR=k8s`` the definitions load with
+"""docs/site/recipes/kubernetes.md holds: with ``KEBAB_EVAL_EXECUTOR=k8s`` the definitions load with
 dagster-k8s's ``k8s_job_executor`` (wrapped by the run lock), the page's run config is valid for
 the evaluation job, and its ``run_launcher`` block is valid ``K8sRunLauncher`` config. No cluster
 is needed (nor started): these are the checks Dagster makes when a run is launched.
@@ -19,7 +19,7 @@ from dagster._config import process_config
 from kebab_eval_pipeline.definitions import JOB_NAME, build_definitions
 from tests.conftest import REPO
 
-PAGE = REPO / "docs" / "deploy" / "kubernetes.md"
+PAGE = REPO / "docs" / "site" / "recipes" / "kubernetes.md"
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def _dagster_k8s():
 
 
 def documented_block(marker: str) -> dict:
-    """The YAML block after ``<!-- marker -->`` in docs/deploy/kubernetes.md."""
+    """The YAML block after ``<!-- marker -->`` in docs/site/recipes/kubernetes.md."""
     found = re.search(rf"<!-- {marker} -->\n```yaml\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
     assert found, f"{PAGE.name}: no yaml block after <!-- {marker} -->"
     return yaml.safe_load(found.group(1))
