@@ -29,6 +29,7 @@ from kebab_eval_pipeline.chain.pipeline import load_golden_artifact
 from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
+from tests import docs_pages
 from tests.conftest import REPO
 from tests.forked_cli import run_cli
 
@@ -42,7 +43,7 @@ def _is_data(path: Path) -> bool:
     return path.is_relative_to(BUNDLED_CORPUS)
 
 
-DOC_PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if not _is_data(p))]
+DOC_PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if not _is_data(p) and "build" not in p.relative_to(REPO).parts)]
 EXAMPLE_CONFIGS = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")
@@ -242,13 +243,14 @@ def test_example_config_loads_and_runs_on_a_clone(config, clone, tmp_path):
 
 
 def ci_snippet() -> str:
-    """The first ```bash block of the README's "CI usage" section."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## CI usage\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    """The CI snippet: the README's "In CI" block, which "A first gate in CI" shows as it is."""
+    shown = [s for s in docs_pages.snippets("bash") if "KEBAB_EVAL_CONFIG=docs/examples/ci/eval.yaml" in s.text]
+    assert [s.where.split(":")[0] for s in shown] == ["README.md", "docs/site/getting-started/ci-gate.md"], shown
+    assert len({s.text for s in shown}) == 1, "the README and the CI page show different CI snippets"
+    return shown[0].text
 
 
-def test_readme_ci_snippet_runs_as_written_on_a_clone(clone, tmp_path):
+def test_the_ci_snippet_runs_as_written_on_a_clone(clone, tmp_path):
     snippet = ci_snippet()
     assert "KEBAB_EVAL_CONFIG=" in snippet and "dagster asset materialize" in snippet
     env = clean_env(tmp_path)

@@ -34,6 +34,7 @@ from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.foundation.errors import EXIT_CODES
 from kebab_eval_pipeline.metrics.catalogue import measure, measures
 from kebab_eval_pipeline.systems.settings import KINDS, SYSTEM_KINDS
+from tests import docs_pages
 from tests.conftest import REPO, docs_or_skip
 
 CONFIG = REPO / "docs" / "mkdocs.yml"
@@ -268,10 +269,8 @@ def test_a_broken_link_missing_anchor_or_left_out_page_fails_the_strict_build(tm
 
 
 def readme_docs_commands() -> list[str]:
-    """The command lines of the ```bash block of the README's "Documentation site", comments cut."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("\n## Documentation site\n") :]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    """The command lines of the ```bash block of the README's "Documentation", comments cut."""
+    block = docs_pages.snippet("bash", "mkdocs build -f docs/mkdocs.yml").text
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
@@ -372,5 +371,4 @@ def test_the_home_page_install_line_is_the_readme_first_command():
     (line,) = [
         x.split("#", 1)[0].strip() for x in re.search(r"```bash\n(.*?)```", index, re.S)[1].splitlines()
     ]
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"\n{line}\n" in readme[readme.index("## Set-up: two commands") :]
+    assert f"\n{line}\n" in docs_pages.section("Set-up: two commands")

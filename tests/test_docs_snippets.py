@@ -1,4 +1,4 @@
-"""Every YAML snippet of the README is run: config snippets are loaded as run configs are (an
+"""Every YAML snippet of the documentation (the README and the site's pages) is run: config snippets are loaded as run configs are (an
 unknown key is an error, never ignored), launchpad snippets are launched against real
 materializations — in the package's own code location as written, and in a chain under the names
 their comments give (``<chain>__regression_bisect``) — and, under the package location's names,
@@ -27,31 +27,34 @@ from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.orchestration.factory import chain_assets
 from kebab_eval_pipeline.orchestration.names import DEFAULT_NAMES, ChainNames
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import REPO, write
+from tests import docs_pages
+from tests.conftest import write
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
 LAUNCHPAD_KEYS = {"ops", "resources"}
 
 
-def yaml_blocks() -> list[tuple[int, str]]:
-    """Every ```yaml block of the README, with its first line's number."""
-    return [
-        (README[: m.start()].count("\n") + 2, m.group(1))
-        for m in re.finditer(r"^```yaml\n(.*?)^```", README, re.S | re.M)
-    ]
+def yaml_blocks() -> list[tuple[str, str]]:
+    """Every ```yaml block of the documentation, with its place (``page:line``)."""
+    return [(s.where, s.text) for s in docs_pages.snippets("yaml")]
 
 
 def kind(block: str) -> str:
     """``launchpad`` (run config of a Dagster launch: ops, resources), ``component`` (a ``defs.yaml``
     of Dagster's Components: ``tests/orchestration/test_component.py`` runs it), ``response`` (a ``response:``
     mapping of a system block, shown on its own), ``alternatives`` (one key given several ways, one
-    per line) or ``config`` (a run config file, or part of one)."""
+    per line), ``golden`` (a golden set: ``tests/test_docs.py`` loads it), ``instance`` (a Dagster
+    instance's ``dagster.yaml`` part, or a launch's ``execution:``: ``tests/orchestration/test_k8s_executor.py``
+    loads them) or ``config`` (a run config file, or part of one)."""
     text = textwrap.dedent(block)
     keys = [line.split(":", 1)[0] for line in text.splitlines() if re.match(r"^[A-Za-z_]\w*:", line)]
     if len(keys) != len(set(keys)):
         return "alternatives"
     doc = yaml.safe_load(text)
-    assert isinstance(doc, dict) and doc, f"README yaml block is not a mapping:\n{block}"
+    assert isinstance(doc, dict) and doc, f"a yaml block is not a mapping:\n{block}"
+    if "queries" in doc:
+        return "golden"
+    if set(doc) <= {"run_launcher", "execution"}:
+        return "instance"
     if set(doc) <= LAUNCHPAD_KEYS:
         return "launchpad"
     if set(doc) == {"type", "attributes"}:
@@ -62,17 +65,17 @@ def kind(block: str) -> str:
 
 
 BLOCKS = yaml_blocks()
-CONFIGS = [(line, block) for line, block in BLOCKS if kind(block) not in ("launchpad", "component")]
+CONFIGS = [(where, block) for where, block in BLOCKS if kind(block) in ("config", "alternatives", "response")]
 LAUNCHPADS = [yaml.safe_load(block) for _, block in BLOCKS if kind(block) == "launchpad"]
 
 
-def test_the_readme_has_config_and_launchpad_snippets():
+def test_the_documentation_has_config_and_launchpad_snippets():
     assert len(CONFIGS) >= 15
-    assert [sorted(d) for d in LAUNCHPADS] == [["resources"], ["ops"], ["ops"]]
+    assert sorted(sorted(d) for d in LAUNCHPADS) == [["ops"], ["ops"], ["resources"]]
 
 
-@pytest.mark.parametrize(("line", "block"), CONFIGS, ids=[f"README.md:{line}" for line, _ in CONFIGS])
-def test_every_readme_config_snippet_loads_as_a_run_config(line, block, tmp_path):
+@pytest.mark.parametrize(("where", "block"), CONFIGS, ids=[where for where, _ in CONFIGS])
+def test_every_config_snippet_loads_as_a_run_config(where, block, tmp_path):
     """Loaded as a run config file is (keys checked against the schema: a misspelt or unknown key
     fails, naming it); a ``response:`` mapping inside an http system block."""
     text = textwrap.dedent(block)
@@ -88,7 +91,7 @@ def test_every_readme_config_snippet_loads_as_a_run_config(line, block, tmp_path
         try:
             load_settings(path)
         except InputError as exc:
-            pytest.fail(f"README.md:{line}: the snippet does not load as a run config:\n{exc.render()}")
+            pytest.fail(f"{where}: the snippet does not load as a run config:\n{exc.render()}")
 
 
 def test_a_misspelt_key_in_a_snippet_would_fail(tmp_path):
@@ -103,14 +106,14 @@ def test_a_misspelt_key_in_a_snippet_would_fail(tmp_path):
 
 
 def in_chain(snippet: dict, chain: str) -> dict:
-    """The snippet under a chain's names, as each entry's README comment says (``<chain>__name``)."""
+    """The snippet under a chain's names, as each entry's comment says (``<chain>__name``)."""
     renamed = {}
     for section, entries in snippet.items():
         for name in entries:
             comment = re.search(
-                rf"^\s+{re.escape(name)}:\s+# a chain's: <chain>__{re.escape(name)}\b", README, re.M
+                rf"^\s+{re.escape(name)}:\s+# a chain's: <chain>__{re.escape(name)}\b", docs_pages.all_text(), re.M
             )
-            assert comment, f"README: the launchpad entry {section}.{name} does not give a chain's name"
+            assert comment, f"the launchpad entry {section}.{name} does not give a chain's name"
         renamed[section] = {f"{chain}__{name}": value for name, value in entries.items()}
     return renamed
 
@@ -140,8 +143,10 @@ def metadata(result, asset: str) -> dict:
     return {k: v.value for k, v in event.event_specific_data.materialization.metadata.items()}
 
 
-def test_readme_launchpad_snippets_run_in_the_package_location_and_in_a_chain(instance, tmp_path):
-    [resources, ranking, bisect] = LAUNCHPADS
+def test_the_launchpad_snippets_run_in_the_package_location_and_in_a_chain(instance, tmp_path):
+    [resources] = [d for d in LAUNCHPADS if "resources" in d]
+    [ranking] = [d for d in LAUNCHPADS if "run_ranking" in d.get("ops", {})]
+    [bisect] = [d for d in LAUNCHPADS if "regression_bisect" in d.get("ops", {})]
     ranked = ranking["ops"]["run_ranking"]["config"]["run_ids"]
     own = build_definitions()
     partition_assets = [k for a in chain_assets(DEFAULT_NAMES).eval_assets for k in a.keys]

@@ -47,6 +47,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import LOST_MIN, LOST_SHAR
 from kebab_eval_pipeline.store.runs import StoredRun
 from kebab_eval_pipeline.systems.plain_data import find_usage, plain
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits
+from tests import docs_pages
 from tests.frameworks.commonmark_sections import corpus_sections, nested_fence_line, wrong_chunks
 from tests.frameworks.test_haystack_system import GOLDEN, cli, no_traceback
 from tests.frameworks.test_haystack_system import frameworks_or_skip as corpus_or_skip
@@ -54,7 +55,6 @@ from tests.systems.adapters.test_frameworks import frameworks_or_skip
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-README = REPO / "README.md"
 EXAMPLES = REPO / "docs" / "examples" / "frameworks"
 ROOT = "/srv/corpus"  # the corpus root the README's configs name
 #: framework → (recipe module, example mapping, the two chunk sizes in the splitter's unit)
@@ -91,24 +91,23 @@ OLD_LLAMAINDEX = {
 }
 
 
-# -- the README, as written ---------------------------------------------------------------------
+# -- the recipes, as written ----------------------------------------------------------------------
 
 
 def readme_recipes() -> dict[str, str]:
-    """``{module name: source}`` of every README code block that starts ``# my_rag/NAME.py``."""
-    text = README.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(# my_rag/(\w+)\.py .*?)```", text, flags=re.S)
-    return {name: source for source, name in blocks}
+    """``{module name: source}`` of every documented code block that starts ``# my_rag/NAME.py``."""
+    blocks = [s.text for s in docs_pages.snippets("python") if s.text.startswith("# my_rag/")]
+    return {re.match(r"# my_rag/(\w+)\.py ", source)[1]: source for source in blocks}
 
 
 def readme_config(callable_name: str) -> dict[str, Any]:
-    """The README's ``kind: python`` YAML block whose callable is ``callable_name``."""
-    text = README.read_text(encoding="utf-8")
-    for block in re.findall(r"```yaml\n(system:\n  kind: python\n.*?)```", text, flags=re.S):
-        doc = yaml.safe_load(block)
-        if doc["system"]["callable"] == callable_name:
-            return doc
-    raise AssertionError(f"README has no kind: python config with callable {callable_name}")
+    """The documented ``kind: python`` YAML block whose callable is ``callable_name``."""
+    for block in docs_pages.snippets("yaml"):
+        if block.text.startswith("system:\n  kind: python\n"):
+            doc = yaml.safe_load(block.text)
+            if doc["system"]["callable"] == callable_name:
+                return doc
+    raise AssertionError(f"the documentation has no kind: python config with callable {callable_name}")
 
 
 def with_root(value: Any, corpus: str) -> Any:

@@ -1,8 +1,8 @@
-"""The README's OTLP recipe, run as written: the code block under "Getting OTLP JSON" and the replay
+"""The OTLP recipe (recipes/openinference.md), run as written: the code block under "Getting OTLP JSON" and the replay
 config above it, around a real LlamaIndex pipeline.
 
 * The recipe's Python (the ``OTLPJsonFile`` exporter under ``SimpleSpanProcessor``, the
-  OpenInference LlamaIndex instrumentor) is taken from README.md and run in a process of its own
+  OpenInference LlamaIndex instrumentor) is taken from that page and run in a process of its own
   (the instrumentor patches LlamaIndex globally; forked from one that imported the libraries,
   tests/frameworks/recipe_zygote.py), with the 60 questions of
   ``tests/data/kebab_docs_haystack_golden.yaml`` asked of ``llamaindex_app.py``'s BM25 query engine
@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import docs_pages
 from tests.frameworks.recipe_zygote import RecipeRunner
 from tests.frameworks.test_haystack_system import (
     GOLDEN,
@@ -47,14 +48,12 @@ from tests.frameworks.test_haystack_system import (
 from tests.frameworks.test_openinference_traces import RETRIEVAL_METRICS, needs_frameworks
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 QUERIES_MARK = "# … your queries …"
 
 
 def readme_traces_section() -> str:
-    """The README's "Traces (OpenInference / OTLP)" paragraph up to the next bold paragraph."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    return readme.split("**Traces (OpenInference / OTLP).**", 1)[1].split("\n**", 1)[0]
+    """The OpenInference recipe's page, whose code it runs."""
+    return docs_pages.page("recipes/openinference.md")
 
 
 def recipe_code() -> tuple[str, str]:
@@ -77,7 +76,7 @@ def test_the_recipe_is_complete_code():
     before, after = recipe_code()
     assert 'SimpleSpanProcessor(OTLPJsonFile("traces.json"))' in before
     assert "MessageToJson(encode_spans(spans))" in before and after.strip() == "provider.shutdown()"
-    compile(before + after, "README.md", "exec")  # the block is Python as it stands
+    compile(before + after, "recipes/openinference.md", "exec")  # the block is Python as it stands
     system = recipe_config()["system"]
     assert system["kind"] == "replay" and system["path"] == "traces.json"
 

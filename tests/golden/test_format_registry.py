@@ -1,5 +1,5 @@
 """A golden format is one reader module (golden/formats.py): the loader's readers and sniffing
-order, the run config's ``golden.format``, ``--format`` and the README's format table all come
+order, the run config's ``golden.format``, ``--format`` and the golden-sets guide's format table all come
 from (or are checked against) the readers' own ``FORMAT`` / ``SNIFF_RANK`` declarations."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from kebab_eval_pipeline.golden import formats, readers
 from kebab_eval_pipeline.golden.formats import FORMATS, LINE_READERS, READERS
 from kebab_eval_pipeline.golden.source import GoldenFormat
+from tests import docs_pages
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_formats_are_the_readers_declarations_in_sniffing_order():
@@ -95,9 +95,8 @@ def test_the_cli_format_option_lists_every_format():
     assert sorted(listed) == sorted(FORMATS), help_text
 
 
-def test_the_readme_format_table_lists_every_format():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Golden sets", 1)[1].split("\n## ", 1)[0]
+def test_the_guides_format_table_lists_every_format():
+    section = docs_pages.page("guides/golden-sets.md").split("\n## ", 1)[0]
     table = section.split("| format (`--format`) |", 1)[1].split("\n\n", 1)[0]
     listed = re.findall(r"^\| `([a-z_]+)` \|", table, re.M)
     assert sorted(listed) == sorted(set(FORMATS) - {"auto"}), listed

@@ -32,6 +32,7 @@ import yaml
 
 from kebab_eval_pipeline.orchestration import evaluation_chain
 from kebab_eval_pipeline.store.runs import RunStore
+from tests import docs_pages
 from tests.conftest import REPO
 from tests.forked_cli import run_cli
 
@@ -50,11 +51,11 @@ RUN_CONFIG = textwrap.dedent(
 
 
 def readme_section() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    return readme.split("**A chain as a Dagster Component.**", 1)[1].split("\n**", 1)[0]
+    """The Dagster-project recipe's paragraph "A chain as a Dagster Component", to the next one."""
+    return docs_pages.section("A chain as a Dagster Component.")
 
 
-#: The README's defs.yaml ("A chain as a Dagster Component"), run as written by the tests below.
+#: The recipe's defs.yaml ("A chain as a Dagster Component"), run as written by the tests below.
 DEFS_YAML = re.search(r"```yaml\n(.*?)```", readme_section(), re.S).group(1)
 
 

@@ -42,7 +42,8 @@ from kebab_eval_pipeline.reporting.history import metric_history
 from kebab_eval_pipeline.store.pins import pin_baseline
 from kebab_eval_pipeline.store.runs import RunStore
 from kebab_eval_pipeline.sweep.grid import expand
-from tests.conftest import REPO, clean_cli_env, write
+from tests import docs_pages
+from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 
 N = 20
@@ -325,12 +326,11 @@ def test_the_cli_shows_and_filters_them_too(folder, store, history, tmp_path_fac
     )
 
 
-def test_the_readmes_role_and_outcome_commands_run_as_written(store, history, tmp_path_factory):
-    """The README's ``history``/``bisect`` filter snippet, line by line, against this module's runs
-    (the store named by KEBAB_EVAL_STORAGE, as a team sets it)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split("`sweep` filter by them:\n\n```bash\n", 1)[1]
-    commands = [line.split("#")[0].split() for line in block.split("```", 1)[0].splitlines()]
+def test_the_documented_role_and_outcome_commands_run_as_written(store, history, tmp_path_factory):
+    """The baselines page's ``history``/``bisect`` filter snippet, line by line, against this
+    module's runs (the store named by KEBAB_EVAL_STORAGE, as a team sets it)."""
+    block = docs_pages.snippet("bash", "kebab-eval history --role regular").text
+    commands = [line.split("#")[0].split() for line in block.splitlines()]
     assert [c[:2] for c in commands] == [["kebab-eval", "history"]] * 2 + [["kebab-eval", "bisect"]]
     env = {**clean_cli_env(tmp_path_factory, "roles-readme"), "KEBAB_EVAL_STORAGE": str(store.base)}
     passing, variants, bisected = (cli(env, *c[1:]) for c in commands)

@@ -13,7 +13,7 @@ project's folder, with a ``DAGSTER_HOME`` of its own and no ``KEBAB_EVAL_STORAGE
   (``--chain staging --config eval/staging.yaml``, ``--gate search_index --config eval/gate.yaml``)
   and reads what the chain's assets read (``golden health`` finds the suspects
   ``staging/golden_health`` found); without the address it names where the runs are;
-- the README's ``regression_bisect`` launchpad snippet, launched by ``dagster asset materialize``:
+- the documented ``regression_bisect`` launchpad snippet, launched by ``dagster asset materialize``:
   under the package location's op name it is refused naming the chain's, under the chain's it
   materializes what ``kebab-eval bisect --chain staging`` prints;
 - once the instance holds a run launched from the team's code location, ``kebab-eval run`` and
@@ -38,6 +38,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from tests import docs_pages
 from tests.conftest import REPO
 from tests.forked_cli import run_cli
 
@@ -154,10 +155,8 @@ def team_instance(team: dict) -> Iterator[dg.DagsterInstance]:
 
 
 def readme_address_commands() -> list[str]:
-    """The commands of the README's "Where a chain's runs are" (its ```bash block)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n### Where a chain's runs are\n", 1)[1].split("\n#", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    """The commands of the Dagster-project recipe's "Where a chain's runs are" (its ```bash block)."""
+    block = re.search(r"```bash\n(.*?)```", docs_pages.section("Where a chain's runs are"), re.S).group(1)
     commands = [line.strip() for line in block.splitlines() if line.strip()]
     assert commands and all(c.startswith("kebab-eval ") for c in commands), commands
     return commands
@@ -231,7 +230,7 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
     assert bisected.returncode == 0, bisected.stderr
     steps = json.loads(bisected.stdout)["steps"]
     assert [(s["run_a"], s["run_b"]) for s in steps] == [("r1", "r2")]
-    # the README's commands of "Where a chain's runs are", as written, from the project's folder;
+    # the recipe's commands of "Where a chain's runs are", as written, from the project's folder;
     # one the test ran above with the same arguments (nothing written since) is not run again
     ran = {("runs", "list", *STAGING): listed}
     for line in readme_address_commands():

@@ -1,7 +1,7 @@
 """A system kind is one module declaring everything about it (systems/kind.py, systems/kinds/):
 a declaration missing a part is refused on import, the config's ``system:`` block, ``--system``,
 ``build_system``, identities and labels read the registry, a new kind works end to end from its
-one module, and the README's list of kinds is the registry's."""
+one module, and the documentation's list of kinds is the registry's."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from kebab_eval_pipeline.systems import kinds
 from kebab_eval_pipeline.systems.capabilities import Capabilities
 from kebab_eval_pipeline.systems.kind import SystemKind, adapter, register
 from kebab_eval_pipeline.systems.settings import KINDS, SYSTEM_KINDS, SystemSettings
+from tests import docs_pages
 from tests.test_cli import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,22 +113,22 @@ def _minimal(kind: str) -> dict:
     }[kind]
 
 
-# -- the README's list of kinds is the registry's ---------------------------------------------
+# -- the documentation's list of kinds is the registry's ---------------------------------------------
 
 
 def _readme() -> str:
-    return (REPO / "README.md").read_text(encoding="utf-8")
+    return docs_pages.all_text()
 
 
-def test_the_readme_lists_exactly_the_registered_kinds():
-    line = re.search(r"^  kind: reference +# (.+?) \(see \"Evaluating your own system\"\)$", _readme(), re.M)
-    assert line, "the config reference's `kind:` line is gone from README.md"
+def test_the_documentation_lists_exactly_the_registered_kinds():
+    line = re.search(r"^  kind: reference +# (.+?) \(see \"Connecting your system\"\)$", _readme(), re.M)
+    assert line, "the config guide's `kind:` line is gone from the documentation"
     listed = tuple(k.strip() for k in line.group(1).split("|"))
-    assert listed == SYSTEM_KINDS, f"README lists {listed}, the registry {SYSTEM_KINDS}"
-    # each kind has a config of its own under "Evaluating your own system" (or "The reference system")
+    assert listed == SYSTEM_KINDS, f"the documentation lists {listed}, the registry {SYSTEM_KINDS}"
+    # each kind has a config of its own among the recipes (or in "The reference system")
     shown = set(re.findall(r"^\s*kind: ([a-z_]+)", _readme(), re.M))
     assert set(SYSTEM_KINDS) <= shown, (
-        f"kinds without a `kind:` example in README.md: {set(SYSTEM_KINDS) - shown}"
+        f"kinds without a `kind:` example in the documentation: {set(SYSTEM_KINDS) - shown}"
     )
     words = {3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight"}
     assert f"{words[len(SYSTEM_KINDS)]} adapters share one contract" in _readme()

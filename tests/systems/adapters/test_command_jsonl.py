@@ -27,6 +27,7 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.kinds.command import CommandSystemSettings
 from kebab_eval_pipeline.systems.outcome import QueryRequest
 from kebab_eval_pipeline.systems.runner import run_golden
+from tests import docs_pages
 from tests.conftest import demo_golden_subset
 from tests.systems.adapters.conftest import KEBAB_EVAL, run_config, stored_metrics, timing_free
 
@@ -400,9 +401,9 @@ def test_the_request_line_carries_the_query_unchanged(tmp_path):
     )
 
 
-def test_the_readme_example_wrapper_works_and_is_quoted_verbatim(tmp_path):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert WRAPPER.read_text(encoding="utf-8").strip() in readme
+def test_the_documented_example_wrapper_works_and_is_quoted_verbatim(tmp_path):
+    shown = docs_pages.snippet("python", "def search(query, k):  # your retriever").text
+    assert shown.strip() == WRAPPER.read_text(encoding="utf-8").strip()
     system = jsonl([PY, str(WRAPPER)])
     a, b = system.run_queries(requests("how do I set up?", "second"), k=10, answers=True)
     assert a.error is None and a.hits[0].doc_path == "guide.md" and a.hits[0].heading_path == ["Setup"]

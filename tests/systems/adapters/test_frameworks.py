@@ -4,7 +4,7 @@ Each test builds documents with the real library (the ``frameworks`` extra: hays
 llama-index-core, langchain-core + langchain-text-splitters), serialises them as the library does
 by default, puts them in a response body (through a JSON round trip, as on the wire) and reads it
 with ``parse_hits`` and the mapping of ``docs/examples/frameworks/<name>.yaml`` — the same YAML
-the README shows. The expected hit fields are written out by hand from the markdown below.
+the framework recipes show. The expected hit fields are written out by hand from the markdown below.
 
 Skipped with a message when a library is missing; ``KEBAB_EVAL_REQUIRE_FRAMEWORKS=1`` (CI) turns
 the skip into a failure.
@@ -21,9 +21,9 @@ import pytest
 
 from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.systems.wire import ResponseMap, parse_hits
+from tests import docs_pages
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples" / "frameworks"
-README = Path(__file__).resolve().parents[3] / "README.md"
 
 MARKDOWN = (
     "# Install\n\nRun pip install kebab.\n\n"
@@ -66,12 +66,14 @@ def on_the_wire(body: object) -> object:
     return json.loads(json.dumps(body))
 
 
-def test_the_readme_shows_each_example_mapping_verbatim():
-    readme = README.read_text(encoding="utf-8")
+def test_each_framework_page_shows_its_example_mapping_verbatim():
     for name in ("haystack", "llamaindex", "langchain"):
         text = (EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8")
         block = text[text.index("  response:\n") :]
-        assert block in readme, f"README lacks the response block of docs/examples/frameworks/{name}.yaml"
+        page = docs_pages.page(f"recipes/{name}.md")
+        assert f"```yaml\n{block}```" in page, (
+            f"recipes/{name}.md lacks the response block of docs/examples/frameworks/{name}.yaml"
+        )
 
 
 def test_haystack_documents_from_to_dict():
@@ -134,7 +136,7 @@ def test_llamaindex_nodes_with_score_from_to_dict():
     doc = Document(text=MARKDOWN, metadata={"file_path": FILE_PATH, "file_name": "install.md"})
     nodes = MarkdownNodeParser(header_path_separator="\n").get_nodes_from_documents([doc])
     assert [n.metadata["header_path"] for n in nodes] == ["\n", "\nInstall\n", "\nInstall\nFrom source\n"]
-    for n in nodes:  # the README recipe's OwnHeading: the section's own heading (its first line) as metadata
+    for n in nodes:  # the LlamaIndex recipe's OwnHeading: the section's own heading (its first line) as metadata
         n.metadata["header"] = n.text.split("\n", 1)[0].lstrip("#").strip()
     scored = [NodeWithScore(node=n, score=s) for n, s in zip(reversed(nodes), (0.9, 0.5, 0.25), strict=True)]
 
@@ -217,7 +219,7 @@ def test_langchain_documents_with_scores_from_model_dump():
         for i, (d, _) in enumerate(found, start=1)
     ]
 
-    # similarity_search_with_score's pairs: the README's "0." before each path, score "1", cosine
+    # similarity_search_with_score's pairs: the LangChain page's "0." before each path, score "1", cosine
     def pair_path(spec):
         if isinstance(spec, str):
             return "0." + spec
