@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,6 +36,7 @@ from typing import NoReturn
 
 import pytest
 
+from tests import docs_pages
 from tests.postgres import PostgresServer
 from tests.systems.adapters.conftest import free_port
 
@@ -218,6 +220,17 @@ class Worker:
             return set()
 
 
+def documented_worker_argv(name: str, concurrency: int) -> list[str]:
+    """The worker command of the Celery recipe (docs/site/recipes/celery.md) as written, run by this
+    interpreter, with this worker's name and concurrency in place of the page's."""
+    block = docs_pages.snippet("sh", f"celery -A {WORKER_APP} worker", starts=True).text
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[:4] == ["celery", "-A", WORKER_APP, "worker"], argv
+    for option, value in (("-n", f"{name}@%h"), ("--concurrency", str(concurrency))):
+        argv[argv.index(option) + 1] = value
+    return [sys.executable, "-m", *argv]
+
+
 @contextmanager
 def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Iterator[list[Worker]]:
     """``count`` Celery worker processes on the broker of ``env``, ready when yielded; each in a
@@ -232,10 +245,7 @@ def celery_workers(env: dict[str, str], count: int, concurrency: int = 1) -> Ite
             (folder / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
             log = folder / "worker.log"
             name = f"kebab-w{i}-{secrets.token_hex(3)}"
-            argv = [sys.executable, "-m", "celery", "-A", WORKER_APP, "worker", "-Q", "dagster"]
-            argv += ["--concurrency", str(concurrency), "-n", f"{name}@%h", "--loglevel", "INFO"]
-            # no worker-to-worker chatter: each worker only talks to the broker
-            argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+            argv = documented_worker_argv(name, concurrency)
             with log.open("wb") as out:
                 proc = subprocess.Popen(
                     argv,

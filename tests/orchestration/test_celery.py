@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import yaml
 from kebab_eval_pipeline.definitions import build_definitions, executor_from_environment
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.store.runs import RunStore
+from tests import docs_pages
 from tests.celery_cluster import (
     Worker,
     celery_workers,
@@ -42,15 +44,19 @@ from tests.conftest import echo_golden, write
 from tests.postgres import PostgresServer
 from tests.test_cli import cli, cli_env, no_traceback
 
-MATERIALIZE = [
-    sys.executable,
-    "-m",
-    "dagster",
-    "asset",
-    "materialize",
-    "-m",
-    "kebab_eval_pipeline.definitions",
-]
+#: The Celery recipe's run (docs/site/recipes/celery.md): its `kebab-eval runs add ID` and its
+#: `dagster asset materialize … --partition ID` as written, ID the page's partition.
+RUNS_ADD, MATERIALIZE = (
+    shlex.split(line) for line in docs_pages.snippet("sh", "dagster asset materialize").text.splitlines()
+)
+DOCUMENTED_PARTITION = MATERIALIZE[-1]
+
+
+def test_the_documented_run_commands_are_what_the_tests_run():
+    """The page's two lines register and materialize one partition, the whole chain."""
+    assert RUNS_ADD == ["kebab-eval", "runs", "add", DOCUMENTED_PARTITION]
+    assert MATERIALIZE[:3] == ["dagster", "asset", "materialize"] and MATERIALIZE[-2] == "--partition"
+    assert MATERIALIZE[3:-2] == ["-m", "kebab_eval_pipeline.definitions", "--select", "*"]
 HOLD_ONE = Path(__file__).parent / "fake_systems" / "cmd_hold_one.py"
 WORKERS = 2
 #: Queries of the replayed run: enough for every kind of row, few enough for CI.
@@ -80,7 +86,7 @@ def _workers(env: dict) -> Iterator[list[Worker]]:
 
 def _materialize(env: dict, partition: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*MATERIALIZE, "--select", "*", "--partition", partition],
+        [sys.executable, "-m", *MATERIALIZE[:-1], partition],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -151,7 +157,7 @@ def _metric_values(store: RunStore, run_id: str) -> dict[str, float]:
 
 def test_demo_run_on_celery_workers_equals_the_in_process_run(cluster) -> None:
     env, s3 = cluster["env"], cluster["s3"]
-    assert cli(env, "runs", "add", "cel-demo").returncode == 0
+    assert cli(env, *RUNS_ADD[1:-1], "cel-demo").returncode == 0
     started = time.monotonic()
     with _materialize_on_workers(env, "cel-demo") as (celery_run, workers):
         # meanwhile the reference: kebab-eval run is always in-process (same instance and bucket)
@@ -205,7 +211,7 @@ def test_a_replayed_run_on_celery_equals_the_in_process_run(cluster, tmp_path) -
     trace runs in benchmarks/bench_celery_throughput.py --replay 100000.)"""
     config = write_replay_run(tmp_path / "replay", REPLAY_QUERIES)
     env = {**cluster["env"], "KEBAB_EVAL_CONFIG": str(config)}
-    assert cli(env, "runs", "add", "cel-replay").returncode == 0
+    assert cli(env, *RUNS_ADD[1:-1], "cel-replay").returncode == 0
     started = time.monotonic()
     with _materialize_on_workers(env, "cel-replay") as (celery_run, _):
         reference = cli(env, "run", "--run-id", "inproc-replay")
@@ -272,7 +278,7 @@ def test_a_step_whose_worker_process_is_killed_runs_again_without_losing_a_query
         ),
     )
     run_env = {**env, "KEBAB_EVAL_CONFIG": str(config)}
-    assert cli(run_env, "runs", "add", "cel-kill").returncode == 0
+    assert cli(run_env, *RUNS_ADD[1:-1], "cel-kill").returncode == 0
     started = time.monotonic()
     with _materialize_on_workers(run_env, "cel-kill") as (proc, workers):
         deadline = time.monotonic() + 180
@@ -350,7 +356,7 @@ def test_a_python_system_that_ends_its_process_on_celery_keeps_every_row(cluster
         "baseline": "none",
     }
     env = {**cluster["env"], "KEBAB_EVAL_CONFIG": str(write(tmp_path / "run.yaml", yaml.safe_dump(doc)))}
-    assert cli(env, "runs", "add", "cel-python").returncode == 0
+    assert cli(env, *RUNS_ADD[1:-1], "cel-python").returncode == 0
     with _materialize_on_workers(env, "cel-python") as (proc, workers):
         _out, err = proc.communicate(timeout=300)
         pool_pids = set().union(*(w.pool_pids() for w in workers))
