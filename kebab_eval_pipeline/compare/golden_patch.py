@@ -66,7 +66,9 @@ def _evidence(row, cutoff_note: str) -> list[str]:
     if _present(row.judge_relevant):
         score = f" ({float(row.judge_score):g}/5)" if _present(row.judge_score) else ""
         word = "relevant" if bool(row.judge_relevant) else "NOT relevant"
-        lines.append(f"judge: {word}{score}: {_comment_text(row.judge_reasoning or '')}")
+        # a judge may give its verdict without a reason (a missing string is NA, never falsy)
+        reason = f": {_comment_text(row.judge_reasoning)}" if _present(row.judge_reasoning) else ""
+        lines.append(f"judge: {word}{score}{reason}")
     else:
         lines.append("judge: not judged")
     return lines
