@@ -6,7 +6,9 @@ site is built (docs/hooks.py places it), so it says what the code does.
   (each system kind's among them) — type, default, allowed values, and the field's description or,
   as this code base documents its settings, the comment beside or above it in the model's source;
 - :func:`cli`: every command of ``kebab-eval`` from its click command tree;
-- :func:`exit_codes`: ``foundation.errors.EXIT_CODES``.
+- :func:`exit_codes`: ``foundation.errors.EXIT_CODES``;
+- :func:`layout`: every package and module of ``kebab_eval_pipeline`` with its docstring's first
+  paragraph.
 
 Text from the code is escaped for markdown; its ``code`` spans stay code. Parenthesised citations of
 the project contract are dropped (the documentation never cites it).
@@ -565,10 +567,69 @@ def exit_codes() -> str:
     )
 
 
+# -- the package's layout ---------------------------------------------------------------------
+
+
+def _first_paragraph(path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    # a dotted name cut at a line end is joined again; a paragraph that introduces what follows it
+    # in the docstring (a reST "::" or ":") ends here
+    first = re.sub(r"(?<=[a-z_]\.) (?=[a-z_])", "", first)
+    return re.sub(r":+$", ".", first)
+
+
+def layout() -> str:
+    """The package in the order of its layers (``kebab_eval_pipeline.layers.LAYERS``, lowest first):
+    the layers as a list, then every package — each with the first paragraph of its docstring and a
+    table of its modules with theirs, its subpackages right after it."""
+    from pathlib import Path
+
+    import kebab_eval_pipeline
+    from kebab_eval_pipeline.layers import IGNORED, LAYERS
+
+    root = Path(kebab_eval_pipeline.__file__).parent
+
+    def label(entry: str) -> str:
+        """A layer's entry, linked to the section of the package that holds it."""
+        path = root.joinpath(*entry.split("."))
+        shown = f"{path.relative_to(root).as_posix()}/" if path.is_dir() else f"{path.relative_to(root)}.py"
+        package = path if path.is_dir() else path.parent
+        return f"[{code(shown)}](#{anchor(package.relative_to(root.parent).as_posix() + '/')})"
+
+    out = ["The layers, lowest first (a module imports only its own layer and those before it):", ""]
+    out += [f"{n}. " + ", ".join(label(e) for e in layer if e != "__init__") for n, layer in enumerate(LAYERS, 1)]
+    order = [root]
+    for layer in LAYERS:
+        for entry in layer:
+            top = root / entry.split(".")[0]
+            if top.is_dir() and top not in order:
+                order += sorted(
+                    (p.parent for p in top.rglob("__init__.py") if "__pycache__" not in p.parts),
+                    key=lambda p: p.relative_to(top).parts,
+                )
+    unplaced = {p for p in root.iterdir() if (p / "__init__.py").is_file() and p.name not in IGNORED} - set(order)
+    assert not unplaced, f"packages in no layer: {sorted(p.name for p in unplaced)}"
+    for package in order:
+        name = package.relative_to(root.parent).as_posix() + "/"
+        out += ["", f"## {code(name)} {{#{anchor(name)}}}", ""]
+        about = _first_paragraph(package / "__init__.py")
+        if about:
+            out += [prose(about), ""]
+        rows = [
+            (code(module.name), prose(_first_paragraph(module)) or "—")
+            for module in sorted(package.glob("*.py"))
+            if module.name != "__init__.py"
+        ]
+        out += [table(("module", "what it is"), rows)]
+    return "\n".join(out) + "\n"
+
+
 #: Generated reference by marker name (``<!-- generated: NAME -->`` in a page).
 PAGES: dict[str, Callable[[], str]] = {
     "metrics": metrics,
     "config": config,
     "cli": cli,
     "exit-codes": exit_codes,
+    "layout": layout,
 }

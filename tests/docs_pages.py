@@ -86,12 +86,14 @@ def section(heading: str) -> str:
     found = []
     for path in pages():
         text = _text(path)
-        for m in _HEADING.finditer(text):
+        # headings are looked for outside code blocks (a shell comment is no heading): the blocks'
+        # text is blanked, keeping every offset
+        masked = _FENCE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+        for m in _HEADING.finditer(masked):
             if m[2].strip() == heading:
                 level = len(m[1])
-                rest = text[m.end() :]
-                end = re.search(rf"^#{{1,{level}}}[ \t]", rest, re.M)
-                found.append(rest[: end.start() if end else len(rest)])
+                end = re.compile(rf"^#{{1,{level}}}[ \t]", re.M).search(masked, m.end())
+                found.append(text[m.end() : end.start() if end else len(text)])
         lead = f"**{heading}**"
         if lead in text:
             rest = text.split(lead, 1)[1]

@@ -203,6 +203,33 @@ def test_the_exit_codes_page_is_the_cli_mapping(site):
         assert plain(meaning) == expected.replace("`", "")
 
 
+def test_the_layout_page_lists_every_module_in_the_order_of_the_layers(site):
+    """Every module of the package is a row under its package's heading; the packages follow the
+    layers (a package's first layer), each subpackage right after its parent."""
+    import kebab_eval_pipeline
+    from kebab_eval_pipeline.layers import IGNORED, LAYERS
+
+    root = Path(kebab_eval_pipeline.__file__).parent
+    page = site.page("development/layout.html")
+    headings = [plain(h) for h in re.findall(r"<h2 id=\"[^\"]*\">(.*?)<a class=\"headerlink\"", page, re.S)]
+    expected_modules = {
+        (p.parent.relative_to(root.parent).as_posix() + "/", p.name)
+        for p in root.rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts and p.relative_to(root).parts[0] not in IGNORED
+    }
+    found = set()
+    for heading, body in zip(headings, re.split(r"<h2 id=", page)[1:], strict=True):
+        found |= {(heading, plain(name)) for name in re.findall(r"<tr>\s*<td><code>([^<]+)</code>", body)}
+    assert found == expected_modules, (expected_modules - found, found - expected_modules)
+    tops = [h.split("/")[1] for h in headings[1:]]
+    layer_of = {}
+    for rank, layer in enumerate(LAYERS):
+        for entry in layer:
+            layer_of.setdefault(entry.split(".")[0], rank)
+    ranks = [layer_of[t] for t in tops]
+    assert ranks == sorted(ranks), list(zip(tops, ranks, strict=True))
+
+
 def test_search_index_holds_the_reference_and_no_contract_citation(site):
     docs = json.loads(site.page("search/search_index.json"))["docs"]
     ndcg = [d for d in docs if d["location"] == "reference/metrics.html#metric-ndcg-at-k"]

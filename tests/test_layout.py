@@ -2,7 +2,7 @@
 orchestration/CLI. Every import — at module level, inside a function or under TYPE_CHECKING — goes
 down this list or stays in its own layer, and no modules import each other in a circle.
 
-A new module belongs to a layer below (:data:`LAYERS`); a test fails on a new climb or circle, naming
+A new module belongs to a layer of :data:`kebab_eval_pipeline.layers.LAYERS`; a test fails on a new climb or circle, naming
 the edge, so the grain is kept by CI rather than by review."""
 
 from __future__ import annotations
@@ -11,41 +11,10 @@ import ast
 from pathlib import Path
 
 import kebab_eval_pipeline
+from kebab_eval_pipeline.layers import IGNORED, LAYERS, SPLIT
 
 PACKAGE = Path(kebab_eval_pipeline.__file__).parent
 NAME = "kebab_eval_pipeline"
-
-#: Layers, lowest first: a module may import its own layer and the layers before it. Each entry
-#: names top-level modules or subpackages of the package.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "foundation"),  # files, paths, ids, YAML, errors, limits: no knowledge of evaluation
-    ("golden",),
-    ("contract",),  # what every system under test returns: hits, answers, citations, system info
-    ("reference",),  # the reference RAG system: a system under test of its own, not an adapter
-    ("systems",),  # adapters, the runner, versions, identity
-    ("metrics",),  # matching, column kernels, the catalogue, per-query scores, aggregates, health
-    ("golden_health",),  # the golden set's own health: duplicates, leakage, stale gold, small slices
-    ("judge",),
-    (
-        "chain.artifacts",
-        "chain.shards",
-    ),  # the chain's typed values, and those between a sharded asset's steps
-    ("store",),  # everything under the storage base
-    ("compare",),
-    ("gates",),
-    ("reporting",),  # run reports, summaries, UI tables, export, history
-    ("sweep",),  # configuration sweeps: the sweep: block, its grid's variants, the leaderboard
-    ("chain.settings", "chain.run_overrides"),  # the run config: composes each layer's own settings models
-    ("chain",),  # the chain as plain functions; letting go of its inputs; a run config's golden-set health
-    ("orchestration",),
-    ("definitions", "celery_worker"),  # the code location, and the Celery workers' app that runs it
-    ("cli",),
-)
-#: Packages whose modules sit in different layers: a module named ``package.module`` above takes that
-#: layer, the package's other modules the package's own.
-SPLIT = ("chain",)
-#: Bundled data, not code.
-IGNORED = ("data",)
 
 
 def _layer_of() -> dict[str, int]:
@@ -103,7 +72,7 @@ def _top(module: str) -> str:
 def test_every_module_has_a_layer():
     layer = _layer_of()
     missing = sorted({_top(m) for m in _modules()} - set(layer))
-    assert not missing, f"modules or subpackages with no layer in tests/test_layout.py LAYERS: {missing}"
+    assert not missing, f"modules or subpackages with no layer in kebab_eval_pipeline/layers.py LAYERS: {missing}"
 
 
 def test_no_import_climbs_against_the_grain():

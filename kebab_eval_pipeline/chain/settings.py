@@ -1,4 +1,4 @@
-"""Run settings: the YAML file of SPEC §12 as a typed, strict pydantic model.
+"""Run settings: the run config file as a typed, strict pydantic model (SPEC §12).
 
 Every key is optional; the defaults evaluate the bundled demo golden set with
 the built-in reference system. Relative paths resolve against the config
