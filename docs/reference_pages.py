@@ -598,7 +598,9 @@ def layout() -> str:
         return f"[{code(shown)}](#{anchor(package.relative_to(root.parent).as_posix() + '/')})"
 
     out = ["The layers, lowest first (a module imports only its own layer and those before it):", ""]
-    out += [f"{n}. " + ", ".join(label(e) for e in layer if e != "__init__") for n, layer in enumerate(LAYERS, 1)]
+    out += [
+        f"{n}. " + ", ".join(label(e) for e in layer if e != "__init__") for n, layer in enumerate(LAYERS, 1)
+    ]
     order = [root]
     for layer in LAYERS:
         for entry in layer:
@@ -608,7 +610,9 @@ def layout() -> str:
                     (p.parent for p in top.rglob("__init__.py") if "__pycache__" not in p.parts),
                     key=lambda p: p.relative_to(top).parts,
                 )
-    unplaced = {p for p in root.iterdir() if (p / "__init__.py").is_file() and p.name not in IGNORED} - set(order)
+    unplaced = {p for p in root.iterdir() if (p / "__init__.py").is_file() and p.name not in IGNORED} - set(
+        order
+    )
     assert not unplaced, f"packages in no layer: {sorted(p.name for p in unplaced)}"
     for package in order:
         name = package.relative_to(root.parent).as_posix() + "/"

@@ -11,7 +11,8 @@ from __future__ import annotations
 #: Layers, lowest first: a module may import its own layer and the layers before it. Each entry
 #: names top-level modules or subpackages of the package.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "layers", "foundation"),  # this declaration; files, paths, ids, YAML, errors, limits: no knowledge of evaluation
+    # this declaration; files, paths, ids, YAML, errors, limits: no knowledge of evaluation
+    ("__init__", "layers", "foundation"),
     ("golden",),
     ("contract",),  # what every system under test returns: hits, answers, citations, system info
     ("reference",),  # the reference RAG system: a system under test of its own, not an adapter

@@ -215,7 +215,9 @@ def test_the_layout_page_lists_every_module_in_the_order_of_the_layers(site):
     expected_modules = {
         (p.parent.relative_to(root.parent).as_posix() + "/", p.name)
         for p in root.rglob("*.py")
-        if p.name != "__init__.py" and "__pycache__" not in p.parts and p.relative_to(root).parts[0] not in IGNORED
+        if p.name != "__init__.py"
+        and "__pycache__" not in p.parts
+        and p.relative_to(root).parts[0] not in IGNORED
     }
     found = set()
     for heading, body in zip(headings, re.split(r"<h2 id=", page)[1:], strict=True):

@@ -1,4 +1,5 @@
-"""Every YAML snippet of the documentation (the README and the site's pages) is run: config snippets are loaded as run configs are (an
+"""Every YAML snippet of the documentation (the README and the site's pages) is run: config snippets
+are loaded as run configs are (an
 unknown key is an error, never ignored), launchpad snippets are launched against real
 materializations — in the package's own code location as written, and in a chain under the names
 their comments give (``<chain>__regression_bisect``) — and, under the package location's names,
@@ -43,8 +44,9 @@ def kind(block: str) -> str:
     of Dagster's Components: ``tests/orchestration/test_component.py`` runs it), ``response`` (a ``response:``
     mapping of a system block, shown on its own), ``alternatives`` (one key given several ways, one
     per line), ``golden`` (a golden set: ``tests/test_docs.py`` loads it), ``instance`` (a Dagster
-    instance's ``dagster.yaml`` part, or a launch's ``execution:``: ``tests/orchestration/test_k8s_executor.py``
-    loads them) or ``config`` (a run config file, or part of one)."""
+    instance's ``dagster.yaml`` part, or a launch's ``execution:``:
+    ``tests/orchestration/test_k8s_executor.py`` loads them) or ``config`` (a run config file, or
+    part of one)."""
     text = textwrap.dedent(block)
     keys = [line.split(":", 1)[0] for line in text.splitlines() if re.match(r"^[A-Za-z_]\w*:", line)]
     if len(keys) != len(set(keys)):
@@ -111,7 +113,9 @@ def in_chain(snippet: dict, chain: str) -> dict:
     for section, entries in snippet.items():
         for name in entries:
             comment = re.search(
-                rf"^\s+{re.escape(name)}:\s+# a chain's: <chain>__{re.escape(name)}\b", docs_pages.all_text(), re.M
+                rf"^\s+{re.escape(name)}:\s+# a chain's: <chain>__{re.escape(name)}\b",
+                docs_pages.all_text(),
+                re.M,
             )
             assert comment, f"the launchpad entry {section}.{name} does not give a chain's name"
         renamed[section] = {f"{chain}__{name}": value for name, value in entries.items()}

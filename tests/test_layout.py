@@ -2,8 +2,8 @@
 orchestration/CLI. Every import — at module level, inside a function or under TYPE_CHECKING — goes
 down this list or stays in its own layer, and no modules import each other in a circle.
 
-A new module belongs to a layer of :data:`kebab_eval_pipeline.layers.LAYERS`; a test fails on a new climb or circle, naming
-the edge, so the grain is kept by CI rather than by review."""
+A new module belongs to a layer of :data:`kebab_eval_pipeline.layers.LAYERS`; a test fails on a new
+climb or circle, naming the edge, so the grain is kept by CI rather than by review."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def _top(module: str) -> str:
 def test_every_module_has_a_layer():
     layer = _layer_of()
     missing = sorted({_top(m) for m in _modules()} - set(layer))
-    assert not missing, f"modules or subpackages with no layer in kebab_eval_pipeline/layers.py LAYERS: {missing}"
+    assert not missing, f"modules or subpackages with no layer in kebab_eval_pipeline/layers.py: {missing}"
 
 
 def test_no_import_climbs_against_the_grain():

@@ -34,11 +34,19 @@ def test_a_verdict_given_without_a_reason_is_written_without_one():
     assert evidence(text) == ["# judge: relevant (4/5)"]
     [query] = yaml.safe_load(text)["queries"]
     assert query["supports"] == [
-        {"chunk_id": "c9", "rel_path": "salt.md", "heading_path": ["Salt", "Ratio"], "line_start": 3, "line_end": 9}
+        {
+            "chunk_id": "c9",
+            "rel_path": "salt.md",
+            "heading_path": ["Salt", "Ratio"],
+            "line_start": 3,
+            "line_end": 9,
+        }
     ]
 
 
 def test_the_reason_is_quoted_and_an_unjudged_hit_says_so():
-    judged = render_patch(queue(judge_relevant=False, judge_score=1.0, judge_reasoning="off topic\nentirely"), INFO)
+    judged = render_patch(
+        queue(judge_relevant=False, judge_score=1.0, judge_reasoning="off topic\nentirely"), INFO
+    )
     assert evidence(judged) == ['# judge: NOT relevant (1/5): "off topic entirely"']
     assert evidence(render_patch(queue(), INFO)) == ["# judge: not judged"]

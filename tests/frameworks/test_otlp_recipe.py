@@ -1,5 +1,5 @@
-"""The OTLP recipe (recipes/openinference.md), run as written: the code block under "Getting OTLP JSON" and the replay
-config above it, around a real LlamaIndex pipeline.
+"""The OTLP recipe (docs/site/recipes/openinference.md), run as written: the code block under
+"Getting OTLP JSON" and the replay config above it, around a real LlamaIndex pipeline.
 
 * The recipe's Python (the ``OTLPJsonFile`` exporter under ``SimpleSpanProcessor``, the
   OpenInference LlamaIndex instrumentor) is taken from that page and run in a process of its own

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import typing
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from kebab_eval_pipeline.golden import formats, readers
 from kebab_eval_pipeline.golden.formats import FORMATS, LINE_READERS, READERS
 from kebab_eval_pipeline.golden.source import GoldenFormat
 from tests import docs_pages
-
 
 
 def test_the_formats_are_the_readers_declarations_in_sniffing_order():

@@ -57,6 +57,8 @@ def test_the_documented_run_commands_are_what_the_tests_run():
     assert RUNS_ADD == ["kebab-eval", "runs", "add", DOCUMENTED_PARTITION]
     assert MATERIALIZE[:3] == ["dagster", "asset", "materialize"] and MATERIALIZE[-2] == "--partition"
     assert MATERIALIZE[3:-2] == ["-m", "kebab_eval_pipeline.definitions", "--select", "*"]
+
+
 HOLD_ONE = Path(__file__).parent / "fake_systems" / "cmd_hold_one.py"
 WORKERS = 2
 #: Queries of the replayed run: enough for every kind of row, few enough for CI.

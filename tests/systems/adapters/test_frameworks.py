@@ -136,7 +136,8 @@ def test_llamaindex_nodes_with_score_from_to_dict():
     doc = Document(text=MARKDOWN, metadata={"file_path": FILE_PATH, "file_name": "install.md"})
     nodes = MarkdownNodeParser(header_path_separator="\n").get_nodes_from_documents([doc])
     assert [n.metadata["header_path"] for n in nodes] == ["\n", "\nInstall\n", "\nInstall\nFrom source\n"]
-    for n in nodes:  # the LlamaIndex recipe's OwnHeading: the section's own heading (its first line) as metadata
+    # the LlamaIndex recipe's OwnHeading: the section's own heading (its first line) as metadata
+    for n in nodes:
         n.metadata["header"] = n.text.split("\n", 1)[0].lstrip("#").strip()
     scored = [NodeWithScore(node=n, score=s) for n, s in zip(reversed(nodes), (0.9, 0.5, 0.25), strict=True)]
 
