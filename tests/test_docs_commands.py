@@ -409,6 +409,19 @@ def test_the_postgres_storage_commands_set_what_the_instance_file_reads(tmp_path
     assert exported == read and read, (exported, read)
 
 
+def test_the_celery_install_lines_name_real_extras_and_packages():
+    """The Celery recipe's install block: its pip line's extras are the package's; its apt-get line
+    installs the Redis server .ci/run installs for the Celery tests (not run here: it is root's)."""
+    pip_line, apt_line = command_lines(docs_pages.snippet("sh", 'pip install -e ".[postgres,celery]"').text)
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    assert pip_line[:3] == ["pip", "install", "-e"] and pip_line[3] == ".[postgres,celery]"
+    assert {"postgres", "celery"} <= set(extras)
+    assert apt_line == ["apt-get", "install", "redis-server"]
+    assert "redis-server" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
 def test_the_pr_comment_script_passes_shellcheck():
     """The CI recipe's script that updates its PR comment needs GitHub (its API and a token), so it
     is not run here; ShellCheck, from the test extra, reads it as bash with the variables a

@@ -365,7 +365,7 @@ def test_two_files_are_set_apart_for_their_fence_lines(corpus):
 @pytest.mark.parametrize(
     ("framework", "size"), [(f, s) for f, (_, _, sizes) in RECIPES.items() for s in sizes]
 )
-def test_every_chunk_of_the_readme_recipe_carries_its_own_section(framework, size, corpus, recipes, sections):
+def test_every_chunk_of_a_documented_recipe_has_its_section(framework, size, corpus, recipes, sections):
     frameworks_or_skip(*MODULES[framework])
     body = chunk_body(framework, size, corpus)
     chunks = mapped_chunks(body, example_mapping(RECIPES[framework][1], str(corpus)))
@@ -402,7 +402,7 @@ def test_the_old_llamaindex_mapping_gives_split_chunks_their_parents_section(cor
 
 
 @pytest.mark.parametrize("framework", list(RECIPES))
-def test_the_readme_config_runs_both_sizes_without_a_heading_warning(framework, corpus, recipes):
+def test_the_documented_config_runs_both_sizes_without_a_heading_warning(framework, corpus, recipes):
     frameworks_or_skip(*MODULES[framework])
     big, small = RECIPES[framework][2]
     runs = {size: run_of(framework, size, corpus, recipes) for size in (big, small)}
