@@ -95,8 +95,9 @@ def section(heading: str) -> str:
                 end = re.compile(rf"^#{{1,{level}}}[ \t]", re.M).search(masked, m.end())
                 found.append(text[m.end() : end.start() if end else len(text)])
         lead = f"**{heading}**"
-        if lead in text:
-            rest = text.split(lead, 1)[1]
-            found.append(re.split(r"\n\*\*|\n#", rest, maxsplit=1)[0])
+        if lead in masked:
+            start = masked.index(lead) + len(lead)
+            end = re.compile(r"^(\*\*|#{1,6}[ \t])", re.M).search(masked, start)
+            found.append(text[start : end.start() if end else len(text)])
     assert len(found) == 1, f"expected one section {heading!r} in the documentation, found {len(found)}"
     return found[0]
