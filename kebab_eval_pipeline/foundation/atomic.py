@@ -11,7 +11,7 @@ Locks serialise read-modify-write of shared documents (baseline pins) and the
 publishing of a run's manifest when several processes share one storage folder.
 They are advisory file locks (``filelock``) on local paths; object stores have
 no portable lock, so there a document's writers race as last-writer-wins
-(documented in the README's scale-out section).
+(documented in the scale-out guide, docs/site/guides/scale-out.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``golden_health:`` block of the run config: how the golden-set health check looks and warns.
 
-Every key is optional; the defaults are documented on each field and in the README.
+Every key is optional; the defaults are documented on each field and in the generated configuration reference.
 """
 
 from __future__ import annotations

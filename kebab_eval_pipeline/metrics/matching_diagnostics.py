@@ -316,7 +316,7 @@ def shortened_headings(hits: pd.DataFrame, supports: pd.DataFrame) -> tuple[np.n
 LOST_MIN = 5
 #: Measured (benchmarks/bench_heading_diagnostic.py): correct splitters leave 0-0.7 % lost pieces —
 #: the reference system over the demo and kebab's documents at chunk sizes 50-1,600 (lexical and
-#: hybrid), the README's Haystack, LlamaIndex and LangChain recipes at two or three sizes each —
+#: hybrid), the documented Haystack, LlamaIndex and LangChain recipes at two or three sizes each —
 #: while 9.6-14.2 % of the demo's hits inside gold documents are shortened (its parents' own text).
 #: A splitter that drops sub-headings leaves 12.5-64.6 % (LlamaIndex's split nodes read with the
 #: heading from their text, at 512 and 128 tokens, with and without line spans) and 8.4-15.8 %

@@ -12,7 +12,7 @@ where the meaning is.
 trusts the vector channel for that pair: not at all when either has 30% or more of its words
 outside the model's scripts, fully only when both are wholly covered, linearly between. The
 bounds were chosen on the demo and kebab-docs golden sets (``python benchmarks/bench_fusion.py``
-and the grid it summarises; the README shows the table).
+and the grid it summarises; the reference system guide shows the table).
 """
 
 from __future__ import annotations

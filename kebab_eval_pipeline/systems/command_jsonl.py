@@ -1,7 +1,7 @@
 """The command adapter's persistent mode (``system.protocol: jsonl``): one long-lived process per
 worker, one JSON request per line on its stdin, one JSON reply per line on its stdout.
 
-The protocol (the README's "command, persistent" section is the user-facing copy):
+The protocol (docs/site/recipes/command.md is the user-facing copy):
 
 * ``argv`` is started without a shell, in ``cwd``, with this process's environment, in its own
   process group. ``{mode}`` is its only placeholder; everything per query travels in the requests.

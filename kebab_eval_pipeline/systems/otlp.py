@@ -268,7 +268,7 @@ def looks_like_console_span(doc: Any) -> bool:
 CONSOLE_HINT = (
     "this is the OpenTelemetry SDK's ConsoleSpanExporter output (span.to_json()), not OTLP JSON: "
     "write the spans with MessageToJson(encode_spans(spans)) from opentelemetry-exporter-otlp-proto-common "
-    "(README: Traces), or with the collector's file exporter"
+    "(the documentation's OpenInference traces recipe), or with the collector's file exporter"
 )
 
 

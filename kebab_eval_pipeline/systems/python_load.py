@@ -1,6 +1,6 @@
 """Finding a ``kind: python`` system: ``system.callable`` imported, built, and its methods checked.
 
-The contract (README "python"):
+The contract (docs/site/recipes/python.md):
 
 * ``callable: "package.module:attribute"`` names, in that module,
   - a **factory** — a class; or, with ``args``, a function taking them; or, without ``args``, a
