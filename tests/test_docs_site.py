@@ -250,6 +250,68 @@ def test_the_screenshots_are_in_the_site_and_linked_from_their_repository_path(s
     assert re.search(r'<img alt="[^"]*" src="ui/asset_graph.png"', site.page("index.html"))
 
 
+def test_the_built_site_searches_in_headless_chromium_and_loads_nothing_from_elsewhere(site, tmp_path):
+    """The built site served as static files (``python -m http.server``, as the README says), opened
+    in headless Chromium: the theme's search finds a metric typed into its box, a recipe page and
+    the generated metrics reference render, and no page asks for anything beyond the site. The two
+    pages are saved as screenshots ($KEBAB_EVAL_UI_SCREENSHOTS=docs/ui for the documentation)."""
+    from tests.browser import open_in_chromium as chromium
+    from tests.browser import shared_chromium
+    from tests.systems.adapters.conftest import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "-d", str(site.root), "--bind", "127.0.0.1", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    shots = Path(os.environ.get("KEBAB_EVAL_UI_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        _get(f"{base}/index.html", 30, server)
+        with shared_chromium():  # skips (or fails) without the browser extra
+            from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+            with chromium(f"{base}/index.html", timeout_ms=60_000) as visit:
+                page = visit.page
+                box = page.locator("input.md-search__input")
+                box.click()
+                results = page.locator(".md-search-result__item a")
+                # typed key by key, as a reader types; typed again should the first keys arrive
+                # before the search index (loaded by a web worker) is ready
+                for _attempt in range(3):
+                    box.fill("")
+                    box.press_sequentially("over_refusal_rate", delay=30)
+                    try:
+                        results.first.wait_for(timeout=20_000)
+                        break
+                    except PlaywrightTimeout:
+                        continue
+                else:
+                    pytest.fail("the site's search showed no result for over_refusal_rate")
+                hrefs = [results.nth(i).get_attribute("href") for i in range(results.count())]
+                assert any("reference/metrics.html" in h for h in hrefs), hrefs
+                visit.screenshot(shots / "docs_site_search.png", full_page=False)
+                assert not visit.blocked_requests and not visit.console_errors and not visit.page_errors, (
+                    visit.blocked_requests,
+                    visit.console_errors,
+                    visit.page_errors,
+                )
+            with chromium(f"{base}/recipes/llamaindex.html", timeout_ms=60_000) as visit:
+                title = visit.page.locator("article h1").inner_text()
+                assert title.startswith("LlamaIndex"), title
+                assert visit.page.locator("article pre code").count() >= 3  # mapping, recipe, config
+                visit.screenshot(shots / "docs_site_recipe.png", full_page=False)
+                assert not visit.blocked_requests and not visit.console_errors, visit.blocked_requests
+    finally:
+        _stop(server)
+    for name in ("docs_site_search.png", "docs_site_recipe.png"):
+        data = (shots / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000, (name, len(data))
+
+
 def test_a_page_that_loses_its_generated_reference_fails_the_build(tmp_path):
     docs = tmp_path / "docs"
     shutil.copytree(REPO / "docs", docs, ignore=shutil.ignore_patterns("examples", "deploy", "ui", "build"))
