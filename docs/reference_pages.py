@@ -3,8 +3,9 @@ site is built (docs/hooks.py places it), so it says what the code does.
 
 - :func:`metrics`: every measure of ``metrics.catalogue.measures()`` with its facts;
 - :func:`config`: every key of the run config, walking ``RunSettings`` and the models it nests
-  (each system kind's among them) — type, default, allowed values, and the field's description or,
-  as this code base documents its settings, the comment beside or above it in the model's source;
+  (each system kind's among them) — type, default, allowed values, the field's description or,
+  as this code base documents its settings, the comment beside or above it in the model's source,
+  and an example: the value the documentation's own (tested) configs give it;
 - :func:`cli`: every command of ``kebab-eval`` from its click command tree;
 - :func:`exit_codes`: ``foundation.errors.EXIT_CODES``;
 - :func:`layout`: every package and module of ``kebab_eval_pipeline`` with its docstring's first
@@ -449,17 +450,84 @@ def _description(model: type[BaseModel], name: str) -> str:
     return ""
 
 
-def _model_table(model: type[BaseModel], prefix: str, sections) -> str:
+def _documented_configs(root: type[BaseModel]) -> list[dict]:
+    """The run configs the documentation shows: every ```yaml block of the README and the site's
+    pages whose top-level keys are all run-config keys (each is loaded as a run config by the
+    tests, so its values are valid)."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent
+    pages = [docs.parent / "README.md", *sorted((docs / "site").rglob("*.md"))]
+    found = []
+    for page in pages:
+        for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M):
+            try:
+                doc = yaml.safe_load(textwrap.dedent(block))
+            except yaml.YAMLError:
+                continue
+            if isinstance(doc, dict) and doc and set(doc) <= set(root.model_fields):
+                found.append(doc)
+    return found
+
+
+@functools.cache
+def _examples() -> dict[tuple[type[BaseModel], str | None, str], object]:
+    """(settings model, its discriminator tag, key) → the first value the documentation's configs
+    give that key, found by walking each documented config along the models it fills."""
+    from kebab_eval_pipeline.chain.settings import RunSettings
+
+    out: dict[tuple[type[BaseModel], str | None, str], object] = {}
+
+    def walk(model: type[BaseModel], tag: str | None, data: dict) -> None:
+        for name, value in data.items():
+            field = model.model_fields.get(name)
+            if field is None:
+                continue
+            out.setdefault((model, tag, name), value)
+            for sub, path, sub_tag in _nested(field.annotation, name):
+                items = value.values() if path.endswith(".<name>") and isinstance(value, dict) else [value]
+                if path.endswith("[]"):
+                    items = value if isinstance(value, list) else []
+                for item in items:
+                    chosen = sub_tag is None or (
+                        isinstance(item, dict) and item.get(_discriminator(sub, sub_tag)) == sub_tag
+                    )
+                    if isinstance(item, dict) and chosen:
+                        walk(sub, sub_tag, item)
+
+    for doc in _documented_configs(RunSettings):
+        walk(RunSettings, None, doc)
+    return out
+
+
+def _example(model: type[BaseModel], tag: str | None, name: str) -> str:
+    """The documented value of ``name`` as one line of YAML (``key: value``), or — when no
+    documented config sets it; a block of keys of its own points to its table instead."""
+    if (model, tag, name) not in _examples():
+        return "—"
+    if isinstance(_examples()[(model, tag, name)], dict) and any(
+        _nested(model.model_fields[name].annotation, name)
+    ):
+        return "its keys' own examples, below"
+    line = yaml.safe_dump(
+        {name: _examples()[(model, tag, name)]}, default_flow_style=True, width=10**6, sort_keys=False
+    ).strip()
+    line = line.removeprefix("{").removesuffix("}")
+    return code(line if len(line) <= 80 else line[:79] + "…")
+
+
+def _model_table(model: type[BaseModel], prefix: str, sections, tag: str | None = None) -> str:
     rows = [
         (
             code(prefix + name),
             _type(field.annotation, sections, field.metadata),
             _default(field),
             _description(model, name) or "—",
+            _example(model, tag, name),
         )
         for name, field in model.model_fields.items()
     ]
-    return table(("key", "type", "default", "description"), rows)
+    return table(("key", "type", "default", "description", "example (from the documentation)"), rows)
 
 
 def config() -> str:
@@ -479,7 +547,7 @@ def config() -> str:
         doc = section.model.__dict__.get("__doc__")
         if doc:
             out += [paragraphs(doc), ""]
-        out.append(_model_table(section.model, section.paths[0] + ".", sections))
+        out.append(_model_table(section.model, section.paths[0] + ".", sections, section.tag))
     return "\n".join(out) + "\n"
 
 

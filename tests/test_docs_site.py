@@ -194,6 +194,28 @@ def test_the_config_page_lists_every_top_level_key_and_every_system_kind(site):
     )
 
 
+def test_the_config_pages_examples_come_from_the_documentation_and_load(site, tmp_path):
+    """The example column quotes the documentation's own configs: most keys have one, and each
+    scalar or list example of a top-level key, written alone into a run config, loads."""
+    from kebab_eval_pipeline.chain.settings import load_settings
+
+    page = site.page("reference/config.html")
+    rows = re.findall(
+        r"<tr>\s*<td><code>([^<]+)</code></td>(?:\s*<td>.*?</td>){3}\s*<td>(.*?)</td>\s*</tr>", page, re.S
+    )
+    assert len(rows) > 150, len(rows)
+    skip = ("—", "its keys' own examples, below")
+    shown = [(key, plain(example)) for key, example in rows if plain(example) not in skip]
+    assert len(shown) >= 0.75 * len(rows), (len(shown), len(rows))
+    top = [(key, line) for key, line in shown if key in RunSettings.model_fields and "…" not in line]
+    assert len(top) >= 15, top
+    for key, line in top:
+        assert line.startswith(f"{key}: "), (key, line)
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(line + "\n", encoding="utf-8")
+        load_settings(path)  # raises on a value the config refuses
+
+
 def test_the_exit_codes_page_is_the_cli_mapping(site):
     rows = re.findall(
         r"<tr>\s*<td><code>(\d+)</code></td>\s*<td>(.*?)</td>", site.page("reference/exit-codes.html"), re.S
