@@ -8,6 +8,7 @@ site is built (docs/hooks.py places it), so it says what the code does.
   and an example: the value the documentation's own (tested) configs give it;
 - :func:`cli`: every command of ``kebab-eval`` from its click command tree;
 - :func:`exit_codes`: ``foundation.errors.EXIT_CODES``;
+- :func:`storage`: where a run's files are stored, from ``store.layout`` and the chain's stages;
 - :func:`layout`: every package and module of ``kebab_eval_pipeline`` with its docstring's first
   paragraph.
 
@@ -64,7 +65,8 @@ def prose(value: str) -> str:
     value = _CITATION.sub("", value)
     out, start = [], 0
     for m in _CODE.finditer(value):
-        out += [text(value[start : m.start()]), code(m[2].lstrip("~"))]
+        # a Sphinx role's "~" (:func:`~pkg.name`) shortens the name; elsewhere it is text (~/.cache)
+        out += [text(value[start : m.start()]), code(m[2].lstrip("~") if m[0].startswith(":") else m[2])]
         start = m.end()
     return "".join([*out, text(value[start:])])
 
@@ -635,6 +637,70 @@ def exit_codes() -> str:
     )
 
 
+# -- stored files ------------------------------------------------------------------------------
+
+
+def _doc_with_literals(doc: str) -> str:
+    """A docstring as markdown whose ``::`` literal blocks (reST) become text code blocks."""
+    out = []
+    for block in re.split(r"\n\s*\n", inspect.cleandoc(doc)):
+        if out and out[-1].endswith("::") and block.startswith("    "):
+            out[-1] = out[-1][:-1]  # "…::" reads "…:" before its block
+            out.append("```text\n" + textwrap.dedent(block) + "\n```")
+        else:
+            out.append(block)
+    return "\n\n".join(
+        part if part.startswith("```") else paragraphs(part).replace("\\:", ":") for part in out
+    )
+
+
+def storage() -> str:
+    """Where runs are stored: the storage base (``foundation.location.default_storage_base``), the
+    paths under it (``store.layout``), and what each asset of the chain stores
+    (``chain.artifacts.STAGES``)."""
+    from kebab_eval_pipeline.chain.artifacts import STAGES
+    from kebab_eval_pipeline.foundation import location
+    from kebab_eval_pipeline.store import layout as store_layout
+
+    rows = [
+        (
+            code(stage.asset),
+            code(stage.tag),
+            " ".join(inspect.cleandoc(stage.artifact.__doc__ or "—").split("\n\n")[0].split()),
+            "yes" if stage.stored_run else "no",
+            ", ".join(code(c) for c in stage.checks) or "—",
+        )
+        for stage in STAGES
+    ]
+    return (
+        "\n".join(
+            [
+                "## The storage base {#storage-base}",
+                "",
+                paragraphs(location.default_storage_base.__doc__),
+                "",
+                paragraphs(location.run_storage.__doc__),
+                "",
+                "## Under the base {#storage-paths}",
+                "",
+                _doc_with_literals(store_layout.__doc__),
+                "",
+                "## What each asset stores {#storage-assets}",
+                "",
+                "Each asset of the chain is a folder under the base, one run id per folder below it, in"
+                " the order the chain makes them. *Part of a stored run*: what reading a stored run (a"
+                " comparison, `history`, a sweep's ranking) needs; a run without it is incomplete.",
+                "",
+                table(
+                    ("asset", "stage tag", "what it holds", "part of a stored run", "asset checks"),
+                    [(a, t, prose(w), r, c) for a, t, w, r, c in rows],
+                ),
+            ]
+        )
+        + "\n"
+    )
+
+
 # -- the package's layout ---------------------------------------------------------------------
 
 
@@ -704,4 +770,5 @@ PAGES: dict[str, Callable[[], str]] = {
     "cli": cli,
     "exit-codes": exit_codes,
     "layout": layout,
+    "storage": storage,
 }

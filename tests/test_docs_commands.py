@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kebab_eval_pipeline.chain.artifacts import STAGES
 from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
 from tests import docs_pages
@@ -69,6 +70,13 @@ def test_a_first_comparison_runs_as_written_and_says_what_the_page_says(env, tmp
     # per-query verdicts"
     assert "comparison: baseline 'chunks-300' (auto: no pinned baseline" in out, out
     assert re.search(r"verdicts: draw \d+, loss \d+, regression \d+, win \d+", out), out
+    # the stored files are where the generated "Stored files" reference says: under the base
+    # beside the Dagster instance, one folder per asset and run id, the CLI's report copies
+    base = Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts"
+    for stage in STAGES:
+        for run_id in ("chunks-300", "chunks-120"):
+            assert (base / stage.asset / run_id / "_manifest.json").is_file(), (stage.asset, run_id)
+    assert (base / "reports" / "chunks-120" / "run.md").is_file()
     ok(kebab_eval(compare, env, tmp_path))
     folder = tmp_path / compare[compare.index("--out") + 1]
     assert sorted(p.name for p in folder.iterdir()) == ["comparison.html", "comparison.json", "comparison.md"]

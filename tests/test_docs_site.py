@@ -216,6 +216,24 @@ def test_the_config_pages_examples_come_from_the_documentation_and_load(site, tm
         load_settings(path)  # raises on a value the config refuses
 
 
+def test_the_stored_files_page_lists_the_chains_assets_and_the_stores_paths(site):
+    from kebab_eval_pipeline.chain.artifacts import STAGES
+    from kebab_eval_pipeline.store import layout
+
+    page = site.page("reference/storage.html")
+    assets = re.findall(r"<tr>\s*<td><code>(\w+)</code></td>\s*<td><code>", page)
+    assert assets == [stage.asset for stage in STAGES]
+    for name in (
+        layout.MANIFEST,
+        layout.PINS_FILE,
+        layout.LOCK_DIR,
+        layout.REPORTS_DIR,
+        layout.JUDGE_CACHE_FILE,
+    ):
+        assert name in page, name
+    assert "$DAGSTER_HOME/kebab-eval/artifacts" in page and "~/.cache" in page
+
+
 def test_the_exit_codes_page_is_the_cli_mapping(site):
     rows = re.findall(
         r"<tr>\s*<td><code>(\d+)</code></td>\s*<td>(.*?)</td>", site.page("reference/exit-codes.html"), re.S

@@ -87,6 +87,9 @@ class GoldenArtifact:
 
 @dataclass
 class RetrievalArtifact:
+    """What the system under test returned for every golden query — outcomes, hits and citations,
+    one row per query even when it failed — and what produced them (``info``)."""
+
     results: RetrievalResults  # repeat 1: the whole run when each query was asked once
     info: dict[str, Any]  # k requested, answers on/off, golden sha: what produced these rows
     # Repeats 2..N when the run asked each query N > 1 times (``info["repeat"]`` = N), else None.
