@@ -61,6 +61,19 @@ def env(tmp_path_factory) -> dict[str, str]:
 # -- getting started ------------------------------------------------------------------------------
 
 
+def test_the_first_runs_output_is_what_the_page_shows(env, tmp_path):
+    """The demo is deterministic: ``kebab-eval run --run-id first`` prints every line the first-run
+    page shows, as shown (the lines about paths and the baseline, which vary, are not shown)."""
+    shown = docs_pages.snippet("text", "run first — demo-fermentation", starts=True).text
+    out = ok(kebab_eval(["kebab-eval", "run", "--run-id", "first"], env, tmp_path))
+    printed = {line.rstrip() for line in out.splitlines()}
+    missing = [line for line in shown.splitlines() if line.rstrip() not in printed]
+    assert not missing, f"lines the page shows that the run did not print: {missing}\n{out}"
+    # "92 of them answerable from it and 13 not … the answer measures the 70 questions it answered"
+    page = docs_pages.page("getting-started/first-run.md")
+    assert "105 questions" in page and "92 of\nthem answerable" in page and "70 questions it answered" in page
+
+
 def test_a_first_comparison_runs_as_written_and_says_what_the_page_says(env, tmp_path):
     block = docs_pages.snippet("bash", "kebab-eval run --run-id chunks-300").text
     first, second, compare = command_lines(block)

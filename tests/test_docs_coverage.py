@@ -136,6 +136,11 @@ RUN_BY: tuple[Runs, ...] = (
         "FROM python:3.11-slim",
         "tests/test_docs_commands.py::test_the_kubernetes_image_names_what_the_repository_and_its_extras_hold",
     ),
+    Runs(
+        "text",
+        "run first — demo-fermentation",
+        "tests/test_docs_commands.py::test_the_first_runs_output_is_what_the_page_shows",
+    ),
     # output shown to the reader
     Runs("text", "golden_file ─┐", shown="the chain, as the asset graph draws it"),
     Runs("text", "retrieval_results: 40/105 queries", shown="progress lines of a run in a CI log"),
