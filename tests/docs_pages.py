@@ -22,9 +22,14 @@ _FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
 
 
+EXAMPLES = REPO / "docs" / "examples"
+
+
 def pages() -> list[Path]:
-    """The README and every page of the site, in a fixed order."""
-    return [README, *sorted(SITE.rglob("*.md"))]
+    """The README, every page of the site and the README of each example folder (the bundled
+    kebab-docs corpus is data, not documentation), in a fixed order."""
+    examples = sorted(p for p in EXAMPLES.glob("*/README.md"))
+    return [README, *sorted(SITE.rglob("*.md")), *examples]
 
 
 @cache

@@ -9,29 +9,27 @@ holds the table of which test runs each block of every page.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kebab_eval_pipeline.chain.artifacts import STAGES
+from kebab_eval_pipeline.chain.settings import load_settings
 from kebab_eval_pipeline.foundation.demo import DEMO_CORPUS
 from kebab_eval_pipeline.golden.load import load_golden
 from tests import docs_pages
 from tests.conftest import REPO, clean_cli_env, demo_golden_subset
+from tests.dagster_dev import loaded_locations
 from tests.forked_cli import run_cli
 from tests.judge.conftest import judge_or_skip
 from tests.systems.adapters.conftest import free_port
@@ -113,7 +111,9 @@ def test_open_the_ui_starts_dagster_dev_with_the_code_location_loaded(tmp_path):
     """The README's block (also on the UI tour), through bash from an empty folder: the UI answers
     and the package's code location is loaded. Stopped with Ctrl-C, as a user stops it. The port is
     the one the OS gives (3000 may be taken on a test machine)."""
-    shown = [s for s in docs_pages.snippets("bash") if "dagster dev -h 127.0.0.1" in s.text]
+    shown = [
+        s for s in docs_pages.snippets("bash") if "dagster dev -h 127.0.0.1 -m kebab_eval_pipeline " in s.text
+    ]
     assert [s.where.split(":")[0] for s in shown] == ["README.md", "docs/site/getting-started/ui-tour.md"]
     assert len({s.text for s in shown}) == 1, "the README and the UI tour show different commands"
     port = free_port()
@@ -122,48 +122,9 @@ def test_open_the_ui_starts_dagster_dev_with_the_code_location_loaded(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    log = (tmp_path / "dagster-dev.log").open("wb")
-    proc = subprocess.Popen(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        query = (
-            "{ workspaceOrError { ... on Workspace"
-            " { locationEntries { name locationOrLoadError { __typename } } } } }"
-        )
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (tmp_path / "dagster-dev.log").read_text(errors="replace")[-3000:]
-            try:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/graphql",
-                    data=json.dumps({"query": query}).encode(),
-                    headers={"Content-Type": "application/json"},
-                )
-                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                with opener.open(request, timeout=10) as response:
-                    entries = json.load(response)["data"]["workspaceOrError"]["locationEntries"]
-                if entries and entries[0]["locationOrLoadError"] is not None:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "dagster dev did not serve the UI in 180 s"
-            time.sleep(1)
-        assert [(e["name"], e["locationOrLoadError"]["__typename"]) for e in entries] == [
-            ("kebab_eval_pipeline", "RepositoryLocation")
-        ]
-        assert (tmp_path / ".kebab-eval" / "dagster_home").is_dir()
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError):  # the daemon and code servers, should any outlive it
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+    locations = loaded_locations(script, port, tmp_path, env, tmp_path / "dagster-dev.log")
+    assert locations == [("kebab_eval_pipeline", "RepositoryLocation")]
+    assert (tmp_path / ".kebab-eval" / "dagster_home").is_dir()
 
 
 def test_the_readme_set_up_commands_are_what_ci_runs():
@@ -265,6 +226,29 @@ def test_the_judged_suspect_gold_suggestion_runs_as_written(env, tmp_path):
     verdicts = re.findall(r"# judge: (.*)", text)
     assert len(verdicts) == patch_supports(tmp_path)
     assert all(v.startswith("relevant") for v in verdicts), verdicts
+
+
+def test_the_kebab_docs_example_runs_as_its_readme_says(env, tmp_path):
+    """docs/examples/kebab-docs/README.md's commands from a copy of the repository's examples (its
+    paths are from the top folder): validate, calibrate and the lexical run, each exit 0. The hybrid
+    line embeds the 45 documents with the vectors extra (one to two minutes on two cores): its
+    config is loaded and checked as a hybrid reference system here, and the embedding path is the
+    vector tests' (tests/reference)."""
+    shutil.copytree(REPO / "docs" / "examples", tmp_path / "docs" / "examples")
+    lines = command_lines(
+        docs_pages.snippet("bash", "kebab-eval golden validate docs/examples/kebab-docs/").text
+    )
+    *run_here, hybrid = lines
+    assert [argv[1:3] for argv in run_here] == [
+        ["golden", "validate"],
+        ["ref", "calibrate"],
+        ["run", "--config"],
+    ]
+    outputs = [ok(kebab_eval(argv, env, tmp_path)) for argv in run_here]
+    assert re.search(r"\berror_rate\W+0\.0000\b", outputs[-1]), outputs[-1]
+    assert hybrid[1:3] == ["run", "--config"]
+    settings = load_settings(tmp_path / hybrid[3])
+    assert (settings.system.kind, settings.system.mode) == ("reference", "hybrid")
 
 
 # -- re-scoring with trec_eval --------------------------------------------------------------------

@@ -40,7 +40,9 @@ import pytest
 
 from tests import docs_pages
 from tests.conftest import REPO
+from tests.dagster_dev import loaded_locations
 from tests.forked_cli import run_cli
+from tests.systems.adapters.conftest import free_port
 
 PROJECT = REPO / "docs" / "examples" / "dagster-project"
 IN_PROCESS = {"execution": {"config": {"in_process": {}}}}  # Dagster's default executor, one process
@@ -328,3 +330,19 @@ def test_an_installed_team_project_and_the_cli_share_one_address_for_its_runs(te
     assert [k for k in runs["staging"] if k.startswith("sweep-")] == [
         re.search(r"\] (sweep-chunking-chunk_size-200-\w+) ", swept.stderr).group(1)
     ]
+
+
+def test_the_example_readme_opens_the_teams_ui_with_dagster_dev(team):
+    """The example project README's ``dagster dev`` line, run as written in the installed project
+    (on a port the OS gives): the team's code location loads, with its chains and gate."""
+    block = re.search(r"```bash\n(.*?)```", (PROJECT / "README.md").read_text(encoding="utf-8"), re.S)[1]
+    [line] = [ln for ln in block.splitlines() if ln.startswith("dagster dev ")]
+    port = free_port()
+    locations = loaded_locations(
+        f"{line.split('#')[0].strip()} -p {port}\n",
+        port,
+        team["project"],
+        team["env"],
+        team["project"] / "dev.log",
+    )
+    assert locations == [("team_search.definitions", "RepositoryLocation")]
