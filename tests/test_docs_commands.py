@@ -142,6 +142,44 @@ def test_the_readme_set_up_commands_are_what_ci_runs():
         assert command in ci, f".ci/run does not run the README's {command!r}"
 
 
+# -- recipes --------------------------------------------------------------------------------------
+
+
+def test_the_http_recipe_runs_against_the_reference_system_served_as_the_page_says(env, tmp_path):
+    """The HTTP recipe's config, as written but for its port, against ``kebab-eval ref serve`` (the
+    page's "try it against the reference system"), with the secrets its headers name set: 30 demo
+    questions, no error row, and neither secret anywhere in what the run stored."""
+    config = docs_pages.snippet("yaml", "  kind: http\n  search_url: http://127.0.0.1:8000/search").text
+    ok(kebab_eval(["kebab-eval", "ref", "index", str(DEMO_CORPUS), "--out", "idx"], env, tmp_path))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", "ref", "serve", "idx", "--port", "0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = server.stdout.readline().strip()
+        assert line.startswith("serving http://127.0.0.1:"), (
+            line,
+            server.stderr.read() if server.poll() else "",
+        )
+        (tmp_path / "http.yaml").write_text(
+            config.replace("http://127.0.0.1:8000", line.removeprefix("serving ")), encoding="utf-8"
+        )
+        demo_golden_subset(tmp_path / "golden.yaml", slice(0, 30))
+        secrets = {"SEARCH_TOKEN": "tok-3f9a1c7e55", "SEARCH_KEY": "key-8d2b64c0aa"}
+        run_env = {**env, **secrets}
+        args = ["kebab-eval", "run", "--config", "http.yaml", "--golden", "golden.yaml", "--baseline", "none"]
+        out = ok(kebab_eval(args, run_env, tmp_path))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert re.search(r"\berror_rate\W+0\.0000\b", out) and "30 queries, http" in out, out
+    stored = [p for p in Path(env["DAGSTER_HOME"]).rglob("*") if p.is_file()]
+    assert stored
+    for path in stored:
+        data = path.read_bytes()
+        assert not any(v.encode() in data for v in secrets.values()), f"a secret reached {path}"
+
+
 # -- many runs ------------------------------------------------------------------------------------
 
 
