@@ -459,7 +459,8 @@ def _documented_configs(root: type[BaseModel]) -> list[dict]:
     from pathlib import Path
 
     docs = Path(__file__).resolve().parent
-    pages = [docs.parent / "README.md", *sorted((docs / "site").rglob("*.md"))]
+    # a copy of docs/ alone (as a test of the build makes) has no README beside it
+    pages = [p for p in (docs.parent / "README.md", *sorted((docs / "site").rglob("*.md"))) if p.is_file()]
     found = []
     for page in pages:
         for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M):

@@ -139,7 +139,12 @@ def servers(corpus, env):
     yield {size: url for size, (_, url) in started.items()}
     for proc, _ in started.values():
         proc.terminate()
-        proc.wait(timeout=10)
+    for proc, _ in started.values():
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a server still shutting down on a loaded machine
+            proc.kill()
+            proc.wait()
 
 
 def render(template: str, work: Path, name: str, **values: str) -> Path:
