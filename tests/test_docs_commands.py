@@ -89,6 +89,12 @@ def test_a_first_comparison_runs_as_written_and_says_what_the_page_says(env, tmp
             assert (base / stage.asset / run_id / "_manifest.json").is_file(), (stage.asset, run_id)
     assert (base / "reports" / "chunks-120" / "run.md").is_file()
     ok(kebab_eval(compare, env, tmp_path))
+    # the golden-sets guide shows `golden health` of the demo after these runs, line for line
+    health = docs_pages.snippet("text", "$ kebab-eval golden health", starts=True).text.splitlines()
+    printed = {
+        line.rstrip() for line in ok(kebab_eval(shlex.split(health[0][2:]), env, tmp_path)).splitlines()
+    }
+    assert [line for line in health[1:] if line != "  …" and line.rstrip() not in printed] == []
     folder = tmp_path / compare[compare.index("--out") + 1]
     assert sorted(p.name for p in folder.iterdir()) == ["comparison.html", "comparison.json", "comparison.md"]
     report = (folder / "comparison.md").read_text(encoding="utf-8")

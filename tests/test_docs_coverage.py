@@ -165,7 +165,11 @@ RUN_BY: tuple[Runs, ...] = (
     Runs("text", "golden_file ─┐", shown="the chain, as the asset graph draws it"),
     Runs("text", "retrieval_results: 40/105 queries", shown="progress lines of a run in a CI log"),
     Runs("text", "question (empty line to finish)>", shown="a `golden record` session"),
-    Runs("text", "$ kebab-eval golden health", shown="`golden health` output"),
+    Runs(
+        "text",
+        "$ kebab-eval golden health",
+        "tests/test_docs_commands.py::test_a_first_comparison_runs_as_written_and_says_what_the_page_says",
+    ),
     Runs("text", "1 change:", shown="`bisect` output"),
     Runs("text", "retrieval_results.plan_retrieval", shown="the steps of a sharded run"),
     Runs("xml", "<testcase", shown="a JUnit testcase of a failed regression gate"),
