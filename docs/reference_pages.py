@@ -655,6 +655,17 @@ def _doc_with_literals(doc: str) -> str:
     )
 
 
+def _artifact_summary(artifact: type) -> str:
+    """The first paragraph of an artifact class's docstring. A dataclass without one gets its
+    signature as ``__doc__``, which would read as a description: that stops the build, naming it."""
+    doc = artifact.__dict__.get("__doc__") or ""
+    if not doc.strip() or doc.startswith(f"{artifact.__name__}("):
+        raise ValueError(
+            f"{artifact.__module__}.{artifact.__name__} has no docstring for the stored-files page"
+        )
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+
+
 def storage() -> str:
     """Where runs are stored: the storage base (``foundation.location.default_storage_base``), the
     paths under it (``store.layout``), and what each asset of the chain stores
@@ -667,7 +678,7 @@ def storage() -> str:
         (
             code(stage.asset),
             code(stage.tag),
-            " ".join(inspect.cleandoc(stage.artifact.__doc__ or "—").split("\n\n")[0].split()),
+            _artifact_summary(stage.artifact),
             "yes" if stage.stored_run else "no",
             ", ".join(code(c) for c in stage.checks) or "—",
         )
@@ -708,9 +719,7 @@ def storage() -> str:
 def _first_paragraph(path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     first = " ".join(doc.strip().split("\n\n", 1)[0].split())
-    # a dotted name cut at a line end is joined again; a paragraph that introduces what follows it
-    # in the docstring (a reST "::" or ":") ends here
-    first = re.sub(r"(?<=[a-z_]\.) (?=[a-z_])", "", first)
+    # a paragraph that introduces what follows it in the docstring (a reST "::" or ":") ends here
     return re.sub(r":+$", ".", first)
 
 
@@ -748,7 +757,10 @@ def layout() -> str:
     unplaced = {p for p in root.iterdir() if (p / "__init__.py").is_file() and p.name not in IGNORED} - set(
         order
     )
-    assert not unplaced, f"packages in no layer: {sorted(p.name for p in unplaced)}"
+    if unplaced:  # a package the layers do not name would be left off the page: stop the build
+        raise ValueError(
+            f"packages in no layer of kebab_eval_pipeline/layers.py: {sorted(p.name for p in unplaced)}"
+        )
     for package in order:
         name = package.relative_to(root.parent).as_posix() + "/"
         out += ["", f"## {code(name)} {{#{anchor(name)}}}", ""]

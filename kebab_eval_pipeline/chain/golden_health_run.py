@@ -1,5 +1,6 @@
-"""The golden-set health check of a run config: what :func:`~kebab_eval_pipeline.golden_health.
-findings.golden_health` reads, gathered from the configured golden set, system and run store.
+"""The golden-set health check of a run config: what
+:func:`~kebab_eval_pipeline.golden_health.findings.golden_health` reads, gathered from the
+configured golden set, system and run store.
 
 - the golden set: the config's ``golden`` (loaded and validated as a run loads it);
 - the index catalogue (stale supports): the system under test's, when it can list its chunks;
