@@ -33,6 +33,7 @@ from tests.dagster_dev import loaded_locations
 from tests.forked_cli import run_cli
 from tests.judge.conftest import judge_or_skip
 from tests.systems.adapters.conftest import free_port
+from tests.test_docs import clean_env
 
 
 def command_lines(block: str) -> list[list[str]]:
@@ -125,9 +126,9 @@ def test_open_the_ui_starts_dagster_dev_with_the_code_location_loaded(tmp_path):
     port = free_port()
     script = shown[0].text.replace("-m kebab_eval_pipeline ", f"-m kebab_eval_pipeline -p {port} ", 1)
     assert f"-p {port}" in script
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KEBAB_EVAL_", "DAGSTER_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    (tmp_path / "env").mkdir()
+    env = clean_env(tmp_path / "env")  # the repository's code first, this Python's scripts on PATH
+    del env["DAGSTER_HOME"]  # the snippet sets its own
     locations = loaded_locations(script, port, tmp_path, env, tmp_path / "dagster-dev.log")
     assert locations == [("kebab_eval_pipeline", "RepositoryLocation")]
     assert (tmp_path / ".kebab-eval" / "dagster_home").is_dir()
@@ -268,6 +269,7 @@ def test_the_judged_suspect_gold_suggestion_runs_as_written(env, tmp_path):
     ok(kebab_eval(judged, env, tmp_path))
     text = (tmp_path / "patch.yaml").read_text(encoding="utf-8")
     verdicts = re.findall(r"# judge: (.*)", text)
+    assert verdicts, "the judged line kept no hit: nothing here shows the judge's verdicts reach the patch"
     assert len(verdicts) == patch_supports(tmp_path)
     assert all(v.startswith("relevant") for v in verdicts), verdicts
 

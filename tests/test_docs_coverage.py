@@ -178,8 +178,7 @@ RUN_BY: tuple[Runs, ...] = (
 
 
 def claims(snippet: docs_pages.Snippet) -> list[Runs]:
-    lang = {"sh": "sh"}.get(snippet.lang, snippet.lang)
-    return [r for r in RUN_BY if r.lang == lang and r.holds in snippet.text]
+    return [r for r in RUN_BY if r.lang == snippet.lang and r.holds in snippet.text]
 
 
 def test_every_snippet_of_every_page_has_a_test_that_runs_it():

@@ -36,6 +36,7 @@ from kebab_eval_pipeline.metrics.catalogue import measure, measures
 from kebab_eval_pipeline.systems.settings import KINDS, SYSTEM_KINDS
 from tests import docs_pages
 from tests.conftest import REPO, docs_or_skip
+from tests.systems.adapters.conftest import free_port
 
 CONFIG = REPO / "docs" / "mkdocs.yml"
 SCREENSHOTS = sorted((REPO / "docs" / "ui").glob("*.png"))
@@ -297,7 +298,6 @@ def test_the_built_site_searches_in_headless_chromium_and_loads_nothing_from_els
     pages are saved as screenshots ($KEBAB_EVAL_UI_SCREENSHOTS=docs/ui for the documentation)."""
     from tests.browser import open_in_chromium as chromium
     from tests.browser import shared_chromium
-    from tests.systems.adapters.conftest import free_port
 
     port = free_port()
     server = subprocess.Popen(
@@ -405,14 +405,6 @@ def readme_docs_commands() -> list[str]:
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str, deadline_s: float, proc: subprocess.Popen) -> bytes:
     """``url``'s body, retried until the server started by ``proc`` answers (or ``proc`` ends)."""
     import urllib.error
@@ -480,7 +472,7 @@ def test_the_readme_commands_build_serve_and_search_the_site_as_written():
 
     # the preview server
     assert serve.split()[:2] == ["mkdocs", "serve"], serve
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [*mkdocs, *serve.split()[1:], "-a", f"127.0.0.1:{port}"],
         cwd=REPO,
