@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.margins import t_bounds
+from kebab_eval_pipeline.compare.paired_score import score_bounds
 from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.metrics import catalogue
 
@@ -32,6 +33,9 @@ PAIRED_COLUMNS: dict[str, str] = {
     "ci_low": "float64",
     "ci_high": "float64",
     "paired_se": "float64",
+    "gain_sum": "float64",
+    "loss_sum": "float64",
+    "square_sum": "float64",
     "bound_low": "float64",
     "bound_high": "float64",
     "test": "string",
@@ -91,21 +95,29 @@ def with_paired_tests(
 
     For each metric that is a mean of per-query scores, the paired test over the queries both runs
     scored (see :mod:`.significance`). ``bound_low``/``bound_high`` are the one-sided ``1 − alpha``
-    paired-t bounds of the mean difference (:func:`.margins.t_bounds`: what non-inferiority and
-    equivalence are decided by). Rounded to 4 decimals (p-values, the standard error and the
-    bounds unrounded). When ``min_queries`` is given, a test over fewer (but some) pairs says so at
-    the start of its ``test_note``. The marks here read raw p; :func:`.families.with_adjusted_p`
-    replaces them."""
+    score bounds of the mean difference (:func:`.paired_score.score_bounds`, from ``n`` and the
+    sums ``gain_sum``/``loss_sum``/``square_sum``: what non-inferiority and equivalence are decided
+    by); paired-t bounds (:func:`.margins.t_bounds`) only where a score lies outside [0, 1].
+    Rounded to 4 decimals (p-values, the standard error, the sums and the bounds unrounded). When
+    ``min_queries`` is given, a test over fewer (but some) pairs says so at the start of its
+    ``test_note``. The marks here read raw p; :func:`.families.with_adjusted_p` replaces them."""
     tests = compare_query_scores(
         scores_a, scores_b, per_metric["metric"].tolist(), seed=seed, n_resamples=n_resamples
     ).set_index("metric")
     if len(tests):
-        tests["bound_low"], tests["bound_high"] = t_bounds(
-            tests["delta"].to_numpy(dtype=float, na_value=np.nan),
-            tests["se"].to_numpy(dtype=float, na_value=np.nan),
-            tests["n"].to_numpy(dtype=float, na_value=np.nan),
-            alpha,
+        column = {
+            c: tests[c].to_numpy(dtype=float, na_value=np.nan)
+            for c in ("delta", "se", "gain_sum", "loss_sum", "square_sum")
+        }
+        n = tests["n"].to_numpy(dtype=float, na_value=np.nan)
+        score_low, score_high = score_bounds(
+            n, column["gain_sum"], column["loss_sum"], column["square_sum"], alpha
         )
+        t_low, t_high = t_bounds(column["delta"], column["se"], n, alpha)
+        # A score outside [0, 1] has no sums: the t bound is all that is left.
+        scored = ~np.isnan(column["gain_sum"])
+        tests["bound_low"] = np.where(scored, score_low, t_low)
+        tests["bound_high"] = np.where(scored, score_high, t_high)
     out = per_metric.copy()
     source = {
         "n_paired": "n",
@@ -114,6 +126,9 @@ def with_paired_tests(
         "ci_low": "ci_low",
         "ci_high": "ci_high",
         "paired_se": "se",
+        "gain_sum": "gain_sum",
+        "loss_sum": "loss_sum",
+        "square_sum": "square_sum",
         "bound_low": "bound_low",
         "bound_high": "bound_high",
         "test": "test",
@@ -125,7 +140,15 @@ def with_paired_tests(
             values = pd.to_numeric(values, errors="coerce").astype("float64")
             # p-values keep full precision: rounding would print a tiny exact p as 0; the bounds and
             # their standard error too, so a margin decision is exactly re-derivable.
-            exact = column in ("p_value", "paired_se", "bound_low", "bound_high")
+            exact = column in (
+                "p_value",
+                "paired_se",
+                "gain_sum",
+                "loss_sum",
+                "square_sum",
+                "bound_low",
+                "bound_high",
+            )
             values = values if exact else values.round(4)
         out[column] = values.astype(dtype)
     if min_queries is not None:

@@ -12,11 +12,15 @@ worse by more than a margin it can live with". A non-significant difference does
 Equivalence is the two one-sided tests (TOST): both bounds inside (−δ, δ) ⇒ **equivalent within
 δ**; the whole interval outside ⇒ **not equivalent**; otherwise inconclusive.
 
-The bounds are paired-t bounds, ``delta ∓ t(1 − α; n − 1) · sd(b − a)/√n``: exact to re-derive
-(``scipy.stats.ttest_rel(b, a, alternative=...).confidence_interval(1 − α)`` gives the same
-numbers), and for the sample sizes a comparison needs (``min_queries``) the t reference is
-accurate for 0/1 scores as well. Several margin gates need no multiplicity adjustment: a release
-passes only when *every* one of them passes, an intersection–union test, which is level α as is.
+The bounds are the score bounds of :mod:`.paired_score` (for 0/1 scores Tango's interval for the
+difference of paired proportions, continuity-corrected; graded scores read as fractional gains and
+losses): their error rate at the margin stays at or below α where few queries changed, which a
+paired-t bound's does not (it declared 60 queries with one loss "non-inferior within 0.05"). The
+bounds and the margin p-value come from one statistic, so ``p < α`` exactly when the verdict is
+decisive; each is re-derivable from ``n`` and the three sums the comparison stores. Paired-t
+bounds (:func:`t_bounds`) remain for scores outside [0, 1], which no catalogue metric has. Several
+margin gates need no multiplicity adjustment: a release passes only when *every* one of them
+passes, an intersection–union test, which is level α as is.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from kebab_eval_pipeline.compare.paired_score import score_margin_p
 from kebab_eval_pipeline.foundation.number_text import is_null as _null
 from kebab_eval_pipeline.metrics import catalogue
 
@@ -65,7 +70,8 @@ class MarginVerdict:
     """One margin decision. ``delta``/``bound_low``/``bound_high`` are of b − a as measured (not
     sign-flipped); ``verdict`` is ``non-inferior``/``equivalent``, ``inconclusive``, ``worse`` /
     ``not equivalent``, or ``None`` when there is no bound (``text`` says why); ``p_value`` is the
-    one-sided t-test of the margin's null (the larger of the two for equivalence)."""
+    one-sided score test of the margin's null (the larger of the two for equivalence; a t-test
+    where the comparison had only a standard error)."""
 
     metric: str
     kind: str
@@ -93,11 +99,13 @@ def margin_verdict(
     bound_high: float | None,
     se: float | None = None,
     n: int | None = None,
+    sums: tuple[float, float, float] | None = None,
 ) -> MarginVerdict:
     """Decide ``kind`` (``non_inferior`` or ``equivalent``) within ``margin`` from the one-sided
     ``1 − alpha`` bounds of the paired delta b − a (see the module doc). ``passed`` is True only
-    for ``non-inferior`` / ``equivalent``. A null bound (no paired test, fewer than 2 pairs) gives
-    verdict ``None`` and ``passed`` False; ``se``/``n``, when given, add the margin test's p-value."""
+    for ``non-inferior`` / ``equivalent``. A null bound (no paired test) gives verdict ``None`` and
+    ``passed`` False. ``n`` with ``sums`` (gain, loss and square sums of the differences) add the
+    score test's p-value; ``n`` with ``se`` only, a t-test's."""
     if kind not in MARGIN_KINDS:
         raise ValueError(f"unknown margin kind {kind!r}; expected one of {MARGIN_KINDS}")
     if _null(delta) or _null(bound_low) or _null(bound_high):
@@ -141,7 +149,7 @@ def margin_verdict(
         delta,
         bound_low,
         bound_high,
-        _margin_p(kind, margin, delta, se, n, lower_better),
+        _margin_p(kind, margin, delta, se, n, lower_better, sums),
         verdict,
         passed,
         text,
@@ -149,10 +157,22 @@ def margin_verdict(
 
 
 def _margin_p(
-    kind: str, margin: float, delta: float, se: float | None, n: int | None, lower_better: bool
+    kind: str,
+    margin: float,
+    delta: float,
+    se: float | None,
+    n: int | None,
+    lower_better: bool,
+    sums: tuple[float, float, float] | None = None,
 ) -> float | None:
-    """One-sided t-test p of the margin's null: H0 g ≤ −δ (non-inferiority); for equivalence the
-    larger p of H0 d ≤ −δ and H0 d ≥ δ (TOST)."""
+    """One-sided p of the margin's null: H0 g ≤ −δ (non-inferiority); for equivalence the larger p
+    of H0 d ≤ −δ and H0 d ≥ δ (TOST). The score test from ``sums``, else a t-test from ``se``."""
+    if sums is not None and n is not None and n >= 1 and not any(_null(v) for v in sums):
+        low_p = float(score_margin_p(n, *sums, -margin, "low")[()])  # H0: d ≤ −δ
+        high_p = float(score_margin_p(n, *sums, margin, "high")[()])  # H0: d ≥ δ
+        if kind == "non_inferior":
+            return high_p if lower_better else low_p
+        return max(low_p, high_p)
     if _null(se) or n is None or n < 2 or se == 0:
         return None
     # Student's t cdf as scipy.stats.t computes it (t.cdf(x, df) is stdtr(df, x), t.sf(x, df) is
@@ -172,9 +192,9 @@ def _g(x: float) -> str:
 
 def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
     """One :class:`MarginVerdict` per ``(metric, kind, margin)`` in ``margins``, read from a
-    comparison's per-metric table (``paired_delta``, ``bound_low``, ``bound_high``, ``paired_se``,
-    ``n_paired``) — the same inputs the regression gates decide from. A metric missing from the
-    table gets a verdict ``None`` ("no confidence bound")."""
+    comparison's per-metric table (``paired_delta``, ``bound_low``, ``bound_high``, ``n_paired``,
+    ``gain_sum``/``loss_sum``/``square_sum``, ``paired_se``) — the same inputs the regression
+    gates decide from. A metric missing from the table gets a verdict ``None`` ("no confidence bound")."""
     rows = per_metric.set_index("metric") if len(per_metric) else None
     out = []
     for metric, kind, margin in margins:
@@ -186,6 +206,7 @@ def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
             return float(row[column])
 
         n = num("n_paired")
+        sums = (num("gain_sum"), num("loss_sum"), num("square_sum"))
         out.append(
             margin_verdict(
                 metric,
@@ -197,6 +218,7 @@ def margin_rows(per_metric, margins, alpha: float) -> list[MarginVerdict]:
                 num("bound_high"),
                 se=num("paired_se"),
                 n=None if n is None else int(n),
+                sums=None if None in sums else sums,
             )
         )
     return out

@@ -1,9 +1,12 @@
 """A comparison of repeated runs uses the repeats (a run asked each query N > 1 times).
 
-- **Per metric** (:func:`with_noise`): ``noise_floor`` — the larger of the two runs' noise floors
-  for the metric, where a run's noise floor is the ``spread`` (max − min) of its per-repeat run
-  values (0 for a run asked once: it shows no spread) — and ``within_noise``: ``|delta| ≤
-  noise_floor``. A delta no larger than what one system showed against itself is not a regression.
+- **Per metric** (:func:`with_noise`): ``noise_floor`` — the standard error of the delta from the
+  runs' repeats, ``√(se_a² + se_b²)`` where a run's ``se`` is the standard deviation of its
+  per-repeat run values over √(repeats): the headline is a mean over the repeats, and the spread
+  of single repeats (what this floor was before) overstates its noise √N-fold (0 for a run asked
+  once: it shows no spread) — and ``within_noise``: ``|delta| ≤ noise_floor`` while the paired test
+  finds no significant difference. A delta no larger than the noise of the means is not a
+  regression; a difference the paired test finds significant is never relabelled as noise.
 - **Per query** (:func:`draws_within_repeats`): a win, loss or regression whose two outcomes lie
   within the queries' own repeat ranges is a draw, with a note. A run's range for a query is
   ``[rank_best, rank_worst]`` over its repeats, reaching "miss" when some repeat missed (a run asked
@@ -33,28 +36,41 @@ def is_repeated(scores: pd.DataFrame) -> bool:
     return "repeats" in scores.columns
 
 
-def with_noise(per_metric: pd.DataFrame, repeats_a: dict | None, repeats_b: dict | None) -> pd.DataFrame:
-    """``per_metric`` (the comparison's metric table: ``metric``, ``delta``, …) plus ``noise_floor``
-    (float: the larger spread of the two runs' per-repeat values; NaN when neither run reports
-    one for the metric) and ``within_noise`` (boolean: ``|delta| ≤ noise_floor``; NA without a
-    delta or a noise floor). Unchanged when neither run was repeated."""
+def with_noise(
+    per_metric: pd.DataFrame, repeats_a: dict | None, repeats_b: dict | None, alpha: float = 0.05
+) -> pd.DataFrame:
+    """``per_metric`` (the comparison's metric table: ``metric``, ``delta``, and the paired test's
+    ``p_adjusted``/``p_value`` when present) plus ``noise_floor`` (float: the standard error of the
+    delta from the two runs' repeats, see the module doc; NaN when no run reports one for the
+    metric) and ``within_noise`` (boolean: ``|delta| ≤ noise_floor`` and no significant paired
+    test at ``alpha`` — adjusted p where the table has it, else raw; NA without a delta or a noise
+    floor). Unchanged when neither run was repeated."""
     if not repeats_a and not repeats_b:
         return per_metric
 
-    def spread(repeats: dict | None, metric: str) -> float:
+    def standard_error(repeats: dict | None, metric: str) -> float:
         if not repeats:
             return 0.0  # asked once: no spread seen (the other run's floor decides)
-        value = ((repeats.get("noise_floor") or {}).get(metric) or {}).get("spread")
-        return np.nan if value is None else float(value)
+        floor = (repeats.get("noise_floor") or {}).get(metric) or {}
+        std, count = floor.get("std"), floor.get("repeats") or repeats.get("count")
+        if std is None or not count:
+            return np.nan
+        return float(std) / np.sqrt(float(count))
 
     names = per_metric["metric"].astype(str)
-    floor = np.array([np.fmax(spread(repeats_a, m), spread(repeats_b, m)) for m in names], dtype=float)
+    floor = np.array(
+        [np.hypot(standard_error(repeats_a, m), standard_error(repeats_b, m)) for m in names], dtype=float
+    )
     if not (repeats_a and repeats_b):  # one side asked once: its 0 must not stand for "no floor"
         other = repeats_a or repeats_b
         known = np.array([m in (other.get("noise_floor") or {}) for m in names])
         floor = np.where(known, floor, np.nan)
     delta = float_column(per_metric, "delta")
-    inside = pd.array(np.abs(delta) <= floor + 1e-12, dtype="boolean")
+    p = float_column(per_metric, "p_adjusted") if "p_adjusted" in per_metric.columns else None
+    if p is not None and "p_value" in per_metric.columns:
+        p = np.where(np.isnan(p), float_column(per_metric, "p_value"), p)
+    significant = np.zeros(len(delta), dtype=bool) if p is None else (p < alpha)
+    inside = pd.array((np.abs(delta) <= floor + 1e-12) & ~significant, dtype="boolean")
     inside[np.isnan(delta) | np.isnan(floor)] = pd.NA
     out = per_metric.copy()
     out["noise_floor"] = floor
@@ -162,7 +178,12 @@ def repeats_markdown(info: dict, per_metric: pd.DataFrame, verdicts: pd.DataFram
     if "within_noise" in per_metric.columns:
         inside = per_metric[per_metric["within_noise"].fillna(False).astype(bool)]
         if len(inside):
-            lines += ["", "Deltas within the noise floor (not a regression):", ""]
+            lines += [
+                "",
+                "Deltas within the noise floor — the standard error of the delta from the repeats — "
+                "and not significant (not a regression):",
+                "",
+            ]
             lines += ["| metric | delta | noise floor |", "|---|---:|---:|"]
             lines += [
                 f"| {md_cell(r.metric)} | {r.delta:+.4f} | {r.noise_floor:.4f} |" for r in inside.itertuples()

@@ -199,7 +199,7 @@ def compare_runs(
         scores_a, scores_b, metrics_a, metrics_b, breakdowns_a, breakdowns_b, options, gated
     )
     repeats_a, repeats_b = a.metrics.info.get("repeats"), b.metrics.info.get("repeats")
-    per_metric = with_noise(per_metric, repeats_a, repeats_b)  # within the noise floor: marked
+    per_metric = with_noise(per_metric, repeats_a, repeats_b, options.alpha)  # within noise: marked
     n_common = _common_queries(scores_a, scores_b)
     info = {
         "run_a": a.run_id,

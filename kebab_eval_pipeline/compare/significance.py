@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.paired_score import difference_sums
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.columns import float_column
 
@@ -68,6 +69,9 @@ SIGNIFICANCE_COLUMNS: dict[str, str] = {
     "ci_low": "float64",
     "ci_high": "float64",
     "se": "float64",
+    "gain_sum": "float64",
+    "loss_sum": "float64",
+    "square_sum": "float64",
     "test": "string",
     "note": "string",
 }
@@ -104,6 +108,11 @@ class PairedTest:
     test: str | None
     note: str
     se: float | None = None  # standard error of the mean difference, sd(b − a)/√n (None when n < 2)
+    # Σ max(d, 0), Σ max(−d, 0), Σ d² of d = b − a: the score bounds of margin decisions
+    # (:mod:`.paired_score`); None when n = 0 or a score lies outside [0, 1].
+    gain_sum: float | None = None
+    loss_sum: float | None = None
+    square_sum: float | None = None
 
 
 def sign_test_p(k: int, n: int) -> float:
@@ -214,6 +223,7 @@ def paired_test(
         p, how = _sign_flip_p(d, n_resamples, rng_test)
         test = TEST_RANDOMIZATION
         notes.append(how)
+    sums = difference_sums(d) if float(np.abs(d).max()) <= 1.0 + 1e-12 else (None, None, None)
     low = high = None
     if ci:
         low, high = bootstrap_ci(d, n_resamples, confidence, rng_ci)
@@ -229,8 +239,11 @@ def paired_test(
         ci_high=high,
         test=test,
         note="; ".join(notes),
-        # The t-based bounds of non-inferiority and equivalence gates (compare/margins.py) need it.
+        # The minimum detectable effect (compare/power.py) and the t fallback bound need it.
         se=float(np.std(d, ddof=1) / math.sqrt(n)) if n > 1 else None,
+        gain_sum=sums[0],
+        loss_sum=sums[1],
+        square_sum=sums[2],
     )
 
 

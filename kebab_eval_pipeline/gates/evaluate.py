@@ -296,10 +296,12 @@ class PairedEvidence:
     p_adjusted: float | None = None  # Holm over the gated metrics (or BH), when the comparison has it
     adjusted_by: str | None = None
     se: float | None = None
-    bound_low: float | None = None  # one-sided (1 − alpha) paired-t bounds of b − a
+    bound_low: float | None = None  # one-sided (1 − alpha) score bounds of b − a (compare/paired_score)
     bound_high: float | None = None
-    noise_floor: float | None = None  # repeated runs: the larger per-repeat spread of the two runs
-    within_noise: bool | None = None  # |delta| ≤ noise_floor
+    # Σ max(d, 0), Σ max(−d, 0), Σ d² of the differences: the score test's margin p-value
+    sums: tuple[float, float, float] | None = None
+    noise_floor: float | None = None  # repeated runs: the standard error of the delta from the repeats
+    within_noise: bool | None = None  # |delta| ≤ noise_floor and not significant
 
 
 def regression_bound(gate: RegressionGateSettings, kind: str) -> float:
@@ -468,6 +470,7 @@ def _margin_gate_verdict(
         evidence.bound_high,
         se=evidence.se,
         n=evidence.n,
+        sums=evidence.sums,
     )
     if kind == "non_inferior":
         shown = evidence.bound_high if catalogue.lower_is_better(metric) else evidence.bound_low
@@ -567,6 +570,7 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
         return None if value is None or pd.isna(value) else float(value)
 
     adjusted_by = row.get("adjusted_by")
+    sums = (num("gain_sum"), num("loss_sum"), num("square_sum"))
     return PairedEvidence(
         delta=num("paired_delta"),
         p_value=num("p_value"),
@@ -578,6 +582,7 @@ def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | N
         se=num("paired_se"),
         bound_low=num("bound_low"),
         bound_high=num("bound_high"),
+        sums=None if None in sums else sums,
         noise_floor=num("noise_floor"),
         within_noise=None if pd.isna(row.get("within_noise", pd.NA)) else bool(row.get("within_noise")),
     )

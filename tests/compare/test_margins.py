@@ -1,5 +1,6 @@
-"""Non-inferiority and equivalence: one-sided paired-t bounds (against scipy), the verdicts worked
-by hand, and the gates on a real comparison of replayed runs."""
+"""Non-inferiority and equivalence: the verdicts worked by hand, the paired-t fallback bounds
+(against scipy), and the gates on a real comparison of replayed runs (score bounds; their error
+rates are in ``test_paired_score.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from scipy import stats
 from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.document import render_report_html
 from kebab_eval_pipeline.compare.margins import margin_verdict, t_bounds
+from kebab_eval_pipeline.compare.paired_score import score_bounds
 from kebab_eval_pipeline.compare.runs import compare_runs
 from kebab_eval_pipeline.compare.significance import paired_test
 from kebab_eval_pipeline.foundation.errors import InputError
@@ -172,7 +174,7 @@ def test_non_inferiority_gate_on_a_real_comparison(runs):
         {
             "gates": {
                 "regression": {
-                    "mrr": {"non_inferior": 0.05},
+                    "mrr": {"non_inferior": 0.1},
                     "hit@1": {"non_inferior": 0.01},
                     "hit@5": {"equivalent": 0.01},
                 }
@@ -185,48 +187,57 @@ def test_non_inferiority_gate_on_a_real_comparison(runs):
         options=settings.compare,
         gated=list(settings.regression_gates),
         margins=[
-            ("mrr", "non_inferior", 0.05),
+            ("mrr", "non_inferior", 0.1),
             ("hit@1", "non_inferior", 0.01),
             ("hit@5", "equivalent", 0.01),
         ],
     )
-    # By hand: d = −0.5 on 3 of 60 queries, 0 elsewhere; mean −0.025, sd = sqrt((3·0.475² + 57·0.025²)/59).
-    sd = math.sqrt((3 * 0.475**2 + 57 * 0.025**2) / 59)
-    se = sd / math.sqrt(60)
-    low = -0.025 - stats.t.ppf(0.95, 59) * se
-    row = report.per_metric.set_index("metric").loc["mrr"]
-    assert row["paired_se"] == pytest.approx(se) and row["bound_low"] == pytest.approx(low)
+    rows = report.per_metric.set_index("metric")
+    # By hand: d = −0.5 on 3 of 60 queries, 0 elsewhere: no gain, a loss of 1.5, Σd² = 0.75; the
+    # t standard error is sd/√60 with sd = sqrt((3·0.475² + 57·0.025²)/59).
+    mrr = rows.loc["mrr"]
+    assert (mrr["n_paired"], mrr["gain_sum"], mrr["loss_sum"], mrr["square_sum"]) == (60, 0.0, 1.5, 0.75)
+    assert mrr["paired_se"] == pytest.approx(math.sqrt((3 * 0.475**2 + 57 * 0.025**2) / 59) / math.sqrt(60))
+    low, high = score_bounds(60, 0.0, 1.5, 0.75, 0.05)
+    assert mrr["bound_low"] == pytest.approx(low[0]) and mrr["bound_high"] == pytest.approx(high[0])
+    # The score bound −0.0852: 3 of 60 queries lost cannot show "no worse by 0.05" (the t bound,
+    # −0.0487, did: the over-confident call this bound replaces) but shows "no worse by 0.1".
+    assert mrr["bound_low"] == pytest.approx(-0.08521, abs=1e-5)
     gates = {g.metric: g for g in evaluate_comparison_gates(settings, report)}
-    # mrr: sd 0.10989, se 0.014187, t(0.95; 59) 1.6711 → lower bound −0.04871 > −0.05: non-inferior.
-    assert low == pytest.approx(-0.04871, abs=1e-5)
     assert gates["mrr"].passed and gates["mrr"].verdict == "non-inferior"
-    assert gates["mrr"].value == pytest.approx(low) and gates["mrr"].threshold == 0.05  # δ as configured
-    assert "non-inferior within 0.05" in gates["mrr"].reason
-    assert "vs margin 0.05 (non-inferior when above −0.05)" in gates["mrr"].reason
-    # hit@1: 3 of 60 lost, d = −1 on 3: mean −0.05, sd 0.21978, se 0.028374, bounds −0.05 ∓ 0.04741 =
-    # [−0.0974, −0.0026]: not shown within 0.01, nor shown worse by more than 0.01 → inconclusive.
+    assert gates["mrr"].value == pytest.approx(low[0]) and gates["mrr"].threshold == 0.1  # δ as configured
+    assert "non-inferior within 0.1" in gates["mrr"].reason
+    assert "vs margin 0.1 (non-inferior when above −0.1)" in gates["mrr"].reason
+    tighter = margin_verdict(
+        "mrr", "non_inferior", 0.05, 0.05, mrr["paired_delta"], low[0], high[0], n=60, sums=(0.0, 1.5, 0.75)
+    )
+    assert tighter.verdict == "inconclusive" and tighter.p_value > 0.05
+    # hit@1: 3 of 60 lost: bounds [−0.1297, +0.0101] — not within 0.01, nor shown worse by more
+    # than 0.01 (the upper bound is above −0.01) → inconclusive.
     assert not gates["hit@1"].passed and gates["hit@1"].verdict == "inconclusive"
-    hit1 = report.per_metric.set_index("metric").loc["hit@1"]
-    assert hit1["bound_low"] == pytest.approx(-0.09741, abs=1e-5)
-    assert hit1["bound_high"] == pytest.approx(-0.00259, abs=1e-5)
-    # hit@5 is identical in both runs: every difference 0, bounds [0, 0] inside ±0.01.
-    assert gates["hit@5"].passed and gates["hit@5"].verdict == "equivalent"
+    assert rows.loc["hit@1", "bound_low"] == pytest.approx(-0.12967, abs=1e-5)
+    assert rows.loc["hit@1", "bound_high"] == pytest.approx(0.01015, abs=1e-5)
+    # hit@5 is identical in both runs: no difference seen, but 60 queries bound it only to ±0.058,
+    # so "equivalent within ±0.01" cannot be claimed (the t bound said [0, 0]: equivalent).
+    assert rows.loc["hit@5", "bound_high"] == pytest.approx(0.05795, abs=1e-5)
+    assert not gates["hit@5"].passed and gates["hit@5"].verdict == "inconclusive"
     lines = {m["metric"]: m for m in report.info["margins"]}
     assert lines["mrr"]["verdict"] == "non-inferior" and lines["hit@1"]["verdict"] == "inconclusive"
+    assert lines["mrr"]["p_value"] < 0.05 < lines["hit@1"]["p_value"]
     assert "## Non-inferiority and equivalence" in report.markdown
-    assert "**mrr** — b no worse than a by more than 0.05? **non-inferior within 0.05" in report.markdown
+    assert "**mrr** — b no worse than a by more than 0.1? **non-inferior within 0.1" in report.markdown
     page = render_report_html(report)
     margins = page[page.index('<table class="margins">') :]
     margins = margins[: margins.index("</table>")]
     assert (
-        '<th scope=row>mrr</th><td>no worse by more than 0.05</td><td class="better">non-inferior</td>'
+        '<th scope=row>mrr</th><td>no worse by more than 0.1</td><td class="better">non-inferior</td>'
         in margins
     )
     assert (
         '<th scope=row>hit@1</th><td>no worse by more than 0.01</td><td class="worse">inconclusive</td>'
         in margins
     )
-    assert '<td>within ±0.01</td><td class="better">equivalent</td>' in margins
+    assert '<td>within ±0.01</td><td class="worse">inconclusive</td>' in margins
 
 
 def test_margins_need_a_per_query_metric():
