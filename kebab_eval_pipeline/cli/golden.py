@@ -1,5 +1,5 @@
-"""``kebab-eval golden validate | convert | suggest | schema | health``: golden sets checked,
-converted, described."""
+"""``kebab-eval golden validate | convert | suggest | schema | health | size``: golden sets checked,
+converted, described and sized."""
 
 from __future__ import annotations
 
@@ -391,3 +391,109 @@ def golden_health(
             out.print(line, markup=False, highlight=False)
     if report.blocking_failure:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def golden_size(
+    run: Annotated[str, typer.Argument(help="A stored run: its per-query scores give the variance.")],
+    against: Annotated[
+        str | None,
+        typer.Option("--against", help="A second stored run over the same golden set: the paired variance."),
+    ] = None,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", help="Metric to size (repeatable; default: the headline).")
+    ] = None,
+    change: Annotated[
+        float | None, typer.Option("--change", help="The change to detect (e.g. 0.02): queries it needs.")
+    ] = None,
+    queries: Annotated[
+        int | None, typer.Option("--queries", help="A golden-set size: the change it would detect.")
+    ] = None,
+    power: Annotated[float, typer.Option("--power", help="Power (default 0.8).")] = 0.8,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Two-sided level of the test (default 0.05).")
+    ] = 0.05,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Also per slice: tags | category | difficulty | lang | group.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text (default) | json.")] = "text",
+    config: Annotated[Path | None, typer.Option("--config", help="Run config (its storage).")] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
+) -> None:
+    """Size a golden set: how many queries a change of --change in a metric needs to be detected
+    with --power at --alpha, and the smallest change the run's (or --queries) queries detect — from
+    a stored run's per-query scores, paired with --against when a second run exists."""
+    import pandas as pd
+
+    from kebab_eval_pipeline.cli.instance import open_store
+    from kebab_eval_pipeline.compare.sizing import sizing_table
+    from kebab_eval_pipeline.foundation.json_records import json_records
+    from kebab_eval_pipeline.metrics import catalogue
+
+    offenders = []
+    if fmt not in ("text", "json"):
+        offenders.append(Offender("--format", f"{fmt!r}: use text or json"))
+    if change is not None and not 0 < change < 1:
+        offenders.append(Offender("--change", f"{change!r}: a change of a metric in (0, 1)"))
+    if queries is not None and queries < 2:
+        offenders.append(Offender("--queries", f"{queries!r}: at least 2"))
+    if not 0 < power < 1:
+        offenders.append(Offender("--power", f"{power!r}: in (0, 1)"))
+    if not 0 < alpha < 0.5:
+        offenders.append(Offender("--alpha", f"{alpha!r}: in (0, 0.5)"))
+    names = list(metric or [m for m in catalogue.headline_names() if catalogue.metric_column(m) is not None])
+    offenders += [
+        Offender("--metric", f"{m!r}: not a per-query metric ({catalogue.untestable_reason(m)})")
+        for m in names
+        if catalogue.metric_column(m) is None
+    ]
+    if offenders:
+        raise InputError("cannot size the golden set", offenders)
+    store = open_store(config, chain, gate)
+    scores_b = store.stored_run(run).scores.scores
+    scores_a = store.stored_run(against).scores.scores if against else None
+    try:
+        table = sizing_table(
+            scores_b,
+            names,
+            scores_a=scores_a,
+            change=change,
+            queries=queries,
+            alpha=alpha,
+            power=power,
+            by=by,
+        )
+    except KeyError:
+        raise InputError(
+            "cannot size the golden set",
+            [Offender("--by", f"{by!r}: not a column of the run's per-query scores")],
+        ) from None
+    if fmt == "json":
+        doc = {
+            "run": run,
+            "against": against,
+            "alpha": alpha,
+            "power": power,
+            "change": change,
+            "queries": queries,
+            "rows": json_records(table),
+        }
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        return
+    how = f"paired with {against}" if against else "one run: sd(b − a) taken as the run's own sd (ρ = 0.5)"
+    out.print(f"golden-set sizing from {run} ({how}); power {power:g}, two-sided α {alpha:g}", markup=False)
+    head = f"{'metric':<16} {'slice':<24} {'n':>6} {'sd':>7} {'MDE at n':>9}"
+    head += f" {'MDE at ' + str(queries):>12}" if queries else ""
+    head += f" {'n for ±' + format(change, 'g'):>12}" if change else ""
+    out.print(head, markup=False, highlight=False)
+    for r in table.itertuples(index=False):
+        cells = f"{r.metric:<16} {r.slice:<24} {'' if pd.isna(r.n) else r.n:>6} "
+        sd, mde = ("" if pd.isna(x) else format(x, ".4f") for x in (r.sd, r.mde))
+        cells += f"{sd:>7} {mde:>9}"
+        if queries:
+            cells += f" {'' if pd.isna(r.mde_at) else format(r.mde_at, '.4f'):>12}"
+        if change:
+            cells += f" {'' if pd.isna(r.queries_needed) else r.queries_needed:>12}"
+        if r.note:
+            cells += f"  ({r.note})"
+        out.print(cells, markup=False, highlight=False)

@@ -2,7 +2,8 @@
 tests and adjusted p-values, from both runs' per-query scores, metrics and breakdowns.
 
 One pure function, so the comparison, the null simulations of the tests and the benchmarks all run
-exactly the same sequence: deltas → paired tests (and one-sided bounds) → per-slice tests → Holm/BH.
+exactly the same sequence: deltas → paired tests (and one-sided bounds) → per-slice tests → Holm/BH
+→ minimum detectable effects.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kebab_eval_pipeline.compare.deltas import (
     without_slice_tests,
 )
 from kebab_eval_pipeline.compare.families import with_adjusted_p
+from kebab_eval_pipeline.compare.power import with_detectable_effects
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.compare.slice_tests import with_slice_tests
 
@@ -40,8 +42,8 @@ def comparison_tables(
     (``None`` = none), the comparison settings (seed, resamples, alpha, min_queries, slice tests,
     which p the marks read) and the gated metric names (the Holm family; empty ⇒ the headline
     metrics). Output: the per-metric table (:mod:`.deltas` columns: deltas, paired test, bounds,
-    adjusted p, marks), the per-slice table (deltas, slice tests, BH p, marks) and the families'
-    description (:func:`.families.with_adjusted_p`)."""
+    adjusted p, marks; :mod:`.power`'s minimum detectable effect), the per-slice table (deltas,
+    slice tests, BH p, marks) and the families' description (:func:`.families.with_adjusted_p`)."""
     options = options or CompareSettings()
     per_metric = with_paired_tests(
         metric_table(dict(metrics_a), dict(metrics_b)),
@@ -64,4 +66,5 @@ def comparison_tables(
         )
     else:
         per_slice = without_slice_tests(per_slice)
-    return with_adjusted_p(per_metric, per_slice, gated, options.significance)
+    per_metric, per_slice, families = with_adjusted_p(per_metric, per_slice, gated, options.significance)
+    return with_detectable_effects(per_metric, families, options.alpha), per_slice, families

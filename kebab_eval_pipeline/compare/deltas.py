@@ -2,9 +2,10 @@
 
 ``delta`` is always b − a of the stored (4-decimal) aggregates, the numbers the reports show;
 ``paired_delta`` is the unrounded mean difference over the queries both runs scored, the number
-the test and its CI are about. ``direction`` reads the delta with the metric's sense (a rise of an
+the test and its CI are about. ``leaning`` reads the delta with the metric's sense (a rise of an
 error rate is ``worse``); ``significance`` marks the paired p-value: ``*`` < 0.05, ``**`` < 0.01,
-``***`` < 0.001.
+``***`` < 0.001; ``direction`` is the leaning only where the row is marked significant (``same``
+for no change, null otherwise): a report says "better" or "worse" only where the test does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.compare.margins import t_bounds
 from kebab_eval_pipeline.compare.paired_score import score_bounds
+from kebab_eval_pipeline.compare.power import RESOLUTION_COLUMNS
 from kebab_eval_pipeline.compare.significance import compare_query_scores
 from kebab_eval_pipeline.metrics import catalogue
 
@@ -49,7 +51,7 @@ ADJUSTED_COLUMNS: dict[str, str] = {
     "adjusted_by": "string",
 }
 #: Reading aids added last.
-MARK_COLUMNS: dict[str, str] = {"significance": "string", "direction": "string"}
+MARK_COLUMNS: dict[str, str] = {"significance": "string", "direction": "string", "leaning": "string"}
 #: p-value thresholds of the significance marks, strictest first.
 SIGNIFICANCE_MARKS: tuple[tuple[float, str], ...] = ((0.001, "***"), (0.01, "**"), (0.05, "*"))
 
@@ -158,14 +160,18 @@ def with_paired_tests(
         )
         out.loc[few, "test_note"] = (prefix + out["test_note"].fillna(""))[few]
     out["significance"] = significance_marks(out["p_value"])
-    out["direction"] = directions(out["metric"], out["delta"])
+    out["leaning"] = directions(out["metric"], out["delta"])
+    out["direction"] = significant_directions(out["leaning"], out["significance"])
     return out.astype({**PAIRED_COLUMNS, **MARK_COLUMNS})
 
 
 def without_tests(per_metric: pd.DataFrame) -> pd.DataFrame:
-    """``per_metric`` with :data:`PAIRED_COLUMNS`, :data:`ADJUSTED_COLUMNS` and
-    :data:`MARK_COLUMNS` all null (no baseline: the table keeps one shape whatever the comparison)."""
-    return _null_columns(per_metric, {**PAIRED_COLUMNS, **ADJUSTED_COLUMNS, **MARK_COLUMNS})
+    """``per_metric`` with :data:`PAIRED_COLUMNS`, :data:`ADJUSTED_COLUMNS`, :data:`MARK_COLUMNS`
+    and the minimum detectable effect (:data:`.power.RESOLUTION_COLUMNS`) all null (no baseline:
+    the table keeps one shape whatever the comparison)."""
+    return _null_columns(
+        per_metric, {**PAIRED_COLUMNS, **ADJUSTED_COLUMNS, **MARK_COLUMNS, **RESOLUTION_COLUMNS}
+    )
 
 
 def without_slice_tests(per_slice: pd.DataFrame) -> pd.DataFrame:
@@ -199,6 +205,15 @@ def directions(metrics: pd.Series, deltas: pd.Series) -> pd.Series:
     better = sign * d
     out = np.select([np.isnan(d), better > 0, better < 0], [None, "better", "worse"], default="same")
     return pd.Series(out, index=metrics.index, dtype="string")
+
+
+def significant_directions(leaning: pd.Series, significance: pd.Series) -> pd.Series:
+    """``direction``: the ``leaning`` (better/worse) where ``significance`` marks the row, ``same``
+    where the delta is 0, null otherwise (not significant, or no test)."""
+    marked = significance.fillna("").astype(str).to_numpy() != ""
+    lean = leaning.astype("string")
+    out = lean.where(pd.Series(marked, index=lean.index) | (lean == "same").fillna(False), pd.NA)
+    return out.astype("string")
 
 
 def slice_deltas(breakdowns_a: pd.DataFrame | None, breakdowns_b: pd.DataFrame | None) -> pd.DataFrame:

@@ -20,7 +20,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.compare.deltas import ADJUSTED_COLUMNS, SLICE_ADJUSTED_COLUMNS, significance_marks
+from kebab_eval_pipeline.compare.deltas import (
+    ADJUSTED_COLUMNS,
+    SLICE_ADJUSTED_COLUMNS,
+    significance_marks,
+    significant_directions,
+)
 from kebab_eval_pipeline.compare.multiple_testing import bh, holm
 from kebab_eval_pipeline.metrics import catalogue
 
@@ -42,9 +47,10 @@ def with_adjusted_p(
     ``ks``), and ``significance`` — ``adjusted`` (marks read ``p_adjusted``) or ``raw``.
 
     Output: both tables with :data:`ADJUSTED_COLUMNS` / :data:`SLICE_ADJUSTED_COLUMNS` (NaN where
-    a row has no test) and ``significance`` re-marked, and the ``families`` description for the
-    report: the Holm metrics and size, whether they are the default headline set, the BH size and
-    how many of it are slice tests, and which p the marks read."""
+    a row has no test), ``significance`` re-marked and ``direction`` re-read from it, and the
+    ``families`` description for the report: the Holm metrics and size, whether they are the
+    default headline set, the BH size and how many of it are slice tests, and which p the marks
+    read."""
     if significance not in ("adjusted", "raw"):
         raise ValueError(f"significance must be 'adjusted' or 'raw', got {significance!r}")
     pm = per_metric.copy()
@@ -74,6 +80,8 @@ def with_adjusted_p(
     pm["adjusted_by"] = pd.array(adjusted_by, dtype="string")
     marks_from = pm["p_adjusted"] if significance == "adjusted" else pm["p_value"]
     pm["significance"] = significance_marks(marks_from)
+    if "leaning" in pm.columns:  # "better"/"worse" only where the mark says significant
+        pm["direction"] = significant_directions(pm["leaning"], pm["significance"])
     ps["p_bh"] = p_bh_slice
     ps["significance"] = significance_marks(
         ps["p_bh"] if significance == "adjusted" else pd.Series(p_slice, index=ps.index)

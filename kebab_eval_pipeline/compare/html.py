@@ -34,6 +34,7 @@ import html
 import math
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
+from types import SimpleNamespace
 
 import jinja2
 import jinja2.bccache
@@ -42,6 +43,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from kebab_eval_pipeline.compare import chart_geometry
+from kebab_eval_pipeline.compare.report import ci_disagrees, mde_text
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.compare.verdicts import VERDICTS
 from kebab_eval_pipeline.contract import VERSION_KEYS
@@ -394,7 +396,11 @@ def _metrics_table(metrics: list[dict], has_baseline: bool) -> dict:
                 "adjusted_by": ""
                 if _is_null(p_adjusted)
                 else {"holm": "H", "bh": "BH"}.get(str(m.get("adjusted_by")), ""),
-                "ci": "–" if ci_null else f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]",
+                "ci": "–"
+                if ci_null
+                else f"[{_signed(m['ci_low'])}, {_signed(m['ci_high'])}]"
+                + ("‡" if ci_disagrees(SimpleNamespace(**m)) else ""),
+                "mde": mde_text(SimpleNamespace(**m)),
                 "significance": m.get("significance") or "",
                 "n": _num(m.get("n_paired"), "–"),
                 "test": None if _is_null(m.get("test")) or m.get("test") == "" else str(m["test"]),

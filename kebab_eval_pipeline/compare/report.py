@@ -12,6 +12,18 @@ from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.systems.identity import label as system_label
 
 _ARROWS = {"better": "▲", "worse": "▼", "same": "="}
+#: A delta's leaning where the test does not find it significant (or there is no test).
+_HOLLOW = {"better": "△", "worse": "▽"}
+
+
+def arrow_text(row) -> str:
+    """▲/▼ for a significant change, △/▽ for one that is not (or untested), = for none."""
+    direction, leaning = getattr(row, "direction", None), getattr(row, "leaning", None)
+    if direction is not None and not pd.isna(direction):
+        return _ARROWS.get(str(direction), "")
+    if leaning is None or pd.isna(leaning):
+        return ""
+    return _HOLLOW.get(str(leaning), "")
 
 
 def _rescored(info: dict) -> str:
@@ -106,14 +118,15 @@ def render_markdown(
         + _families_text(info)
         + "Significance: \\* p < 0.05, \\*\\* p < 0.01, \\*\\*\\* p < 0.001"
         + (" (adjusted p)" if _marks_adjusted(info) else " (raw p, as configured)")
-        + "; ▲ better / ▼ worse; † fewer paired queries than min_queries.",
+        + "; ▲ better / ▼ worse where significant, △ / ▽ the delta's sense where not (or untested); "
+        "† fewer paired queries than min_queries.",
         "",
-        "| metric | a | b | delta | relative | p (raw) | p (adjusted) | 95% CI | sig | test |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| metric | a | b | delta | relative | p (raw) | p (adjusted) | 95% CI | MDE | sig | test |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
     ]
     min_queries = info.get("min_queries")
     for row in per_metric.itertuples(index=False):
-        arrow = _ARROWS.get(row.direction, "") if not pd.isna(row.direction) else ""
+        arrow = arrow_text(row)
         few = (
             "†"
             if min_queries is not None and not pd.isna(row.n_paired) and row.n_paired < min_queries
@@ -128,11 +141,13 @@ def render_markdown(
             signed(row.rel_change),
             p_text(row.p_value) + few,
             _adjusted(row),
-            ci_text(row.ci_low, row.ci_high),
+            ci_text(row.ci_low, row.ci_high) + ("‡" if ci_disagrees(row) else ""),
+            mde_text(row),
             sig,
             "–" if pd.isna(row.test) else md_cell(row.test),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += resolution_lines(per_metric)
     lines += _margin_lines(info)
     lines += _category_lines(per_slice)
     lines += _slice_lines(per_slice, info, max_rows)
@@ -188,6 +203,56 @@ def render_markdown(
 
 
 _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "BH"}
+
+
+def mde_text(row) -> str:
+    """The row's minimum detectable effect as ``±0.0412`` (– where the metric has none)."""
+    mde = getattr(row, "mde", None)
+    return "–" if mde is None or pd.isna(mde) else f"±{mde:.4f}"
+
+
+def ci_disagrees(row) -> bool:
+    """Whether the row's 95% CI and its raw p tell different stories: the CI excludes 0 while
+    p ≥ 0.05, or includes it while p < 0.05 (the bootstrap interval and the exact or
+    randomization p are different methods; with few changed queries they can disagree)."""
+    low, high, p = getattr(row, "ci_low", None), getattr(row, "ci_high", None), getattr(row, "p_value", None)
+    if any(v is None or pd.isna(v) for v in (low, high, p)):
+        return False
+    excludes = low > 0 or high < 0
+    return bool(excludes != (p < 0.05))
+
+
+def resolution_lines(per_metric: pd.DataFrame) -> list[str]:
+    """What the table's columns MDE and ‡ mean, and each not-significant tested metric read as
+    what it can show: no change as large as its minimum detectable effect was seen."""
+    if "mde" not in per_metric.columns or per_metric["mde"].isna().all():
+        return []
+    lines = [
+        "",
+        "MDE: the minimum detectable effect — the smallest true change the paired test would find "
+        "with 80% power at the level its correction demands of a lone change (α divided by the "
+        "family's size). ‡: the bootstrap CI and the p-value disagree about 0 (few changed queries); "
+        "the p-value decides.",
+    ]
+    quiet = per_metric[
+        per_metric["significance"].fillna("").eq("")
+        & per_metric["mde"].notna()
+        & per_metric["p_value"].notna()
+    ]
+    if len(quiet):
+        shown = quiet.head(8)
+        lines += [
+            "",
+            'Not significant is not "no change": '
+            + "; ".join(
+                f"{md_cell(r.metric)}: a true change of ±{r.mde:.4f} or more would show as significant "
+                "4 times in 5, smaller ones may go unseen"
+                for r in shown.itertuples()
+            )
+            + ("; …" if len(quiet) > len(shown) else "")
+            + ". `kebab-eval golden size` says how many queries a smaller change needs.",
+        ]
+    return lines
 
 
 def _adjusted(row) -> str:

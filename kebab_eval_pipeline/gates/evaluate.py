@@ -520,6 +520,7 @@ def evaluate_verdict_gate(
     shown = ", ".join(ids[:10]) + (f", … ({len(ids) - 10} more)" if len(ids) > 10 else "")
     passed = count <= gate.max
     reason = f"{count} {target.metric} verdict(s){where} (allowed {gate.max})" + (f": {shown}" if ids else "")
+    reason += _verdict_noise(per_query, verdict_slice(per_query, target), target.metric, count)
     return GateResult(
         name,
         key,
@@ -531,6 +532,37 @@ def evaluate_verdict_gate(
         gate.max,
         float(count - gate.max),
         reason,
+    )
+
+
+#: A verdict and its mirror image: what the same flip the other way is called.
+_MIRROR_NOTES = {
+    "regression": ("win", "b found a relevant hit a missed"),
+    "loss": ("win", "b ranks the first relevant hit higher"),
+}
+
+
+def _verdict_noise(per_query: pd.DataFrame, rows: np.ndarray, verdict: str, count: int) -> str:
+    """What a verdict count can show: two systems with no real difference flip as many queries one
+    way as the other, so of the ``count`` verdicts and their ``mirror`` ones, each is a fair coin.
+    Returns ", against N the other way: a pair with no real difference shows this many or more
+    with probability p" (one-sided sign test), or "" for a verdict without a mirror."""
+    if verdict not in _MIRROR_NOTES or count == 0:
+        return ""
+    mirror, note = _MIRROR_NOTES[verdict]
+    other = int(
+        (
+            rows
+            & (per_query["verdict"] == mirror).to_numpy(dtype=bool)
+            & (per_query["note"] == note).to_numpy(dtype=bool)
+        ).sum()
+    )
+    from scipy.special import bdtrc
+
+    p = float(bdtrc(count - 1, count + other, 0.5))  # P(X ≥ count), X ~ Binomial(count + other, ½)
+    return (
+        f"; against {other} the other way ({mirror}: {note}), a pair with no real difference shows "
+        f"{count} or more with probability {p:.2g}"
     )
 
 

@@ -942,6 +942,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
                 for r in art.per_metric.itertuples()
                 if r.metric in headline and not pd.isna(r.p_value)
             },
+            # the smallest true change each headline test would find with 80% power (compare/power.py)
+            **{
+                f"mde/{r.metric}": _number(r.mde)
+                for r in art.per_metric.itertuples()
+                if r.metric in headline and not pd.isna(getattr(r, "mde", None))
+            },
         }
         if len(art.per_query):
             # regressions and losses first: the queries a reviewer must look at

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from kebab_eval_pipeline.compare.report import arrow_text, mde_text
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
 from kebab_eval_pipeline.foundation.number_text import p_text, shown, signed
 from kebab_eval_pipeline.reporting.ci_view import CiView
@@ -53,7 +54,6 @@ SUMMARY = Size(max_metrics=18, max_gates=60, max_regressions=10, all_gates=True,
 COMMENT = Size(max_metrics=6, max_gates=15, max_regressions=5, all_gates=False, marker=True)
 
 _ICONS = {"pass": "✅ pass", "FAIL": "❌ FAIL", "error": "❌ error", "warn": "⚠️ warn", "skipped": "⏭️ skipped"}
-_ARROWS = {"better": "▲", "worse": "▼", "same": "="}
 
 
 def _cut(text: object) -> str:
@@ -118,22 +118,24 @@ def _metric_lines(view: CiView, size: Size) -> list[str]:
         return lines + _not_measured_lines(view)
     lines = [
         "",
-        "| metric | baseline | this run | delta | p (adjusted) | sig |",
-        "|---|---:|---:|---:|---:|---|",
+        "| metric | baseline | this run | delta | p (adjusted) | MDE | sig |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in table.itertuples(index=False):
-        arrow = "" if pd.isna(row.direction) else _ARROWS.get(str(row.direction), "")
+        arrow = arrow_text(row)
         by = "" if pd.isna(row.adjusted_by) else f" ({'Holm' if row.adjusted_by == 'holm' else 'BH'})"
         p = p_text(row.p_adjusted) + (by if not pd.isna(row.p_adjusted) else "")
         sig = "" if pd.isna(row.significance) else str(row.significance).replace("*", "\\*")
         lines.append(
             f"| {md_cell(row.metric)} | {shown(row.a)} | {_value(view, row.metric, row.b)} "
-            f"| {signed(row.delta)} {arrow} | {p} | {sig} |".replace("  |", " |")
+            f"| {signed(row.delta)} {arrow} | {p} | {mde_text(row)} | {sig} |".replace("  |", " |")
         )
     lines += [
         "",
         "Marks: \\* p < 0.05, \\*\\* < 0.01, \\*\\*\\* < 0.001 on the adjusted p (Holm over the gated "
-        "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse.",
+        "metrics, Benjamini–Hochberg over the rest); ▲ better, ▼ worse where significant; △ ▽ the "
+        "delta's sense where not. MDE: the smallest true change the test would find 4 times in 5 "
+        "(80% power) — a smaller one can pass unseen.",
     ]
     return lines + _not_measured_lines(view)
 

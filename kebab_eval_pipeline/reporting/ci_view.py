@@ -29,7 +29,9 @@ METRIC_COLUMNS: dict[str, str] = {
     "p_adjusted": "float64",
     "adjusted_by": "string",
     "significance": "string",
-    "direction": "string",
+    "direction": "string",  # better/worse where significant (compare/deltas.py), same, else null
+    "leaning": "string",  # the delta's sense whatever the test
+    "mde": "float64",  # minimum detectable effect at 80% power (compare/power.py)
     "n": "Int64",
 }
 #: The queries that got worse, worst first: regressions (b lost the hit), then losses by rank drop.

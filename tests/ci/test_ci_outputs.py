@@ -12,11 +12,14 @@ junitparser.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
 
+import numpy as np
 import pytest
+from statsmodels.stats.power import TTestPower
 
 from kebab_eval_pipeline.reporting.ci_markdown import MARKER
 from tests.conftest import clean_cli_env, write
@@ -192,10 +195,16 @@ def test_pr_comment_and_job_summary(cand, out):
     comment = (out / "comment.md").read_text(encoding="utf-8")
     assert comment.startswith(MARKER + "\n### kebab-eval run: ❌ 1 blocking gate(s) failed\n")
     assert "run `cand` vs baseline `base` on golden set `demo-fermentation`" in comment
-    # mrr's row: a, b, delta, its Holm-adjusted p (the only gated metric: Holm = raw), no mark.
-    assert re.search(
-        r"^\| mrr \| 0\.6985 \| 0\.6901 \| -0\.0084 ▼ \| [0-9.]+ \(Holm\) \|  ?\|$", comment, re.M
+    # mrr's row: a, b, delta leaning worse but not significant (hollow ▽), its Holm-adjusted p
+    # (the only gated metric: Holm = raw), the minimum detectable effect, no mark.
+    row = re.search(
+        r"^\| mrr \| 0\.6985 \| 0\.6901 \| -0\.0084 ▽ \| ([0-9.]+) \(Holm\) \| ±(0\.[0-9]{4}) \|  ?\|$",
+        comment,
+        re.M,
     )
+    assert row and float(row.group(1)) >= 0.05
+    # The change that 92 queries can resolve is far larger than the 0.001 the gate asks for.
+    assert 0.01 < float(row.group(2)) < 0.5
     assert "| regression: mrr max_drop 0.001 | ❌ FAIL | 0.6901 | 0.001 | -0.0084 |" in comment
     assert "#### Queries that got worse (5)" in comment
     assert "| fact-032 | loss | 3 | 4 |" in comment  # the largest drops first, then by id
@@ -400,3 +409,47 @@ def test_a_failed_system_is_an_error_testcase(env, tmp_path, junit_xsd):
     tally = "2 checks (1 gate + system health): 1 failed · 1 error"
     assert f"— {tally}\n" in text and f"  checks: {tally}\n" in proc.stdout
     assert "| system_health max_error_rate 0.1 | ❌ error | 1.0000 | 0.1 | +0.9000 |" in text
+
+
+def test_golden_size_answers_from_the_two_runs(cand, env):
+    """`golden size cand --against base`: the paired standard deviation of the per-query
+    differences (re-read here from both runs' JSON exports), the change 92 queries detect and the
+    queries a change of 0.02 needs — equal to statsmodels' power solver on those differences."""
+    sized = cli(
+        env, "golden", "size", "cand", "--against", "base", "--metric", "mrr", "--metric", "hit@5",
+        "--change", "0.02", "--queries", "200", "--format", "json",
+    )  # fmt: skip
+    assert sized.returncode == 0, sized.stderr
+    rows = {r["metric"]: r for r in json.loads(sized.stdout)["rows"] if r["slice"] == "all"}
+    exports = {}
+    for run in ("base", "cand"):
+        doc = json.loads(cli(env, "export", run).stdout)
+        exports[run] = {q["query_id"]: q["scores"] for q in doc["per_query"]}
+    power = TTestPower()
+    for metric in ("mrr", "hit@5"):
+        d = np.array(
+            [
+                exports["cand"][q][metric] - exports["base"][q][metric]
+                for q in exports["cand"]
+                if exports["cand"][q].get(metric) is not None and exports["base"][q].get(metric) is not None
+            ]
+        )
+        sd = float(np.std(d, ddof=1))
+        row = rows[metric]
+        assert row["paired"] is True and row["n"] == d.size and row["sd"] == pytest.approx(sd)
+        assert row["mde"] == pytest.approx(
+            power.solve_power(nobs=d.size, alpha=0.05, power=0.8) * sd, rel=1e-3
+        )
+        assert row["mde_at"] == pytest.approx(
+            power.solve_power(nobs=200, alpha=0.05, power=0.8) * sd, rel=1e-3
+        )
+        needed = power.solve_power(effect_size=0.02 / sd, alpha=0.05, power=0.8)
+        assert row["queries_needed"] == math.ceil(needed - 1e-6)
+    text = cli(env, "golden", "size", "cand", "--metric", "mrr", "--change", "0.02", "--by", "category")
+    assert text.returncode == 0, text.stderr
+    assert "one run: sd(b − a) taken as the run's own sd" in text.stdout
+    assert re.search(r"^mrr +category=factual +\d+ ", text.stdout, re.M)
+    bad = cli(env, "golden", "size", "cand", "--metric", "error_rate", "--change", "2", "--by", "colour")
+    assert bad.returncode == 2
+    no_traceback(bad)
+    assert "--metric: 'error_rate'" in bad.stderr and "--change: 2.0" in bad.stderr

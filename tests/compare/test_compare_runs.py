@@ -6,10 +6,12 @@ import json
 
 import pandas as pd
 import pytest
+from statsmodels.stats.power import TTestPower
 
 from kebab_eval_pipeline.compare.document import comparison_document, render_json, report_files
 from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.compare.settings import CompareSettings
+from kebab_eval_pipeline.metrics import catalogue
 from tests.compare.conftest import hit, replay_bundle, write_golden
 
 N = 40
@@ -86,15 +88,17 @@ def test_a_planted_large_effect_is_significant_and_marked(weak, strong):
     # 38 of 40 queries go from miss/rank 4 to rank 1; the two errors go from found to missed.
     assert m.loc["hit@1", "significance"] == "***" and m.loc["hit@1", "direction"] == "better"
     assert m.loc["mrr", "ci_low"] > 0.5 and m.loc["mrr", "ci_high"] <= 1.0
-    # error_rate rose from 0 to 2/40: a rise of a bad-event rate reads as worse.
-    assert m.loc["error_rate", "delta"] == pytest.approx(0.05) and m.loc["error_rate", "direction"] == "worse"
-    assert pd.isna(m.loc["error_rate", "p_value"])  # not a per-query mean: no paired test
+    # error_rate rose from 0 to 2/40: a rise of a bad-event rate leans worse, but it has no paired
+    # test (not a per-query mean), so it is not called "worse": no direction, a hollow mark.
+    assert m.loc["error_rate", "delta"] == pytest.approx(0.05) and m.loc["error_rate", "leaning"] == "worse"
+    assert pd.isna(m.loc["error_rate", "p_value"]) and pd.isna(m.loc["error_rate", "direction"])
     counts = report.info["verdict_counts"]
     # Baseline misses every fifth query (8): those are wins, as are the 30 rank 4 → 1; the
     # two erroring queries were found by the baseline (rank 4) and are now missed.
     assert (counts["win"], counts["regression"], counts["loss"], counts["draw"]) == (38 - 0, 2, 0, 0)
     md = report.markdown
-    assert "| hit@1 |" in md and "\\*\\*\\*" in md and "▲" in md and "▼" in md
+    assert "| hit@1 |" in md and "\\*\\*\\*" in md and "▲" in md and "▽" in md
+    assert "| error_rate | 0.0000 | 0.0500 | +0.0500 ▽ |" in md
 
 
 def test_same_seed_reproduces_and_the_seed_is_recorded(weak, strong):
@@ -170,3 +174,42 @@ def test_report_files_for_a_comparison_and_for_no_baseline(weak, strong):
     files = report_files(alone)
     assert json.loads(files["comparison.json"])["run_a"] is None
     assert b"no baseline: first run" in files["comparison.html"]
+
+
+def test_every_output_states_what_the_comparison_could_detect(tmp_path, golden, weak):
+    """A mixed change (3 queries up to rank 1, 2 down to a miss) is not significant; every output
+    then says which change the 40 queries could have detected — the minimum detectable effect,
+    re-derived here with statsmodels' power solver from the per-query differences."""
+    ranks = {i: (None if i % 5 == 0 else 4) for i in range(N)}
+    ranks.update({1: 1, 2: 1, 3: 1, 6: None, 7: None})
+    mixed = replay_bundle(tmp_path / "mixed", "mixed", golden, found_at(ranks))
+    report = compare_runs(weak, mixed)
+    m = report.per_metric.set_index("metric")
+    column = catalogue.metric_column("mrr")
+    a = weak.scores.scores.set_index("query_id")[column]
+    b = mixed.scores.scores.set_index("query_id")[column]
+    d = (b - a.reindex(b.index)).dropna()
+    holm = report.info["families"]["holm"]
+    assert "mrr" in holm["metrics"] and m.loc["mrr", "adjusted_by"] == "holm"
+    effect = TTestPower().solve_power(nobs=len(d), alpha=0.05 / holm["size"], power=0.8)
+    mde = m.loc["mrr", "mde"]
+    assert mde == pytest.approx(effect * d.std(ddof=1), rel=1e-3)
+    assert m.loc["mrr", "mde_alpha"] == pytest.approx(0.05 / holm["size"])
+    # Not significant: no direction, the delta's leaning only.
+    assert m.loc["mrr", "significance"] == "" and pd.isna(m.loc["mrr", "direction"])
+    assert m.loc["mrr", "leaning"] in ("better", "worse")
+    md = report.markdown
+    assert "| 95% CI | MDE | sig | test |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| mrr |"))
+    assert f"±{mde:.4f}" in row and ("△" in row or "▽" in row) and "▲" not in row and "▼" not in row
+    assert 'Not significant is not "no change"' in md
+    assert f"mrr: a true change of ±{mde:.4f} or more would show as significant 4 times in 5" in md
+    doc = comparison_document(report)
+    mrr = next(r for r in doc["per_metric"] if r["metric"] == "mrr")
+    assert (
+        mrr["mde"] == pytest.approx(mde)
+        and mrr["direction"] is None
+        and mrr["leaning"] == m.loc["mrr", "leaning"]
+    )
+    page = report_files(report)["comparison.html"].decode()
+    assert "<th class=num>MDE</th>" in page and f"±{mde:.4f}" in page

@@ -256,7 +256,7 @@ def test_metric_rows_and_significance(page):
     assert "<summary>randomization</summary>no discordant pairs</details>" in recall  # folds out, no JS
     error_rate = re.search(r"<tr><th scope=row>error_rate</th>(.*?)</tr>", metrics).group(1)
     assert "<summary>not tested</summary>no per-query test</details>" in error_rate
-    assert error_rate.count(">–<") == 5  # relative (a = 0), p, adjusted p, CI, n
+    assert error_rate.count(">–<") == 6  # relative (a = 0), p, adjusted p, CI, MDE, n
     # Null in both runs: named in a fold under the table, not a row of nulls.
     assert "citation_coverage" not in metrics
     assert re.search(r"1 metric null in both runs.*<code>citation_coverage</code>", page)

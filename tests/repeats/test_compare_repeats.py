@@ -4,10 +4,12 @@ queries' repeat ranges drawn, the flakiest queries listed."""
 
 from __future__ import annotations
 
+import math
 import sys
 from decimal import ROUND_HALF_DOWN, ROUND_HALF_UP, Decimal
 
 import numpy as np
+import pytest
 import yaml
 
 from kebab_eval_pipeline.chain import pipeline
@@ -81,14 +83,20 @@ def test_compare_repeated_runs_uses_the_repeats(tmp_path):
         assert hit["test"] == "randomization"
         qa, qb = runs[a].scores.scores, runs[b].scores.scores
         assert hit["paired_delta"] in rounded_mean_delta(qa["hit@1"], qb["hit@1"])
-        # within noise: |delta| <= the larger spread of the two runs' per-repeat values
+        # within noise: |delta| <= the standard error of the delta from the repeats,
+        # √(sd_a²/N_a + sd_b²/N_b), and the paired test not significant (adjusted p ≥ 0.05)
         for name, row in rows.items():
-            spreads = [f[name]["spread"] for f in floors if name in f and f[name]["spread"] is not None]
-            if row["delta"] is None or not spreads:
+            stats = [f[name] for f in floors if name in f and f[name]["std"] is not None]
+            if row["delta"] is None or len(stats) < 2:
                 assert row["within_noise"] is None, name
-            else:
-                assert row["within_noise"] == (abs(row["delta"]) <= max(spreads) + 1e-12), name
-                assert row["noise_floor"] == max(spreads)
+                continue
+            floor = math.sqrt(sum(s["std"] ** 2 / s["repeats"] for s in stats))
+            assert row["noise_floor"] == pytest.approx(floor, abs=1e-12), name
+            p = row["p_adjusted"] if row["p_adjusted"] is not None else row["p_value"]
+            significant = p is not None and p < 0.05
+            assert row["within_noise"] == (abs(row["delta"]) <= floor + 1e-12 and not significant), name
+            if significant:
+                assert row["within_noise"] is False, name  # never relabelled as noise
         # per query: a decisive modal-rank verdict stands only outside the repeat ranges
         ra, rb = ranges(qa), ranges(qb)
         noisy = 0

@@ -1,0 +1,155 @@
+"""What a paired comparison can resolve: the minimum detectable effect and the queries it needs.
+
+A "not significant" row does not say "no difference"; it says no difference as large as the test
+could see was seen. How large that is follows from the per-query differences the comparison
+already has — their standard deviation ``sd`` over ``n`` paired queries:
+
+- **minimum detectable effect** (:func:`minimum_detectable_effect`): the smallest true mean change
+  ``Δ`` that the two-sided paired test at level ``α`` detects with probability ``power`` (80% by
+  default): ``Δ = d·sd`` where ``d`` solves the paired t power equation
+  ``P(|T| > t(1 − α/2; n − 1)) = power``, ``T`` noncentral t with ``n − 1`` degrees of freedom and
+  noncentrality ``d·√n`` — the equation ``statsmodels.stats.power.TTestPower`` solves (the tests
+  compare the two). ``α`` is the level the comparison's correction demands of a lone significant
+  change: ``α/m`` for a family of ``m`` tests (Holm's first step; Benjamini–Hochberg's smallest
+  threshold), so the figure is conservative for a change that comes with others.
+- **queries needed** (:func:`queries_needed`): the smallest ``n`` whose minimum detectable effect
+  is at most ``Δ``, for the same ``sd``.
+
+The tests actually run are exact McNemar (0/1 scores) and the sign-flip randomization test (graded
+ones); the t power is their large-sample power. ``tests/compare/test_power.py`` simulates both at
+the computed effect (60–200 queries): the randomization test finds it 79–83% of the time, exact
+McNemar 70–77% (an exact test on few discordant pairs is conservative, so for 0/1 metrics the
+figure is a little optimistic). No variance, no effect: with
+no query changed between the runs (``sd = 0``) or fewer than 2 pairs, the effect is null — a
+comparison of identical runs says nothing about the size of changes it could see.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_POWER",
+    "RESOLUTION_COLUMNS",
+    "family_alpha",
+    "minimum_detectable_effect",
+    "queries_needed",
+    "t_power",
+    "with_detectable_effects",
+]
+
+#: The power every minimum detectable effect is stated at.
+DEFAULT_POWER = 0.8
+_STEPS = 80
+
+
+def t_power(effect_size, n, alpha: float) -> np.ndarray:
+    """Power of the two-sided one-sample (paired) t test at standardised ``effect_size`` (mean
+    difference / sd of the differences) with ``n`` pairs at level ``alpha``, element-wise — as
+    ``statsmodels.stats.power.TTestPower().power(effect_size, n, alpha)``. NaN where ``n < 2``."""
+    from scipy.special import nctdtr, stdtrit
+
+    d, n = np.broadcast_arrays(np.asarray(effect_size, dtype=float), np.asarray(n, dtype=float))
+    with np.errstate(invalid="ignore"):
+        df = n - 1.0
+        crit = stdtrit(df, 1.0 - alpha / 2.0)
+        nc = d * np.sqrt(n)
+        # Far in a tail the noncentral t cdf can come back NaN: there it is 0 (or 1) to double
+        # precision, on the side the noncentrality puts it.
+        upper = nctdtr(df, nc, crit)
+        upper = np.where(np.isnan(upper), np.where(nc > crit, 0.0, 1.0), upper)
+        lower = nctdtr(df, nc, -crit)
+        lower = np.where(np.isnan(lower), np.where(nc > -crit, 0.0, 1.0), lower)
+        power = 1.0 - upper + lower
+    return np.where(n >= 2, power, np.nan)
+
+
+def minimum_detectable_effect(sd, n, alpha, power: float = DEFAULT_POWER) -> np.ndarray:
+    """The smallest |mean change| detected with probability ``power`` by the two-sided paired test
+    at level ``alpha`` (scalar or per element), for differences with standard deviation ``sd``
+    over ``n`` pairs; element-wise over arrays. NaN where ``sd`` is NaN or 0, or ``n < 2``."""
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    sd, n, alpha = np.broadcast_arrays(
+        np.asarray(sd, dtype=float), np.asarray(n, dtype=float), np.asarray(alpha, dtype=float)
+    )
+    ok = (n >= 2) & (sd > 0) & np.isfinite(sd) & (alpha > 0) & (alpha < 1)
+    out = np.full(sd.shape, np.nan)
+    if ok.any():
+        lo = np.zeros(int(ok.sum()))
+        hi = np.full(lo.shape, 1.0)
+        nn, aa = n[ok], alpha[ok]
+        while True:  # widen until the upper end reaches the power (a tiny n needs a large effect)
+            short = t_power(hi, nn, aa) < power
+            if not short.any() or hi.max() > 1e6:
+                break
+            hi = np.where(short, hi * 4.0, hi)
+        for _ in range(_STEPS):
+            mid = 0.5 * (lo + hi)
+            enough = t_power(mid, nn, aa) >= power
+            hi = np.where(enough, mid, hi)
+            lo = np.where(enough, lo, mid)
+        out[ok] = hi * sd[ok]
+    return out if out.ndim else out[()]
+
+
+def queries_needed(sd: float, effect: float, alpha: float, power: float = DEFAULT_POWER) -> int | None:
+    """The fewest paired queries whose :func:`minimum_detectable_effect` is at most ``effect`` for
+    differences of standard deviation ``sd``; None when ``sd`` or ``effect`` is not positive."""
+    if not (sd > 0 and effect > 0):
+        return None
+    # z approximation to start, then the exact t answer by bisection on n.
+    from scipy.special import ndtri
+
+    z = float(ndtri(1 - alpha / 2) + ndtri(power))
+    lo, hi = 2, max(4, int(np.ceil((z * sd / effect) ** 2 * 1.5)) + 4)
+    while float(minimum_detectable_effect(sd, hi, alpha, power)) > effect:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if float(minimum_detectable_effect(sd, mid, alpha, power)) <= effect:
+            hi = mid
+        else:
+            lo = mid
+    return hi if float(minimum_detectable_effect(sd, lo, alpha, power)) > effect else lo
+
+
+def family_alpha(alpha: float, adjusted_by, holm_size: int, bh_size: int) -> np.ndarray:
+    """Per row, the level a lone significant change must reach under the comparison's correction:
+    ``alpha/holm_size`` for Holm rows, ``alpha/bh_size`` for Benjamini–Hochberg rows, ``alpha``
+    where the row has no adjustment (``adjusted_by`` null: raw significance)."""
+    import pandas as pd
+
+    by = np.asarray([None if pd.isna(b) else str(b) for b in adjusted_by], dtype=object)
+    out = np.full(by.shape, float(alpha))
+    out[by == "holm"] = alpha / max(holm_size, 1)
+    out[by == "bh"] = alpha / max(bh_size, 1)
+    return out
+
+
+#: Columns :func:`with_detectable_effects` adds to a comparison's per-metric table.
+RESOLUTION_COLUMNS: dict[str, str] = {"mde": "float64", "mde_alpha": "float64"}
+
+
+def with_detectable_effects(per_metric, families: dict, alpha: float, power: float = DEFAULT_POWER):
+    """The comparison's per-metric table plus :data:`RESOLUTION_COLUMNS`: ``mde``, the minimum
+    detectable effect of each tested metric (``sd`` = ``paired_se·√n_paired``, at ``mde_alpha``:
+    :func:`family_alpha` of the row's adjustment and the ``families`` sizes), NaN where the metric
+    has no paired test, fewer than 2 pairs or no query changed (``sd = 0``), or where the effect
+    would exceed 1 (too few queries to detect any change of a [0, 1] metric)."""
+    out = per_metric.copy()
+    n = out["n_paired"].to_numpy(dtype=float, na_value=np.nan)
+    se = out["paired_se"].to_numpy(dtype=float, na_value=np.nan)
+    by = out["adjusted_by"] if "adjusted_by" in out.columns else [None] * len(out)
+    level = family_alpha(
+        alpha,
+        by,
+        int(families.get("holm", {}).get("size") or 0),
+        int(families.get("bh", {}).get("size") or 0),
+    )
+    level = np.where(np.isnan(se), np.nan, level)
+    out["mde"] = minimum_detectable_effect(se * np.sqrt(n), n, np.nan_to_num(level, nan=alpha), power)
+    # A null level (no test), or an "effect" beyond a [0, 1] metric's range: nothing detectable.
+    out["mde"] = np.where(np.isnan(level) | (out["mde"] > 1), np.nan, out["mde"])
+    out["mde_alpha"] = level
+    return out.astype(RESOLUTION_COLUMNS)
