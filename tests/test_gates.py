@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from kebab_eval_pipeline.chain.settings import settings_from_dict
 from kebab_eval_pipeline.compare.settings import CompareSettings
@@ -407,3 +408,26 @@ def test_a_gate_on_an_empty_slice_value_through_the_cli(tmp_path):
     refused = cli(tmp_path, "run", "--config", "cfg.yaml", "--run-id", "refused")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "cfg.yaml — field 'gates.mrr[tag=]': 'mrr[tag=]' names no tag" in refused.stderr
+
+
+def test_a_verdict_gate_says_what_noise_alone_would_give():
+    """Two systems with no real difference flip as many queries one way as the other: 3
+    regressions against 3 queries b newly found are a fair coin's work (P ≥ 3 of 6 = 0.66), 3
+    against none are not (P = 1/8) — the sign test's tail, checked against scipy's binomtest."""
+    notes = {"regression": "a found a relevant hit, b missed", "win": "b found a relevant hit a missed"}
+    verdicts = ["regression"] * 3 + ["win"] * 3 + ["win", "draw"]
+    per_query = pd.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(8)],
+            "verdict": verdicts,
+            "note": [notes.get(v, "same rank") for v in verdicts[:6]]
+            + ["b ranks the first relevant hit higher", "same rank"],
+            "tags": [[]] * 8,
+        }
+    )
+    result = evaluate_verdict_gate("regression", VerdictGateSettings(), per_query, True)
+    p = stats.binomtest(3, 6, 0.5, alternative="greater").pvalue
+    assert not result.passed and "against 3 the other way" in result.reason
+    assert f"shows 3 or more with probability {p:.2g}" in result.reason and p == pytest.approx(0.65625)
+    alone = evaluate_verdict_gate("regression", VerdictGateSettings(), per_query.iloc[[0, 1, 2, 7]], True)
+    assert "against 0 the other way" in alone.reason and "probability 0.12" in alone.reason

@@ -547,7 +547,7 @@ def _verdict_noise(per_query: pd.DataFrame, rows: np.ndarray, verdict: str, coun
     way as the other, so of the ``count`` verdicts and their ``mirror`` ones, each is a fair coin.
     Returns ", against N the other way: a pair with no real difference shows this many or more
     with probability p" (one-sided sign test), or "" for a verdict without a mirror."""
-    if verdict not in _MIRROR_NOTES or count == 0:
+    if verdict not in _MIRROR_NOTES or count == 0 or "note" not in per_query.columns:
         return ""
     mirror, note = _MIRROR_NOTES[verdict]
     other = int(
