@@ -25,6 +25,7 @@ from kebab_eval_pipeline.metrics.columns import (
     lookup_codes,
     string_column,
 )
+from kebab_eval_pipeline.metrics.flakiness import FLAKINESS_COLUMNS
 from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
 from kebab_eval_pipeline.metrics.retrieval import (
     DEFAULT_RELEVANCE_LEVEL,
@@ -40,9 +41,20 @@ _HIT_FIELDS = tuple(c for c in HIT_COLUMNS if c != "query_id")
 
 
 def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
-    """The whole run as one JSON-ready mapping (metrics null where denominators are empty)."""
+    """The whole run as one JSON-ready mapping (metrics null where denominators are empty).
+
+    A repeated run (each query asked N > 1 times) has the same shape: its ``metrics`` and
+    ``breakdowns`` are the run's headline and each query's ``scores`` its stored per-query means
+    over the repeats (see :mod:`~kebab_eval_pipeline.reporting.export_repeats`), plus per query its
+    ``flakiness`` columns and ``from_repeat`` (the repeat its hits, answer, latency and error come
+    from: they cannot be a mean), and a top-level ``repeats`` object
+    (:func:`~kebab_eval_pipeline.reporting.export_repeats.repeats_document`)."""
+    from kebab_eval_pipeline.reporting.export_repeats import FROM_REPEAT, repeats_document
+
     b = store.stored_run(run_id)
     info = b.metrics.info
+    repeated = b.retrieval.repeat_count > 1
+    flaky_columns = set(FLAKINESS_COLUMNS) if repeated else set()
     comparison = store.manifest("comparison_report", run_id)
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in json_records(b.metrics.breakdowns):
@@ -81,22 +93,24 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         if out.get("answered"):
             answer = {("text" if f == "answer_text" else f): out.get(f) for f in OUTCOME_ANSWER_COLUMNS}
             answer["citations"] = cites_by_query.get(qid, [])
-        per_query.append(
-            {
-                "query_id": qid,
-                "match_criterion": rec.get("match_criterion"),
-                "scores": {k: v for k, v in rec.items() if k not in meta_cols},
-                "hits": hits_by_query.get(qid, []),
-                "answer": answer,
-                "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
-                "error": out.get("error"),
-                "error_class": out.get("error_class"),
-                "timed_out": out.get("timed_out"),
-                "attempts": out.get("attempts"),
-                "scope": out.get("scope"),
-            }
-        )
-    return {
+        entry = {
+            "query_id": qid,
+            "match_criterion": rec.get("match_criterion"),
+            "scores": {k: v for k, v in rec.items() if k not in meta_cols and k not in flaky_columns},
+            "hits": hits_by_query.get(qid, []),
+            "answer": answer,
+            "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
+            "error": out.get("error"),
+            "error_class": out.get("error_class"),
+            "timed_out": out.get("timed_out"),
+            "attempts": out.get("attempts"),
+            "scope": out.get("scope"),
+        }
+        if repeated:  # the scores are means over the repeats; what cannot be a mean is one repeat's
+            entry["flakiness"] = {c: rec.get(c) for c in FLAKINESS_COLUMNS}
+            entry["from_repeat"] = FROM_REPEAT
+        per_query.append(entry)
+    document = {
         "run_id": run_id,
         "created_at": info.get("created_at"),
         "pipeline_version": info.get("pipeline_version"),
@@ -121,6 +135,9 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
         "per_query": per_query,
     }
+    if repeated:
+        document["repeats"] = repeats_document(b)
+    return document
 
 
 #: Columns of the ``<run>.docnos.tsv`` file written beside a TREC export.
