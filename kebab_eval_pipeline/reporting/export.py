@@ -27,13 +27,14 @@ from kebab_eval_pipeline.metrics.columns import (
 )
 from kebab_eval_pipeline.metrics.flakiness import FLAKINESS_COLUMNS
 from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
+from kebab_eval_pipeline.metrics.repeats import repeats_info
 from kebab_eval_pipeline.metrics.retrieval import (
     DEFAULT_RELEVANCE_LEVEL,
     applicable_queries,
     assign_judgements,
     query_codes,
 )
-from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.store.runs import RunStore, StoredRun
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_ANSWER_COLUMNS
 
 #: A hit as exported: every stored hit column but the query id (the hit sits under its query).
@@ -48,9 +49,7 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     over the repeats (see :mod:`~kebab_eval_pipeline.reporting.export_repeats`), plus per query its
     ``flakiness`` columns and ``from_repeat`` (the repeat its hits, answer, latency and error come
     from: they cannot be a mean), and a top-level ``repeats`` object
-    (:func:`~kebab_eval_pipeline.reporting.export_repeats.repeats_document`)."""
-    from kebab_eval_pipeline.reporting.export_repeats import FROM_REPEAT, repeats_document
-
+    (:func:`repeats_document`)."""
     b = store.stored_run(run_id)
     info = b.metrics.info
     repeated = b.retrieval.repeat_count > 1
@@ -138,6 +137,49 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     if repeated:
         document["repeats"] = repeats_document(b)
     return document
+
+
+#: The repeat a repeated run's JSON export takes each query's hits, answer, latency and error from:
+#: repeat 1, stored as the run's ordinary retrieval tables.
+FROM_REPEAT = 1
+#: The per-query fields of the JSON export that are :data:`FROM_REPEAT`'s, not means over repeats.
+FROM_REPEAT_FIELDS = (
+    "hits",
+    "answer",
+    "latency_ms",
+    "error",
+    "error_class",
+    "timed_out",
+    "attempts",
+    "scope",
+)
+
+
+def repeats_document(run: StoredRun) -> dict[str, Any]:
+    """The ``repeats`` object of a repeated run's JSON export: ``count``; ``per_query`` (how each
+    query's fields were made: ``scores`` means over the repeats, ``from_repeat`` and the fields
+    taken from that repeat); ``noise_floor`` per metric, of the stored per-repeat run values
+    (:func:`~kebab_eval_pipeline.metrics.repeats.noise_floor`: ``std``, ``se``, ``spread``,
+    ``min``, ``max``, ``mean``, ``repeats``); ``flaky_queries``, ``flips`` and ``deterministic``;
+    and ``auto`` (why a ``repeat: auto`` run stopped, None for a fixed count)."""
+    if run.scores.repeat_metrics is None:
+        raise ValueError(f"run {run.run_id} has no per-repeat metrics: it was not repeated")
+    count = run.retrieval.repeat_count
+    info = repeats_info(run.scores.scores, run.scores.repeat_metrics, count)
+    return {
+        "count": count,
+        "per_query": {
+            "scores": "mean over the repeats where the metric applies (first_relevant_rank and "
+            "refused: the most frequent value)",
+            "from_repeat": FROM_REPEAT,
+            "fields_from_repeat": list(FROM_REPEAT_FIELDS),
+        },
+        "noise_floor": info["noise_floor"],
+        "flaky_queries": info["flaky_queries"],
+        "flips": info["flips"],
+        "deterministic": info["deterministic"],
+        "auto": (run.metrics.info.get("repeats") or {}).get("auto"),
+    }
 
 
 #: Columns of the ``<run>.docnos.tsv`` file written beside a TREC export.

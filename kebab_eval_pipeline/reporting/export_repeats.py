@@ -14,19 +14,18 @@ with the repeated run's own numbers: ``metrics`` and ``breakdowns`` are its head
 ``scores`` are the stored per-query means over the repeats (``first_relevant_rank`` and
 ``refused``: the most frequent value), and each query has its ``flakiness`` columns. A query's
 hits, answer, latency and error cannot be a mean: they are one repeat's, and each query says
-which (``from_repeat``: :data:`FROM_REPEAT`). The top-level ``repeats`` object
-(:func:`repeats_document`) has the repeat count and, per metric, its noise floor: ``std`` and
-``spread`` of the per-repeat run values and ``se`` = std / √n, the noise floor of the mean.
+which (``from_repeat``: :data:`~kebab_eval_pipeline.reporting.export.FROM_REPEAT`, repeat 1). The
+top-level ``repeats`` object (:func:`~kebab_eval_pipeline.reporting.export.repeats_document`)
+has the repeat count and, per metric, its noise floor: ``std`` and ``spread`` of the per-repeat
+run values and ``se`` = std / √n, the noise floor of the mean.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from kebab_eval_pipeline.metrics.repeats import repeats_info
 from kebab_eval_pipeline.reporting.export import _relevance_level, trec_tables
-from kebab_eval_pipeline.store.runs import RunStore, StoredRun
+from kebab_eval_pipeline.store.runs import RunStore
 
 
 def repeat_count(store: RunStore, run_id: str) -> int:
@@ -61,46 +60,3 @@ def export_trec_repeats(store: RunStore, run_id: str, out: Path) -> list[tuple[P
         )
         written.append(export.write(repeat_path(out, repeat), f"{run_id}.r{repeat}"))
     return written
-
-
-#: The repeat a repeated run's JSON export takes each query's hits, answer, latency and error from:
-#: repeat 1, stored as the run's ordinary retrieval tables.
-FROM_REPEAT = 1
-#: The per-query fields of the JSON export that are :data:`FROM_REPEAT`'s, not means over repeats.
-FROM_REPEAT_FIELDS = (
-    "hits",
-    "answer",
-    "latency_ms",
-    "error",
-    "error_class",
-    "timed_out",
-    "attempts",
-    "scope",
-)
-
-
-def repeats_document(run: StoredRun) -> dict[str, Any]:
-    """The ``repeats`` object of a repeated run's JSON export: ``count``; ``per_query`` (how each
-    query's fields were made: ``scores`` means over the repeats, ``from_repeat`` and the fields
-    taken from that repeat); ``noise_floor`` per metric, of the stored per-repeat run values
-    (:func:`~kebab_eval_pipeline.metrics.repeats.noise_floor`: ``std``, ``se``, ``spread``,
-    ``min``, ``max``, ``mean``, ``repeats``); ``flaky_queries``, ``flips`` and ``deterministic``;
-    and ``auto`` (why a ``repeat: auto`` run stopped, None for a fixed count)."""
-    if run.scores.repeat_metrics is None:
-        raise ValueError(f"run {run.run_id} has no per-repeat metrics: it was not repeated")
-    count = run.retrieval.repeat_count
-    info = repeats_info(run.scores.scores, run.scores.repeat_metrics, count)
-    return {
-        "count": count,
-        "per_query": {
-            "scores": "mean over the repeats where the metric applies (first_relevant_rank and "
-            "refused: the most frequent value)",
-            "from_repeat": FROM_REPEAT,
-            "fields_from_repeat": list(FROM_REPEAT_FIELDS),
-        },
-        "noise_floor": info["noise_floor"],
-        "flaky_queries": info["flaky_queries"],
-        "flips": info["flips"],
-        "deterministic": info["deterministic"],
-        "auto": (run.metrics.info.get("repeats") or {}).get("auto"),
-    }

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kebab_eval_pipeline.metrics.flakiness import FLAKINESS_COLUMNS
-from kebab_eval_pipeline.reporting.export_repeats import FROM_REPEAT_FIELDS
+from kebab_eval_pipeline.reporting.export import FROM_REPEAT_FIELDS
 from kebab_eval_pipeline.store.runs import RunStore
 from tests.repeats.test_flaky_system import flaky_config, gold_ranks
 from tests.test_cli import cli, cli_env, no_traceback
