@@ -114,7 +114,7 @@ class RepeatAccumulator:
         for k in self.ks:
             self.hits[k].append(scores[f"hit@{k}"].to_numpy(dtype=np.float64, na_value=np.nan))
         self.refused.append(scores["refused"].reset_index(drop=True))
-        self.answers.append(_answer_text(scores["query_id"], outcomes))
+        self.answers.append(answer_text(scores["query_id"], outcomes))
         summary = summarize_scores(scores, self.ks, round_to=None)
         self.metrics.append(summary.metrics)
         self.breakdowns.append(summary.breakdowns)
@@ -169,7 +169,7 @@ class RepeatAccumulator:
         return RepeatedScores(out, per_repeat, overrides, override_breakdowns)
 
 
-def _answer_text(query_ids: pd.Series, outcomes: pd.DataFrame) -> pd.Series:
+def answer_text(query_ids: pd.Series, outcomes: pd.DataFrame) -> pd.Series:
     """The answer text of each query of ``query_ids`` (NA: none) from one repeat's outcomes."""
     if "answer_text" not in outcomes.columns:
         return pd.Series(pd.NA, index=range(len(query_ids)), dtype="string")
