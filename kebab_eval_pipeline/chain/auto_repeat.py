@@ -79,8 +79,9 @@ def metric_target(settings: RunSettings, metric: str) -> tuple[float, str] | Non
     """``(target, basis)`` of a watched ``metric``: ``repeat_target`` × the smallest positive margin
     of its regression gate, else :data:`AUTO_ABSOLUTE_TARGET` for a share; None for a metric in its
     own unit without a margin (not watched)."""
+    # the headline's own gate: a slice's margin is not the headline's
     gate = next(
-        (g for key, g in settings.regression_gates.items() if catalogue.parse(key).metric == metric), None
+        (g for key, g in settings.regression_gates.items() if catalogue.parse(key).label == metric), None
     )
     margins = [(getattr(gate, k), k) for k in MARGINS if gate is not None and (getattr(gate, k) or 0) > 0]
     if margins:

@@ -104,7 +104,8 @@ def test_a_quiet_system_stops_once_the_standard_error_reaches_its_target(tmp_pat
 
 def test_a_noisy_system_stops_at_repeat_max_above_target(tmp_path):
     # hit@1 of P = 0.5 over 400 queries moves by about 0.025 a run; a gate allowing a 0.002 drop
-    # asks for a standard error of 0.0005: two differing runs (a step of 0.0025) never reach it.
+    # asks for a standard error of 0.0005, which runs that differ at all (by a step of 0.0025)
+    # never reach: only three equal runs would, about once in 1,100 (sum of Bin(400, 0.5)³).
     config = auto_config(tmp_path, p_swap=0.5, queries=400, max_drop=0.002, repeat_max=4)
     proc, store, run, _ = run_auto(tmp_path, config, "noisy")
     auto = run.metrics.info["repeats"]["auto"]
@@ -152,6 +153,7 @@ def test_targets_come_from_the_gates_margins():
                 "ndcg@10": {"equivalent": 0.06},
                 "recall@5": {"max_p": 0.05},
                 "answer_ms_p50": {"max_drop": 100},
+                "mrr[lang=ko]": {"max_drop": 0.2},  # a slice: neither watched nor lending its margin
             },
             "default_gates": False,
         }
