@@ -22,6 +22,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     CONFIG_ENV,
     EvalSettingsResource,
     SystemUnderTestResource,
+    settings_fields,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 
@@ -51,7 +52,7 @@ def build_definitions(
     system = SystemUnderTestResource(**chosen)
     if chain is not None:
         return chain_definitions(chain, config, system=system, overrides=overrides, base=storage)
-    resource = EvalSettingsResource(config_file=config, **overrides)
+    resource = EvalSettingsResource(config_file=config, **settings_fields(overrides))
     base = default_storage_base(storage or resource.load(system).storage)
     # The run worker holds the partition's lock for the whole run (one writer per run id).
     chosen = executor_from_environment()

@@ -28,6 +28,7 @@ from kebab_eval_pipeline.chain.artifacts import (
     RetrievalArtifact,
     RunMetricsArtifact,
 )
+from kebab_eval_pipeline.chain.auto_repeat import AutoRepeat
 from kebab_eval_pipeline.chain.settings import RunSettings
 from kebab_eval_pipeline.chain.shards import (
     JudgePiece,
@@ -85,7 +86,13 @@ from kebab_eval_pipeline.systems.factory import build_system
 from kebab_eval_pipeline.systems.identity import derive_identity, identity_from_settings
 from kebab_eval_pipeline.systems.protocol import SystemUnderTest, system_capabilities
 from kebab_eval_pipeline.systems.repeats import REPEAT_TABLES, merge_repeat_tables, repeat_tables
-from kebab_eval_pipeline.systems.runner import RetrievalResults, error_class_counts, merge_pieces, run_piece
+from kebab_eval_pipeline.systems.runner import (
+    RetrievalPiece,
+    RetrievalResults,
+    error_class_counts,
+    merge_pieces,
+    run_piece,
+)
 
 RUNNER_VERSION = "runner-1"
 # 2: one-to-one support assignment, doc_recall@k (SCORING_VERSION 2); 3: map, map@k, rprec, bpref,
@@ -176,7 +183,10 @@ def plan_retrieval(
         stale = check_golden_against_system(settings, golden, system)
     k = max(max(settings.k), settings.mrr_cutoff)
     queries = golden.queries[["query_id", "query"]]
-    bounds = shard_bounds(len(queries), shard_queries or settings.shard_queries)
+    size = shard_queries or settings.shard_queries
+    if settings.repeat == "auto":  # whether to ask again is decided on the whole run's metrics
+        size = max(len(queries), 1)
+    bounds = shard_bounds(len(queries), size)
     # An adapter whose run-level warnings depend on the whole run's ids (replay: trace queries no
     # golden query asks) has them worked out once, here; the first shard carries them.
     run_warnings = None
@@ -197,13 +207,20 @@ def plan_retrieval(
 
 
 def retrieve_shard(
-    settings: RunSettings, shard: QueryShard, system: SystemUnderTest | None = None
+    settings: RunSettings,
+    shard: QueryShard,
+    system: SystemUnderTest | None = None,
+    golden: GoldenArtifact | None = None,
 ) -> RetrievalShardResult:
     """One shard's queries through the configured system under test — ``system``, the run's system
     already built (default: built here) — with progress over the whole run; the first shard also
-    records the chunk ids the system holds."""
+    records the chunk ids the system holds. With ``repeat: auto`` the shard is the whole run and
+    ``golden`` its golden set: each pass is scored to decide whether to ask again
+    (:mod:`~kebab_eval_pipeline.chain.auto_repeat`)."""
     sink = progress.query_progress()
-    n, size = settings.repeat, len(shard.queries)
+    auto = settings.repeat == "auto"
+    n = settings.repeat_max if auto else int(settings.repeat)
+    size = len(shard.queries)
 
     def report(repeat: int):
         # Over every query of every repeat: the shard's repeats follow each other.
@@ -224,6 +241,8 @@ def retrieve_shard(
         run_warnings=shard.run_warnings,
         mask=mask,
     )
+    if auto:
+        return _retrieve_until_steady(settings, shard, system, golden, piece, report, mask)
     repeats = None
     if n > 1:  # the same system asked again, the whole shard per repeat (systems/repeats.py)
         again = {
@@ -241,6 +260,52 @@ def retrieve_shard(
         }
         repeats = repeat_tables(again, n)
     return RetrievalShardResult(shard.index, shard.k, piece, shard.stale, repeats)
+
+
+def _retrieve_until_steady(
+    settings: RunSettings,
+    shard: QueryShard,
+    system: SystemUnderTest,
+    golden: GoldenArtifact | None,
+    first: RetrievalPiece,
+    report,
+    mask,
+) -> RetrievalShardResult:
+    """``repeat: auto``: ``first`` (repeat 1) and then one more pass of the run's queries at a time,
+    each scored on its own and let go (:class:`~kebab_eval_pipeline.chain.auto_repeat.AutoRepeat`
+    keeps each metric's per-pass values), until the stopping rule says why to stop."""
+    if golden is None:
+        raise ValueError("repeat: auto needs the run's golden set to score each repeat")
+    if len(shard.queries) != shard.total:
+        raise ValueError("repeat: auto runs the whole golden set as one shard")
+    lacks = lacks_of(first.system, settings.answers)
+
+    def scored(piece: RetrievalPiece) -> tuple[pd.DataFrame, pd.DataFrame]:
+        results = merge_pieces([piece])
+        results.outcomes = price_outcomes(results.outcomes, settings.system_costs)
+        return _scored(settings, golden, results, lacks)[0], results.outcomes
+
+    rule = AutoRepeat(settings, lacks)
+    stop = rule.add(*scored(first))
+    again: dict[int, RetrievalPiece] = {}
+    while stop is None:
+        r = rule.count + 1
+        again[r] = run_piece(
+            system,
+            shard.queries,
+            k=shard.k,
+            answers=settings.answers,
+            progress=report(r),
+            known_chunks=False,
+            run_warnings=[],
+            mask=mask,
+        )
+        stop = rule.add(*scored(again[r]))
+    sink = progress.query_progress()
+    if sink is not None:  # stopped before repeat_max: the run's queries are all asked
+        sink(shard.total * rule.count, shard.total * rule.count)
+    repeats = repeat_tables(again, rule.count)
+    return RetrievalShardResult(shard.index, shard.k, first, shard.stale, repeats, rule.info())
 
 
 def merge_retrieval(
@@ -269,6 +334,8 @@ def merge_retrieval(
         repeats.outcomes = price_outcomes(repeats.outcomes, settings.system_costs)
     if repeats is not None:  # absent from a run of one repeat: its info as it always was
         info["repeat"] = repeats.count
+    if ordered[0].auto is not None:  # repeat: auto — why it stopped (chain/auto_repeat.py)
+        info["repeat_auto"] = ordered[0].auto
     return RetrievalArtifact(results, info, repeats)
 
 
@@ -664,6 +731,8 @@ def summarize(
     info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)
     if scores.repeat_metrics is not None:  # asked N > 1 times: noise floor and flaky queries
         info["repeats"] = repeats_info(scores.scores, scores.repeat_metrics, int(scores.info["repeat"]))
+        if retrieval.info.get("repeat_auto") is not None:  # repeat: auto — why it stopped where it did
+            info["repeats"]["auto"] = retrieval.info["repeat_auto"]
     # What the run could not measure, and why: null, never 0 (metrics/measurable.py).
     info["not_measured"] = catalogue.not_measured(metrics, lacks)
     for name in info["not_measured"]:

@@ -108,7 +108,15 @@ class RunSettings(StrictSettings):
     # How many times each query is asked within the run (1..MAX_REPEAT): a nondeterministic system
     # (sampling, approximate search) answers differently; every repeat is stored, the headline is
     # the mean over repeats and the run reports its noise floor and flaky queries (metrics/repeats.py).
-    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] = 1
+    # `auto`: ask again until the standard error of each gated metric is at most `repeat_target` of
+    # its gate's margin, from 3 repeats to `repeat_max`; a deterministic system stops at 3
+    # (chain/auto_repeat.py; the run's retrieval is then one shard).
+    repeat: Annotated[int, Field(ge=1, le=MAX_REPEAT)] | Literal["auto"] = 1
+    # With `repeat: auto`: the most repeats (3..MAX_REPEAT).
+    repeat_max: Annotated[int, Field(ge=3, le=MAX_REPEAT)] = 10
+    # With `repeat: auto`: the target standard error of a gated metric, as a fraction of its regression
+    # gate's margin (max_drop, non_inferior or equivalent); without a margin the target is 0.01.
+    repeat_target: Annotated[float, Field(gt=0.0, le=1.0)] = 0.25
     # The golden-set health check (`golden_health` asset, `kebab-eval golden health`): thresholds.
     golden_health: GoldenHealthSettings = Field(default_factory=GoldenHealthSettings)
     # Shown on every asset in the Dagster UI: e-mail addresses or team:NAME.
@@ -163,11 +171,22 @@ class RunSettings(StrictSettings):
     @field_validator("repeat", mode="before")
     @classmethod
     def _repeat_is_a_count(cls, value: Any) -> Any:
-        # Only a whole number: `true` or "3" or 2.5 would otherwise be read as a count.
+        # Only a whole number or `auto`: `true` or "3" or 2.5 would otherwise be read as a count.
+        if value == "auto":
+            return value
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{value!r} is not a number of repeats: give an integer from 1 to {MAX_REPEAT}")
+            raise ValueError(
+                f"{value!r} is not a number of repeats: give an integer from 1 to {MAX_REPEAT}, or auto"
+            )
         if not 1 <= value <= MAX_REPEAT:
-            raise ValueError(f"{value} repeats: give an integer from 1 to {MAX_REPEAT}")
+            raise ValueError(f"{value} repeats: give an integer from 1 to {MAX_REPEAT}, or auto")
+        return value
+
+    @field_validator("repeat_max", mode="before")
+    @classmethod
+    def _repeat_max_is_a_count(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{value!r} is not a number of repeats: give an integer from 3 to {MAX_REPEAT}")
         return value
 
     @field_validator("relevance_level", mode="before")

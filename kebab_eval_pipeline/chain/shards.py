@@ -89,13 +89,16 @@ class QueryShard:
 class RetrievalShardResult:
     """The ``index``-th shard's results (:class:`~kebab_eval_pipeline.systems.runner.RetrievalPiece`),
     with the k asked for and, from the first shard, the run's stale-golden warnings. ``repeats``:
-    the shard's repeats 2..N when the run asks each query more than once (``piece`` is repeat 1)."""
+    the shard's repeats 2..N when the run asks each query more than once (``piece`` is repeat 1).
+    ``auto``: with ``repeat: auto`` (one shard), why the repeats stopped where they did
+    (:meth:`kebab_eval_pipeline.chain.auto_repeat.AutoRepeat.info`), else None."""
 
     index: int
     k: int
     piece: RetrievalPiece
     stale: list[str] = field(default_factory=list)
     repeats: RepeatTables | None = None
+    auto: dict[str, Any] | None = None
 
     #: Read back as the files they are (orchestration/shard_io.py, parquet_parts.py): the
     #: collecting step writes the shards' hits into the run's table one shard at a time (10M rows
@@ -122,6 +125,8 @@ class RetrievalShardResult:
         if self.repeats is not None:  # absent from a run of one repeat: its shard values unchanged
             tables.update(self.repeats.tables())
             info["repeat"] = self.repeats.count
+        if self.auto is not None:
+            info["repeat_auto"] = self.auto
         return tables, info
 
     @classmethod
@@ -137,7 +142,8 @@ class RetrievalShardResult:
             warnings_dropped=int(info["warnings_dropped"]),
         )
         repeats = RepeatTables.from_tables(tables, int(info.get("repeat") or 1))
-        return cls(int(info["index"]), int(info["k"]), piece, list(info["stale"]), repeats)
+        auto = info.get("repeat_auto")
+        return cls(int(info["index"]), int(info["k"]), piece, list(info["stale"]), repeats, auto)
 
 
 @dataclass

@@ -73,11 +73,14 @@ def run(
         ),
     ] = None,
     repeat: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--repeat",
+            metavar="N|auto",
             help="Ask every query N times (1-100; overrides the config's repeat:): the headline is the "
-            "mean over repeats, and the run reports its noise floor and flaky queries.",
+            "mean over repeats, and the run reports its noise floor and flaky queries. auto: repeat "
+            "until each gated metric's standard error reaches repeat_target of its gate's margin "
+            "(3 to repeat_max repeats; a deterministic system stops at 3).",
         ),
     ] = None,
     role: Annotated[
@@ -121,12 +124,31 @@ def run(
             "baseline": baseline,
             "chunk_size": chunk_size,
             "judge": judge,
-            "repeat": repeat,
+            "repeat": _repeat_option(repeat),
         }.items()
         if v is not None
     }
     outputs = ci_outputs.prepare(junit, pr_comment, github_summary, report_url)
     run_partition(config, overrides, run_id, outputs=outputs, role=role, chain=chain)
+
+
+def _repeat_option(value: str | None) -> int | str | None:
+    """``--repeat``'s value as the config's ``repeat:`` reads it: ``auto``, or a whole number
+    (its range is checked with the config); anything else is refused (exit 2)."""
+    if value is None or value == "auto":
+        return value
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise InputError(
+            "Invalid value for '--repeat'",
+            [
+                Offender(
+                    "--repeat",
+                    f"{value!r} is not a number of repeats: give an integer from 1 to 100, or auto",
+                )
+            ],
+        ) from None
 
 
 @contextlib.contextmanager

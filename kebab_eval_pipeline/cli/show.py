@@ -10,7 +10,7 @@ from rich.table import Table
 
 from kebab_eval_pipeline.cli.console import err, out
 from kebab_eval_pipeline.foundation.number_text import value_text
-from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
+from kebab_eval_pipeline.reporting.repeats import auto_line, flakiness_line, noise_cell
 from kebab_eval_pipeline.reporting.spend import spend_line
 
 if TYPE_CHECKING:  # the store pulls in pandas: the CLI imports it only in commands that read
@@ -89,6 +89,8 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
     out.print(table)
     if repeats:
         out.print(f"repeats: {repeats['count']} — {flakiness_line(repeats)}", markup=False, highlight=False)
+        if auto_line(repeats):  # repeat: auto — why it stopped after this many
+            out.print(auto_line(repeats), markup=False, highlight=False, soft_wrap=True)
         for q in repeats.get("flakiest") or []:
             span = "" if q.get("rank_best") is None else f", ranks {q['rank_best']}–{q['rank_worst']}"
             out.print(

@@ -204,10 +204,11 @@ def export(
     gate: GateOption = None,
 ) -> None:
     """Export a stored run as JSON (its metrics, gates, versions and per-query scores) or a TREC run
-    file + qrels (a repeated run: one TREC run file per repeat; JSON is refused)."""
+    file + qrels (a repeated run: per-query means over the repeats and the noise floor in JSON, one
+    TREC run file per repeat)."""
     from kebab_eval_pipeline.foundation.json_records import finite_json
     from kebab_eval_pipeline.reporting.export import export_json, export_trec
-    from kebab_eval_pipeline.reporting.export_repeats import export_trec_repeats, refuse_json, repeat_count
+    from kebab_eval_pipeline.reporting.export_repeats import export_trec_repeats, repeat_count
 
     store = open_store(config, chain, gate)
     repeats = repeat_count(store, run_id)
@@ -215,8 +216,6 @@ def export(
         for run_file, qrels, _ in export_trec_repeats(store, run_id, out_path or Path(f"{run_id}.trec")):
             err.print(f"wrote {run_file} and {qrels}", markup=False)
         return
-    if repeats > 1 and fmt == "json":
-        raise refuse_json(run_id, repeats)
     if fmt == "json":
         doc, nulled = finite_json(export_json(store, run_id))
         if nulled:  # an older run stored impossible numbers: JSON has no inf/NaN, so null + say so

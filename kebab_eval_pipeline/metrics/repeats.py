@@ -18,7 +18,8 @@ one repeat's scores in memory at a time) and keeps:
   over repeats of the per-repeat run value**. Breakdowns follow the same rule per slice.
 - **the noise floor** (:func:`noise_floor`): per metric, the spread of the per-repeat run values —
   sample standard deviation (ddof 1) and min–max (``spread`` = max − min): how much the metric
-  moved between runs of one and the same system.
+  moved between runs of one and the same system — and ``se`` = std / √n over its n repeats, the
+  standard error of the headline, which is a mean over the repeats: the noise floor of the mean.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ NOISE_COLUMNS: dict[str, str] = {
     "repeats": "int64",
     "mean": "float64",
     "std": "float64",
+    "se": "float64",
     "min": "float64",
     "max": "float64",
     "spread": "float64",
@@ -112,7 +114,7 @@ class RepeatAccumulator:
         for k in self.ks:
             self.hits[k].append(scores[f"hit@{k}"].to_numpy(dtype=np.float64, na_value=np.nan))
         self.refused.append(scores["refused"].reset_index(drop=True))
-        self.answers.append(_answer_text(scores["query_id"], outcomes))
+        self.answers.append(answer_text(scores["query_id"], outcomes))
         summary = summarize_scores(scores, self.ks, round_to=None)
         self.metrics.append(summary.metrics)
         self.breakdowns.append(summary.breakdowns)
@@ -167,7 +169,7 @@ class RepeatAccumulator:
         return RepeatedScores(out, per_repeat, overrides, override_breakdowns)
 
 
-def _answer_text(query_ids: pd.Series, outcomes: pd.DataFrame) -> pd.Series:
+def answer_text(query_ids: pd.Series, outcomes: pd.DataFrame) -> pd.Series:
     """The answer text of each query of ``query_ids`` (NA: none) from one repeat's outcomes."""
     if "answer_text" not in outcomes.columns:
         return pd.Series(pd.NA, index=range(len(query_ids)), dtype="string")
@@ -201,9 +203,10 @@ def repeated_summary(summary: ScoreSummary, repeated: RepeatedScores) -> ScoreSu
 
 
 def noise_floor(per_repeat: pd.DataFrame) -> pd.DataFrame:
-    """Per metric (:data:`NOISE_COLUMNS`, in first-seen order): over the repeats where it has a
-    value, their count, mean, sample standard deviation (ddof 1; NaN with fewer than 2), min, max
-    and ``spread`` (max − min). Rounded to the stored 4 decimals."""
+    """Per metric (:data:`NOISE_COLUMNS`, in first-seen order): over the n repeats where it has a
+    value, their count, mean, sample standard deviation (ddof 1; NaN with fewer than 2), its
+    standard error ``se`` = std / √n (the noise floor of the mean over the repeats), min, max and
+    ``spread`` (max − min). Rounded to the stored 4 decimals (``se`` from the unrounded std)."""
     v = per_repeat.dropna(subset=["value"])
     order = list(dict.fromkeys(per_repeat["metric"].tolist()))
     grouped = v.assign(value=v["value"].astype("float64")).groupby("metric", sort=False)["value"]
@@ -214,12 +217,13 @@ def noise_floor(per_repeat: pd.DataFrame) -> pd.DataFrame:
             "repeats": stats["count"].fillna(0).to_numpy(dtype=np.int64),
             "mean": stats["mean"].to_numpy(dtype=np.float64),
             "std": stats["std"].to_numpy(dtype=np.float64),
+            "se": (stats["std"] / np.sqrt(stats["count"])).to_numpy(dtype=np.float64),
             "min": stats["min"].to_numpy(dtype=np.float64),
             "max": stats["max"].to_numpy(dtype=np.float64),
         }
     )
     out["spread"] = out["max"] - out["min"]
-    for c in ("mean", "std", "min", "max", "spread"):
+    for c in ("mean", "std", "se", "min", "max", "spread"):
         out[c] = out[c].round(STORED_DECIMALS)
     return out.astype(NOISE_COLUMNS)
 
@@ -257,8 +261,8 @@ def flakiest(scores: pd.DataFrame, top: int = FLAKIEST_SHOWN) -> pd.DataFrame:
 
 def repeats_info(scores: pd.DataFrame, per_repeat: pd.DataFrame, count: int) -> dict:
     """A repeated run's repeats summary (JSON-able, for the run's metadata and reports): ``count``,
-    the ``headline`` rule, per-metric ``noise_floor`` (:func:`noise_floor`: ``std``, ``min``,
-    ``max``, ``spread``, ``mean``; None for NaN), flip totals over queries (``flaky_queries``:
+    the ``headline`` rule, per-metric ``noise_floor`` (:func:`noise_floor`: ``std``, ``se``,
+    ``min``, ``max``, ``spread``, ``mean``; None for NaN), flip totals over queries (``flaky_queries``:
     queries with flips > 0; ``rank_flips``, ``hit_flips``, ``refusal_flips``, ``answer_flips``:
     sums), ``deterministic`` (no query flipped) and the ``flakiest`` queries (:func:`flakiest`)."""
 
@@ -266,10 +270,8 @@ def repeats_info(scores: pd.DataFrame, per_repeat: pd.DataFrame, count: int) -> 
         return None if x is None or pd.isna(x) else (int(x) if isinstance(x, np.integer | int) else float(x))
 
     noise = noise_floor(per_repeat)
-    floor = {
-        str(r.metric): {c: num(getattr(r, c)) for c in ("std", "min", "max", "spread", "mean", "repeats")}
-        for r in noise.itertuples(index=False)
-    }
+    fields = ("std", "se", "min", "max", "spread", "mean", "repeats")
+    floor = {str(r.metric): {c: num(getattr(r, c)) for c in fields} for r in noise.itertuples(index=False)}
     flips = {
         c: int(scores[c].fillna(0).astype(np.int64).sum())
         for c in ("flips", "rank_flips", "hit_flips", "refusal_flips", "answer_flips")

@@ -515,7 +515,8 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
     @dg.op(
         name=names.name("retrieve_shard"),
         out=dg.Out(io_manager_key=names.resource(SHARD_IO)),
-        required_resource_keys={names.resource(r) for r in settings_keys},
+        # the artifact storage too: with `repeat: auto` the shard scores each repeat (the golden set)
+        required_resource_keys={names.resource(r) for r in storage_keys},
         # Every shard's calls to the system under test claim a slot of this Dagster concurrency pool, so
         # `dagster instance concurrency set kebab_eval_system N` caps the load on it across shards and runs.
         pool=SYSTEM_POOL,
@@ -531,8 +532,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             system = run.system()  # the run's, built once per process (a replayed trace parsed once)
         except InputError as exc:  # bad input is not retried
             raise input_failure(exc) from None
+        # repeat: auto scores each repeat to decide whether to ask again: it needs the golden set
+        auto = run.settings.repeat == "auto"
+        golden_set = read_chain_artifact(context, "golden_set", names) if auto else None
         try:
-            return pipeline.retrieve_shard(run.settings, shard, system)
+            return pipeline.retrieve_shard(run.settings, shard, system, golden_set)
         except Interrupted as exc:  # Ctrl-C: stop, not retry
             raise interrupted_failure(exc) from None
 

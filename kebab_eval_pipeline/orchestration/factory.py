@@ -42,6 +42,7 @@ from kebab_eval_pipeline.orchestration.resources import (
     ArtifactStorage,
     EvalSettingsResource,
     SystemUnderTestResource,
+    settings_fields,
 )
 from kebab_eval_pipeline.orchestration.run_lock import locking_executor
 from kebab_eval_pipeline.orchestration.shard_io import ShardIOManager
@@ -236,7 +237,7 @@ def chain_definitions(
         # the absolute file, so the chain loads from any working directory
         config_file=str(Path(config).resolve()) if config is not None else None,
         settings_json=json.dumps(dict(settings), sort_keys=True) if settings else None,
-        **dict(overrides or {}),
+        **settings_fields(overrides or {}),
     )
     system = system or SystemUnderTestResource()
     if storage is None:  # where `kebab-eval … --chain NAME --config FILE` finds the runs too

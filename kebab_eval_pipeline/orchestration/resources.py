@@ -13,6 +13,8 @@ field defaults to "as the config file says" (None) rather than to a value set at
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -43,6 +45,16 @@ class SystemUnderTestResource(dg.ConfigurableResource):
         }
 
 
+def settings_fields(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The CLI's run overrides as :class:`EvalSettingsResource` fields: ``repeat: auto`` is its
+    ``repeat_auto`` field."""
+    fields = dict(overrides)
+    if fields.get("repeat") == "auto":
+        del fields["repeat"]
+        fields["repeat_auto"] = True
+    return fields
+
+
 class EvalSettingsResource(dg.ConfigurableResource):
     """Typed run settings: a YAML config file (SPEC §12) and optional overrides of its keys."""
 
@@ -53,6 +65,9 @@ class EvalSettingsResource(dg.ConfigurableResource):
     baseline: str | None = None
     k: list[int] | None = None
     repeat: int | None = None  # how many times each query is asked (1..100); None: the file's
+    # True: `repeat: auto` (ask again until the gated metrics are steady; a Dagster config field is
+    # an int or a string, not either); None: the file's.
+    repeat_auto: bool | None = None
     # The LLM judge: True turns it on (the file's judge: block, else the default local judge), False
     # off; judge_model / judge_prompt_version override those keys of it (and turn it on).
     judge: bool | None = None
@@ -78,7 +93,7 @@ class EvalSettingsResource(dg.ConfigurableResource):
                 ("answers", self.answers),
                 ("baseline", self.baseline),
                 ("k", self.k),
-                ("repeat", self.repeat),
+                ("repeat", "auto" if self.repeat_auto else self.repeat),
             )
             if value is not None
         }

@@ -25,14 +25,16 @@ from kebab_eval_pipeline.metrics.columns import (
     lookup_codes,
     string_column,
 )
+from kebab_eval_pipeline.metrics.flakiness import FLAKINESS_COLUMNS
 from kebab_eval_pipeline.metrics.matching import match_hits, normalise_headings
+from kebab_eval_pipeline.metrics.repeats import repeats_info
 from kebab_eval_pipeline.metrics.retrieval import (
     DEFAULT_RELEVANCE_LEVEL,
     applicable_queries,
     assign_judgements,
     query_codes,
 )
-from kebab_eval_pipeline.store.runs import RunStore
+from kebab_eval_pipeline.store.runs import RunStore, StoredRun
 from kebab_eval_pipeline.systems.base import HIT_COLUMNS, OUTCOME_ANSWER_COLUMNS
 
 #: A hit as exported: every stored hit column but the query id (the hit sits under its query).
@@ -40,9 +42,18 @@ _HIT_FIELDS = tuple(c for c in HIT_COLUMNS if c != "query_id")
 
 
 def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
-    """The whole run as one JSON-ready mapping (metrics null where denominators are empty)."""
+    """The whole run as one JSON-ready mapping (metrics null where denominators are empty).
+
+    A repeated run (each query asked N > 1 times) has the same shape: its ``metrics`` and
+    ``breakdowns`` are the run's headline and each query's ``scores`` its stored per-query means
+    over the repeats (see :mod:`~kebab_eval_pipeline.reporting.export_repeats`), plus per query its
+    ``flakiness`` columns and ``from_repeat`` (the repeat its hits, answer, latency and error come
+    from: they cannot be a mean), and a top-level ``repeats`` object
+    (:func:`repeats_document`)."""
     b = store.stored_run(run_id)
     info = b.metrics.info
+    repeated = b.retrieval.repeat_count > 1
+    flaky_columns = set(FLAKINESS_COLUMNS) if repeated else set()
     comparison = store.manifest("comparison_report", run_id)
     breakdowns: dict[str, dict[str, dict[str, float | None]]] = {}
     for row in json_records(b.metrics.breakdowns):
@@ -81,22 +92,24 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         if out.get("answered"):
             answer = {("text" if f == "answer_text" else f): out.get(f) for f in OUTCOME_ANSWER_COLUMNS}
             answer["citations"] = cites_by_query.get(qid, [])
-        per_query.append(
-            {
-                "query_id": qid,
-                "match_criterion": rec.get("match_criterion"),
-                "scores": {k: v for k, v in rec.items() if k not in meta_cols},
-                "hits": hits_by_query.get(qid, []),
-                "answer": answer,
-                "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
-                "error": out.get("error"),
-                "error_class": out.get("error_class"),
-                "timed_out": out.get("timed_out"),
-                "attempts": out.get("attempts"),
-                "scope": out.get("scope"),
-            }
-        )
-    return {
+        entry = {
+            "query_id": qid,
+            "match_criterion": rec.get("match_criterion"),
+            "scores": {k: v for k, v in rec.items() if k not in meta_cols and k not in flaky_columns},
+            "hits": hits_by_query.get(qid, []),
+            "answer": answer,
+            "latency_ms": {"retrieval": out.get("retrieval_ms"), "answer": out.get("answer_ms")},
+            "error": out.get("error"),
+            "error_class": out.get("error_class"),
+            "timed_out": out.get("timed_out"),
+            "attempts": out.get("attempts"),
+            "scope": out.get("scope"),
+        }
+        if repeated:  # the scores are means over the repeats; what cannot be a mean is one repeat's
+            entry["flakiness"] = {c: rec.get(c) for c in FLAKINESS_COLUMNS}
+            entry["from_repeat"] = FROM_REPEAT
+        per_query.append(entry)
+    document = {
         "run_id": run_id,
         "created_at": info.get("created_at"),
         "pipeline_version": info.get("pipeline_version"),
@@ -120,6 +133,52 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         "breakdowns": breakdowns,
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
         "per_query": per_query,
+    }
+    if repeated:
+        document["repeats"] = repeats_document(b)
+    return document
+
+
+#: The repeat a repeated run's JSON export takes each query's hits, answer, latency and error from:
+#: repeat 1, stored as the run's ordinary retrieval tables.
+FROM_REPEAT = 1
+#: The per-query fields of the JSON export that are :data:`FROM_REPEAT`'s, not means over repeats.
+FROM_REPEAT_FIELDS = (
+    "hits",
+    "answer",
+    "latency_ms",
+    "error",
+    "error_class",
+    "timed_out",
+    "attempts",
+    "scope",
+)
+
+
+def repeats_document(run: StoredRun) -> dict[str, Any]:
+    """The ``repeats`` object of a repeated run's JSON export: ``count``; ``per_query`` (how each
+    query's fields were made: ``scores`` means over the repeats, ``from_repeat`` and the fields
+    taken from that repeat); ``noise_floor`` per metric, of the stored per-repeat run values
+    (:func:`~kebab_eval_pipeline.metrics.repeats.noise_floor`: ``std``, ``se``, ``spread``,
+    ``min``, ``max``, ``mean``, ``repeats``); ``flaky_queries``, ``flips`` and ``deterministic``;
+    and ``auto`` (why a ``repeat: auto`` run stopped, None for a fixed count)."""
+    if run.scores.repeat_metrics is None:
+        raise ValueError(f"run {run.run_id} has no per-repeat metrics: it was not repeated")
+    count = run.retrieval.repeat_count
+    info = repeats_info(run.scores.scores, run.scores.repeat_metrics, count)
+    return {
+        "count": count,
+        "per_query": {
+            "scores": "mean over the repeats where the metric applies (first_relevant_rank and "
+            "refused: the most frequent value)",
+            "from_repeat": FROM_REPEAT,
+            "fields_from_repeat": list(FROM_REPEAT_FIELDS),
+        },
+        "noise_floor": info["noise_floor"],
+        "flaky_queries": info["flaky_queries"],
+        "flips": info["flips"],
+        "deterministic": info["deterministic"],
+        "auto": (run.metrics.info.get("repeats") or {}).get("auto"),
     }
 
 

@@ -1,19 +1,29 @@
-"""Exports of a repeated run (asked each query N > 1 times): one TREC run file per repeat.
+"""Exports of a repeated run (asked each query N > 1 times): one TREC run file per repeat, or one
+JSON document of the run.
 
 A repeated run is N runs of one system over one golden set. ``kebab-eval export --format trec``
 writes each repeat as a TREC run of its own — ``<stem>.r<i><suffix>`` with its qrels and docno
 legend beside it, run tag ``<run_id>.r<i>`` — matched as that repeat was scored, so trec_eval
 re-derives each repeat's numbers, and their mean over repeats is the run's headline for the
 retrieval metrics whose denominator every repeat shares (hit@k, mrr, precision@k, ndcg@k,
-recall@k, map). A single JSON document would have to pick one repeat's hits and answers, so the
-JSON export refuses a repeated run rather than present one repeat as the run.
+recall@k, map).
+
+``kebab-eval export --format json`` writes the document a run of one repeat gets
+(:func:`~kebab_eval_pipeline.reporting.export.export_json`: a script reads both the same way),
+with the repeated run's own numbers: ``metrics`` and ``breakdowns`` are its headline, each query's
+``scores`` are the stored per-query means over the repeats (``first_relevant_rank`` and
+``refused``: the most frequent value), and each query has its ``flakiness`` columns. A query's
+hits, answer, latency and error cannot be a mean: they are one repeat's, and each query says
+which (``from_repeat``: :data:`~kebab_eval_pipeline.reporting.export.FROM_REPEAT`, repeat 1). The
+top-level ``repeats`` object (:func:`~kebab_eval_pipeline.reporting.export.repeats_document`)
+has the repeat count and, per metric, its noise floor: ``std`` and ``spread`` of the per-repeat
+run values and ``se`` = std / √n, the noise floor of the mean.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kebab_eval_pipeline.foundation.errors import InputError, Offender
 from kebab_eval_pipeline.reporting.export import _relevance_level, trec_tables
 from kebab_eval_pipeline.store.runs import RunStore
 
@@ -50,18 +60,3 @@ def export_trec_repeats(store: RunStore, run_id: str, out: Path) -> list[tuple[P
         )
         written.append(export.write(repeat_path(out, repeat), f"{run_id}.r{repeat}"))
     return written
-
-
-def refuse_json(run_id: str, repeats: int) -> InputError:
-    """The error for a JSON export of a repeated run."""
-    return InputError(
-        "cannot export a repeated run as one JSON document",
-        [
-            Offender(
-                run_id,
-                f"the run asked each query {repeats} times; one document would show one repeat as the "
-                "run: export --format trec writes one run file per repeat",
-                field="--format",
-            )
-        ],
-    )

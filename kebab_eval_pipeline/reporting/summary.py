@@ -13,7 +13,7 @@ from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.reporting.gate_text import TALLY_WORDS, outcome, tally, tally_text
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
-from kebab_eval_pipeline.reporting.repeats import flakiness_line, noise_cell
+from kebab_eval_pipeline.reporting.repeats import auto_line, flakiness_line, noise_cell
 
 _OPS = {"min": "≥", "max": "≤"}
 SUMMARY_VERSIONS = ("chunker_version", "embedding_model", "prompt_template_version", "index_version")
@@ -107,6 +107,8 @@ def render_run_summary(
     repeats = info.get("repeats")  # asked N > 1 times: a noise floor column and a flakiness line
     if repeats:
         lines += [f"{repeats['count']} repeats · {flakiness_line(repeats)}  ", ""]
+        if auto_line(repeats):  # repeat: auto — why it stopped (the report has each metric's se)
+            lines[-1:-1] = [f"{md_text(auto_line(repeats, detail=False))}  "]
     # Cells without padding: the UI shows the entry inline only below 1,000 characters (above it a
     # "[Show Markdown]" button hides the table), and padding is a tenth of the table's length.
     header = ["metric", "value", "n", *(["noise floor"] if repeats else []), "gate"]

@@ -100,5 +100,6 @@ def test_noise_floor_is_the_sample_std_and_range_of_the_per_repeat_values():
     floor = noise_floor(per_repeat).set_index("metric")
     assert floor.loc["mrr", "std"] == 0.1 and floor.loc["mrr", "spread"] == 0.2  # sqrt(0.02 / 2)
     assert floor.loc["mrr", "mean"] == 0.6 and floor.loc["mrr", "repeats"] == 3
+    assert floor.loc["mrr", "se"] == round(0.1 / np.sqrt(3), 4)  # the standard error of the mean
     assert floor.loc["chr", "repeats"] == 1 and np.isnan(floor.loc["chr", "std"])
     assert floor.loc["chr", "spread"] == 0.0
