@@ -53,6 +53,7 @@ from kebab_eval_pipeline.gates.evaluate import (
     evaluate_comparison_gates,
     evaluate_gates,
 )
+from kebab_eval_pipeline.gates.resolution import ResolutionFlag, resolution_flags
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
@@ -78,7 +79,8 @@ from kebab_eval_pipeline.metrics.retrieval import SCORING_VERSION
 from kebab_eval_pipeline.metrics.stale import missing_documents, stale_references
 from kebab_eval_pipeline.metrics.verification import hallucination_counts, verify_hits
 from kebab_eval_pipeline.reporting.run_report import render_run_markdown
-from kebab_eval_pipeline.store.runs import RUN_ASSETS, RunStore
+from kebab_eval_pipeline.store.pins import read_pins
+from kebab_eval_pipeline.store.runs import RUN_ASSETS, RunStore, StoredRun
 from kebab_eval_pipeline.sweep.grid import Variant, expand, find_variant, variant_versions
 from kebab_eval_pipeline.sweep.leaderboard import Leaderboard, build_leaderboard
 from kebab_eval_pipeline.systems.costs import price_outcomes
@@ -803,16 +805,19 @@ def compare(
     if choice.run_id is None:
         report = no_baseline(run_id, choice.note, metrics)
     else:
+        baseline = store.stored_run(choice.run_id)
+        flags = gate_resolution(settings, baseline)
         report = compare_runs(
-            store.stored_run(choice.run_id),
+            baseline,
             store.stored_run(run_id),
             baseline_note=choice.note,
             options=settings.compare,
             gated=list(settings.regression_gates),
             margins=comparison_margins(settings),
             judge_suspects=suspect_judge(settings, store),
-            warnings=list(choice.warnings),
+            warnings=[*choice.warnings, *(f.text for f in flags)],
         )
+        report.info["gate_resolution"] = [f.as_dict() for f in flags]
     report.info["role"] = role.as_dict()
     report.info["baseline_skipped"] = [s.as_dict() for s in choice.skipped]
     return with_gates_and_files(report, settings, metrics.info)
@@ -824,6 +829,7 @@ def compare_stored(
     """Two stored runs compared (delta = b − a; ``kebab-eval compare A B``), with the regression and
     verdict gates of ``settings`` and the report files, as :func:`compare` makes them."""
     run_a, run_b = store.stored_run(a), store.stored_run(b)
+    resolution = gate_resolution(settings, run_a)
     # What an automatic baseline never is (a failed run, another role family): said, not refused.
     stored = store.manifest("comparison_report", a)
     flags = flag_baseline(
@@ -842,9 +848,53 @@ def compare_stored(
         gated=list(settings.regression_gates),
         margins=comparison_margins(settings),
         judge_suspects=suspect_judge(settings, store),
-        warnings=flags,
+        warnings=[*flags, *(f.text for f in resolution)],
     )
+    report.info["gate_resolution"] = [f.as_dict() for f in resolution]
     return with_gates_and_files(report, settings)
+
+
+def gate_resolution(settings: RunSettings, baseline: StoredRun) -> list[ResolutionFlag]:
+    """The regression gates' bounds finer than the golden set resolves, from ``baseline``'s
+    per-query variance (:func:`gates.resolution.resolution_flags`). Raises InputError naming each
+    bound when ``compare.strict_resolution`` is set."""
+    flags = resolution_flags(
+        settings.regression_gates,
+        baseline.scores.scores,
+        settings.compare.alpha,
+        baseline_repeats=baseline.metrics.info.get("repeats"),
+    )
+    if flags and settings.compare.strict_resolution:
+        raise InputError(
+            "regression gates finer than the golden set can resolve (compare.strict_resolution)",
+            [
+                Offender(
+                    f"gates.regression.{f.metric}.{f.kind}", f.text, field=f"gates.regression.{f.metric}"
+                )
+                for f in flags
+            ],
+        )
+    return flags
+
+
+def resolution_before_run(settings: RunSettings, store: RunStore, golden_name: str | None) -> list[str]:
+    """What :func:`gate_resolution` says before a run, where the baseline is known then: a run id
+    given as ``baseline:``, or the run pinned for the golden set (``auto``, ``pinned``). A
+    ``previous`` baseline is chosen when the run ends, and checked then. Warnings (texts); raises
+    as :func:`gate_resolution` does with ``compare.strict_resolution``."""
+    if not settings.regression_gates or settings.baseline in ("none", "previous"):
+        return []
+    baseline = settings.baseline
+    if baseline in ("auto", "pinned"):
+        pin = read_pins(store).get(golden_name or "")
+        if pin is None:
+            return []
+        baseline = pin["run_id"]
+    try:
+        stored = store.stored_run(baseline)
+    except InputError:
+        return []  # a baseline that is not there: the comparison says so
+    return [f"baseline {baseline!r}: {f.text}" for f in gate_resolution(settings, stored)]
 
 
 def comparison_margins(settings: RunSettings) -> list[tuple[str, str, float]]:

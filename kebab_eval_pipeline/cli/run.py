@@ -270,8 +270,9 @@ def _check_inputs(
     """The run's inputs checked before any run exists (InputError, exit 2): the config's gate names,
     the golden file (parsed once: the golden_set step stores this parse), the source root and judge
     model, the storage, the stale-golden check against the system (handed over to run ``run_id``'s
-    plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`). Prints the
-    warnings. Nothing parsed here is held by the caller: the hand-over keeps the golden parse until
+    plan step: checked once, :mod:`~kebab_eval_pipeline.orchestration.run_context`), and the
+    regression gates' resolution against a baseline known before the run (a run id or a pin).
+    Prints the warnings. Nothing parsed here is held by the caller: the hand-over keeps the golden parse until
     the golden_set step has stored it, and the system until the run's retrieval is collected;
     ``golden_parses`` (a sweep's) keeps it for the next run."""
     from kebab_eval_pipeline.chain.run_overrides import config_path
@@ -293,9 +294,11 @@ def _check_inputs(
         check_golden_against_system,
         check_run_inputs,
         load_golden_artifact,
+        resolution_before_run,
     )
     from kebab_eval_pipeline.foundation.location import check_storage_reachable, run_storage
     from kebab_eval_pipeline.gates.evaluate import check_gate_names
+    from kebab_eval_pipeline.store.runs import RunStore
     from kebab_eval_pipeline.systems.factory import build_system
 
     check_gate_names(settings, source=config_path(config) or "<defaults>")
@@ -303,6 +306,11 @@ def _check_inputs(
     check_storage_reachable(run_storage(settings.storage, chain=chain))
     progress_interval()  # a bad KEBAB_EVAL_PROGRESS_INTERVAL is exit 2 here, not after registering
     loaded = load_golden_artifact(settings, golden_file)
+    # Regression gates finer than the golden set resolves, where the baseline is known already
+    # (a run id, a pin): warned now — or refused, with compare.strict_resolution — not after the run.
+    resolution = resolution_before_run(
+        settings, RunStore(run_storage(settings.storage, chain=chain)), loaded.info.get("name")
+    )
     system = build_system(settings)
     check_gates_against_system(settings, system, source=config_path(config) or "<defaults>")
     stale = check_golden_against_system(settings, loaded, system)
@@ -310,7 +318,7 @@ def _check_inputs(
         from kebab_eval_pipeline.orchestration.run_context import InputChecks, hand_over_checks
 
         hand_over_checks(InputChecks(run_id, settings, loaded.sha256, stale, system, golden_file))
-    for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale]:
+    for warning in [*settings.secret_mask().warnings(), *loaded.info["warnings"], *stale, *resolution]:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)  # paths as written
 
 

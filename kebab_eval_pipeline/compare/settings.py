@@ -21,7 +21,9 @@ class CompareSettings(StrictSettings):
     raw ones; ``slice_tests`` — whether the breakdown slices are tested too (the summary quality
     metrics over slices of at least ``slice_min_queries`` paired queries; counted in the BH
     family). ``alpha`` — the level of the non-inferiority/equivalence bounds
-    (one-sided ``1 − alpha``) and of the families' error rates stated in the report."""
+    (one-sided ``1 − alpha``) and of the families' error rates stated in the report.
+    ``strict_resolution`` — refuse (exit 2) instead of warn when a regression gate's bound is finer
+    than the golden set resolves from the baseline's variance."""
 
     seed: Seed = 0
     resamples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
@@ -32,3 +34,4 @@ class CompareSettings(StrictSettings):
     slice_tests: bool = True
     slice_min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 10
     alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05
+    strict_resolution: bool = False

@@ -578,6 +578,15 @@ def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
         results += evaluate_regression_gate(
             metric, gate, info.get("metrics_b", {}), baseline, evidence, compare
         )
+    # A bound finer than the golden set resolves (gates/resolution.py) says so in its own reason.
+    finer = {(f["metric"], f["kind"]): f for f in info.get("gate_resolution") or []}
+    results = [
+        replace(r, reason=f"{r.reason} (finer than {f['n']} queries resolve: ±{f['resolvable']:.4f})")
+        if (r.metric, r.kind) in finer and not r.skipped
+        else r
+        for r in results
+        for f in [finer.get((r.metric, r.kind))]
+    ]
     for key, gate in settings.verdict_gates.items():
         results.append(evaluate_verdict_gate(key, gate, report.per_query, baseline is not None))
     if info.get("cross_system"):
