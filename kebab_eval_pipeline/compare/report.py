@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kebab_eval_pipeline.compare.drift import restriction_text
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
@@ -108,6 +109,7 @@ def render_markdown(
         + (" (adjusted p)" if _marks_adjusted(info) else " (raw p, as configured)")
         + "; ▲ better / ▼ worse; † fewer paired queries than min_queries.",
         "",
+        *_restriction_lines(info),
         "| metric | a | b | delta | relative | p (raw) | p (adjusted) | 95% CI | sig | test |",
         "|---|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
@@ -188,6 +190,16 @@ def render_markdown(
 
 
 _ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "BH"}
+
+
+def _restriction_lines(info: dict) -> list[str]:
+    """A comparison across two golden-set versions: which queries its numbers are over, and what it
+    left out and why (nothing for identical golden sets)."""
+    restriction = info.get("golden_restriction")
+    if not restriction:
+        return []
+    text = restriction_text(restriction)
+    return [f"**Golden-set versions:** {md_text(text[0].upper() + text[1:])}.", ""]
 
 
 def _adjusted(row) -> str:
