@@ -90,7 +90,7 @@ def restriction_text(restriction: dict) -> str:
         f"queries unchanged in both; {restriction['n_dropped']} dropped ({why})"
     )
     if restriction["not_restricted"]:
-        text += "; not restricted (run-level, each run's own queries): " + ", ".join(
+        text += "; not restricted (run-level numbers, as each run measured them): " + ", ".join(
             restriction["not_restricted"]
         )
     return text
