@@ -158,6 +158,11 @@ RUN_BY: tuple[Runs, ...] = (
     ),
     Runs(
         "bash",
+        "kebab-eval golden diff golden-v1.yaml golden-v2.yaml",
+        "tests/golden/test_cli_diff.py::test_the_documented_commands_run_as_written",
+    ),
+    Runs(
+        "bash",
         "kebab-eval golden validate docs/examples/kebab-docs/",
         "tests/test_docs_commands.py::test_the_kebab_docs_example_runs_as_its_readme_says",
     ),

@@ -1,5 +1,5 @@
-"""``kebab-eval golden validate | convert | suggest | schema | health | size``: golden sets checked,
-converted, described and sized."""
+"""``kebab-eval golden validate | convert | suggest | schema | record | health | diff | size``: golden
+sets checked, converted, described, recorded, compared and sized."""
 
 from __future__ import annotations
 
@@ -497,3 +497,98 @@ def golden_size(
         if r.note:
             cells += f"  ({r.note})"
         out.print(cells, markup=False, highlight=False)
+
+
+def golden_diff(
+    a: Annotated[
+        str,
+        typer.Argument(
+            help="The older golden set: a golden file (any format golden validate reads) or a stored "
+            "run id (the golden set that run was scored against).",
+            show_default=False,
+        ),
+    ],
+    b: Annotated[str, typer.Argument(help="The newer golden set: a golden file or a stored run id.")],
+    fmt: Annotated[str, typer.Option("--format", help="md (Markdown, default) | json.")] = "md",
+    golden_format: Annotated[
+        str,
+        typer.Option(
+            "--golden-format",
+            help="The files' format: auto | canonical | kebab | ckv | supports | wfgy | beir | trec | "
+            "ranx (default: sniffed).",
+        ),
+    ] = "auto",
+    split: SplitOption = "test",
+    query_field: QueryFieldOption = "title",
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Run config whose storage holds the stored runs named."),
+    ] = None,
+    chain: ChainOption = None,
+    gate: GateOption = None,
+) -> None:
+    """Show what changed from golden set A to golden set B, queries matched by id: the queries
+    added, removed, with a changed question, with changed supports (gold hits and their relevance
+    grades) and with other gold changed (answerability, answer constraints), with their ids and
+    counts. An argument that names an existing file is read as a golden file; any other is a
+    stored run id. Exit 0 whatever the difference, 2 on bad input."""
+    if fmt not in ("md", "json"):
+        raise InputError("unsupported output format", [Offender("--format", f"{fmt!r}: use md or json")])
+    from kebab_eval_pipeline.golden.diff import diff_document, diff_golden, diff_markdown
+
+    sides = _DiffSides(golden_format, _options(split, query_field), config, chain, gate)
+    (queries_a, supports_a, about_a), (queries_b, supports_b, about_b) = sides.read(a), sides.read(b)
+    diff = diff_golden(queries_a, supports_a, queries_b, supports_b)
+    if fmt == "json":
+        doc = diff_document(diff, about_a, about_b)
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(diff_markdown(diff, about_a, about_b))
+
+
+class _DiffSides:
+    """Reads each side of ``golden diff``: a golden file when the argument names an existing path,
+    else a stored run's golden set (the store opened on first need)."""
+
+    def __init__(self, fmt: str, options, config: Path | None, chain: str | None, gate: str | None):
+        self.fmt, self.options = fmt, options
+        self.config, self.chain, self.gate = config, chain, gate
+        self._store = None
+
+    def read(self, spec: str):
+        """``(queries, supports, about)`` of one side: its golden tables and what it is."""
+        from kebab_eval_pipeline.chain.artifacts import GoldenArtifact
+
+        path = Path(spec)
+        if path.exists():
+            from kebab_eval_pipeline.golden.load import load_golden
+
+            loaded = load_golden(path, fmt=self.fmt, options=self.options)
+            for w in loaded.warnings:
+                err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+            golden, kind = GoldenArtifact.from_loaded(loaded), "file"
+        else:
+            golden, kind = GoldenArtifact.from_tables(*self._stored(spec)), "run"
+        about = {
+            "source": spec,
+            "kind": kind,
+            "name": golden.name,
+            "sha256": golden.sha256,
+            "queries": len(golden.queries),
+        }
+        return golden.queries, golden.supports, about
+
+    def _stored(self, spec: str):
+        from kebab_eval_pipeline.cli.instance import open_store
+        from kebab_eval_pipeline.foundation.run_ids import RUN_ID_PATTERN
+
+        if not RUN_ID_PATTERN.fullmatch(spec) or ".." in spec:
+            raise InputError("no golden set to diff", [Offender(spec, "no such file, and not a run id")])
+        if self._store is None:
+            self._store = open_store(self.config, self.chain, self.gate)
+        if not self._store.exists("golden_set", spec):
+            raise InputError(
+                "no golden set to diff",
+                [Offender(spec, f"no such file, and no stored run of that id under {self._store.base}")],
+            )
+        return self._store.read("golden_set", spec)

@@ -92,8 +92,8 @@ COMMANDS = {
     "runs": _group("runs", "Register and list run partitions.", ("add", "list", "outputs")),
     "golden": _group(
         "golden",
-        "Validate, convert, describe, record and size golden sets.",
-        ("validate", "convert", "suggest", "schema", "record", "health", "size"),
+        "Validate, convert, describe, record, diff and size golden sets.",
+        ("validate", "convert", "suggest", "schema", "record", "health", "diff", "size"),
     ),
     "baseline": _group(
         "baseline", "Pin, show and clear the baseline run of each golden set.", ("set", "show", "clear")

@@ -1,117 +1,106 @@
-"""Golden-set drift between two runs: queries present in only one run, and queries whose gold changed.
+"""Golden-set drift between two runs: queries present in only one run, queries whose gold changed,
+and the comparison kept to the queries that did not change.
 
 Two runs can be compared across golden-set versions (a pinned or explicit baseline), so the
-comparison must say where the sets differ instead of silently dropping or mixing queries. A
-query's *gold* is everything that decides its scores: the question text, ``answerable``, the
-answer constraints (``must_contain``, ``forbidden``, ``gold_claim_substr``, ``recency_rule``,
-``expected_kind``, ``required_support_groups``) and its supports (every field, in order). Labels
-that only slice the reports (category, tags, …) are not gold.
+comparison must say where the sets differ instead of silently dropping or mixing queries. What
+counts as a query's gold, and how two sets are diffed, is :mod:`kebab_eval_pipeline.golden.diff`.
 
-Vectorised: one 64-bit hash per field and row (``pd.util.hash_pandas_object``), compared column
-by column; supports are hashed per row and combined per query.
+When the sets differ, the comparison's numbers are computed over the queries *unchanged* between
+them (same id, same question, same supports, same other gold): a metric move that is only a
+golden change is never reported. Queries only in one set keep their ``only_a``/``only_b``
+verdicts; a query in both whose gold changed gets the verdict ``gold_changed`` (not compared).
+The comparison records what it left out and why (:func:`restriction_info`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.golden.tables import SUPPORT_COLUMNS
-
-#: Query fields whose change changes how a query is scored, in report order.
-GOLD_QUERY_FIELDS: tuple[str, ...] = (
-    "query",
-    "answerable",
-    "must_contain",
-    "forbidden",
-    "gold_claim_substr",
-    "required_support_groups",
-    "recency_rule",
-    "expected_kind",
+from kebab_eval_pipeline.golden.diff import (
+    CHANGED_GOLD_COLUMNS,
+    DIFF_KINDS,
+    GOLD_QUERY_FIELDS,
+    KIND_LABELS,
+    GoldenDiff,
+    changed_gold,
+    no_changed_gold,
 )
-_SUPPORT_FIELDS = tuple(c for c in SUPPORT_COLUMNS if c != "query_id")
 
-#: Columns of :func:`changed_gold`.
-CHANGED_GOLD_COLUMNS: dict[str, str] = {"query_id": "string", "fields": "object"}
+__all__ = [
+    "CHANGED_GOLD_COLUMNS",
+    "GOLD_QUERY_FIELDS",
+    "changed_gold",
+    "no_changed_gold",
+    "restricted_scores",
+    "restriction_info",
+    "restriction_text",
+    "set_aside_changed",
+]
+
+#: The verdict of a query in both runs whose gold changed between their golden sets.
+GOLD_CHANGED = "gold_changed"
 
 
-def _hash_column(values: pd.Series) -> np.ndarray:
-    """A stable uint64 per value; lists (and other objects) hash through their text form."""
-    if values.dtype == object:
-        values = values.map(
-            lambda v: None if v is None or v is pd.NA else repr(list(v)) if _is_list(v) else v
+def restricted_scores(scores: pd.DataFrame, diff: GoldenDiff) -> pd.DataFrame:
+    """The rows of a run's ``query_scores`` whose query is unchanged between the two golden sets
+    (one hash join of the ids; the rows keep their order)."""
+    keep = scores["query_id"].astype(object).isin(pd.Index(diff.unchanged.astype(object)))
+    return scores[keep.to_numpy(dtype=bool)].reset_index(drop=True)
+
+
+def set_aside_changed(verdicts: pd.DataFrame, changed: pd.DataFrame) -> pd.DataFrame:
+    """``verdicts`` (with their ``gold_changed`` flag) where each query whose gold changed — its
+    fields in ``changed`` (:data:`CHANGED_GOLD_COLUMNS`) — gets the verdict ``gold_changed``: not
+    compared, so never a win, loss or regression, and no answer flips; its ranks stay as
+    information. Unchanged when no query's gold changed."""
+    flag = verdicts["gold_changed"].to_numpy(dtype=bool)
+    if not flag.any():
+        return verdicts
+    out = verdicts.copy()
+    fields = out.loc[flag, "query_id"].map(changed.set_index("query_id")["fields"]).map(", ".join)
+    out.loc[flag, "verdict"] = GOLD_CHANGED
+    out.loc[flag, "note"] = "gold changed (" + fields.astype(str) + "): not compared"
+    out.loc[flag, ["refusal_flip", "groundedness_flip"]] = pd.NA
+    return out
+
+
+def restriction_info(diff: GoldenDiff, not_restricted: Iterable[str]) -> dict:
+    """What a comparison across two golden-set versions left out: ``n_compared`` (the unchanged
+    queries), ``n_dropped`` (every other query of either set), ``dropped`` (queries per kind of
+    :data:`~kebab_eval_pipeline.golden.diff.DIFF_KINDS`: a query whose question and supports both
+    changed counts under each) and ``not_restricted`` (run-level metrics the restriction cannot
+    recompute from per-query scores: shown as each run measured them over its own queries)."""
+    counts = diff.counts()
+    return {
+        "n_compared": counts["unchanged"],
+        "n_dropped": diff.n_dropped,
+        "dropped": {k: counts[k] for k in DIFF_KINDS},
+        "not_restricted": sorted(not_restricted),
+    }
+
+
+def restriction_text(restriction: dict) -> str:
+    """One sentence saying what the comparison left out and why (the report's line)."""
+    why = ", ".join(f"{n} {KIND_LABELS[k]}" for k, n in restriction["dropped"].items() if n)
+    text = (
+        f"the golden sets differ: metrics, paired tests and verdicts use the {restriction['n_compared']} "
+        f"queries unchanged in both; {restriction['n_dropped']} dropped ({why})"
+    )
+    if restriction["not_restricted"]:
+        text += "; not restricted (run-level numbers, as each run measured them): " + ", ".join(
+            restriction["not_restricted"]
         )
-        values = values.astype("string")
-    return pd.util.hash_pandas_object(values, index=False).to_numpy()
+    return text
 
 
-def _is_list(value) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray))
+def not_restricted_metrics(full: dict, restricted: dict) -> list[str]:
+    """Metrics of ``full`` with a value that the per-query recomputation (``restricted``) has no
+    number for: run-level numbers kept as the run measured them."""
+    return [m for m, v in full.items() if m not in restricted and v is not None and not _nan(v)]
 
 
-def _support_hashes(supports: pd.DataFrame) -> pd.Series:
-    """One uint64 per query summarising its supports (all fields, with their order)."""
-    if len(supports) == 0:
-        return pd.Series(dtype="UInt64")
-    combined = np.zeros(len(supports), dtype=np.uint64)
-    for field in _SUPPORT_FIELDS:
-        if field in supports.columns:
-            # Multiply-then-add keeps field positions apart (a ≠ b swapped between fields).
-            combined = combined * np.uint64(1_000_003) + _hash_column(supports[field])
-    # Mix each row's fields non-linearly: a linear combination summed over rows could not tell
-    # which support_idx went with which support.
-    combined = pd.util.hash_array(combined)
-    keyed = pd.DataFrame({"query_id": supports["query_id"].astype(object), "h": combined})
-    # A sum is order-free, but support_idx is hashed in, so reordering supports still shows.
-    return keyed.groupby("query_id", sort=False)["h"].sum().astype("UInt64")
-
-
-def no_changed_gold() -> pd.DataFrame:
-    """The empty :func:`changed_gold` table (identical golden sets)."""
-    return pd.DataFrame(columns=list(CHANGED_GOLD_COLUMNS)).astype(CHANGED_GOLD_COLUMNS)
-
-
-def changed_gold(
-    queries_a: pd.DataFrame,
-    supports_a: pd.DataFrame,
-    queries_b: pd.DataFrame,
-    supports_b: pd.DataFrame,
-) -> pd.DataFrame:
-    """Queries present in both golden sets whose gold differs, with the fields that changed.
-
-    Inputs: the ``queries`` and ``supports`` tables (``golden.tables``) of baseline a and
-    candidate b. Output: :data:`CHANGED_GOLD_COLUMNS` — ``query_id`` and ``fields`` (a list drawn
-    from :data:`GOLD_QUERY_FIELDS` plus ``"supports"``), ordered by query id; empty when nothing
-    changed or no query is shared.
-    """
-    merged = queries_a[["query_id"]].merge(queries_b[["query_id"]], on="query_id", how="inner")
-    if len(merged) == 0:
-        return no_changed_gold()
-    ids = merged["query_id"].astype("string")
-    qa = queries_a.set_index(queries_a["query_id"].astype("string")).loc[ids]
-    qb = queries_b.set_index(queries_b["query_id"].astype("string")).loc[ids]
-    changes: dict[str, np.ndarray] = {}
-    for field in GOLD_QUERY_FIELDS:
-        if field in qa.columns and field in qb.columns:
-            changes[field] = _hash_column(qa[field].reset_index(drop=True)) != _hash_column(
-                qb[field].reset_index(drop=True)
-            )
-    keys = ids.astype(object).to_numpy()
-    # reindex keeps the exact uint64 hashes (a map through Arrow strings would turn them to floats).
-    ha = _support_hashes(supports_a).reindex(keys).reset_index(drop=True)
-    hb = _support_hashes(supports_b).reindex(keys).reset_index(drop=True)
-    # A query without supports hashes to NA on its side: NA vs a value is a change, NA vs NA is not.
-    changes["supports"] = (ha.isna() != hb.isna()).to_numpy() | (
-        ha.notna() & hb.notna() & (ha != hb).fillna(False)
-    ).to_numpy(dtype=bool)
-
-    names = np.array(list(changes))
-    matrix = np.column_stack([changes[n] for n in names])
-    rows = np.flatnonzero(matrix.any(axis=1))
-    out = pd.DataFrame(
-        {
-            "query_id": ids.to_numpy()[rows],
-            "fields": [names[matrix[r]].tolist() for r in rows],
-        }
-    ).astype(CHANGED_GOLD_COLUMNS)
-    return out.sort_values("query_id", kind="stable").reset_index(drop=True)
+def _nan(value) -> bool:
+    return isinstance(value, float) and np.isnan(value)

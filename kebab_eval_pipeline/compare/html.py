@@ -75,6 +75,7 @@ _COLOURS = {
     "not_scored": "#d0d7de",
     "only_a": "#54aeff",
     "only_b": "#0969da",
+    "gold_changed": "#8250df",
 }
 
 

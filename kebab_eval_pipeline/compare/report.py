@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kebab_eval_pipeline.compare.drift import restriction_text
 from kebab_eval_pipeline.compare.systems import verdict_label
 from kebab_eval_pipeline.contract import VERSION_KEYS
 from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
@@ -121,6 +122,7 @@ def render_markdown(
         + "; ▲ better / ▼ worse where significant, △ / ▽ the delta's sense where not (or untested); "
         "† fewer paired queries than min_queries.",
         "",
+        *_restriction_lines(info),
         "| metric | a | b | delta | relative | p (raw) | p (adjusted) | 95% CI | MDE | sig | test |",
         "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
     ]
@@ -253,6 +255,16 @@ def resolution_lines(per_metric: pd.DataFrame) -> list[str]:
             + ". `kebab-eval golden size` says how many queries a smaller change needs.",
         ]
     return lines
+
+
+def _restriction_lines(info: dict) -> list[str]:
+    """A comparison across two golden-set versions: which queries its numbers are over, and what it
+    left out and why (nothing for identical golden sets)."""
+    restriction = info.get("golden_restriction")
+    if not restriction:
+        return []
+    text = restriction_text(restriction)
+    return [f"**Golden-set versions:** {md_text(text[0].upper() + text[1:])}.", ""]
 
 
 def _adjusted(row) -> str:

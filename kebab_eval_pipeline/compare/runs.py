@@ -15,7 +15,13 @@ import pandas as pd
 from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
-from kebab_eval_pipeline.compare.drift import changed_gold, no_changed_gold
+from kebab_eval_pipeline.compare.drift import (
+    no_changed_gold,
+    not_restricted_metrics,
+    restricted_scores,
+    restriction_info,
+    set_aside_changed,
+)
 from kebab_eval_pipeline.compare.fallback import MatchPlan, one_criterion, plan_matching, rescore
 from kebab_eval_pipeline.compare.margins import margin_rows
 from kebab_eval_pipeline.compare.repeats import (
@@ -35,7 +41,9 @@ from kebab_eval_pipeline.compare.verdicts import (
     verdict_counts,
 )
 from kebab_eval_pipeline.foundation.json_records import plain_value
+from kebab_eval_pipeline.golden.diff import GoldenDiff, diff_golden
 from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.metrics.aggregate import summarize_scores
 from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
@@ -79,14 +87,30 @@ def _with_labels(
     out["tags"] = out["tags"].map(
         lambda t: [str(x) for x in t] if isinstance(t, list | tuple | np.ndarray) else []
     )
-    changed_fields = out["query_id"].map(changed.set_index("query_id")["fields"]) if len(changed) else None
-    out["gold_changed"] = changed_fields.notna() if changed_fields is not None else False
-    if changed_fields is not None and out["gold_changed"].any():
-        joined = changed_fields[out["gold_changed"]].map(", ".join)
-        out.loc[out["gold_changed"], "note"] = (
-            out.loc[out["gold_changed"], "note"] + "; gold changed: " + joined
-        )
+    out["gold_changed"] = (
+        out["query_id"].astype(object).isin(pd.Index(changed["query_id"].astype(object)))
+        if len(changed)
+        else False
+    )
     return out.astype({**QUERY_LABELS, "gold_changed": "bool"})
+
+
+def _restricted(
+    scores: pd.DataFrame, metrics: dict, diff: GoldenDiff
+) -> tuple[pd.DataFrame, dict, pd.DataFrame, list[str]]:
+    """A run's (query_scores, metrics, breakdowns) over the queries unchanged between the two
+    golden sets, and the metrics left as the run measured them: every metric the per-query scores
+    give is aggregated again over those queries
+    (:func:`~kebab_eval_pipeline.metrics.aggregate.summarize_scores`, from the stored 4-decimal
+    scores); run-level numbers (indexing, judge calls, …) have no per-query form and stay."""
+    kept = restricted_scores(scores, diff)
+    summary = summarize_scores(kept)
+    return (
+        kept,
+        {**metrics, **summary.metrics},
+        summary.breakdowns,
+        not_restricted_metrics(metrics, summary.metrics),
+    )
 
 
 def _common_queries(scores_a: pd.DataFrame, scores_b: pd.DataFrame) -> int:
@@ -101,6 +125,7 @@ def _warnings(
     n_common: int,
     verdicts: pd.DataFrame,
     options: CompareSettings,
+    restriction: dict | None = None,
 ) -> list[str]:
     """What a reader must know before trusting the deltas, most important first."""
     out: list[str] = []
@@ -122,6 +147,11 @@ def _warnings(
             f"golden sets differ (a: {ga.get('name')} sha256 {str(ga.get('sha256'))[:12]}, "
             f"b: {gb.get('name')} sha256 {str(gb.get('sha256'))[:12]}): {only_a} queries only in a, "
             f"{only_b} only in b, {changed} with changed gold"
+            + (
+                f": compared over the {restriction['n_compared']} unchanged queries"
+                if restriction is not None
+                else ""
+            )
         )
     level_a, level_b = (int(x.scores.info.get("relevance_level") or 1) for x in (a, b))  # before: 1
     if level_a != level_b:
@@ -182,19 +212,28 @@ def compare_runs(
     scores_a, metrics_a, breakdowns_a = _scores(a, plan.criterion if plan.rescore_a else None)
     scores_b, metrics_b, breakdowns_b = _scores(b, plan.criterion if plan.rescore_b else None)
 
-    changed = (
-        changed_gold(a.golden.queries, a.golden.supports, b.golden.queries, b.golden.supports)
+    # Two golden-set versions: the numbers are taken over the queries unchanged between them
+    # (compare/drift.py); queries whose gold changed are set aside, never compared.
+    diff = (
+        diff_golden(a.golden.queries, a.golden.supports, b.golden.queries, b.golden.supports)
         if a.golden.sha256 != b.golden.sha256
-        else no_changed_gold()
+        else None
     )
+    changed = diff.changed_fields() if diff is not None else no_changed_gold()
     verdicts = _with_labels(
         per_query_verdicts(_per_query_frame(scores_a), _per_query_frame(scores_b)),
         scores_a,
         scores_b,
         changed,
     )
+    verdicts = set_aside_changed(verdicts, changed)
     # Repeated runs: a verdict within the queries' repeat ranges is a draw (compare/repeats.py).
     verdicts = draws_within_repeats(verdicts, scores_a, scores_b)
+    restriction = None
+    if diff is not None and not diff.is_empty:
+        scores_a, metrics_a, breakdowns_a, kept_a = _restricted(scores_a, metrics_a, diff)
+        scores_b, metrics_b, breakdowns_b, kept_b = _restricted(scores_b, metrics_b, diff)
+        restriction = restriction_info(diff, set(kept_a) | set(kept_b))
     per_metric, per_slice, families = comparison_tables(
         scores_a, scores_b, metrics_a, metrics_b, breakdowns_a, breakdowns_b, options, gated
     )
@@ -243,9 +282,11 @@ def compare_runs(
         "not_measured_a": dict(a.metrics.info.get("not_measured") or {}),
         "not_measured_b": dict(b.metrics.info.get("not_measured") or {}),
     }
+    if restriction is not None:  # only across golden-set versions: a common comparison is as it was
+        info["golden_restriction"] = restriction
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
-    info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options)]
+    info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options, restriction)]
     floor = _monte_carlo_floor(per_metric, families, options)
     if floor is not None:
         info["warnings"].append(floor)

@@ -5,7 +5,9 @@ For answerable queries with gold supports, by first relevant rank:
 found, b ranked lower; ``regression`` a found, b missed; ``draw`` same rank or
 both missed. Unanswerable queries, where both runs answered, compare refusals:
 b refusing where a answered is a win, the reverse a regression.
-Queries present in only one run are ``only_a`` / ``only_b`` (golden drift).
+Queries present in only one run are ``only_a`` / ``only_b`` (golden drift); a query in both
+whose gold changed between the two golden sets is ``gold_changed``, not compared (set by
+:func:`~.drift.set_aside_changed`).
 
 Answer-level flips sit beside the verdict, for queries both runs answered: ``refusal_flip``
 (``answered→refused`` / ``refused→answered``) and ``groundedness_flip`` (the rule-based
@@ -19,7 +21,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.metrics.columns import float_column
 
-VERDICTS = ("win", "loss", "regression", "draw", "not_scored", "only_a", "only_b")
+VERDICTS = ("win", "loss", "regression", "draw", "not_scored", "only_a", "only_b", "gold_changed")
 
 VERDICT_COLUMNS: dict[str, str] = {
     "query_id": "string",
@@ -125,9 +127,11 @@ def _with_grounded(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdict_counts(verdicts: pd.DataFrame) -> dict[str, int]:
-    """Queries per verdict, every verdict listed (0 when absent)."""
+    """Queries per verdict, every verdict listed (0 when absent) — but ``gold_changed`` only when a
+    query has it (a comparison across golden-set versions), so a comparison on one golden set
+    counts what it always did."""
     counts = verdicts["verdict"].value_counts()
-    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+    return {v: int(counts.get(v, 0)) for v in VERDICTS if v != "gold_changed" or counts.get(v, 0)}
 
 
 def flip_counts(verdicts: pd.DataFrame) -> dict[str, int]:

@@ -953,6 +953,11 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
                 if r.metric in headline and not pd.isna(getattr(r, "mde", None))
             },
         }
+        restriction = art.info.get("golden_restriction")
+        if restriction:  # two golden-set versions: the numbers are over the unchanged queries only
+            meta["golden/compared_queries"] = dg.MetadataValue.int(restriction["n_compared"])
+            meta["golden/dropped_queries"] = dg.MetadataValue.int(restriction["n_dropped"])
+            meta["golden_restriction"] = dg.MetadataValue.json(restriction)
         if len(art.per_query):
             # regressions and losses first: the queries a reviewer must look at
             meta["per_query"] = _table_metadata(

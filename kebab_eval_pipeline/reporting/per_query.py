@@ -35,7 +35,8 @@ COLUMN_DESCRIPTIONS = {
     "answered": "the system returned an answer",
     "error": "the error message of a failed query",
     "verdict": "this run against the baseline: regression (baseline found it, this run missed), loss "
-    "(found lower), win (found, or found higher), draw; only_a / only_b: in one run only",
+    "(found lower), win (found, or found higher), draw; only_a / only_b: in one run only; "
+    "gold_changed: its gold changed between the runs' golden sets, not compared",
     "a_rank": "first relevant rank in the baseline run",
     "b_rank": "first relevant rank in this run",
     "note": "why the verdict",
@@ -182,12 +183,12 @@ def worst_results_first(
 
 
 #: Comparison verdicts in the order a reviewer reads them: what got worse first.
-VERDICT_ORDER = ("regression", "loss", "only_a", "only_b", "not_scored", "win", "draw")
+VERDICT_ORDER = ("regression", "loss", "only_a", "only_b", "gold_changed", "not_scored", "win", "draw")
 
 
 def verdicts_worst_first(per_query: pd.DataFrame) -> pd.DataFrame:
-    """A comparison's per-query verdicts ordered regression, loss, only_a, only_b, not_scored,
-    win, draw (unknown verdicts last); within a verdict the baseline's better ranks first (the
+    """A comparison's per-query verdicts ordered regression, loss, only_a, only_b, gold_changed,
+    not_scored, win, draw (unknown verdicts last); within a verdict the baseline's better ranks first (the
     biggest falls lead), then the original order."""
     verdict = per_query["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
     verdict = verdict.fillna(len(VERDICT_ORDER)).to_numpy(dtype=float)

@@ -125,8 +125,25 @@ def test_comparison_lists_drift_and_flags_changed_gold(tmp_path):
     v = report.per_query.set_index("query_id")
     assert v.loc["gone", "verdict"] == "only_a" and v.loc["new", "verdict"] == "only_b"
     assert bool(v.loc["moved", "gold_changed"]) and not bool(v.loc["keep", "gold_changed"])
-    assert v.loc["moved", "note"].endswith("gold changed: supports")
-    assert any("golden sets differ" in w and "1 with changed gold" in w for w in info["warnings"])
+    # its gold changed: set aside, not compared (its ranks stay as information)
+    assert v.loc["moved", "verdict"] == "gold_changed"
+    assert v.loc["moved", "note"] == "gold changed (supports): not compared"
+    assert any(
+        "golden sets differ" in w and "1 with changed gold: compared over the 2 unchanged queries" in w
+        for w in info["warnings"]
+    )
+    assert info["golden_restriction"] == {
+        "n_compared": 2,
+        "n_dropped": 3,
+        "dropped": {
+            "added": 1,
+            "removed": 1,
+            "question_changed": 0,
+            "supports_changed": 1,
+            "other_gold_changed": 0,
+        },
+        "not_restricted": [],
+    }
     md = report.markdown
     assert "## Golden-set drift" in md and "gone" in md and "new" in md and "moved (supports)" in md
     # Every query of either set has exactly one row.

@@ -441,11 +441,15 @@ def test_golden_drift_is_listed_not_dropped(instance, tmp_path):
     assert verdicts["verdict"].to_dict() == {
         "q1": "only_a",
         "q2": "draw",
-        "q3": "regression",  # the trace still points at the old lines
+        "q3": "gold_changed",  # the trace still points at the old lines: not a regression
         "q4": "only_b",
     }
-    assert bool(verdicts.loc["q3", "gold_changed"]) and "gold changed: supports" in verdicts.loc["q3", "note"]
+    assert bool(verdicts.loc["q3", "gold_changed"])
+    assert verdicts.loc["q3", "note"] == "gold changed (supports): not compared"
     assert any("golden sets differ" in w and "1 queries only in a" in w for w in info["warnings"])
+    # the numbers are over q2 alone, the one query unchanged in both golden sets
+    assert info["golden_restriction"]["n_compared"] == 1 and info["golden_restriction"]["n_dropped"] == 3
+    assert report.per_metric.set_index("metric").loc["mrr", ["a", "b", "delta"]].tolist() == [1.0, 1.0, 0.0]
 
     md = report.markdown
     assert "## Golden-set drift" in md
@@ -455,4 +459,6 @@ def test_golden_drift_is_listed_not_dropped(instance, tmp_path):
     assert "gold changed (1): q3 (supports)" in drift
     meta = materializations(second)["comparison_report"].metadata
     assert meta["verdict/only_a"].value == 1 and meta["verdict/only_b"].value == 1
+    assert meta["verdict/gold_changed"].value == 1 and meta["verdict/regression"].value == 0
+    assert meta["golden/compared_queries"].value == 1 and meta["golden/dropped_queries"].value == 3
     assert "## Golden-set drift" in meta["report"].value
