@@ -158,6 +158,16 @@ RUN_BY: tuple[Runs, ...] = (
     ),
     Runs(
         "bash",
+        "kebab-eval golden size cand --against base --metric mrr --change 0.02",
+        "tests/ci/test_ci_outputs.py::test_golden_size_answers_from_the_two_runs",
+    ),
+    Runs(
+        "text",
+        "golden-set sizing from cand (paired with base)",
+        "tests/ci/test_ci_outputs.py::test_golden_size_answers_from_the_two_runs",
+    ),
+    Runs(
+        "bash",
         "kebab-eval golden diff golden-v1.yaml golden-v2.yaml",
         "tests/golden/test_cli_diff.py::test_the_documented_commands_run_as_written",
     ),

@@ -12,6 +12,7 @@ assets (one evaluation), and the CLI prints what is stored. Tests and benchmarks
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -53,7 +54,7 @@ from kebab_eval_pipeline.gates.evaluate import (
     evaluate_comparison_gates,
     evaluate_gates,
 )
-from kebab_eval_pipeline.gates.resolution import ResolutionFlag, resolution_flags
+from kebab_eval_pipeline.gates.resolution import ResolutionFlag, resolution_flags, variance_estimates
 from kebab_eval_pipeline.golden.load import LoadedGolden, load_golden
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.aggregate import (
@@ -805,11 +806,11 @@ def compare(
     if choice.run_id is None:
         report = no_baseline(run_id, choice.note, metrics)
     else:
-        baseline = store.stored_run(choice.run_id)
-        flags = gate_resolution(settings, baseline)
+        baseline, candidate = store.stored_run(choice.run_id), store.stored_run(run_id)
+        flags = gate_resolution(settings, baseline, candidate)
         report = compare_runs(
             baseline,
-            store.stored_run(run_id),
+            candidate,
             baseline_note=choice.note,
             options=settings.compare,
             gated=list(settings.regression_gates),
@@ -829,7 +830,7 @@ def compare_stored(
     """Two stored runs compared (delta = b − a; ``kebab-eval compare A B``), with the regression and
     verdict gates of ``settings`` and the report files, as :func:`compare` makes them."""
     run_a, run_b = store.stored_run(a), store.stored_run(b)
-    resolution = gate_resolution(settings, run_a)
+    resolution = gate_resolution(settings, run_a, run_b)
     # What an automatic baseline never is (a failed run, another role family): said, not refused.
     stored = store.manifest("comparison_report", a)
     flags = flag_baseline(
@@ -854,13 +855,30 @@ def compare_stored(
     return with_gates_and_files(report, settings)
 
 
-def gate_resolution(settings: RunSettings, baseline: StoredRun) -> list[ResolutionFlag]:
-    """The regression gates' bounds finer than the golden set resolves, from ``baseline``'s
-    per-query variance (:func:`gates.resolution.resolution_flags`). Raises InputError naming each
-    bound when ``compare.strict_resolution`` is set."""
+def gate_resolution(
+    settings: RunSettings,
+    baseline: StoredRun,
+    candidate: StoredRun | None = None,
+    store: RunStore | None = None,
+) -> list[ResolutionFlag]:
+    """The regression gates' bounds finer than the golden set resolves
+    (:func:`gates.resolution.resolution_flags`): from the paired differences of ``candidate``
+    against ``baseline`` when given; before a run, from the baseline's own stored comparison in
+    ``store`` when it has one, else its per-query variance. Raises InputError naming each bound
+    when ``compare.strict_resolution`` is set."""
+    stored = None
+    if candidate is None and store is not None and store.exists("comparison_report", baseline.run_id):
+        with contextlib.suppress(InputError, OSError, KeyError):
+            stored = store.read("comparison_report", baseline.run_id)[0].get("per_metric")
+    estimates = variance_estimates(
+        list(settings.regression_gates),
+        baseline.scores.scores,
+        None if candidate is None else candidate.scores.scores,
+        stored,
+    )
     flags = resolution_flags(
         settings.regression_gates,
-        baseline.scores.scores,
+        estimates,
         settings.compare.alpha,
         baseline_repeats=baseline.metrics.info.get("repeats"),
     )
@@ -894,7 +912,7 @@ def resolution_before_run(settings: RunSettings, store: RunStore, golden_name: s
         stored = store.stored_run(baseline)
     except InputError:
         return []  # a baseline that is not there: the comparison says so
-    return [f"baseline {baseline!r}: {f.text}" for f in gate_resolution(settings, stored)]
+    return [f"baseline {baseline!r}: {f.text}" for f in gate_resolution(settings, stored, store=store)]
 
 
 def comparison_margins(settings: RunSettings) -> list[tuple[str, str, float]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import shutil
 
 import numpy as np
@@ -22,6 +23,7 @@ import pytest
 from statsmodels.stats.power import TTestPower
 
 from kebab_eval_pipeline.reporting.ci_markdown import MARKER
+from tests import docs_pages
 from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 from tests.test_cli_compare import strict_json
@@ -146,11 +148,13 @@ def test_run_junit_validates_and_reads_back_with_every_outcome(cand, out, env, j
     assert regression.classname == "comparison.max_drop"
     [failure] = regression.result
     assert isinstance(failure, junitparser.Failure)
-    # The bound is far finer than 92 queries resolve (from the baseline's per-query sd of mrr, 0.356,
-    # statsmodels: ±0.1051 at 80% power): the reason says so (test_gate_resolution_is_flagged).
-    assert failure.message == (
-        "mrr moved -0.0084 (0.6985 → 0.6901); allowed drop 0.001 (finer than 92 queries resolve: ±0.1051)"
-    )
+    # The bound is far finer than 92 queries resolve (the paired MDE; test_gate_resolution_is_flagged
+    # re-derives it): the reason says so.
+    assert re.fullmatch(
+        r"mrr moved -0\.0084 \(0\.6985 → 0\.6901\); allowed drop 0\.001 "
+        r"\(finer than 92 queries resolve: ±0\.0\d{3}\)",
+        failure.message,
+    ), failure.message
     assert (
         "delta: -0.0084" in regression.system_out and "threshold: 0.001 (max_drop)" in regression.system_out
     )
@@ -325,11 +329,13 @@ def test_compare_writes_junit_and_respects_no_github_summary(cand, env, out, gat
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 1, 0, 0)
     assert "checks: 2 checks (2 gates): 1 passed · 1 failed" in proc.stderr
     [failure] = next(iter(suite)).result
-    # The bound is far finer than 92 queries resolve (from the baseline's per-query sd of mrr, 0.356,
-    # statsmodels: ±0.1051 at 80% power): the reason says so (test_gate_resolution_is_flagged).
-    assert failure.message == (
-        "mrr moved -0.0084 (0.6985 → 0.6901); allowed drop 0.001 (finer than 92 queries resolve: ±0.1051)"
-    )
+    # The bound is far finer than 92 queries resolve (the paired MDE; test_gate_resolution_is_flagged
+    # re-derives it): the reason says so.
+    assert re.fullmatch(
+        r"mrr moved -0\.0084 \(0\.6985 → 0\.6901\); allowed drop 0\.001 "
+        r"\(finer than 92 queries resolve: ±0\.0\d{3}\)",
+        failure.message,
+    ), failure.message
     comment = (out / "compare-comment.md").read_text(encoding="utf-8")
     assert comment.startswith(MARKER + "\n### kebab-eval compare: ❌ 1 blocking gate(s) failed")
     # The credential in the URL is dropped; parentheses are encoded so the link stays one link.
@@ -453,6 +459,18 @@ def test_golden_size_answers_from_the_two_runs(cand, env):
         )
         needed = power.solve_power(effect_size=0.02 / sd, alpha=0.05, power=0.8)
         assert row["queries_needed"] == math.ceil(needed - 1e-6)
+    # The statistics page's example, run as written: the paired answer for mrr ±0.02.
+    documented = shlex.split(docs_pages.snippet("bash", "kebab-eval golden size cand").text.strip())
+    page = cli(env, *documented[1:])
+    assert page.returncode == 0, page.stderr
+    # … and its output, shown on the page, line for line.
+    assert page.stdout.strip() == docs_pages.snippet("text", "golden-set sizing from cand").text.strip()
+    mrr = rows["mrr"]
+    assert re.search(
+        rf"^mrr +all +92 +{mrr['sd']:.4f} +{mrr['mde']:.4f} +{mrr['queries_needed']}$",
+        page.stdout,
+        re.M,
+    ), page.stdout
     text = cli(env, "golden", "size", "cand", "--metric", "mrr", "--change", "0.02", "--by", "category")
     assert text.returncode == 0, text.stderr
     assert "one run: sd(b − a) taken as the run's own sd" in text.stdout
@@ -464,21 +482,37 @@ def test_golden_size_answers_from_the_two_runs(cand, env):
 
 
 def test_gate_resolution_is_flagged(cand, env, out):
-    """`max_drop: 0.001` on mrr over 92 queries: the comparison warns from the baseline's variance
-    (its stored per-query mrr, re-read from the export) naming the queries the bound would need;
+    """`max_drop: 0.001` on mrr over 92 queries: the comparison warns from the paired differences
+    (both runs' per-query mrr, re-read from the exports) naming the queries the bound would need;
     with compare.strict_resolution the comparison — and a run whose baseline is known before it
     starts — is refused (exit 2), naming the bound."""
-    doc = json.loads(cli(env, "export", "base").stdout)
-    mrr = np.array([q["scores"]["mrr"] for q in doc["per_query"] if q["scores"].get("mrr") is not None])
-    sd = float(np.std(mrr, ddof=1))
+    scores = {
+        run: {
+            q["query_id"]: q["scores"].get("mrr")
+            for q in json.loads(cli(env, "export", run).stdout)["per_query"]
+        }
+        for run in ("base", "cand")
+    }
+    d = np.array(
+        [
+            v - scores["base"][q]
+            for q, v in scores["cand"].items()
+            if v is not None and scores["base"][q] is not None
+        ]
+    )
+    sd = float(np.std(d, ddof=1))
     power = TTestPower()
-    resolvable = power.solve_power(nobs=mrr.size, alpha=0.05, power=0.8) * sd
-    needed = math.ceil(power.solve_power(effect_size=0.001 / sd, alpha=0.05, power=0.8) - 1e-6)
+    # Two gated metrics (mrr, hit@5): max_drop's level is α/2, the Holm family's — the report's MDE.
+    resolvable = power.solve_power(nobs=d.size, alpha=0.025, power=0.8) * sd
+    needed = math.ceil(power.solve_power(effect_size=0.001 / sd, alpha=0.025, power=0.8) - 1e-6)
     compared = cli(env, "compare", "base", "cand", "--config", str(out / "gates.yaml"), "--json")
     report = json.loads(compared.stdout)
     [flag] = [f for f in report["gate_resolution"] if f["metric"] == "mrr"]
-    assert flag["kind"] == "max_drop" and flag["n"] == mrr.size == 92
+    assert flag["kind"] == "max_drop" and flag["n"] == d.size == 92
+    assert flag["source"] == "the paired differences of this comparison"
     assert flag["resolvable"] == pytest.approx(resolvable, rel=1e-3) and flag["queries"] == needed
+    [row] = [r for r in report["per_metric"] if r["metric"] == "mrr"]
+    assert row["mde"] == pytest.approx(flag["resolvable"], rel=1e-6)  # one figure, two places
     assert any(
         w.startswith("gates.regression.mrr.max_drop 0.001 is finer than 92 queries")
         for w in report["warnings"]
