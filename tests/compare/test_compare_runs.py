@@ -213,3 +213,19 @@ def test_every_output_states_what_the_comparison_could_detect(tmp_path, golden, 
     )
     page = report_files(report)["comparison.html"].decode()
     assert "<th class=num>MDE</th>" in page and f"±{mde:.4f}" in page
+
+
+def test_a_ci_that_disagrees_with_its_p_value_is_marked(tmp_path, golden, weak):
+    """Five of 40 queries lose their hit and none gains one: exact McNemar p = 2·(½)^5 = 0.0625,
+    while almost every bootstrap resample holds one of the five losses, so the 95% CI excludes 0.
+    The report marks that CI ‡ and says the p-value decides; a row where they agree is unmarked."""
+    ranks = {i: (None if i % 5 == 0 or i in (1, 2, 3, 4, 6) else 4) for i in range(N)}
+    fewer = replay_bundle(tmp_path / "fewer", "fewer", golden, found_at(ranks))
+    report = compare_runs(weak, fewer)
+    hit = report.per_metric.set_index("metric").loc["hit@5"]
+    assert hit["p_value"] == pytest.approx(0.0625) and hit["ci_high"] < 0
+    row = next(line for line in report.markdown.splitlines() if line.startswith("| hit@5 |"))
+    assert f"[{hit['ci_low']:+.4f}, {hit['ci_high']:+.4f}]‡" in row
+    assert "‡: the bootstrap CI and the p-value disagree about 0" in report.markdown
+    same = next(line for line in report.markdown.splitlines() if line.startswith("| hit@1 |"))
+    assert "‡" not in same

@@ -119,6 +119,10 @@ def test_two_chunk_sizes_compare_with_both_chunker_versions(instance):
     assert "both runs were scored by anchor" in report.info["fallback_note"]
     meta = materializations(second)["comparison_report"].metadata
     assert meta["verdict/win"].value == counts["win"] and meta["baseline_run"].value == "small-chunks"
+    # What the comparison could detect is in the UI beside each headline delta and p.
+    mde = report.per_metric.set_index("metric")["mde"]
+    assert meta["mde/mrr"].value == pytest.approx(mde["mrr"]) and 0 < meta["mde/mrr"].value < 1
+    assert meta["mde/hit@5"].value == pytest.approx(mde["hit@5"])
     a = RunMetricsArtifact.from_tables(*store.read("run_metrics", "small-chunks")).metrics
     b = RunMetricsArtifact.from_tables(*store.read("run_metrics", "large-chunks")).metrics
     # Neither run is re-scored: the a and b columns are each run's own report.
