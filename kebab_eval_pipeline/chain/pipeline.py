@@ -244,35 +244,34 @@ def retrieve_shard(
         run_warnings=shard.run_warnings,
         mask=mask,
     )
+
+    def ask_again(r: int) -> RetrievalPiece:
+        """Repeat ``r``: the same system asked the whole shard again (systems/repeats.py)."""
+        return run_piece(
+            system,
+            shard.queries,
+            k=shard.k,
+            answers=settings.answers,
+            progress=report(r),
+            known_chunks=False,
+            run_warnings=[],
+            mask=mask,
+        )
+
     if auto:
-        return _retrieve_until_steady(settings, shard, system, golden, piece, report, mask)
+        return _retrieve_until_steady(settings, shard, golden, piece, ask_again)
     repeats = None
-    if n > 1:  # the same system asked again, the whole shard per repeat (systems/repeats.py)
-        again = {
-            r: run_piece(
-                system,
-                shard.queries,
-                k=shard.k,
-                answers=settings.answers,
-                progress=report(r),
-                known_chunks=False,
-                run_warnings=[],
-                mask=mask,
-            )
-            for r in range(2, n + 1)
-        }
-        repeats = repeat_tables(again, n)
+    if n > 1:
+        repeats = repeat_tables({r: ask_again(r) for r in range(2, n + 1)}, n)
     return RetrievalShardResult(shard.index, shard.k, piece, shard.stale, repeats)
 
 
 def _retrieve_until_steady(
     settings: RunSettings,
     shard: QueryShard,
-    system: SystemUnderTest,
     golden: GoldenArtifact | None,
     first: RetrievalPiece,
-    report,
-    mask,
+    ask_again,
 ) -> RetrievalShardResult:
     """``repeat: auto``: ``first`` (repeat 1) and then one more pass of the run's queries at a time,
     each scored on its own and let go (:class:`~kebab_eval_pipeline.chain.auto_repeat.AutoRepeat`
@@ -293,16 +292,7 @@ def _retrieve_until_steady(
     again: dict[int, RetrievalPiece] = {}
     while stop is None:
         r = rule.count + 1
-        again[r] = run_piece(
-            system,
-            shard.queries,
-            k=shard.k,
-            answers=settings.answers,
-            progress=report(r),
-            known_chunks=False,
-            run_warnings=[],
-            mask=mask,
-        )
+        again[r] = ask_again(r)
         stop = rule.add(*scored(again[r]))
     sink = progress.query_progress()
     if sink is not None:  # stopped before repeat_max: the run's queries are all asked
