@@ -198,7 +198,10 @@ def test_a_failed_run_is_not_the_next_runs_baseline_and_the_report_names_it(stor
     assert report["baseline_note"].endswith("; skipped 1 later run(s): 'bad' failed gate_mrr_min)")
     assert report["baseline_skipped"] == [{"run_id": "bad", "reason": "failed gate_mrr_min"}]
     [drop] = report["gates"]
-    assert drop["passed"] and drop["reason"] == "mrr moved -0.0500 (0.8000 → 0.7500); allowed drop 0.1"
+    # 20 queries cannot resolve a drop of 0.1 in mrr: the reason says so (gates/resolution.py).
+    assert drop["passed"] and drop["reason"].startswith(
+        "mrr moved -0.0500 (0.8000 → 0.7500); allowed drop 0.1 (finer than 20 queries resolve: ±0."
+    )
     markdown = store.read_file("comparison_report", "ci-2", "comparison.md").decode()
     assert "skipped 1 later run(s): 'bad' failed gate_mrr_min)" in markdown
 
@@ -212,7 +215,7 @@ def test_sweep_variants_and_experiments_are_never_a_regular_runs_baseline(store,
     assert report["baseline_skipped"][0]["reason"] == "is an experiment"
     assert report["baseline_skipped"][1]["reason"] == "is a variant of sweep 'chunking'"
     # the true drop is caught: 0.75 → 0.40 (against exp it would have read 1.00 → 0.40)
-    assert report["gates"][0]["reason"] == "mrr moved -0.3500 (0.7500 → 0.4000); allowed drop 0.1"
+    assert report["gates"][0]["reason"].startswith("mrr moved -0.3500 (0.7500 → 0.4000); allowed drop 0.1")
     assert info(store, "comparison_report", V8)["run_a"] == V12  # its sweep's other variant
     first = info(store, "comparison_report", V12)
     assert first["run_a"] is None and "no earlier variant of sweep 'chunking'" in first["baseline_note"]
