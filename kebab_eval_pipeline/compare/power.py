@@ -15,13 +15,17 @@ already has — their standard deviation ``sd`` over ``n`` paired queries:
 - **queries needed** (:func:`queries_needed`): the smallest ``n`` whose minimum detectable effect
   is at most ``Δ``, for the same ``sd``.
 
-The tests actually run are exact McNemar (0/1 scores) and the sign-flip randomization test (graded
-ones); the t power is their large-sample power. ``tests/compare/test_power.py`` simulates both at
-the computed effect (60–200 queries): the randomization test finds it 79–83% of the time, exact
-McNemar 70–77% (an exact test on few discordant pairs is conservative, so for 0/1 metrics the
-figure is a little optimistic). No variance, no effect: with
-no query changed between the runs (``sd = 0``) or fewer than 2 pairs, the effect is null — a
-comparison of identical runs says nothing about the size of changes it could see.
+The tests actually run are the sign-flip randomization test (graded scores), whose large-sample
+power is the t power — ``tests/compare/test_power.py`` simulates it at the computed effect (30–100
+queries): it finds the effect 79–83% of the time — and exact McNemar (0/1 scores), conservative
+on few discordant pairs (70–77% at the t effect). For exact McNemar rows the effect is therefore
+computed from the test's **exact power** (:func:`mcnemar_power`, every discordant count
+enumerated, the observed share ψ of changed queries held — or raised to |Δ| when a change needs
+more changed queries than were seen), so it is the change exact McNemar finds 80% of the time.
+
+No variance, no effect: with no query changed between the runs (``sd = 0``) or fewer than 2
+pairs, a graded metric's effect is null — its variance is unknown; a 0/1 metric's exact effect
+holds even then (a change needs that many queries to flip one way).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ __all__ = [
     "DEFAULT_POWER",
     "RESOLUTION_COLUMNS",
     "family_alpha",
+    "mcnemar_detectable_effect",
+    "mcnemar_power",
+    "mcnemar_queries_needed",
     "minimum_detectable_effect",
     "queries_needed",
     "t_power",
@@ -93,6 +100,74 @@ def minimum_detectable_effect(sd, n, alpha, power: float = DEFAULT_POWER) -> np.
     return out if out.ndim else out[()]
 
 
+#: Above this many pairs the exact McNemar power is the t power to within a point: the t one is used.
+_EXACT_MAX_PAIRS = 20_000
+
+
+def mcnemar_power(n: int, discordance: float, delta: float, alpha: float) -> float:
+    """Exact power of the two-sided exact McNemar test (:func:`.significance.sign_test_p` < ``alpha``)
+    on ``n`` pairs whose true share of discordant pairs is ``ψ = max(discordance, |delta|)`` and
+    whose true mean difference (gains − losses) is ``delta``: the discordant count D ~ Binomial(n, ψ),
+    the gains among them ~ Binomial(D, (ψ + Δ)/(2ψ)), and the test rejects when the gains are at
+    most ``c(D)`` or at least ``D − c(D)``, ``c(D)`` the largest count with ``2·P(X ≤ c) < alpha``
+    for X ~ Binomial(D, ½). 0 when ψ is 0."""
+    from scipy import stats
+
+    psi = max(float(discordance), abs(float(delta)))
+    if psi <= 0 or n < 1:
+        return 0.0
+    d = np.arange(int(n) + 1)
+    weight = stats.binom.pmf(d, int(n), min(psi, 1.0))
+    cut = np.where(d == 0, -1, stats.binom.ppf(alpha / 2, d, 0.5) - 1)
+    gain = (psi + delta) / (2 * psi)
+    reject = stats.binom.cdf(cut, d, gain) + stats.binom.sf(d - cut - 1, d, gain)
+    return float(np.sum(weight * reject))
+
+
+def mcnemar_detectable_effect(
+    n: int, discordance: float, alpha: float, power: float = DEFAULT_POWER
+) -> float:
+    """The smallest |Δ| exact McNemar detects with probability ``power`` (:func:`mcnemar_power`)
+    on ``n`` pairs with the observed share ``discordance`` of changed queries; NaN when no change
+    up to 1 reaches it, or ``n < 2``. Above 20,000 pairs, the t effect at sd √ψ."""
+    if n < 2:
+        return float("nan")
+    if n > _EXACT_MAX_PAIRS:
+        return float(minimum_detectable_effect(np.sqrt(discordance), n, alpha, power))
+    if mcnemar_power(n, discordance, 1.0, alpha) < power:
+        return float("nan")
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if mcnemar_power(n, discordance, mid, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def mcnemar_queries_needed(
+    discordance: float, effect: float, alpha: float, power: float = DEFAULT_POWER
+) -> int | None:
+    """The fewest pairs on which exact McNemar detects a change of ``effect`` with ``power``, for
+    the share ``discordance`` of changed queries (:func:`mcnemar_power`); None when ``effect`` is
+    not positive. Beyond 20,000 pairs, the t answer at sd √ψ."""
+    if not effect > 0:
+        return None
+    if mcnemar_power(_EXACT_MAX_PAIRS, discordance, effect, alpha) < power:
+        return queries_needed(np.sqrt(max(discordance, effect)), effect, alpha, power)
+    lo, hi = 1, _EXACT_MAX_PAIRS
+    # An exact test's power rises with n in a saw-tooth, not pair by pair: bisection finds where it
+    # crosses the target at its own resolution (a neighbouring n may sit just above or below).
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mcnemar_power(mid, discordance, effect, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def queries_needed(sd: float, effect: float, alpha: float, power: float = DEFAULT_POWER) -> int | None:
     """The fewest paired queries whose :func:`minimum_detectable_effect` is at most ``effect`` for
     differences of standard deviation ``sd``; None when ``sd`` or ``effect`` is not positive."""
@@ -134,7 +209,8 @@ RESOLUTION_COLUMNS: dict[str, str] = {"mde": "float64", "mde_alpha": "float64"}
 def with_detectable_effects(per_metric, families: dict, alpha: float, power: float = DEFAULT_POWER):
     """The comparison's per-metric table plus :data:`RESOLUTION_COLUMNS`: ``mde``, the minimum
     detectable effect of each tested metric (``sd`` = ``paired_se·√n_paired``, at ``mde_alpha``:
-    :func:`family_alpha` of the row's adjustment and the ``families`` sizes), NaN where the metric
+    :func:`family_alpha` of the row's adjustment and the ``families`` sizes; for an exact McNemar
+    row, :func:`mcnemar_detectable_effect` with the share of changed queries), NaN where the metric
     has no paired test, fewer than 2 pairs or no query changed (``sd = 0``), or where the effect
     would exceed 1 (too few queries to detect any change of a [0, 1] metric)."""
     out = per_metric.copy()
@@ -149,6 +225,17 @@ def with_detectable_effects(per_metric, families: dict, alpha: float, power: flo
     )
     level = np.where(np.isnan(se), np.nan, level)
     out["mde"] = minimum_detectable_effect(se * np.sqrt(n), n, np.nan_to_num(level, nan=alpha), power)
+    # Exact McNemar rows: the change that test finds with the power stated, from its exact power.
+    if "test" in out.columns and "gain_sum" in out.columns:
+        exact = (
+            (out["test"] == "mcnemar_exact").fillna(False).to_numpy(dtype=bool) & ~np.isnan(level) & (n >= 2)
+        )
+        changed = (out["gain_sum"] + out["loss_sum"]).to_numpy(dtype=float, na_value=np.nan)
+        # No query changed: the exact test still says which one-way change it would have found.
+        for i in np.flatnonzero(exact & (changed >= 0)):
+            out.iloc[i, out.columns.get_loc("mde")] = mcnemar_detectable_effect(
+                int(n[i]), changed[i] / n[i], float(level[i]), power
+            )
     # A null level (no test), or an "effect" beyond a [0, 1] metric's range: nothing detectable.
     out["mde"] = np.where(np.isnan(level) | (out["mde"] > 1), np.nan, out["mde"])
     out["mde_alpha"] = level

@@ -11,6 +11,11 @@ From a stored run's per-query scores (:func:`sizing_table`), per metric and per 
   (:func:`.power.minimum_detectable_effect`), and ``mde_at`` for a hypothetical number of queries;
 - ``queries_needed`` — the queries a change of ``change`` needs (:func:`.power.queries_needed`).
 
+Paired 0/1 metrics (every difference −1, 0 or 1) are sized for the test a comparison runs on
+them, exact McNemar, from its exact power at the observed share of changed queries
+(:func:`.power.mcnemar_detectable_effect`, :func:`.power.mcnemar_queries_needed`), as the
+comparison's own MDE is.
+
 Null where the metric is not a per-query mean, or the run(s) give it on fewer than 2 queries or
 with no spread (every query scored the same: nothing to estimate a variance from), and an
 effect above 1 (no change within a [0, 1] metric's range is detectable); slices the metric does
@@ -24,7 +29,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from kebab_eval_pipeline.compare.power import DEFAULT_POWER, minimum_detectable_effect, queries_needed
+from kebab_eval_pipeline.compare.power import (
+    DEFAULT_POWER,
+    mcnemar_detectable_effect,
+    mcnemar_queries_needed,
+    minimum_detectable_effect,
+    queries_needed,
+)
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.columns import float_column
 
@@ -111,6 +122,32 @@ def sizing_table(
             elif not sd > 0:
                 note = "every query scored the same: no variance to size from"
             usable = n >= 2 and sd > 0
+            if (
+                usable
+                and scores_a is not None
+                and catalogue.test_kind(metric) == "binary"
+                and np.isin(v, (-1, 0, 1)).all()
+            ):
+                changed = float(np.mean(v != 0))
+                mde = mcnemar_detectable_effect(n, changed, alpha, power)
+                rows.append(
+                    {
+                        "metric": metric,
+                        "slice": name,
+                        "paired": True,
+                        "n": n,
+                        "sd": sd,
+                        "mde": mde,
+                        "mde_at": mcnemar_detectable_effect(queries, changed, alpha, power)
+                        if queries
+                        else np.nan,
+                        "queries_needed": mcnemar_queries_needed(changed, change, alpha, power)
+                        if change
+                        else None,
+                        "note": "exact McNemar",
+                    }
+                )
+                continue
             rows.append(
                 {
                     "metric": metric,

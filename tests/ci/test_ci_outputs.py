@@ -24,6 +24,7 @@ from statsmodels.stats.power import TTestPower
 
 from kebab_eval_pipeline.reporting.ci_markdown import MARKER
 from tests import docs_pages
+from tests.compare.margin_simulation import exact_mcnemar_power
 from tests.conftest import clean_cli_env, write
 from tests.test_cli import cli, no_traceback
 from tests.test_cli_compare import strict_json
@@ -451,6 +452,11 @@ def test_golden_size_answers_from_the_two_runs(cand, env):
         sd = float(np.std(d, ddof=1))
         row = rows[metric]
         assert row["paired"] is True and row["n"] == d.size and row["sd"] == pytest.approx(sd)
+        if metric == "hit@5":  # 0/1: sized for exact McNemar, re-derived by a trinomial enumeration
+            assert row["note"] == "exact McNemar"
+            changed = float(np.mean(d != 0))
+            assert exact_mcnemar_power(d.size, changed, row["mde"], 0.05) == pytest.approx(0.8, abs=1e-6)
+            continue
         assert row["mde"] == pytest.approx(
             power.solve_power(nobs=d.size, alpha=0.05, power=0.8) * sd, rel=1e-3
         )

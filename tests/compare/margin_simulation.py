@@ -1,5 +1,6 @@
 """Error rates of margin decisions at the margin: the shared engine of ``test_paired_score.py``
-(small scale) and ``benchmarks/bench_margin_size.py`` (full scale).
+(small scale) and ``benchmarks/bench_margin_size.py`` (full scale); and the exact McNemar power
+by brute force (:func:`exact_mcnemar_power`), the yardstick of the 0/1 minimum detectable effect.
 
 A non-inferiority decision "b is no worse than a by more than δ" has size ≤ α when, with the true
 mean difference exactly −δ, it is declared at most α of the time. Two bounds are compared:
@@ -16,6 +17,7 @@ error. For graded scores (MRR-like differences) it is simulated.
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 from scipy.special import gammaln, stdtrit
 
 from kebab_eval_pipeline.compare.paired_score import score_bounds
@@ -97,3 +99,17 @@ def graded_size(
         if rate > worst[0]:
             worst = (rate, float(np.sqrt(rate * (1 - rate) / repeats)))
     return worst
+
+
+def exact_mcnemar_power(n: int, changed: float, delta: float, alpha: float) -> float:
+    """Power of the exact McNemar test by brute force, independent of the package's: every
+    (gains, losses) outcome of n pairs with its trinomial probability, each tested with
+    ``scipy.stats.binomtest`` (the discordant share raised to |Δ| when Δ needs more)."""
+    share = max(changed, abs(delta))
+    gain, loss = (share + delta) / 2, (share - delta) / 2
+    total = 0.0
+    for x in range(n + 1):
+        for y in range(n + 1 - x):
+            if x + y and stats.binomtest(x, x + y).pvalue < alpha:
+                total += stats.multinomial.pmf([x, y, n - x - y], n, [gain, loss, 1 - share])
+    return total

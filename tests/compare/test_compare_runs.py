@@ -13,6 +13,7 @@ from kebab_eval_pipeline.compare.runs import compare_runs, no_baseline
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.metrics import catalogue
 from tests.compare.conftest import hit, replay_bundle, write_golden
+from tests.compare.margin_simulation import exact_mcnemar_power
 
 N = 40
 
@@ -195,6 +196,12 @@ def test_every_output_states_what_the_comparison_could_detect(tmp_path, golden, 
     mde = m.loc["mrr", "mde"]
     assert mde == pytest.approx(effect * d.std(ddof=1), rel=1e-3)
     assert m.loc["mrr", "mde_alpha"] == pytest.approx(0.05 / holm["size"])
+    # hit@1 is 0/1: its effect is the one exact McNemar finds 4 times in 5 (brute-force power).
+    h = m.loc["hit@1"]
+    changed = (h["gain_sum"] + h["loss_sum"]) / h["n_paired"]
+    level = 0.05 / (holm["size"] if h["adjusted_by"] == "holm" else report.info["families"]["bh"]["size"])
+    assert h["mde_alpha"] == pytest.approx(level)
+    assert exact_mcnemar_power(int(h["n_paired"]), changed, h["mde"], level) == pytest.approx(0.8, abs=1e-6)
     # Not significant: no direction, the delta's leaning only.
     assert m.loc["mrr", "significance"] == "" and pd.isna(m.loc["mrr", "direction"])
     assert m.loc["mrr", "leaning"] in ("better", "worse")

@@ -15,6 +15,8 @@ from statsmodels.stats.power import TTestPower
 
 from kebab_eval_pipeline.compare.power import (
     family_alpha,
+    mcnemar_detectable_effect,
+    mcnemar_power,
     minimum_detectable_effect,
     queries_needed,
     t_power,
@@ -76,8 +78,9 @@ def _alternative_effect(second_moment: float, n: int, alpha: float) -> float:
 
 @pytest.mark.parametrize(("n", "changed", "alpha"), [(60, 0.2, 0.05), (100, 0.3, 0.0125), (200, 0.1, 0.05)])
 def test_exact_mcnemar_power_at_the_binary_mde(n, changed, alpha):
-    """0/1 scores: at the computed MDE, the exact McNemar test (what the comparison runs) rejects
-    70–80% of the time — the t power is its large-sample power; the exact test is conservative."""
+    """0/1 scores: at the t effect, the exact McNemar test (what the comparison runs) rejects only
+    70–80% of the time — conservative on few discordant pairs — which is why exact McNemar rows take
+    their effect from the test's exact power instead (next tests)."""
     mde = _alternative_effect(changed, n, alpha)
     gain, loss = (changed + mde) / 2, (changed - mde) / 2
     counts = np.random.default_rng(n).multinomial(n, [gain, loss, 1 - changed], size=3000)
@@ -122,3 +125,30 @@ def test_family_alpha_and_the_table_columns():
     )
     # hit@5 unchanged on every query: no variance, no effect; latency: no paired test.
     assert np.isnan(out.loc[1, "mde"]) and np.isnan(out.loc[3, "mde"]) and np.isnan(out.loc[3, "mde_alpha"])
+
+
+@pytest.mark.parametrize(
+    ("n", "changed", "delta", "alpha"), [(60, 0.2, 0.15, 0.05), (100, 0.3, 0.18, 0.0125)]
+)
+def test_exact_mcnemar_power_equals_simulation(n, changed, delta, alpha):
+    """The exact power (every discordant count enumerated) against 20,000 simulated comparisons run
+    through the comparison's own exact McNemar p-value."""
+    gain, loss = (changed + delta) / 2, (changed - delta) / 2
+    counts = np.random.default_rng(n).multinomial(n, [gain, loss, 1 - changed], size=20_000)
+    simulated = np.mean([sign_test_p(int(g), int(g + lo)) < alpha for g, lo in counts[:, :2]])
+    assert mcnemar_power(n, changed, delta, alpha) == pytest.approx(
+        simulated, abs=4 * math.sqrt(0.25 / 20_000)
+    )
+
+
+@pytest.mark.parametrize(("n", "changed", "alpha"), [(60, 0.2, 0.05), (92, 0.04, 0.025), (200, 0.1, 0.05)])
+def test_binary_mde_is_what_exact_mcnemar_finds_four_times_in_five(n, changed, alpha):
+    mde = mcnemar_detectable_effect(n, changed, alpha)
+    assert mcnemar_power(n, changed, mde, alpha) == pytest.approx(0.8, abs=1e-6)
+    psi = max(changed, mde)
+    gain, loss = (psi + mde) / 2, (psi - mde) / 2
+    counts = np.random.default_rng(n).multinomial(n, [gain, loss, 1 - psi], size=10_000)
+    found = np.mean([sign_test_p(int(g), int(g + lo)) < alpha for g, lo in counts[:, :2]])
+    assert found == pytest.approx(0.8, abs=4 * math.sqrt(0.16 / 10_000))
+    # No query changed: a one-way change still has a size the test would find.
+    assert 0 < mcnemar_detectable_effect(n, 0.0, alpha) < 1
