@@ -137,7 +137,10 @@ def sign_test_p(k: int, n: int) -> float:
     j = min(k, n - k)
     # P(X <= j) = I_{1/2}^c(j + 1, n − j) and P(X >= n − j) = I_{1/2}(n − j, j + 1): equal by
     # symmetry, but scipy.stats computes one of each, so this does too (same rounding).
-    return min(1.0, float(betaincc(j + 1, n - j, 0.5) + betainc(n - j, j + 1, 0.5)))
+    lower, upper = float(betaincc(j + 1, n - j, 0.5)), float(betainc(n - j, j + 1, 0.5))
+    # Far out (p below ~1e-250) the second form underflows to 0 before the first: the tails are
+    # equal, so the surviving one counts twice (else p came out half its value there).
+    return min(1.0, lower + (upper if upper > 0.0 else lower))
 
 
 def binary_test(metric: str, *values: np.ndarray) -> bool:
