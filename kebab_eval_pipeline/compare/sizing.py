@@ -122,32 +122,30 @@ def sizing_table(
             elif not sd > 0:
                 note = "every query scored the same: no variance to size from"
             usable = n >= 2 and sd > 0
-            if (
+            exact = (
                 usable
                 and scores_a is not None
                 and catalogue.test_kind(metric) == "binary"
-                and np.isin(v, (-1, 0, 1)).all()
-            ):
+                and bool(np.isin(v, (-1, 0, 1)).all())
+            )
+            if exact:  # paired 0/1: exact McNemar at the observed share of changed queries
                 changed = float(np.mean(v != 0))
-                mde = mcnemar_detectable_effect(n, changed, alpha, power)
-                rows.append(
-                    {
-                        "metric": metric,
-                        "slice": name,
-                        "paired": True,
-                        "n": n,
-                        "sd": sd,
-                        "mde": mde,
-                        "mde_at": mcnemar_detectable_effect(queries, changed, alpha, power)
-                        if queries
-                        else np.nan,
-                        "queries_needed": mcnemar_queries_needed(changed, change, alpha, power)
-                        if change
-                        else None,
-                        "note": "exact McNemar",
-                    }
-                )
-                continue
+
+                def effect(size: int, changed=changed) -> float:
+                    return mcnemar_detectable_effect(size, changed, alpha, power)
+
+                def needed(delta: float, changed=changed) -> int | None:
+                    return mcnemar_queries_needed(changed, delta, alpha, power)
+
+                note = "exact McNemar"
+            else:
+
+                def effect(size: int, sd=sd) -> float:
+                    return float(minimum_detectable_effect(sd, size, alpha, power))
+
+                def needed(delta: float, sd=sd) -> int | None:
+                    return queries_needed(sd, delta, alpha, power)
+
             rows.append(
                 {
                     "metric": metric,
@@ -155,11 +153,9 @@ def sizing_table(
                     "paired": scores_a is not None,
                     "n": n,
                     "sd": sd if usable else np.nan,
-                    "mde": float(minimum_detectable_effect(sd, n, alpha, power)) if usable else np.nan,
-                    "mde_at": float(minimum_detectable_effect(sd, queries, alpha, power))
-                    if usable and queries
-                    else np.nan,
-                    "queries_needed": queries_needed(sd, change, alpha, power) if usable and change else None,
+                    "mde": effect(n) if usable else np.nan,
+                    "mde_at": effect(queries) if usable and queries else np.nan,
+                    "queries_needed": needed(change) if usable and change else None,
                     "note": note,
                 }
             )
