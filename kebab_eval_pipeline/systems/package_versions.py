@@ -80,24 +80,40 @@ def _files_of(distribution: str) -> frozenset[Path]:
 
 def _owner(module_name: str) -> str | None:
     """The distribution owning ``module_name``'s file (several share a namespace such as
-    ``llama_index``: the one whose files hold it), else the only one of its top-level name."""
+    ``llama_index``: the one whose files hold it), else the only one of its top-level name.
+
+    A distribution that ships files under the top-level name but not the module's own file does
+    not own it: some wheels install a stray top-level ``tests`` package, and the user's own
+    ``tests`` package must not be named after them. An editable install ships no files under
+    the name, so its one distribution still owns the module."""
     top = module_name.partition(".")[0]
     if top in sys.stdlib_module_names or top == "builtins":
         return None
     owners = _top_level_owners().get(top, ())
-    if len(owners) <= 1:
-        return owners[0] if owners else None
-    module = sys.modules.get(module_name)
-    file = getattr(module, "__file__", None)
-    if file:
-        path = Path(file).resolve()
-        for name in owners:
-            try:
-                if path in _files_of(name):
-                    return name
-            except metadata.PackageNotFoundError:
-                continue
+    if not owners:
+        return None
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if not file:
+        return owners[0] if len(owners) == 1 else None
+    path = Path(file).resolve()
+    for name in owners:
+        try:
+            if path in _files_of(name):
+                return name
+        except metadata.PackageNotFoundError:
+            continue
+    if len(owners) == 1 and not _ships_files_under(owners[0], top):
+        return owners[0]
     return None
+
+
+@lru_cache(maxsize=256)
+def _ships_files_under(distribution: str, top: str) -> bool:
+    try:
+        files = metadata.distribution(distribution).files or ()
+    except metadata.PackageNotFoundError:
+        return False
+    return any(f.parts[:1] == (top,) or str(f) == f"{top}.py" for f in files)
 
 
 def object_packages(*objects: Any) -> dict[str, str]:
