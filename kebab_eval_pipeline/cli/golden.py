@@ -3,7 +3,6 @@ sets checked, converted, described, recorded, compared and sized."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from kebab_eval_pipeline.cli.address import ChainOption, GateOption
-from kebab_eval_pipeline.cli.console import err, out
+from kebab_eval_pipeline.cli.console import err, line_asker, out
 from kebab_eval_pipeline.cli.show import print_probe
 from kebab_eval_pipeline.foundation import atomic
 from kebab_eval_pipeline.foundation.errors import ExitCode, InputError, Offender
@@ -322,38 +321,10 @@ def golden_record(
                 markup=False,
                 highlight=False,
             )
-        session = RecordSession(golden, system_search(system, k), _asker(), out)
+        session = RecordSession(golden, system_search(system, k), line_asker(), out)
         code = session.run()
     if code:
         raise typer.Exit(code)
-
-
-def _asker():
-    """Prompts on stdout, answers from stdin: with line editing and history on a terminal
-    (readline), line by line from a pipe (a scripted session)."""
-    import signal
-
-    from rich.text import Text
-
-    terminal = sys.stdin.isatty()
-    if terminal:
-        # imported for its effect on input(); not every platform has it: plain input() then
-        with contextlib.suppress(ImportError):
-            import readline  # noqa: F401
-    # The session ends itself on Ctrl-C (KeyboardInterrupt: the entry being typed dropped, the
-    # summary printed), not at once as the CLI's own handler would (cli/interrupt.py). On a
-    # terminal even when the parent started this process with SIGINT ignored (Python then installs
-    # no KeyboardInterrupt handler, and a ^C does nothing); from a pipe, an ignored SIGINT stays so.
-    if terminal or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def ask(label: str) -> str:
-        line = out.input(Text(label, style="bold"))
-        if not terminal:  # a piped answer is not echoed by a terminal: show it, so the log reads
-            out.print(line, markup=False, highlight=False)
-        return line
-
-    return ask
 
 
 def golden_health(

@@ -79,8 +79,13 @@ def _ref(app: typer.Typer) -> None:
 
 
 def _judge(app: typer.Typer) -> None:
+    from kebab_eval_pipeline.cli import judge_labels
     from kebab_eval_pipeline.judge.cli import judge_app
 
+    # `judge label` / `judge calibrate` read a stored run, which the judge layer knows nothing of
+    for name in ("label", "calibrate"):
+        if not any(c.name == name for c in judge_app.registered_commands):
+            judge_app.command(name)(getattr(judge_labels, name))
     app.add_typer(judge_app, name="judge")
 
 

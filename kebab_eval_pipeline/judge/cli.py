@@ -17,7 +17,8 @@ from kebab_eval_pipeline.foundation.errors import InputError, Offender
 
 judge_app = typer.Typer(
     name="judge",
-    help="The LLM judge: serve the local judge model over an OpenAI-compatible HTTP API.",
+    help="The LLM judge: serve the local judge model over an OpenAI-compatible HTTP API; label a "
+    "judged run by hand and measure the judge against the labels.",
     no_args_is_help=True,
     add_completion=False,
 )

@@ -98,6 +98,12 @@ class JudgeInput:
         )
 
 
+def scale(criterion: Criterion) -> str:
+    """The 0–5 scale of ``criterion`` in the prompts' own words (shown to a person labelling too,
+    so the judge and the person score against one scale)."""
+    return _SCALES[criterion]
+
+
 def check_prompt_version(version: str) -> str:
     if version not in _TASKS:
         raise ValueError(f"unknown prompt version {version!r} (known: {', '.join(PROMPT_VERSIONS)})")

@@ -1,0 +1,76 @@
+"""A judge's calibration against a person's labels, as text lines (``kebab-eval judge calibrate``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kebab_eval_pipeline.judge.calibration import CriterionCalibration
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}".replace("-", "−")
+
+
+def _kappa(agreement: dict | None) -> str:
+    if agreement is None:
+        return "—"
+    if agreement["kappa"] is None:
+        return f"null ({agreement['note']})"
+    return (
+        f"{_num(agreement['kappa'])} [{_num(agreement['ci_low'])}, {_num(agreement['ci_high'])}] "
+        f"over {agreement['n']}"
+    )
+
+
+def calibration_lines(report: Sequence[CriterionCalibration]) -> list[str]:
+    """Per criterion: the judge, how many items were judged and labelled (by whom), κ on the 0–5
+    scale and on the verdict with 95% intervals, the labels' pass rate, the verdict confusion, the
+    verdict κ per slice, the judged mean with its naive interval and the corrected mean with its."""
+    if not report:
+        return ["the run's judge scored no item: nothing to calibrate"]
+    lines: list[str] = []
+    for c in report:
+        judge = c.judge
+        lines.append(
+            f"{c.criterion} — judge {judge.get('model', '?')} ({judge.get('digest', '?')[:19]}…, prompt "
+            f"{judge.get('prompt_version', '?')}): {c.items} judged item(s), {c.labelled} labelled"
+            + (f" by {', '.join(c.labellers)}" if c.labellers else "")
+        )
+        if not c.labelled:
+            lines.append(
+                "  no label matches this run's items (labels attach to the exact answer and context)"
+            )
+        else:
+            binary = c.binary or {}
+            lines.append(f"  κ on the 0–5 scale (quadratic weights): {_kappa(c.graded)}")
+            lines.append(f"  κ on the verdict (pass ≥ {c.pass_score:g}): {_kappa(c.binary)}")
+            base = binary.get("base_rate", {}).get("pass")
+            table = binary.get("confusion") or [[0, 0], [0, 0]]
+            lines.append(
+                f"  labels passing: {_num(None if base is None else 100 * base, 0)}%; person→judge "
+                f"fail→fail {table[0][0]}, fail→pass {table[0][1]}, pass→fail {table[1][0]}, "
+                f"pass→pass {table[1][1]}"
+            )
+            for s in c.slices:
+                shown = (
+                    "null"
+                    if s["kappa"] is None
+                    else f"{_num(s['kappa'])} [{_num(s['ci_low'])}, {_num(s['ci_high'])}]"
+                )
+                lines.append(f"    slice {s['slice'] or '(none)'}: verdict κ {shown} over {s['n']}")
+        ci = c.judged_ci
+        lines.append(
+            f"  judged mean {_num(c.judged_mean)}"
+            + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+            + " — the judge taken as right"
+        )
+        if c.corrected is not None:
+            p = c.corrected
+            lines.append(
+                f"  corrected mean {_num(p['estimate'])} [{_num(p['ci_low'])}, {_num(p['ci_high'])}] — "
+                f"prediction-powered (PPI++, λ {_num(p['lam'])}), {p['n']} labelled + "
+                f"{p['n_unlabelled']} judged only"
+            )
+        else:
+            lines.append(f"  corrected mean — ({c.corrected_note})")
+    return lines

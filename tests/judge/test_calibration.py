@@ -1,0 +1,206 @@
+"""A judge measured against a person's labels: κ equal to statsmodels' on the joined items, the
+corrected mean equal to the reference PPI++ implementation, labels matched by the exact item (a
+changed answer is unlabelled) — and ``kebab-eval judge label`` / ``judge calibrate`` end to end
+on a judged run stored by a real ``kebab-eval run`` (the judge a scripted endpoint on 127.0.0.1),
+the labels typed through a pipe as a person types them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.inter_rater import cohens_kappa
+
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
+from kebab_eval_pipeline.judge.agreement import confusion_matrix
+from kebab_eval_pipeline.judge.calibration import answer_items, calibrate_criterion, calibrate_run
+from kebab_eval_pipeline.judge.label_sample import labelling_order
+from kebab_eval_pipeline.judge.labels import item_hash, read_labels, reference_labels
+from kebab_eval_pipeline.judge.ppi import ppi_mean
+from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import REPO
+from tests.judge.scripted import scripted_endpoint
+from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
+from tests.test_cli import cli, env, no_traceback
+
+assert env  # the fixture, imported for this module's tests
+
+
+def _synthetic(n_items: int, n_labelled: int, seed: int):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 6, n_items)
+    judged = np.clip(truth + rng.integers(-1, 3, n_items), 0, 5).astype(float)  # biased upwards
+    items = pd.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(n_items)],
+            "criterion": "groundedness",
+            "item_hash": [item_hash(f"item {i}") for i in range(n_items)],
+            "judge_score": judged,
+            "model": "m",
+            "digest": "sha256:d",
+            "prompt_version": "v1",
+            "judge_input": "{}",
+        }
+    )
+    chosen = rng.choice(n_items, n_labelled, replace=False)
+    labels = pd.DataFrame(
+        {
+            "criterion": "groundedness",
+            "query_id": items["query_id"].iloc[chosen].to_numpy(),
+            "item_hash": items["item_hash"].iloc[chosen].to_numpy(),
+            "label": truth[chosen],
+            "labeller": "ana",
+        }
+    )
+    slices = pd.Series(np.where(np.arange(n_items) % 2, "faq", "howto"), index=items["query_id"])
+    return items, labels, slices, truth, judged, chosen
+
+
+def test_kappa_and_corrected_mean_equal_independent_implementations():
+    items, labels, slices, truth, judged, chosen = _synthetic(300, 60, seed=1)
+    result = calibrate_criterion(items, reference_labels(labels), labels, slices, "groundedness", 3.0)
+    assert (result.items, result.labelled, result.labellers) == (300, 60, ["ana"])
+    table = confusion_matrix(truth[chosen], judged[chosen].astype(int), list(range(6)))
+    assert result.graded["kappa"] == pytest.approx(cohens_kappa(table, wt="quadratic", return_results=False))
+    verdict = confusion_matrix(truth[chosen] >= 3, judged[chosen] >= 3, [False, True])
+    assert result.binary["kappa"] == pytest.approx(cohens_kappa(verdict, return_results=False))
+    assert result.binary["confusion"] == verdict.tolist()
+    rest = np.setdiff1d(np.arange(300), chosen)
+    expected = ppi_mean(truth[chosen], judged[chosen], judged[rest])
+    assert result.corrected == pytest.approx(expected.as_dict(), rel=1e-12)
+    if importlib.util.find_spec("ppi_py") is not None:  # the reference implementation (judge extra)
+        from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+        point = ppi_mean_pointestimate(truth[chosen].astype(float), judged[chosen], judged[rest])
+        low, high = ppi_mean_ci(truth[chosen].astype(float), judged[chosen], judged[rest], alpha=0.05)
+        assert result.corrected["estimate"] == pytest.approx(float(np.ravel(point)[0]))
+        assert (result.corrected["ci_low"], result.corrected["ci_high"]) == pytest.approx(
+            (float(np.ravel(low)[0]), float(np.ravel(high)[0]))
+        )
+    assert result.judged_mean == pytest.approx(judged.mean())
+    assert result.judged_mean > truth.mean() + 0.3  # the judge's bias, which the correction removes
+    assert {s["slice"] for s in result.slices} == {"faq", "howto"}
+    assert sum(s["n"] for s in result.slices) == 60
+
+
+def test_a_changed_answer_is_unlabelled_and_too_few_labels_say_why():
+    items, labels, slices, *_ = _synthetic(20, 3, seed=2)
+    changed = labels.assign(item_hash=[item_hash("the answer as it was"), *labels["item_hash"].iloc[1:]])
+    result = calibrate_criterion(items, reference_labels(changed), changed, slices, "groundedness", 3.0)
+    assert result.labelled == 2 and result.corrected is not None
+    one = changed.iloc[:2]
+    result = calibrate_criterion(items, reference_labels(one), one, slices, "groundedness", 3.0)
+    assert result.labelled == 1 and result.corrected is None
+    assert result.corrected_note == "1 labelled item(s): the corrected mean needs at least 2"
+    none = calibrate_criterion(
+        items, reference_labels(one.iloc[:0]), one.iloc[:0], slices, "groundedness", 3.0
+    )
+    assert (
+        none.labelled == 0
+        and none.graded is None
+        and none.judged_mean == pytest.approx(items["judge_score"].mean())
+    )
+
+
+def _label_session(env, *args, typed: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", "judge", "label", *args],
+        input=typed,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
+    env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
+    labels = tmp_path / "labels" / "ana.jsonl"
+    with scripted_endpoint() as endpoint:
+        cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
+        run = cli(env, "run", "--config", str(cfg), "--run-id", "j1")
+        assert run.returncode == 0, run.stderr
+    args = ["j1", "--config", str(cfg), "--labels", str(labels), "--labeller", "ana", "--n", "8"]
+    # 5, 0, a typo (asked again), a skip, 4, the scale, 2, then stop
+    first = _label_session(env, *args, typed="5\n0\nseven\ns\n4\n?\n2\nq\n")
+    assert first.returncode == 0, first.stderr
+    no_traceback(first)
+    assert "'seven' is not a score" in first.stdout
+    assert first.stdout.rstrip().endswith(f"labelled 4, skipped 1, left 3: written to {labels}")
+
+    store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
+    judge = JudgeArtifact.from_tables(*store.read("judge", "j1"))
+    golden = store.read("golden_set", "j1")[0]["queries"]
+    items = answer_items(judge.judgements)
+    ground = items[items["criterion"] == "groundedness"]
+    ground = ground.assign(
+        slice=ground["query_id"].map(dict(zip(golden["query_id"], golden["category"], strict=True)))
+    )
+    order = labelling_order(ground, 3.0, seed=0, limit=8)
+    written = read_labels(labels)
+    expected_items = list(order["item_hash"].iloc[[0, 1, 3, 4]])  # the third was skipped
+    assert list(written["item_hash"]) == expected_items
+    assert list(written["label"]) == [5, 0, 4, 2] and set(written["labeller"]) == {"ana"}
+    assert set(written["run_id"]) == {"j1"} and set(written["criterion"]) == {"groundedness"}
+    # the person saw what the judge saw: the first item's question is on screen
+    first_seen = json.loads(order["judge_input"].iloc[0])
+    assert f"QUESTION: {first_seen['question']}" in first.stdout
+    assert "judge_score" not in first.stdout and "score 0-5 (s skip, q quit, ? scale): " in first.stdout
+
+    # resumed: the four labelled items are not shown again; the session ends at end of input
+    again = _label_session(env, *args, typed="3\n")
+    assert again.returncode == 0, again.stderr
+    assert "4 of a sample of 8 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
+    written = read_labels(labels)
+    assert list(written["item_hash"]) == [*expected_items, order["item_hash"].iloc[2]]
+
+    shown = cli(
+        env, "judge", "calibrate", "j1", "--config", str(cfg), "--labels", str(labels), "--format", "json"
+    )
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    [ground_doc] = [c for c in doc["criteria"] if c["criterion"] == "groundedness"]
+    report = calibrate_run(judge.judgements, written, golden, 3.0)
+    assert ground_doc == json.loads(json.dumps(report[0].as_dict()))
+    by_hash = ground.set_index("item_hash")["judge_score"]
+    person = written["label"].to_numpy()
+    judged = np.rint(by_hash.loc[written["item_hash"]].to_numpy()).astype(int)
+    table = confusion_matrix(person, judged, list(range(6)))
+    kappa = cohens_kappa(table, wt="quadratic", return_results=False)
+    assert ground_doc["labelled"] == 5 and ground_doc["graded"]["kappa"] == pytest.approx(kappa)
+    assert ground_doc["judge"]["model"] == "scripted-judge"
+    text = cli(env, "judge", "calibrate", "j1", "--config", str(cfg), "--labels", str(labels))
+    assert text.returncode == 0, text.stderr
+    assert "groundedness — judge scripted-judge" in text.stdout and "5 labelled by ana" in text.stdout
+    assert "corrected mean" in text.stdout and "κ on the 0–5 scale (quadratic weights):" in text.stdout
+
+
+def test_bad_input_exits_2_naming_it(env, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"criterion": "groundedness"}\n')
+    unjudged = cli(env, "run", "--run-id", "plain")
+    assert unjudged.returncode == 0, unjudged.stderr
+    outputs = {
+        "not judged": cli(env, "judge", "calibrate", "plain", "--labels", str(tmp_path / "none.jsonl")),
+        "never ran": cli(env, "judge", "calibrate", "nope", "--labels", str(tmp_path / "none.jsonl")),
+        "bad file": cli(env, "judge", "calibrate", "plain", "--labels", str(bad)),
+        "criterion": cli(
+            env, "judge", "label", "plain", "--labels", str(bad), "--labeller", "a", "--criterion", "x"
+        ),
+    }
+    for proc in outputs.values():
+        assert proc.returncode == 2, proc.stderr
+        no_traceback(proc)
+    assert "plain — field 'run_id': it has no judgements: judge it with `kebab-eval rejudge plain` first" in (
+        outputs["not judged"].stderr
+    )
+    assert "nope — field 'run_id': no stored judgements for this run" in outputs["never ran"].stderr
+    assert f"{bad}:line 1 — field 'query_id': Field required" in outputs["bad file"].stderr
+    assert "--criterion: 'x': use groundedness or correctness" in outputs["criterion"].stderr
