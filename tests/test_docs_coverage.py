@@ -38,8 +38,16 @@ class Runs:
 _COMPONENT = "tests/orchestration/test_component.py::"
 _TEAM = "tests/orchestration/test_team_project_installed.py::"
 
+_CALIBRATION = "tests/judge/test_calibration.py::"
+
 RUN_BY: tuple[Runs, ...] = (
     # getting started and the README
+    Runs("bash", "kebab-eval judge label j1", _CALIBRATION + "test_label_then_calibrate_a_stored_judged_run"),
+    Runs(
+        "json",
+        '{"criterion": "groundedness", "query_id": "fact-028"',
+        _CALIBRATION + "test_the_documented_label_line",
+    ),
     Runs(
         "bash",
         "pip install -e . && kebab-eval run",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,10 @@ from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
 from kebab_eval_pipeline.judge.agreement import confusion_matrix
 from kebab_eval_pipeline.judge.calibration import answer_items, calibrate_criterion, calibrate_run
 from kebab_eval_pipeline.judge.label_sample import labelling_order
-from kebab_eval_pipeline.judge.labels import item_hash, read_labels, reference_labels
+from kebab_eval_pipeline.judge.labels import item_hash, parse_labels, read_labels, reference_labels
 from kebab_eval_pipeline.judge.ppi import ppi_mean
 from kebab_eval_pipeline.store.runs import RunStore
-from tests.conftest import REPO
+from tests import docs_pages
 from tests.judge.scripted import scripted_endpoint
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
 from tests.test_cli import cli, env, no_traceback
@@ -108,12 +109,25 @@ def test_a_changed_answer_is_unlabelled_and_too_few_labels_say_why():
     )
 
 
-def _label_session(env, *args, typed: str) -> subprocess.CompletedProcess:
+def test_the_documented_label_line():
+    block = docs_pages.snippet("json", '{"criterion": "groundedness", "query_id": "fact-028"')
+    [label] = parse_labels(block.text, block.where)
+    assert (label.criterion, label.query_id, label.label, label.labeller) == (
+        "groundedness",
+        "fact-028",
+        4,
+        "ana",
+    )
+    assert label.item_hash == item_hash('{"answer": "Shiro miso uses 5–7% salt [1]."}')
+    assert label.labelled_at.utcoffset().total_seconds() == 0
+
+
+def _label_session(env, args, typed: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", "judge", "label", *args],
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
         input=typed,
         env=env,
-        cwd=REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -121,19 +135,23 @@ def _label_session(env, *args, typed: str) -> subprocess.CompletedProcess:
 
 
 def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
+    """The guide's two commands as written (run in a folder of their own), the run judged first."""
     env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
-    labels = tmp_path / "labels" / "ana.jsonl"
     with scripted_endpoint() as endpoint:
         cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
         run = cli(env, "run", "--config", str(cfg), "--run-id", "j1")
         assert run.returncode == 0, run.stderr
-    args = ["j1", "--config", str(cfg), "--labels", str(labels), "--labeller", "ana", "--n", "8"]
+    block = docs_pages.snippet("bash", "kebab-eval judge label j1")
+    label_line, calibrate_line = (shlex.split(line)[1:] for line in block.text.strip().splitlines())
+    labels = tmp_path / "labels" / "groundedness.jsonl"
     # 5, 0, a typo (asked again), a skip, 4, the scale, 2, then stop
-    first = _label_session(env, *args, typed="5\n0\nseven\ns\n4\n?\n2\nq\n")
+    first = _label_session(env, label_line, "5\n0\nseven\ns\n4\n?\n2\nq\n", tmp_path)
     assert first.returncode == 0, first.stderr
     no_traceback(first)
     assert "'seven' is not a score" in first.stdout
-    assert first.stdout.rstrip().endswith(f"labelled 4, skipped 1, left 3: written to {labels}")
+    assert first.stdout.rstrip().endswith(
+        "labelled 4, skipped 1, left 35: written to labels/groundedness.jsonl"
+    )
 
     store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
     judge = JudgeArtifact.from_tables(*store.read("judge", "j1"))
@@ -155,15 +173,13 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     assert "judge_score" not in first.stdout and "score 0-5 (s skip, q quit, ? scale): " in first.stdout
 
     # resumed: the four labelled items are not shown again; the session ends at end of input
-    again = _label_session(env, *args, typed="3\n")
+    again = _label_session(env, label_line, "3\n", tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "4 of a sample of 8 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
+    assert "36 of a sample of 40 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
     written = read_labels(labels)
     assert list(written["item_hash"]) == [*expected_items, order["item_hash"].iloc[2]]
 
-    shown = cli(
-        env, "judge", "calibrate", "j1", "--config", str(cfg), "--labels", str(labels), "--format", "json"
-    )
+    shown = cli(env, *calibrate_line, "--format", "json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     doc = json.loads(shown.stdout)
     [ground_doc] = [c for c in doc["criteria"] if c["criterion"] == "groundedness"]
@@ -176,7 +192,7 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     kappa = cohens_kappa(table, wt="quadratic", return_results=False)
     assert ground_doc["labelled"] == 5 and ground_doc["graded"]["kappa"] == pytest.approx(kappa)
     assert ground_doc["judge"]["model"] == "scripted-judge"
-    text = cli(env, "judge", "calibrate", "j1", "--config", str(cfg), "--labels", str(labels))
+    text = cli(env, *calibrate_line, cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "groundedness — judge scripted-judge" in text.stdout and "5 labelled by ana" in text.stdout
     assert "corrected mean" in text.stdout and "κ on the 0–5 scale (quadratic weights):" in text.stdout
