@@ -320,7 +320,13 @@ STAGES: tuple[Stage, ...] = (
     Stage("retrieval_results", RetrievalArtifact, "retrieval", stored_run=True, read_once=True),
     Stage("judge", JudgeArtifact, "judging", checks=("judge_spot_check",)),
     Stage("query_scores", QueryScoresArtifact, "scoring", stored_run=True, checks=("matching_coverage",)),
-    Stage("run_metrics", RunMetricsArtifact, "metrics", stored_run=True, checks=("gates", "system_health")),
+    Stage(
+        "run_metrics",
+        RunMetricsArtifact,
+        "metrics",
+        stored_run=True,
+        checks=("gates", "system_health", "judge_calibration"),
+    ),
     Stage("comparison_report", ComparisonArtifact, "comparison", checks=("regression_gates",)),
 )
 #: Every asset of the chain, in chain order (what a run writes, or an interrupted one may have written).

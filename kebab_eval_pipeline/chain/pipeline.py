@@ -719,6 +719,16 @@ def summarize(
         metrics.update(judge_metrics)
         denominators.update(judge_n)
         info["judge"] = judge_identity(judged.info)
+        calibration = settings.judge.calibration if settings.judge is not None else None
+        if calibration is not None:  # the judge against a person's labels (judge/calibration.py)
+            from kebab_eval_pipeline.judge.calibration import run_calibration
+            from kebab_eval_pipeline.judge.metrics import PASS_SCORE
+
+            cal_metrics, cal_n, info["judge_calibration"] = run_calibration(
+                calibration, judged.judgements, golden.queries, PASS_SCORE
+            )
+            metrics.update(cal_metrics)
+            denominators.update(cal_n)
     # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
     info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
     info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)

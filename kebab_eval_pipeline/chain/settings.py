@@ -369,6 +369,9 @@ def _resolve_relative(
         update = {"cache_dir": fix(judge.cache_dir, "judge", "cache_dir")}
         if judge.backend == "local" and judge.model:  # a path; an endpoint's model is a name
             update["model"] = fix(judge.model, "judge", "model")
+        if judge.calibration is not None:
+            labels = fix(judge.calibration.labels, "judge", "calibration", "labels")
+            update["calibration"] = judge.calibration.model_copy(update={"labels": labels})
         judge = judge.model_copy(update=update)
     sweep = settings.sweep
     if sweep is not None:  # path values of the grid, as the same keys outside it

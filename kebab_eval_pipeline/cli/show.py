@@ -111,6 +111,18 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
             highlight=False,
         )
     print_health(metrics.info)
+    calibration = metrics.info.get("judge_calibration")
+    if calibration:  # the judge against a person's labels (judge.calibration)
+        status = calibration["check"]["status"]
+        state = {"passed": "pass", "skipped": "skip"}.get(
+            status, "FAIL" if calibration["blocking"] else "warn"
+        )
+        colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
+        out.print(
+            f"  check [{colour}]{state:4}[/{colour}] judge_calibration: "
+            + escape(calibration["check"]["reason"]),
+            highlight=False,
+        )
     view = stored_view(store, run_id, settings)
     for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")

@@ -64,6 +64,7 @@ class RunOutcome:
         said = {
             CHECK_NAME: "(its system under test failed)",
             INTERRUPTED: "(Ctrl-C: stopped before it finished)",
+            "judge_calibration": "(its judge disagrees with the labels)",
         }
         return ", ".join(f"{name} {said[name]}" if name in said else name for name in self.failed)
 
@@ -102,6 +103,9 @@ def run_outcome(
     failed = [INTERRUPTED] if metrics_info.get(INTERRUPTED) else []
     failed += [CHECK_NAME] if failed_run(metrics_info.get("system_health") or {}) else []
     failed += blocking_failures(metrics_info.get("gates"))
+    calibration = metrics_info.get("judge_calibration") or {}
+    if calibration.get("blocking") and (calibration.get("check") or {}).get("status") == "failed":
+        failed += ["judge_calibration"]
     if comparison_info is not None:
         failed += blocking_failures(comparison_info.get("gates"))
     return RunOutcome(

@@ -202,3 +202,95 @@ def calibrate_run(
         calibrate_criterion(items, references, labels, slices, c, pass_score, alpha=alpha, seed=seed)
         for c in dict.fromkeys(items["criterion"])
     ]
+
+
+#: The run-level metrics a calibrated run adds, per criterion (declared in ``judge.metrics``).
+def calibration_metric_names(criterion: str) -> tuple[str, str, str]:
+    """(corrected mean, κ on the 0–5 scale, κ on the verdict) of ``criterion``."""
+    return (f"judge_{criterion}_corrected", f"judge_{criterion}_kappa", f"judge_{criterion}_verdict_kappa")
+
+
+def _check(
+    report: list[CriterionCalibration], kind: str, min_kappa: float, min_labels: int
+) -> dict[str, Any]:
+    """The ``judge_calibration`` verdict: failed when a criterion with ``min_labels`` labelled items
+    has its κ (``kind``) below ``min_kappa``; skipped when no criterion could be checked."""
+    checked, failing, unchecked = [], [], []
+    for c in report:
+        agreement = c.graded if kind == "graded" else c.binary
+        kappa = None if agreement is None else agreement["kappa"]
+        if c.labelled < min_labels or kappa is None:
+            why = (
+                f"{c.labelled} labelled item(s), fewer than min_labels {min_labels}"
+                if c.labelled < min_labels
+                else f"κ undefined ({agreement['note'] if agreement else 'no label'})"
+            )
+            unchecked.append(f"{c.criterion}: {why}")
+            continue
+        line = f"{c.criterion} κ {kappa:.2f} over {c.labelled}"
+        checked.append(line)
+        if kappa < min_kappa:
+            failing.append(line)
+    if not checked:
+        status = "skipped"
+        reason = "no criterion could be checked — " + "; ".join(unchecked or ["the judge scored no item"])
+    elif failing:
+        status = "failed"
+        reason = f"the judge agrees with the labels below κ {min_kappa:g} ({kind}): " + "; ".join(failing)
+    else:
+        status = "passed"
+        reason = f"the judge agrees with the labels at κ ≥ {min_kappa:g} ({kind}): " + "; ".join(checked)
+    if unchecked and checked:
+        reason += " (not checked: " + "; ".join(unchecked) + ")"
+    return {"status": status, "reason": reason}
+
+
+def run_calibration(
+    settings: Any, judgements: pd.DataFrame, queries: pd.DataFrame, pass_score: float
+) -> tuple[dict[str, float | None], dict[str, int], dict[str, Any]]:
+    """A judged run measured against ``settings.labels`` (``judge.config.JudgeCalibrationSettings``):
+    its run-level metrics (:func:`calibration_metric_names` per criterion: the corrected mean, κ
+    graded and on the verdict; null when not measurable), their denominators (labelled items) and
+    the ``judge_calibration`` info — the labels file and its sha256, every criterion's
+    :class:`CriterionCalibration`, and the check's status (passed / failed / skipped) and reason.
+    An absent labels file is no label (the check is skipped, saying so); a bad one raises
+    InputError naming every bad line."""
+    import hashlib
+    from pathlib import Path
+
+    from kebab_eval_pipeline.judge.labels import read_labels
+
+    path = Path(settings.labels)
+    labels = read_labels(path)
+    report = calibrate_run(judgements, labels, queries, pass_score)
+    metrics: dict[str, float | None] = {}
+    denominators: dict[str, int] = {}
+    for c in report:
+        corrected, graded, verdict = calibration_metric_names(c.criterion)
+        metrics[corrected] = None if c.corrected is None else round(c.corrected["estimate"], 4)
+        metrics[graded] = (
+            None if c.graded is None or c.graded["kappa"] is None else round(c.graded["kappa"], 4)
+        )
+        metrics[verdict] = (
+            None if c.binary is None or c.binary["kappa"] is None else round(c.binary["kappa"], 4)
+        )
+        denominators.update({corrected: c.labelled, graded: c.labelled, verdict: c.labelled})
+    check = _check(report, settings.kappa, settings.min_kappa, settings.min_labels)
+    if not path.exists():
+        check = {
+            "status": "skipped",
+            "reason": f"no labels file at {path} yet: label the run with `kebab-eval judge label`",
+        }
+    info = {
+        "labels": str(path),
+        "labels_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None,
+        "labels_read": len(labels),
+        "kappa": settings.kappa,
+        "min_kappa": settings.min_kappa,
+        "min_labels": settings.min_labels,
+        "blocking": settings.blocking,
+        "pass_score": pass_score,
+        "criteria": [c.as_dict() for c in report],
+        "check": check,
+    }
+    return metrics, denominators, info

@@ -77,6 +77,21 @@ class JudgeModelSettings(BaseModel):
         return Decoding(max_tokens=self.max_tokens, seed=self.seed, logprobs=self.logprobs)
 
 
+class JudgeCalibrationSettings(BaseModel):
+    """``judge.calibration``: a person's labels the run's judge is measured against, and the
+    ``judge_calibration`` check on the agreement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: str  # the labels file (JSON Lines, `kebab-eval judge label`); relative to the config
+    # The check fails when the judge's κ against the labels is below this, on any criterion with
+    # at least min_labels labelled items (fewer: the check is skipped for it, saying so).
+    min_kappa: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] = 0.4
+    kappa: Literal["graded", "verdict"] = "graded"  # κ on the 0–5 scale (quadratic) or on pass/fail
+    min_labels: Annotated[int, Field(ge=2)] = 20
+    blocking: bool = False  # true: a failed check fails the run (default: a warning)
+
+
 class JudgeSettings(JudgeModelSettings):
     """The judge of a run, plus the spot-check, cache, context and price settings."""
 
@@ -91,6 +106,7 @@ class JudgeSettings(JudgeModelSettings):
     disagreement_warn: Annotated[float, Field(ge=0, le=1)] = 0.2
     cache_dir: str | None = None  # default: beside the run artifacts
     prices: dict[str, Price] = Field(default_factory=dict)  # model name → price; local is free
+    calibration: JudgeCalibrationSettings | None = None  # a person's labels to measure the judge by
 
     @model_validator(mode="after")
     def _spot_check_judge_valid(self) -> JudgeSettings:

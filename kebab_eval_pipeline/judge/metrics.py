@@ -89,6 +89,39 @@ for _entry in (
             ("judge_latency_p95_ms", "judge call latency, p95 (ms)", "judgements with a latency", "lower"),
         )
     ),
+    *(
+        entry
+        for criterion in CRITERIA
+        for entry in (
+            Measure(
+                f"judge_{criterion}_corrected",
+                "judge_calibration",
+                f"judge_{criterion} corrected by a person's labels: the prediction-powered (PPI++) estimate "
+                "of the mean the labellers would give every judged item",
+                "labelled items (the estimate uses every judged item)",
+                sliceable=False,
+                untestable="a run-level estimate from a labelled sample: its 95% interval is in the run's "
+                "judge_calibration record",
+            ),
+            Measure(
+                f"judge_{criterion}_kappa",
+                "judge_calibration",
+                f"Cohen's κ of the judge's {criterion} score against a person's labels, 0–5 scale, "
+                "quadratic weights",
+                "labelled items",
+                sliceable=False,
+                untestable=_RUN,
+            ),
+            Measure(
+                f"judge_{criterion}_verdict_kappa",
+                "judge_calibration",
+                f"Cohen's κ of the judge's {criterion} verdict (pass at 3) against a person's",
+                "labelled items",
+                sliceable=False,
+                untestable=_RUN,
+            ),
+        )
+    ),
 ):
     register(_entry)
 del _entry

@@ -91,6 +91,7 @@ FAMILIES: tuple[str, ...] = (
     "operations",  # errors, timeouts, empty results, versions, latency
     "indexing",  # what the system indexed (its own coverage report)
     "judge_run",  # run-level statistics of the LLM judge: failures, agreement, spend, latency
+    "judge_calibration",  # the judge against a person's labels: κ and corrected means
 )
 #: Families that say how good the results are (not what they cost or how the system behaved).
 QUALITY_FAMILIES: tuple[str, ...] = ("retrieval", "refusal", "answer", "judge", "verification")
@@ -106,6 +107,7 @@ FAMILY_NEEDS: dict[str, tuple[str, ...]] = {
     "operations": (),
     "indexing": (),
     "judge_run": (),
+    "judge_calibration": (),
 }
 #: Modules that register measures of their own (imported once, on the first catalogue query).
 EXTENSIONS: tuple[str, ...] = ("kebab_eval_pipeline.judge.metrics",)

@@ -255,6 +255,58 @@ def _judge_spot_check(settings: RunSettings, chain: ChainAssets, asset: dg.Asset
     return CheckPart(asset, [spec], judge_spot_check)
 
 
+def _judge_calibration_check(
+    settings: RunSettings, chain: ChainAssets, asset: dg.AssetsDefinition
+) -> CheckPart | None:
+    """``judge_calibration`` on ``run_metrics`` (configured by ``judge.calibration``): the judge's κ
+    against a person's labels at or above ``min_kappa`` on every criterion with ``min_labels``
+    labelled items. A warning unless ``blocking``; skipped, saying why, when no criterion had enough
+    labels, the labels file does not exist yet, or the run was not judged."""
+    calibration = settings.judge.calibration if settings.judge is not None else None
+    if calibration is None:
+        return None
+    blocking = calibration.blocking
+    spec = dg.AssetCheckSpec(
+        "judge_calibration",
+        asset=asset,
+        blocking=blocking,
+        partitions_def=chain.names.partitions,
+        description=f"The judge agrees with a person's labels ({calibration.labels}): Cohen's κ "
+        f"({calibration.kappa}) at least {calibration.min_kappa:g} on every criterion with "
+        f"{calibration.min_labels} or more labelled items. "
+        + ("Blocking (judge.calibration.blocking: true)." if blocking else "A warning."),
+    )
+
+    def judge_calibration(context, run_metrics, selected):
+        if "judge_calibration" not in selected:
+            return
+        record = run_metrics.info.get("judge_calibration")
+        if record is None:
+            context.log.info("check judge_calibration skipped: the run was not judged")
+            return
+        check = record["check"]
+        if check["status"] == "skipped":
+            context.log.warning(f"check judge_calibration skipped: {check['reason']}")
+            return
+        yield dg.AssetCheckResult(
+            asset_key=asset.key,
+            check_name="judge_calibration",
+            passed=check["status"] == "passed",
+            severity=dg.AssetCheckSeverity.ERROR if record["blocking"] else dg.AssetCheckSeverity.WARN,
+            description=check["reason"],
+            metadata={
+                "labels": dg.MetadataValue.path(record["labels"]),
+                "labels_sha256": record["labels_sha256"] or "",
+                "kappa": record["kappa"],
+                "min_kappa": dg.MetadataValue.float(float(record["min_kappa"])),
+                "blocking": bool(record["blocking"]),
+                "reason": check["reason"],
+            },
+        )
+
+    return CheckPart(asset, [spec], judge_calibration)
+
+
 SYSTEM_HEALTH = CHECK_NAME
 
 
@@ -365,6 +417,7 @@ CHECKS = {
     "regression_gates": _comparison_gates,
     "system_health": _system_health_check,
     "judge_spot_check": _judge_spot_check,
+    "judge_calibration": _judge_calibration_check,
     "matching_coverage": matching_coverage_check,
 }
 
@@ -379,6 +432,7 @@ STEPS = {
     "system_health": "ship_gates",
     "regression_gates": "regression_gates",
     "judge_spot_check": "scoring_checks",
+    "judge_calibration": "ship_gates",
     "matching_coverage": "scoring_checks",
 }
 #: A step whose checks run in another step when none of them is blocking: scoring_checks' checks

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kebab_eval_pipeline.judge.calibration import CriterionCalibration
 
@@ -73,4 +74,65 @@ def calibration_lines(report: Sequence[CriterionCalibration]) -> list[str]:
             )
         else:
             lines.append(f"  corrected mean — ({c.corrected_note})")
+    return lines
+
+
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{_num(value)} [{_num(low)}, {_num(high)}]"
+
+
+def calibration_markdown(record: Mapping[str, Any] | None) -> list[str]:
+    """The run report's "Judge calibration" section from a run's ``judge_calibration`` record
+    (``judge.calibration.run_calibration``): the labels file, one row per criterion (labelled items,
+    κ on the 0–5 scale and on the verdict, the labels' pass rate, the judged and the corrected mean,
+    each with its 95% interval) and the check's verdict. [] when the run was not calibrated."""
+    from kebab_eval_pipeline.foundation.markdown_text import md_cell, md_code, md_text
+
+    if not record:
+        return []
+    digest = record.get("labels_sha256")
+    lines = [
+        "",
+        "## Judge calibration",
+        "",
+        f"Against the labels in {md_code(record['labels'])}"
+        + (f" (sha256 {md_code(digest[:12])}…)" if digest else " (not there yet)")
+        + f": {record['labels_read']} label(s) read.",
+        "",
+        "| criterion | judge | labelled | κ 0–5 | κ verdict | labels passing | judged mean "
+        "| corrected mean |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in record["criteria"]:
+        graded, binary, corrected = c.get("graded") or {}, c.get("binary") or {}, c.get("corrected")
+        base = (binary.get("base_rate") or {}).get("pass")
+        ci = c.get("judged_ci") or [None, None]
+        fixed = (
+            (None, None, None)
+            if corrected is None
+            else (corrected["estimate"], corrected["ci_low"], corrected["ci_high"])
+        )
+        judge = c.get("judge") or {}
+        lines.append(
+            f"| {md_cell(c['criterion'])} | {md_cell(judge.get('model', ''))} "
+            f"{md_cell(judge.get('prompt_version', ''))} | {c['labelled']} "
+            f"| {_interval(graded.get('kappa'), graded.get('ci_low'), graded.get('ci_high'))} "
+            f"| {_interval(binary.get('kappa'), binary.get('ci_low'), binary.get('ci_high'))} "
+            f"| {'—' if base is None else f'{100 * base:.0f}%'} "
+            f"| {_interval(c.get('judged_mean'), ci[0], ci[1])} "
+            f"| {_interval(*fixed)} |"
+        )
+    check = record.get("check") or {}
+    lines += [
+        "",
+        f"Check `judge_calibration`: **{md_text(check.get('status', '?'))}** — "
+        f"{md_text(check.get('reason', ''))}",
+        "",
+        "κ: Cohen's kappa of the judge against the labels (0–5 with quadratic weights; verdict: pass at "
+        f"{record.get('pass_score', 3):g}), 95% bootstrap interval. Corrected mean: the prediction-powered "
+        "(PPI++) estimate of the labellers' mean over every judged item, 95% interval; the judged mean's "
+        "interval takes the judge as right.",
+    ]
     return lines

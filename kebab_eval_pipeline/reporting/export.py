@@ -134,6 +134,8 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
         "gates": [{k: g[k] for k in ("name", "passed", "value", "threshold")} for g in info.get("gates", [])],
         "per_query": per_query,
     }
+    if info.get("judge_calibration"):  # the judge against a person's labels: κ, corrected means
+        document["judge_calibration"] = info["judge_calibration"]
     if repeated:
         document["repeats"] = repeats_document(b)
     return document

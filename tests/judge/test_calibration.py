@@ -6,19 +6,23 @@ the labels typed through a pipe as a person types them."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from statsmodels.stats.inter_rater import cohens_kappa
 
-from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
+from kebab_eval_pipeline.chain.artifacts import JudgeArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.judge.agreement import confusion_matrix
 from kebab_eval_pipeline.judge.calibration import answer_items, calibrate_criterion, calibrate_run
 from kebab_eval_pipeline.judge.label_sample import labelling_order
@@ -27,10 +31,12 @@ from kebab_eval_pipeline.judge.ppi import ppi_mean
 from kebab_eval_pipeline.store.runs import RunStore
 from tests import docs_pages
 from tests.judge.scripted import scripted_endpoint
-from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
+from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config, judged_run, key
+from tests.orchestration.test_chain import run_partition
 from tests.test_cli import cli, env, no_traceback
+from tests.test_cli_matching import check_of
 
-assert env  # the fixture, imported for this module's tests
+assert env and key  # the fixtures, imported for this module's tests
 
 
 def _synthetic(n_items: int, n_labelled: int, seed: int):
@@ -197,6 +203,25 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     assert "groundedness — judge scripted-judge" in text.stdout and "5 labelled by ana" in text.stdout
     assert "corrected mean" in text.stdout and "κ on the 0–5 scale (quadratic weights):" in text.stdout
 
+    # the labels configured as the run's calibration, blocking at a κ no judge reaches: rejudge
+    # (every judgement from the cache) prints the failed check and exits 1
+    strict = _calibrated_config(
+        tmp_path / "cfg", "http://127.0.0.1:9/v1", labels, min_kappa=1.0, min_labels=2
+    )
+    doc = yaml.safe_load(strict.read_text())
+    doc["judge"]["calibration"]["blocking"] = True
+    with scripted_endpoint() as endpoint:
+        doc["judge"]["base_url"] = endpoint.base_url
+        strict.write_text(yaml.safe_dump(doc))
+        rejudged = cli(env, "rejudge", "j1", "--config", str(strict))
+    assert rejudged.returncode == 1, rejudged.stderr
+    no_traceback(rejudged)
+    assert (
+        "check FAIL judge_calibration: the judge agrees with the labels below κ 1 (graded): groundedness κ"
+        in (rejudged.stdout)
+    )
+    assert endpoint.judge.calls == 0  # the judgements came from the cache
+
 
 def test_bad_input_exits_2_naming_it(env, tmp_path):
     bad = tmp_path / "bad.jsonl"
@@ -220,3 +245,105 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
     assert "nope — field 'run_id': no stored judgements for this run" in outputs["never ran"].stderr
     assert f"{bad}:line 1 — field 'query_id': Field required" in outputs["bad file"].stderr
     assert "--criterion: 'x': use groundedness or correctness" in outputs["criterion"].stderr
+
+
+def _labels_for(judgements: pd.DataFrame, path: Path, *, agree: bool, n: int) -> None:
+    """``n`` groundedness labels of a run's items: the judge's own score (``agree``) or its mirror
+    (5 − score: a person who disagrees everywhere)."""
+    from kebab_eval_pipeline.judge.labels import Label, append_label
+
+    items = answer_items(judgements)
+    items = items[items["criterion"] == "groundedness"].head(n)
+    for row in items.itertuples(index=False):
+        score = round(float(row.judge_score))
+        append_label(
+            path,
+            Label(
+                criterion="groundedness",
+                query_id=row.query_id,
+                item_hash=row.item_hash,
+                label=score if agree else 5 - score,
+                labeller="ana",
+                labelled_at="2026-12-06T15:10:00+00:00",
+            ),
+        )
+
+
+def _calibrated_config(tmp_path: Path, base_url: str, labels: Path, gates=None, **calibration) -> Path:
+    cfg = judge_config(tmp_path, base_url, **({"gates": gates} if gates else {}))
+    doc = yaml.safe_load(cfg.read_text())
+    doc["judge"]["calibration"] = {
+        "labels": os.path.relpath(labels, tmp_path),
+        "min_labels": 10,
+        **calibration,
+    }
+    cfg.write_text(yaml.safe_dump(doc))
+    return cfg
+
+
+def test_a_calibrated_run_records_the_agreement_and_a_blocking_check_fails_it(instance, tmp_path, key):
+    assert key
+    first_defs, _, _ = judged_run(instance, tmp_path / "first", "plain")
+    judgements = JudgeArtifact.from_tables(
+        *RunStore(first_defs.resources["artifact_storage"].base).read("judge", "plain")
+    ).judgements
+    agreeing, disagreeing = tmp_path / "cal" / "agree.jsonl", tmp_path / "cal" / "disagree.jsonl"
+    _labels_for(judgements, agreeing, agree=True, n=12)
+    _labels_for(judgements, disagreeing, agree=False, n=12)
+
+    with scripted_endpoint() as endpoint:
+        good_defs, good = run_partition(
+            instance,
+            "calibrated",
+            config=_calibrated_config(
+                tmp_path / "cal",
+                endpoint.base_url,
+                agreeing,
+                gates={"judge_groundedness_corrected": {"min": 0.5}},
+            ),
+        )
+        bad_defs, bad = run_partition(
+            instance,
+            "miscalibrated",
+            config=_calibrated_config(tmp_path / "cal", endpoint.base_url, disagreeing, blocking=True),
+        )
+    assert good.success
+    passed = check_of(good, "judge_calibration")
+    assert passed.passed and passed.severity == dg.AssetCheckSeverity.WARN
+    assert "groundedness κ 1.00 over 12" in passed.description
+    assert "correctness: 0 labelled item(s), fewer than min_labels 10" in passed.description
+    gate = check_of(good, "gate_judge_groundedness_corrected_min")  # a gate holds a corrected mean
+    assert gate.passed and gate.metadata["value"].value > 0.5
+
+    store = RunStore(good_defs.resources["artifact_storage"].base)
+    metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", "calibrated"))
+    record = metrics.info["judge_calibration"]
+    assert record["labels"] == str(agreeing) and record["labels_read"] == 12
+    assert record["labels_sha256"] == hashlib.sha256(agreeing.read_bytes()).hexdigest()
+    golden = store.read("golden_set", "calibrated")[0]["queries"]
+    stored_judgements = JudgeArtifact.from_tables(*store.read("judge", "calibrated")).judgements
+    expected = calibrate_run(stored_judgements, read_labels(agreeing), golden, 3.0)
+    assert record["criteria"] == json.loads(json.dumps([c.as_dict() for c in expected]))
+    ground = expected[0]
+    assert metrics.metrics["judge_groundedness_corrected"] == round(ground.corrected["estimate"], 4)
+    assert (
+        metrics.metrics["judge_groundedness_kappa"] == 1.0
+        and metrics.denominators["judge_groundedness_kappa"] == 12
+    )
+    assert metrics.metrics["judge_correctness_corrected"] is None
+    report = store.read_file("run_metrics", "calibrated", "run.md").decode("utf-8")
+    assert "## Judge calibration" in report and "Check `judge_calibration`: **passed**" in report
+    assert "| groundedness | scripted-judge v1 | 12 | 1.00 [1.00, 1.00] |" in report
+
+    # labels that disagree everywhere, blocking: the check fails as an error and the run fails
+    assert not bad.success
+    failed = check_of(bad, "judge_calibration")
+    assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
+    assert failed.description.startswith(
+        "the judge agrees with the labels below κ 0.4 (graded): groundedness κ -"
+    )
+    bad_metrics = RunMetricsArtifact.from_tables(
+        *RunStore(bad_defs.resources["artifact_storage"].base).read("run_metrics", "miscalibrated")
+    )
+    assert bad_metrics.info["outcome"]["failed"] == ["judge_calibration"]
+    assert bad_metrics.metrics["judge_groundedness_kappa"] < 0
