@@ -23,6 +23,7 @@ from kebab_eval_pipeline.compare.drift import (
     set_aside_changed,
 )
 from kebab_eval_pipeline.compare.fallback import MatchPlan, one_criterion, plan_matching, rescore
+from kebab_eval_pipeline.compare.judge_drift import judge_drift, without_judged_verdicts
 from kebab_eval_pipeline.compare.margins import margin_rows
 from kebab_eval_pipeline.compare.repeats import (
     draws_within_repeats,
@@ -239,6 +240,10 @@ def compare_runs(
     )
     repeats_a, repeats_b = a.metrics.info.get("repeats"), b.metrics.info.get("repeats")
     per_metric = with_noise(per_metric, repeats_a, repeats_b, options.alpha)  # within noise: marked
+    # Judged by different judges: judged metrics shown, never called better or worse (judge_drift.py)
+    drift = judge_drift(a.metrics.info, b.metrics.info, a.run_id, b.run_id)
+    per_metric = without_judged_verdicts(per_metric, drift)
+    per_slice = without_judged_verdicts(per_slice, drift)
     n_common = _common_queries(scores_a, scores_b)
     info = {
         "run_a": a.run_id,
@@ -284,9 +289,13 @@ def compare_runs(
     }
     if restriction is not None:  # only across golden-set versions: a common comparison is as it was
         info["golden_restriction"] = restriction
+    if drift is not None:
+        info["judge_drift"] = drift
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
     info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options, restriction)]
+    if drift is not None:
+        info["warnings"].append(drift["note"])
     floor = _monte_carlo_floor(per_metric, families, options)
     if floor is not None:
         info["warnings"].append(floor)

@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.judge_drift import is_judged_metric
 from kebab_eval_pipeline.compare.margins import margin_verdict
 from kebab_eval_pipeline.compare.settings import CompareSettings
 from kebab_eval_pipeline.foundation.errors import InputError, Offender
@@ -573,11 +574,15 @@ def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
     baseline = info.get("metrics_a") if info.get("run_a") else None
     results: list[GateResult] = []
     compare = getattr(settings, "compare", None)
+    drift = info.get("judge_drift")
     for metric, gate in settings.regression_gates.items():
         evidence = paired_evidence(report.per_metric, metric)
-        results += evaluate_regression_gate(
-            metric, gate, info.get("metrics_b", {}), baseline, evidence, compare
-        )
+        gated = evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence, compare)
+        if drift is not None and baseline is not None and is_judged_metric(metric):
+            # two judges' scores: no verdict either way (compare/judge_drift.py) — skipped, never passed
+            why = "skipped: the runs were judged by different judges; re-judge one run with the other's judge"
+            gated = [replace(r, passed=True, skipped=True, reason=f"{r.reason}; {why}") for r in gated]
+        results += gated
     # A bound finer than the golden set resolves (gates/resolution.py) says so in its own reason.
     finer = {(f["metric"], f["kind"]): f for f in info.get("gate_resolution") or []}
     results = [

@@ -1,0 +1,104 @@
+"""Two runs judged by different judges: the comparison says so, keeps the judged numbers but calls
+none of them better or worse, and skips a regression gate on them — until one run is re-judged
+with the other's judge. Real runs, a real ``rejudge``, through the CLI (the judge a scripted
+endpoint on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import yaml
+
+from kebab_eval_pipeline.compare.judge_drift import is_judged_metric, judge_drift
+from tests.judge.scripted import ScriptedJudge, scripted_endpoint
+from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
+from tests.test_cli import cli, env, no_traceback
+
+assert env  # the fixture, imported for this module's tests
+
+
+def test_judged_metrics_are_named_by_family_slices_included():
+    assert is_judged_metric("judge_groundedness") and is_judged_metric("judge_correctness[category=howto]")
+    assert is_judged_metric("judge_groundedness_corrected") and is_judged_metric("judge_groundedness_kappa")
+    assert (
+        not is_judged_metric("mrr") and not is_judged_metric("judge_cost_usd") and not is_judged_metric("x")
+    )
+
+
+def test_drift_is_a_different_digest_or_prompt_version_of_the_main_judge():
+    def info(digest, prompt):
+        return {"judge": {"judge": {"model": "m", "digest": digest, "prompt_version": prompt}}}
+
+    assert judge_drift(info("d1", "v1"), info("d1", "v1"), "a", "b") is None
+    assert judge_drift(info("d1", "v1"), {}, "a", "b") is None  # one run not judged: nothing to compare
+    drift = judge_drift(info("d1", "v1"), info("d2", "v1-alt"), "a", "b")
+    assert drift["differs"] == ["digest", "prompt_version"]
+    assert "`kebab-eval rejudge b --model m --prompt-version v1`" in drift["note"]
+
+
+class HarshAlt(ScriptedJudge):
+    """The scripted judge, two points harsher (floored at 0) under the v1-alt prompt wording."""
+
+    def script(self, messages):
+        said = super().script(messages)
+        if said.prompt_version != "v1-alt":
+            return said
+        return dataclasses.replace(said, score=max(0, said.score - 2))
+
+
+def _rows(report: dict) -> dict[str, dict]:
+    return {row["metric"]: row for row in report["per_metric"]}
+
+
+def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, tmp_path):
+    env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
+    # the v1-alt wording scores lower: a large judged "difference" that is only the judge's
+    judge = HarshAlt()
+    with scripted_endpoint(judge) as endpoint:
+        cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["gates"] = {"regression": {"judge_groundedness": {"max_drop": 0.1}, "mrr": {"max_drop": 0.1}}}
+        gated = tmp_path / "cfg" / "gated.yaml"
+        gated.write_text(yaml.safe_dump(doc))
+        for run_id in ("j1", "j2"):
+            ran = cli(env, "run", "--config", str(cfg), "--run-id", run_id)
+            assert ran.returncode == 0, ran.stderr
+        alt = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v1-alt")
+        assert alt.returncode == 0, alt.stderr
+        across = cli(env, "compare", "j1", "j2", "--json", "--config", str(gated))
+        gate_run = cli(env, "compare", "j1", "j2", "--config", str(gated))
+        back = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v1")
+        assert back.returncode == 0, back.stderr
+        same = cli(env, "compare", "j1", "j2", "--json", "--config", str(gated))
+    for proc in (across, gate_run, same):
+        no_traceback(proc)
+    assert across.returncode == 0, across.stderr
+
+    report = json.loads(across.stdout)
+    drift = report["judge_drift"]
+    assert drift["differs"] == ["prompt_version"] and drift["a"]["prompt_version"] == "v1"
+    assert drift["b"]["prompt_version"] == "v1-alt"
+    assert any(w.startswith("the runs were judged by different judges") for w in report["warnings"])
+    rows = _rows(report)
+    ground = rows["judge_groundedness"]
+    assert ground["delta"] < -1.0 and ground["p_value"] < 0.001  # a "difference" made by the judge alone
+    assert ground["significance"] is None and ground["direction"] is None and ground["judge_drift"] is True
+    assert ground["leaning"] == "worse"  # the number is still shown for what it is
+    assert rows["mrr"]["judge_drift"] is False  # retrieval: unaffected (the same system twice)
+    gates = {g["name"]: g for g in report["gates"]}
+    ground_gate = gates["gate_judge_groundedness_max_drop"]
+    assert ground_gate["skipped"] and ground_gate["passed"]
+    assert ground_gate["reason"].endswith(
+        "skipped: the runs were judged by different judges; re-judge one run with the other's judge"
+    )
+    assert not gates["gate_mrr_max_drop"]["skipped"] and gates["gate_mrr_max_drop"]["passed"]
+    assert gate_run.returncode == 0, gate_run.stderr  # a skipped gate never fails the comparison
+    assert "judged by different judges" in gate_run.stdout + gate_run.stderr
+
+    # re-judged with the first run's judge (from the cache): comparable again, no drift, gate decides
+    assert same.returncode == 0, same.stderr
+    again = json.loads(same.stdout)
+    assert "judge_drift" not in again
+    assert _rows(again)["judge_groundedness"]["delta"] == 0.0
+    assert not {g["name"]: g for g in again["gates"]}["gate_judge_groundedness_max_drop"]["skipped"]
