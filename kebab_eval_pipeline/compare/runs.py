@@ -14,6 +14,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
+from kebab_eval_pipeline.compare.corrected import corrected_deltas, corrected_markdown
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
 from kebab_eval_pipeline.compare.drift import (
     no_changed_gold,
@@ -50,7 +51,7 @@ from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
 from kebab_eval_pipeline.store.runs import StoredRun
 
 # Bumped when a comparison of the same two runs would come out differently.
-COMPARE_VERSION = "compare-3"  # 3: slice tests, adjusted p, margins, suspect gold, judged@k
+COMPARE_VERSION = "compare-4"  # 4: score bounds, MDE, judge drift, judged metrics corrected by labels
 
 
 def _per_query_frame(scores: pd.DataFrame) -> pd.DataFrame:
@@ -291,6 +292,9 @@ def compare_runs(
         info["golden_restriction"] = restriction
     if drift is not None:
         info["judge_drift"] = drift
+    corrected = corrected_deltas(a.metrics.info, b.metrics.info, options.alpha)
+    if corrected:  # both runs calibrated: judged metrics also through their corrected estimates
+        info["corrected"] = corrected
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
     info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options, restriction)]
@@ -322,6 +326,7 @@ def compare_runs(
         per_metric=per_metric,
         per_query=verdicts,
         markdown=render_markdown(info, per_metric, verdicts, per_slice)
+        + corrected_markdown(corrected, options.alpha)
         + suspect_markdown(suspects, b.run_id, info)
         + repeats_markdown(info, per_metric, verdicts),
         info=info,

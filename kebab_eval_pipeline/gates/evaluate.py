@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.corrected import corrected_gate_verdict
 from kebab_eval_pipeline.compare.judge_drift import is_judged_metric
 from kebab_eval_pipeline.compare.margins import margin_verdict
 from kebab_eval_pipeline.compare.settings import CompareSettings
@@ -575,10 +576,15 @@ def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
     results: list[GateResult] = []
     compare = getattr(settings, "compare", None)
     drift = info.get("judge_drift")
+    corrected = {row["metric"]: row for row in info.get("corrected") or []}
     for metric, gate in settings.regression_gates.items():
         evidence = paired_evidence(report.per_metric, metric)
         gated = evaluate_regression_gate(metric, gate, info.get("metrics_b", {}), baseline, evidence, compare)
-        if drift is not None and baseline is not None and is_judged_metric(metric):
+        if metric in corrected and baseline is not None:
+            # both runs calibrated: the corrected estimates decide (compare/corrected.py), whatever
+            # judged them
+            gated = [_on_corrected(r, corrected[metric]) for r in gated]
+        elif drift is not None and baseline is not None and is_judged_metric(metric):
             # two judges' scores: no verdict either way (compare/judge_drift.py) — skipped, never passed
             why = "skipped: the runs were judged by different judges; re-judge one run with the other's judge"
             gated = [replace(r, passed=True, skipped=True, reason=f"{r.reason}; {why}") for r in gated]
@@ -599,6 +605,19 @@ def evaluate_comparison_gates(settings: GatedRun, report) -> list[GateResult]:
         # difference between two systems is not a regression of one: every result says so.
         results = [replace(r, reason=f"{r.reason} (comparing two systems)") for r in results]
     return results
+
+
+def _on_corrected(result: GateResult, row: Mapping) -> GateResult:
+    """``result`` decided again on the metric's corrected row, where its kind allows (a ``max_p``
+    bound has no p-value to read there: it stays the judge's paired test, and says so)."""
+    if result.kind == "max_p":
+        return replace(
+            result, reason=f"{result.reason} (the judge's scores: corrected estimates have no p-value)"
+        )
+    passed, shown, reason, label = corrected_gate_verdict(row, result.kind, float(result.threshold))
+    return replace(
+        result, passed=passed, skipped=False, value=shown, delta=row["delta"], reason=reason, verdict=label
+    )
 
 
 def paired_evidence(per_metric: pd.DataFrame, metric: str) -> PairedEvidence | None:

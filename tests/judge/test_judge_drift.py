@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 import yaml
 
 from kebab_eval_pipeline.compare.judge_drift import is_judged_metric, judge_drift
@@ -102,3 +103,81 @@ def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, 
     assert "judge_drift" not in again
     assert _rows(again)["judge_groundedness"]["delta"] == 0.0
     assert not {g["name"]: g for g in again["gates"]}["gate_judge_groundedness_max_drop"]["skipped"]
+
+
+def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
+    """Both runs calibrated against one person's labels: the corrected estimates compare them even
+    though different judges scored them, and the regression gate decides on them, saying so."""
+    from scipy.special import ndtri
+
+    from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
+    from kebab_eval_pipeline.judge.calibration import answer_items
+    from kebab_eval_pipeline.judge.labels import Label, append_label
+    from kebab_eval_pipeline.store.runs import RunStore
+
+    env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
+    labels = tmp_path / "labels.jsonl"
+    with scripted_endpoint(HarshAlt()) as endpoint:
+        cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
+        assert cli(env, "run", "--config", str(cfg), "--run-id", "j1").returncode == 0
+        store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
+        items = answer_items(JudgeArtifact.from_tables(*store.read("judge", "j1")).judgements)
+        ground = items[items["criterion"] == "groundedness"].iloc[::2]  # every other item: a person
+        for row in ground.itertuples(index=False):  # who scores as the v1 judge does
+            label = round(float(row.judge_score))
+            append_label(
+                labels,
+                Label(
+                    criterion="groundedness",
+                    query_id=row.query_id,
+                    item_hash=row.item_hash,
+                    label=label,
+                    labeller="ana",
+                    labelled_at="2026-12-06T15:10:00+00:00",
+                ),
+            )
+        doc = yaml.safe_load(cfg.read_text())
+        doc["judge"]["calibration"] = {"labels": str(labels), "min_labels": 10, "min_kappa": -1}
+        doc["gates"] = {"regression": {"judge_groundedness": {"max_drop": 0.5, "non_inferior": 1.5}}}
+        calibrated = tmp_path / "cfg" / "calibrated.yaml"
+        calibrated.write_text(yaml.safe_dump(doc))
+        for args in (
+            ("rejudge", "j1"),
+            ("run", "--run-id", "j2"),
+            ("rejudge", "j2", "--prompt-version", "v1-alt"),
+        ):
+            done = cli(env, *args, "--config", str(calibrated))
+            assert done.returncode == 0, (args, done.stderr)
+        compared = cli(env, "compare", "j1", "j2", "--json", "--config", str(calibrated))
+    assert compared.returncode == 0, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["judge_drift"]["differs"] == ["prompt_version"]
+    [row] = report["corrected"]
+    assert row["metric"] == "judge_groundedness" and row["labelled_a"] == row["labelled_b"] == len(ground)
+    # re-derived from each run's stored interval: Δ = b − a, half-width z·(se_a + se_b)
+    stored = {}
+    for run_id in ("j1", "j2"):
+        info = store.read("run_metrics", run_id)[1]["judge_calibration"]
+        [c] = [c for c in info["criteria"] if c["criterion"] == "groundedness"]
+        stored[run_id] = c["corrected"]
+    z = float(ndtri(0.975))
+    se = [(p["ci_high"] - p["ci_low"]) / (2 * z) for p in stored.values()]
+    delta = stored["j2"]["estimate"] - stored["j1"]["estimate"]
+    assert row["delta"] == round(delta, 4)
+    assert (row["ci_low"], row["ci_high"]) == (
+        pytest.approx(delta - z * sum(se)),
+        pytest.approx(delta + z * sum(se)),
+    )
+    raw = _rows(report)["judge_groundedness"]["delta"]
+    assert raw < -1.0 and abs(row["delta"]) < 0.5  # the harsh judge's drop, corrected away
+    assert row["ci_low"] < 0 < row["ci_high"] and row["direction"] is None
+    gates = {g["name"]: g for g in report["gates"]}
+    drop, inferior = gates["gate_judge_groundedness_max_drop"], gates["gate_judge_groundedness_non_inferior"]
+    for gate in (drop, inferior):  # decided on the corrected estimates: not skipped despite the drift
+        assert not gate["skipped"] and gate["reason"].startswith("judge_groundedness corrected by labels")
+    assert drop["passed"] and drop["delta"] == row["delta"]
+    assert inferior["verdict"] == ("non-inferior" if row["ci_low"] > -1.5 else "inconclusive")
+    assert (
+        "## Judged metrics corrected by labels"
+        in cli(env, "compare", "j1", "j2", "--config", str(calibrated)).stdout
+    )
