@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -353,20 +354,32 @@ def plan_judge(
     if settings.judge is None:
         return []
     from kebab_eval_pipeline.judge.inputs import judge_inputs
+    from kebab_eval_pipeline.judge.relevance_calibration import relevance_items
     from kebab_eval_pipeline.judge.run import judge_calls, spot_check_sample
 
     j = settings.judge
     r = retrieval.results
     items = judge_inputs(golden.queries, r.outcomes, r.hits, r.citations, j.context_k, j.context_chars)
     sample = spot_check_sample(list(items), j.spot_check_rate, j.spot_check_seed)
+    relevance = relevance_items(
+        golden.queries,
+        r.hits,
+        golden.supports,
+        match=str(settings.match),
+        relevance_level=settings.relevance_level,
+        n=j.relevance_sample,
+        seed=j.spot_check_seed,
+        context_chars=j.context_chars,
+    )
     ids, in_sample = list(items), set(sample)
-    total = judge_calls(len(ids), len(sample))
+    total = judge_calls(len(ids), len(sample)) + len(relevance)
     shards, start = [], 0
     for i, (a, b) in enumerate(shard_bounds(len(ids), shard_queries or settings.shard_queries)):
         chosen = {q: items[q] for q in ids[a:b]}
         picked = [q for q in chosen if q in in_sample]
-        shards.append(JudgeShard(i, start, total, chosen, picked))
-        start += judge_calls(len(chosen), len(picked))
+        asked = relevance if i == 0 and len(relevance) else None  # the relevance sample: shard 0 asks it
+        shards.append(JudgeShard(i, start, total, chosen, picked, asked))
+        start += judge_calls(len(chosen), len(picked)) + (0 if asked is None else len(asked))
     return shards
 
 
@@ -383,7 +396,12 @@ def judge_shard(settings: RunSettings, store: RunStore, shard: JudgeShard) -> Ju
     report = None if sink is None else (lambda done, _n: sink(shard.start + done, shard.total))
     cache_path = store.judge_cache_path(settings.judge.cache_dir)
     with JudgeCache(cache_path) as cache:
-        table, info = judge_piece(settings.judge, shard.items, shard.sample, cache, progress=report)
+        table, info = judge_piece(
+            settings.judge, shard.items, shard.sample, cache, progress=report, relevance=shard.relevance
+        )
+    if shard.relevance is not None:  # the golden verdicts the relevance judgements are measured by
+        sampled = shard.relevance.drop(columns="judge_input").to_json(orient="records")
+        info = {**info, "relevance_sample": json.loads(sampled)}
     return JudgePiece(shard.index, table, info, len(shard.items), list(shard.sample), str(cache_path))
 
 
@@ -729,6 +747,13 @@ def summarize(
             )
             metrics.update(cal_metrics)
             denominators.update(cal_n)
+        if judged.info.get("relevance_sample"):  # the relevance judge against the golden set's verdicts
+            from kebab_eval_pipeline.judge.relevance_calibration import relevance_agreement
+
+            record = relevance_agreement(judged.judgements, pd.DataFrame(judged.info["relevance_sample"]))
+            info["judge_relevance_calibration"] = record
+            metrics["judge_relevance_kappa"] = None if record["kappa"] is None else round(record["kappa"], 4)
+            denominators["judge_relevance_kappa"] = record["n"]
     # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
     info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
     info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)

@@ -157,6 +157,8 @@ class JudgeShard:
     total: int
     items: dict[str, JudgeInput]
     sample: list[str] = field(default_factory=list)
+    # the run's relevance sample (judge/relevance_calibration.py), in the first shard only
+    relevance: pd.DataFrame | None = None
 
     def to_tables(self) -> tuple[Tables, dict[str, Any]]:
         ids = list(self.items)
@@ -168,7 +170,8 @@ class JudgeShard:
                 "spot_check": pd.array([q in sampled for q in ids], dtype="bool"),
             }
         )
-        return {"items": table}, {"index": self.index, "start": self.start, "total": self.total}
+        tables = {"items": table} if self.relevance is None else {"items": table, "relevance": self.relevance}
+        return tables, {"index": self.index, "start": self.start, "total": self.total}
 
     @classmethod
     def from_tables(cls, tables: Tables, info: dict[str, Any]) -> JudgeShard:
@@ -176,7 +179,7 @@ class JudgeShard:
         ids = [str(q) for q in t["query_id"]]
         items = {q: JudgeInput.from_json(str(j)) for q, j in zip(ids, t["judge_input"], strict=True)}
         sample = [q for q, s in zip(ids, t["spot_check"], strict=True) if bool(s)]
-        return cls(info["index"], info["start"], info["total"], items, sample)
+        return cls(info["index"], info["start"], info["total"], items, sample, tables.get("relevance"))
 
 
 @dataclass

@@ -123,6 +123,11 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
             + escape(calibration["check"]["reason"]),
             highlight=False,
         )
+    relevance = metrics.info.get("judge_relevance_calibration")
+    if relevance:
+        from kebab_eval_pipeline.reporting.calibration import relevance_text
+
+        out.print(f"  {relevance_text(relevance)}", markup=False, highlight=False, soft_wrap=True)
     view = stored_view(store, run_id, settings)
     for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")

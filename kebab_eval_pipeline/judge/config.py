@@ -107,6 +107,9 @@ class JudgeSettings(JudgeModelSettings):
     cache_dir: str | None = None  # default: beside the run artifacts
     prices: dict[str, Price] = Field(default_factory=dict)  # model name → price; local is free
     calibration: JudgeCalibrationSettings | None = None  # a person's labels to measure the judge by
+    # Hits the golden set judged (matched to a support) also asked the relevance question, to measure
+    # the relevance judge against the golden verdicts (judge/relevance_calibration.py); 0: off.
+    relevance_sample: Annotated[int, Field(ge=0, le=100_000)] = 0
 
     @model_validator(mode="after")
     def _spot_check_judge_valid(self) -> JudgeSettings:

@@ -122,6 +122,15 @@ for _entry in (
             ),
         )
     ),
+    Measure(
+        "judge_relevance_kappa",
+        "judge_calibration",
+        "Cohen's κ of the judge's relevance verdict (relevant at 3) against the golden set's, on a "
+        "sample of the hits it judged (judge.relevance_sample)",
+        "sampled hits with both verdicts",
+        sliceable=False,
+        untestable=_RUN,
+    ),
 ):
     register(_entry)
 del _entry

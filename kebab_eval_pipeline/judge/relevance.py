@@ -62,6 +62,11 @@ class RelevanceInput:
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
 
+    @classmethod
+    def from_json(cls, text: str) -> RelevanceInput:
+        doc = json.loads(text)
+        return cls(doc["question"], doc["doc_path"], doc["heading"], doc["text"])
+
 
 def _user_text(item: dict[str, str]) -> str:
     where = item["doc_path"] + (f" — {item['heading']}" if item["heading"] else "")

@@ -26,9 +26,11 @@ from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings, 
 from kebab_eval_pipeline.judge.inputs import judge_inputs
 from kebab_eval_pipeline.judge.parse import parse_judgement
 from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render
+from kebab_eval_pipeline.judge.relevance import CRITERION as RELEVANCE
+from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION, RelevanceInput, render_relevance
 
 JUDGE_VERSION = "judge-1"
-ROLES = ("primary", "spot_check")
+ROLES = ("primary", "spot_check", "calibration")  # calibration: the relevance sample
 #: One row per (query, criterion, role). Lists are claims; JSON columns hold the full judge input.
 JUDGEMENT_COLUMNS: dict[str, str] = {
     "query_id": "string",
@@ -116,6 +118,20 @@ class _Judge:
     def judge(self, query_id: str, criterion: str, role: str, item: JudgeInput) -> dict[str, Any]:
         version = self.settings.prompt_version
         messages = render(criterion, version, item)  # type: ignore[arg-type]
+        return self.ask(query_id, criterion, role, version, messages, item.to_json())
+
+    def judge_relevance(self, query_id: str, item: RelevanceInput) -> dict[str, Any]:
+        """One hit of the run's relevance sample, asked with the relevance prompt (its own version)."""
+        messages = render_relevance(item)
+        return self.ask(
+            query_id, RELEVANCE, "calibration", RELEVANCE_PROMPT_VERSION, messages, item.to_json()
+        )
+
+    def ask(
+        self, query_id: str, criterion: str, role: str, version: str, messages: list, item_json: str
+    ) -> dict[str, Any]:
+        """One judgement row: ``messages`` answered from the cache or the model (a failed call is a
+        row with ``error``), parsed, with what a re-judge needs (``item_json``)."""
         key = input_hash(messages, self.decoding)
         completion = self.cache.get(self.digest, version, key) if self.cache is not None else None
         cached = completion is not None
@@ -159,7 +175,7 @@ class _Judge:
             "latency_ms": completion.latency_ms,
             "finish_reason": completion.finish_reason,
             "reply": completion.text,
-            "judge_input": item.to_json(),
+            "judge_input": item_json,
             "messages": json.dumps(messages, ensure_ascii=False),
         }
 
@@ -171,10 +187,13 @@ def judge_piece(
     cache: JudgeCache | None,
     make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
     progress: Callable[[int, int], None] | None = None,
+    relevance: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Judge one shard of a run: ``items`` (query id → judge input) on both criteria with the main
     judge, then those of them in the run's spot-check ``sample`` again with the second judge (its
-    backend is built only when the shard has some). Returns the shard's judgements
+    backend is built only when the shard has some), then the hits of ``relevance`` (the run's
+    relevance sample, ``relevance_calibration.RELEVANCE_ITEM_COLUMNS``) with the main judge and the
+    relevance prompt (rows of criterion ``relevance``, role ``calibration``). Returns the shard's judgements
     (``JUDGEMENT_COLUMNS``: primary rows, then spot-check rows) and what :func:`merge_judge_pieces`
     needs: both judges described (None: not used here), model calls and cache hits. A failed call is
     a row with ``error`` set and a null score — never a missing row, never a crashed run."""
@@ -198,11 +217,17 @@ def judge_piece(
     )
     plan = [(q, c, "primary", main) for q in items for c in CRITERIA]
     plan += [(q, c, "spot_check", spot) for q in sampled for c in CRITERIA]
+    asked = [] if relevance is None else list(relevance.itertuples(index=False))
+    total = len(plan) + len(asked)
     rows = []
     for done, (query_id, criterion, role, judge) in enumerate(plan, start=1):
         rows.append(judge.judge(query_id, criterion, role, items[query_id]))
         if progress is not None:
-            progress(done, len(plan))
+            progress(done, total)
+    for done, hit in enumerate(asked, start=len(plan) + 1):  # the relevance sample: the golden set's labels
+        rows.append(main.judge_relevance(str(hit.query_id), RelevanceInput.from_json(str(hit.judge_input))))
+        if progress is not None:
+            progress(done, total)
     table = pd.DataFrame(rows, columns=list(JUDGEMENT_COLUMNS)) if rows else empty_judgements()
     info = {
         "judge": main.describe(),
@@ -254,6 +279,8 @@ def merge_judge_pieces(
         "context_k": settings.context_k,
         "context_chars": settings.context_chars,
         "judged_queries": judged_queries,
+        "relevance_sample_size": settings.relevance_sample,
+        "relevance_sample": next((i["relevance_sample"] for i in infos if i.get("relevance_sample")), []),
         "model_calls": sum(int(i["model_calls"]) for i in infos),
         "cache_hits": sum(int(i["cache_hits"]) for i in infos),
     }

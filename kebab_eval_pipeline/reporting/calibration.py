@@ -136,3 +136,44 @@ def calibration_markdown(record: Mapping[str, Any] | None) -> list[str]:
         "interval takes the judge as right.",
     ]
     return lines
+
+
+def relevance_text(record: Mapping[str, Any]) -> str:
+    """One sentence on the relevance judge against the golden set's verdicts (a run's
+    ``judge_relevance_calibration`` record)."""
+    table = record.get("confusion") or [[0, 0], [0, 0]]
+    base = (record.get("base_rate") or {}).get("relevant")
+    kappa = (
+        f"κ {_num(record['kappa'])} [{_num(record['ci_low'])}, {_num(record['ci_high'])}]"
+        if record.get("kappa") is not None
+        else f"κ null ({record.get('note', '')})"
+    )
+    return (
+        f"relevance judge against the golden set: {kappa} over {record['n']} of {record['asked']} sampled "
+        f"hits it judged ({record['no_verdict']} without a verdict); golden relevant "
+        f"{'—' if base is None else f'{100 * base:.0f}%'}; golden→judge: not→not {table[0][0]}, "
+        f"not→relevant {table[0][1]}, relevant→not {table[1][0]}, relevant→relevant {table[1][1]}"
+    )
+
+
+def relevance_markdown(record: Mapping[str, Any] | None) -> list[str]:
+    """The run report's section on the relevance judge against the golden set ([] without one)."""
+    from kebab_eval_pipeline.foundation.markdown_text import md_text
+
+    if not record:
+        return []
+    lines = ["", "## Relevance judge against the golden set", "", md_text(relevance_text(record)) + "."]
+    shown = [s for s in record.get("slices") or [] if s["n"]]
+    if shown:
+        lines += ["", "| slice | hits | κ [95% CI] |", "|---|---:|---:|"]
+        lines += [
+            f"| {md_text(s['slice'] or '(none)')} | {s['n']} | "
+            + (
+                "—"
+                if s["kappa"] is None
+                else f"{_num(s['kappa'])} [{_num(s['ci_low'])}, {_num(s['ci_high'])}]"
+            )
+            + " |"
+            for s in shown
+        ]
+    return lines

@@ -136,6 +136,8 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     }
     if info.get("judge_calibration"):  # the judge against a person's labels: κ, corrected means
         document["judge_calibration"] = info["judge_calibration"]
+    if info.get("judge_relevance_calibration"):  # the relevance judge against the golden set
+        document["judge_relevance_calibration"] = info["judge_relevance_calibration"]
     if repeated:
         document["repeats"] = repeats_document(b)
     return document

@@ -4,7 +4,8 @@
 the chat messages:
 
 * the criterion and prompt version are recognised from the system message (each rendered
-  prompt has its own), the answer from the ``ANSWER:`` line of the last user message;
+  prompt has its own, the relevance prompt too), the answer from the ``ANSWER:`` line of the last
+  user message (a relevance question: the whole message);
 * the base score is a hash of (criterion, answer) — the same under every prompt version, so a
   spot check with the prompt variant agrees unless ``shift`` moves that version's scores;
 * the reply style is a hash of the answer too: mostly a JSON object, sometimes JSON cut at
@@ -44,11 +45,15 @@ _PROBE = JudgeInput(question="q", answer="a", citations=(), context=())
 @functools.cache
 def _prompt_of_system() -> dict[str, tuple[str, str]]:
     """System message → (criterion, prompt version), for every rendered prompt."""
-    return {
+    from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION, RelevanceInput, render_relevance
+
+    answers = {
         render(c, v, _PROBE)[0]["content"]: (c, v)  # type: ignore[arg-type]
         for c in CRITERIA
         for v in PROMPT_VERSIONS
     }
+    relevance = render_relevance(RelevanceInput("q", "p", "h", "t"))[0]["content"]
+    return {**answers, relevance: ("relevance", RELEVANCE_PROMPT_VERSION)}
 
 
 def _answer_line(user_text: str) -> str:

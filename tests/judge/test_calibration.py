@@ -347,3 +347,60 @@ def test_a_calibrated_run_records_the_agreement_and_a_blocking_check_fails_it(in
     )
     assert bad_metrics.info["outcome"]["failed"] == ["judge_calibration"]
     assert bad_metrics.metrics["judge_groundedness_kappa"] < 0
+
+
+def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instance, tmp_path, key):
+    """``judge.relevance_sample``: hits the golden set judged are asked the relevance question; the
+    run stores the judge's agreement with the golden verdicts, re-derivable from what it stored."""
+    from kebab_eval_pipeline.chain.settings import load_settings
+    from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION
+    from kebab_eval_pipeline.judge.relevance_calibration import MAX_RANK
+    from kebab_eval_pipeline.metrics.matching import match_hits
+
+    assert key
+    with scripted_endpoint() as endpoint:
+        cfg = judge_config(tmp_path, endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["judge"]["relevance_sample"] = 30
+        cfg.write_text(yaml.safe_dump(doc))
+        defs, result = run_partition(instance, "rel", config=cfg)
+    assert result.success
+    store = RunStore(defs.resources["artifact_storage"].base)
+    judge = JudgeArtifact.from_tables(*store.read("judge", "rel"))
+    asked = judge.judgements[judge.judgements["role"] == "calibration"]
+    assert len(asked) == 30 and set(asked["criterion"]) == {"relevance"}
+    assert set(asked["prompt_version"]) == {RELEVANCE_PROMPT_VERSION}
+    sample = pd.DataFrame(judge.info["relevance_sample"])
+    assert len(sample) == 30 and sample["rank"].max() <= MAX_RANK
+
+    # the golden verdicts are the matcher's, re-derived from the stored hits and supports
+    hits = store.read("retrieval_results", "rel")[0]["hits"]
+    golden = store.read("golden_set", "rel")[0]
+    settings = load_settings(cfg)
+    matches = match_hits(hits[hits["rank"] <= MAX_RANK], golden["supports"], str(settings.match))
+    best = matches.groupby(["query_id", "rank"])["grade"].max()
+    for row in sample.itertuples(index=False):
+        assert best.loc[(row.query_id, row.rank)] == row.gold_grade
+        assert row.gold_relevant == (row.gold_grade >= settings.relevance_level)
+
+    metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", "rel"))
+    record = metrics.info["judge_relevance_calibration"]
+    scores = dict(zip([item_hash(j) for j in asked["judge_input"]], asked["score"], strict=True))
+    said = sample["item_hash"].map(scores)
+    both = said.notna().to_numpy()
+    assert record["n"] == int(both.sum()) and record["asked"] == 30
+    assert record["no_verdict"] == 30 - int(both.sum())
+    gold = sample["gold_relevant"].to_numpy()[both]
+    judged = said.to_numpy(dtype=float)[both] >= 3.0
+    table = confusion_matrix(gold, judged, [False, True])
+    if record["kappa"] is not None:
+        assert record["kappa"] == pytest.approx(cohens_kappa(table, return_results=False))
+    assert metrics.metrics["judge_relevance_kappa"] == (
+        None if record["kappa"] is None else round(record["kappa"], 4)
+    )
+    assert record["confusion"] == [
+        [int((~gold & ~judged).sum()), int((~gold & judged).sum())],
+        [int((gold & ~judged).sum()), int((gold & judged).sum())],
+    ]
+    report = store.read_file("run_metrics", "rel", "run.md").decode("utf-8")
+    assert "## Relevance judge against the golden set" in report
