@@ -356,6 +356,7 @@ def plan_judge(
     from kebab_eval_pipeline.judge.inputs import judge_inputs
     from kebab_eval_pipeline.judge.relevance_calibration import relevance_items
     from kebab_eval_pipeline.judge.run import judge_calls, spot_check_sample
+    from kebab_eval_pipeline.judge.self_consistency import reorderable
 
     j = settings.judge
     r = retrieval.results
@@ -372,14 +373,16 @@ def plan_judge(
         context_chars=j.context_chars,
     )
     ids, in_sample = list(items), set(sample)
-    total = judge_calls(len(ids), len(sample)) + len(relevance)
+    total = judge_calls(len(ids), len(sample), reorderable(items, j.self_consistency)) + len(relevance)
     shards, start = [], 0
     for i, (a, b) in enumerate(shard_bounds(len(ids), shard_queries or settings.shard_queries)):
         chosen = {q: items[q] for q in ids[a:b]}
         picked = [q for q in chosen if q in in_sample]
         asked = relevance if i == 0 and len(relevance) else None  # the relevance sample: shard 0 asks it
         shards.append(JudgeShard(i, start, total, chosen, picked, asked))
-        start += judge_calls(len(chosen), len(picked)) + (0 if asked is None else len(asked))
+        start += judge_calls(len(chosen), len(picked), j.self_consistency) + (
+            0 if asked is None else len(asked)
+        )
     return shards
 
 
@@ -747,6 +750,13 @@ def summarize(
             )
             metrics.update(cal_metrics)
             denominators.update(cal_n)
+        if judged.info.get("self_consistency"):  # the same items, evidence reordered: verdict flips
+            from kebab_eval_pipeline.judge.metrics import PASS_SCORE
+            from kebab_eval_pipeline.judge.self_consistency import flip_rates
+
+            flip_metrics, flip_n, info["judge_self_consistency"] = flip_rates(judged.judgements, PASS_SCORE)
+            metrics.update(flip_metrics)
+            denominators.update(flip_n)
         if judged.info.get("relevance_sample"):  # the relevance judge against the golden set's verdicts
             from kebab_eval_pipeline.judge.relevance_calibration import relevance_agreement
 

@@ -123,11 +123,15 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
             + escape(calibration["check"]["reason"]),
             highlight=False,
         )
-    relevance = metrics.info.get("judge_relevance_calibration")
-    if relevance:
-        from kebab_eval_pipeline.reporting.calibration import relevance_text
+    from kebab_eval_pipeline.reporting.calibration import relevance_text, self_consistency_text
 
-        out.print(f"  {relevance_text(relevance)}", markup=False, highlight=False, soft_wrap=True)
+    judge_lines = []  # the relevance judge against the golden set; the judge's flips on reordered evidence
+    if metrics.info.get("judge_relevance_calibration"):
+        judge_lines.append(relevance_text(metrics.info["judge_relevance_calibration"]))
+    if metrics.info.get("judge_self_consistency"):
+        judge_lines.append(self_consistency_text(metrics.info["judge_self_consistency"]))
+    for line in judge_lines:
+        out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     view = stored_view(store, run_id, settings)
     for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")

@@ -110,6 +110,9 @@ class JudgeSettings(JudgeModelSettings):
     # Hits the golden set judged (matched to a support) also asked the relevance question, to measure
     # the relevance judge against the golden verdicts (judge/relevance_calibration.py); 0: off.
     relevance_sample: Annotated[int, Field(ge=0, le=100_000)] = 0
+    # Judge every item a second time with its context passages in another order and report how
+    # often the verdict flips (judge_<criterion>_flip_rate): the judge's own noise floor.
+    self_consistency: bool = False
 
     @model_validator(mode="after")
     def _spot_check_judge_valid(self) -> JudgeSettings:

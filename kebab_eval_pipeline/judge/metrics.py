@@ -122,6 +122,19 @@ for _entry in (
             ),
         )
     ),
+    *(
+        Measure(
+            f"judge_{criterion}_flip_rate",
+            "judge_calibration",
+            f"share of items whose {criterion} verdict (pass at 3) flips when the judge sees the same "
+            "evidence in another order (judge.self_consistency): the judge's own noise",
+            "items with two passages or more that both judgements scored",
+            direction="lower",
+            sliceable=False,
+            untestable=_RUN,
+        )
+        for criterion in CRITERIA
+    ),
     Measure(
         "judge_relevance_kappa",
         "judge_calibration",

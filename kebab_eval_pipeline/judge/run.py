@@ -28,9 +28,11 @@ from kebab_eval_pipeline.judge.parse import parse_judgement
 from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render
 from kebab_eval_pipeline.judge.relevance import CRITERION as RELEVANCE
 from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION, RelevanceInput, render_relevance
+from kebab_eval_pipeline.judge.self_consistency import shuffled_evidence
 
 JUDGE_VERSION = "judge-1"
-ROLES = ("primary", "spot_check", "calibration")  # calibration: the relevance sample
+# calibration: the relevance sample; shuffled: the self-consistency check (evidence reordered)
+ROLES = ("primary", "spot_check", "calibration", "shuffled")
 #: One row per (query, criterion, role). Lists are claims; JSON columns hold the full judge input.
 JUDGEMENT_COLUMNS: dict[str, str] = {
     "query_id": "string",
@@ -215,13 +217,16 @@ def judge_piece(
         if sampled
         else None
     )
-    plan = [(q, c, "primary", main) for q in items for c in CRITERIA]
-    plan += [(q, c, "spot_check", spot) for q in sampled for c in CRITERIA]
+    plan = [(q, c, "primary", main, items[q]) for q in items for c in CRITERIA]
+    plan += [(q, c, "spot_check", spot, items[q]) for q in sampled for c in CRITERIA]
+    if settings.self_consistency:  # each item again, its evidence in another order: the judge's own noise
+        shuffled = {q: shuffled_evidence(items[q], q, settings.spot_check_seed) for q in items}
+        plan += [(q, c, "shuffled", main, item) for q, item in shuffled.items() if item for c in CRITERIA]
     asked = [] if relevance is None else list(relevance.itertuples(index=False))
     total = len(plan) + len(asked)
     rows = []
-    for done, (query_id, criterion, role, judge) in enumerate(plan, start=1):
-        rows.append(judge.judge(query_id, criterion, role, items[query_id]))
+    for done, (query_id, criterion, role, judge, item) in enumerate(plan, start=1):
+        rows.append(judge.judge(query_id, criterion, role, item))
         if progress is not None:
             progress(done, total)
     for done, hit in enumerate(asked, start=len(plan) + 1):  # the relevance sample: the golden set's labels
@@ -242,9 +247,10 @@ def _typed(table: pd.DataFrame) -> pd.DataFrame:
     return table.astype({c: t for c, t in JUDGEMENT_COLUMNS.items() if t != "object"})
 
 
-def judge_calls(items: int, sample: int) -> int:
-    """How many judgements a run of ``items`` queries with a spot-check ``sample`` makes."""
-    return (items + sample) * len(CRITERIA)
+def judge_calls(items: int, sample: int, shuffled: int = 0) -> int:
+    """How many judgements a run of ``items`` queries with a spot-check ``sample`` makes, and
+    ``shuffled`` of them judged again with their evidence reordered (the self-consistency check)."""
+    return (items + sample + shuffled) * len(CRITERIA)
 
 
 def merge_judge_pieces(
@@ -280,6 +286,7 @@ def merge_judge_pieces(
         "context_chars": settings.context_chars,
         "judged_queries": judged_queries,
         "relevance_sample_size": settings.relevance_sample,
+        "self_consistency": settings.self_consistency,
         "relevance_sample": next((i["relevance_sample"] for i in infos if i.get("relevance_sample")), []),
         "model_calls": sum(int(i["model_calls"]) for i in infos),
         "cache_hits": sum(int(i["cache_hits"]) for i in infos),

@@ -177,3 +177,17 @@ def relevance_markdown(record: Mapping[str, Any] | None) -> list[str]:
             for s in shown
         ]
     return lines
+
+
+def self_consistency_text(record: Mapping[str, Any]) -> str:
+    """One sentence on the self-consistency check (a run's ``judge_self_consistency`` record)."""
+    parts = []
+    for criterion, d in record.items():
+        if not d["n"]:
+            parts.append(f"{criterion}: no item judged twice")
+            continue
+        parts.append(
+            f"{criterion} flips {d['flips']} of {d['n']} ({100 * d['flips'] / d['n']:.1f}%), "
+            f"mean |score change| {d['mean_abs_change']:.2f}"
+        )
+    return "judge self-consistency (the same evidence in another order): " + "; ".join(parts)

@@ -11,7 +11,11 @@ from kebab_eval_pipeline.foundation.number_text import is_null, value_text
 from kebab_eval_pipeline.foundation.run_roles import role_of
 from kebab_eval_pipeline.metrics.health import health_markdown
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
-from kebab_eval_pipeline.reporting.calibration import calibration_markdown, relevance_markdown
+from kebab_eval_pipeline.reporting.calibration import (
+    calibration_markdown,
+    relevance_markdown,
+    self_consistency_text,
+)
 from kebab_eval_pipeline.reporting.gate_text import outcome
 from kebab_eval_pipeline.reporting.not_measured import NOT_MEASURED, by_reason, not_measured
 from kebab_eval_pipeline.reporting.repeats import repeats_markdown
@@ -70,6 +74,13 @@ def render_run_markdown(
         lines += ["", "## Spend", "", *[f"- {md_text(part)}" for part in spent]]
     lines += calibration_markdown(info.get("judge_calibration"))
     lines += relevance_markdown(info.get("judge_relevance_calibration"))
+    if info.get("judge_self_consistency"):
+        lines += [
+            "",
+            "## Judge self-consistency",
+            "",
+            md_text(self_consistency_text(info["judge_self_consistency"])) + ".",
+        ]
     if gates:
         lines += [
             "",

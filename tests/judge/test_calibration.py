@@ -6,6 +6,7 @@ the labels typed through a pipe as a person types them."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -30,7 +31,7 @@ from kebab_eval_pipeline.judge.labels import item_hash, parse_labels, read_label
 from kebab_eval_pipeline.judge.ppi import ppi_mean
 from kebab_eval_pipeline.store.runs import RunStore
 from tests import docs_pages
-from tests.judge.scripted import scripted_endpoint
+from tests.judge.scripted import ScriptedJudge, scripted_endpoint
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config, judged_run, key
 from tests.orchestration.test_chain import run_partition
 from tests.test_cli import cli, env, no_traceback
@@ -404,3 +405,75 @@ def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instan
     ]
     report = store.read_file("run_metrics", "rel", "run.md").decode("utf-8")
     assert "## Relevance judge against the golden set" in report
+
+
+class OrderSensitive(ScriptedJudge):
+    """The scripted judge, swayed by which passage comes first (as LLM judges are): its score is
+    the scripted one plus 2 (capped at 5) when the first passage's text sorts before the last's."""
+
+    def script(self, messages):
+        said = super().script(messages)
+        user = messages[-1]["content"]
+        passages = [line for line in user.splitlines() if line.startswith("[") and "] " in line]
+        if len(passages) < 2 or said.criterion == "relevance":
+            return said
+        return dataclasses.replace(
+            said, score=min(5, said.score + 2) if passages[0] < passages[-1] else said.score
+        )
+
+
+@pytest.mark.parametrize("judge_class", [ScriptedJudge, OrderSensitive])
+def test_self_consistency_judges_reordered_evidence_and_reports_flips(instance, tmp_path, key, judge_class):
+    from kebab_eval_pipeline.judge.prompts import JudgeInput
+
+    assert key
+    with scripted_endpoint(judge_class()) as endpoint:
+        cfg = judge_config(tmp_path, endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["judge"]["self_consistency"] = True
+        cfg.write_text(yaml.safe_dump(doc))
+        defs, result = run_partition(instance, "sc", config=cfg)
+    assert result.success
+    store = RunStore(defs.resources["artifact_storage"].base)
+    judgements = JudgeArtifact.from_tables(*store.read("judge", "sc")).judgements
+    primary = judgements[judgements["role"] == "primary"].set_index(["query_id", "criterion"])
+    shuffled = judgements[judgements["role"] == "shuffled"].set_index(["query_id", "criterion"])
+    assert len(shuffled) > 0
+    for (query_id, criterion), row in shuffled.iterrows():
+        before = JudgeInput.from_json(primary.loc[(query_id, criterion), "judge_input"])
+        after = JudgeInput.from_json(row["judge_input"])
+        # the same passages, refs kept, in another order; the rest unchanged
+        assert (after.question, after.answer, after.citations) == (
+            before.question,
+            before.answer,
+            before.citations,
+        )
+        assert (
+            sorted(map(str, after.context)) == sorted(map(str, before.context))
+            and after.context != before.context
+        )
+    two_or_more = {
+        q
+        for q, c in primary.index
+        if len(JudgeInput.from_json(primary.loc[(q, c), "judge_input"]).context) >= 2
+    }
+    assert set(shuffled.index.get_level_values("query_id")) == two_or_more
+
+    metrics = RunMetricsArtifact.from_tables(*store.read("run_metrics", "sc"))
+    details = metrics.info["judge_self_consistency"]
+    for criterion in ("groundedness", "correctness"):
+        both = (
+            primary.xs(criterion, level="criterion")["score"]
+            .to_frame("first")
+            .join(shuffled.xs(criterion, level="criterion")["score"].to_frame("again"), how="inner")
+            .dropna()
+        )
+        flips = int(((both["first"] >= 3) != (both["again"] >= 3)).sum())
+        assert details[criterion]["flips"] == flips and details[criterion]["n"] == len(both)
+        assert metrics.metrics[f"judge_{criterion}_flip_rate"] == round(flips / len(both), 4)
+        if judge_class is ScriptedJudge:  # a judge blind to the order never flips
+            assert flips == 0 and details[criterion]["mean_abs_change"] == 0.0
+        else:
+            assert flips > 0
+    report = store.read_file("run_metrics", "sc", "run.md").decode("utf-8")
+    assert "## Judge self-consistency" in report
