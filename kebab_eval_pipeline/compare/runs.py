@@ -26,6 +26,7 @@ from kebab_eval_pipeline.compare.drift import (
 from kebab_eval_pipeline.compare.fallback import MatchPlan, one_criterion, plan_matching, rescore
 from kebab_eval_pipeline.compare.judge_drift import judge_drift, without_judged_verdicts
 from kebab_eval_pipeline.compare.margins import margin_rows
+from kebab_eval_pipeline.compare.provisional import provisional_comparison, provisional_markdown
 from kebab_eval_pipeline.compare.repeats import (
     draws_within_repeats,
     repeats_info,
@@ -44,7 +45,7 @@ from kebab_eval_pipeline.compare.verdicts import (
 )
 from kebab_eval_pipeline.foundation.json_records import plain_value
 from kebab_eval_pipeline.golden.diff import GoldenDiff, diff_golden
-from kebab_eval_pipeline.metrics import legacy
+from kebab_eval_pipeline.metrics import catalogue, legacy
 from kebab_eval_pipeline.metrics.aggregate import summarize_scores
 from kebab_eval_pipeline.metrics.judged_coverage import judged_coverage, judged_warning
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
@@ -318,6 +319,29 @@ def compare_runs(
     if judge_suspects is not None and len(suspects):
         suspects, info["suspect_judge"] = judge_suspects(suspects)
     info["suspect_gold"] = queue_summary(suspects)
+    provisional = None
+    if options.provisional_depth:  # unjudged hits labelled by the judge, never into the gold (provisional.py)
+        if judge_suspects is None:
+            info["warnings"].append(
+                "compare.provisional_depth is set but no judge is configured: no provisional labels"
+            )
+        else:
+            ks = b.scores.info.get("k") or b.metrics.info.get("k")
+            headline = [
+                m
+                for m in catalogue.headline_names(ks)
+                if getattr(catalogue.measure(m), "family", "") == "retrieval"
+            ]
+            provisional = provisional_comparison(
+                a, b, options.provisional_depth, plan.criterion, headline, judge_suspects
+            )
+            info["provisional"] = provisional
+            if provisional["rests_on_unjudged"]:
+                info["warnings"].append(
+                    "with the judge's provisional labels on unjudged hits the direction changes for "
+                    + ", ".join(provisional["rests_on_unjudged"])
+                    + ": those differences rest on hits the golden set never judged"
+                )
     if repeats_a or repeats_b:
         info.update(repeats_info(repeats_a, repeats_b))
         if plan.rescore_a or plan.rescore_b:
@@ -327,6 +351,7 @@ def compare_runs(
         per_query=verdicts,
         markdown=render_markdown(info, per_metric, verdicts, per_slice)
         + corrected_markdown(corrected, options.alpha)
+        + provisional_markdown(provisional)
         + suspect_markdown(suspects, b.run_id, info)
         + repeats_markdown(info, per_metric, verdicts),
         info=info,

@@ -35,3 +35,7 @@ class CompareSettings(StrictSettings):
     slice_min_queries: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 10
     alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05
     strict_resolution: bool = False
+    # Pool both runs' unjudged hits at rank ≤ this, have the judge label them provisionally, and
+    # report the headline retrieval metrics with and without those labels (compare/provisional.py);
+    # 0: off. Needs a judge.
+    provisional_depth: Annotated[int, Field(ge=0, le=1000)] = 0
