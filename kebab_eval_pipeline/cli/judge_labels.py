@@ -63,7 +63,7 @@ def label(
     criterion: Annotated[
         str, typer.Option("--criterion", help="groundedness (default) or correctness.")
     ] = "groundedness",
-    n: Annotated[int, typer.Option("--n", min=1, help="Items in the sample (default 40).")] = 40,
+    n: Annotated[int, typer.Option("--n", min=1, help="Items in the sample (default 50).")] = 50,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample design (default 0).")] = 0,
     config: ConfigOption = None,
     chain: ChainOption = None,

@@ -72,6 +72,8 @@ def calibration_lines(report: Sequence[CriterionCalibration]) -> list[str]:
                 f"prediction-powered (PPI++, λ {_num(p['lam'])}), {p['n']} labelled + "
                 f"{p['n_unlabelled']} judged only"
             )
+            if c.corrected_note:
+                lines.append(f"    warning: {c.corrected_note}")
         else:
             lines.append(f"  corrected mean — ({c.corrected_note})")
     return lines

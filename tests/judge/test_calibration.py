@@ -74,6 +74,7 @@ def test_kappa_and_corrected_mean_equal_independent_implementations():
     items, labels, slices, truth, judged, chosen = _synthetic(300, 60, seed=1)
     result = calibrate_criterion(items, reference_labels(labels), labels, slices, "groundedness", 3.0)
     assert (result.items, result.labelled, result.labellers) == (300, 60, ["ana"])
+    assert result.corrected_note == ""  # 60 labels: no small-sample warning
     table = confusion_matrix(truth[chosen], judged[chosen].astype(int), list(range(6)))
     assert result.graded["kappa"] == pytest.approx(cohens_kappa(table, wt="quadratic", return_results=False))
     verdict = confusion_matrix(truth[chosen] >= 3, judged[chosen] >= 3, [False, True])
@@ -102,6 +103,7 @@ def test_a_changed_answer_is_unlabelled_and_too_few_labels_say_why():
     changed = labels.assign(item_hash=[item_hash("the answer as it was"), *labels["item_hash"].iloc[1:]])
     result = calibrate_criterion(items, reference_labels(changed), changed, slices, "groundedness", 3.0)
     assert result.labelled == 2 and result.corrected is not None
+    assert result.corrected_note.startswith("only 2 labelled items: below 50 the interval runs narrow")
     one = changed.iloc[:2]
     result = calibrate_criterion(items, reference_labels(one), one, slices, "groundedness", 3.0)
     assert result.labelled == 1 and result.corrected is None
@@ -157,7 +159,7 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     no_traceback(first)
     assert "'seven' is not a score" in first.stdout
     assert first.stdout.rstrip().endswith(
-        "labelled 4, skipped 1, left 35: written to labels/groundedness.jsonl"
+        "labelled 4, skipped 1, left 55: written to labels/groundedness.jsonl"
     )
 
     store = RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts")
@@ -182,7 +184,7 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     # resumed: the four labelled items are not shown again; the session ends at end of input
     again = _label_session(env, label_line, "3\n", tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "36 of a sample of 40 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
+    assert "56 of a sample of 60 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
     written = read_labels(labels)
     assert list(written["item_hash"]) == [*expected_items, order["item_hash"].iloc[2]]
 
