@@ -250,26 +250,31 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
     assert "--criterion: 'x': use groundedness or correctness" in outputs["criterion"].stderr
 
 
-def _labels_for(judgements: pd.DataFrame, path: Path, *, agree: bool, n: int) -> None:
-    """``n`` groundedness labels of a run's items: the judge's own score (``agree``) or its mirror
-    (5 − score: a person who disagrees everywhere)."""
+def write_labels(path: Path, items: pd.DataFrame, label_of=lambda score: score) -> None:
+    """One groundedness label by "ana" per row of ``items`` (``answer_items`` rows): ``label_of``
+    the judge's own score, rounded (by default the score itself: a person who agrees)."""
     from kebab_eval_pipeline.judge.labels import Label, append_label
 
-    items = answer_items(judgements)
-    items = items[items["criterion"] == "groundedness"].head(n)
     for row in items.itertuples(index=False):
-        score = round(float(row.judge_score))
         append_label(
             path,
             Label(
                 criterion="groundedness",
                 query_id=row.query_id,
                 item_hash=row.item_hash,
-                label=score if agree else 5 - score,
+                label=label_of(round(float(row.judge_score))),
                 labeller="ana",
                 labelled_at="2026-12-06T15:10:00+00:00",
             ),
         )
+
+
+def _labels_for(judgements: pd.DataFrame, path: Path, *, agree: bool, n: int) -> None:
+    """``n`` groundedness labels of a run's items: the judge's own score (``agree``) or its mirror
+    (5 − score: a person who disagrees everywhere)."""
+    items = answer_items(judgements)
+    ground = items[items["criterion"] == "groundedness"].head(n)
+    write_labels(path, ground, (lambda s: s) if agree else (lambda s: 5 - s))
 
 
 def _calibrated_config(tmp_path: Path, base_url: str, labels: Path, gates=None, **calibration) -> Path:

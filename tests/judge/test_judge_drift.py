@@ -13,6 +13,7 @@ import yaml
 
 from kebab_eval_pipeline.compare.judge_drift import is_judged_metric, judge_drift
 from tests.judge.scripted import ScriptedJudge, scripted_endpoint
+from tests.judge.test_calibration import write_labels
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
 from tests.test_cli import cli, env, no_traceback
 
@@ -112,7 +113,6 @@ def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
 
     from kebab_eval_pipeline.chain.artifacts import JudgeArtifact
     from kebab_eval_pipeline.judge.calibration import answer_items
-    from kebab_eval_pipeline.judge.labels import Label, append_label
     from kebab_eval_pipeline.store.runs import RunStore
 
     env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
@@ -123,19 +123,7 @@ def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
         store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
         items = answer_items(JudgeArtifact.from_tables(*store.read("judge", "j1")).judgements)
         ground = items[items["criterion"] == "groundedness"].iloc[::2]  # every other item: a person
-        for row in ground.itertuples(index=False):  # who scores as the v1 judge does
-            label = round(float(row.judge_score))
-            append_label(
-                labels,
-                Label(
-                    criterion="groundedness",
-                    query_id=row.query_id,
-                    item_hash=row.item_hash,
-                    label=label,
-                    labeller="ana",
-                    labelled_at="2026-12-06T15:10:00+00:00",
-                ),
-            )
+        write_labels(labels, ground)  # who scores as the v1 judge does
         doc = yaml.safe_load(cfg.read_text())
         doc["judge"]["calibration"] = {"labels": str(labels), "min_labels": 10, "min_kappa": -1}
         doc["gates"] = {"regression": {"judge_groundedness": {"max_drop": 0.5, "non_inferior": 1.5}}}
