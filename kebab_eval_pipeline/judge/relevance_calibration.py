@@ -109,8 +109,11 @@ def relevance_agreement(judgements: pd.DataFrame, items: pd.DataFrame, seed: int
     """The judge's relevance verdicts (``judgements`` rows of criterion ``relevance``, role
     ``calibration``) against the golden verdicts of ``items``: a dict with ``n`` (hits with a
     verdict from both), ``asked`` (hits sampled), ``kappa`` and its interval, ``confusion`` (rows:
-    golden, columns: judge; not relevant then relevant), ``base_rate`` and ``slices`` (κ per
-    slice). None when no hit was sampled. A hit whose judgement failed or did not parse is left
+    golden, columns: judge; not relevant then relevant), ``base_rate``, ``sensitivity`` and
+    ``specificity`` (the share of golden-relevant hits the judge calls relevant, of golden
+    not-relevant ones it calls not relevant; null without such hits: a golden set with no grade-0
+    supports leaves κ undefined and only the sensitivity to say) and ``slices`` (κ per slice).
+    None when no hit was sampled. A hit whose judgement failed or did not parse is left
     out (``no_verdict`` counts them)."""
     if items.empty:
         return None
@@ -133,8 +136,13 @@ def relevance_agreement(judgements: pd.DataFrame, items: pd.DataFrame, seed: int
         slices.append(
             {"slice": name, "n": one.n, "kappa": one.kappa, "ci_low": one.ci_low, "ci_high": one.ci_high}
         )
+    table = np.asarray(whole.confusion, dtype=float).reshape(2, 2)
+    per_class = table.sum(axis=1)
     return {
         **whole.as_dict(),
+        # one class at a time: what a golden set without negatives can still say of the judge
+        "sensitivity": None if per_class[1] == 0 else float(table[1, 1] / per_class[1]),
+        "specificity": None if per_class[0] == 0 else float(table[0, 0] / per_class[0]),
         "asked": len(items),
         "no_verdict": int((~has).sum()),
         "pass_score": PASS_SCORE,

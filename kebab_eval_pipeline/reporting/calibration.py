@@ -153,7 +153,9 @@ def relevance_text(record: Mapping[str, Any]) -> str:
     return (
         f"relevance judge against the golden set: {kappa} over {record['n']} of {record['asked']} sampled "
         f"hits it judged ({record['no_verdict']} without a verdict); golden relevant "
-        f"{'—' if base is None else f'{100 * base:.0f}%'}; golden→judge: not→not {table[0][0]}, "
+        f"{'—' if base is None else f'{100 * base:.0f}%'}; "
+        f"sensitivity {_num(record.get('sensitivity'))}, specificity {_num(record.get('specificity'))}; "
+        f"golden→judge: not→not {table[0][0]}, "
         f"not→relevant {table[0][1]}, relevant→not {table[1][0]}, relevant→relevant {table[1][1]}"
     )
 

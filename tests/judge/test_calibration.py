@@ -410,6 +410,14 @@ def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instan
         [int((~gold & ~judged).sum()), int((~gold & judged).sum())],
         [int((gold & ~judged).sum()), int((gold & judged).sum())],
     ]
+    relevant = gold.sum()
+    assert record["sensitivity"] == (
+        None if relevant == 0 else pytest.approx((gold & judged).sum() / relevant)
+    )
+    negatives = (~gold).sum()
+    assert record["specificity"] == (
+        None if negatives == 0 else pytest.approx((~gold & ~judged).sum() / negatives)
+    )
     report = store.read_file("run_metrics", "rel", "run.md").decode("utf-8")
     assert "## Relevance judge against the golden set" in report
 
