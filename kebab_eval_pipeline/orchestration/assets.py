@@ -891,6 +891,10 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         }
         if "judge" in art.info:  # what pins the judge scores (model digest, prompt version, decoding)
             meta["judge"] = dg.MetadataValue.json(art.info["judge"])
+        # the judge measured: against a person's labels, against the golden set, against itself
+        for key in ("judge_calibration", "judge_relevance_calibration", "judge_self_consistency"):
+            if art.info.get(key):
+                meta[key] = dg.MetadataValue.json(art.info[key])
         _not_run_metadata(meta, art.info, retrieval_results.results.system)
         forget_reads(context.run.run_id)  # the golden set's and the results' last reader in the run
         return publish_chain_artifact(context, "run_metrics", art, meta, names)

@@ -318,6 +318,14 @@ def test_a_calibrated_run_records_the_agreement_and_a_blocking_check_fails_it(in
     assert good.success
     passed = check_of(good, "judge_calibration")
     assert passed.passed and passed.severity == dg.AssetCheckSeverity.WARN
+    [materialized] = [
+        e.step_materialization_data.materialization
+        for e in good.get_asset_materialization_events()
+        if e.asset_key.path[-1] == "run_metrics"
+    ]
+    shown = materialized.metadata["judge_calibration"].value  # in the UI, beside the metrics
+    assert shown["check"]["status"] == "passed" and shown["criteria"][0]["judge"]["model"] == "scripted-judge"
+    assert materialized.metadata["metrics"].value["judge_groundedness_kappa"] == 1.0
     assert "groundedness κ 1.00 over 12" in passed.description
     assert "correctness: 0 labelled item(s), fewer than min_labels 10" in passed.description
     gate = check_of(good, "gate_judge_groundedness_corrected_min")  # a gate holds a corrected mean
