@@ -111,18 +111,6 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
             highlight=False,
         )
     print_health(metrics.info)
-    calibration = metrics.info.get("judge_calibration")
-    if calibration:  # the judge against a person's labels (judge.calibration)
-        status = calibration["check"]["status"]
-        state = {"passed": "pass", "skipped": "skip"}.get(
-            status, "FAIL" if calibration["blocking"] else "warn"
-        )
-        colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
-        out.print(
-            f"  check [{colour}]{state:4}[/{colour}] judge_calibration: "
-            + escape(calibration["check"]["reason"]),
-            highlight=False,
-        )
     from kebab_eval_pipeline.reporting.calibration import relevance_text, self_consistency_text
 
     judge_lines = []  # the relevance judge against the golden set; the judge's flips on reordered evidence
@@ -136,7 +124,8 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
     for g in view.gates:
         state = "skip" if g["skipped"] else "pass" if g["passed"] else ("FAIL" if g["blocking"] else "warn")
         colour = {"pass": "green", "FAIL": "red", "warn": "yellow", "skip": "dim"}[state]
-        out.print(f"  gate [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
+        word = "check" if g.get("check") else "gate"  # judge_calibration is a check, counted with the gates
+        out.print(f"  {word} [{colour}]{state:4}[/{colour}] {escape(g['name'])}: {escape(g['reason'])}")
     out.print(f"  checks: {tally_text(view.gates, view.health)}", markup=False, highlight=False)
     reports = {REPORT_FILE: store.read_file("run_metrics", run_id, REPORT_FILE).decode("utf-8")}
     comparison = run.comparison()

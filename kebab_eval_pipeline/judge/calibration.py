@@ -224,7 +224,7 @@ def _check(
 ) -> dict[str, Any]:
     """The ``judge_calibration`` verdict: failed when a criterion with ``min_labels`` labelled items
     has its κ (``kind``) below ``min_kappa``; skipped when no criterion could be checked."""
-    checked, failing, unchecked = [], [], []
+    checked, failing, unchecked, kappas = [], [], [], []
     for c in report:
         agreement = c.graded if kind == "graded" else c.binary
         kappa = None if agreement is None else agreement["kappa"]
@@ -238,6 +238,7 @@ def _check(
             continue
         line = f"{c.criterion} κ {kappa:.2f} over {c.labelled}"
         checked.append(line)
+        kappas.append(kappa)
         if kappa < min_kappa:
             failing.append(line)
     if not checked:
@@ -251,7 +252,8 @@ def _check(
         reason = f"the judge agrees with the labels at κ ≥ {min_kappa:g} ({kind}): " + "; ".join(checked)
     if unchecked and checked:
         reason += " (not checked: " + "; ".join(unchecked) + ")"
-    return {"status": status, "reason": reason}
+    # value: the lowest κ checked (what the bound is held against); None when nothing was checked
+    return {"status": status, "reason": reason, "value": min(kappas) if kappas else None}
 
 
 def run_calibration(
@@ -289,6 +291,7 @@ def run_calibration(
         check = {
             "status": "skipped",
             "reason": f"no labels file at {path} yet: label the run with `kebab-eval judge label`",
+            "value": None,
         }
     info = {
         "labels": str(path),

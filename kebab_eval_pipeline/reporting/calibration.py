@@ -195,3 +195,28 @@ def self_consistency_text(record: Mapping[str, Any]) -> str:
             f"mean |score change| {d['mean_abs_change']:.2f}"
         )
     return "judge self-consistency (the same evidence in another order): " + "; ".join(parts)
+
+
+def calibration_check(record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``judge_calibration`` check of a run's record as one gate-shaped result (suite ``run``,
+    ``check: True``) — so JUnit, the job summary, the PR comment and ``kebab-eval run`` count and
+    show it with the gates: a blocking failure is a JUnit ``<failure>`` beside the exit code 1, a
+    check that could not run is ``<skipped>``. [] when the run was not calibrated."""
+    from kebab_eval_pipeline.gates.evaluate import GateResult
+
+    if not record:
+        return []
+    check = record["check"]
+    result = GateResult(
+        name="judge_calibration",
+        metric="judge_calibration",
+        kind=f"min_kappa_{record.get('kappa', 'graded')}",
+        passed=check["status"] != "failed",
+        skipped=check["status"] == "skipped",
+        blocking=bool(record.get("blocking")),
+        value=check.get("value"),
+        threshold=float(record["min_kappa"]),
+        delta=None,
+        reason=check["reason"],
+    )
+    return [{**result.as_dict(), "suite": "run", "check": True}]

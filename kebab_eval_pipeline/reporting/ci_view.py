@@ -147,8 +147,12 @@ def run_view(
 
     ``comparison`` None (a blocking check stopped the chain before the comparison): each regression
     and verdict gate of ``settings`` is listed as skipped, saying it was not evaluated."""
+    from kebab_eval_pipeline.reporting.calibration import calibration_check
+
     names = _headline(metrics.metrics)
+    # the absolute gates, and the judge_calibration check counted with them (a blocking one fails the run)
     gates = [{**g, "suite": "run"} for g in metrics.info.get("gates", [])]
+    gates += calibration_check(metrics.info.get("judge_calibration"))
     notes: list[str] = []
     if comparison is not None and comparison.info.get("run_a"):
         view = comparison_view(comparison, command="run")

@@ -89,7 +89,10 @@ def tally_text(gates: list[dict[str, Any]], health: dict[str, Any] | None) -> st
     total = sum(counts.values())
     if not total:
         return "no checks configured"
-    what = f"{len(gates)} gate{'' if len(gates) == 1 else 's'}" + (" + system health" if health else "")
+    checks = [g["name"] for g in gates if g.get("check")]  # checks shown with the gates (judge_calibration)
+    n = len(gates) - len(checks)
+    what = f"{n} gate{'' if n == 1 else 's'}" + (" + system health" if health else "")
+    what += "".join(f" + {name}" for name in checks)
     shown = " · ".join(f"{n} {TALLY_WORDS[k]}" for k, n in counts.items() if n)
     return f"{total} check{'' if total == 1 else 's'} ({what}): {shown}"
 

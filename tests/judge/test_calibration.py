@@ -224,6 +224,27 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
         in (rejudged.stdout)
     )
     assert endpoint.judge.calls == 0  # the judgements came from the cache
+    assert "+ judge_calibration): " in rejudged.stdout  # counted with the gates
+
+    # CI outputs say what the exit code says: the failed blocking check is a JUnit <failure>
+    import xml.etree.ElementTree as ET
+    from datetime import UTC, datetime
+
+    from kebab_eval_pipeline.chain.settings import load_settings
+    from kebab_eval_pipeline.cli.ci_outputs import stored_view
+    from kebab_eval_pipeline.reporting.junit import render_junit
+
+    view = stored_view(
+        RunStore(Path(env["DAGSTER_HOME"]) / "kebab-eval" / "artifacts"), "j1", load_settings(strict)
+    )
+    suite = ET.fromstring(render_junit(view, datetime.now(UTC), 1.0)).find("testsuite")
+    [case] = [c for c in suite.iter("testcase") if c.get("name").startswith("judge_calibration ")]
+    assert case.get("name") == "judge_calibration min_kappa_graded 1"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message").startswith(
+        "the judge agrees with the labels below κ 1"
+    )
+    assert int(suite.get("failures")) >= 1
 
 
 def test_bad_input_exits_2_naming_it(env, tmp_path):
