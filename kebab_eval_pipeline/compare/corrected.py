@@ -119,3 +119,42 @@ def corrected_gate_verdict(
     inside = -bound < low and high < bound
     label = "equivalent" if inside else "not equivalent" if (high < -bound or low > bound) else "inconclusive"
     return inside, max(abs(low), abs(high)), f"{said}: {label} within ±{bound}", label
+
+
+def judged_margins(margins: list[dict], drift: dict | None, rows: list[dict]) -> list[dict]:
+    """A comparison's margin decisions (``margins.MarginVerdict`` dicts) with those on judged
+    metrics decided as their gates decide them: on the corrected row when both runs are
+    calibrated (:func:`corrected_gate_verdict`), else — the runs judged by different judges — no
+    verdict, saying why. The report's non-inferiority section then never claims what the gate
+    refused or decided otherwise."""
+    from kebab_eval_pipeline.compare.judge_drift import is_judged_metric
+
+    by_metric = {r["metric"]: r for r in rows}
+    out = []
+    for m in margins:
+        if not is_judged_metric(m["metric"]):
+            out.append(m)
+        elif m["metric"] in by_metric:
+            row = by_metric[m["metric"]]
+            passed, _, reason, label = corrected_gate_verdict(row, m["kind"], float(m["margin"]))
+            out.append(
+                {
+                    **m,
+                    "delta": row["delta"],
+                    "bound_low": row["ci_low"],
+                    "bound_high": row["ci_high"],
+                    "p_value": None,
+                    "verdict": label,
+                    "passed": passed,
+                    "text": reason,
+                }
+            )
+        elif drift is not None:
+            why = (
+                "not decided: the runs were judged by different judges; "
+                "re-judge one run with the other's judge"
+            )
+            out.append({**m, "verdict": None, "passed": False, "p_value": None, "text": why})
+        else:
+            out.append(m)
+    return out

@@ -14,7 +14,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.chain.artifacts import ComparisonArtifact, RunMetricsArtifact
 from kebab_eval_pipeline.compare.comparison_tables import comparison_tables
-from kebab_eval_pipeline.compare.corrected import corrected_deltas, corrected_markdown
+from kebab_eval_pipeline.compare.corrected import corrected_deltas, corrected_markdown, judged_margins
 from kebab_eval_pipeline.compare.deltas import metric_table, slice_deltas, without_slice_tests, without_tests
 from kebab_eval_pipeline.compare.drift import (
     no_changed_gold,
@@ -296,6 +296,8 @@ def compare_runs(
     corrected = corrected_deltas(a.metrics.info, b.metrics.info, options.alpha)
     if corrected:  # both runs calibrated: judged metrics also through their corrected estimates
         info["corrected"] = corrected
+    # judged metrics' margins decided as their gates decide them (corrected rows; none across judges)
+    info["margins"] = judged_margins(info["margins"], drift, corrected)
     info.update(systems_info(a.metrics.info, b.metrics.info))
     info["baseline_note"] = with_systems_note(info["baseline_note"], info)
     info["warnings"] = [*warnings, *_warnings(a, b, plan, n_common, verdicts, options, restriction)]

@@ -60,7 +60,12 @@ def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, 
     with scripted_endpoint(judge) as endpoint:
         cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
         doc = yaml.safe_load(cfg.read_text())
-        doc["gates"] = {"regression": {"judge_groundedness": {"max_drop": 0.1}, "mrr": {"max_drop": 0.1}}}
+        doc["gates"] = {
+            "regression": {
+                "judge_groundedness": {"max_drop": 0.1, "non_inferior": 3.0},
+                "mrr": {"max_drop": 0.1},
+            }
+        }
         gated = tmp_path / "cfg" / "gated.yaml"
         gated.write_text(yaml.safe_dump(doc))
         for run_id in ("j1", "j2"):
@@ -95,6 +100,12 @@ def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, 
         "skipped: the runs were judged by different judges; re-judge one run with the other's judge"
     )
     assert not gates["gate_mrr_max_drop"]["skipped"] and gates["gate_mrr_max_drop"]["passed"]
+    # the report's margin section claims nothing the skipped gate refused to decide
+    assert gates["gate_judge_groundedness_non_inferior"]["skipped"]
+    [margin] = [m for m in report["margins"] if m["metric"] == "judge_groundedness"]
+    assert margin["verdict"] is None and margin["text"].startswith(
+        "not decided: the runs were judged by different"
+    )
     assert gate_run.returncode == 0, gate_run.stderr  # a skipped gate never fails the comparison
     assert "judged by different judges" in gate_run.stdout + gate_run.stderr
 
@@ -165,6 +176,12 @@ def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
         assert not gate["skipped"] and gate["reason"].startswith("judge_groundedness corrected by labels")
     assert drop["passed"] and drop["delta"] == row["delta"]
     assert inferior["verdict"] == ("non-inferior" if row["ci_low"] > -1.5 else "inconclusive")
+    [margin] = [m for m in report["margins"] if m["metric"] == "judge_groundedness"]  # as the gate decided
+    assert (margin["verdict"], margin["passed"], margin["text"]) == (
+        inferior["verdict"],
+        inferior["passed"],
+        inferior["reason"],
+    )
     assert (
         "## Judged metrics corrected by labels"
         in cli(env, "compare", "j1", "j2", "--config", str(calibrated)).stdout
