@@ -22,7 +22,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.compare.drift import restricted_scores
 from kebab_eval_pipeline.golden.columns import SUPPORT_COLUMNS
+from kebab_eval_pipeline.golden.diff import GoldenDiff
 from kebab_eval_pipeline.metrics.aggregate import score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits
 from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
@@ -92,20 +94,18 @@ def pooled_unjudged(runs: Sequence[StoredRun], depth: int, criterion: str | None
     return pooled[list(POOL_COLUMNS)].reset_index(drop=True)
 
 
-def provisional_supports(judged: pd.DataFrame, supports: pd.DataFrame) -> pd.DataFrame:
+def provisional_supports(judged: pd.DataFrame) -> pd.DataFrame:
     """The pooled hits the judge called relevant (``judge_relevant`` true) as golden supports of
-    grade 1 (:data:`SUPPORT_COLUMNS`), numbered after each query's own supports."""
+    grade 1 (:data:`SUPPORT_COLUMNS`, anchored as ``golden record`` anchors a hit); ``support_idx``
+    is numbered per query from 0 here and after each run's own supports by :func:`with_provisional`."""
     relevant = judged[judged["judge_relevant"].fillna(False).astype(bool)]
     if relevant.empty:
-        return supports.iloc[0:0]
-    last = supports.groupby("query_id")["support_idx"].max() if len(supports) else pd.Series(dtype="int64")
-    start = relevant["query_id"].astype(str).map(last).fillna(-1).astype(np.int64).to_numpy()
-    offset = relevant.groupby("query_id").cumcount().to_numpy() + 1
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in SUPPORT_COLUMNS.items()})
     named_doc = relevant["doc_path"].notna().to_numpy() | relevant["doc_id"].notna().to_numpy()
     rows = pd.DataFrame(
         {
             "query_id": relevant["query_id"].astype(str).to_numpy(),
-            "support_idx": start + offset,
+            "support_idx": relevant.groupby("query_id").cumcount().to_numpy(),
             "chunk_id": np.where(named_doc, None, relevant["chunk_id"].to_numpy(dtype=object)),
             "doc_id": np.where(relevant["doc_path"].notna(), None, relevant["doc_id"].to_numpy(dtype=object)),
             "rel_path": relevant["doc_path"].to_numpy(dtype=object),
@@ -122,17 +122,24 @@ def provisional_supports(judged: pd.DataFrame, supports: pd.DataFrame) -> pd.Dat
     return rows.astype(SUPPORT_COLUMNS)
 
 
-def with_provisional(run: StoredRun, extra: pd.DataFrame, criterion: str | None) -> dict[str, float | None]:
-    """``run``'s metrics scored again against its golden set plus the ``extra`` supports (same k,
-    MRR cutoff, relevance level and criterion as compared)."""
+def with_provisional(
+    run: StoredRun, extra: pd.DataFrame, criterion: str | None, diff: GoldenDiff | None = None
+) -> dict[str, float | None]:
+    """``run``'s metrics scored again against its golden set plus the ``extra`` supports of its
+    queries — numbered after each query's own, so no provisional support takes a gold one's index —
+    with the k, MRR cutoff, relevance level and criterion as compared; over the queries unchanged
+    between two golden sets when the comparison spans them (``diff``). A repeated run is scored
+    from its first repeat (its stored results)."""
     info = run.scores.info
     ks = info.get("k") or run.metrics.info.get("k")
     own = run.golden.supports
-    mine = set(run.golden.queries["query_id"].astype(str))
-    supports = pd.concat([own, extra[extra["query_id"].astype(str).isin(mine)]])
+    mine = extra[extra["query_id"].astype(str).isin(set(run.golden.queries["query_id"].astype(str)))]
+    after = own.groupby("query_id")["support_idx"].max() if len(own) else pd.Series(dtype="int64")
+    start = mine["query_id"].map(after).fillna(-1).astype(np.int64).to_numpy()
+    mine = mine.assign(support_idx=start + 1 + mine["support_idx"].to_numpy(dtype=np.int64))
     scores = score_results(
         run.golden.queries,
-        supports.reset_index(drop=True),
+        pd.concat([own, mine]).reset_index(drop=True),
         run.retrieval.results,
         ks,
         int(info.get("mrr_cutoff", 10)),
@@ -144,6 +151,8 @@ def with_provisional(run: StoredRun, extra: pd.DataFrame, criterion: str | None)
     scores, _ = null_unmeasured(
         scores, lacks_of(retrieval.results.system, bool(retrieval.info.get("answers", True)))
     )
+    if diff is not None:  # across golden versions: the comparison's own queries only (compare/drift.py)
+        scores = restricted_scores(scores, diff)
     return summarize_scores(scores, ks).metrics
 
 
@@ -188,6 +197,7 @@ def provisional_comparison(
     criterion: str | None,
     metrics: Sequence[str],
     judge: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]],
+    diff: GoldenDiff | None = None,
 ) -> dict:
     """The comparison's ``provisional`` record (module doc): ``depth``, how many unjudged hits were
     pooled and judged relevant, not relevant or left without a verdict, the judge described, the
@@ -197,13 +207,14 @@ def provisional_comparison(
         judge(pool) if len(pool) else (pool.assign(judge_relevant=pd.Series([], dtype="boolean")), {})
     )
     verdict = judged["judge_relevant"]
-    extra = provisional_supports(judged, b.golden.supports)
-    after = (with_provisional(a, extra, criterion), with_provisional(b, extra, criterion))
-    # "as judged" through the same scoring without the extra supports: the two deltas differ by
-    # the provisional labels alone
+    extra = provisional_supports(judged)
+    after = (with_provisional(a, extra, criterion, diff), with_provisional(b, extra, criterion, diff))
+    # "as judged" through the same scoring without the extra supports (not the compared metrics: a
+    # repeated run's are means over its repeats), so the two deltas differ by the labels alone
     empty = extra.iloc[0:0]
-    before = (with_provisional(a, empty, criterion), with_provisional(b, empty, criterion))
+    before = (with_provisional(a, empty, criterion, diff), with_provisional(b, empty, criterion, diff))
     rows = provisional_rows(metrics, before, after)
+    repeated = [r.run_id for r in (a, b) if r.metrics.info.get("repeats")]
     return {
         "depth": depth,
         "pooled": len(pool),
@@ -213,6 +224,7 @@ def provisional_comparison(
         "judge": judge_info.get("judge"),
         "metrics": rows,
         "rests_on_unjudged": [r["metric"] for r in rows if r["rests_on_unjudged"]],
+        "note": f"repeated runs ({', '.join(repeated)}): from their first repeat" if repeated else "",
     }
 
 
@@ -227,7 +239,9 @@ def provisional_markdown(record: dict | None) -> str:
         f"{record['pooled']} hit(s) at rank ≤ {record['depth']} of either run matched no golden "
         f"support; the judge called {record['relevant']} relevant, {record['not_relevant']} not "
         f"relevant ({record['no_verdict']} without a verdict). The relevant ones were added as "
-        "provisional supports (never to the golden set):",
+        "provisional supports (never to the golden set)"
+        + (f"; {record['note']}" if record.get("note") else "")
+        + ":",
         "",
         "| metric | Δ as judged | Δ with provisional labels | rests on unjudged hits |",
         "|---|---:|---:|---|",

@@ -335,7 +335,13 @@ def compare_runs(
                 if getattr(catalogue.measure(m), "family", "") == "retrieval"
             ]
             provisional = provisional_comparison(
-                a, b, options.provisional_depth, plan.criterion, headline, judge_suspects
+                a,
+                b,
+                options.provisional_depth,
+                plan.criterion,
+                headline,
+                judge_suspects,
+                diff if restriction is not None else None,
             )
             info["provisional"] = provisional
             if provisional["rests_on_unjudged"]:

@@ -13,6 +13,7 @@ import yaml
 from kebab_eval_pipeline.golden.load import load_golden
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits
 from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import REPO
 from tests.judge.scripted import scripted_endpoint
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
 from tests.test_cli import cli, env, no_traceback
@@ -94,3 +95,37 @@ def test_provisional_labels_fill_the_gaps_of_one_comparison(env, tmp_path):
 def golden_path(store):
     info = store.read("golden_set", "p2")[1]
     return info["source"] if "://" not in str(info["source"]) else info["files"][0]
+
+
+def test_across_two_golden_versions_provisional_figures_keep_to_the_unchanged_queries(env, tmp_path):
+    """A comparison across two golden versions is restricted to the queries whose gold did not
+    change; the provisional figures are too, so their "as judged" deltas are the comparison's own."""
+    env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
+    demo = yaml.safe_load((REPO / "kebab_eval_pipeline" / "data" / "demo" / "golden.yaml").read_text())
+    with_gold = [q for q in demo["queries"] if q.get("supports")]
+    changed, other = with_gold[0], with_gold[-1]
+    # the query's gold moved to another query's document: v2 scores it against other evidence, so
+    # a comparison over every query would move with the golden change alone
+    changed["supports"] = [
+        {k: v for k, v in s.items() if k in ("rel_path", "heading_path")} for s in other["supports"]
+    ]
+    second = tmp_path / "golden-v2.yaml"
+    second.write_text(yaml.safe_dump(demo, allow_unicode=True))
+    with scripted_endpoint() as endpoint:
+        cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["compare"] = {"provisional_depth": 3}
+        cfg.write_text(yaml.safe_dump(doc))
+        first = cli(env, "run", "--config", str(cfg), "--run-id", "v1", "--chunk-size", "400")
+        assert first.returncode == 0, first.stderr
+        again = cli(env, "run", "--config", str(cfg), "--run-id", "v2", "--golden", str(second))
+        assert again.returncode == 0, again.stderr
+        compared = cli(env, "compare", "v1", "v2", "--json", "--config", str(cfg))
+    assert compared.returncode == 0, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["golden_restriction"]["n_compared"] < len(demo["queries"])
+    per_metric = {row["metric"]: row for row in report["per_metric"]}
+    rows = report["provisional"]["metrics"]
+    assert rows
+    for row in rows:  # over the same unchanged queries as the comparison, not every query
+        assert row["delta"] == per_metric[row["metric"]]["delta"], row["metric"]
