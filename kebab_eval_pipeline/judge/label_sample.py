@@ -33,9 +33,17 @@ ORDER_COLUMNS = ("stratum", "position")
 
 
 def _unit(seed: int, key: str) -> float:
-    """A seeded number in [0, 1) from a hash of ``key``."""
+    """A seeded number in [0, 1) from a hash of ``key`` (one stratum's tie order)."""
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _draws(keys: pd.Series, seed: int) -> np.ndarray:
+    """A seeded number in [0, 1) per key, vectorised (pandas' keyed SipHash of each key, the key
+    derived from the seed): the same key and seed give the same number on every machine."""
+    hash_key = hashlib.sha256(f"seed:{seed}".encode()).hexdigest()[:16]
+    hashed = pd.util.hash_pandas_object(keys.astype(str), index=False, hash_key=hash_key)
+    return hashed.to_numpy(dtype=np.uint64) / 2.0**64
 
 
 def labelling_order(
@@ -53,7 +61,7 @@ def labelling_order(
         ).reset_index(drop=True)
     band = np.where(scored["judge_score"].to_numpy(dtype=float) >= pass_score, "pass", "fail")
     scored["stratum"] = pd.array(scored["slice"].astype(str) + " / " + band, dtype="string")
-    scored["_draw"] = [_unit(seed, h) for h in scored["item_hash"].astype(str)]
+    scored["_draw"] = _draws(scored["item_hash"], seed)
     scored = scored.sort_values(["stratum", "_draw", "item_hash"], kind="stable").reset_index(drop=True)
     names = list(dict.fromkeys(scored["stratum"]))
     names.sort(key=lambda s: _unit(seed, f"stratum:{s}"))  # the strata's tie order, seeded

@@ -19,10 +19,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.golden.columns import typed_frame
 from kebab_eval_pipeline.judge.agreement import agreement
 from kebab_eval_pipeline.judge.label_sample import labelling_order
 from kebab_eval_pipeline.judge.labels import item_hash
-from kebab_eval_pipeline.judge.relevance import PASS_SCORE, RelevanceInput
+from kebab_eval_pipeline.judge.relevance import PASS_SCORE, relevance_inputs
 
 #: The hits a relevance sample is drawn from: this many of each query's best.
 MAX_RANK = 10
@@ -39,7 +40,7 @@ RELEVANCE_ITEM_COLUMNS: dict[str, str] = {
 
 
 def empty_relevance_items() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in RELEVANCE_ITEM_COLUMNS.items()})
+    return typed_frame([], RELEVANCE_ITEM_COLUMNS)
 
 
 def relevance_items(
@@ -56,8 +57,10 @@ def relevance_items(
     """The ``n`` hits to ask the judge about (:data:`RELEVANCE_ITEM_COLUMNS`, in labelling order):
     of the hits at rank ≤ :data:`MAX_RANK` matched to a golden support under ``match``, each with
     its golden grade (the best matched support's) and verdict (grade ≥ ``relevance_level``),
-    the relevance question as the judge will read it (its passage cut to ``context_chars``) and
-    the query's slice (category). Empty when ``n`` is 0 or nothing matches."""
+    the relevance question as the judge will read it (``judge.relevance.relevance_inputs``: its
+    passage cut to ``context_chars``) and the query's slice (category). Empty when ``n`` is 0 or
+    nothing matches. The sample is drawn first (over query id and rank); only the ``n`` drawn
+    get their question built and hashed."""
     from kebab_eval_pipeline.metrics.matching import match_hits
 
     if n <= 0 or hits.empty or supports.empty:
@@ -67,42 +70,25 @@ def relevance_items(
     if matches.empty:
         return empty_relevance_items()
     best = matches.groupby(["query_id", "rank"], sort=False, observed=True)["grade"].max().reset_index()
-    questions = dict(zip(queries["query_id"].astype(str), queries["query"].astype(str), strict=True))
-    category = dict(zip(queries["query_id"].astype(str), queries["category"].astype(str), strict=True))
+    ids = queries["query_id"].astype(str)
     matched = best.merge(top, on=["query_id", "rank"], how="left")
+    matched["query_id"] = matched["query_id"].astype(str)
     relevant = matched["grade"].to_numpy(dtype=np.int64) >= relevance_level
-    inputs = [_input(row, questions, context_chars) for row in matched.itertuples(index=False)]
-    items = pd.DataFrame(
-        {
-            "query_id": matched["query_id"].astype(str).to_numpy(),
-            "rank": matched["rank"].to_numpy(dtype=np.int64),
-            "judge_input": [i.to_json() for i in inputs],
-            "gold_grade": matched["grade"].to_numpy(dtype=np.int64),
-            "gold_relevant": relevant,
-            "slice": matched["query_id"].astype(str).map(category).fillna("").to_numpy(),
-        }
+    candidates = matched.assign(
+        item_hash=matched["query_id"] + "\x1f" + matched["rank"].astype(str),  # the draw's key
+        slice=matched["query_id"]
+        .map(dict(zip(ids, queries["category"].astype(str), strict=True)))
+        .fillna(""),
+        # the design's bands are the golden verdict here (no judge score exists yet)
+        judge_score=np.where(relevant, PASS_SCORE, 0.0),
+        gold_grade=matched["grade"].to_numpy(dtype=np.int64),
+        gold_relevant=relevant,
     )
-    items["item_hash"] = [item_hash(j) for j in items["judge_input"]]
-    # The sample design's bands are the golden verdict here (no judge score exists yet).
-    items["judge_score"] = np.where(relevant, PASS_SCORE, 0.0)
-    ordered = labelling_order(items, PASS_SCORE, seed, limit=n)
-    return ordered[list(RELEVANCE_ITEM_COLUMNS)].astype(RELEVANCE_ITEM_COLUMNS).reset_index(drop=True)
-
-
-def _input(row, questions: dict[str, str], context_chars: int) -> RelevanceInput:
-    heading = getattr(row, "heading_path", None)
-    heading = " > ".join(map(str, heading)) if heading is not None and len(heading) else ""
-    where = next(
-        (
-            str(v)
-            for v in (getattr(row, c, None) for c in ("doc_path", "doc_id", "chunk_id"))
-            if isinstance(v, str) and v
-        ),
-        "",
-    )
-    snippet = getattr(row, "snippet", None)
-    text = str(snippet) if isinstance(snippet, str) else ""
-    return RelevanceInput(questions.get(str(row.query_id), ""), where, heading, text[:context_chars])
+    drawn = labelling_order(candidates, PASS_SCORE, seed, limit=n)
+    drawn["question"] = drawn["query_id"].map(dict(zip(ids, queries["query"].astype(str), strict=True)))
+    drawn["judge_input"] = [i.to_json() for i in relevance_inputs(drawn, context_chars)]
+    drawn["item_hash"] = [item_hash(j) for j in drawn["judge_input"]]
+    return drawn[list(RELEVANCE_ITEM_COLUMNS)].astype(RELEVANCE_ITEM_COLUMNS).reset_index(drop=True)
 
 
 def relevance_agreement(judgements: pd.DataFrame, items: pd.DataFrame, seed: int = 0) -> dict | None:
