@@ -758,12 +758,13 @@ def summarize(
             metrics.update(flip_metrics)
             denominators.update(flip_n)
         if judged.info.get("relevance_sample"):  # the relevance judge against the golden set's verdicts
+            from kebab_eval_pipeline.judge.metrics import RELEVANCE_KAPPA
             from kebab_eval_pipeline.judge.relevance_calibration import relevance_agreement
 
             record = relevance_agreement(judged.judgements, pd.DataFrame(judged.info["relevance_sample"]))
             info["judge_relevance_calibration"] = record
-            metrics["judge_relevance_kappa"] = None if record["kappa"] is None else round(record["kappa"], 4)
-            denominators["judge_relevance_kappa"] = record["n"]
+            metrics[RELEVANCE_KAPPA] = None if record["kappa"] is None else round(record["kappa"], 4)
+            denominators[RELEVANCE_KAPPA] = record["n"]
     # How much of the ranking the golden set judged; a warning when too little (metrics.judged_coverage).
     info["judged_coverage"] = judged_coverage(metrics, settings.compare.min_judged)
     info["judged_warning"] = judged_warning("this run", info["judged_coverage"], comparing=False)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from kebab_eval_pipeline.judge.agreement import agreement
 from kebab_eval_pipeline.judge.labels import LABEL_MAX, LABEL_MIN, item_hash
+from kebab_eval_pipeline.judge.metrics import calibration_names
 from kebab_eval_pipeline.judge.ppi import ppi_mean
 
 GRID = tuple(range(LABEL_MIN, LABEL_MAX + 1))
@@ -213,12 +214,6 @@ def calibrate_run(
     ]
 
 
-#: The run-level metrics a calibrated run adds, per criterion (declared in ``judge.metrics``).
-def calibration_metric_names(criterion: str) -> tuple[str, str, str]:
-    """(corrected mean, κ on the 0–5 scale, κ on the verdict) of ``criterion``."""
-    return (f"judge_{criterion}_corrected", f"judge_{criterion}_kappa", f"judge_{criterion}_verdict_kappa")
-
-
 def _check(
     report: list[CriterionCalibration], kind: str, min_kappa: float, min_labels: int
 ) -> dict[str, Any]:
@@ -260,7 +255,7 @@ def run_calibration(
     settings: Any, judgements: pd.DataFrame, queries: pd.DataFrame, pass_score: float
 ) -> tuple[dict[str, float | None], dict[str, int], dict[str, Any]]:
     """A judged run measured against ``settings.labels`` (``judge.config.JudgeCalibrationSettings``):
-    its run-level metrics (:func:`calibration_metric_names` per criterion: the corrected mean, κ
+    its run-level metrics (:func:`~.metrics.calibration_names` per criterion: the corrected mean, κ
     graded and on the verdict; null when not measurable), their denominators (labelled items) and
     the ``judge_calibration`` info — the labels file and its sha256, every criterion's
     :class:`CriterionCalibration`, and the check's status (passed / failed / skipped) and reason.
@@ -277,7 +272,7 @@ def run_calibration(
     metrics: dict[str, float | None] = {}
     denominators: dict[str, int] = {}
     for c in report:
-        corrected, graded, verdict = calibration_metric_names(c.criterion)
+        corrected, graded, verdict = calibration_names(c.criterion)
         metrics[corrected] = None if c.corrected is None else round(c.corrected["estimate"], 4)
         metrics[graded] = (
             None if c.graded is None or c.graded["kappa"] is None else round(c.graded["kappa"], 4)

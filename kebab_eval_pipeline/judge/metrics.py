@@ -24,6 +24,23 @@ _RUN = "a run-level statistic of the LLM judge"
 _JUDGED = "queries the judge scored (not unparseable, no failed call)"
 _PRIMARY = "the main judge's judgements (query × criterion)"
 _SPEND = "every judgement, cached ones included"
+
+
+def calibration_names(criterion: str) -> tuple[str, str, str]:
+    """The run metrics a calibrated run adds per ``criterion`` (declared below): its corrected mean,
+    κ on the 0–5 scale and κ on the verdict (``judge/calibration.py`` computes them)."""
+    return (f"judge_{criterion}_corrected", f"judge_{criterion}_kappa", f"judge_{criterion}_verdict_kappa")
+
+
+def flip_rate_name(criterion: str) -> str:
+    """The self-consistency check's run metric of ``criterion`` (``judge/self_consistency.py``)."""
+    return f"judge_{criterion}_flip_rate"
+
+
+#: The relevance judge's κ against the golden set (``judge/relevance_calibration.py``).
+RELEVANCE_KAPPA = "judge_relevance_kappa"
+
+
 # The judge's metrics, declared here so the core never lists them (see metrics.catalogue).
 for _entry in (
     Measure(
@@ -92,9 +109,10 @@ for _entry in (
     *(
         entry
         for criterion in CRITERIA
+        for corrected, kappa, verdict_kappa in [calibration_names(criterion)]
         for entry in (
             Measure(
-                f"judge_{criterion}_corrected",
+                corrected,
                 "judge_calibration",
                 f"judge_{criterion} corrected by a person's labels: the prediction-powered (PPI++) estimate "
                 "of the mean the labellers would give every judged item",
@@ -104,7 +122,7 @@ for _entry in (
                 "judge_calibration record",
             ),
             Measure(
-                f"judge_{criterion}_kappa",
+                kappa,
                 "judge_calibration",
                 f"Cohen's κ of the judge's {criterion} score against a person's labels, 0–5 scale, "
                 "quadratic weights",
@@ -113,7 +131,7 @@ for _entry in (
                 untestable=_RUN,
             ),
             Measure(
-                f"judge_{criterion}_verdict_kappa",
+                verdict_kappa,
                 "judge_calibration",
                 f"Cohen's κ of the judge's {criterion} verdict (pass at 3) against a person's",
                 "labelled items",
@@ -124,7 +142,7 @@ for _entry in (
     ),
     *(
         Measure(
-            f"judge_{criterion}_flip_rate",
+            flip_rate_name(criterion),
             "judge_calibration",
             f"share of items whose {criterion} verdict (pass at 3) flips when the judge sees the same "
             "evidence in another order (judge.self_consistency): the judge's own noise",
@@ -136,7 +154,7 @@ for _entry in (
         for criterion in CRITERIA
     ),
     Measure(
-        "judge_relevance_kappa",
+        RELEVANCE_KAPPA,
         "judge_calibration",
         "Cohen's κ of the judge's relevance verdict (relevant at 3) against the golden set's, on a "
         "sample of the hits it judged (judge.relevance_sample)",

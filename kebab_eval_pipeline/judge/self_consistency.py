@@ -17,6 +17,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.judge.metrics import flip_rate_name
 from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput
 
 
@@ -42,11 +43,6 @@ def reorderable(items: dict[str, JudgeInput], self_consistency: bool) -> int:
     return sum(len(item.context) >= 2 for item in items.values()) if self_consistency else 0
 
 
-def flip_rate_names() -> tuple[str, ...]:
-    """The run metrics the check adds: ``judge_<criterion>_flip_rate`` per criterion."""
-    return tuple(f"judge_{c}_flip_rate" for c in CRITERIA)
-
-
 def flip_rates(
     judgements: pd.DataFrame, pass_score: float
 ) -> tuple[dict[str, float | None], dict[str, int], dict[str, dict]]:
@@ -66,7 +62,7 @@ def flip_rates(
         first, again = wide["primary"].to_numpy(dtype=float), wide["shuffled"].to_numpy(dtype=float)
         flips = int(((first >= pass_score) != (again >= pass_score)).sum())
         n = len(wide)
-        name = f"judge_{criterion}_flip_rate"
+        name = flip_rate_name(criterion)
         metrics[name] = None if n == 0 else round(flips / n, 4)
         denominators[name] = n
         details[criterion] = {
