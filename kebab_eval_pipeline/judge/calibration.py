@@ -261,13 +261,12 @@ def run_calibration(
     :class:`CriterionCalibration`, and the check's status (passed / failed / skipped) and reason.
     An absent labels file is no label (the check is skipped, saying so); a bad one raises
     InputError naming every bad line."""
-    import hashlib
     from pathlib import Path
 
-    from kebab_eval_pipeline.judge.labels import read_labels
+    from kebab_eval_pipeline.judge.labels import read_labels_file
 
     path = Path(settings.labels)
-    labels = read_labels(path)
+    labels, digest = read_labels_file(path)
     report = calibrate_run(judgements, labels, queries, pass_score)
     metrics: dict[str, float | None] = {}
     denominators: dict[str, int] = {}
@@ -282,7 +281,7 @@ def run_calibration(
         )
         denominators.update({corrected: c.labelled, graded: c.labelled, verdict: c.labelled})
     check = _check(report, settings.kappa, settings.min_kappa, settings.min_labels)
-    if not path.exists():
+    if digest is None:
         check = {
             "status": "skipped",
             "reason": f"no labels file at {path} yet: label the run with `kebab-eval judge label`",
@@ -290,7 +289,7 @@ def run_calibration(
         }
     info = {
         "labels": str(path),
-        "labels_sha256": hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None,
+        "labels_sha256": digest,
         "labels_read": len(labels),
         "kappa": settings.kappa,
         "min_kappa": settings.min_kappa,

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -146,13 +146,19 @@ def read_labels(path: Path) -> pd.DataFrame:
     """The labels of the file at ``path`` as a table (:data:`LABEL_COLUMNS`), one row per item
     and labeller (a later line replaces an earlier one of the same labeller and item); an absent
     file is no label. Raises :class:`InputError` for a bad file (see :func:`parse_labels`)."""
+    return read_labels_file(path)[0]
+
+
+def read_labels_file(path: Path) -> tuple[pd.DataFrame, str | None]:
+    """:func:`read_labels` and the SHA-256 of the bytes read (None: no file), from one read."""
     if not path.exists():
-        return labels_table([])
+        return labels_table([]), None
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError("cannot read the labels file", [Offender(str(path), str(exc))]) from None
-    return labels_table(parse_labels(text, str(path)))
+    return labels_table(parse_labels(text, str(path))), hashlib.sha256(data).hexdigest()
 
 
 def labels_table(labels: Iterable[Label]) -> pd.DataFrame:
@@ -163,44 +169,40 @@ def labels_table(labels: Iterable[Label]) -> pd.DataFrame:
     return table.reset_index(drop=True).astype(LABEL_COLUMNS)
 
 
+#: One reference label per (criterion, item): :func:`reference_labels`.
+REFERENCE_COLUMNS: dict[str, str] = {
+    "criterion": "string",
+    "query_id": "string",
+    "item_hash": "string",
+    "label": "int64",
+    "labellers": "int64",
+}
+
+
 def reference_labels(labels: pd.DataFrame) -> pd.DataFrame:
-    """One reference label per (criterion, item): the lower median of its labellers' labels (one
-    labeller: their label), with ``labellers`` — how many people labelled it. Columns:
-    ``criterion``, ``query_id``, ``item_hash``, ``label``, ``labellers``."""
+    """One reference label per (criterion, item) (:data:`REFERENCE_COLUMNS`): the lower median of
+    its labellers' labels (one labeller: their label), with ``labellers`` — how many people
+    labelled it. Vectorised: the labels sorted within each item, the ``(n − 1) // 2``-th taken."""
     if labels.empty:
-        return pd.DataFrame(
-            {
-                "criterion": pd.Series([], dtype="string"),
-                "query_id": pd.Series([], dtype="string"),
-                "item_hash": pd.Series([], dtype="string"),
-                "label": pd.Series([], dtype="int64"),
-                "labellers": pd.Series([], dtype="int64"),
-            }
-        )
-    grouped = labels.groupby(["criterion", "item_hash"], sort=True, observed=True)
-    out = grouped.agg(
-        query_id=("query_id", "first"),
-        label=("label", lambda s: int(np.sort(s.to_numpy())[(len(s) - 1) // 2])),
-        labellers=("labeller", "nunique"),
-    ).reset_index()
-    return out[["criterion", "query_id", "item_hash", "label", "labellers"]].astype(
-        {
-            "criterion": "string",
-            "query_id": "string",
-            "item_hash": "string",
-            "label": "int64",
-            "labellers": "int64",
-        }
-    )
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in REFERENCE_COLUMNS.items()})
+    ordered = labels.sort_values(["criterion", "item_hash", "label"], kind="stable")
+    group = ordered.groupby(["criterion", "item_hash"], sort=False, observed=True)
+    size = group["label"].transform("size").to_numpy()
+    median = ordered[group.cumcount().to_numpy() == (size - 1) // 2]
+    counts = group["labeller"].nunique().rename("labellers").reset_index()
+    out = median[["criterion", "query_id", "item_hash", "label"]].merge(counts, on=["criterion", "item_hash"])
+    return out[list(REFERENCE_COLUMNS)].astype(REFERENCE_COLUMNS).reset_index(drop=True)
 
 
 def append_label(path: Path, label: Label) -> None:
     """Append one label to the file at ``path`` (created with its folder when absent), flushed and
     synced before returning: a session that ends anywhere keeps every label given before."""
-    import os
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    needs_newline = False  # a hand-edited file without its last newline: read its last byte only
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as tail:
+            tail.seek(-1, os.SEEK_END)
+            needs_newline = tail.read(1) != b"\n"
     with path.open("a", encoding="utf-8") as handle:
         handle.write(("\n" if needs_newline else "") + label.to_line() + "\n")
         handle.flush()

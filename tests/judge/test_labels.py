@@ -126,3 +126,18 @@ def test_an_absent_file_is_no_label_and_appends_keep_earlier_lines(tmp_path):
 def test_labels_written_read_back_equal(labels):
     text = "".join(label.to_line() + "\n" for label in labels)
     assert parse_labels(text, "x") == labels
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), st.integers(0, 5)), max_size=40))
+def test_the_reference_label_is_each_items_lower_median(triples):
+    labels = labels_table(
+        Label.model_validate(_label(item_hash=item_hash(str(item)), labeller=f"p{person}", label=label))
+        for item, person, label in triples
+    )
+    refs = reference_labels(labels).set_index("item_hash")
+    assert len(refs) == labels["item_hash"].nunique()
+    for key, group in labels.groupby("item_hash"):
+        values = sorted(group["label"])
+        assert refs.loc[key, "label"] == values[(len(values) - 1) // 2]
+        assert refs.loc[key, "labellers"] == group["labeller"].nunique()
