@@ -96,6 +96,18 @@ def test_kappa_and_corrected_mean_equal_independent_implementations():
     assert result.judged_mean > truth.mean() + 0.3  # the judge's bias, which the correction removes
     assert {s["slice"] for s in result.slices} == {"faq", "howto"}
     assert sum(s["n"] for s in result.slices) == 60
+    # every number the report shows, re-derived: the judged mean's interval by scipy, each slice's
+    # verdict κ by statsmodels
+    from scipy import stats
+
+    low, high = stats.norm.interval(0.95, loc=judged.mean(), scale=stats.sem(judged))
+    assert result.judged_ci == pytest.approx((low, high))
+    slice_of = np.where(chosen % 2, "faq", "howto")
+    for row in result.slices:
+        inside = slice_of == row["slice"]
+        table = confusion_matrix(truth[chosen][inside] >= 3, judged[chosen][inside] >= 3, [False, True])
+        assert row["n"] == inside.sum()
+        assert row["kappa"] == pytest.approx(cohens_kappa(table, return_results=False))
 
 
 def test_a_changed_answer_is_unlabelled_and_too_few_labels_say_why():
@@ -449,6 +461,17 @@ def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instan
     )
     report = store.read_file("run_metrics", "rel", "run.md").decode("utf-8")
     assert "## Relevance judge against the golden set" in report
+
+    # judged in shards (the relevance sample rides with the first): the same sample, the same record
+    with scripted_endpoint() as endpoint:
+        doc["shard_queries"] = 20
+        doc["judge"]["base_url"] = endpoint.base_url
+        cfg.write_text(yaml.safe_dump(doc))
+        sharded_defs, sharded = run_partition(instance, "rel-sharded", config=cfg)
+    assert sharded.success
+    sharded_store = RunStore(sharded_defs.resources["artifact_storage"].base)
+    again = RunMetricsArtifact.from_tables(*sharded_store.read("run_metrics", "rel-sharded"))
+    assert again.info["judge_relevance_calibration"] == record
 
 
 class OrderSensitive(ScriptedJudge):

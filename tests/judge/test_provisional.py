@@ -90,6 +90,8 @@ def test_provisional_labels_fill_the_gaps_of_one_comparison(env, tmp_path):
 
     # never into the golden set: the file is as it was
     assert len(load_golden(golden_path(store)).golden.queries) == len(golden["queries"])
+    stored_sha = store.read("golden_set", "p2")[1]["sha256"]
+    assert load_golden(golden_path(store)).sha256 == stored_sha
 
 
 def golden_path(store):
