@@ -10,10 +10,13 @@ verdicts in their shares.
 
 How: within a stratum the items are put in a seeded random order (a hash of the seed and the item,
 so the order does not depend on how the run listed them and an item keeps its place when others
-are added). The strata then take turns by largest deficit: the ``n``-th item comes from the
-stratum furthest below its share ``n·N_h/N`` (ties to a seeded order of the strata) — the
-"chairman assignment" rule, which keeps every stratum within one item of its share at every
-prefix (the tests check it on random designs).
+are added). The strata then take turns by Tijdeman's solution of the "chairman assignment"
+problem (1980): with ``H`` strata and ``σ = 1 − 1/(2(H − 1))``, the ``n``-th item comes, among
+the strata at least ``1 − σ`` below their share ``n·N_h/N``, from the one whose deadline
+``(taken_h + σ)/share_h`` comes first (ties to a seeded order of the strata). That keeps every
+stratum within ``σ`` (< 1) of its share at every prefix; the simpler "largest deficit first" rule
+does not (a fresh-clone run's hypothesis draw found it 1.03 items off at 5 strata), and the tests
+check the bound on random designs.
 
 Why proportional: every item has (up to the rounding) the same chance ``n/N`` of being labelled,
 so the labelled items are a simple random sample as far as a mean is concerned: the corrected
@@ -71,10 +74,13 @@ def labelling_order(
     share = size / size.sum()
     taken = np.zeros(len(names), dtype=np.int64)
     total = int(size.sum()) if limit is None else min(int(size.sum()), max(limit, 0))
+    sigma = 1.0 - 1.0 / (2 * (len(names) - 1)) if len(names) > 1 else 0.0
     picked = np.empty(total, dtype=np.int64)
     for n in range(total):
-        deficit = np.where(taken < size, (n + 1) * share - taken, -np.inf)
-        h = int(np.argmax(deficit))  # first maximum: the seeded tie order
+        # Tijdeman: among the strata far enough below their share, the earliest deadline first
+        eligible = (taken < size) & ((n + 1) * share - taken >= 1.0 - sigma - 1e-9)
+        deadline = np.where(eligible, (taken + sigma) / share, np.inf)
+        h = int(np.argmin(deadline))  # first minimum: the seeded tie order
         picked[n] = starts[h][taken[h]]
         taken[h] += 1
     ordered = scored.iloc[picked].drop(columns="_draw").reset_index(drop=True)
