@@ -335,7 +335,12 @@ def rejudge(
         typer.Option("--model", help="Another judge model (a local path, or the endpoint's name)."),
     ] = None,
     prompt_version: Annotated[
-        str | None, typer.Option("--prompt-version", help="Another judge prompt version (v1, v1-alt).")
+        str | None,
+        typer.Option(
+            "--prompt-version",
+            help="Another judge prompt version: v2 (the score alone), v2-alt, v1 (JSON with claims "
+            "and reasoning), v1-alt.",
+        ),
     ] = None,
     chain: ChainOption = None,
 ) -> None:

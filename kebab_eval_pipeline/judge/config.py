@@ -11,11 +11,12 @@ from kebab_eval_pipeline.foundation.net.checks import url_problem
 from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.prompts import check_prompt_version
 
-DEFAULT_PROMPT_VERSION = "v1"
+DEFAULT_PROMPT_VERSION = "v2"  # the score alone, one token (judge/prompts.py)
 
 
 def variant_of(version: str) -> str:
-    """The other wording of a prompt version: v1 ↔ v1-alt (the default spot-check prompt)."""
+    """The other wording of a prompt version: v2 ↔ v2-alt, v1 ↔ v1-alt (the default spot-check
+    prompt)."""
     return version.removesuffix("-alt") if version.endswith("-alt") else f"{version}-alt"
 
 
@@ -101,7 +102,7 @@ class JudgeSettings(JudgeModelSettings):
     spot_check_seed: Seed = 0
     # The second judgement of the spot-check sample: keys of the main judge that change (another
     # model, or the same judge with another prompt version). Default (null): the same judge with the
-    # other wording of its prompt version (v1 ↔ v1-alt).
+    # other wording of its prompt version (v2 ↔ v2-alt, v1 ↔ v1-alt).
     spot_check: dict[str, Any] | None = None
     disagreement_warn: Annotated[float, Field(ge=0, le=1)] = 0.2
     cache_dir: str | None = None  # default: beside the run artifacts

@@ -308,16 +308,15 @@ class LocalJudge:
         from transformers import StoppingCriteriaList
 
         tok = self.tokenizer
-        enc = tok.apply_chat_template(
-            messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"
-        )
+        enc = self._encode(messages, generation=True)
         prompt_len = int(enc["input_ids"].shape[1])
         tracker = JsonObjectEnd()
-        with torch.inference_mode():
+        with torch.inference_mode():  # the prefix's cache too: a cache built with grad cannot be copied
+            prefix = {_cache_keyword(): self._prefix_cache(messages, enc["input_ids"][0].tolist())}
             torch.manual_seed(decoding.seed)
             out = self._model.generate(
                 **enc,
-                past_key_values=self._prefix_cache(messages, enc["input_ids"][0].tolist()),
+                **prefix,
                 do_sample=False,  # greedy; no temperature/top_p so transformers has nothing to warn about
                 max_new_tokens=decoding.max_tokens,
                 stopping_criteria=StoppingCriteriaList([_json_stop_class()(tok, prompt_len, tracker)]),
@@ -336,17 +335,25 @@ class LocalJudge:
             "model": self.model,
         }
 
+    def _encode(self, messages: list[Message], *, generation: bool) -> Any:
+        """The token ids (``input_ids``, ``attention_mask``; a batch of one) of ``messages``, ending
+        with the assistant's turn opened when ``generation``. A model with a chat template uses
+        it; a base model without one (no chat turns of its own) reads the conversation as plain
+        text (:func:`plain_conversation`)."""
+        tok = self.tokenizer
+        if tok.chat_template is not None:
+            return tok.apply_chat_template(
+                messages, add_generation_prompt=generation, return_dict=True, return_tensors="pt"
+            )
+        return tok(plain_conversation(messages, generation=generation), return_tensors="pt")
+
     def _prefix_cache(self, messages: list[Message], ids: list[int]) -> Any:
         """A fresh copy of the key/value cache of the conversation before its last message, when
         those tokens begin ``ids`` (else None: the whole prompt is computed). The prefix is always
         computed on its own, whichever call comes first, so a reply never depends on call order."""
         if len(messages) < 2:
             return None
-        prefix = tuple(
-            self.tokenizer.apply_chat_template(
-                messages[:-1], add_generation_prompt=False, tokenize=True, return_dict=False
-            )
-        )
+        prefix = tuple(self._encode(messages[:-1], generation=False)["input_ids"][0].tolist())
         if not prefix or len(prefix) >= len(ids) or tuple(ids[: len(prefix)]) != prefix:
             return None
         if prefix not in self._prefixes:
@@ -377,6 +384,28 @@ class LocalJudge:
                 )
             result.append(TokenLogprob(token=tok.decode([token_id]), logprob=float(logp[token_id]), top=top))
         return tuple(result)
+
+
+_SPEAKERS = {"system": "Instructions", "user": "User", "assistant": "Assistant"}
+
+
+def plain_conversation(messages: list[Message], *, generation: bool) -> str:
+    """A conversation as plain text for a model without a chat template: one paragraph per
+    message, ``<Speaker>:`` on its own line then the content, and an open ``Assistant:`` line when
+    ``generation``. The reply starts on a line of its own, so its first token is the reply's own
+    (a digit, a brace) rather than a space. The text without ``generation`` is a prefix of the
+    text of any longer conversation, so the instructions' key/value cache can be reused."""
+    turns = [f"{_SPEAKERS.get(m['role'], m['role'].title())}:\n{m['content']}" for m in messages]
+    return "\n\n".join(turns) + ("\n\nAssistant:\n" if generation else "")
+
+
+@functools.cache
+def _cache_keyword() -> str:
+    """The name ``generate`` takes a key/value cache by: ``cache`` since transformers 5.2x (which
+    warns about the older ``past_key_values``), ``past_key_values`` before."""
+    from transformers.generation import utils
+
+    return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -21,6 +21,14 @@ Rules, in order:
    probability the digits held. ``problem`` says why the JSON was rejected.
 3. Otherwise ``method="unparseable"``, ``score=None`` and ``problem`` says why.
 
+A **score-only** reply (``score_only=True``: prompt versions that ask for the score alone, one
+token) has no JSON to read. Its score token is the reply's first generated token: when that
+token's ``top`` alternatives hold digits 0–5, the score is their probability-weighted mean as in
+rule 2 (``method="logprobs"``, with ``digit_mass``) — whichever token the judge happened to pick,
+since the digits' share of the probability is what the prompt asked for. Without log
+probabilities, a reply whose text stripped is one digit 0–5 is that score (``method="digit"``);
+anything else is ``unparseable``.
+
 When the JSON is accepted and log probabilities exist, ``expected_score``/``digit_mass`` are still
 computed from the score token, for transparency (a confident judge has ``digit_mass`` near 1 and
 ``expected_score`` near its stated score); the score stays the JSON value.
@@ -39,7 +47,7 @@ from typing import Any, Literal, get_args
 
 from kebab_eval_pipeline.judge.completion import Completion, TokenLogprob
 
-JudgementMethod = Literal["json", "logprobs", "unparseable"]
+JudgementMethod = Literal["json", "logprobs", "digit", "unparseable"]
 JUDGEMENT_METHODS: tuple[JudgementMethod, ...] = get_args(JudgementMethod)
 SCORE_MIN, SCORE_MAX = 0, 5
 _DIGITS = {str(d): d for d in range(SCORE_MIN, SCORE_MAX + 1)}
@@ -150,10 +158,37 @@ def _no_json_reason(completion: Completion, found_any: bool) -> str:
     return "no JSON object"
 
 
-def parse_judgement(completion: Completion) -> Judgement:
-    """Parse a judge reply into a :class:`Judgement` by the rules in this module's docstring.
-    Never raises; an unusable reply comes back as ``method="unparseable"`` with a ``problem``."""
+def _parse_score_only(completion: Completion, text: str) -> Judgement:
+    """A score-only reply (see the module docstring): the first token's digit probabilities, else
+    the bare digit of the text, else unparseable."""
+    first = completion.tokens[0] if completion.tokens else None
+    digits = expected_digit_score(first.top) if first is not None else None
+    if digits is not None:
+        expected, mass = digits
+        return Judgement(score=expected, method="logprobs", expected_score=expected, digit_mass=mass)
+    stated = _DIGITS.get(text.strip())
+    if stated is not None:
+        return Judgement(score=float(stated), method="digit")
+    if completion.tokens is None:
+        why = "no log probabilities"
+    elif first is None:
+        why = "no generated token"
+    else:
+        why = f"no digit {SCORE_MIN}–{SCORE_MAX} among the alternatives of the first token"
+    return Judgement(
+        score=None,
+        method="unparseable",
+        problem=f"reply {_show(text)} is not a score {SCORE_MIN}–{SCORE_MAX}; {why}",
+    )
+
+
+def parse_judgement(completion: Completion, *, score_only: bool = False) -> Judgement:
+    """Parse a judge reply into a :class:`Judgement` by the rules in this module's docstring
+    (``score_only``: the reply of a prompt that asks for the score alone). Never raises; an
+    unusable reply comes back as ``method="unparseable"`` with a ``problem``."""
     text = completion.text if isinstance(completion.text, str) else ""
+    if score_only:
+        return _parse_score_only(completion, text)
     obj, found_any = _json_object_with_score(text)
     problem = _no_json_reason(completion, found_any) if obj is None else _score_problem(obj["score"])
 

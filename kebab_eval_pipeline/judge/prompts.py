@@ -1,8 +1,15 @@
 """Versioned judge prompts and the judge input they are rendered from.
 
 A prompt version names the exact wording of both criteria; changing any wording means a new
-version (the cache key and the run metadata carry it). ``v1-alt`` says the same thing in other
-words and shows the passages after the answer: the default spot-check variant.
+version (the cache key and the run metadata carry it). Two families, each with an ``-alt`` wording
+that says the same thing in other words and shows the passages after the answer (the default
+spot-check variant):
+
+- ``v2`` (the default) asks for the score alone, one digit: the judge generates a single token and
+  the score is read from that token's log probabilities over the digits 0–5 (an expected score),
+  one forward pass per judgement;
+- ``v1`` asks for a JSON object with the score, the supported and unsupported claims and a
+  one-sentence reasoning: slower (tens of generated tokens), for when the reasons are wanted.
 
 The judge input of one query (:class:`JudgeInput`) is what a re-judge needs — question, answer,
 its citations and the top context passages — and is stored with every judgement.
@@ -10,6 +17,7 @@ its citations and the top context passages — and is stored with every judgemen
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -25,6 +33,9 @@ _REPLY = (
     '[<claims the passages support>], "unsupported_claims": [<claims they do not>], '
     '"reasoning": "<one sentence>"}'
 )
+# The score-only reply: one token. The scale's digits are single tokens in every tokenizer we
+# know of, so the first generated token carries the whole verdict.
+_REPLY_SCORE_ONLY = "Reply with the score alone: one digit from 0 to 5, nothing else."
 _SCALES: dict[Criterion, str] = {
     "groundedness": (
         "5 = every claim is supported by the passages and the major claims are cited; "
@@ -38,7 +49,7 @@ _SCALES: dict[Criterion, str] = {
         "2 = significant errors; 1 = mostly incorrect; 0 = completely wrong or no answer to the question."
     ),
 }
-_TASKS: dict[str, dict[Criterion, str]] = {
+_TASKS_V1: dict[str, dict[Criterion, str]] = {
     "v1": {
         "groundedness": "You grade whether an ANSWER is grounded in the numbered CONTEXT passages. "
         "Judge only against the passages, not your own knowledge. Scale: ",
@@ -52,6 +63,15 @@ _TASKS: dict[str, dict[Criterion, str]] = {
         "the facts to check it against. Score it: ",
     },
 }
+# v2 words the task as v1 does (same scales); only the reply differs: the score alone.
+_TASKS: dict[str, dict[Criterion, str]] = {
+    **_TASKS_V1,
+    "v2": _TASKS_V1["v1"],
+    "v2-alt": _TASKS_V1["v1-alt"],
+}
+#: Prompt versions whose reply is the score alone (one token, scored from its log probabilities);
+#: relevance-v2 is the relevance prompt's own (judge/relevance.py), used beside v2.
+SCORE_ONLY_VERSIONS: frozenset[str] = frozenset({"v2", "v2-alt", "relevance-v2"})
 # One worked example per criterion: tiny judges follow a shown reply format far better than a described one.
 _EXAMPLE_INPUT = {
     "question": "How hot should the water be for green tea?",
@@ -72,6 +92,7 @@ _EXAMPLE_REPLY: dict[Criterion, str] = {
     "correctness": '{"score": 5, "supported_claims": ["Brew green tea at 80 degrees"], '
     '"unsupported_claims": [], "reasoning": "It gives the temperature the question asks for."}',
 }
+_EXAMPLE_SCORE: dict[Criterion, str] = {"groundedness": "4", "correctness": "5"}
 PROMPT_VERSIONS: tuple[str, ...] = tuple(_TASKS)
 
 
@@ -129,15 +150,28 @@ def _user_text(criterion: Criterion, version: str, item: JudgeInput | dict) -> s
     return f"{question}{body}\n\nGrade the ANSWER."
 
 
+def score_only(version: str) -> bool:
+    """Whether ``version``'s reply is the score alone (one token; see the module docstring)."""
+    return version in SCORE_ONLY_VERSIONS
+
+
+def reply_decoding(version: str, decoding: Decoding) -> Decoding:
+    """The decoding a judgement with prompt ``version`` uses: a score-only version generates one
+    token, whatever ``max_tokens`` says (a longer reply would only cost time); others unchanged."""
+    return dataclasses.replace(decoding, max_tokens=1) if score_only(version) else decoding
+
+
 def render(criterion: Criterion, version: str, item: JudgeInput) -> list[Message]:
     """The chat messages of one judgement: instructions with the scale, one worked example,
     then the query's input. Raises ValueError for an unknown version."""
     check_prompt_version(version)
-    system = _TASKS[version][criterion] + _SCALES[criterion] + " " + _REPLY
+    reply = _REPLY_SCORE_ONLY if score_only(version) else _REPLY
+    example = _EXAMPLE_SCORE[criterion] if score_only(version) else _EXAMPLE_REPLY[criterion]
+    system = _TASKS[version][criterion] + _SCALES[criterion] + " " + reply
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": _user_text(criterion, version, _EXAMPLE_INPUT)},
-        {"role": "assistant", "content": _EXAMPLE_REPLY[criterion]},
+        {"role": "assistant", "content": example},
         {"role": "user", "content": _user_text(criterion, version, item)},
     ]
 

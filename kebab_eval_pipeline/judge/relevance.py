@@ -7,8 +7,10 @@ reviewer sees which suspects are likely gaps in the gold.
 
 Pinned and cached like groundedness and correctness: the run's main judge (model, digest,
 decoding), the cache keyed by (judge digest, prompt version, input hash). The wording of this
-prompt is versioned on its own (:data:`RELEVANCE_PROMPT_VERSION`): changing it means a new version,
-and the groundedness/correctness prompt versions (and their cached judgements) are untouched.
+prompt is versioned on its own: changing it means a new version, and the groundedness/correctness
+prompt versions (and their cached judgements) are untouched. It comes in the main prompt's reply
+style (:func:`relevance_prompt_version`): ``relevance-v2`` asks for the score alone, one token,
+beside the score-only ``v2``; ``relevance-v1`` for a JSON object with a reasoning, beside ``v1``.
 """
 
 from __future__ import annotations
@@ -26,28 +28,44 @@ from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.completion import Completion, JudgeBackend, JudgeCallError, Message
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
 from kebab_eval_pipeline.judge.parse import parse_judgement
-from kebab_eval_pipeline.judge.prompts import input_hash
+from kebab_eval_pipeline.judge.prompts import input_hash, reply_decoding, score_only
 
 CRITERION = "relevance"
-#: The version of the relevance prompt's wording (bump it with any change of the text below).
+#: The versions of the relevance prompt's wording (bump them with any change of the text below):
+#: with a JSON reply and reasoning, and with the score alone.
 RELEVANCE_PROMPT_VERSION = "relevance-v1"
+RELEVANCE_SCORE_ONLY_VERSION = "relevance-v2"
 PASS_SCORE = 3.0  # as judge_groundedness: at or above it counts as relevant
 
-_SYSTEM = (
+_TASK = (
     "You grade whether a PASSAGE retrieved by a search system is relevant to a QUESTION: does it "
     "contain information that answers the question, or a necessary part of the answer? Judge the "
     "passage on its own, not your own knowledge. Scale: 5 = it answers the question directly; "
     "4 = it holds most of the answer; 3 = it holds a necessary part of the answer; 2 = on the topic "
     "but does not help answer; 1 = barely related; 0 = unrelated. "
-    'Reply with one JSON object and nothing else: {"score": <integer 0-5>, "reasoning": "<one sentence>"}'
 )
+_REPLY = {
+    RELEVANCE_PROMPT_VERSION: 'Reply with one JSON object and nothing else: {"score": <integer 0-5>, '
+    '"reasoning": "<one sentence>"}',
+    RELEVANCE_SCORE_ONLY_VERSION: "Reply with the score alone: one digit from 0 to 5, nothing else.",
+}
 _EXAMPLE = {
     "question": "How hot should the water be for green tea?",
     "doc_path": "tea/green.md",
     "heading": "Brewing",
     "text": "Brew green tea at 80 degrees for two minutes.",
 }
-_EXAMPLE_REPLY = '{"score": 5, "reasoning": "The passage gives the water temperature the question asks for."}'
+_EXAMPLE_REPLY = {
+    RELEVANCE_PROMPT_VERSION: '{"score": 5, "reasoning": "The passage gives the water temperature the '
+    'question asks for."}',
+    RELEVANCE_SCORE_ONLY_VERSION: "5",
+}
+
+
+def relevance_prompt_version(main_version: str) -> str:
+    """The relevance prompt beside the main prompt ``main_version``: score-only beside a
+    score-only main prompt (``v2``), else the JSON one."""
+    return RELEVANCE_SCORE_ONLY_VERSION if score_only(main_version) else RELEVANCE_PROMPT_VERSION
 
 
 @dataclass(frozen=True)
@@ -76,13 +94,13 @@ def _user_text(item: dict[str, str]) -> str:
     )
 
 
-def render_relevance(item: RelevanceInput) -> list[Message]:
-    """The chat messages of one relevance judgement: instructions with the scale, one worked
-    example, then the hit."""
+def render_relevance(item: RelevanceInput, version: str = RELEVANCE_PROMPT_VERSION) -> list[Message]:
+    """The chat messages of one relevance judgement with prompt ``version`` (relevance-v1 or -v2):
+    instructions with the scale, one worked example, then the hit. KeyError for another version."""
     return [
-        {"role": "system", "content": _SYSTEM},
+        {"role": "system", "content": _TASK + _REPLY[version]},
         {"role": "user", "content": _user_text(_EXAMPLE)},
-        {"role": "assistant", "content": _EXAMPLE_REPLY},
+        {"role": "assistant", "content": _EXAMPLE_REPLY[version]},
         {"role": "user", "content": _user_text(asdict(item))},
     ]
 
@@ -115,16 +133,17 @@ def judge_relevance(
     cache hits, and failed or unparseable replies (their rows stay null: never guessed)."""
     model = settings.judge_model()
     backend = make_backend(model)
-    decoding = model.decoding()
+    version = relevance_prompt_version(model.prompt_version)
+    decoding = reply_decoding(version, model.decoding())
     digest = backend.digest()
     calls = hits = failures = 0
     scores: list[float | None] = []
     reasons: list[str | None] = []
     try:
         for item in relevance_inputs(queue, settings.context_chars):
-            messages = render_relevance(item)
+            messages = render_relevance(item, version)
             key = input_hash(messages, decoding)
-            completion = cache.get(digest, RELEVANCE_PROMPT_VERSION, key) if cache is not None else None
+            completion = cache.get(digest, version, key) if cache is not None else None
             if completion is None:
                 calls += 1
                 started = time.perf_counter()
@@ -137,10 +156,10 @@ def judge_relevance(
                     reasons.append(None)
                     continue
                 if cache is not None:
-                    cache.put(digest, RELEVANCE_PROMPT_VERSION, key, completion)
+                    cache.put(digest, version, key, completion)
             else:
                 hits += 1
-            parsed = parse_judgement(completion)
+            parsed = parse_judgement(completion, score_only=score_only(version))
             failures += parsed.score is None
             scores.append(parsed.score)
             reasons.append(parsed.reasoning)
@@ -158,7 +177,7 @@ def judge_relevance(
         "criterion": f"judge_{CRITERION}",
         "judge": {
             **backend.describe(),
-            "prompt_version": RELEVANCE_PROMPT_VERSION,
+            "prompt_version": version,
             "decoding": decoding.as_dict(),
         },
         "pass_score": PASS_SCORE,

@@ -25,9 +25,16 @@ from kebab_eval_pipeline.judge.completion import Completion, JudgeBackend, Judge
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings, Price
 from kebab_eval_pipeline.judge.inputs import judge_inputs
 from kebab_eval_pipeline.judge.parse import parse_judgement
-from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render
+from kebab_eval_pipeline.judge.prompts import (
+    CRITERIA,
+    JudgeInput,
+    input_hash,
+    render,
+    reply_decoding,
+    score_only,
+)
 from kebab_eval_pipeline.judge.relevance import CRITERION as RELEVANCE
-from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION, RelevanceInput, render_relevance
+from kebab_eval_pipeline.judge.relevance import RelevanceInput, relevance_prompt_version, render_relevance
 from kebab_eval_pipeline.judge.self_consistency import shuffled_evidence
 
 JUDGE_VERSION = "judge-1"
@@ -105,7 +112,7 @@ class _Judge:
         self.backend = backend
         self.cache = cache
         self.price = price
-        self.decoding = settings.decoding()
+        self.decoding = reply_decoding(settings.prompt_version, settings.decoding())
         self.digest = backend.digest()
         self.model_calls = 0
         self.cache_hits = 0
@@ -124,17 +131,17 @@ class _Judge:
 
     def judge_relevance(self, query_id: str, item: RelevanceInput) -> dict[str, Any]:
         """One hit of the run's relevance sample, asked with the relevance prompt (its own version)."""
-        messages = render_relevance(item)
-        return self.ask(
-            query_id, RELEVANCE, "calibration", RELEVANCE_PROMPT_VERSION, messages, item.to_json()
-        )
+        version = relevance_prompt_version(self.settings.prompt_version)
+        messages = render_relevance(item, version)
+        return self.ask(query_id, RELEVANCE, "calibration", version, messages, item.to_json())
 
     def ask(
         self, query_id: str, criterion: str, role: str, version: str, messages: list, item_json: str
     ) -> dict[str, Any]:
         """One judgement row: ``messages`` answered from the cache or the model (a failed call is a
         row with ``error``), parsed, with what a re-judge needs (``item_json``)."""
-        key = input_hash(messages, self.decoding)
+        decoding = reply_decoding(version, self.settings.decoding())
+        key = input_hash(messages, decoding)
         completion = self.cache.get(self.digest, version, key) if self.cache is not None else None
         cached = completion is not None
         error = None
@@ -142,7 +149,7 @@ class _Judge:
             self.model_calls += 1
             started = time.perf_counter()
             try:
-                completion = self.backend.complete(messages, self.decoding)
+                completion = self.backend.complete(messages, decoding)
             except JudgeCallError as exc:
                 error = str(exc)
                 completion = Completion(text="", latency_ms=(time.perf_counter() - started) * 1000)
@@ -151,7 +158,7 @@ class _Judge:
                     self.cache.put(self.digest, version, key, completion)
         else:
             self.cache_hits += 1
-        parsed = parse_judgement(completion)
+        parsed = parse_judgement(completion, score_only=score_only(version))
         return {
             "query_id": query_id,
             "criterion": criterion,

@@ -216,8 +216,9 @@ COLUMN_DESCRIPTIONS.update(
         "the question)",
         "role": "primary: the run's judge; spot_check: the second judgement of the fixed-seed sample",
         "score": "the judge's 0–5 score; empty when the reply was unparseable or the call failed",
-        "method": "json (the reply's JSON score), logprobs (probability-weighted digits 0–5 where the "
-        "JSON was incomplete), unparseable, or error",
+        "method": "json (the reply's JSON score), logprobs (probability-weighted digits 0–5: a score-only "
+        "reply's, or where the JSON was incomplete), digit (a score-only reply without log "
+        "probabilities), unparseable, or error",
         "expected_score": "probability-weighted score over the digit tokens 0–5 at the score position",
         "unsupported_claims": "claims the judge found unsupported",
         "reasoning": "the judge's one-sentence reason",

@@ -376,6 +376,7 @@ def test_the_judge_rates_each_suspect_hit_and_suggest_keeps_the_relevant_ones(en
                 "base_url": f"{url}/v1",
                 "model": judge.model,
                 "cache_dir": str(cache_dir),
+                "prompt_version": "v1",  # the JSON prompts: a reasoning per suspect hit
             },
         )
         proc = cli(env, "compare", "a", "b", "--json", "--config", str(config))

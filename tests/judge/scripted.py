@@ -10,7 +10,9 @@ the chat messages:
   spot check with the prompt variant agrees unless ``shift`` moves that version's scores;
 * the reply style is a hash of the answer too: mostly a JSON object, sometimes JSON cut at
   ``max_tokens`` (``finish_reason="length"``) whose score comes from the digit log probabilities,
-  sometimes prose (unparseable);
+  sometimes prose (unparseable). A score-only prompt (v2) gets the same three styles in one
+  token: the digit with all the probability on it ("json"), the digit with 70% on it and 20% on
+  the next ("truncated": read from the log probabilities), a word ("prose");
 * a last user message containing one of ``fail`` raises :class:`JudgeCallError`.
 
 :func:`scripted_endpoint` serves one over HTTP on 127.0.0.1 through the real
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeCallError, Message, TokenLogprob
-from kebab_eval_pipeline.judge.prompts import CRITERIA, PROMPT_VERSIONS, JudgeInput, render
+from kebab_eval_pipeline.judge.prompts import CRITERIA, PROMPT_VERSIONS, JudgeInput, render, score_only
 from kebab_eval_pipeline.judge.serve import create_app
 from tests.judge.servers import app_server
 
@@ -45,15 +47,23 @@ _PROBE = JudgeInput(question="q", answer="a", citations=(), context=())
 @functools.cache
 def _prompt_of_system() -> dict[str, tuple[str, str]]:
     """System message → (criterion, prompt version), for every rendered prompt."""
-    from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION, RelevanceInput, render_relevance
+    from kebab_eval_pipeline.judge.relevance import (
+        RELEVANCE_PROMPT_VERSION,
+        RELEVANCE_SCORE_ONLY_VERSION,
+        RelevanceInput,
+        render_relevance,
+    )
 
     answers = {
         render(c, v, _PROBE)[0]["content"]: (c, v)  # type: ignore[arg-type]
         for c in CRITERIA
         for v in PROMPT_VERSIONS
     }
-    relevance = render_relevance(RelevanceInput("q", "p", "h", "t"))[0]["content"]
-    return {**answers, relevance: ("relevance", RELEVANCE_PROMPT_VERSION)}
+    relevance = {
+        render_relevance(RelevanceInput("q", "p", "h", "t"), v)[0]["content"]: ("relevance", v)
+        for v in (RELEVANCE_PROMPT_VERSION, RELEVANCE_SCORE_ONLY_VERSION)
+    }
+    return {**answers, **relevance}
 
 
 def _answer_line(user_text: str) -> str:
@@ -116,7 +126,11 @@ class ScriptedJudge:
         s = self.script(messages)
         if s.style == "json":
             return float(s.score)
-        return logprob_score(s.score) if s.style == "truncated" and logprobs else None
+        if s.style == "truncated":
+            if logprobs:
+                return logprob_score(s.score)
+            return float(s.score) if score_only(s.prompt_version) else None  # the bare digit
+        return None
 
     def complete(self, messages: list[Message], decoding: Decoding) -> Completion:
         with self._lock:
@@ -125,6 +139,8 @@ class ScriptedJudge:
         if any(marker in user for marker in self.fail):
             raise JudgeCallError(self.fail_message)
         s = self.script(messages)
+        if score_only(s.prompt_version):
+            return self._score_only(s, decoding, len(user))
         claims = json.dumps(["scripted claim"])
         pieces = [
             '{"',
@@ -147,6 +163,24 @@ class ScriptedJudge:
             finish_reason="length" if s.style == "truncated" else "stop",
             model=self.model,
             latency_ms=float(len(user) % 97),
+        )
+
+    def _score_only(self, s: Script, decoding: Decoding, user_chars: int) -> Completion:
+        """One token: the digit (all the probability on it, or 70/20 for "truncated") or a word."""
+        if s.style == "json":
+            token = TokenLogprob(str(s.score), 0.0, ((str(s.score), 0.0),))
+        elif s.style == "truncated":
+            token = self._token(str(s.score), s.score)
+        else:
+            token = TokenLogprob("The", math.log(0.7), (("The", math.log(0.7)), ("?", math.log(0.3))))
+        return Completion(
+            text=token.token,
+            tokens=(token,) if decoding.logprobs else None,
+            prompt_tokens=user_chars // 5,
+            completion_tokens=1,
+            finish_reason="length",
+            model=self.model,
+            latency_ms=float(user_chars % 97),
         )
 
     @staticmethod

@@ -382,7 +382,7 @@ def test_a_calibrated_run_records_the_agreement_and_a_blocking_check_fails_it(in
     assert metrics.metrics["judge_correctness_corrected"] is None
     report = store.read_file("run_metrics", "calibrated", "run.md").decode("utf-8")
     assert "## Judge calibration" in report and "Check `judge_calibration`: **passed**" in report
-    assert "| groundedness | scripted-judge v1 | 12 | 1.00 [1.00, 1.00] |" in report
+    assert "| groundedness | scripted-judge v2 | 12 | 1.00 [1.00, 1.00] |" in report
 
     # labels that disagree everywhere, blocking: the check fails as an error and the run fails
     assert not bad.success
@@ -402,7 +402,7 @@ def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instan
     """``judge.relevance_sample``: hits the golden set judged are asked the relevance question; the
     run stores the judge's agreement with the golden verdicts, re-derivable from what it stored."""
     from kebab_eval_pipeline.chain.settings import load_settings
-    from kebab_eval_pipeline.judge.relevance import RELEVANCE_PROMPT_VERSION
+    from kebab_eval_pipeline.judge.relevance import RELEVANCE_SCORE_ONLY_VERSION
     from kebab_eval_pipeline.judge.relevance_calibration import MAX_RANK
     from kebab_eval_pipeline.metrics.matching import match_hits
 
@@ -418,7 +418,9 @@ def test_the_relevance_judge_is_measured_against_the_golden_sets_verdicts(instan
     judge = JudgeArtifact.from_tables(*store.read("judge", "rel"))
     asked = judge.judgements[judge.judgements["role"] == "calibration"]
     assert len(asked) == 30 and set(asked["criterion"]) == {"relevance"}
-    assert set(asked["prompt_version"]) == {RELEVANCE_PROMPT_VERSION}
+    # beside the default v2 prompt, the relevance question asks for the score alone too
+    assert set(asked["prompt_version"]) == {RELEVANCE_SCORE_ONLY_VERSION}
+    assert set(asked["completion_tokens"]) == {1}
     sample = pd.DataFrame(judge.info["relevance_sample"])
     assert len(sample) == 30 and sample["rank"].max() <= MAX_RANK
 

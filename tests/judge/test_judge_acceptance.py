@@ -24,9 +24,8 @@ session that judges through an endpoint (``served_judge``, tests/judge/conftest.
   other text. ``KEBAB_EVAL_JUDGE_FULL=1`` judges the whole demo instead (70 answered queries, 154
   judgements a run, ~4 minutes each with short replies) and the original six-query cache test
   through the local backend; CI does not run it.
-- The cache test keeps the default reply length, so the model's own JSON is parsed too, on
-  ``CACHE_SAMPLE``: two answered demo questions on whose correctness prompt the model closes its
-  JSON within the 96 tokens (greedy, so always), and a refused one.
+- The cache test keeps the default prompt (v2: the score alone, one token read from its log
+  probabilities) on ``CACHE_SAMPLE``: two answered demo questions and a refused one.
 """
 
 from __future__ import annotations
@@ -218,7 +217,7 @@ def test_pinning_and_meta_evaluation_are_in_the_run_metadata(demo) -> None:
     identity = metrics.info["judge"]
     main = identity["judge"]
     assert main["backend"] == "local" and main["model"] == default_model_path().name
-    assert main["prompt_version"] == "v1" and identity["spot_check_judge"]["prompt_version"] == "v1-alt"
+    assert main["prompt_version"] == "v2" and identity["spot_check_judge"]["prompt_version"] == "v2-alt"
     assert main["decoding"]["temperature"] == 0.0 and main["decoding"]["max_tokens"] == CI_JUDGE["max_tokens"]
     assert main["note"] == WEAK_JUDGE_NOTE  # the tiny default judge says it is weak
     # the honest number: does judge_groundedness >= 3 agree with the rule-based groundedness?
@@ -281,7 +280,10 @@ def test_a_rerun_hits_the_cache_and_another_prompt_version_misses(workspace, ser
     assert (
         first_metrics.metrics["judge_model_calls"] == n > 0 and first_metrics.metrics["judge_cache_hits"] == 0
     )
-    assert "json" in set(first.judgements["method"])  # with room to finish, the model's own JSON is read
+    # the default prompt asks for the score alone: one token, read from its digit log probabilities
+    assert set(first.judgements["method"]) == {"logprobs"}
+    assert set(first.judgements["completion_tokens"]) == {1}
+    assert (first.judgements["digit_mass"] > 0.5).all()
 
     kebab_eval(env, "run", "--run-id", "small-2", "--config", str(cfg))  # the same judged run again
     again, _, again_metrics = stored(home, "small-2")
@@ -290,17 +292,17 @@ def test_a_rerun_hits_the_cache_and_another_prompt_version_misses(workspace, ser
     keep = ["query_id", "criterion", "role", "input_hash", "score", "method", "reply"]
     pd.testing.assert_frame_equal(first.judgements[keep], again.judgements[keep])
 
-    kebab_eval(env, "rejudge", "small-2", "--config", str(cfg), "--prompt-version", "v1-alt")
+    kebab_eval(env, "rejudge", "small-2", "--config", str(cfg), "--prompt-version", "v2-alt")
     alt, _, alt_metrics = stored(home, "small-2")
     primary = alt.judgements[alt.judgements["role"] == "primary"]
-    assert set(primary["prompt_version"]) == {"v1-alt"}
-    # v1-alt misses, except where the first run's spot check (v1-alt) judged the same input; the
-    # spot check is now v1, which the first run's main judge cached
+    assert set(primary["prompt_version"]) == {"v2-alt"}
+    # v2-alt misses, except where the first run's spot check (v2-alt) judged the same input; the
+    # spot check is now v2, which the first run's main judge cached
     sampled = primary["query_id"].isin(first.info["spot_check_queries"])
     assert (primary["cached"] == sampled).all() and (~sampled).any()
     assert alt_metrics.metrics["judge_model_calls"] == int((~sampled).sum()) > 0
     assert alt_metrics.metrics["judge_cache_hits"] == len(alt.judgements) - int((~sampled).sum())
-    assert alt_metrics.info["judge"]["judge"]["prompt_version"] == "v1-alt"
+    assert alt_metrics.info["judge"]["judge"]["prompt_version"] == "v2-alt"
     assert not np.array_equal(
         primary["input_hash"], first.judgements[first.judgements["role"] == "primary"]["input_hash"]
     )

@@ -114,13 +114,14 @@ def test_judged_run_materializes_judge_scores_and_metrics(instance, tmp_path, ke
     assert meta["enabled"].value is True and meta["judge_backend"].value == "openai_compatible"
     assert meta["judge_model"].value == MODEL
     assert meta["judge_digest"].value == DIGEST and meta["judge_pinned"].value is True  # from GET /models
-    assert meta["prompt_version"].value == "v1"
-    assert meta["decoding"].value == JudgeSettings().decoding().as_dict()
+    assert meta["prompt_version"].value == "v2"
+    # the default prompt (v2) asks for the score alone: one token, whatever max_tokens says
+    assert meta["decoding"].value == {**JudgeSettings().decoding().as_dict(), "max_tokens": 1}
     assert meta["spot_check_judge"].value == {
         "backend": "openai_compatible",
         "model": MODEL,
         "digest": DIGEST,
-        "prompt_version": "v1-alt",
+        "prompt_version": "v2-alt",
     }
     assert meta["spot_check_queries"].value == len(sample) == len(judged.info["spot_check_queries"])
     assert meta["judged_queries"].value == len(expected_ids) and meta["judgements"].value == len(j)
@@ -167,8 +168,8 @@ def test_judged_run_materializes_judge_scores_and_metrics(instance, tmp_path, ke
     assert m["judge_cost_usd"] == pytest.approx(cost, rel=1e-12)
     assert m["judge_latency_p50_ms"] > 0 and m["judge_latency_p95_ms"] >= m["judge_latency_p50_ms"]
     identity = metrics.info["judge"]
-    assert identity["judge"]["digest"] == DIGEST and identity["judge"]["prompt_version"] == "v1"
-    assert identity["spot_check_judge"]["prompt_version"] == "v1-alt"
+    assert identity["judge"]["digest"] == DIGEST and identity["judge"]["prompt_version"] == "v2"
+    assert identity["spot_check_judge"]["prompt_version"] == "v2-alt"
     run_meta = materializations(result)["run_metrics"].metadata
     assert run_meta["judge"].value == identity
     assert run_meta["metric/judge_groundedness"].value == pytest.approx(m["judge_groundedness"])
@@ -180,7 +181,7 @@ def test_judged_run_materializes_judge_scores_and_metrics(instance, tmp_path, ke
 
 
 def test_a_disagreeing_spot_check_warns_and_the_run_succeeds(instance, tmp_path, key) -> None:
-    defs, result, _ = judged_run(instance, tmp_path, "shaky", ScriptedJudge(shift={"v1-alt": 3}))
+    defs, result, _ = judged_run(instance, tmp_path, "shaky", ScriptedJudge(shift={"v2-alt": 3}))
     judged, _, metrics = stored(defs, "shaky")
     check = check_evaluation(result)
     n = int(metrics.metrics["judge_spot_check_n"])
@@ -190,7 +191,7 @@ def test_a_disagreeing_spot_check_warns_and_the_run_succeeds(instance, tmp_path,
     assert check.metadata["disagreeing"].value == n == check.metadata["spot_check_n"].value
     assert f"{n} of {n} spot-checked queries disagree" in check.description
     spot = judged.judgements[judged.judgements["role"] == "spot_check"]
-    assert set(spot["prompt_version"]) == {"v1-alt"}
+    assert set(spot["prompt_version"]) == {"v2-alt"}
 
 
 def test_judge_off_by_default(instance) -> None:
@@ -279,7 +280,7 @@ def test_rejudge_uses_the_cache_and_refuses_what_it_cannot_rejudge(env, tmp_path
         outputs["same"] = cli(env, "rejudge", "j1", "--config", str(cfg))
         again, again_meta = _rejudged(env, "j1")
         assert endpoint.judge.calls == calls  # not one request reached the model
-        outputs["alt"] = cli(env, "rejudge", "j1", "--config", str(cfg), "--prompt-version", "v1-alt")
+        outputs["alt"] = cli(env, "rejudge", "j1", "--config", str(cfg), "--prompt-version", "v2-alt")
         alt, _ = _rejudged(env, "j1")
         alt_calls = endpoint.judge.calls - calls
         outputs["missing"] = cli(env, "rejudge", "never-ran", "--config", str(cfg))
@@ -307,11 +308,11 @@ def _assert_rejudged(endpoint: Endpoint, outputs, first, again, alt, alt_calls: 
     pd.testing.assert_frame_equal(again.judgements[same], first.judgements[same])
 
     # another prompt version: every primary judgement misses, except those of the spot-check
-    # sample, whose v1-alt replies the first run's spot check stored
+    # sample, whose v2-alt replies the first run's spot check stored
     assert outputs["alt"].returncode == 0, outputs["alt"].stderr
     sample = set(first.info["spot_check_queries"])
     primary = alt.judgements[alt.judgements["role"] == "primary"]
-    assert set(primary["prompt_version"]) == {"v1-alt"} and alt.info["judge"]["prompt_version"] == "v1-alt"
+    assert set(primary["prompt_version"]) == {"v2-alt"} and alt.info["judge"]["prompt_version"] == "v2-alt"
     assert list(primary["cached"]) == [q in sample for q in primary["query_id"]]
     assert alt.info["model_calls"] == alt_calls == int((~primary["cached"]).sum())
     assert alt_calls == 2 * (first.info["judged_queries"] - len(sample)) > 0

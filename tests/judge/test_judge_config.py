@@ -19,10 +19,10 @@ def test_the_judge_is_off_by_default_and_an_empty_block_is_the_local_default(tmp
     assert (judge.backend, judge.model, judge.prompt_version, judge.spot_check_rate) == (
         "local",
         None,
-        "v1",
+        "v2",
         0.1,
     )
-    assert judge.spot_check_judge().prompt_version == "v1-alt"
+    assert judge.spot_check_judge().prompt_version == "v2-alt"
     assert judge.decoding().temperature == 0.0
 
 
@@ -45,10 +45,14 @@ def test_local_paths_resolve_against_the_config_folder_and_endpoint_names_do_not
     ("block", "field", "reason"),
     [
         ("{backend: openai_compatible}", "judge", "needs base_url and model"),
-        ("{prompt_version: v9}", "judge.prompt_version", "unknown prompt version 'v9' (known: v1, v1-alt)"),
+        (
+            "{prompt_version: v9}",
+            "judge.prompt_version",
+            "unknown prompt version 'v9' (known: v1, v1-alt, v2, v2-alt)",
+        ),
         ("{api_key_env: 'sk-live 123'}", "judge.api_key_env", "environment variable name"),
         ("{base_url: 'ftp://x'}", "judge.base_url", "http:// or https://"),
-        ("{spot_check: {prompt_version: v1}}", "judge", "the second judge equals the main judge"),
+        ("{spot_check: {prompt_version: v2}}", "judge", "the second judge equals the main judge"),
         ("{spot_check_rate: 1.5}", "judge.spot_check_rate", "less than or equal to 1"),
         ("{temperature: 0.7}", "judge.temperature", "unknown key"),
         (
@@ -72,6 +76,7 @@ def test_a_bad_judge_block_names_file_line_key_and_reason(
 
 def test_variant_of_flips_between_the_two_wordings() -> None:
     assert variant_of("v1") == "v1-alt" and variant_of("v1-alt") == "v1"
+    assert variant_of("v2") == "v2-alt" and variant_of("v2-alt") == "v2"
 
 
 def test_launchpad_and_cli_overrides_turn_the_judge_on_off_or_change_it(tmp_path, monkeypatch) -> None:

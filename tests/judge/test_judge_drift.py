@@ -40,11 +40,11 @@ def test_drift_is_a_different_digest_or_prompt_version_of_the_main_judge():
 
 
 class HarshAlt(ScriptedJudge):
-    """The scripted judge, two points harsher (floored at 0) under the v1-alt prompt wording."""
+    """The scripted judge, two points harsher (floored at 0) under the v2-alt prompt wording."""
 
     def script(self, messages):
         said = super().script(messages)
-        if said.prompt_version != "v1-alt":
+        if said.prompt_version != "v2-alt":
             return said
         return dataclasses.replace(said, score=max(0, said.score - 2))
 
@@ -55,7 +55,7 @@ def _rows(report: dict) -> dict[str, dict]:
 
 def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, tmp_path):
     env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
-    # the v1-alt wording scores lower: a large judged "difference" that is only the judge's
+    # the v2-alt wording scores lower: a large judged "difference" that is only the judge's
     judge = HarshAlt()
     with scripted_endpoint(judge) as endpoint:
         cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
@@ -71,11 +71,11 @@ def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, 
         for run_id in ("j1", "j2"):
             ran = cli(env, "run", "--config", str(cfg), "--run-id", run_id)
             assert ran.returncode == 0, ran.stderr
-        alt = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v1-alt")
+        alt = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v2-alt")
         assert alt.returncode == 0, alt.stderr
         across = cli(env, "compare", "j1", "j2", "--json", "--config", str(gated))
         gate_run = cli(env, "compare", "j1", "j2", "--config", str(gated))
-        back = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v1")
+        back = cli(env, "rejudge", "j2", "--config", str(cfg), "--prompt-version", "v2")
         assert back.returncode == 0, back.stderr
         same = cli(env, "compare", "j1", "j2", "--json", "--config", str(gated))
     for proc in (across, gate_run, same):
@@ -84,8 +84,8 @@ def test_a_comparison_across_judges_refuses_judged_verdicts_until_rejudged(env, 
 
     report = json.loads(across.stdout)
     drift = report["judge_drift"]
-    assert drift["differs"] == ["prompt_version"] and drift["a"]["prompt_version"] == "v1"
-    assert drift["b"]["prompt_version"] == "v1-alt"
+    assert drift["differs"] == ["prompt_version"] and drift["a"]["prompt_version"] == "v2"
+    assert drift["b"]["prompt_version"] == "v2-alt"
     assert any(w.startswith("the runs were judged by different judges") for w in report["warnings"])
     rows = _rows(report)
     ground = rows["judge_groundedness"]
@@ -134,7 +134,7 @@ def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
         store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
         items = answer_items(JudgeArtifact.from_tables(*store.read("judge", "j1")).judgements)
         ground = items[items["criterion"] == "groundedness"].iloc[::2]  # every other item: a person
-        write_labels(labels, ground)  # who scores as the v1 judge does
+        write_labels(labels, ground)  # who scores as the v2 judge does
         doc = yaml.safe_load(cfg.read_text())
         doc["judge"]["calibration"] = {"labels": str(labels), "min_labels": 10, "min_kappa": -1}
         doc["gates"] = {"regression": {"judge_groundedness": {"max_drop": 0.5, "non_inferior": 1.5}}}
@@ -143,7 +143,7 @@ def test_corrected_estimates_compare_and_gate_across_judges(env, tmp_path):
         for args in (
             ("rejudge", "j1"),
             ("run", "--run-id", "j2"),
-            ("rejudge", "j2", "--prompt-version", "v1-alt"),
+            ("rejudge", "j2", "--prompt-version", "v2-alt"),
         ):
             done = cli(env, *args, "--config", str(calibrated))
             assert done.returncode == 0, (args, done.stderr)

@@ -4,6 +4,7 @@ misses, failed calls, stored inputs that re-render exactly)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.config import JudgeSettings
 from kebab_eval_pipeline.judge.inputs import judge_inputs, judged_query_ids
-from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render
+from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput, input_hash, render, reply_decoding
 from kebab_eval_pipeline.judge.run import JUDGEMENT_COLUMNS, judge_items, spot_check_sample
 from tests.judge.scripted import ScriptedJudge, demo_run
 
@@ -159,10 +160,13 @@ def judge_with(
     return judge_items(JudgeSettings(**settings), items, cache, make_backend=lambda _: judge)
 
 
-def test_judge_items_rows_hashes_and_scores(items, tmp_path) -> None:
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_judge_items_rows_hashes_and_scores(items, tmp_path, version) -> None:
+    """v2 (the default) asks for the score alone: one token, read from its log probabilities; v1
+    for a JSON object with claims and reasoning."""
     judge = ScriptedJudge()
     with JudgeCache(tmp_path / "cache.sqlite") as cache:
-        table, info = judge_with(items, cache, judge)
+        table, info = judge_with(items, cache, judge, prompt_version=version)
     sample = info["spot_check_queries"]
     assert sample == spot_check_sample(list(items), 0.1, 0) and len(sample) == math.ceil(0.1 * len(items))
     assert len(table) == 2 * len(items) + 2 * len(sample) == judge.calls == info["model_calls"]
@@ -180,11 +184,15 @@ def test_judge_items_rows_hashes_and_scores(items, tmp_path) -> None:
     assert list(zip(spot["query_id"], spot["criterion"], strict=True)) == [
         (q, c) for q in sample for c in CRITERIA
     ]
-    assert set(primary["prompt_version"]) == {"v1"} and set(spot["prompt_version"]) == {"v1-alt"}
-    assert info["judge"]["prompt_version"] == "v1" and info["spot_check_judge"]["prompt_version"] == "v1-alt"
-    assert info["judge"]["decoding"] == JudgeSettings().decoding().as_dict()
-    assert set(table["digest"]) == {judge.digest()} and set(table["model"]) == {judge.model}
+    alt = f"{version}-alt"
+    assert set(primary["prompt_version"]) == {version} and set(spot["prompt_version"]) == {alt}
+    assert info["judge"]["prompt_version"] == version and info["spot_check_judge"]["prompt_version"] == alt
     decoding = JudgeSettings().decoding()
+    if version == "v2":  # one token, whatever max_tokens says
+        decoding = dataclasses.replace(decoding, max_tokens=1)
+        assert JudgeSettings().prompt_version == "v2"  # the default
+    assert info["judge"]["decoding"] == decoding.as_dict()
+    assert set(table["digest"]) == {judge.digest()} and set(table["model"]) == {judge.model}
     methods = set()
     for row in table.itertuples(index=False):
         messages = render(row.criterion, row.prompt_version, items[row.query_id])
@@ -192,12 +200,18 @@ def test_judge_items_rows_hashes_and_scores(items, tmp_path) -> None:
         assert json.loads(row.messages) == messages
         want = judge.expected_score(messages)
         if want is None:
-            assert pd.isna(row.score) and row.method == "unparseable" and "no JSON object" in row.problem
+            why = "is not a score 0–5" if version == "v2" else "no JSON object"
+            assert pd.isna(row.score) and row.method == "unparseable" and why in row.problem
         else:
             assert row.score == pytest.approx(want, abs=1e-12)
         methods.add(row.method)
         assert row.cached is False and pd.isna(row.error)
         assert row.cost_usd == 0.0  # the local backend's price: free
+    if version == "v2":  # every reply is one token: no claims, no reasoning
+        assert methods == {"logprobs", "unparseable"}
+        assert set(table["completion_tokens"]) == {1} and table["reasoning"].isna().all()
+        assert all(len(c) == 0 for c in table["supported_claims"])
+        return
     assert methods == {"json", "logprobs", "unparseable"}  # every parsing path was taken
     json_rows = table[table["method"] == "json"]
     assert all(list(c) == ["scripted claim"] for c in json_rows["supported_claims"])
@@ -222,17 +236,17 @@ def test_a_second_judging_is_served_by_the_cache(items, tmp_path) -> None:
 def test_another_prompt_version_misses_what_the_cache_has_not_seen(items, tmp_path) -> None:
     cache_path = tmp_path / "cache.sqlite"
     with JudgeCache(cache_path) as cache:
-        judge_with(items, cache, ScriptedJudge(), spot_check_rate=0)  # v1 only
+        judge_with(items, cache, ScriptedJudge(), spot_check_rate=0)  # v2 only
         judge = ScriptedJudge()
-        table, info = judge_with(items, cache, judge, prompt_version="v1-alt", spot_check_rate=0)
+        table, info = judge_with(items, cache, judge, prompt_version="v2-alt", spot_check_rate=0)
     assert not table["cached"].any() and judge.calls == 2 * len(items) == info["model_calls"]
 
-    # With the default spot check (the v1-alt variant), a v1 judging also stores v1-alt replies of
-    # its sample: re-judging with v1-alt hits exactly those; the spot check then equals the primary.
+    # With the default spot check (the v2-alt variant), a v2 judging also stores v2-alt replies of
+    # its sample: re-judging with v2-alt hits exactly those; the spot check then equals the primary.
     with JudgeCache(tmp_path / "other.sqlite") as cache:
         first, first_info = judge_with(items, cache, ScriptedJudge())
         judge = ScriptedJudge()
-        table, info = judge_with(items, cache, judge, prompt_version="v1-alt")
+        table, info = judge_with(items, cache, judge, prompt_version="v2-alt")
     sample = set(first_info["spot_check_queries"])
     primary = table[table["role"] == "primary"]
     assert list(primary["cached"]) == [q in sample for q in primary["query_id"]]
@@ -275,7 +289,8 @@ def test_the_stored_input_re_renders_exactly(items) -> None:
         {"spot_check_rate": 0.5},
         {"max_tokens": 7, "logprobs": False, "prompt_version": "v1-alt"},
     ):
-        decoding = JudgeSettings(**overrides).decoding()
+        settings = JudgeSettings(**overrides)
+        decoding = reply_decoding(settings.prompt_version, settings.decoding())
         table, _ = judge_with(items, None, ScriptedJudge(), **overrides)
         assert len(table) == 2 * len(items) + 2 * len(
             spot_check_sample(list(items), overrides.get("spot_check_rate", 0.1), 0)

@@ -14,8 +14,15 @@ import pytest
 
 from kebab_eval_pipeline.foundation.errors import InputError
 from kebab_eval_pipeline.judge.completion import Completion, Decoding, JudgeBackend, JudgeCallError
-from kebab_eval_pipeline.judge.local import WEAK_JUDGE_NOTE, JsonObjectEnd, LocalJudge, folder_sha256
-from kebab_eval_pipeline.judge.prompts import JudgeInput, render
+from kebab_eval_pipeline.judge.local import (
+    WEAK_JUDGE_NOTE,
+    JsonObjectEnd,
+    LocalJudge,
+    folder_sha256,
+    plain_conversation,
+)
+from kebab_eval_pipeline.judge.parse import parse_judgement
+from kebab_eval_pipeline.judge.prompts import JudgeInput, render, reply_decoding
 from tests.conftest import write
 from tests.judge.conftest import judge_or_skip
 
@@ -272,3 +279,42 @@ def test_a_load_parses_the_gguf_file_once_and_puts_gguf_back():
         assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
     assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
     assert gguf.GGUFReader(path) is not first
+
+
+# --- the score-only prompt (v2, the default): one token, read from its log probabilities ---------
+
+
+def _no_prefix_cache(judge, monkeypatch) -> None:
+    monkeypatch.setattr(judge, "_prefix_cache", lambda messages, ids: None)
+
+
+def test_a_score_only_judgement_is_one_token_with_the_digits_among_its_alternatives(local_judge, monkeypatch):
+    messages = render("correctness", "v2", ITEM)
+    decoding = reply_decoding("v2", Decoding(top_logprobs=TOP))
+    reply = local_judge.complete(messages, decoding)
+    assert (reply.completion_tokens, reply.finish_reason, len(reply.tokens)) == (1, "length", 1)
+    parsed = parse_judgement(reply, score_only=True)
+    assert parsed.method == "logprobs" and 0 <= parsed.score <= 5
+    assert parsed.digit_mass > 0.5  # the tiny model does put most of its weight on the digits
+    # the instructions' key/value cache changes nothing but the time
+    _no_prefix_cache(local_judge, monkeypatch)
+    again = parse_judgement(local_judge.complete(messages, decoding), score_only=True)
+    assert again.score == pytest.approx(parsed.score, abs=1e-4)
+
+
+def test_a_model_without_a_chat_template_reads_the_conversation_as_plain_text(local_judge, monkeypatch):
+    """A base model (no chat turns of its own, as a GGUF without a template) is asked in plain
+    text; here the same model with its template taken away, so the test needs no second model."""
+    monkeypatch.setattr(local_judge.tokenizer, "chat_template", None)
+    messages = render("groundedness", "v2", ITEM)
+    decoding = reply_decoding("v2", Decoding(top_logprobs=TOP))
+    before = len(local_judge._prefixes)
+    reply = local_judge.complete(messages, decoding)
+    text = plain_conversation(messages, generation=True)
+    assert reply.prompt_tokens == len(local_judge.tokenizer(text)["input_ids"])
+    assert reply.completion_tokens == 1 and len(local_judge._prefixes) == before + 1  # prefix reused
+    parsed = parse_judgement(reply, score_only=True)
+    assert parsed.score is not None and parsed.digit_mass > 0
+    _no_prefix_cache(local_judge, monkeypatch)
+    again = parse_judgement(local_judge.complete(messages, decoding), score_only=True)
+    assert again.score == pytest.approx(parsed.score, abs=1e-4)

@@ -189,7 +189,7 @@ def test_expected_digit_score_edge_cases():
 
 
 def test_methods_are_named():
-    assert JUDGEMENT_METHODS == ("json", "logprobs", "unparseable")
+    assert JUDGEMENT_METHODS == ("json", "logprobs", "digit", "unparseable")
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -274,3 +274,53 @@ def test_expected_score_lies_within_the_digits_present(alternatives):
     assert 0 <= expected <= 5
     assert mass > 0
     assert (parsed.method, parsed.score, parsed.digit_mass) == ("logprobs", expected, mass)
+
+
+# --- score-only replies (prompt v2: the score alone, one token) ------------------------------------
+
+
+def test_a_score_only_reply_is_read_from_its_first_tokens_digit_probabilities():
+    first = tok("4", {"4": 0.6, " 5": 0.2, "3": 0.1, "The": 0.1})
+    got = parse_judgement(Completion(text="4", tokens=(first,)), score_only=True)
+    assert got.method == "logprobs" and got.problem is None
+    assert got.score == pytest.approx((4 * 0.6 + 5 * 0.2 + 3 * 0.1) / 0.9, abs=1e-12)
+    assert got.digit_mass == pytest.approx(0.9) and got.expected_score == got.score
+    # whichever token was picked: the digits' share of the first step is what was asked for
+    word = tok("The", {"The": 0.5, "2": 0.25, "0": 0.25})
+    got = parse_judgement(Completion(text="The", tokens=(word,)), score_only=True)
+    assert (got.method, got.score, got.digit_mass) == ("logprobs", 1.0, 0.5)
+
+
+def test_a_score_only_reply_without_log_probabilities_is_its_digit():
+    assert parse_judgement(Completion(text=" 3\n"), score_only=True) == Judgement(score=3.0, method="digit")
+    for text, why in (("7", "no log probabilities"), ("4.5", "no log probabilities"), ("", "no log")):
+        got = parse_judgement(Completion(text=text), score_only=True)
+        assert got.method == "unparseable" and got.score is None
+        assert "is not a score 0–5" in got.problem and why in got.problem
+    got = parse_judgement(Completion(text="x", tokens=(tok("x", {"x": 0.9, "y": 0.1}),)), score_only=True)
+    assert got.method == "unparseable"
+    assert "no digit 0–5 among the alternatives of the first token" in got.problem
+    got = parse_judgement(Completion(text="", tokens=()), score_only=True)
+    assert got.method == "unparseable" and "no generated token" in got.problem
+
+
+def test_a_json_reply_to_a_score_only_prompt_is_not_read_as_json():
+    """The prompt asked for one digit: a JSON object in reply is the judge not following it (its
+    first token, `{`, holds no digit), never silently accepted."""
+    reply = Completion(text='{"score": 4}', tokens=(tok('{"', {'{"': 0.9, "{": 0.1}),))
+    got = parse_judgement(reply, score_only=True)
+    assert got.method == "unparseable" and got.score is None
+    assert parse_judgement(reply).method == "json"  # the same reply to a JSON prompt
+
+
+@PROPERTY
+@given(completion)
+def test_a_score_only_reply_never_raises_and_stays_on_the_scale(c):
+    got = parse_judgement(c, score_only=True)
+    assert got.method in ("logprobs", "digit", "unparseable")
+    assert (got.method == "unparseable") == (got.score is None) == (got.problem is not None)
+    if got.score is not None:
+        assert 0 <= got.score <= 5
+    if got.method == "logprobs":
+        assert got.score == got.expected_score and got.digit_mass > 0
+        assert got.score == expected_digit_score(c.tokens[0].top)[0]
