@@ -15,7 +15,7 @@ of 4 is a fresh subprocess with its own copy), each on the same prompts, timed p
    the reply runs until its JSON object closes (or 96 tokens);
 2. the CI setting (context_k 2, context_chars 300, max_tokens 6): the reply is cut at the score
    token, whose digit log probabilities give the score;
-3. 2 without the prefix key/value cache (the instance's ``_prefix_cache`` returns None, so the
+3. 2 without the prefix key/value cache (the instance's ``_stage_cuts`` returns no cut, so the
    instructions and the worked example are computed on every call): 3/2 is what the cache saves;
    the scores must agree with 2 within 1e-3;
 4. 2 through ``kebab-eval judge serve --port 0`` with ``OpenAICompatibleJudge``: 4/2 is the
@@ -315,11 +315,11 @@ def main() -> None:
     print(f"model loaded in {judge.load_seconds:.1f} s; torch threads {threads}; measuring…", flush=True)
 
     case2 = run_case(machine, "2 local, CI (max_tokens 6, k 2, 300 chars)", judge, ci_prompts, ci)
-    judge._prefix_cache = lambda messages, ids: None  # type: ignore[method-assign]
+    judge._stage_cuts = lambda messages, text, ids, ends: []  # type: ignore[method-assign]
     try:
         case3 = run_case(machine, "3 = 2 without prefix KV cache", judge, ci_prompts, ci)
     finally:
-        del judge._prefix_cache  # the class's method again
+        del judge._stage_cuts  # the class's method again
     case1 = run_case(machine, "1 local, user default (max_tokens 96)", judge, default_prompts, user)
 
     # 5: judge_items through the cache, judging exactly the chosen queries (no spot check).

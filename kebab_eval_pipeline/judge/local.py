@@ -148,7 +148,9 @@ def folder_sha256(folder: Path) -> str:
     return digest.hexdigest()
 
 
-PREFIX_CACHE_SIZE = 8  # conversation prefixes kept (a run uses two per prompt version)
+# Stage caches kept: a run uses one per prompt version for the instructions, and one per item
+# while its criteria are judged.
+PREFIX_CACHE_SIZE = 8
 
 
 class LocalJudge:
@@ -196,9 +198,9 @@ class LocalJudge:
         self._digest: str | None = None
         self._lock = threading.Lock()  # one generation at a time (the judge server uses threads)
         self._digest_lock = threading.Lock()
-        # Key/value caches of recent conversation prefixes (everything before the last message):
-        # judge prompts share their instructions and worked example, so each call computes only
-        # the query's own part — about half of a judge prompt.
+        # Key/value caches of recent prompt stages (see _stage_cuts): judge prompts share their
+        # instructions and worked examples, and a v2 prompt shares its item between criteria, so
+        # each call computes only what is new to it.
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
 
     # --- pinning -------------------------------------------------------------------------------
@@ -308,63 +310,95 @@ class LocalJudge:
         from transformers import StoppingCriteriaList
 
         tok = self.tokenizer
-        enc = self._encode(messages, generation=True)
-        prompt_len = int(enc["input_ids"].shape[1])
+        text, ids, ends = self._encode(messages, generation=True)
+        prompt_len = len(ids)
         tracker = JsonObjectEnd()
-        with torch.inference_mode():  # the prefix's cache too: a cache built with grad cannot be copied
-            prefix = {_cache_keyword(): self._prefix_cache(messages, enc["input_ids"][0].tolist())}
+        with torch.inference_mode():  # the stages' caches too: a cache built with grad cannot be copied
+            cache = self._staged_cache(ids, self._stage_cuts(messages, text, ids, ends))
             torch.manual_seed(decoding.seed)
             out = self._model.generate(
-                **enc,
-                **prefix,
+                input_ids=torch.tensor([ids]),
+                attention_mask=torch.ones((1, prompt_len), dtype=torch.long),
+                **{_cache_keyword(): cache},
                 do_sample=False,  # greedy; no temperature/top_p so transformers has nothing to warn about
                 max_new_tokens=decoding.max_tokens,
                 stopping_criteria=StoppingCriteriaList([_json_stop_class()(tok, prompt_len, tracker)]),
                 return_dict_in_generate=True,
                 output_logits=decoding.logprobs,  # raw logits, not the processed scores
             )
-            ids = out.sequences[0, prompt_len:].tolist()
-            tokens = self._logprobs(ids, out.logits, decoding.top_logprobs) if decoding.logprobs else None
-        ended = bool(ids) and ids[-1] in self._eos_ids
+            new = out.sequences[0, prompt_len:].tolist()
+            tokens = self._logprobs(new, out.logits, decoding.top_logprobs) if decoding.logprobs else None
+        ended = bool(new) and new[-1] in self._eos_ids
         return {
-            "text": tok.decode(ids, skip_special_tokens=True),
+            "text": tok.decode(new, skip_special_tokens=True),
             "tokens": tokens,
             "prompt_tokens": prompt_len,
-            "completion_tokens": len(ids),
+            "completion_tokens": len(new),
             "finish_reason": "stop" if ended or tracker.closed else "length",
             "model": self.model,
         }
 
-    def _encode(self, messages: list[Message], *, generation: bool) -> Any:
-        """The token ids (``input_ids``, ``attention_mask``; a batch of one) of ``messages``, ending
-        with the assistant's turn opened when ``generation``. A model with a chat template uses
-        it; a base model without one (no chat turns of its own) reads the conversation as plain
-        text (:func:`plain_conversation`)."""
+    def _prompt_text(self, messages: list[Message], *, generation: bool) -> str:
+        """The prompt as text: the chat template's rendering, or for a base model without one (no
+        chat turns of its own) the conversation as plain text (:func:`plain_conversation`)."""
         tok = self.tokenizer
         if tok.chat_template is not None:
-            return tok.apply_chat_template(
-                messages, add_generation_prompt=generation, return_dict=True, return_tensors="pt"
-            )
-        return tok(plain_conversation(messages, generation=generation), return_tensors="pt")
+            return tok.apply_chat_template(messages, add_generation_prompt=generation, tokenize=False)
+        return plain_conversation(messages, generation=generation)
 
-    def _prefix_cache(self, messages: list[Message], ids: list[int]) -> Any:
-        """A fresh copy of the key/value cache of the conversation before its last message, when
-        those tokens begin ``ids`` (else None: the whole prompt is computed). The prefix is always
-        computed on its own, whichever call comes first, so a reply never depends on call order."""
-        if len(messages) < 2:
-            return None
-        prefix = tuple(self._encode(messages[:-1], generation=False)["input_ids"][0].tolist())
-        if not prefix or len(prefix) >= len(ids) or tuple(ids[: len(prefix)]) != prefix:
-            return None
-        if prefix not in self._prefixes:
-            import torch
+    def _encode(self, messages: list[Message], *, generation: bool) -> tuple[str, list[int], list[int]]:
+        """The prompt text of ``messages``, its token ids, and where each token ends in the text
+        (character offsets), the assistant's turn opened when ``generation``. A templated text
+        holds its special tokens as text, so it is tokenized without adding any; a plain text
+        gets the model's own (a BOS)."""
+        text = self._prompt_text(messages, generation=generation)
+        special = self.tokenizer.chat_template is None
+        enc = self.tokenizer(text, add_special_tokens=special, return_offsets_mapping=True)
+        return text, list(enc["input_ids"]), [end for _, end in enc["offset_mapping"]]
 
-            out = self._model(torch.tensor([prefix]), use_cache=True)
-            self._prefixes[prefix] = out.past_key_values
-            while len(self._prefixes) > PREFIX_CACHE_SIZE:
-                self._prefixes.popitem(last=False)
-        self._prefixes.move_to_end(prefix)
-        return copy.deepcopy(self._prefixes[prefix])  # generate() extends the cache it is given
+    def _stage_cuts(self, messages: list[Message], text: str, ids: list[int], ends: list[int]) -> list[int]:
+        """Where the prompt is cut into stages whose key/value caches are kept for later calls:
+        after the conversation before the last message (instructions and worked examples, shared
+        by every judgement with this prompt), and before the last message's final paragraph (the
+        question asked of the item: a prompt that puts the item first and the criterion last
+        shares the item between its criteria). Token counts, increasing, each leaving at least
+        one token to compute; a cut whose text is not where the prompt's text has it is left out."""
+        cuts: list[int] = []
+        if len(messages) >= 2:
+            before = self._prompt_text(messages[:-1], generation=False)
+            if before and text.startswith(before):
+                cuts.append(sum(1 for end in ends if end <= len(before)))
+        content = messages[-1].get("content") or ""
+        paragraph = content.rfind("\n\n")
+        at = text.rfind(content) if paragraph > 0 else -1
+        if at >= 0:
+            cuts.append(sum(1 for end in ends if end <= at + paragraph))
+        return sorted({c for c in cuts if 0 < c < len(ids)})
+
+    def _staged_cache(self, ids: list[int], cuts: list[int]) -> Any:
+        """A fresh copy of the key/value cache of ``ids[:cuts[-1]]`` (None without cuts: the whole
+        prompt is computed). Each stage is computed on top of the one before it and kept (the
+        last :data:`PREFIX_CACHE_SIZE`): its tokens are always computed in the same pieces,
+        whichever call comes first, so a reply never depends on call order."""
+        import torch
+
+        cache, start = None, 0
+        for cut in cuts:
+            key = tuple(ids[:cut])
+            if key not in self._prefixes:
+                grown = copy.deepcopy(cache)  # the earlier stage's cache stays as it was
+                keyword = _cache_keyword()
+                # logits of the last position only: the vocabulary projection of every position
+                # would cost a tenth of the forward pass, and nothing reads them
+                out = self._model(
+                    torch.tensor([ids[start:cut]]), **{keyword: grown}, use_cache=True, logits_to_keep=1
+                )
+                self._prefixes[key] = getattr(out, keyword)
+                while len(self._prefixes) > PREFIX_CACHE_SIZE:
+                    self._prefixes.popitem(last=False)
+            self._prefixes.move_to_end(key)
+            cache, start = self._prefixes[key], cut
+        return copy.deepcopy(cache)  # generate() extends the cache it is given
 
     def _logprobs(self, ids: list[int], logits: Any, top_n: int) -> tuple[TokenLogprob, ...]:
         import torch

@@ -7,7 +7,9 @@ spot-check variant):
 
 - ``v2`` (the default) asks for the score alone, one digit: the judge generates a single token and
   the score is read from that token's log probabilities over the digits 0–5 (an expected score),
-  one forward pass per judgement;
+  one forward pass per judgement. Its messages are the same for both criteria but for their last
+  line, which names the criterion (one system message with both scales, a worked example per
+  criterion, the item, then the criterion), so a local model computes an item once for both;
 - ``v1`` asks for a JSON object with the score, the supported and unsupported claims and a
   one-sentence reasoning: slower (tens of generated tokens), for when the reasons are wanted.
 
@@ -63,11 +65,18 @@ _TASKS_V1: dict[str, dict[Criterion, str]] = {
         "the facts to check it against. Score it: ",
     },
 }
-# v2 words the task as v1 does (same scales); only the reply differs: the score alone.
-_TASKS: dict[str, dict[Criterion, str]] = {
-    **_TASKS_V1,
-    "v2": _TASKS_V1["v1"],
-    "v2-alt": _TASKS_V1["v1-alt"],
+# v2 asks one system message for both criteria (both scales, in v1's words), the item first and the
+# criterion last, so the two judgements of an item share everything but their final line (a local
+# model computes the item once: judge/local.py); the reply is the score alone.
+_TASKS_V2: dict[str, str] = {
+    "v2": "You grade an ANSWER to a QUESTION against the numbered CONTEXT passages, on the one "
+    "criterion the last line names. Judge only against the passages, not your own knowledge.",
+    "v2-alt": "Check the ANSWER to the QUESTION against the CONTEXT passages, on the criterion named "
+    "last. Only the passages count as evidence.",
+}
+_CRITERION_V2: dict[Criterion, str] = {
+    "groundedness": "GROUNDEDNESS — are the answer's claims supported by the passages, and cited? ",
+    "correctness": "CORRECTNESS — does the answer correctly answer the question? ",
 }
 #: Prompt versions whose reply is the score alone (one token, scored from its log probabilities);
 #: relevance-v2 is the relevance prompt's own (judge/relevance.py), used beside v2.
@@ -93,7 +102,7 @@ _EXAMPLE_REPLY: dict[Criterion, str] = {
     '"unsupported_claims": [], "reasoning": "It gives the temperature the question asks for."}',
 }
 _EXAMPLE_SCORE: dict[Criterion, str] = {"groundedness": "4", "correctness": "5"}
-PROMPT_VERSIONS: tuple[str, ...] = tuple(_TASKS)
+PROMPT_VERSIONS: tuple[str, ...] = (*_TASKS_V1, *_TASKS_V2)
 
 
 @dataclass(frozen=True)
@@ -126,14 +135,13 @@ def scale(criterion: Criterion) -> str:
 
 
 def check_prompt_version(version: str) -> str:
-    if version not in _TASKS:
+    if version not in PROMPT_VERSIONS:
         raise ValueError(f"unknown prompt version {version!r} (known: {', '.join(PROMPT_VERSIONS)})")
     return version
 
 
-def _user_text(criterion: Criterion, version: str, item: JudgeInput | dict) -> str:
-    doc = asdict(item) if isinstance(item, JudgeInput) else item
-    passages = (
+def _passages(doc: dict) -> str:
+    return (
         "\n\n".join(
             f"[{c['ref']}] {c['doc_path']}"
             + (f" — {c['heading']}" if c.get("heading") else "")
@@ -142,12 +150,18 @@ def _user_text(criterion: Criterion, version: str, item: JudgeInput | dict) -> s
         )
         or "(no passages were retrieved)"
     )
+
+
+def _user_text(criterion: Criterion, version: str, item: JudgeInput | dict) -> str:
+    doc = asdict(item) if isinstance(item, JudgeInput) else item
     cites = ", ".join(doc["citations"]) or "(none)"
-    question = f"QUESTION: {doc['question']}\n\n" if criterion == "correctness" else ""
+    shared = score_only(version)  # v2: the question for both criteria, the criterion named last
+    question = f"QUESTION: {doc['question']}\n\n" if criterion == "correctness" or shared else ""
     answer = f"ANSWER: {doc['answer']}\nCITED: {cites}"
-    context = f"CONTEXT:\n{passages}"
+    context = f"CONTEXT:\n{_passages(doc)}"
     body = f"{answer}\n\n{context}" if version.endswith("-alt") else f"{context}\n\n{answer}"
-    return f"{question}{body}\n\nGrade the ANSWER."
+    ask = f"Grade the ANSWER's {criterion}." if shared else "Grade the ANSWER."
+    return f"{question}{body}\n\n{ask}"
 
 
 def score_only(version: str) -> bool:
@@ -162,18 +176,29 @@ def reply_decoding(version: str, decoding: Decoding) -> Decoding:
 
 
 def render(criterion: Criterion, version: str, item: JudgeInput) -> list[Message]:
-    """The chat messages of one judgement: instructions with the scale, one worked example,
-    then the query's input. Raises ValueError for an unknown version."""
+    """The chat messages of one judgement. v1: instructions with the criterion's scale, one worked
+    example, then the query's input. v2: instructions with both criteria's scales, one worked
+    example per criterion, then the query's input with the criterion named on its last line —
+    the same messages for both criteria but for that line. Raises ValueError for an unknown
+    version."""
     check_prompt_version(version)
-    reply = _REPLY_SCORE_ONLY if score_only(version) else _REPLY
-    example = _EXAMPLE_SCORE[criterion] if score_only(version) else _EXAMPLE_REPLY[criterion]
-    system = _TASKS[version][criterion] + _SCALES[criterion] + " " + reply
-    return [
-        {"role": "system", "content": system},
-        {"role": "user", "content": _user_text(criterion, version, _EXAMPLE_INPUT)},
-        {"role": "assistant", "content": example},
-        {"role": "user", "content": _user_text(criterion, version, item)},
+    if not score_only(version):
+        system = _TASKS_V1[version][criterion] + _SCALES[criterion] + " " + _REPLY
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": _user_text(criterion, version, _EXAMPLE_INPUT)},
+            {"role": "assistant", "content": _EXAMPLE_REPLY[criterion]},
+            {"role": "user", "content": _user_text(criterion, version, item)},
+        ]
+    scales = " ".join(_CRITERION_V2[c] + _SCALES[c] for c in CRITERIA)
+    messages: list[Message] = [
+        {"role": "system", "content": f"{_TASKS_V2[version]} {scales} {_REPLY_SCORE_ONLY}"}
     ]
+    for shown in CRITERIA:
+        messages.append({"role": "user", "content": _user_text(shown, version, _EXAMPLE_INPUT)})
+        messages.append({"role": "assistant", "content": _EXAMPLE_SCORE[shown]})
+    messages.append({"role": "user", "content": _user_text(criterion, version, item)})
+    return messages
 
 
 def input_hash(messages: list[Message], decoding: Decoding) -> str:

@@ -45,7 +45,7 @@ _PROBE = JudgeInput(question="q", answer="a", citations=(), context=())
 
 
 @functools.cache
-def _prompt_of_system() -> dict[str, tuple[str, str]]:
+def _prompt_of_system() -> dict[str, tuple[str | None, str]]:
     """System message → (criterion, prompt version), for every rendered prompt."""
     from kebab_eval_pipeline.judge.relevance import (
         RELEVANCE_PROMPT_VERSION,
@@ -54,8 +54,9 @@ def _prompt_of_system() -> dict[str, tuple[str, str]]:
         render_relevance,
     )
 
+    # a v2 system message serves both criteria (the last line names the criterion): None here
     answers = {
-        render(c, v, _PROBE)[0]["content"]: (c, v)  # type: ignore[arg-type]
+        render(c, v, _PROBE)[0]["content"]: (None if score_only(v) else c, v)  # type: ignore[arg-type]
         for c in CRITERIA
         for v in PROMPT_VERSIONS
     }
@@ -116,6 +117,8 @@ class ScriptedJudge:
     def script(self, messages: list[Message]) -> Script:
         """The criterion, prompt version, score and reply style the messages call for."""
         criterion, version = _prompt_of_system()[messages[0]["content"]]
+        if criterion is None:  # "... Grade the ANSWER's groundedness."
+            criterion = messages[-1]["content"].rsplit("'s ", 1)[-1].removesuffix(".")
         answer = _answer_line(messages[-1]["content"])
         score = (base_score(criterion, answer) + self.shift.get(version, 0)) % 6
         return Script(criterion, version, score, reply_style(answer))

@@ -285,7 +285,7 @@ def test_a_load_parses_the_gguf_file_once_and_puts_gguf_back():
 
 
 def _no_prefix_cache(judge, monkeypatch) -> None:
-    monkeypatch.setattr(judge, "_prefix_cache", lambda messages, ids: None)
+    monkeypatch.setattr(judge, "_stage_cuts", lambda messages, text, ids, ends: [])
 
 
 def test_a_score_only_judgement_is_one_token_with_the_digits_among_its_alternatives(local_judge, monkeypatch):
@@ -308,11 +308,16 @@ def test_a_model_without_a_chat_template_reads_the_conversation_as_plain_text(lo
     monkeypatch.setattr(local_judge.tokenizer, "chat_template", None)
     messages = render("groundedness", "v2", ITEM)
     decoding = reply_decoding("v2", Decoding(top_logprobs=TOP))
-    before = len(local_judge._prefixes)
+    before = set(local_judge._prefixes)
     reply = local_judge.complete(messages, decoding)
     text = plain_conversation(messages, generation=True)
     assert reply.prompt_tokens == len(local_judge.tokenizer(text)["input_ids"])
-    assert reply.completion_tokens == 1 and len(local_judge._prefixes) == before + 1  # prefix reused
+    # two stages kept: the instructions with the worked examples, and the item
+    stages = set(local_judge._prefixes) - before
+    assert reply.completion_tokens == 1 and len(stages) == 2
+    # the other criterion of the same item computes only its last line: both stages reused
+    local_judge.complete(render("correctness", "v2", ITEM), decoding)
+    assert set(local_judge._prefixes) - before == stages
     parsed = parse_judgement(reply, score_only=True)
     assert parsed.score is not None and parsed.digit_mass > 0
     _no_prefix_cache(local_judge, monkeypatch)

@@ -10,7 +10,6 @@ from kebab_eval_pipeline.judge.completion import Decoding
 from kebab_eval_pipeline.judge.config import DEFAULT_PROMPT_VERSION, JudgeSettings, variant_of
 from kebab_eval_pipeline.judge.local import plain_conversation
 from kebab_eval_pipeline.judge.prompts import (
-    CRITERIA,
     PROMPT_VERSIONS,
     JudgeInput,
     input_hash,
@@ -39,18 +38,30 @@ def test_v2_is_the_default_and_asks_for_the_score_alone():
     assert DEFAULT_PROMPT_VERSION == "v2" == JudgeSettings().prompt_version
     assert PROMPT_VERSIONS == ("v1", "v1-alt", "v2", "v2-alt")
     assert [v for v in PROMPT_VERSIONS if score_only(v)] == ["v2", "v2-alt"]
-    for criterion in CRITERIA:
-        v1, v2 = render(criterion, "v1", ITEM), render(criterion, "v2", ITEM)
-        # the same task and scale in the same words; only the reply asked for differs
-        assert v2[0]["content"].startswith(v1[0]["content"].split(" Reply with")[0])
-        assert scale(criterion) in v2[0]["content"]
-        assert v2[0]["content"].endswith("Reply with the score alone: one digit from 0 to 5, nothing else.")
-        assert v2[2]["content"] in {"4", "5"} and v1[2]["content"].startswith('{"score": ')
-        assert v1[1] == v2[1] and v1[3] == v2[3]  # the worked example's input and the item: as v1
+    for version in ("v2", "v2-alt"):
+        ground, correct = render("groundedness", version, ITEM), render("correctness", version, ITEM)
+        # the same messages for both criteria but the last line, which names the criterion
+        assert ground[:-1] == correct[:-1]
+        head, _, ask = ground[-1]["content"].rpartition("\n\n")
+        assert correct[-1]["content"] == f"{head}\n\nGrade the ANSWER's correctness."
+        assert ask == "Grade the ANSWER's groundedness." and head.startswith("QUESTION: ")
+        system = ground[0]["content"]
+        assert scale("groundedness") in system and scale("correctness") in system  # v1's words
+        assert system.endswith("Reply with the score alone: one digit from 0 to 5, nothing else.")
+        # one worked example per criterion, each answered with its digit
+        assert [m["role"] for m in ground] == ["system", "user", "assistant", "user", "assistant", "user"]
+        assert ground[1]["content"].endswith("groundedness.") and ground[2]["content"] == "4"
+        assert ground[3]["content"].endswith("correctness.") and ground[4]["content"] == "5"
         # the -alt wording shows the passages after the answer, in both families
-        alt = render(criterion, "v2-alt", ITEM)[3]["content"]
-        assert alt.index("ANSWER:") < alt.index("CONTEXT:")
-        assert variant_of("v2") == "v2-alt"
+        order = head.index("ANSWER:") < head.index("CONTEXT:")
+        assert order == version.endswith("-alt")
+    v1 = render("groundedness", "v1", ITEM)
+    assert (
+        len(v1) == 4
+        and v1[2]["content"].startswith('{"score": 4')
+        and scale("groundedness") in v1[0]["content"]
+    )
+    assert variant_of("v2") == "v2-alt"
 
 
 def test_a_score_only_prompt_decodes_one_token_and_its_key_says_so():
