@@ -148,9 +148,9 @@ def folder_sha256(folder: Path) -> str:
     return digest.hexdigest()
 
 
-# Stage caches kept: a run uses one per prompt version for the instructions, and one per item
-# while its criteria are judged.
-PREFIX_CACHE_SIZE = 8
+# Stage caches kept (about 40 MB each with the default model): a run uses one per prompt version
+# for the instructions, and one per item while its criteria are judged.
+PREFIX_CACHE_SIZE = 4
 
 
 class LocalJudge:
