@@ -17,7 +17,8 @@ item as the demo run produced it and the same item with one part swapped for ano
 Reported per judge (model × prompt version) and criterion: the pair AUC — the share of pairs whose
 real item scores above its swapped twin, ties counting half (0.5 is chance, 1 a perfect ranking)
 — with a 95% bootstrap interval over pairs; the mean score of each side; Cohen's κ of the verdict
-(pass at 3) against the construction (real = pass, swapped = fail); the share of
+(pass at 3) against the construction (real = pass, swapped = fail), with its bootstrap interval
+(``judge.agreement``, the figure runs report against people's labels); the share of
 unscored replies; and the median wall time per judgement (model loaded; the first call per
 criterion, which computes the instructions' key/value cache, excluded). Competitors run side by
 side in this one process on the same pairs. Not a test: timings depend on the machine.
@@ -131,7 +132,8 @@ def judge_pairs(judge: LocalJudge, version: str, criterion: str, pairs: list) ->
     auc, low, high = auc_with_interval(r[both], w[both]) if both.any() else (np.nan,) * 3
     truth = np.r_[np.full(both.sum(), "pass"), np.full(both.sum(), "fail")]
     said = np.where(np.r_[r[both], w[both]] >= PASS, "pass", "fail")
-    kappa = agreement(truth, said, ["fail", "pass"]).kappa if both.any() else None
+    agreed = agreement(truth, said, ["fail", "pass"]) if both.any() else None
+    kappa = None if agreed is None else agreed.kappa
     return {
         "pairs": int(both.sum()),
         "auc": auc,
@@ -140,6 +142,7 @@ def judge_pairs(judge: LocalJudge, version: str, criterion: str, pairs: list) ->
         "mean_real": float(np.nanmean(r)),
         "mean_swapped": float(np.nanmean(w)),
         "kappa": float("nan") if kappa is None else kappa,
+        "kappa_ci": "" if kappa is None else f"[{agreed.ci_low:.2f}, {agreed.ci_high:.2f}]",
         "unscored": unscored / (2 * len(pairs)),
         "median_s": statistics.median(seconds) if seconds else float("nan"),
     }
@@ -158,7 +161,7 @@ def main() -> None:
     print(f"pairs per criterion: { {c: len(pairs[c]) for c in criteria} }")
     print(
         f"{'model':<34} {'prompt':<7} {'criterion':<13} {'n':>3} {'AUC [95% CI]':>20} "
-        f"{'real':>5} {'swap':>5} {'κ':>6} {'unscored':>8} {'s/judgement':>11}"
+        f"{'real':>5} {'swap':>5} {'κ [95% CI]':>18} {'unscored':>8} {'s/judgement':>11}"
     )
     for model in models:
         judge = LocalJudge(model)
@@ -170,9 +173,11 @@ def main() -> None:
             for criterion in criteria:
                 r = judge_pairs(judge, version, criterion, pairs[criterion])
                 ci = f"{r['auc']:.2f} [{r['auc_low']:.2f}, {r['auc_high']:.2f}]"
+                kappa = f"{r['kappa']:.2f} {r['kappa_ci']}"
                 print(
                     f"{judge.model[:34]:<34} {version:<7} {criterion:<13} {r['pairs']:>3} {ci:>20} "
-                    f"{r['mean_real']:>5.2f} {r['mean_swapped']:>5.2f} {r['kappa']:>6.2f} "
+                    f"{r['mean_real']:>5.2f} {r['mean_swapped']:>5.2f} "
+                    f"{kappa:>18} "
                     f"{r['unscored']:>8.0%} {r['median_s']:>11.2f}",
                     flush=True,
                 )
