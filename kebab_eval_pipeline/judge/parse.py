@@ -158,6 +158,18 @@ def _no_json_reason(completion: Completion, found_any: bool) -> str:
     return "no JSON object"
 
 
+def _why_no_digits(
+    completion: Completion, position: TokenLogprob | None, no_logprobs: str, no_position: str, where: str
+) -> str:
+    """Why no digit score came from the log probabilities: none were given, the token to read
+    was not found, or its alternatives hold no digit (``where`` names that token)."""
+    if completion.tokens is None:
+        return no_logprobs
+    if position is None:
+        return no_position
+    return f"no digit {SCORE_MIN}–{SCORE_MAX} among the alternatives of {where}"
+
+
 def _parse_score_only(completion: Completion, text: str) -> Judgement:
     """A score-only reply (see the module docstring): the first token's digit probabilities, else
     the bare digit of the text, else unparseable."""
@@ -169,12 +181,7 @@ def _parse_score_only(completion: Completion, text: str) -> Judgement:
     stated = _DIGITS.get(text.strip())
     if stated is not None:
         return Judgement(score=float(stated), method="digit")
-    if completion.tokens is None:
-        why = "no log probabilities"
-    elif first is None:
-        why = "no generated token"
-    else:
-        why = f"no digit {SCORE_MIN}–{SCORE_MAX} among the alternatives of the first token"
+    why = _why_no_digits(completion, first, "no log probabilities", "no generated token", "the first token")
     return Judgement(
         score=None,
         method="unparseable",
@@ -210,10 +217,11 @@ def parse_judgement(completion: Completion, *, score_only: bool = False) -> Judg
         return Judgement(
             score=expected, method="logprobs", expected_score=expected, digit_mass=mass, problem=problem
         )
-    if completion.tokens is None:
-        why = "no log probabilities to fall back on"
-    elif position is None:
-        why = "no score token among the log probabilities"
-    else:
-        why = f"no digit {SCORE_MIN}–{SCORE_MAX} among the alternatives of the score token"
+    why = _why_no_digits(
+        completion,
+        position,
+        "no log probabilities to fall back on",
+        "no score token among the log probabilities",
+        "the score token",
+    )
     return Judgement(score=None, method="unparseable", problem=f"{problem}; {why}")
