@@ -207,12 +207,17 @@ def test_the_bisect_examples_run_as_written(env, tmp_path):
 def review_folder(env: dict[str, str], folder: Path, golden: slice) -> list[list[str]]:
     """A reader's folder for the comparisons page's review loop — golden.yaml (the demo's, cut to
     ``golden``), eval.yaml naming it and the reference system, judged.yaml (eval.yaml with the
-    default judge) — holding the runs ``base`` and ``cand`` (two chunk sizes). Returns the loop's
-    command lines."""
+    default judge model, prompt v1) — holding the runs ``base`` and ``cand`` (two chunk sizes).
+    Returns the loop's command lines."""
     demo_golden_subset(folder / "golden.yaml", golden)
     config = {"golden": "golden.yaml", "system": {"kind": "reference", "corpus": str(DEMO_CORPUS)}}
     (folder / "eval.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    (folder / "judged.yaml").write_text(yaml.safe_dump({**config, "judge": {}}), encoding="utf-8")
+    # The judge of the judged line: the default model with the v1 prompt. With the default v2
+    # prompt the tiny model calls none of these hits relevant (its scores crowd just under 3, the
+    # relevance line), so no verdict would reach the patch; v1's replies copy the worked
+    # example's 5. How little either says is measured in benchmarks/bench_judge_discrimination.py.
+    judged = {**config, "judge": {"prompt_version": "v1"}}
+    (folder / "judged.yaml").write_text(yaml.safe_dump(judged), encoding="utf-8")
     for run_id, size in (("base", 300), ("cand", 120)):
         args = ["kebab-eval", "run", "--config", "eval.yaml", "--run-id", run_id, "--chunk-size", str(size)]
         ok(kebab_eval(args, env, folder))
