@@ -78,9 +78,12 @@ _CRITERION_V2: dict[Criterion, str] = {
     "groundedness": "GROUNDEDNESS — are the answer's claims supported by the passages, and cited? ",
     "correctness": "CORRECTNESS — does the answer correctly answer the question? ",
 }
-#: Prompt versions whose reply is the score alone (one token, scored from its log probabilities);
-#: relevance-v2 is the relevance prompt's own (judge/relevance.py), used beside v2.
-SCORE_ONLY_VERSIONS: frozenset[str] = frozenset({"v2", "v2-alt", "relevance-v2"})
+#: The relevance prompt's versions (its wording is in judge/relevance.py): with a JSON reply and a
+#: reasoning (beside v1), and with the score alone (beside v2).
+RELEVANCE_PROMPT_VERSION = "relevance-v1"
+RELEVANCE_SCORE_ONLY_VERSION = "relevance-v2"
+#: Prompt versions whose reply is the score alone (one token, scored from its log probabilities).
+SCORE_ONLY_VERSIONS: frozenset[str] = frozenset({"v2", "v2-alt", RELEVANCE_SCORE_ONLY_VERSION})
 # One worked example per criterion: tiny judges follow a shown reply format far better than a described one.
 _EXAMPLE_INPUT = {
     "question": "How hot should the water be for green tea?",

@@ -16,25 +16,29 @@ beside the score-only ``v2``; ``relevance-v1`` for a JSON object with a reasonin
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 
+from kebab_eval_pipeline.judge.asking import CachedJudge
 from kebab_eval_pipeline.judge.backends import build_backend
 from kebab_eval_pipeline.judge.cache import JudgeCache
-from kebab_eval_pipeline.judge.completion import Completion, JudgeBackend, JudgeCallError, Message
+from kebab_eval_pipeline.judge.completion import JudgeBackend, Message
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
-from kebab_eval_pipeline.judge.parse import parse_judgement
-from kebab_eval_pipeline.judge.prompts import input_hash, reply_decoding, score_only
+
+# The versions of this prompt's wording (bump them with any change of the text below), declared
+# with every other prompt version in judge.prompts: with a JSON reply and reasoning, and with the
+# score alone.
+from kebab_eval_pipeline.judge.prompts import (
+    RELEVANCE_PROMPT_VERSION,
+    RELEVANCE_SCORE_ONLY_VERSION,
+    reply_decoding,
+    score_only,
+)
 
 CRITERION = "relevance"
-#: The versions of the relevance prompt's wording (bump them with any change of the text below):
-#: with a JSON reply and reasoning, and with the score alone.
-RELEVANCE_PROMPT_VERSION = "relevance-v1"
-RELEVANCE_SCORE_ONLY_VERSION = "relevance-v2"
 PASS_SCORE = 3.0  # as judge_groundedness: at or above it counts as relevant
 
 _TASK = (
@@ -121,6 +125,13 @@ def relevance_inputs(queue: pd.DataFrame, context_chars: int) -> list[RelevanceI
     return out
 
 
+def ask_relevance(judge: CachedJudge, query_id: str, role: str, item: RelevanceInput) -> dict[str, Any]:
+    """``item`` asked the relevance question by ``judge``, with the relevance prompt in its reply
+    style (:func:`relevance_prompt_version`): one judgement row (criterion ``relevance``)."""
+    version = relevance_prompt_version(judge.settings.prompt_version)
+    return judge.ask(query_id, CRITERION, role, version, render_relevance(item, version), item.to_json())
+
+
 def judge_relevance(
     settings: JudgeSettings,
     queue: pd.DataFrame,
@@ -133,57 +144,35 @@ def judge_relevance(
     cache hits, and failed or unparseable replies (their rows stay null: never guessed)."""
     model = settings.judge_model()
     backend = make_backend(model)
-    version = relevance_prompt_version(model.prompt_version)
-    decoding = reply_decoding(version, model.decoding())
-    digest = backend.digest()
-    calls = hits = failures = 0
-    scores: list[float | None] = []
-    reasons: list[str | None] = []
+    judge = CachedJudge(model, backend, cache, settings.price(model))
+    items = relevance_inputs(queue, settings.context_chars)
     try:
-        for item in relevance_inputs(queue, settings.context_chars):
-            messages = render_relevance(item, version)
-            key = input_hash(messages, decoding)
-            completion = cache.get(digest, version, key) if cache is not None else None
-            if completion is None:
-                calls += 1
-                started = time.perf_counter()
-                try:
-                    completion = backend.complete(messages, decoding)
-                except JudgeCallError:
-                    completion = Completion(text="", latency_ms=(time.perf_counter() - started) * 1000)
-                    failures += 1
-                    scores.append(None)
-                    reasons.append(None)
-                    continue
-                if cache is not None:
-                    cache.put(digest, version, key, completion)
-            else:
-                hits += 1
-            parsed = parse_judgement(completion, score_only=score_only(version))
-            failures += parsed.score is None
-            scores.append(parsed.score)
-            reasons.append(parsed.reasoning)
+        rows = [
+            ask_relevance(judge, str(query_id), "suspect", item)
+            for query_id, item in zip(queue["query_id"], items, strict=True)
+        ]
     finally:
         close = getattr(backend, "close", None)
         if close is not None:  # an endpoint client's connection pool
             close()
-    score = pd.array(scores, dtype="Float64")
+    scores = [row["score"] for row in rows]
+    version = relevance_prompt_version(model.prompt_version)
     out = queue.assign(
-        judge_score=score,
+        judge_score=pd.array(scores, dtype="Float64"),
         judge_relevant=pd.array([None if s is None else s >= PASS_SCORE for s in scores], dtype="boolean"),
-        judge_reasoning=pd.array(reasons, dtype="string"),
+        judge_reasoning=pd.array([row["reasoning"] for row in rows], dtype="string"),
     )
     info = {
         "criterion": f"judge_{CRITERION}",
         "judge": {
             **backend.describe(),
             "prompt_version": version,
-            "decoding": decoding.as_dict(),
+            "decoding": reply_decoding(version, model.decoding()).as_dict(),
         },
         "pass_score": PASS_SCORE,
         "judged_hits": len(queue),
-        "model_calls": calls,
-        "cache_hits": hits,
-        "no_verdict": int(failures),
+        "model_calls": judge.model_calls,
+        "cache_hits": judge.cache_hits,
+        "no_verdict": sum(s is None for s in scores),
     }
     return out, info

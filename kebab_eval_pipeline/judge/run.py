@@ -9,9 +9,7 @@ shard with :func:`judge_piece` and joins the shards with :func:`merge_judge_piec
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -19,22 +17,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kebab_eval_pipeline.judge.asking import CachedJudge
 from kebab_eval_pipeline.judge.backends import backend_key, build_backend
 from kebab_eval_pipeline.judge.cache import JudgeCache
-from kebab_eval_pipeline.judge.completion import Completion, JudgeBackend, JudgeCallError
-from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings, Price
+from kebab_eval_pipeline.judge.completion import JudgeBackend
+from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
 from kebab_eval_pipeline.judge.inputs import judge_inputs
-from kebab_eval_pipeline.judge.parse import parse_judgement
-from kebab_eval_pipeline.judge.prompts import (
-    CRITERIA,
-    JudgeInput,
-    input_hash,
-    render,
-    reply_decoding,
-    score_only,
-)
-from kebab_eval_pipeline.judge.relevance import CRITERION as RELEVANCE
-from kebab_eval_pipeline.judge.relevance import RelevanceInput, relevance_prompt_version, render_relevance
+from kebab_eval_pipeline.judge.prompts import CRITERIA, JudgeInput
+from kebab_eval_pipeline.judge.relevance import RelevanceInput, ask_relevance
 from kebab_eval_pipeline.judge.self_consistency import shuffled_evidence
 
 JUDGE_VERSION = "judge-1"
@@ -90,105 +80,6 @@ def spot_check_sample(query_ids: Sequence[str], rate: float, seed: int) -> list[
     return [q for q in ids if q in chosen]
 
 
-def _cost(price: Price | None, completion: Completion) -> float | None:
-    if price is None or completion.prompt_tokens is None or completion.completion_tokens is None:
-        return None
-    return (
-        completion.prompt_tokens * price.input_per_mtok + completion.completion_tokens * price.output_per_mtok
-    ) / 1e6
-
-
-class _Judge:
-    """One judge (backend + prompt version + decoding) with the cache in front of it."""
-
-    def __init__(
-        self,
-        settings: JudgeModelSettings,
-        backend: JudgeBackend,
-        cache: JudgeCache | None,
-        price: Price | None,
-    ) -> None:
-        self.settings = settings
-        self.backend = backend
-        self.cache = cache
-        self.price = price
-        self.decoding = reply_decoding(settings.prompt_version, settings.decoding())
-        self.digest = backend.digest()
-        self.model_calls = 0
-        self.cache_hits = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            **self.backend.describe(),
-            "prompt_version": self.settings.prompt_version,
-            "decoding": self.decoding.as_dict(),
-        }
-
-    def judge(self, query_id: str, criterion: str, role: str, item: JudgeInput) -> dict[str, Any]:
-        version = self.settings.prompt_version
-        messages = render(criterion, version, item)  # type: ignore[arg-type]
-        return self.ask(query_id, criterion, role, version, messages, item.to_json())
-
-    def judge_relevance(self, query_id: str, item: RelevanceInput) -> dict[str, Any]:
-        """One hit of the run's relevance sample, asked with the relevance prompt (its own version)."""
-        version = relevance_prompt_version(self.settings.prompt_version)
-        messages = render_relevance(item, version)
-        return self.ask(query_id, RELEVANCE, "calibration", version, messages, item.to_json())
-
-    def ask(
-        self, query_id: str, criterion: str, role: str, version: str, messages: list, item_json: str
-    ) -> dict[str, Any]:
-        """One judgement row: ``messages`` answered from the cache or the model (a failed call is a
-        row with ``error``), parsed, with what a re-judge needs (``item_json``)."""
-        decoding = reply_decoding(version, self.settings.decoding())
-        key = input_hash(messages, decoding)
-        completion = self.cache.get(self.digest, version, key) if self.cache is not None else None
-        cached = completion is not None
-        error = None
-        if completion is None:
-            self.model_calls += 1
-            started = time.perf_counter()
-            try:
-                completion = self.backend.complete(messages, decoding)
-            except JudgeCallError as exc:
-                error = str(exc)
-                completion = Completion(text="", latency_ms=(time.perf_counter() - started) * 1000)
-            else:
-                if self.cache is not None:
-                    self.cache.put(self.digest, version, key, completion)
-        else:
-            self.cache_hits += 1
-        parsed = parse_judgement(completion, score_only=score_only(version))
-        return {
-            "query_id": query_id,
-            "criterion": criterion,
-            "role": role,
-            "backend": self.backend.backend,
-            "model": self.backend.model,
-            "digest": self.digest,
-            "prompt_version": version,
-            "input_hash": key,
-            "score": None if error else parsed.score,
-            "method": "error" if error else parsed.method,
-            "expected_score": parsed.expected_score,
-            "digit_mass": parsed.digit_mass,
-            "supported_claims": list(parsed.supported_claims),
-            "unsupported_claims": list(parsed.unsupported_claims),
-            "reasoning": parsed.reasoning,
-            "problem": None if error else parsed.problem,
-            "error": error,
-            "cached": cached,
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "cost_usd": None if error else _cost(self.price, completion),
-            "latency_ms": completion.latency_ms,
-            "finish_reason": completion.finish_reason,
-            "reply": completion.text,
-            "judge_input": item_json,
-            "messages": json.dumps(messages, ensure_ascii=False),
-        }
-
-
 def judge_piece(
     settings: JudgeSettings,
     items: dict[str, JudgeInput],
@@ -216,11 +107,11 @@ def judge_piece(
             backends[key] = make_backend(s)
         return backends[key]
 
-    main = _Judge(main_settings, backend(main_settings), cache, settings.price(main_settings))
+    main = CachedJudge(main_settings, backend(main_settings), cache, settings.price(main_settings))
     in_sample = set(sample)
     sampled = [q for q in items if q in in_sample]
     spot = (
-        _Judge(spot_settings, backend(spot_settings), cache, settings.price(spot_settings))
+        CachedJudge(spot_settings, backend(spot_settings), cache, settings.price(spot_settings))
         if sampled
         else None
     )
@@ -237,7 +128,8 @@ def judge_piece(
         if progress is not None:
             progress(done, total)
     for done, hit in enumerate(asked, start=len(plan) + 1):  # the relevance sample: the golden set's labels
-        rows.append(main.judge_relevance(str(hit.query_id), RelevanceInput.from_json(str(hit.judge_input))))
+        item = RelevanceInput.from_json(str(hit.judge_input))
+        rows.append(ask_relevance(main, str(hit.query_id), "calibration", item))
         if progress is not None:
             progress(done, total)
     table = pd.DataFrame(rows, columns=list(JUDGEMENT_COLUMNS)) if rows else empty_judgements()
