@@ -265,3 +265,33 @@ def judge_run_metrics(
         "judge_cache_hits": int(info.get("cache_hits", 0)),
     }
     return metrics, denominators
+
+
+#: Below this share of its probability on the digits 0–5 at the score token, a judgement read from
+#: log probabilities was not the judge answering with a score: its score rests on the little it
+#: put there (a prompt the model does not follow, an endpoint that answers in prose).
+LOW_DIGIT_MASS = 0.5
+
+
+def reply_warnings(judgements: pd.DataFrame) -> list[str]:
+    """What a run's judge replies say about the scores, for the log and the metadata: replies that
+    did not parse, and judgements read from log probabilities whose digit mass is below
+    :data:`LOW_DIGIT_MASS`. Empty when neither happened (and for no judgements)."""
+    warnings = []
+    unparseable = judgements["method"] == "unparseable"
+    if unparseable.any():
+        warnings.append(
+            f"{int(unparseable.sum())} of {len(judgements)} judge replies did not parse (their scores "
+            "are null); see the 'problem' column of judgements"
+        )
+    read = judgements[judgements["method"] == "logprobs"]
+    mass = read["digit_mass"].to_numpy(dtype=float)
+    low = mass < LOW_DIGIT_MASS
+    if low.any():
+        warnings.append(
+            f"{int(low.sum())} of {len(read)} scores read from log probabilities put less than "
+            f"{LOW_DIGIT_MASS:.0%} of the probability on the digits 0–5 (lowest {mass[low].min():.2f}): "
+            "the judge was not answering with a score there, so those scores rest on little; see "
+            "'digit_mass' in judgements"
+        )
+    return warnings

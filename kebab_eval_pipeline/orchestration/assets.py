@@ -50,7 +50,7 @@ from kebab_eval_pipeline.foundation.revision import pipeline_revision
 from kebab_eval_pipeline.foundation.run_roles import RunRole, role_of
 from kebab_eval_pipeline.golden.load import GOLDEN_PARSER_VERSION, golden_content_sha256
 from kebab_eval_pipeline.golden.summary import golden_summary
-from kebab_eval_pipeline.judge.metrics import judge_run_metrics
+from kebab_eval_pipeline.judge.metrics import judge_run_metrics, reply_warnings
 from kebab_eval_pipeline.judge.run import JUDGE_VERSION
 from kebab_eval_pipeline.metrics import catalogue
 from kebab_eval_pipeline.metrics.matching_diagnostics import match_line
@@ -640,6 +640,9 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
         failed = int(art.judgements["error"].notna().sum())
         if failed:
             context.log.warning(f"judge: {failed} judge call(s) failed; see the 'error' column of judgements")
+        replies = reply_warnings(art.judgements)
+        for warning in replies:
+            context.log.warning(f"judge: {warning}")
         meta = {
             "enabled": True,
             "judge_backend": main["backend"],
@@ -649,6 +652,7 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             "prompt_version": main["prompt_version"],
             "decoding": dg.MetadataValue.json(main["decoding"]),
             "judge_note": dg.MetadataValue.text(main.get("note") or "none"),
+            "reply_warnings": dg.MetadataValue.text("\n".join(replies) or "none"),
             "spot_check_judge": dg.MetadataValue.json(
                 {k: spot[k] for k in ("backend", "model", "digest", "prompt_version")}
             )

@@ -115,6 +115,12 @@ def test_judged_run_materializes_judge_scores_and_metrics(instance, tmp_path, ke
     assert meta["judge_model"].value == MODEL
     assert meta["judge_digest"].value == DIGEST and meta["judge_pinned"].value is True  # from GET /models
     assert meta["prompt_version"].value == "v2"
+    # the scripted judge's prose replies do not parse: said loudly, in the log and the metadata
+    unparseable = int((j["method"] == "unparseable").sum())
+    said = f"{unparseable} of {len(j)} judge replies did not parse"
+    assert unparseable > 0 and meta["reply_warnings"].value.startswith(said)
+    logged = [r.user_message for r in instance.all_logs(result.run_id)]
+    assert any(m == f"judge: {meta['reply_warnings'].value}" for m in logged)
     # the default prompt (v2) asks for the score alone: one token, whatever max_tokens says
     assert meta["decoding"].value == {**JudgeSettings().decoding().as_dict(), "max_tokens": 1}
     assert meta["spot_check_judge"].value == {

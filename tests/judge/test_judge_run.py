@@ -301,3 +301,21 @@ def test_the_stored_input_re_renders_exactly(items) -> None:
             messages = render(row.criterion, row.prompt_version, stored)
             assert json.loads(row.messages) == messages
             assert input_hash(messages, decoding) == row.input_hash
+
+
+def test_reply_warnings_name_unparseable_replies_and_scores_read_from_little_probability():
+    from kebab_eval_pipeline.judge.metrics import LOW_DIGIT_MASS, reply_warnings
+
+    table = pd.DataFrame(
+        {
+            "method": ["logprobs", "logprobs", "logprobs", "json", "unparseable", "error"],
+            "digit_mass": [0.9, 0.31, 0.04, 0.2, None, None],
+        }
+    )
+    assert LOW_DIGIT_MASS == 0.5
+    unparseable, low = reply_warnings(table)
+    assert unparseable.startswith("1 of 6 judge replies did not parse")
+    # a JSON score stands on its own: only scores read from the log probabilities are counted
+    assert low.startswith("2 of 3 scores read from log probabilities put less than 50% of the")
+    assert "(lowest 0.04)" in low
+    assert reply_warnings(table.iloc[:1]) == [] and reply_warnings(table.iloc[:0]) == []
