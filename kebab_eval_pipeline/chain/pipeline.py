@@ -853,6 +853,7 @@ def compare(
             margins=comparison_margins(settings),
             judge_suspects=suspect_judge(settings, store),
             warnings=[*choice.warnings, *(f.text for f in flags)],
+            relevance_labels=relevance_references(settings),
         )
         report.info["gate_resolution"] = [f.as_dict() for f in flags]
     report.info["role"] = role.as_dict()
@@ -886,6 +887,7 @@ def compare_stored(
         margins=comparison_margins(settings),
         judge_suspects=suspect_judge(settings, store),
         warnings=[*flags, *(f.text for f in resolution)],
+        relevance_labels=relevance_references(settings),
     )
     report.info["gate_resolution"] = [f.as_dict() for f in resolution]
     return with_gates_and_files(report, settings)
@@ -978,6 +980,19 @@ def suspect_judge(settings: RunSettings, store: RunStore):
             return judge_relevance(judge_settings, queue, cache)
 
     return judge
+
+
+def relevance_references(settings: RunSettings) -> pd.DataFrame | None:
+    """The reference relevance labels of the run's labels file (``judge.calibration.labels``: one
+    per labelled hit, the labellers' lower median) that correct a comparison's provisional labels;
+    None without a labels file or a compared provisional depth. A bad file is an InputError."""
+    judge = settings.judge
+    if judge is None or judge.calibration is None or not settings.compare.provisional_depth:
+        return None
+    from kebab_eval_pipeline.judge.labels import read_labels, reference_labels
+
+    labels = read_labels(Path(judge.calibration.labels))
+    return reference_labels(labels[labels["criterion"] == "relevance"])
 
 
 def rank_stored(

@@ -23,7 +23,9 @@ LabelsOption = Annotated[
     Path, typer.Option("--labels", help="The labels file (JSON Lines; created by `judge label`).")
 ]
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="Run config (its storage).")]
-_ANSWER_CRITERIA = ("groundedness", "correctness")
+_CRITERIA = ("groundedness", "correctness", "relevance")
+#: Unjudged hits pooled at rank ≤ this when neither --depth nor compare.provisional_depth says.
+DEFAULT_DEPTH = 10
 
 
 def _judged_run(run_id: str, config: Path | None, chain: str | None, gate: str | None):
@@ -54,6 +56,34 @@ def _judged_run(run_id: str, config: Path | None, chain: str | None, gate: str |
     return judgements, queries
 
 
+def _relevance_order(run_id, against, depth, n, seed, config, chain, gate):
+    """The pooled unjudged hits of ``run_id`` (and ``against``) to label for relevance, query by
+    query (``compare.provisional_corrected.people_sample``); InputError naming every run not stored."""
+    from kebab_eval_pipeline.chain.settings import load_settings
+    from kebab_eval_pipeline.cli.instance import open_store
+    from kebab_eval_pipeline.compare.fallback import plan_matching
+    from kebab_eval_pipeline.compare.provisional_corrected import people_sample
+    from kebab_eval_pipeline.judge.config import JudgeSettings
+
+    store = open_store(config, chain, gate)
+    ids = [run_id, *([against] if against else [])]
+    missing = [
+        Offender(r, f"no stored run under {store.base}", field="--against" if r == against else "run_id")
+        for r in ids
+        if not store.exists("retrieval_results", r) or not store.exists("query_scores", r)
+    ]
+    if missing:
+        raise InputError("no stored run to label", missing)
+    settings = load_settings(config)
+    judge = settings.judge or JudgeSettings()
+    pool_depth = depth or settings.compare.provisional_depth or DEFAULT_DEPTH
+    # in the comparison's order (baseline --against, then RUN) and under its matching, so the pool
+    # is the one `kebab-eval compare AGAINST RUN` has the judge label
+    runs = [store.stored_run(r) for r in reversed(ids)]
+    criterion = plan_matching(runs[0], runs[1]).criterion if against else None
+    return people_sample(runs, pool_depth, criterion, judge.context_chars, seed, limit=n)
+
+
 def label(
     run_id: Annotated[str, typer.Argument(help="A stored, judged run whose items to label.")],
     labels_path: LabelsOption,
@@ -61,10 +91,27 @@ def label(
         str, typer.Option("--labeller", help="Who is labelling (recorded with every label).")
     ],
     criterion: Annotated[
-        str, typer.Option("--criterion", help="groundedness (default) or correctness.")
+        str, typer.Option("--criterion", help="groundedness (default), correctness or relevance.")
     ] = "groundedness",
-    n: Annotated[int, typer.Option("--n", min=1, help="Items in the sample (default 50).")] = 50,
+    n: Annotated[
+        int, typer.Option("--n", min=1, help="Items in the sample (default 50); for relevance, queries.")
+    ] = 50,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample design (default 0).")] = 0,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            help="relevance: the other run of the comparison whose unjudged hits are pooled with RUN's.",
+        ),
+    ] = None,
+    depth: Annotated[
+        int | None,
+        typer.Option(
+            "--depth",
+            min=1,
+            help="relevance: pool unjudged hits at rank ≤ this (default: compare.provisional_depth or 10).",
+        ),
+    ] = None,
     config: ConfigOption = None,
     chain: ChainOption = None,
     gate: GateOption = None,
@@ -77,7 +124,14 @@ def label(
     The sample is the first --n items of a seeded labelling order stratified by the query's slice
     (category) and the judge's verdict (pass or fail), so any prefix of it keeps every stratum in
     its share. Items this labeller already labelled (the same answer and context) are not shown
-    again: a session can be resumed. Exit 2 for a run that was not judged or a bad labels file."""
+    again: a session can be resumed. Exit 2 for a run that was not judged or a bad labels file.
+
+    --criterion relevance labels the hits a comparison's judge labels provisionally: RUN's (and
+    those of --against, the comparison's baseline) hits at rank ≤ --depth that the golden set never
+    judged, each shown as the judge reads it (question, passage). The sample is --n queries, drawn
+    by slice and by whether RUN found a relevant hit, each with every one of its pooled hits: the
+    comparison corrects its provisional metrics with the queries labelled whole. RUN need not be
+    judged."""
     from kebab_eval_pipeline.cli.console import line_asker
     from kebab_eval_pipeline.cli.label_session import LabelItem, run_session
     from kebab_eval_pipeline.judge.calibration import answer_items
@@ -85,20 +139,32 @@ def label(
     from kebab_eval_pipeline.judge.labels import append_label, read_labels
     from kebab_eval_pipeline.judge.metrics import PASS_SCORE
 
-    if criterion not in _ANSWER_CRITERIA:
+    if criterion not in _CRITERIA:
         raise InputError(
-            "unknown criterion",
-            [Offender("--criterion", f"{criterion!r}: use {' or '.join(_ANSWER_CRITERIA)}")],
+            "unknown criterion", [Offender("--criterion", f"{criterion!r}: use {', '.join(_CRITERIA)}")]
         )
+    offenders = []
     if not labeller.strip():
-        raise InputError("no labeller", [Offender("--labeller", "name the person labelling")])
+        offenders.append(Offender("--labeller", "name the person labelling"))
+    if criterion != "relevance":
+        offenders += [
+            Offender(option, f"only with --criterion relevance (not {criterion})")
+            for option, value in (("--against", against), ("--depth", depth))
+            if value is not None
+        ]
+    if offenders:
+        raise InputError("bad labelling options", offenders)
     existing = read_labels(labels_path)  # a bad file is reported before anything is shown
-    judgements, queries = _judged_run(run_id, config, chain, gate)
-    items = answer_items(judgements)
-    items = items[items["criterion"] == criterion]
-    category = dict(zip(queries["query_id"].astype(str), queries["category"].astype(str), strict=True))
-    items = items.assign(slice=items["query_id"].map(category).fillna(""))
-    order = labelling_order(items, PASS_SCORE, seed, limit=n)
+    if criterion == "relevance":
+        order = _relevance_order(run_id, against, depth, n, seed, config, chain, gate)
+        sampled = int(order["query_id"].nunique())
+    else:
+        judgements, queries = _judged_run(run_id, config, chain, gate)
+        items = answer_items(judgements)
+        items = items[items["criterion"] == criterion]
+        category = dict(zip(queries["query_id"].astype(str), queries["category"].astype(str), strict=True))
+        items = items.assign(slice=items["query_id"].map(category).fillna(""))
+        order = labelling_order(items, PASS_SCORE, seed, limit=n)
     done = set(
         existing.loc[
             (existing["criterion"] == criterion) & (existing["labeller"] == labeller.strip()), "item_hash"
@@ -109,10 +175,15 @@ def label(
         for r in order.itertuples(index=False)
         if r.item_hash not in done
     ]
+    already = f"seed {seed}; {len(order) - len(todo)} already labelled by {labeller.strip()}"
+    if criterion == "relevance":
+        what = f"{len(todo)} of the {len(order)} pooled hit(s) of a sample of {sampled} quer(ies) ({already})"
+    else:
+        what = f"{len(todo)} of a sample of {len(order)} item(s) ({already})"
     out.print(
-        f"labelling {criterion} of run {run_id} into {labels_path}: {len(todo)} of a sample of "
-        f"{len(order)} item(s) (seed {seed}; {len(order) - len(todo)} already labelled by "
-        f"{labeller.strip()})",
+        f"labelling {criterion} of run {run_id}"
+        + (f" and {against}" if against else "")
+        + f" into {labels_path}: {what}",
         markup=False,
         highlight=False,
         soft_wrap=True,

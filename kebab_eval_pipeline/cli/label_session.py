@@ -50,12 +50,32 @@ def parse_score(text: str) -> int | str:
     return f"! {text.strip()!r} is not a score: type a whole number {LABEL_MIN}-{LABEL_MAX}, s, q or ?"
 
 
+def label_scale(criterion: str) -> str:
+    """The 0–5 scale a person labels ``criterion`` on, in its judge prompt's words."""
+    if criterion == "relevance":
+        from kebab_eval_pipeline.judge.relevance import RELEVANCE_SCALE
+
+        return RELEVANCE_SCALE
+    return scale(criterion)  # type: ignore[arg-type]
+
+
 def show_item(console: Console, criterion: str, item: LabelItem, number: int, total: int) -> None:
     """Print one item as the judge saw it (plain text, never markup)."""
+    head = f"── {number}/{total} · {criterion} · query {item.query_id} · {item.stratum.split(' / ')[0]}"
+    if criterion == "relevance":
+        from kebab_eval_pipeline.judge.relevance import RelevanceInput
+
+        hit = RelevanceInput.from_json(item.judge_input)
+        where = hit.doc_path + (f" — {hit.heading}" if hit.heading else "")
+        lines = ["", head, f"QUESTION: {hit.question}", f"PASSAGE ({where or 'no document named'}):"]
+        lines += [f"    {t}" for t in (hit.text or "(empty)").splitlines()]
+        for line in lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
     seen = JudgeInput.from_json(item.judge_input)
     lines = [
         "",
-        f"── {number}/{total} · {criterion} · query {item.query_id} · {item.stratum.split(' / ')[0]}",
+        head,
         f"QUESTION: {seen.question}",
         f"ANSWER: {seen.answer or '(empty)'}",
         f"CITED: {', '.join(seen.citations) or '(none)'}",
@@ -84,14 +104,14 @@ def run_session(
     """Present ``items`` one at a time and ``write`` a :class:`Label` per score given. Returns
     (labelled, skipped). Ends early on ``q``, end of input or Ctrl-C (what was written stays)."""
     labelled = skipped = 0
-    console.print(f"scale — {scale(criterion)}", markup=False, highlight=False, soft_wrap=True)  # type: ignore[arg-type]
+    console.print(f"scale — {label_scale(criterion)}", markup=False, highlight=False, soft_wrap=True)
     with contextlib.suppress(EOFError, KeyboardInterrupt):
         for number, item in enumerate(items, start=1):
             show_item(console, criterion, item, number, len(items))
             while True:
                 answer = parse_score(ask(PROMPT))
                 if answer == "scale":
-                    console.print(scale(criterion), markup=False, highlight=False, soft_wrap=True)  # type: ignore[arg-type]
+                    console.print(label_scale(criterion), markup=False, highlight=False, soft_wrap=True)
                     continue
                 if isinstance(answer, str) and answer.startswith("!"):
                     console.print(answer[2:], markup=False, highlight=False, soft_wrap=True)

@@ -23,8 +23,14 @@ import numpy as np
 import pandas as pd
 
 from kebab_eval_pipeline.compare.drift import restricted_scores
+from kebab_eval_pipeline.compare.provisional_corrected import (
+    corrected_metrics,
+    labelled_queries,
+    person_verdicts,
+)
 from kebab_eval_pipeline.golden.columns import SUPPORT_COLUMNS
 from kebab_eval_pipeline.golden.diff import GoldenDiff
+from kebab_eval_pipeline.judge.calibration import FEW_LABELS
 from kebab_eval_pipeline.metrics.aggregate import score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits
 from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
@@ -122,14 +128,14 @@ def provisional_supports(judged: pd.DataFrame) -> pd.DataFrame:
     return rows.astype(SUPPORT_COLUMNS)
 
 
-def with_provisional(
+def provisional_scores(
     run: StoredRun, extra: pd.DataFrame, criterion: str | None, diff: GoldenDiff | None = None
-) -> dict[str, float | None]:
-    """``run``'s metrics scored again against its golden set plus the ``extra`` supports of its
+) -> pd.DataFrame:
+    """``run``'s per-query scores again against its golden set plus the ``extra`` supports of its
     queries — numbered after each query's own, so no provisional support takes a gold one's index —
-    with the k, MRR cutoff, relevance level and criterion as compared; over the queries unchanged
-    between two golden sets when the comparison spans them (``diff``). A repeated run is scored
-    from its first repeat (its stored results)."""
+    with the k, MRR cutoff, relevance level and criterion as compared, the metrics the run cannot
+    measure nulled; over the queries unchanged between two golden sets when the comparison spans
+    them (``diff``). A repeated run is scored from its first repeat (its stored results)."""
     info = run.scores.info
     ks = info.get("k") or run.metrics.info.get("k")
     own = run.golden.supports
@@ -153,7 +159,15 @@ def with_provisional(
     )
     if diff is not None:  # across golden versions: the comparison's own queries only (compare/drift.py)
         scores = restricted_scores(scores, diff)
-    return summarize_scores(scores, ks).metrics
+    return scores
+
+
+def with_provisional(
+    run: StoredRun, extra: pd.DataFrame, criterion: str | None, diff: GoldenDiff | None = None
+) -> dict[str, float | None]:
+    """The run metrics of :func:`provisional_scores`."""
+    ks = run.scores.info.get("k") or run.metrics.info.get("k")
+    return summarize_scores(provisional_scores(run, extra, criterion, diff), ks).metrics
 
 
 def _sense(delta: float | None) -> int:
@@ -198,24 +212,41 @@ def provisional_comparison(
     metrics: Sequence[str],
     judge: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]],
     diff: GoldenDiff | None = None,
+    references: pd.DataFrame | None = None,
+    alpha: float = 0.05,
 ) -> dict:
     """The comparison's ``provisional`` record (module doc): ``depth``, how many unjudged hits were
     pooled and judged relevant, not relevant or left without a verdict, the judge described, the
-    per-metric rows (:func:`provisional_rows`) and which metrics rest on unjudged hits."""
+    per-metric rows (:func:`provisional_rows`) and which metrics rest on unjudged hits. With a
+    person's reference labels (``references``, :func:`~kebab_eval_pipeline.judge.labels.reference_labels`)
+    on pooled hits, each row also has ``corrected`` — a, b and Δ corrected by them, with their
+    ``1 − alpha`` intervals (:mod:`.provisional_corrected`) — and the record a ``people`` summary."""
     pool = pooled_unjudged((a, b), depth, criterion)
     judged, judge_info = (
-        judge(pool) if len(pool) else (pool.assign(judge_relevant=pd.Series([], dtype="boolean")), {})
+        judge(pool)
+        if len(pool)
+        else (
+            pool.assign(
+                judge_relevant=pd.Series([], dtype="boolean"), item_hash=pd.Series([], dtype="string")
+            ),
+            {},
+        )
     )
     verdict = judged["judge_relevant"]
     extra = provisional_supports(judged)
-    after = (with_provisional(a, extra, criterion, diff), with_provisional(b, extra, criterion, diff))
+    judge_scores = (
+        provisional_scores(a, extra, criterion, diff),
+        provisional_scores(b, extra, criterion, diff),
+    )
+    ks = b.scores.info.get("k") or b.metrics.info.get("k")
+    after = tuple(summarize_scores(s, ks).metrics for s in judge_scores)
     # "as judged" through the same scoring without the extra supports (not the compared metrics: a
     # repeated run's are means over its repeats), so the two deltas differ by the labels alone
     empty = extra.iloc[0:0]
     before = (with_provisional(a, empty, criterion, diff), with_provisional(b, empty, criterion, diff))
     rows = provisional_rows(metrics, before, after)
     repeated = [r.run_id for r in (a, b) if r.metrics.info.get("repeats")]
-    return {
+    record = {
         "depth": depth,
         "pooled": len(pool),
         "relevant": int(verdict.fillna(False).astype(bool).sum()),
@@ -226,12 +257,66 @@ def provisional_comparison(
         "rests_on_unjudged": [r["metric"] for r in rows if r["rests_on_unjudged"]],
         "note": f"repeated runs ({', '.join(repeated)}): from their first repeat" if repeated else "",
     }
+    people = person_verdicts(judged, references)
+    labelled = labelled_queries(judged, people)
+    if labelled:
+        record["people"], record["people_disagree"] = _people_correction(
+            a, b, criterion, diff, judged, people, labelled, judge_scores, rows, alpha
+        )
+    return record
+
+
+def _people_correction(a, b, criterion, diff, judged, people, labelled, judge_scores, rows, alpha):
+    """The ``people`` summary and, per row of ``rows`` (filled in place), ``corrected``: the
+    metrics corrected by people's labels; with the metrics whose corrected Δ's interval lies wholly
+    on the other side of zero from the judge's provisional Δ."""
+    as_people = judged.assign(judge_relevant=people)
+    as_people = as_people[as_people["query_id"].astype(str).isin(labelled)]
+    extra = provisional_supports(as_people)
+    people_scores = (
+        provisional_scores(a, extra, criterion, diff),
+        provisional_scores(b, extra, criterion, diff),
+    )
+    pooled = set(judged["query_id"].astype(str))
+    corrected = corrected_metrics(
+        [r["metric"] for r in rows], judge_scores, people_scores, pooled, labelled, alpha
+    )
+    disagree = []
+    for row in rows:
+        row["corrected"] = corrected.get(row["metric"])
+        delta = (row["corrected"] or {}).get("delta") or {}
+        low, high = delta.get("ci_low"), delta.get("ci_high")
+        sense = _sense(row["delta_provisional"])
+        if low is not None and (
+            (sense > 0 and high < 0) or (sense < 0 and low > 0) or (sense == 0 and (low > 0 or high < 0))
+        ):
+            disagree.append(row["metric"])
+    known = people.notna().to_numpy()
+    summary = {
+        "pooled_queries": len(pooled),
+        "labelled_queries": len(labelled),
+        "labelled_hits": int(known.sum()),
+        "relevant_by_people": int(people.fillna(False).astype(bool).sum()),
+        "judge_agrees": int(
+            (people[known].astype(bool) == judged["judge_relevant"][known].astype("boolean"))
+            .fillna(False)
+            .sum()
+        ),
+        "alpha": alpha,
+        "note": (
+            f"only {len(labelled)} labelled queries: the intervals may be too narrow below {FEW_LABELS}"
+            if len(labelled) < FEW_LABELS
+            else ""
+        ),
+    }
+    return summary, disagree
 
 
 def provisional_markdown(record: dict | None) -> str:
     """The comparison report's section on provisional labels ("" without a record)."""
     if not record:
         return ""
+    people = record.get("people")
     lines = [
         "",
         "## With provisional labels",
@@ -242,11 +327,37 @@ def provisional_markdown(record: dict | None) -> str:
         "provisional supports (never to the golden set)"
         + (f"; {record['note']}" if record.get("note") else "")
         + ":",
-        "",
-        "| metric | Δ as judged | Δ with provisional labels | rests on unjudged hits |",
-        "|---|---:|---:|---|",
     ]
+    if people:
+        level = round(100 * (1 - people["alpha"]))
+        lines += [
+            "",
+            f"People labelled every pooled hit of {people['labelled_queries']} of the "
+            f"{people['pooled_queries']} queries with pooled hits ({people['labelled_hits']} hit(s), "
+            f"{people['relevant_by_people']} relevant; the judge agreed on {people['judge_agrees']}). "
+            f"The last column is Δ as people would have labelled every pooled hit: a "
+            f"prediction-powered estimate from those queries, with its {level}% interval"
+            + (f" ({people['note']})" if people.get("note") else "")
+            + ".",
+        ]
+    header = "| metric | Δ as judged | Δ with provisional labels | rests on unjudged hits |"
+    rule = "|---|---:|---:|---|"
+    if people:
+        header += " Δ corrected by people's labels |"
+        rule += "---:|"
+    lines += ["", header, rule]
     for r in record["metrics"]:
         flag = "**yes**" if r["rests_on_unjudged"] else "no"
-        lines.append(f"| `{r['metric']}` | {r['delta']:+.4f} | {r['delta_provisional']:+.4f} | {flag} |")
+        line = f"| `{r['metric']}` | {r['delta']:+.4f} | {r['delta_provisional']:+.4f} | {flag} |"
+        if people:
+            line += f" {_corrected_cell((r.get('corrected') or {}).get('delta'))} |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _corrected_cell(value: dict | None) -> str:
+    if not value or value.get("estimate") is None:
+        return "—" if not value else f"— ({value['note']})"
+    if value["note"] == "every pooled query labelled":
+        return f"{value['estimate']:+.4f} (every pooled query labelled)"
+    return f"{value['estimate']:+.4f} [{value['ci_low']:+.4f}, {value['ci_high']:+.4f}]"

@@ -35,7 +35,12 @@ from kebab_eval_pipeline.compare.repeats import (
 )
 from kebab_eval_pipeline.compare.report import render_markdown
 from kebab_eval_pipeline.compare.settings import CompareSettings
-from kebab_eval_pipeline.compare.suspect_gold import queue_summary, suspect_gold, suspect_markdown
+from kebab_eval_pipeline.compare.suspect_gold import (
+    SUSPECT_COLUMNS,
+    queue_summary,
+    suspect_gold,
+    suspect_markdown,
+)
 from kebab_eval_pipeline.compare.systems import systems_info, unknown_system_warning, with_systems_note
 from kebab_eval_pipeline.compare.verdicts import (
     FRAME_COLUMNS,
@@ -194,6 +199,7 @@ def compare_runs(
     margins: Sequence[tuple[str, str, float]] = (),
     judge_suspects: Callable[[pd.DataFrame], tuple[pd.DataFrame, dict]] | None = None,
     warnings: Sequence[str] = (),
+    relevance_labels: pd.DataFrame | None = None,
 ) -> ComparisonArtifact:
     """Compare candidate ``b`` against baseline ``a`` (delta = b − a): the one implementation
     behind the ``comparison_report`` asset and ``kebab-eval compare``.
@@ -205,7 +211,10 @@ def compare_runs(
     changes and query labels. The suspect-gold queue (:mod:`.suspect_gold`: b's unjudged hits
     above its first relevant hit in each loss and regression) is stored with the report, passed
     through ``judge_suspects`` first when given (the judge's relevance verdicts, and what to record
-    of the judge in ``info["suspect_judge"]``). ``warnings`` come first among the report's warnings
+    of the judge in ``info["suspect_judge"]``); with ``compare.provisional_depth`` the same judge
+    labels both runs' unjudged hits provisionally, corrected by ``relevance_labels`` (a person's
+    reference labels, :func:`~kebab_eval_pipeline.judge.labels.reference_labels`) where they cover
+    pooled queries (:mod:`.provisional`). ``warnings`` come first among the report's warnings
     (what the baseline choice knows: a pinned baseline that failed its gates). Raises
     :class:`InputError` when the chunkers differ and strictness (argument, else
     ``options.strict_chunker_version``) is on."""
@@ -320,6 +329,7 @@ def compare_runs(
     suspects = suspect_gold(verdicts, b, plan.criterion)
     if judge_suspects is not None and len(suspects):
         suspects, info["suspect_judge"] = judge_suspects(suspects)
+        suspects = suspects[list(SUSPECT_COLUMNS)]  # the queue's declared columns (not the item hash)
     info["suspect_gold"] = queue_summary(suspects)
     provisional = None
     if options.provisional_depth:  # unjudged hits labelled by the judge, never into the gold (provisional.py)
@@ -342,6 +352,7 @@ def compare_runs(
                 headline,
                 judge_suspects,
                 diff if restriction is not None else None,
+                relevance_labels,
             )
             info["provisional"] = provisional
             if provisional["rests_on_unjudged"]:
@@ -349,6 +360,13 @@ def compare_runs(
                     "with the judge's provisional labels on unjudged hits the direction changes for "
                     + ", ".join(provisional["rests_on_unjudged"])
                     + ": those differences rest on hits the golden set never judged"
+                )
+            if provisional.get("people_disagree"):
+                info["warnings"].append(
+                    "people's relevance labels contradict the judge's provisional labels for "
+                    + ", ".join(provisional["people_disagree"])
+                    + ": corrected by them, the difference goes the other way (its interval excludes "
+                    "the judge's direction)"
                 )
     if repeats_a or repeats_b:
         info.update(repeats_info(repeats_a, repeats_b))

@@ -56,13 +56,23 @@ def labelling_order(
     labelling order (module doc), with ``stratum`` (``"<slice> / pass"`` or ``"<slice> / fail"``)
     and ``position`` (0, 1, 2 …). Only the first ``limit`` items when given. Items without a judge
     score are left out (there is no judge verdict to calibrate). The same items and seed give the
-    same order."""
-    scored = items[items["judge_score"].notna()].drop_duplicates("item_hash").copy()
+    same order.
+
+    Items with a ``band`` column instead (text; no ``judge_score`` needed) are stratified by slice ×
+    that band: a design over units that have no judge verdict yet (the queries whose unjudged hits
+    a person labels for relevance, banded by whether their relevant hit was found)."""
+    if "band" in items.columns:
+        scored = items[items["band"].notna()].drop_duplicates("item_hash").copy()
+    else:
+        scored = items[items["judge_score"].notna()].drop_duplicates("item_hash").copy()
     if scored.empty:
         return scored.assign(
             stratum=pd.Series([], dtype="string"), position=pd.Series([], dtype="int64")
         ).reset_index(drop=True)
-    band = np.where(scored["judge_score"].to_numpy(dtype=float) >= pass_score, "pass", "fail")
+    if "band" in scored.columns:
+        band = scored["band"].astype(str).to_numpy()
+    else:
+        band = np.where(scored["judge_score"].to_numpy(dtype=float) >= pass_score, "pass", "fail")
     scored["stratum"] = pd.array(scored["slice"].astype(str) + " / " + band, dtype="string")
     scored["_draw"] = _draws(scored["item_hash"], seed)
     scored = scored.sort_values(["stratum", "_draw", "item_hash"], kind="stable").reset_index(drop=True)

@@ -27,6 +27,7 @@ from kebab_eval_pipeline.judge.backends import build_backend
 from kebab_eval_pipeline.judge.cache import JudgeCache
 from kebab_eval_pipeline.judge.completion import JudgeBackend, Message
 from kebab_eval_pipeline.judge.config import JudgeModelSettings, JudgeSettings
+from kebab_eval_pipeline.judge.labels import item_hash
 
 # The versions of this prompt's wording (bump them with any change of the text below), declared
 # with every other prompt version in judge.prompts: with a JSON reply and reasoning, and with the
@@ -41,12 +42,16 @@ from kebab_eval_pipeline.judge.prompts import (
 CRITERION = "relevance"
 PASS_SCORE = 3.0  # as judge_groundedness: at or above it counts as relevant
 
+#: The relevance scale in the prompt's words (also shown to a person labelling hits by hand).
+RELEVANCE_SCALE = (
+    "5 = it answers the question directly; 4 = it holds most of the answer; 3 = it holds a "
+    "necessary part of the answer; 2 = on the topic but does not help answer; 1 = barely related; "
+    "0 = unrelated."
+)
 _TASK = (
     "You grade whether a PASSAGE retrieved by a search system is relevant to a QUESTION: does it "
     "contain information that answers the question, or a necessary part of the answer? Judge the "
-    "passage on its own, not your own knowledge. Scale: 5 = it answers the question directly; "
-    "4 = it holds most of the answer; 3 = it holds a necessary part of the answer; 2 = on the topic "
-    "but does not help answer; 1 = barely related; 0 = unrelated. "
+    f"passage on its own, not your own knowledge. Scale: {RELEVANCE_SCALE} "
 )
 _REPLY = {
     RELEVANCE_PROMPT_VERSION: 'Reply with one JSON object and nothing else: {"score": <integer 0-5>, '
@@ -139,7 +144,9 @@ def judge_relevance(
     make_backend: Callable[[JudgeModelSettings], JudgeBackend] = build_backend,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The suspect-gold ``queue`` with ``judge_relevant``, ``judge_score`` and ``judge_reasoning``
-    filled by the run's main judge (one call per hit; an unchanged input comes from the cache), and
+    filled by the run's main judge (one call per hit; an unchanged input comes from the cache) and
+    ``item_hash`` — the hash of what the judge read, which a person's relevance label is keyed on
+    (:func:`~kebab_eval_pipeline.judge.labels.item_hash`) — and
     what to record: the judge described (model, digest, prompt version, decoding), model calls,
     cache hits, and failed or unparseable replies (their rows stay null: never guessed)."""
     model = settings.judge_model()
@@ -161,6 +168,7 @@ def judge_relevance(
         judge_score=pd.array(scores, dtype="Float64"),
         judge_relevant=pd.array([None if s is None else s >= PASS_SCORE for s in scores], dtype="boolean"),
         judge_reasoning=pd.array([row["reasoning"] for row in rows], dtype="string"),
+        item_hash=pd.array([item_hash(item.to_json()) for item in items], dtype="string"),
     )
     info = {
         "criterion": f"judge_{CRITERION}",

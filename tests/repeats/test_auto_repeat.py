@@ -109,8 +109,10 @@ def test_a_noisy_system_stops_at_repeat_max_above_target(tmp_path):
     config = auto_config(tmp_path, p_swap=0.5, queries=400, max_drop=0.002, repeat_max=4)
     proc, store, run, _ = run_auto(tmp_path, config, "noisy")
     auto = run.metrics.info["repeats"]["auto"]
-    assert auto["stopped"] == "hit_max" and auto["repeats"] == run.retrieval.repeat_count == 4
     values = per_repeat_values(store, "noisy", "hit@1")
+    # on a failure, the evidence: the per-repeat values (stored, and recounted from the stored hits)
+    evidence = (auto, values.tolist(), gold_at_1_per_repeat(run))
+    assert auto["stopped"] == "hit_max" and auto["repeats"] == run.retrieval.repeat_count == 4, evidence
     target = 0.25 * 0.002
     hit1 = auto["metrics"]["hit@1"]
     assert hit1["target"] == pytest.approx(target) and hit1["met"] is False
@@ -119,6 +121,16 @@ def test_a_noisy_system_stops_at_repeat_max_above_target(tmp_path):
         assert se(values[:m]) > target, m
     assert "repeat auto: stopped after 4 repeats (min 3, max 4), hit repeat_max" in proc.stdout
     assert f"hit@1 se {hit1['se']:.4f} > {target:.4f}" in proc.stdout
+
+
+def gold_at_1_per_repeat(run) -> list[float]:
+    """Per repeat, the share of queries whose gold hit is at rank 1, from the stored hits."""
+    repeats = run.retrieval.repeats
+    hits = [run.retrieval.results.hits] + [repeats.hits_of(r) for r in range(2, repeats.count + 1)]
+    return [
+        float(((h["rank"] == 1) & (h["chunk_id"] == h["query_id"] + "-gold")).sum() / h["query_id"].nunique())
+        for h in hits
+    ]
 
 
 def test_a_deterministic_system_stops_at_the_minimum(tmp_path):

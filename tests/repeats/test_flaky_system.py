@@ -63,6 +63,19 @@ def gold_ranks(outcomes: pd.DataFrame, hits: pd.DataFrame) -> np.ndarray:
     return gold.reindex(outcomes["query_id"]).to_numpy(dtype=np.int64)
 
 
+def swap_evidence(swapped: np.ndarray) -> str:
+    """What a failed statistical check prints, to tell chance from a defect: the swapped calls per
+    repeat, and per pair of repeats the queries swapped in both (independent draws: about P²·Q)."""
+    n = len(swapped)
+    both = {
+        f"{i + 1}&{j + 1}": int((swapped[i] & swapped[j]).sum()) for i in range(n) for j in range(i + 1, n)
+    }
+    expected = swapped.mean() ** 2 * swapped.shape[1]
+    return (
+        f"swapped per repeat {swapped.sum(axis=1).tolist()}; in both {both} (about {expected:.0f} expected)"
+    )
+
+
 def test_measured_flakiness_matches_the_known_swap_probability(tmp_path):
     env = cli_env(tmp_path)
     config = flaky_config(tmp_path)
@@ -135,7 +148,12 @@ def test_measured_flakiness_matches_the_known_swap_probability(tmp_path):
     assert floor["spread"] == round(floor["max"] - floor["min"], 4)
     # ... and its variance is that of a binomial share, P(1-P)/Q, within a chi-square interval.
     stat = (REPEATS - 1) * floor["std"] ** 2 / (P_SWAP * (1 - P_SWAP) / QUERIES)
-    assert chi2.ppf((1 - CONFIDENCE) / 2, REPEATS - 1) <= stat <= chi2.ppf((1 + CONFIDENCE) / 2, REPEATS - 1)
+    assert (
+        chi2.ppf((1 - CONFIDENCE) / 2, REPEATS - 1) <= stat <= chi2.ppf((1 + CONFIDENCE) / 2, REPEATS - 1)
+    ), (
+        stat,
+        swap_evidence(swapped),
+    )
     # A metric no repeat changes has a zero noise floor.
     assert metrics.info["repeats"]["noise_floor"]["hit@5"]["std"] == 0.0
     assert metrics.info["repeats"]["deterministic"] is False

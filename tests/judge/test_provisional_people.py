@@ -1,0 +1,241 @@
+"""People's relevance labels on a comparison's pooled unjudged hits: labelled by hand with
+``kebab-eval judge label --criterion relevance`` (a real subprocess, typed input), then the
+comparison's provisional metrics corrected by them (prediction-powered, over queries) — re-derived
+here from the per-query scores with the reference PPI implementation (ppi_py) where it is installed,
+and the interval's coverage of the truth simulated over 1,000 synthetic comparisons."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from kebab_eval_pipeline.compare.fallback import plan_matching
+from kebab_eval_pipeline.compare.provisional import provisional_scores, provisional_supports
+from kebab_eval_pipeline.compare.provisional_corrected import corrected_mean, people_sample
+from kebab_eval_pipeline.judge.labels import read_labels, reference_labels
+from kebab_eval_pipeline.judge.relevance import RelevanceInput
+from kebab_eval_pipeline.store.runs import RunStore
+from tests.conftest import extra_or_skip
+from tests.judge.scripted import scripted_endpoint
+from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
+from tests.test_cli import cli, env, no_traceback
+
+assert env  # the fixture, imported for this module's tests
+
+DEPTH, QUERIES = 3, 30
+TRUE_DELTA = 0.6 - 0.5  # the coverage simulation's hit@1 of b and a
+
+
+def _typed(env, args, typed: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
+        input=typed,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def person_label(hit_input: str, gold_docs: set[str]) -> int:
+    """The test's labeller: a passage from a document the golden set cites for the query is
+    relevant (4), any other is not (1) — a rule of its own, not the scripted judge's."""
+    return 4 if RelevanceInput.from_json(hit_input).doc_path in gold_docs else 1
+
+
+def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_metrics(
+    env, tmp_path, monkeypatch
+):
+    env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
+    labels = tmp_path / "cfg" / "labels.jsonl"
+    with scripted_endpoint() as endpoint:
+        cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["compare"] = {"provisional_depth": DEPTH}
+        doc["judge"]["calibration"] = {"labels": "labels.jsonl"}  # relative to the config
+        cfg.write_text(yaml.safe_dump(doc))
+        for run_id, size in (("p1", "400"), ("p2", "800")):
+            ran = cli(env, "run", "--config", str(cfg), "--run-id", run_id, "--chunk-size", size)
+            assert ran.returncode == 0, ran.stderr
+
+        store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
+        a, b = store.stored_run("p1"), store.stored_run("p2")
+        criterion = plan_matching(a, b).criterion
+        sample = people_sample((a, b), DEPTH, criterion, 600, seed=0, limit=QUERIES)
+        assert sample["query_id"].nunique() == QUERIES
+        supports = b.golden.supports
+        gold_docs = supports.groupby("query_id")["rel_path"].agg(lambda s: set(s.dropna().astype(str)))
+        wanted = [
+            person_label(i, gold_docs.get(q, set()))
+            for q, i in zip(sample["query_id"], sample["judge_input"], strict=True)
+        ]
+        assert 1 in wanted and 4 in wanted  # both verdicts among the labels
+
+        line = ["judge", "label", "p2", "--against", "p1", "--criterion", "relevance"]
+        line += ["--labels", str(labels), "--labeller", "ana", "--n", str(QUERIES), "--config", str(cfg)]
+        # a typo first (asked again), then every hit's label; end of input ends the session
+        session = _typed(env, line, "maybe\n" + "".join(f"{w}\n" for w in wanted), tmp_path)
+        assert session.returncode == 0, session.stderr
+        no_traceback(session)
+        assert "'maybe' is not a score" in session.stdout
+        assert (
+            f"labelling relevance of run p2 and p1 into {labels}: {len(sample)} of the {len(sample)} "
+            f"pooled hit(s) of a sample of {QUERIES} quer(ies) (seed 0; 0 already labelled by ana)"
+        ) in session.stdout
+        first = RelevanceInput.from_json(sample["judge_input"].iloc[0])
+        assert (
+            f"QUESTION: {first.question}" in session.stdout
+            and "4 = it holds most of the answer" in session.stdout
+        )
+        written = read_labels(labels)
+        assert list(written["item_hash"]) == list(sample["item_hash"])
+        assert list(written["label"]) == wanted and set(written["criterion"]) == {"relevance"}
+        # resumed: nothing left to show
+        again = _typed(env, line, "", tmp_path)
+        assert again.returncode == 0 and f"0 of the {len(sample)} pooled hit(s)" in again.stdout
+
+        compared = cli(env, "compare", "p1", "p2", "--json", "--config", str(cfg))
+    assert compared.returncode == 0, compared.stderr
+    no_traceback(compared)
+    report = json.loads(compared.stdout)
+    record = report["provisional"]
+    people = record["people"]
+    assert people["labelled_queries"] == QUERIES and people["labelled_hits"] == len(sample)
+    assert people["relevant_by_people"] == wanted.count(4)
+    assert people["note"].startswith(f"only {QUERIES} labelled queries")
+
+    # Re-derived: the judge's provisional supports (from the comparison's pool, judged again
+    # through the cache) and the people's, each run re-scored per query, then PPI by hand.
+    from kebab_eval_pipeline.chain.pipeline import suspect_judge
+    from kebab_eval_pipeline.chain.settings import load_settings
+    from kebab_eval_pipeline.compare.provisional import pooled_unjudged
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with scripted_endpoint() as endpoint:
+        settings = load_settings(cfg)
+        settings = settings.model_copy(
+            update={"judge": settings.judge.model_copy(update={"base_url": endpoint.base_url})}
+        )
+        judged, _ = suspect_judge(settings, store)(pooled_unjudged((a, b), DEPTH, criterion))
+    refs = reference_labels(written).set_index("item_hash")["label"]
+    person = judged["item_hash"].map(refs)
+    labelled = set(judged.loc[person.notna(), "query_id"]) - set(judged.loc[person.isna(), "query_id"])
+    assert labelled == set(sample["query_id"])
+    as_people = judged.assign(judge_relevant=person >= 3)[judged["query_id"].isin(labelled)]
+    f = [provisional_scores(r, provisional_supports(judged), criterion) for r in (a, b)]
+    y = [provisional_scores(r, provisional_supports(as_people), criterion) for r in (a, b)]
+    pooled = set(judged["query_id"])
+    rows = {r["metric"]: r for r in record["metrics"]}
+    checked = 0
+    for name, row in rows.items():
+        fa, fb, ya, yb = (s.set_index("query_id")[name].astype(float).dropna() for s in (*f, *y))
+        fd, yd = (fb - fa).dropna(), (yb - ya).dropna()
+        expected = _by_hand(fd, yd, pooled, labelled)
+        got = row["corrected"]["delta"]
+        assert got["estimate"] == pytest.approx(expected[0], abs=1e-9), name
+        assert (got["ci_low"], got["ci_high"]) == (
+            pytest.approx(expected[1], abs=1e-9),
+            pytest.approx(expected[2], abs=1e-9),
+        ), name
+        checked += 1
+    assert checked == len(rows) >= 4
+    assert any(
+        r["corrected"]["delta"]["ci_low"] < r["corrected"]["delta"]["ci_high"] for r in rows.values()
+    ), (
+        people,
+        {n: r["corrected"] for n, r in rows.items()},
+    )
+    text = cli(env, "compare", "p1", "p2", "--config", str(cfg))
+    assert text.returncode == 0, text.stderr
+    assert "Δ corrected by people's labels" in text.stdout
+    assert f"People labelled every pooled hit of {QUERIES} of the {len(pooled)} queries" in text.stdout
+
+
+def _by_hand(f: pd.Series, y: pd.Series, pooled: set, labelled: set) -> tuple[float, float, float]:
+    """The corrected mean by its formula: queries without a pooled hit exact, the pooled ones' mean
+    by PPI++ (ppi_py where installed, else the package's own, which test_ppi.py checks against it)."""
+    exact = f[~f.index.isin(list(pooled))]
+    inner = f[f.index.isin(list(pooled))]
+    lab = [q for q in inner.index if q in labelled and q in y.index]
+    unl = [q for q in inner.index if q not in set(lab)]
+    yl, fl, fu = y.reindex(lab).to_numpy(), inner.reindex(lab).to_numpy(), inner.reindex(unl).to_numpy()
+    if importlib.util.find_spec("ppi_py") is not None:
+        import ppi_py
+
+        # ppi_py's tuned λ divides by the judge's variance: none (a metric no label moved) is λ = 0
+        lam = 0.0 if np.var(np.concatenate([fl, fu])) == 0 else None
+        theta = float(np.squeeze(ppi_py.ppi_mean_pointestimate(yl, fl, fu, lam=lam)))
+        _, high = (float(np.squeeze(v)) for v in ppi_py.ppi_mean_ci(yl, fl, fu, alpha=0.05, lam=lam))
+    else:
+        from kebab_eval_pipeline.judge.ppi import ppi_mean
+
+        p = ppi_mean(yl, fl, fu)
+        theta, high = p.estimate, p.ci_high
+    n, n0, n1 = len(f), len(exact), len(inner)
+    # two strata: the queries without a pooled hit (their mean's sampling error) and the pooled (PPI)
+    se0 = exact.std(ddof=1) / np.sqrt(n0) if n0 > 1 else 0.0  # one such query: no spread to measure
+    se1 = (high - theta) / 1.959963984540054
+    estimate = (exact.sum() + n1 * theta) / n
+    half = 1.959963984540054 * np.sqrt((n0 / n * se0) ** 2 + (n1 / n * se1) ** 2)
+    return estimate, estimate - half, estimate + half
+
+
+def test_every_pooled_query_labelled_gives_the_peoples_value_and_too_few_say_why():
+    f = pd.Series([1.0, 0.0, 1.0, 0.0, 1.0], index=list("abcde"))
+    y = pd.Series([1.0, 1.0, 0.0], index=list("bcd"))
+    # b, c, d pooled and all labelled: a and e as judged (1, 1), people's b, c, d (1, 1, 0): 4 / 5,
+    # its interval over the 5 queries' values (1, 1, 1, 1, 0): sd 0.4472 ⇒ ± 1.96 · 0.4472 / √5
+    whole = corrected_mean(f, y, {"b", "c", "d"}, {"b", "c", "d"}, 0.05)
+    assert whole["estimate"] == pytest.approx(0.8)
+    assert (whole["ci_low"], whole["ci_high"]) == (
+        pytest.approx(0.8 - 1.959964 * 0.2, abs=1e-6),
+        pytest.approx(0.8 + 1.959964 * 0.2, abs=1e-6),
+    )
+    assert whole["note"] == "every pooled query labelled" and whole["pooled"] == 3
+    few = corrected_mean(f, y, {"b", "c", "d"}, {"b"}, 0.05)
+    assert few["estimate"] is None and few["note"] == "1 of 3 pooled queries labelled: at least 2 are needed"
+    none = corrected_mean(pd.Series([], dtype=float), y, set(), set(), 0.05)
+    assert none["estimate"] is None and none["note"] == "no query measures it"
+
+
+def test_the_corrected_difference_covers_the_truth_at_its_nominal_rate():
+    """1,000 synthetic comparisons of 400 queries, 300 with pooled hits. The truth per query: a
+    hit@1-like 0/1 for each run (b better than a on 10 points); the judge's provisional labels make
+    b's value 1 on 35% of the pooled queries where people say 0 (a biased judge favouring b).
+    People label 60 pooled queries at random. The corrected Δ's 95% interval covers the true Δ (0.1)
+    in 93–97% of comparisons (Monte Carlo error ±0.7 points at 1,000: 942 at this seed) and each
+    comparison's own Δ at least as often (992); the judge's Δ with a naive interval covers it in
+    about one comparison in eight (126)."""
+    extra_or_skip("judge", True)  # numpy only: always runs
+    rng = np.random.default_rng(7)
+    n, n_pooled, n_labelled = 400, 300, 60
+    ids = np.array([f"q{i}" for i in range(n)])
+    pooled = set(ids[:n_pooled])
+    covered = own_covered = naive_covered = 0
+    for _ in range(1000):
+        ya = rng.binomial(1, 0.5, n).astype(float)
+        yb = rng.binomial(1, 0.6, n).astype(float)
+        fb = yb.copy()
+        bias = (np.arange(n) < n_pooled) & (yb == 0) & (rng.random(n) < 0.35)
+        fb[bias] = 1.0
+        f = pd.Series(fb - ya, index=ids)
+        y = pd.Series(yb - ya, index=ids)
+        labelled = set(rng.choice(ids[:n_pooled], n_labelled, replace=False))
+        result = corrected_mean(f, y, pooled, labelled, 0.05)
+        covered += result["ci_low"] <= TRUE_DELTA <= result["ci_high"]
+        # this comparison's own Δ as people would label it all (these 400 queries): covered at least
+        # as often, the interval also allowing for the queries' own sampling
+        own_covered += result["ci_low"] <= float(y.mean()) <= result["ci_high"]
+        half = 1.959964 * f.std(ddof=1) / np.sqrt(n)
+        naive_covered += f.mean() - half <= TRUE_DELTA <= f.mean() + half
+    assert 930 <= covered <= 970, covered
+    assert own_covered >= 930, own_covered
+    assert naive_covered < 300, naive_covered  # 126 at this seed
