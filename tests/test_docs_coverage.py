@@ -44,6 +44,12 @@ RUN_BY: tuple[Runs, ...] = (
     # getting started and the README
     Runs("bash", "kebab-eval judge label j1", _CALIBRATION + "test_label_then_calibrate_a_stored_judged_run"),
     Runs(
+        "bash",
+        "kebab-eval judge label p2 --against p1",
+        "tests/judge/test_provisional_people.py::"
+        "test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_metrics",
+    ),
+    Runs(
         "json",
         '{"criterion": "groundedness", "query_id": "fact-028"',
         _CALIBRATION + "test_the_documented_label_line",

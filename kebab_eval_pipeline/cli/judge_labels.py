@@ -62,7 +62,7 @@ def _relevance_order(run_id, against, depth, n, seed, config, chain, gate):
     from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.compare.fallback import plan_matching
-    from kebab_eval_pipeline.compare.provisional_corrected import people_sample
+    from kebab_eval_pipeline.compare.provisional_sample import people_sample
     from kebab_eval_pipeline.judge.config import JudgeSettings
 
     store = open_store(config, chain, gate)

@@ -271,6 +271,34 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
         "criterion": cli(
             env, "judge", "label", "plain", "--labels", str(bad), "--labeller", "a", "--criterion", "x"
         ),
+        "pool of a missing run": cli(
+            env,
+            "judge",
+            "label",
+            "plain",
+            "--against",
+            "gone",
+            "--criterion",
+            "relevance",
+            "--labels",
+            str(tmp_path / "none.jsonl"),
+            "--labeller",
+            "a",
+        ),
+        "relevance options elsewhere": cli(
+            env,
+            "judge",
+            "label",
+            "plain",
+            "--against",
+            "gone",
+            "--depth",
+            "5",
+            "--labels",
+            str(tmp_path / "none.jsonl"),
+            "--labeller",
+            "a",
+        ),
     }
     for proc in outputs.values():
         assert proc.returncode == 2, proc.stderr
@@ -280,7 +308,13 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
     )
     assert "nope — field 'run_id': no stored judgements for this run" in outputs["never ran"].stderr
     assert f"{bad}:line 1 — field 'query_id': Field required" in outputs["bad file"].stderr
-    assert "--criterion: 'x': use groundedness or correctness" in outputs["criterion"].stderr
+    assert "--criterion: 'x': use groundedness, correctness, relevance" in outputs["criterion"].stderr
+    assert "gone — field '--against': no stored run under" in outputs["pool of a missing run"].stderr
+    # every offender at once: two options only relevance takes
+    elsewhere = outputs["relevance options elsewhere"].stderr
+    assert "bad labelling options (2 problems)" in elsewhere
+    assert "--against: only with --criterion relevance (not groundedness)" in elsewhere
+    assert "--depth: only with --criterion relevance (not groundedness)" in elsewhere
 
 
 def write_labels(path: Path, items: pd.DataFrame, label_of=lambda score: score) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import subprocess
 import sys
 
@@ -18,10 +19,12 @@ import yaml
 
 from kebab_eval_pipeline.compare.fallback import plan_matching
 from kebab_eval_pipeline.compare.provisional import provisional_scores, provisional_supports
-from kebab_eval_pipeline.compare.provisional_corrected import corrected_mean, people_sample
+from kebab_eval_pipeline.compare.provisional_corrected import corrected_mean
+from kebab_eval_pipeline.compare.provisional_sample import people_sample
 from kebab_eval_pipeline.judge.labels import read_labels, reference_labels
 from kebab_eval_pipeline.judge.relevance import RelevanceInput
 from kebab_eval_pipeline.store.runs import RunStore
+from tests import docs_pages
 from tests.conftest import extra_or_skip
 from tests.judge.scripted import scripted_endpoint
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
@@ -29,7 +32,7 @@ from tests.test_cli import cli, env, no_traceback
 
 assert env  # the fixture, imported for this module's tests
 
-DEPTH, QUERIES = 3, 30
+DEPTH, QUERIES = 10, 30  # the guide's command: the default depth, 30 queries
 TRUE_DELTA = 0.6 - 0.5  # the coverage simulation's hit@1 of b and a
 
 
@@ -55,12 +58,12 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
     env, tmp_path, monkeypatch
 ):
     env = {**env, KEY_ENV: SECRET, "COLUMNS": "400"}
-    labels = tmp_path / "cfg" / "labels.jsonl"
+    labels = tmp_path / "labels" / "relevance.jsonl"
     with scripted_endpoint() as endpoint:
         cfg = judge_config(tmp_path / "cfg", endpoint.base_url)
         doc = yaml.safe_load(cfg.read_text())
         doc["compare"] = {"provisional_depth": DEPTH}
-        doc["judge"]["calibration"] = {"labels": "labels.jsonl"}  # relative to the config
+        doc["judge"]["calibration"] = {"labels": "../labels/relevance.jsonl"}  # relative to the config
         cfg.write_text(yaml.safe_dump(doc))
         for run_id, size in (("p1", "400"), ("p2", "800")):
             ran = cli(env, "run", "--config", str(cfg), "--run-id", run_id, "--chunk-size", size)
@@ -79,16 +82,18 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
         ]
         assert 1 in wanted and 4 in wanted  # both verdicts among the labels
 
-        line = ["judge", "label", "p2", "--against", "p1", "--criterion", "relevance"]
-        line += ["--labels", str(labels), "--labeller", "ana", "--n", str(QUERIES), "--config", str(cfg)]
+        # the guide's command as written, in a folder of its own (its labels file relative to it)
+        block = docs_pages.snippet("bash", "kebab-eval judge label p2 --against p1")
+        line = shlex.split(block.text.strip())[1:]
         # a typo first (asked again), then every hit's label; end of input ends the session
         session = _typed(env, line, "maybe\n" + "".join(f"{w}\n" for w in wanted), tmp_path)
         assert session.returncode == 0, session.stderr
         no_traceback(session)
         assert "'maybe' is not a score" in session.stdout
         assert (
-            f"labelling relevance of run p2 and p1 into {labels}: {len(sample)} of the {len(sample)} "
-            f"pooled hit(s) of a sample of {QUERIES} quer(ies) (seed 0; 0 already labelled by ana)"
+            "labelling relevance of run p2 and p1 into labels/relevance.jsonl: "
+            f"{len(sample)} of the {len(sample)} pooled hit(s) of a sample of {QUERIES} quer(ies) "
+            "(seed 0; 0 already labelled by ana)"
         ) in session.stdout
         first = RelevanceInput.from_json(sample["judge_input"].iloc[0])
         assert (
