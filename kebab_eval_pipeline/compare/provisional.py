@@ -73,7 +73,7 @@ def pooled_unjudged(runs: Sequence[StoredRun], depth: int, criterion: str | None
     (:data:`POOL_COLUMNS`, one row per distinct passage of a query; ``runs``: which runs returned
     it, e.g. ``"a,b"``). ``criterion``: the comparison's (None: each run's stored one)."""
     frames = []
-    for side, run in zip("ab", runs, strict=True):
+    for side, run in zip("ab"[: len(runs)], runs, strict=True):  # one run, or a comparison's two
         hits = run.retrieval.results.hits
         hits = hits[hits["rank"].to_numpy(dtype=np.int64) <= depth]
         crit = criterion or str(run.scores.info.get("match") or "auto")

@@ -244,3 +244,27 @@ def test_the_corrected_difference_covers_the_truth_at_its_nominal_rate():
     assert 930 <= covered <= 970, covered
     assert own_covered >= 930, own_covered
     assert naive_covered < 300, naive_covered  # 126 at this seed
+
+
+def test_one_runs_pool_is_labelled_without_a_judge(env, tmp_path):
+    """Without --against the pool is the run's own unjudged hits; the run need not be judged."""
+    ran = cli(env, "run", "--run-id", "solo")
+    assert ran.returncode == 0, ran.stderr
+    store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
+    sample = people_sample((store.stored_run("solo"),), 2, None, 600, seed=3, limit=4)
+    assert sample["query_id"].nunique() == 4 and len(sample) > 4
+    labels = tmp_path / "solo.jsonl"
+    line = ["judge", "label", "solo", "--criterion", "relevance", "--depth", "2", "--n", "4", "--seed", "3"]
+    line += ["--labels", str(labels), "--labeller", "bo"]
+    # the first two hits, a skip, then stop
+    session = _typed(env, line, "5\n0\ns\nq\n", tmp_path)
+    assert session.returncode == 0, session.stderr
+    no_traceback(session)
+    assert f"labelled 2, skipped 1, left {len(sample) - 3}: written to {labels}" in session.stdout
+    written = read_labels(labels)
+    assert list(written["item_hash"]) == list(sample["item_hash"].iloc[:2])
+    assert list(written["label"]) == [5, 0] and list(written["query_id"]) == list(sample["query_id"].iloc[:2])
+    # the sample's queries in strata of slice × found/missed, every pooled hit of each query together
+    assert set(sample["stratum"].str.split(" / ").str[1]) <= {"found", "missed"}
+    runs_of_queries = (sample["query_id"] != sample["query_id"].shift()).sum()
+    assert runs_of_queries == sample["query_id"].nunique()
