@@ -30,6 +30,7 @@ from kebab_eval_pipeline.compare.provisional_corrected import (
 )
 from kebab_eval_pipeline.golden.columns import SUPPORT_COLUMNS
 from kebab_eval_pipeline.golden.diff import GoldenDiff
+from kebab_eval_pipeline.judge.agreement import agreement
 from kebab_eval_pipeline.judge.calibration import FEW_LABELS
 from kebab_eval_pipeline.metrics.aggregate import score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits
@@ -287,21 +288,20 @@ def _people_correction(a, b, criterion, diff, judged, people, labelled, judge_sc
         delta = (row["corrected"] or {}).get("delta") or {}
         low, high = delta.get("ci_low"), delta.get("ci_high")
         sense = _sense(row["delta_provisional"])
-        if low is not None and (
-            (sense > 0 and high < 0) or (sense < 0 and low > 0) or (sense == 0 and (low > 0 or high < 0))
-        ):
+        if low is not None and ((sense > 0 and high < 0) or (sense < 0 and low > 0)):
             disagree.append(row["metric"])
-    known = people.notna().to_numpy()
+    known = (people.notna() & judged["judge_relevant"].notna()).to_numpy()
+    words = ["not relevant", "relevant"]
+    said = [words[int(v)] for v in judged["judge_relevant"][known].astype(bool)]
+    truth = [words[int(v)] for v in people[known].astype(bool)]
     summary = {
         "pooled_queries": len(pooled),
         "labelled_queries": len(labelled),
-        "labelled_hits": int(known.sum()),
+        "labelled_hits": int(people.notna().sum()),
         "relevant_by_people": int(people.fillna(False).astype(bool).sum()),
-        "judge_agrees": int(
-            (people[known].astype(bool) == judged["judge_relevant"][known].astype("boolean"))
-            .fillna(False)
-            .sum()
-        ),
+        "judge_agrees": int(sum(t == j for t, j in zip(truth, said, strict=True))),
+        # the relevance judge against people, on the pooled hits both gave a verdict
+        "agreement": agreement(truth, said, words).as_dict(),
         "alpha": alpha,
         "note": (
             f"only {len(labelled)} labelled queries: the intervals may be too narrow below {FEW_LABELS}"
@@ -334,7 +334,9 @@ def provisional_markdown(record: dict | None) -> str:
             "",
             f"People labelled every pooled hit of {people['labelled_queries']} of the "
             f"{people['pooled_queries']} queries with pooled hits ({people['labelled_hits']} hit(s), "
-            f"{people['relevant_by_people']} relevant; the judge agreed on {people['judge_agrees']}). "
+            f"{people['relevant_by_people']} relevant; the judge agreed on {people['judge_agrees']}"
+            + _kappa_words(people.get("agreement"))
+            + "). "
             f"The last column is Δ as people would have labelled every pooled hit: a "
             f"prediction-powered estimate from those queries, with its {level}% interval"
             + (f" ({people['note']})" if people.get("note") else "")
@@ -353,6 +355,12 @@ def provisional_markdown(record: dict | None) -> str:
             line += f" {_corrected_cell((r.get('corrected') or {}).get('delta'))} |"
         lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+def _kappa_words(agreed: dict | None) -> str:
+    if not agreed or agreed.get("kappa") is None:
+        return ""
+    return f", Cohen's κ {agreed['kappa']:.2f} [{agreed['ci_low']:.2f}, {agreed['ci_high']:.2f}]"
 
 
 def _corrected_cell(value: dict | None) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from statsmodels.stats.inter_rater import cohens_kappa
 
 from kebab_eval_pipeline.compare.fallback import plan_matching
 from kebab_eval_pipeline.compare.provisional import provisional_scores, provisional_supports
@@ -134,6 +135,16 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
     person = judged["item_hash"].map(refs)
     labelled = set(judged.loc[person.notna(), "query_id"]) - set(judged.loc[person.isna(), "query_id"])
     assert labelled == set(sample["query_id"])
+    # the relevance judge against people (statsmodels' κ), on the hits both gave a verdict
+    both = person.notna() & judged["judge_relevant"].notna()
+    truth, said = (person[both] >= 3).astype(int), judged["judge_relevant"][both].astype(int)
+    table = np.array([[((truth == i) & (said == j)).sum() for j in (0, 1)] for i in (0, 1)])
+    agreed = people["agreement"]
+    assert agreed["n"] == int(both.sum()) and agreed["confusion"] == table.tolist()
+    assert people["judge_agrees"] == int(np.trace(table))
+    if agreed["kappa"] is not None:
+        assert agreed["kappa"] == pytest.approx(cohens_kappa(table, return_results=False))
+        assert agreed["ci_low"] <= agreed["kappa"] <= agreed["ci_high"]
     as_people = judged.assign(judge_relevant=person >= 3)[judged["query_id"].isin(labelled)]
     f = [provisional_scores(r, provisional_supports(judged), criterion) for r in (a, b)]
     y = [provisional_scores(r, provisional_supports(as_people), criterion) for r in (a, b)]
