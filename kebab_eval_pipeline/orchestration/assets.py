@@ -978,6 +978,12 @@ def build_chain_assets(names: ChainNames = DEFAULT_NAMES) -> "ChainAssets":
             meta["suspect_gold/hits"] = dg.MetadataValue.int(len(art.suspect_gold))
             if len(art.suspect_gold):
                 meta["suspect_gold"] = _table_metadata(art.suspect_gold[list(SUSPECT_SHOWN)])
+        provisional = art.info.get("provisional")
+        if provisional:  # unjudged hits labelled by the judge, and by people (compare.provisional)
+            meta["provisional"] = dg.MetadataValue.json(provisional)
+            agreed = (provisional.get("people") or {}).get("agreement") or {}
+            if agreed.get("kappa") is not None:  # the relevance judge against people's labels
+                meta["provisional/people_kappa"] = _number(agreed["kappa"])
         _not_run_metadata(meta, art.info)
         return publish_chain_artifact(context, "comparison_report", art, meta, names)
 

@@ -28,10 +28,10 @@ from kebab_eval_pipeline.store.runs import RunStore
 from tests import docs_pages
 from tests.conftest import extra_or_skip
 from tests.judge.scripted import scripted_endpoint
-from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config
+from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config, key
 from tests.test_cli import cli, env, no_traceback
 
-assert env  # the fixture, imported for this module's tests
+assert env and key  # the fixtures, imported for this module's tests
 
 DEPTH, QUERIES = 10, 30  # the guide's command: the default depth, 30 queries
 TRUE_DELTA = 0.6 - 0.5  # the coverage simulation's hit@1 of b and a
@@ -279,3 +279,57 @@ def test_one_runs_pool_is_labelled_without_a_judge(env, tmp_path):
     assert set(sample["stratum"].str.split(" / ").str[1]) <= {"found", "missed"}
     runs_of_queries = (sample["query_id"] != sample["query_id"].shift()).sum()
     assert runs_of_queries == sample["query_id"].nunique()
+
+
+def test_the_comparison_asset_shows_the_people_corrected_record_in_the_ui(instance, tmp_path, key):
+    """Through Dagster: the candidate's comparison_report, materialized again once people labelled
+    its pool, carries the provisional record (corrected deltas, the judge's κ against people) in
+    its metadata, as stored."""
+    from tests.orchestration.test_chain import materializations, run_partition
+
+    assert key
+    labels = tmp_path / "labels.jsonl"
+    with scripted_endpoint() as endpoint:
+        cfg = judge_config(tmp_path, endpoint.base_url)
+        doc = yaml.safe_load(cfg.read_text())
+        doc["compare"] = {"provisional_depth": 5}
+        doc["judge"]["calibration"] = {"labels": "labels.jsonl"}
+        cfg.write_text(yaml.safe_dump(doc))
+        defs, base = run_partition(instance, "base", cfg, overrides={"chunk_size": 400})
+        assert base.success
+        _, first = run_partition(instance, "cand", cfg, overrides={"chunk_size": 800})
+        assert (
+            first.success
+            and "provisional/people_kappa" not in materializations(first)["comparison_report"].metadata
+        )  # nobody labelled yet
+        store = RunStore(defs.resources["artifact_storage"].base)
+        a, b = store.stored_run("base"), store.stored_run("cand")
+        sample = people_sample((a, b), 5, plan_matching(a, b).criterion, 600, seed=0, limit=40)
+        gold_docs = b.golden.supports.groupby("query_id")["rel_path"].agg(
+            lambda s: set(s.dropna().astype(str))
+        )
+        from kebab_eval_pipeline.judge.labels import Label, append_label
+
+        for row in sample.itertuples(index=False):
+            label = person_label(row.judge_input, gold_docs.get(row.query_id, set()))
+            append_label(
+                labels,
+                Label(
+                    criterion="relevance",
+                    query_id=row.query_id,
+                    item_hash=row.item_hash,
+                    label=label,
+                    labeller="ana",
+                    labelled_at="2026-12-06T15:10:00+00:00",
+                ),
+            )
+        _, again = run_partition(instance, "cand", cfg, overrides={"chunk_size": 800})
+    assert again.success
+    meta = materializations(again)["comparison_report"].metadata
+    shown = meta["provisional"].value
+    stored = json.loads(store.read_file("comparison_report", "cand", "comparison.json").decode("utf-8"))
+    assert shown == stored["provisional"]
+    assert shown["people"]["labelled_queries"] == 40
+    assert meta["provisional/people_kappa"].value == pytest.approx(shown["people"]["agreement"]["kappa"])
+    assert all(r["corrected"]["delta"]["labelled"] == 40 for r in shown["metrics"])
+    assert "Δ corrected by people's labels" in meta["report"].value
