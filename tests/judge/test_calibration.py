@@ -143,7 +143,7 @@ def test_the_documented_label_line():
     assert label.labelled_at.utcoffset().total_seconds() == 0
 
 
-def _label_session(env, args, typed: str, cwd) -> subprocess.CompletedProcess:
+def label_session(env, args, typed: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
         input=typed,
@@ -166,7 +166,7 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     label_line, calibrate_line = (shlex.split(line)[1:] for line in block.text.strip().splitlines())
     labels = tmp_path / "labels" / "groundedness.jsonl"
     # 5, 0, a typo (asked again), a skip, 4, the scale, 2, then stop
-    first = _label_session(env, label_line, "5\n0\nseven\ns\n4\n?\n2\nq\n", tmp_path)
+    first = label_session(env, label_line, "5\n0\nseven\ns\n4\n?\n2\nq\n", tmp_path)
     assert first.returncode == 0, first.stderr
     no_traceback(first)
     assert "'seven' is not a score" in first.stdout
@@ -194,7 +194,7 @@ def test_label_then_calibrate_a_stored_judged_run(env, tmp_path):
     assert "judge_score" not in first.stdout and "score 0-5 (s skip, q quit, ? scale): " in first.stdout
 
     # resumed: the four labelled items are not shown again; the session ends at end of input
-    again = _label_session(env, label_line, "3\n", tmp_path)
+    again = label_session(env, label_line, "3\n", tmp_path)
     assert again.returncode == 0, again.stderr
     assert "56 of a sample of 60 item(s) (seed 0; 4 already labelled by ana)" in again.stdout
     written = read_labels(labels)
@@ -264,6 +264,20 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
     bad.write_text('{"criterion": "groundedness"}\n')
     unjudged = cli(env, "run", "--run-id", "plain")
     assert unjudged.returncode == 0, unjudged.stderr
+
+    def label(*options: str):
+        return cli(
+            env,
+            "judge",
+            "label",
+            "plain",
+            *options,
+            "--labels",
+            str(tmp_path / "none.jsonl"),
+            "--labeller",
+            "a",
+        )
+
     outputs = {
         "not judged": cli(env, "judge", "calibrate", "plain", "--labels", str(tmp_path / "none.jsonl")),
         "never ran": cli(env, "judge", "calibrate", "nope", "--labels", str(tmp_path / "none.jsonl")),
@@ -271,34 +285,8 @@ def test_bad_input_exits_2_naming_it(env, tmp_path):
         "criterion": cli(
             env, "judge", "label", "plain", "--labels", str(bad), "--labeller", "a", "--criterion", "x"
         ),
-        "pool of a missing run": cli(
-            env,
-            "judge",
-            "label",
-            "plain",
-            "--against",
-            "gone",
-            "--criterion",
-            "relevance",
-            "--labels",
-            str(tmp_path / "none.jsonl"),
-            "--labeller",
-            "a",
-        ),
-        "relevance options elsewhere": cli(
-            env,
-            "judge",
-            "label",
-            "plain",
-            "--against",
-            "gone",
-            "--depth",
-            "5",
-            "--labels",
-            str(tmp_path / "none.jsonl"),
-            "--labeller",
-            "a",
-        ),
+        "pool of a missing run": label("--against", "gone", "--criterion", "relevance"),
+        "relevance options elsewhere": label("--against", "gone", "--depth", "5"),
     }
     for proc in outputs.values():
         assert proc.returncode == 2, proc.stderr

@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -28,6 +26,7 @@ from kebab_eval_pipeline.store.runs import RunStore
 from tests import docs_pages
 from tests.conftest import extra_or_skip
 from tests.judge.scripted import scripted_endpoint
+from tests.judge.test_calibration import label_session
 from tests.judge.test_judge_assets import KEY_ENV, SECRET, judge_config, key
 from tests.test_cli import cli, env, no_traceback
 
@@ -35,18 +34,6 @@ assert env and key  # the fixtures, imported for this module's tests
 
 DEPTH, QUERIES = 10, 30  # the guide's command: the default depth, 30 queries
 TRUE_DELTA = 0.6 - 0.5  # the coverage simulation's hit@1 of b and a
-
-
-def _typed(env, args, typed: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kebab_eval_pipeline.cli", *args],
-        input=typed,
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def person_label(hit_input: str, gold_docs: set[str]) -> int:
@@ -87,7 +74,7 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
         block = docs_pages.snippet("bash", "kebab-eval judge label p2 --against p1")
         line = shlex.split(block.text.strip())[1:]
         # a typo first (asked again), then every hit's label; end of input ends the session
-        session = _typed(env, line, "maybe\n" + "".join(f"{w}\n" for w in wanted), tmp_path)
+        session = label_session(env, line, "maybe\n" + "".join(f"{w}\n" for w in wanted), tmp_path)
         assert session.returncode == 0, session.stderr
         no_traceback(session)
         assert "'maybe' is not a score" in session.stdout
@@ -105,7 +92,7 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
         assert list(written["item_hash"]) == list(sample["item_hash"])
         assert list(written["label"]) == wanted and set(written["criterion"]) == {"relevance"}
         # resumed: nothing left to show
-        again = _typed(env, line, "", tmp_path)
+        again = label_session(env, line, "", tmp_path)
         assert again.returncode == 0 and f"0 of the {len(sample)} pooled hit(s)" in again.stdout
 
         compared = cli(env, "compare", "p1", "p2", "--json", "--config", str(cfg))
@@ -268,7 +255,7 @@ def test_one_runs_pool_is_labelled_without_a_judge(env, tmp_path):
     line = ["judge", "label", "solo", "--criterion", "relevance", "--depth", "2", "--n", "4", "--seed", "3"]
     line += ["--labels", str(labels), "--labeller", "bo"]
     # the first two hits, a skip, then stop
-    session = _typed(env, line, "5\n0\ns\nq\n", tmp_path)
+    session = label_session(env, line, "5\n0\ns\nq\n", tmp_path)
     assert session.returncode == 0, session.stderr
     no_traceback(session)
     assert f"labelled 2, skipped 1, left {len(sample) - 3}: written to {labels}" in session.stdout
