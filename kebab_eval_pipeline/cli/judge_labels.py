@@ -58,7 +58,7 @@ def _judged_run(run_id: str, config: Path | None, chain: str | None, gate: str |
 
 def _relevance_order(run_id, against, depth, n, seed, config, chain, gate):
     """The pooled unjudged hits of ``run_id`` (and ``against``) to label for relevance, query by
-    query (``compare.provisional_corrected.people_sample``); InputError naming every run not stored."""
+    query (``compare.provisional_sample.people_sample``); InputError naming every run not stored."""
     from kebab_eval_pipeline.chain.settings import load_settings
     from kebab_eval_pipeline.cli.instance import open_store
     from kebab_eval_pipeline.compare.fallback import plan_matching

@@ -353,6 +353,7 @@ def compare_runs(
                 judge_suspects,
                 diff if restriction is not None else None,
                 relevance_labels,
+                options.alpha,
             )
             info["provisional"] = provisional
             if provisional["rests_on_unjudged"]:
