@@ -85,7 +85,10 @@ def _relevance_order(run_id, against, depth, n, seed, config, chain, gate):
 
 
 def label(
-    run_id: Annotated[str, typer.Argument(help="A stored, judged run whose items to label.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(help="A stored run: judged (its answers to label), or for relevance the candidate."),
+    ],
     labels_path: LabelsOption,
     labeller: Annotated[
         str, typer.Option("--labeller", help="Who is labelling (recorded with every label).")
