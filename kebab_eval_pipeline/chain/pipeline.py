@@ -734,12 +734,15 @@ def summarize(
         if key in scores.info:
             info[key] = scores.info[key]
     if judged is not None and judged.enabled:
-        from kebab_eval_pipeline.judge.metrics import judge_run_metrics
+        from kebab_eval_pipeline.judge.metrics import judge_run_metrics, reply_warnings
 
         judge_metrics, judge_n = judge_run_metrics(judged.judgements, judged.info)
         metrics.update(judge_metrics)
         denominators.update(judge_n)
         info["judge"] = judge_identity(judged.info)
+        # replies that did not parse, scores resting on little probability: said with the run's
+        # numbers (its output, report and export), not only in the judge step's log
+        info["judge_reply_warnings"] = reply_warnings(judged.judgements)
         calibration = settings.judge.calibration if settings.judge is not None else None
         if calibration is not None:  # the judge against a person's labels (judge/calibration.py)
             from kebab_eval_pipeline.judge.calibration import run_calibration

@@ -110,6 +110,8 @@ def print_run(store: RunStore, run_id: str, ks: list[int], headline, settings=No
             f"  [yellow]warning[/yellow] judgement coverage: {escape(metrics.info['judged_warning'])}",
             highlight=False,
         )
+    for warning in metrics.info.get("judge_reply_warnings") or []:
+        out.print(f"  [yellow]warning[/yellow] judge: {escape(warning)}", highlight=False, soft_wrap=True)
     print_health(metrics.info)
     from kebab_eval_pipeline.reporting.calibration import relevance_text, self_consistency_text
 

@@ -137,7 +137,7 @@ def export_json(store: RunStore, run_id: str) -> dict[str, Any]:
     if info.get("judge_calibration"):  # the judge against a person's labels: κ, corrected means
         document["judge_calibration"] = info["judge_calibration"]
     # the relevance judge against the golden set; the judge's verdict flips on reordered evidence
-    for key in ("judge_relevance_calibration", "judge_self_consistency"):
+    for key in ("judge_relevance_calibration", "judge_self_consistency", "judge_reply_warnings"):
         if info.get(key):
             document[key] = info[key]
     if repeated:

@@ -53,6 +53,8 @@ def render_run_markdown(
     lines += _matching_lines(info)
     if info.get("judged_warning"):  # much of the ranking was never judged (metrics.judged_coverage)
         lines += ["", f"> ⚠ **judgement coverage**: {md_text(info['judged_warning'])}"]
+    for warning in info.get("judge_reply_warnings") or []:  # judge replies that say little (judge.metrics)
+        lines += ["", f"> ⚠ **judge replies**: {md_text(warning)}"]
     unmeasured = not_measured(info)
     lines += ["", "## Metrics", "", "| metric | value |", "|---|---:|"]
 

@@ -121,6 +121,14 @@ def test_judged_run_materializes_judge_scores_and_metrics(instance, tmp_path, ke
     assert unparseable > 0 and meta["reply_warnings"].value.startswith(said)
     logged = [r.user_message for r in instance.all_logs(result.run_id)]
     assert any(m == f"judge: {meta['reply_warnings'].value}" for m in logged)
+    # ... and with the run's numbers: its record, its report and its JSON export
+    assert metrics.info["judge_reply_warnings"] == meta["reply_warnings"].value.split("\n")
+    store = RunStore(defs.resources["artifact_storage"].base)
+    report = store.read_file("run_metrics", "judged", "run.md").decode("utf-8")
+    assert f"> ⚠ **judge replies**: {said}" in report
+    from kebab_eval_pipeline.reporting.export import export_json
+
+    assert export_json(store, "judged")["judge_reply_warnings"] == metrics.info["judge_reply_warnings"]
     # the default prompt (v2) asks for the score alone: one token, whatever max_tokens says
     assert meta["decoding"].value == {**JudgeSettings().decoding().as_dict(), "max_tokens": 1}
     assert meta["spot_check_judge"].value == {

@@ -56,6 +56,8 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
         for run_id, size in (("p1", "400"), ("p2", "800")):
             ran = cli(env, "run", "--config", str(cfg), "--run-id", run_id, "--chunk-size", size)
             assert ran.returncode == 0, ran.stderr
+            # the scripted judge answers some items in prose: `kebab-eval run` says so
+            assert "warning judge: " in ran.stdout and "judge replies did not parse" in ran.stdout
 
         store = RunStore(tmp_path / "dagster_home" / "kebab-eval" / "artifacts")
         a, b = store.stored_run("p1"), store.stored_run("p2")
