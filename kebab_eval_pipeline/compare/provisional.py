@@ -25,13 +25,13 @@ import pandas as pd
 from kebab_eval_pipeline.compare.drift import restricted_scores
 from kebab_eval_pipeline.compare.provisional_corrected import (
     corrected_metrics,
+    few_labels_note,
     labelled_queries,
     person_verdicts,
 )
 from kebab_eval_pipeline.golden.columns import SUPPORT_COLUMNS
 from kebab_eval_pipeline.golden.diff import GoldenDiff
 from kebab_eval_pipeline.judge.agreement import agreement
-from kebab_eval_pipeline.judge.calibration import FEW_LABELS
 from kebab_eval_pipeline.metrics.aggregate import score_results, summarize_scores
 from kebab_eval_pipeline.metrics.matching import judged_hits, match_hits
 from kebab_eval_pipeline.metrics.measurable import lacks_of, null_unmeasured
@@ -264,6 +264,12 @@ def provisional_comparison(
         record["people"], record["people_disagree"] = _people_correction(
             a, b, criterion, diff, judged, people, labelled, judge_scores, rows, alpha
         )
+    elif people.notna().any():  # labels on the pool, but no whole query: said, not silently unused
+        record["people_note"] = (
+            f"people labelled {int(people.notna().sum())} pooled hit(s), but no query has all its pooled "
+            "hits labelled, so nothing is corrected: label whole queries with `kebab-eval judge label "
+            "--criterion relevance --against` on these two runs"
+        )
     return record
 
 
@@ -303,11 +309,7 @@ def _people_correction(a, b, criterion, diff, judged, people, labelled, judge_sc
         # the relevance judge against people, on the pooled hits both gave a verdict
         "agreement": agreement(truth, said, words).as_dict(),
         "alpha": alpha,
-        "note": (
-            f"only {len(labelled)} labelled queries: the intervals may be too narrow below {FEW_LABELS}"
-            if len(labelled) < FEW_LABELS
-            else ""
-        ),
+        "note": few_labels_note(len(labelled)),
     }
     return summary, disagree
 
@@ -328,6 +330,8 @@ def provisional_markdown(record: dict | None) -> str:
         + (f"; {record['note']}" if record.get("note") else "")
         + ":",
     ]
+    if record.get("people_note"):
+        lines += ["", record["people_note"][0].upper() + record["people_note"][1:] + "."]
     if people:
         level = round(100 * (1 - people["alpha"]))
         lines += [

@@ -50,11 +50,9 @@ def person_verdicts(judged: pd.DataFrame, references: pd.DataFrame | None) -> pd
     if references is None or references.empty or "item_hash" not in judged.columns:
         return pd.Series(pd.NA, index=judged.index, dtype="boolean")
     rows = references[references["criterion"].astype(str) == CRITERION]
-    label = dict(zip(rows["item_hash"].astype(str), rows["label"].astype(np.int64), strict=True))
-    values = judged["item_hash"].astype(str).map(label)
-    return pd.Series(
-        [pd.NA if pd.isna(v) else v >= PASS_SCORE for v in values], index=judged.index, dtype="boolean"
-    )
+    label = pd.Series(rows["label"].to_numpy(dtype=np.float64), index=rows["item_hash"].astype(str))
+    values = judged["item_hash"].astype(str).map(label).astype("Float64")  # NA: nobody labelled it
+    return pd.Series((values >= PASS_SCORE).to_numpy(), index=judged.index, dtype="boolean")
 
 
 def labelled_queries(judged: pd.DataFrame, verdicts: pd.Series) -> set[str]:
@@ -89,13 +87,14 @@ def corrected_mean(
     in_pool = judge_values.index.astype(str).isin(list(pooled))
     exact = judge_values[~in_pool].to_numpy(dtype=np.float64)
     pooled_values = judge_values[in_pool]
-    lab_ids = [q for q in pooled_values.index if q in labelled and q in people_values.index]
-    unl_ids = [q for q in pooled_values.index if q not in set(lab_ids)]
+    ids = pooled_values.index
+    is_labelled = ids.isin(list(labelled)) & ids.isin(people_values.index)
+    lab_ids, unl_ids = ids[is_labelled], ids[~is_labelled]
     n, n_pooled = len(judge_values), len(pooled_values)
     out = {"queries": n, "pooled": n_pooled, "labelled": len(lab_ids), "lam": None, "note": ""}
     if n == 0:
         return {**out, "estimate": None, "ci_low": None, "ci_high": None, "note": "no query measures it"}
-    if not unl_ids:  # every pooled query labelled (or none pooled): the people's value, over queries
+    if not len(unl_ids):  # every pooled query labelled (or none pooled): the people's value, over queries
         values = np.concatenate([exact, people_values.reindex(lab_ids).to_numpy(dtype=np.float64)])
         mean = float(values.mean())
         half = z * float(np.std(values, ddof=1)) / np.sqrt(n) if n > 1 else 0.0
@@ -122,19 +121,22 @@ def corrected_mean(
     se_pooled = (ppi.ci_high - ppi.estimate) / z
     estimate = (float(exact.sum()) + n_pooled * ppi.estimate) / n
     half = z * float(np.hypot(n_exact / n * se_exact, n_pooled / n * se_pooled))
-    note = (
-        f"only {len(lab_ids)} labelled queries: the interval may be too narrow below {FEW_LABELS}"
-        if len(lab_ids) < FEW_LABELS
-        else ""
-    )
     return {
         **out,
         "estimate": estimate,
         "ci_low": estimate - half,
         "ci_high": estimate + half,
         "lam": ppi.lam,
-        "note": note,
+        "note": few_labels_note(len(lab_ids)),
     }
+
+
+def few_labels_note(labelled: int) -> str:
+    """What a corrected figure from ``labelled`` queries says of itself: below :data:`FEW_LABELS`
+    its interval may be too narrow (benchmarks/bench_ppi_coverage.py); "" from there up."""
+    if labelled >= FEW_LABELS:
+        return ""
+    return f"only {labelled} labelled queries: the interval may be too narrow below {FEW_LABELS}"
 
 
 def _difference(b: pd.Series, a: pd.Series) -> pd.Series:

@@ -75,8 +75,18 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
         # the guide's command as written, in a folder of its own (its labels file relative to it)
         block = docs_pages.snippet("bash", "kebab-eval judge label p2 --against p1")
         line = shlex.split(block.text.strip())[1:]
-        # a typo first (asked again), then every hit's label; end of input ends the session
-        session = label_session(env, line, "maybe\n" + "".join(f"{w}\n" for w in wanted), tmp_path)
+        # a typo first (asked again), the first hit's label, then stop: its query is not labelled whole
+        assert sample["query_id"].iloc[0] == sample["query_id"].iloc[1]  # a query of several hits
+        session = label_session(env, line, f"maybe\n{wanted[0]}\nq\n", tmp_path)
+        partial = cli(env, "compare", "p1", "p2", "--json", "--config", str(cfg))
+        assert partial.returncode == 0, partial.stderr
+        record = json.loads(partial.stdout)["provisional"]
+        assert "people" not in record and record["people_note"].startswith(
+            "people labelled 1 pooled hit(s), but no query has all its pooled hits labelled"
+        )
+        # resumed: every other hit's label; end of input ends the session
+        rest = label_session(env, line, "".join(f"{w}\n" for w in wanted[1:]), tmp_path)
+        assert rest.returncode == 0 and f"{len(sample) - 1} of the {len(sample)} pooled hit(s)" in rest.stdout
         assert session.returncode == 0, session.stderr
         no_traceback(session)
         assert "'maybe' is not a score" in session.stdout
@@ -85,6 +95,9 @@ def test_people_label_pooled_hits_and_the_comparison_corrects_its_provisional_me
             f"{len(sample)} of the {len(sample)} pooled hit(s) of a sample of {QUERIES} quer(ies) "
             "(seed 0; 0 already labelled by ana)"
         ) in session.stdout
+        assert session.stdout.rstrip().endswith(
+            f"labelled 1, skipped 0, left {len(sample) - 1}: written to labels/relevance.jsonl"
+        )
         first = RelevanceInput.from_json(sample["judge_input"].iloc[0])
         assert (
             f"QUESTION: {first.question}" in session.stdout
